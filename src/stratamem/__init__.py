@@ -1,0 +1,64 @@
+"""stratamem: keep an LLM agent's whole history usable inside a fixed token budget.
+
+>>> from stratamem import Memory
+>>> mem = Memory(":memory:", namespace="demo")
+>>> _ = mem.add([{"role": "user", "content": "Our budget is $50K."},
+...              {"role": "assistant", "content": "Noted: $50K."}])
+>>> ctx = mem.context("what is the budget?", budget=200)
+>>> [m["content"] for m in ctx.messages]
+['Our budget is $50K.', 'Noted: $50K.']
+>>> ctx.tokens <= 200
+True
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .config import Config
+from .errors import (
+    BackendError,
+    BudgetError,
+    ConfigError,
+    DecodeError,
+    InvalidTurnError,
+    MigrationError,
+    ModelError,
+    NotFoundError,
+    StratamemError,
+    ValidationError,
+)
+from .manifest import Context, ContextItem, Manifest
+from .memory import Memory, Status
+from .records import Session, StoredTurn, Turn
+
+try:
+    __version__ = version("stratamem")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0.0.0+source"
+
+__all__ = [
+    "BackendError",
+    "BudgetError",
+    "Config",
+    "ConfigError",
+    "Context",
+    "ContextItem",
+    "DecodeError",
+    "InvalidTurnError",
+    "Manifest",
+    "Memory",
+    "MigrationError",
+    "ModelError",
+    "NotFoundError",
+    "Session",
+    "Status",
+    "StoredTurn",
+    "StratamemError",
+    "Turn",
+    "ValidationError",
+]
+
+for _name in ("Config", "Context", "ContextItem", "Manifest", "Memory", "Session", "Status", "StoredTurn", "Turn"):
+    globals()[_name].__module__ = __name__
+del _name

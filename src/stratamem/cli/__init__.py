@@ -1,0 +1,99 @@
+"""The ``stratamem`` command: a thin shell over the library.
+
+Each command parses its options, calls one library function and prints the
+result; every :class:`~stratamem.errors.StratamemError` becomes one clear line
+on stderr and a non-zero exit. Environment variables are read here and only
+here (see ``docs/configuration.md``):
+
+=====================  =========================================  ===================
+variable               meaning                                    default
+=====================  =========================================  ===================
+``STRATAMEM_DB``       SQLite file                                ``./stratamem.db``
+``STRATAMEM_NAMESPACE`` namespace                                 ``default``
+``STRATAMEM_CONFIG``   YAML config file                           none
+=====================  =========================================  ===================
+
+Precedence: command-line option > environment variable > config file > default.
+Command groups owned by other modules register themselves in :func:`_register`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..config import Config
+from ..errors import StratamemError
+from ..memory import Memory
+
+__all__ = ["main"]
+
+
+class _Group(click.Group):
+    """Turns library errors into one line and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except StratamemError as exc:
+            raise click.ClickException(f"{type(exc).__name__}: {exc}") from exc
+
+
+class Settings:
+    """What the top-level options resolved to; commands open memory through it."""
+
+    def __init__(self, db: str, namespace: str, config_path: str | None) -> None:
+        self.db = db
+        self.namespace = namespace
+        self.config_path = config_path
+        self._config: Config | None = None
+
+    @property
+    def config(self) -> Config:
+        """The configuration (file if given, else defaults)."""
+        if self._config is None:
+            self._config = Config.from_yaml(self.config_path) if self.config_path else Config()
+        return self._config
+
+    def memory(self, namespace: str | None = None) -> Memory:
+        """Open the memory for ``namespace`` (default: the selected one)."""
+        return Memory(self.db, namespace=namespace or self.namespace, config=self.config)
+
+
+pass_settings = click.make_pass_decorator(Settings)
+
+
+@click.group(cls=_Group)
+@click.option("--db", envvar="STRATAMEM_DB", default="stratamem.db", show_default=True,
+              help="SQLite database file.")
+@click.option("--namespace", "-n", envvar="STRATAMEM_NAMESPACE", default="default", show_default=True,
+              help="Namespace (whose memory).")
+@click.option("--config", "config_path", envvar="STRATAMEM_CONFIG", type=click.Path(dir_okay=False),
+              help="YAML configuration file.")
+@click.version_option(package_name="stratamem")
+@click.pass_context
+def main(ctx: click.Context, db: str, namespace: str, config_path: str | None) -> None:
+    """Keep an LLM agent's whole history usable inside a fixed token budget."""
+    ctx.obj = Settings(db, namespace, config_path)
+
+
+def emit_json(obj: Any) -> None:
+    """Print ``obj`` as indented JSON."""
+    click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
+
+
+def _register() -> None:
+    from . import core
+
+    core.register(main)
+
+
+_register()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

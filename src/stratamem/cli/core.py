@@ -1,0 +1,194 @@
+"""Core commands: init, ingest, add, context, status, export, import, demo."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from importlib import resources
+
+import click
+from tqdm import tqdm
+
+from ..context import FORMATS
+from ..ingest import INGEST_FORMATS, IngestSession, read_file
+from . import Settings, emit_json, pass_settings
+
+__all__ = ["register"]
+
+# Inputs with more turns than this get a progress bar (on a terminal).
+_PROGRESS_MIN_TURNS = 500
+
+
+@click.command()
+@pass_settings
+def init(settings: Settings) -> None:
+    """Create the database (and its schema) if it does not exist."""
+    mem = settings.memory()
+    mem.store.ensure_session(mem.namespace, "default")
+    click.echo(f"initialized {settings.db} (namespace {mem.namespace!r})")
+    mem.close()
+
+
+@click.command()
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--format", "fmt", type=click.Choice(INGEST_FORMATS), default="auto", show_default=True,
+              help="Input format.")
+@click.option("--session", "-s", default=None, help="Session for inputs that name none (default: 'default').")
+@pass_settings
+def ingest(settings: Settings, path: str, fmt: str, session: str | None) -> None:
+    """Read a conversation file (JSON Lines of turns, OpenAI or Anthropic messages, LoCoMo) into memory.
+
+    The whole file is validated first; each namespace is then written in one
+    transaction, so a bad file stores nothing.
+    """
+    sessions = read_file(path, fmt, session=session)
+    by_ns: dict[str, list[IngestSession]] = defaultdict(list)
+    for s in sessions:
+        by_ns[s.namespace or settings.namespace].append(s)
+    total = sum(len(s.turns) for s in sessions)
+    bar = tqdm(total=total, unit="turn", desc="ingest", disable=None if total > _PROGRESS_MIN_TURNS else True,
+               file=sys.stderr)
+    written = 0
+    for ns, group in by_ns.items():
+        mem = settings.memory(ns)
+        with mem.store.transaction():
+            for s in group:
+                written += len(mem.add_sessions([s]))
+                bar.update(len(s.turns))
+        mem.close()
+    bar.close()
+    click.echo(f"ingested {written} turns in {len(sessions)} session(s) into "
+               f"{len(by_ns)} namespace(s): {', '.join(by_ns)}")
+
+
+@click.command()
+@click.option("--role", type=click.Choice(["system", "user", "assistant"]), default="user", show_default=True)
+@click.option("--content", "-c", required=True, help="Message text ('-' reads stdin).")
+@click.option("--session", "-s", default="default", show_default=True)
+@click.option("--name", default=None, help="Speaker name.")
+@pass_settings
+def add(settings: Settings, role: str, content: str, session: str, name: str | None) -> None:
+    """Add one message to a session."""
+    if content == "-":
+        content = sys.stdin.read()
+    msg = {"role": role, "content": content}
+    if name:
+        msg["name"] = name
+    mem = settings.memory()
+    [stored] = mem.add(msg, session=session, format="turns")
+    click.echo(f"turn {stored.id} (session {stored.session!r} #{stored.seq}, {stored.tokens} tokens)")
+    mem.close()
+
+
+@click.command()
+@click.argument("query", required=False)
+@click.option("--budget", "-b", type=int, default=None, help="Token budget (default from config).")
+@click.option("--session", "-s", default=None, help="Session (default: the most recent).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--explain", is_flag=True, help="Print the manifest: every item, its tokens and reason.")
+@click.option("--json", "as_json", is_flag=True, help="Print the rendered context and manifest as JSON.")
+@pass_settings
+def context(settings: Settings, query: str | None, budget: int | None, session: str | None, fmt: str,
+            explain: bool, as_json: bool) -> None:
+    """Assemble the context for the next model call within a token budget."""
+    mem = settings.memory()
+    ctx = mem.context(query, budget=budget, session=session, format=fmt)
+    mem.close()
+    if as_json:
+        emit_json({"format": ctx.format, "system": ctx.system, "messages": list(ctx.messages),
+                   "text": ctx.text if fmt == "text" else None, "manifest": ctx.manifest.to_dict()})
+        return
+    if fmt == "text":
+        click.echo(ctx.text)
+    else:
+        emit_json({"system": ctx.system, "messages": list(ctx.messages)} if fmt == "anthropic"
+                  else list(ctx.messages))
+    if explain:
+        m = ctx.manifest
+        click.echo(f"\n# manifest: {m.total_tokens}/{m.budget} tokens ({m.tokenizer}), policy {m.policy}, "
+                   f"{len(m.items)} item(s)")
+        for note in m.notes:
+            click.echo(f"# note: {note}")
+        for it in m.items:
+            score = " ".join(f"{k}={v:.3g}" for k, v in it.score.items())
+            click.echo(f"#  {it.id:<16} {it.kind:<13} {it.tier or '-':<5} {it.format:<8} {it.tokens:>6} "
+                       f"{it.reason} {score}".rstrip())
+        for nm in m.near_misses:
+            click.echo(f"#  (left out) {nm.id:<16} {nm.kind:<13} {nm.tokens:>6} {nm.reason}")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@pass_settings
+def status(settings: Settings, as_json: bool) -> None:
+    """Counts, tokens and bytes of the namespace."""
+    mem = settings.memory()
+    st = mem.status()
+    mem.close()
+    if as_json:
+        emit_json(st.to_dict())
+        return
+    for key, value in st.to_dict().items():
+        click.echo(f"{key:<12} {value:,}" if isinstance(value, int) else f"{key:<12} {value}")
+
+
+@click.command("export")
+@click.argument("path", type=click.Path(dir_okay=False, allow_dash=True), default="-")
+@pass_settings
+def export_cmd(settings: Settings, path: str) -> None:
+    """Export the namespace's sessions and turns as JSON Lines (to PATH or stdout)."""
+    mem = settings.memory()
+    if path == "-":
+        n_sessions, n_turns = mem.export(sys.stdout)
+    else:
+        with open(path, "w", encoding="utf-8") as out:
+            n_sessions, n_turns = mem.export(out)
+    mem.close()
+    click.echo(f"exported {n_turns} turns in {n_sessions} session(s)", err=True)
+
+
+@click.command("import")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@pass_settings
+def import_cmd(settings: Settings, path: str) -> None:
+    """Import an export file into the namespace (all or nothing)."""
+    mem = settings.memory()
+    if path == "-":
+        n_sessions, n_turns = mem.import_(sys.stdin)
+    else:
+        with open(path, encoding="utf-8", errors="strict") as src:
+            n_sessions, n_turns = mem.import_(src)
+    mem.close()
+    click.echo(f"imported {n_turns} turns in {n_sessions} session(s) into {mem.namespace!r}")
+
+
+@click.command()
+@click.option("--query", "-q", default="What did we decide about the database and the retry policy?",
+              show_default=True, help="Query for the demo context.")
+@click.option("--budget", "-b", type=int, default=1500, show_default=True)
+@pass_settings
+def demo(settings: Settings, query: str, budget: int) -> None:
+    """Ingest the bundled sample conversation and assemble a context with its manifest."""
+    sample = resources.files("stratamem") / "data" / "sample_conversation.jsonl"
+    with resources.as_file(sample) as path:
+        ctx = click.get_current_context()
+        mem = settings.memory()
+        fresh = mem.status().turns == 0
+        mem.close()
+        if fresh:
+            ctx.invoke(ingest, path=str(path), fmt="auto", session=None)
+        else:
+            click.echo(f"{settings.db} already holds namespace {settings.namespace!r}; not ingesting again")
+    click.echo(f"\n$ stratamem context {json.dumps(query)} --budget {budget} --explain\n")
+    ctx.invoke(context, query=query, budget=budget, session=None, fmt="text", explain=True, as_json=False)
+    click.echo("\n$ stratamem status\n")
+    ctx.invoke(status, as_json=False)
+
+
+def register(group: click.Group) -> None:
+    """Add the core commands to ``group``."""
+    for cmd in (init, ingest, add, context, status, export_cmd, import_cmd, demo):
+        group.add_command(cmd)
+
+

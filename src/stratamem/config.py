@@ -1,0 +1,419 @@
+"""Configuration: one frozen object, one section per part, the seeds' defaults.
+
+Configuration flows one way. The library takes a :class:`Config` (or uses the
+defaults); it never reads the environment. The shells (CLI, MCP server, web)
+build a :class:`Config` with this precedence, highest first:
+
+1. command-line options,
+2. ``STRATAMEM_*`` environment variables (see ``docs/configuration.md``),
+3. the YAML file named by ``--config`` / ``STRATAMEM_CONFIG``,
+4. the defaults below.
+
+Unknown keys and wrongly typed values raise :class:`~stratamem.errors.ConfigError`;
+a typo is never ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+__all__ = [
+    "CompactionConfig",
+    "Config",
+    "ContextConfig",
+    "EmbeddingConfig",
+    "ItemsConfig",
+    "LLMConfig",
+    "PruningConfig",
+    "PyramidConfig",
+    "StateConfig",
+    "StoreConfig",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class StoreConfig:
+    """Storage limits and behaviour shared by every backend."""
+
+    max_turn_chars: int = 4_000_000
+    """Largest turn accepted, in characters of its canonical JSON (a 10 MB message is refused)."""
+    busy_timeout_ms: int = 30_000
+    """How long a writer waits for a lock before the store raises BackendError."""
+
+
+@dataclass(frozen=True, slots=True)
+class PyramidConfig:
+    """Segmentation, consolidation and tiers (seeds 000 and 002)."""
+
+    preset: str = "pyramid"
+    """``pyramid`` (10 -> 25 -> 100 turns), ``topics`` (topic -> bulk of 3) or ``custom``."""
+    segmenter: str = "fixed"
+    """``fixed`` (every N turns), ``topic`` (boundaries) or ``user_turn``."""
+    micro_chunk_size: int = 10
+    """Turns per level-1 segment with the fixed segmenter."""
+    mini_chunk_size: int = 25
+    """Turns per level-2 consolidation (seed 000 'mini')."""
+    macro_chunk_size: int = 100
+    """Turns per level-3 consolidation (seed 000 'macro')."""
+    hot_chunks: int = 2
+    """Most recent level-1 segments kept hot (full turns)."""
+    hot_max_tokens: int = 50_000
+    """Hot tier token budget; older segments are demoted past it."""
+    warm_format: str = "ctf"
+    """How warm segments hold their turns: ``ctf`` or ``json``."""
+    cold_format: str = "summary_only"
+    """How cold segments are shown: ``summary_only`` or ``ctf``."""
+    warm_max_age_hours: float = 24 * 7
+    """Warm segments older than this become cold (their content moves to the archive)."""
+    auto_summarize: bool = True
+    """Summarize segments and consolidations."""
+    auto_extract_facts: bool = True
+    """Extract key facts (at most 10 per chunk) and memory items from segments."""
+    auto_embed: bool = True
+    """Embed summaries (and turns) for semantic recall, when an embedder is configured."""
+    archive_cold_content: bool = True
+    """Keep cold content in the zstd archive, expandable on demand."""
+    cold_retention_days: int = 90
+    """Delete archived content after N days; 0 keeps it forever."""
+    summarizer: str = "extractive"
+    """``heuristic``, ``extractive`` (local, default) or ``llm``."""
+    summarization_model: str | None = None
+    """Model for the ``llm`` summarizer, if different from the chat model."""
+    defer_summarization: bool = True
+    """Summarize a segment when it is demoted from hot rather than when it is sealed."""
+    boundary_phrases: tuple[str, ...] = (
+        "new topic", "let's move on", "lets move on", "moving on", "change of subject",
+        "different question", "switching gears", "on another note",
+    )
+    """Phrases in a user turn that start a new topic."""
+    silence_minutes: float = 30.0
+    """A gap this long between turns starts a new topic."""
+    topic_token_threshold: float = 0.60
+    """Seal the current topic when it exceeds this share of its budget allocation."""
+    max_message_chars: int = 2000
+    """Escalation step 1: longer messages are truncated (with a marker) in the prompt view."""
+    topic_summary_tokens: int = 200
+    """Target size of a topic (level-1) summary."""
+    bulk_summary_tokens: int = 300
+    """Target size of a bulk (level-2) summary."""
+    bulk_merge_size: int = 3
+    """Topics merged into one bulk."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContextConfig:
+    """How ``Memory.context`` allocates and fills a budget (seeds 000, 002, 004)."""
+
+    policy: str = "hybrid"
+    """``hybrid``, ``topics`` (50/30/20), ``state_first`` (seed 004 order) or ``pyramid`` (seed 000)."""
+    current_share: float = 0.50
+    """Share of the budget for the current topic / recent window."""
+    history_share: float = 0.30
+    """Share for recalled history and topic summaries."""
+    bulk_share: float = 0.20
+    """Share for bulk / macro summaries."""
+    short_buffer_turns: int = 20
+    """Most recent turns considered for the window (seed 004: 20 to 80)."""
+    default_budget: int = 4000
+    """Budget used when the caller gives none."""
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingConfig:
+    """Which embedder the shells build."""
+
+    provider: str = "local"
+    """``local`` (MiniLM, offline), ``openai`` (OpenAI-compatible endpoint) or ``none``."""
+    model: str = "all-MiniLM-L6-v2"
+    """Model name."""
+    base_url: str | None = None
+    """Endpoint for the ``openai`` provider."""
+    batch_size: int = 64
+    """Texts per embedding call."""
+
+
+@dataclass(frozen=True, slots=True)
+class LLMConfig:
+    """The chat model used by the ``llm`` summarizer and by compaction."""
+
+    provider: str | None = None
+    """``openai`` (any OpenAI-compatible endpoint) or ``anthropic``; ``None`` means no model."""
+    model: str | None = None
+    """Model name."""
+    base_url: str | None = None
+    """Endpoint (e.g. a local server's ``http://127.0.0.1:8000/v1``)."""
+    timeout_s: float = 60.0
+    """Per-call timeout."""
+    max_retries: int = 2
+    """Retries with exponential backoff after a failed call."""
+    max_input_tokens: int = 60_000
+    """Larger inputs are split and summarized in parts."""
+
+
+@dataclass(frozen=True, slots=True)
+class PruningConfig:
+    """Tool-output pruning inside an agent loop (seed 001, layer 1)."""
+
+    enabled: bool = True
+    """Whether ``prune_tool_results`` changes anything."""
+    soft_trim_chars: int = 4000
+    """Tool results longer than this are trimmed to head + tail."""
+    soft_trim_head: int = 1500
+    """Characters kept from the start of a trimmed result."""
+    soft_trim_tail: int = 1500
+    """Characters kept from the end of a trimmed result."""
+    hard_clear_after: int = 6
+    """Results older than this many tool-result messages (from the end) are cleared."""
+    keep_last_tool_results: int = 2
+    """The most recent tool-result messages are never touched."""
+    soft_trim_ratio: float | None = None
+    """Optional: only soft-trim when the request exceeds this share of ``context_window``."""
+    hard_clear_ratio: float | None = None
+    """Optional: only hard-clear when the request exceeds this share of ``context_window``."""
+    context_window: int | None = None
+    """Model context window, needed by the ratio triggers."""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionConfig:
+    """History compaction inside an agent loop (seed 001, layer 2)."""
+
+    enabled: bool = True
+    """Whether ``compact`` may run."""
+    threshold: int = 100_000
+    """Compact when system + history + output reserve exceeds this many tokens."""
+    keep_recent_tokens: int = 20_000
+    """Recent history kept verbatim after compaction."""
+    output_reserve: int = 16_000
+    """The ``max_tokens`` the next call will request."""
+    checkpoint_max_tokens: int = 3000
+    """Upper bound for the checkpoint summary."""
+
+
+@dataclass(frozen=True, slots=True)
+class ItemsConfig:
+    """Long-term memory items and their tiers (seed 003)."""
+
+    hot_token_limit: int = 4000
+    """Hot items' token budget; adding past it spills."""
+    warm_access_threshold: int = 3
+    """Spilled items accessed more than this go warm, the rest cold."""
+    promote_threshold: float = 0.85
+    """Recall relevance above which an item is promoted to hot."""
+    max_cold_items: int = 1000
+    """Cold items beyond this trigger a prune suggestion."""
+    auto_spill: bool = True
+    """Spill automatically when an add would exceed the hot limit."""
+    auto_promote: bool = True
+    """Promote on recall above the threshold."""
+    spill_count: int = 4
+    """Items spilled per automatic spill."""
+    promote_cooldown_s: float = 60.0
+    """An item demoted less than this long ago is not promoted again (no thrashing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StateConfig:
+    """Working state and project files (seed 004)."""
+
+    min_tokens: int = 250
+    """Lower end of the working state's prompt window."""
+    max_tokens: int = 750
+    """Upper end; the projection drops aged entries to fit and says what it left out."""
+    decisions_max_age_days: float = 30.0
+    """Decisions older than this leave the prompt projection (they stay in state.json)."""
+    done_tasks_max_age_days: float = 2.0
+    """Completed tasks older than this leave the prompt projection."""
+    workdir: str = ".stratamem"
+    """Directory (relative to the project) for session logs and derived files."""
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Everything configurable, with the seeds' defaults.
+
+    Build with keywords (``Config(tokenizer="cl100k_base")``), from a mapping
+    (:meth:`from_dict`) or from YAML (:meth:`from_yaml`); derive variants with
+    :meth:`replace`.
+    """
+
+    tokenizer: str = "o200k_base"
+    """Token encoding for every count: ``o200k_base``, ``cl100k_base`` or ``chars/4``."""
+    store: StoreConfig = field(default_factory=StoreConfig)
+    """Storage limits."""
+    pyramid: PyramidConfig = field(default_factory=PyramidConfig)
+    """Segmentation, consolidation, tiers, summarizers."""
+    context: ContextConfig = field(default_factory=ContextConfig)
+    """Context assembly."""
+    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
+    """Embedder choice."""
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    """Chat model for summaries and compaction."""
+    pruning: PruningConfig = field(default_factory=PruningConfig)
+    """Tool-output pruning."""
+    compaction: CompactionConfig = field(default_factory=CompactionConfig)
+    """History compaction."""
+    items: ItemsConfig = field(default_factory=ItemsConfig)
+    """Memory items."""
+    state: StateConfig = field(default_factory=StateConfig)
+    """Working state."""
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Config:
+        """Build a config from nested mappings; missing keys take defaults.
+
+        Raises:
+            ConfigError: Unknown key or wrongly typed value (the error names the key path).
+        """
+        return _build(cls, data, "")
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> Config:
+        """Load a YAML file holding the same structure as :meth:`from_dict`.
+
+        Raises:
+            ConfigError: Unreadable file, invalid YAML, unknown keys or bad values.
+        """
+        import yaml
+
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"invalid YAML in {path}: {exc}") from exc
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{path}: the top level must be a mapping")
+        return cls.from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as nested plain values (tuples become lists)."""
+        def plain(v: Any) -> Any:
+            if dataclasses.is_dataclass(v):
+                return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+            if isinstance(v, tuple):
+                return list(v)
+            return v
+        return plain(self)
+
+    def replace(self, **changes: Any) -> Config:
+        """A copy with top-level fields replaced; sections may be given as mappings of changes.
+
+        Example: ``config.replace(pyramid={"micro_chunk_size": 5})``.
+        """
+        data = self.to_dict()
+        for key, value in changes.items():
+            if isinstance(value, Mapping) and isinstance(data.get(key), dict):
+                data[key] = {**data[key], **value}
+            elif dataclasses.is_dataclass(value):
+                data[key] = Config.to_dict(value)  # type: ignore[arg-type]
+            else:
+                data[key] = value
+        return Config.from_dict(data)
+
+
+def _check_value(value: Any, hint: Any, where: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return None
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _check_value(value, arg, where)
+            except ConfigError:
+                continue
+        raise ConfigError(f"{where}: {value!r} is not a valid {hint}")
+    if origin is tuple:
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+        return tuple(value)
+    if hint is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true/false, got {value!r}")
+        return value
+    if hint is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        return value
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if hint is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        return value
+    if dataclasses.is_dataclass(hint):
+        if dataclasses.is_dataclass(value) and isinstance(value, hint):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return _build(hint, value, where + ".")
+    raise ConfigError(f"{where}: unsupported type {hint}")  # pragma: no cover - programming error
+
+
+def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{prefix or 'config'}: expected a mapping")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise ConfigError(f"unknown config key(s): {', '.join(prefix + k for k in sorted(unknown))}")
+    kwargs = {k: _check_value(v, hints[k], prefix + k) for k, v in data.items()}
+    obj = cls(**kwargs)
+    _validate(obj, prefix)
+    return obj
+
+
+_CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("PyramidConfig", "preset"): ("pyramid", "topics", "custom"),
+    ("PyramidConfig", "segmenter"): ("fixed", "topic", "user_turn"),
+    ("PyramidConfig", "warm_format"): ("ctf", "json"),
+    ("PyramidConfig", "cold_format"): ("summary_only", "ctf"),
+    ("PyramidConfig", "summarizer"): ("heuristic", "extractive", "llm"),
+    ("ContextConfig", "policy"): ("hybrid", "topics", "state_first", "pyramid"),
+    ("EmbeddingConfig", "provider"): ("local", "openai", "none"),
+    ("LLMConfig", "provider"): ("openai", "anthropic"),
+}
+
+
+def _validate(obj: Any, prefix: str) -> None:
+    """Range and choice checks that types alone cannot express."""
+    cls_name = type(obj).__name__
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        choices = _CHOICES.get((cls_name, f.name))
+        if choices is not None and value is not None and value not in choices:
+            raise ConfigError(f"{prefix}{f.name}: {value!r} is not one of {', '.join(choices)}")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
+            raise ConfigError(f"{prefix}{f.name}: must not be negative, got {value!r}")
+    if isinstance(obj, ContextConfig):
+        total = obj.current_share + obj.history_share + obj.bulk_share
+        if abs(total - 1.0) > 1e-6:
+            raise ConfigError(f"{prefix}current_share + history_share + bulk_share must be 1.0, got {total:g}")
+    if isinstance(obj, PyramidConfig):
+        if min(obj.micro_chunk_size, obj.mini_chunk_size, obj.macro_chunk_size, obj.bulk_merge_size) < 1:
+            raise ConfigError(f"{prefix}chunk sizes must be at least 1")
+    if isinstance(obj, Config) and obj.tokenizer not in ("o200k_base", "cl100k_base"):
+        try:
+            ok = obj.tokenizer.startswith("chars/") and float(obj.tokenizer[6:]) > 0
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(f"tokenizer: {obj.tokenizer!r} is not o200k_base, cl100k_base or chars/N")

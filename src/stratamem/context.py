@@ -1,0 +1,143 @@
+"""Context assembly: choose what fits a token budget, render it, explain it.
+
+This first cut fills the budget with the most recent turns (the *recent
+window*); recall, summaries and budget policies build on the same pieces.
+Rendering and counting share one rule: a context is counted exactly as it
+will be sent, and the budget is never exceeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .errors import BudgetError, ValidationError
+from .manifest import Context, ContextItem, Manifest, NearMiss
+from .providers import to_anthropic, to_openai
+from .records import StoredTurn, Turn
+from .tokens import MESSAGE_TOKENS, REPLY_TOKENS, Tokenizer, count_message, count_messages
+
+__all__ = ["FORMATS", "check_budget", "recent_window", "render", "turn_line"]
+
+FORMATS = ("openai", "anthropic", "text")
+
+
+def check_budget(budget: object) -> int:
+    """Validate a token budget.
+
+    Raises:
+        BudgetError: ``budget`` is not a positive integer.
+    """
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise BudgetError(f"budget must be a positive integer, got {budget!r}")
+    if budget <= 0:
+        raise BudgetError(f"budget must be positive, got {budget}")
+    return budget
+
+
+def check_format(fmt: object) -> str:
+    """Validate an output format name.
+
+    Raises:
+        ValidationError: Unknown format.
+    """
+    if fmt not in FORMATS:
+        raise ValidationError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
+    return str(fmt)
+
+
+def turn_line(turn: Turn) -> str:
+    """One turn as a line of plain text: ``[2023-05-08 13:56] Caroline: text``."""
+    who = turn.name or turn.role
+    return f"[{turn.timestamp:%Y-%m-%d %H:%M}] {who}: {turn.text}"
+
+
+def render(turns: Sequence[Turn], fmt: str) -> tuple[tuple[dict[str, Any], ...], str | None, str]:
+    """Render turns for ``fmt``: ``(messages, system, text)``."""
+    text = "\n".join(turn_line(t) for t in turns)
+    if fmt == "openai":
+        return tuple(to_openai(turns)), None, text
+    if fmt == "anthropic":
+        system, messages = to_anthropic(turns)
+        return tuple(messages), system, text
+    return (), None, text
+
+
+def rendered_tokens(turns: Sequence[Turn], fmt: str, tokenizer: Tokenizer) -> int:
+    """Exact tokens of ``turns`` rendered for ``fmt``."""
+    messages, system, text = render(turns, fmt)
+    if fmt == "text":
+        return tokenizer.count(text)
+    return count_messages(messages, tokenizer, system=system)
+
+
+def _unit_cost(turn: Turn, fmt: str, tokenizer: Tokenizer) -> int:
+    """An upper bound of what adding ``turn`` costs in ``fmt``."""
+    if fmt == "text":
+        return tokenizer.count(turn_line(turn)) + 1  # +1 for the joining newline
+    if fmt == "anthropic" and turn.role == "system":
+        return MESSAGE_TOKENS + tokenizer.count(turn.text)
+    messages, _, _ = render([turn], fmt)
+    return sum(count_message(m, tokenizer) for m in messages)
+
+
+def _snap_start(window: list[StoredTurn]) -> list[StoredTurn]:
+    """Drop leading turns that would be invalid at the start of a request.
+
+    A window must not open with a tool result (its call is outside) and, for
+    Anthropic, must open with a user turn. Snap forward to the first user turn
+    when there is one; otherwise only drop orphaned tool results.
+    """
+    for i, st in enumerate(window):
+        if st.role == "user":
+            return window[i:]
+    return [st for st in window if st.role != "tool"]
+
+
+def recent_window(newest_first: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer, fmt: str = "openai",
+                  *, query: str | None = None) -> Context:
+    """The most recent turns that fit ``budget``, rendered for ``fmt``, with a manifest.
+
+    Walks back from the newest turn and stops at the first turn that does not
+    fit, so the window is contiguous; then snaps its start to a user turn so the
+    request is structurally valid.
+
+    Raises:
+        BudgetError: ``budget`` is not a positive integer.
+        ValidationError: ``fmt`` is unknown.
+    """
+    check_budget(budget)
+    check_format(fmt)
+    fixed = 0 if fmt == "text" else REPLY_TOKENS
+    if fixed > budget:
+        raise BudgetError(f"budget {budget} is below the fixed request overhead ({fixed} tokens)")
+    used = fixed
+    window: list[StoredTurn] = []
+    costs: dict[int, int] = {}
+    misses: list[NearMiss] = []
+    for st in newest_first:
+        cost = _unit_cost(st.turn, fmt, tokenizer)
+        if used + cost > budget:
+            misses.append(NearMiss(f"turn:{st.id}", "turn", cost, "over_budget"))
+            break
+        used += cost
+        costs[st.id] = cost
+        window.append(st)
+    window.reverse()
+    window = _snap_start(window)
+    turns = [st.turn for st in window]
+    total = rendered_tokens(turns, fmt, tokenizer) if turns else fixed
+    # Per-turn costs are upper bounds, so this loop is a guard, not the rule.
+    while turns and total > budget:
+        window = _snap_start(window[1:])
+        turns = [st.turn for st in window]
+        total = rendered_tokens(turns, fmt, tokenizer) if turns else fixed
+    messages, system, text = render(turns, fmt)
+    items = tuple(
+        ContextItem(id=f"turn:{st.id}", kind="turn", tokens=costs[st.id], reason="recent_window", tier="hot",
+                    turn_ids=(st.id,))
+        for st in window
+    )
+    manifest = Manifest(budget=budget, total_tokens=total, items=items, near_misses=tuple(misses),
+                        policy="recent", query=query, tokenizer=tokenizer.name)
+    return Context(format=fmt, messages=messages, system=system, text=text, manifest=manifest)

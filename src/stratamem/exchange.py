@@ -1,0 +1,161 @@
+"""Export and import of a whole namespace as JSON Lines.
+
+The export holds the canonical record only (sessions and turns); everything
+derived (summaries, embeddings, items) is rebuilt from it. Layout, one JSON
+object per line::
+
+    {"format": "stratamem-export", "version": 1, "namespace": "...", "tokenizer": "...", "exported_at": "..."}
+    {"type": "session", "name": "...", "platform": null, "channel": null, "created_at": "..."}
+    {"type": "turn", "session": "...", "seq": 1, "turn": {<canonical turn>}}
+    ...
+    {"type": "end", "sessions": N, "turns": M, "sha256": "<hex of the turn lines>"}
+
+The trailer makes a truncated or altered file detectable: import checks the
+counts and the checksum before it writes anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import IO, Any
+
+from .errors import DecodeError, InvalidTurnError
+from .records import Session, StoredTurn, Turn, check_name, format_timestamp, parse_timestamp
+
+__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportedNamespace", "read_export", "write_export"]
+
+EXPORT_FORMAT = "stratamem-export"
+EXPORT_VERSION = 1
+
+
+def _line(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def write_export(out: IO[str], namespace: str, tokenizer: str, sessions: Iterable[Session],
+                 turns: Iterable[StoredTurn]) -> tuple[int, int]:
+    """Write a namespace's sessions and turns; returns ``(sessions, turns)`` written."""
+    out.write(_line({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "namespace": namespace,
+                     "tokenizer": tokenizer, "exported_at": format_timestamp(datetime.now(timezone.utc))}))
+    n_sessions = 0
+    for s in sessions:
+        out.write(_line({"type": "session", "name": s.name, "platform": s.platform, "channel": s.channel,
+                         "created_at": format_timestamp(s.created_at)}))
+        n_sessions += 1
+    digest = hashlib.sha256()
+    n_turns = 0
+    for st in turns:
+        line = _line({"type": "turn", "session": st.session, "seq": st.seq, "turn": st.turn.to_dict()})
+        digest.update(line.encode("utf-8"))
+        out.write(line)
+        n_turns += 1
+    out.write(_line({"type": "end", "sessions": n_sessions, "turns": n_turns, "sha256": digest.hexdigest()}))
+    return n_sessions, n_turns
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedNamespace:
+    """A parsed, verified export."""
+
+    namespace: str
+    """Namespace named in the header."""
+    tokenizer: str
+    """Tokenizer of the exporting store."""
+    sessions: list[Session]
+    """Sessions in export order."""
+    turns: dict[str, list[Turn]]
+    """Turns per session name, in sequence order."""
+
+
+def _lines(source: IO[str]) -> Iterator[tuple[int, str]]:
+    for n, line in enumerate(source, 1):
+        if line.strip():
+            yield n, line
+
+
+def read_export(source: IO[str]) -> ImportedNamespace:
+    """Parse and verify an export completely before anything is written.
+
+    Raises:
+        DecodeError: Not an export, a newer version, malformed or out-of-order
+            lines, a missing trailer (truncated file), or counts/checksum that do
+            not match. The error names the line.
+    """
+    it = _lines(source)
+    try:
+        n, first = next(it)
+    except StopIteration:
+        raise DecodeError("empty file: not a stratamem export") from None
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"not valid UTF-8: {exc}") from None
+    header = _parse(first, n)
+    if header.get("format") != EXPORT_FORMAT:
+        raise DecodeError("not a stratamem export (missing format header)", line=n)
+    if header.get("version") != EXPORT_VERSION:
+        raise DecodeError(f"unsupported export version {header.get('version')!r} (this reads {EXPORT_VERSION})", line=n)
+    namespace = header.get("namespace")
+    tokenizer = header.get("tokenizer")
+    if not isinstance(namespace, str) or not isinstance(tokenizer, str):
+        raise DecodeError("header needs namespace and tokenizer strings", line=n)
+    sessions: list[Session] = []
+    turns: dict[str, list[Turn]] = {}
+    digest = hashlib.sha256()
+    end: dict[str, Any] | None = None
+    try:
+        for n, line in it:
+            if end is not None:
+                raise DecodeError("content after the end record", line=n)
+            obj = _parse(line, n)
+            kind = obj.get("type")
+            if kind == "session":
+                try:
+                    name = check_name(obj.get("name"), "session")
+                    created = parse_timestamp(obj.get("created_at"), "created_at")
+                except (InvalidTurnError, ValueError) as exc:
+                    raise DecodeError(str(exc), line=n) from None
+                if name in turns:
+                    raise DecodeError(f"session {name!r} listed twice", line=n)
+                sessions.append(Session(namespace, name, obj.get("platform"), obj.get("channel"), created))
+                turns[name] = []
+            elif kind == "turn":
+                sess = obj.get("session")
+                if sess not in turns:
+                    raise DecodeError(f"turn for unknown session {sess!r}", line=n)
+                if obj.get("seq") != len(turns[sess]) + 1:
+                    raise DecodeError(f"session {sess!r}: expected seq {len(turns[sess]) + 1}, got {obj.get('seq')!r}",
+                                      line=n)
+                try:
+                    turns[sess].append(Turn.from_dict(obj.get("turn"), path="turn"))
+                except InvalidTurnError as exc:
+                    raise DecodeError(str(exc), line=n) from None
+                digest.update(line.encode("utf-8") if line.endswith("\n") else (line + "\n").encode("utf-8"))
+            elif kind == "end":
+                end = obj
+                end_line = n
+            else:
+                raise DecodeError(f"unknown record type {kind!r}", line=n)
+    except UnicodeDecodeError as exc:
+        raise DecodeError(f"not valid UTF-8: {exc}") from None
+    if end is None:
+        raise DecodeError("no end record: the file is truncated")
+    total = sum(len(v) for v in turns.values())
+    if end.get("sessions") != len(sessions) or end.get("turns") != total:
+        raise DecodeError(f"end record counts ({end.get('sessions')} sessions, {end.get('turns')} turns) do not match "
+                          f"the file ({len(sessions)} sessions, {total} turns)", line=end_line)
+    if end.get("sha256") != digest.hexdigest():
+        raise DecodeError("checksum mismatch: the turn lines were altered", line=end_line)
+    return ImportedNamespace(namespace, tokenizer, sessions, turns)
+
+
+def _parse(line: str, n: int) -> dict[str, Any]:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DecodeError(f"invalid JSON: {exc.msg}", line=n) from None
+    if not isinstance(obj, dict):
+        raise DecodeError("each line must be a JSON object", line=n)
+    return obj

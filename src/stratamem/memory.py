@@ -1,0 +1,279 @@
+"""The ``Memory`` facade: one namespace's memory, wired from the parts.
+
+``Memory`` validates at the boundary, counts tokens exactly, writes each call
+in one transaction, and delegates everything else to the modules that own it:
+storage (:mod:`stratamem.store`), context assembly (:mod:`stratamem.context`),
+export/import (:mod:`stratamem.exchange`), file reading (:mod:`stratamem.ingest`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import IO, Any
+
+from .config import Config
+from .context import check_budget, check_format, recent_window
+from .errors import InvalidTurnError, NotFoundError, ValidationError
+from .events import EventBus
+from .exchange import read_export, write_export
+from .ingest import IngestSession, parse_messages
+from .manifest import Context
+from .records import StoredTurn, Turn, check_name
+from .store import SQLiteStore, Store, TurnBatch
+from .tokens import Tokenizer, count_turn, get_tokenizer
+
+__all__ = ["Memory", "Status"]
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """Counts, tokens and bytes of one namespace."""
+
+    namespace: str
+    """The namespace."""
+    backend: str
+    """Store backend (``sqlite`` or ``postgres``)."""
+    sessions: int
+    """Sessions in the namespace."""
+    turns: int
+    """Turns in the namespace."""
+    tokens: int
+    """Sum of the turns' exact token counts."""
+    text_bytes: int
+    """UTF-8 bytes of the stored turn content."""
+    store_bytes: int
+    """Bytes the whole store occupies on disk (all namespaces; 0 in memory)."""
+    tokenizer: str
+    """Tokenizer the counts were made with."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+
+
+class Memory:
+    """Memory for one namespace: store turns, assemble contexts, report status.
+
+    Args:
+        store: A :class:`~stratamem.store.Store`, or a path to a SQLite file
+            (created if missing).
+        namespace: Whose memory this is. Nothing crosses namespaces; use
+            :meth:`for_namespace` for another one on the same store.
+        config: Settings (default: the seeds' defaults).
+        tokenizer: Token counter (default: the exact one named by ``config.tokenizer``).
+        events: Event bus for hooks (default: a new one, at :attr:`events`).
+
+    Raises:
+        ValidationError: Invalid namespace name.
+        BackendError: The store cannot be opened.
+        MigrationError: The store was written by a newer stratamem.
+    """
+
+    def __init__(self, store: Store | str | os.PathLike[str] = "stratamem.db", *, namespace: str = "default",
+                 config: Config | None = None, tokenizer: Tokenizer | None = None,
+                 events: EventBus | None = None) -> None:
+        self.config = config or Config()
+        self.events = events or EventBus()
+        self.tokenizer = tokenizer or get_tokenizer(self.config.tokenizer)
+        self.namespace = check_name(namespace, "namespace")
+        if isinstance(store, str | os.PathLike):
+            store = SQLiteStore(store, busy_timeout_ms=self.config.store.busy_timeout_ms,
+                                tokenizer=self.tokenizer.name)
+        self.store: Store = store
+
+    def for_namespace(self, namespace: str) -> Memory:
+        """A ``Memory`` for another namespace on the same store and settings."""
+        return Memory(self.store, namespace=namespace, config=self.config, tokenizer=self.tokenizer,
+                      events=self.events)
+
+    # --- writing ----------------------------------------------------------------------
+
+    def _check_size(self, turns: Sequence[Turn]) -> None:
+        limit = self.config.store.max_turn_chars
+        for i, t in enumerate(turns):
+            size = len(json.dumps(t.to_dict(), ensure_ascii=False))
+            if size > limit:
+                raise InvalidTurnError(
+                    f"turn is {size:,} characters; the limit is {limit:,} (config store.max_turn_chars)",
+                    path=f"messages[{i}]")
+
+    def _check_tool_pairs(self, session: str, turns: Sequence[Turn]) -> None:
+        """Every tool result must answer a tool call made earlier in the session."""
+        needed = {tid for t in turns for tid in t.tool_result_ids}
+        if not needed:
+            return
+        known: set[str] = set()
+        for i, t in enumerate(turns):
+            known.update(t.tool_use_ids)
+            for tid in t.tool_result_ids:
+                if tid not in known:
+                    earlier = self._earlier_tool_calls(session)
+                    if tid not in earlier:
+                        raise InvalidTurnError(f"tool result {tid!r} answers no tool call in session {session!r}",
+                                               path=f"messages[{i}]")
+                    known.update(earlier)
+
+    def _earlier_tool_calls(self, session: str) -> set[str]:
+        # Tool results follow their calls closely; the last 200 turns are plenty.
+        recent = self.store.turns(self.namespace, session, newest_first=True, limit=200)
+        return {tid for st in recent if st.role == "assistant" for tid in st.turn.tool_use_ids}
+
+    def add(self, messages: Turn | dict[str, Any] | Sequence[Turn | dict[str, Any]], *, session: str = "default",
+            format: str = "auto", platform: str | None = None, channel: str | None = None,
+            timestamp: datetime | None = None) -> list[StoredTurn]:
+        """Store messages as turns of ``session``, in one transaction.
+
+        Args:
+            messages: A :class:`Turn`, a message dict, or a list of either. Dicts may
+                be canonical turns, OpenAI Chat Completions messages or Anthropic
+                Messages (``format`` says which; ``auto`` detects).
+            session: Session name (created on first use).
+            format: ``auto``, ``turns``, ``openai`` or ``anthropic``.
+            platform: Platform label for a new session.
+            channel: Channel label for a new session.
+            timestamp: Timestamp for messages that carry none (default: now).
+
+        Returns:
+            The stored turns with ids, sequence numbers and exact token counts.
+
+        Raises:
+            InvalidTurnError: A message is malformed, too large, or a tool result
+                answers no earlier tool call. Nothing is stored.
+            ValidationError: Invalid session name or format.
+            BackendError: The store failed. Nothing is stored.
+        """
+        check_name(session, "session")
+        turns = parse_messages(messages, format, timestamp=timestamp)
+        self._check_size(turns)
+        self._check_tool_pairs(session, turns)
+        tokens = [count_turn(t, self.tokenizer) for t in turns]
+        return self.store.append(self.namespace, [TurnBatch(session, turns, tokens, platform, channel)])
+
+    def add_sessions(self, sessions: Iterable[IngestSession]) -> list[StoredTurn]:
+        """Store several sessions' turns in one transaction (used by ``ingest``).
+
+        Sessions that name another namespace are refused: use :meth:`for_namespace`.
+
+        Raises:
+            ValidationError: A session belongs to another namespace or has a bad name.
+            InvalidTurnError: A turn is too large or a tool result is unpaired.
+        """
+        batches = []
+        for s in sessions:
+            if s.namespace not in (None, self.namespace):
+                raise ValidationError(f"session {s.session!r} belongs to namespace {s.namespace!r}, "
+                                      f"not {self.namespace!r}")
+            name = check_name(s.session or "default", "session")
+            self._check_size(s.turns)
+            self._check_tool_pairs(name, s.turns)
+            batches.append(TurnBatch(name, s.turns, [count_turn(t, self.tokenizer) for t in s.turns],
+                                     s.platform, s.channel))
+        return self.store.append(self.namespace, batches)
+
+    # --- reading ----------------------------------------------------------------------
+
+    def turns(self, session: str | None = None, *, limit: int | None = None,
+              newest_first: bool = False) -> list[StoredTurn]:
+        """Stored turns of the namespace (or one session), in order.
+
+        Raises:
+            NotFoundError: ``session`` is given and does not exist.
+        """
+        if session is not None:
+            self.store.session(self.namespace, session)
+        return self.store.turns(self.namespace, session, limit=limit, newest_first=newest_first)
+
+    def context(self, query: str | None = None, *, budget: int | None = None, session: str | None = None,
+                format: str = "openai") -> Context:
+        """Assemble the context for the next model call within ``budget`` tokens.
+
+        This cut returns the most recent turns of ``session`` (or of the most
+        recently written session) that fit, rendered for ``format``, with a manifest.
+
+        Args:
+            query: What the next call is about (recorded in the manifest).
+            budget: Token budget (default: ``config.context.default_budget``).
+            session: Session to draw the recent window from.
+            format: ``openai``, ``anthropic`` or ``text``.
+
+        Raises:
+            BudgetError: ``budget`` is not a positive integer.
+            ValidationError: Unknown format.
+            NotFoundError: Unknown namespace or session.
+        """
+        budget = check_budget(self.config.context.default_budget if budget is None else budget)
+        check_format(format)
+        if not self.store.has_namespace(self.namespace):
+            raise NotFoundError(f"unknown namespace {self.namespace!r}")
+        if session is None:
+            latest = self.store.turns(self.namespace, newest_first=True, limit=1)
+            session = latest[0].session if latest else None
+        else:
+            self.store.session(self.namespace, session)
+        newest = self._iter_newest(session) if session else iter(())
+        return recent_window(newest, budget, self.tokenizer, format, query=query)
+
+    def _iter_newest(self, session: str, page: int = 256) -> Iterable[StoredTurn]:
+        max_seq: int | None = None
+        while True:
+            rows = self.store.turns(self.namespace, session, max_seq=max_seq, newest_first=True, limit=page)
+            yield from rows
+            if len(rows) < page:
+                return
+            max_seq = rows[-1].seq - 1
+
+    def status(self) -> Status:
+        """Counts, tokens and bytes of this namespace."""
+        s = self.store.stats(self.namespace)
+        return Status(self.namespace, self.store.backend, s.sessions, s.turns, s.tokens, s.text_bytes,
+                      self.store.size_bytes(), self.tokenizer.name)
+
+    # --- export / import --------------------------------------------------------------
+
+    def export(self, out: IO[str]) -> tuple[int, int]:
+        """Write this namespace's sessions and turns as JSON Lines; returns ``(sessions, turns)``."""
+        return write_export(out, self.namespace, self.tokenizer.name, self.store.sessions(self.namespace),
+                            self.store.iter_turns(self.namespace))
+
+    def import_(self, source: IO[str]) -> tuple[int, int]:
+        """Import an export into this namespace, in one transaction; returns ``(sessions, turns)``.
+
+        The whole file is parsed and verified before anything is written, and
+        sessions that already exist here are refused, so an import never
+        duplicates or half-writes.
+
+        Raises:
+            DecodeError: Truncated, corrupt or unsupported file.
+            ValidationError: A session in the file already exists in this namespace.
+            BackendError: The store failed; nothing was stored.
+        """
+        data = read_export(source)
+        existing = {s.name for s in self.store.sessions(self.namespace)}
+        clash = [s.name for s in data.sessions if s.name in existing]
+        if clash:
+            raise ValidationError(f"sessions already exist in namespace {self.namespace!r}: {', '.join(clash[:5])}")
+        sessions = [IngestSession(s.name, data.turns[s.name], platform=s.platform, channel=s.channel)
+                    for s in data.sessions]
+        with self.store.transaction():
+            for s in data.sessions:
+                # Create sessions even when empty, so an export round-trips exactly.
+                self.store.ensure_session(self.namespace, s.name, platform=s.platform, channel=s.channel)
+            stored = self.add_sessions(sessions)
+        return len(data.sessions), len(stored)
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Memory({self.store!r}, namespace={self.namespace!r})"

@@ -1,0 +1,131 @@
+"""The ``Store`` protocol: the domain operations every storage backend provides.
+
+Turns are the canonical record; every other table is derived from them and can
+be rebuilt. A store keeps namespaces strictly apart: every method takes the
+namespace and touches only its rows. Every write runs in one transaction, so a
+failure half-way leaves the store as it was. Backend exceptions never escape:
+they are mapped to :class:`~stratamem.errors.BackendError`.
+
+Backends: :mod:`stratamem.store.sqlite` (embedded default) and
+:mod:`stratamem.store.postgres` (scale-out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..records import Session, StoredTurn, Turn
+
+__all__ = ["NamespaceStats", "Store", "TurnBatch"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnBatch:
+    """Turns to append to one session, with their exact token counts."""
+
+    session: str
+    """Session name (created if missing)."""
+    turns: Sequence[Turn]
+    """Turns in order."""
+    tokens: Sequence[int]
+    """Token count of each turn, same length as ``turns``."""
+    platform: str | None = None
+    """Platform label used when the session is created."""
+    channel: str | None = None
+    """Channel label used when the session is created."""
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceStats:
+    """Counts and sizes for one namespace."""
+
+    namespace: str
+    """The namespace."""
+    sessions: int
+    """Number of sessions."""
+    turns: int
+    """Number of turns."""
+    tokens: int
+    """Sum of the turns' token counts."""
+    text_bytes: int
+    """UTF-8 bytes of the turns' stored content."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Durable storage for namespaces, sessions and turns (and, later, derived data)."""
+
+    backend: str
+    """``sqlite`` or ``postgres``."""
+
+    def append(self, namespace: str, batches: Sequence[TurnBatch]) -> list[StoredTurn]:
+        """Store turns in one transaction: all of them or none.
+
+        Creates the namespace and sessions as needed and assigns each turn the
+        next gap-free sequence number of its session.
+
+        Returns:
+            The stored turns, in input order.
+
+        Raises:
+            BackendError: The write failed; nothing was stored.
+        """
+        ...
+
+    def ensure_session(self, namespace: str, session: str, *, platform: str | None = None,
+                       channel: str | None = None) -> Session:
+        """Return the session, creating it (and the namespace) if missing."""
+        ...
+
+    def session(self, namespace: str, session: str) -> Session:
+        """Return an existing session.
+
+        Raises:
+            NotFoundError: No such namespace or session.
+        """
+        ...
+
+    def sessions(self, namespace: str) -> list[Session]:
+        """All sessions of a namespace, oldest first (empty if the namespace is unknown)."""
+        ...
+
+    def namespaces(self) -> list[str]:
+        """All namespace names, sorted."""
+        ...
+
+    def has_namespace(self, namespace: str) -> bool:
+        """Whether the namespace exists."""
+        ...
+
+    def turns(self, namespace: str, session: str | None = None, *, ids: Sequence[int] | None = None,
+              min_seq: int | None = None, max_seq: int | None = None, newest_first: bool = False,
+              limit: int | None = None) -> list[StoredTurn]:
+        """Turns of a namespace (optionally one session), ordered by session then sequence.
+
+        ``newest_first`` reverses the order; ``ids`` restricts to those turn ids
+        (ids of another namespace are never returned).
+        """
+        ...
+
+    def iter_turns(self, namespace: str, *, batch_size: int = 1000) -> Iterator[StoredTurn]:
+        """Every turn of a namespace in (session, sequence) order, streamed."""
+        ...
+
+    def stats(self, namespace: str) -> NamespaceStats:
+        """Counts and sizes for the namespace."""
+        ...
+
+    def size_bytes(self) -> int:
+        """Bytes the store occupies on disk (0 if not file-backed)."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """A write transaction: store calls inside it commit or roll back together."""
+        ...
+
+    def close(self) -> None:
+        """Release connections. Idempotent."""
+        ...

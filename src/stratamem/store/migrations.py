@@ -1,0 +1,110 @@
+"""Schema migrations: an ordered list of named steps, each applied once, in one transaction.
+
+Rules (the same for every backend):
+
+* Migrations are appended, never edited once released; a mistake is fixed by a
+  new migration.
+* Each migration runs in one transaction together with the row that records it
+  in ``_stratamem_migrations``; a failure leaves the schema as it was.
+* :func:`applied` and :func:`pending` only read; :func:`apply` is idempotent.
+* A database that records a migration this version does not know was written
+  by a newer stratamem: we refuse to touch it (:class:`MigrationError`).
+
+Backends give each migration the same name and their own SQL body; the SQLite
+bodies are in :mod:`stratamem.store.sqlite_schema`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from ..errors import MigrationError
+
+__all__ = ["Migration", "applied", "apply", "pending"]
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One named schema step."""
+
+    name: str
+    """Stable name, e.g. ``m001_core``; recorded when applied."""
+    run: Callable[[sqlite3.Connection], None]
+    """Executes the step's statements on an open transaction."""
+
+
+_TABLE = "_stratamem_migrations"
+
+
+def _ensure_table(conn: sqlite3.Connection) -> None:
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+
+
+def applied(conn: sqlite3.Connection) -> list[str]:
+    """Names of the migrations recorded in the database, in the order applied."""
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (_TABLE,)).fetchone()
+    if not exists:
+        return []
+    return [r[0] for r in conn.execute(f"SELECT name FROM {_TABLE} ORDER BY rowid")]
+
+
+def pending(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> list[Migration]:
+    """Migrations not yet applied, in order.
+
+    Raises:
+        MigrationError: The database records migrations this version does not know.
+    """
+    done = applied(conn)
+    known = {m.name for m in migrations}
+    unknown = [name for name in done if name not in known]
+    if unknown:
+        raise MigrationError(
+            f"database schema is newer than this stratamem (unknown migrations: {', '.join(unknown)}); "
+            "upgrade stratamem to open it"
+        )
+    return [m for m in migrations if m.name not in set(done)]
+
+
+def apply(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> list[str]:
+    """Apply every pending migration, each in its own transaction.
+
+    The connection must be in autocommit mode (``isolation_level=None``).
+
+    Returns:
+        Names of the migrations applied by this call (empty if none were pending).
+
+    Raises:
+        MigrationError: A migration failed (its transaction was rolled back) or
+            the schema is newer than this version.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        _ensure_table(conn)
+        todo = pending(conn, migrations)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    done: list[str] = []
+    for m in todo:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have applied it while we waited for the lock.
+            if conn.execute(f"SELECT 1 FROM {_TABLE} WHERE name=?", (m.name,)).fetchone():
+                conn.execute("COMMIT")
+                continue
+            m.run(conn)
+            conn.execute(f"INSERT INTO {_TABLE} (name, applied_at) VALUES (?, ?)",
+                         (m.name, datetime.now(timezone.utc).isoformat()))
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            conn.execute("ROLLBACK")
+            raise MigrationError(f"migration {m.name} failed: {exc}") from exc
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        done.append(m.name)
+    return done

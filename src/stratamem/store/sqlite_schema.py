@@ -1,0 +1,65 @@
+"""SQLite bodies of the schema migrations (names shared with every backend).
+
+Append new migrations at the end of :data:`MIGRATIONS`; never edit one that
+has been released. Each body runs inside the transaction that records it, so
+it must use ``conn.execute`` (``executescript`` would commit early).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from .migrations import Migration
+
+__all__ = ["MIGRATIONS"]
+
+
+def _run_all(conn: sqlite3.Connection, statements: list[str]) -> None:
+    for sql in statements:
+        conn.execute(sql)
+
+
+def m001_core(conn: sqlite3.Connection) -> None:
+    """Namespaces, sessions and turns: the canonical record."""
+    _run_all(conn, [
+        """CREATE TABLE namespaces (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            created_at TEXT NOT NULL
+        )""",
+        """CREATE TABLE sessions (
+            id INTEGER PRIMARY KEY,
+            namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
+            name TEXT NOT NULL,
+            platform TEXT,
+            channel TEXT,
+            created_at TEXT NOT NULL,
+            last_seq INTEGER NOT NULL DEFAULT 0,
+            UNIQUE (namespace_id, name)
+        )""",
+        # content is NULL when the turn is plain text (then it equals text), which
+        # halves the bytes of the common case; otherwise it is the JSON block list.
+        """CREATE TABLE turns (
+            id INTEGER PRIMARY KEY,
+            namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
+            session_id INTEGER NOT NULL REFERENCES sessions(id),
+            seq INTEGER NOT NULL,
+            role TEXT NOT NULL,
+            text TEXT NOT NULL,
+            content TEXT,
+            name TEXT,
+            model TEXT,
+            ts TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            metadata TEXT,
+            UNIQUE (session_id, seq)
+        )""",
+        "CREATE INDEX turns_namespace ON turns (namespace_id, id)",
+        # Store-wide settings, e.g. the tokenizer every stored count was made with.
+        "CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    ])
+
+
+MIGRATIONS: list[Migration] = [
+    Migration("m001_core", m001_core),
+]

@@ -1,0 +1,312 @@
+"""Token counting: exact offline BPE tokenizers, message overheads, calibration.
+
+Every budget in stratamem is measured with a :class:`Tokenizer`. The default is
+the exact ``o200k_base`` encoding (GPT-4o and later); ``cl100k_base`` is also
+available. Both come from the ``bpe-openai`` package and need no network.
+
+A :class:`CharEstimator` (``len(text) / 4``) exists for callers who choose it;
+nothing falls back to it silently.
+
+Message counts add a documented fixed overhead per message, per name, per tool
+call and per image (see the ``*_TOKENS`` constants); provider-side framing is
+not published exactly, so :class:`Calibration` learns a per-model correction
+from the ``input_tokens`` a provider reports for a request.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .errors import ConfigError
+from .records import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, Turn
+
+__all__ = [
+    "IMAGE_TOKENS",
+    "MESSAGE_TOKENS",
+    "NAME_TOKENS",
+    "REPLY_TOKENS",
+    "TOOL_CALL_TOKENS",
+    "BPETokenizer",
+    "Calibration",
+    "CharEstimator",
+    "Tokenizer",
+    "count_message",
+    "count_messages",
+    "count_turn",
+    "get_tokenizer",
+]
+
+MESSAGE_TOKENS = 3
+"""Framing tokens per message (role and separators), as in OpenAI's published recipe."""
+NAME_TOKENS = 1
+"""Extra tokens when a message carries a ``name``."""
+REPLY_TOKENS = 3
+"""Tokens that prime the assistant's reply, added once per request."""
+TOOL_CALL_TOKENS = 8
+"""Framing per tool call or tool result (id, type, wrapper), on top of its text."""
+IMAGE_TOKENS = 1600
+"""Fixed cost charged per image. Real costs depend on size: OpenAI high detail
+at 1024x1024 is 765 tokens, Anthropic charges about width*height/750 and caps
+images near 1.15 megapixels (~1,600 tokens). We charge the larger, so a budget
+holding images is never exceeded."""
+
+# bpe-openai refuses inputs past a few hundred thousand characters.
+_CHUNK_CHARS = 100_000
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """Counts tokens of text. Implementations must be deterministic and thread-safe."""
+
+    name: str
+    """Identifies the encoding, e.g. ``o200k_base``; stored with counts so they are not mixed."""
+
+    def count(self, text: str) -> int:
+        """Number of tokens in ``text``."""
+        ...
+
+
+def _split_long(text: str) -> list[str]:
+    """Split text into pieces the encoder accepts, at whitespace where possible.
+
+    Cuts fall just before a space or newline, where the pre-tokenizer splits
+    anyway, so the total count matches encoding the whole text except in rare
+    runs of repeated whitespace.
+    """
+    pieces: list[str] = []
+    start = 0
+    while len(text) - start > _CHUNK_CHARS:
+        end = start + _CHUNK_CHARS
+        cut = max(text.rfind(" ", start + _CHUNK_CHARS // 2, end), text.rfind("\n", start + _CHUNK_CHARS // 2, end))
+        if cut <= start:
+            cut = end
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
+
+
+class BPETokenizer:
+    """Exact OpenAI BPE encodings (``o200k_base``, ``cl100k_base``), offline.
+
+    Args:
+        encoding: Encoding name.
+
+    Raises:
+        ConfigError: The encoding is unknown.
+    """
+
+    def __init__(self, encoding: str = "o200k_base") -> None:
+        import bpe_openai
+
+        try:
+            self._enc = bpe_openai.get_encoding(encoding)
+        except Exception as exc:  # the package raises several types for unknown names
+            raise ConfigError(f"unknown tokenizer encoding {encoding!r}: {exc}") from exc
+        self.name = encoding
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``; special-token strings are encoded as ordinary text."""
+        if len(text) <= _CHUNK_CHARS:
+            return self._enc.encode_ordinary(text)
+        ids: list[int] = []
+        for piece in _split_long(text):
+            ids.extend(self._enc.encode_ordinary(piece))
+        return ids
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Text of token ids."""
+        return self._enc.decode(list(ids))
+
+    def count(self, text: str) -> int:
+        """Number of tokens in ``text``."""
+        if not text:
+            return 0
+        return len(self.encode(text))
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        """The longest prefix of ``text`` with at most ``max_tokens`` tokens."""
+        ids = self.encode(text)
+        if len(ids) <= max_tokens:
+            return text
+        return self.decode(ids[:max_tokens])
+
+    def __repr__(self) -> str:
+        return f"BPETokenizer({self.name!r})"
+
+
+class CharEstimator:
+    """Estimate tokens as ``ceil(len(text) / chars_per_token)``. Never exact; opt in explicitly."""
+
+    def __init__(self, chars_per_token: float = 4.0) -> None:
+        if chars_per_token <= 0:
+            raise ConfigError("chars_per_token must be positive")
+        self.chars_per_token = chars_per_token
+        self.name = f"chars/{chars_per_token:g}"
+
+    def count(self, text: str) -> int:
+        """Estimated number of tokens in ``text``."""
+        return math.ceil(len(text) / self.chars_per_token)
+
+    def __repr__(self) -> str:
+        return f"CharEstimator({self.chars_per_token!r})"
+
+
+_CACHE: dict[str, Tokenizer] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def get_tokenizer(name: str = "o200k_base") -> Tokenizer:
+    """A shared tokenizer by name: ``o200k_base``, ``cl100k_base`` or ``chars/4``.
+
+    Encoders are loaded once per process (the BPE tables take ~0.3 s).
+
+    Raises:
+        ConfigError: Unknown name.
+    """
+    with _CACHE_LOCK:
+        tok = _CACHE.get(name)
+        if tok is None:
+            if name.startswith("chars/"):
+                try:
+                    tok = CharEstimator(float(name.split("/", 1)[1]))
+                except ValueError:
+                    raise ConfigError(f"bad estimator name {name!r}; use e.g. 'chars/4'") from None
+            else:
+                tok = BPETokenizer(name)
+            _CACHE[name] = tok
+        return tok
+
+
+def count_turn(turn: Turn, tokenizer: Tokenizer) -> int:
+    """Tokens ``turn`` costs as one message of a request, overhead included."""
+    total = MESSAGE_TOKENS + (NAME_TOKENS if turn.name else 0)
+    if isinstance(turn.content, str):
+        return total + tokenizer.count(turn.content)
+    for b in turn.content:
+        if isinstance(b, TextBlock):
+            total += tokenizer.count(b.text)
+        elif isinstance(b, ToolUseBlock):
+            total += TOOL_CALL_TOKENS + tokenizer.count(b.name) + tokenizer.count(
+                json.dumps(dict(b.input), ensure_ascii=False))
+        elif isinstance(b, ToolResultBlock):
+            total += TOOL_CALL_TOKENS + tokenizer.count(b.text) + IMAGE_TOKENS * sum(
+                isinstance(p, ImageBlock) for p in b.content)
+        elif isinstance(b, ImageBlock):
+            total += IMAGE_TOKENS
+        elif isinstance(b, ThinkingBlock):
+            total += tokenizer.count(b.thinking)
+    return total
+
+
+def _count_part(part: Any, tokenizer: Tokenizer) -> int:
+    """Tokens of one content part of either provider's message shape."""
+    if isinstance(part, str):
+        return tokenizer.count(part)
+    if not isinstance(part, Mapping):
+        return tokenizer.count(json.dumps(part, ensure_ascii=False, default=str))
+    kind = part.get("type")
+    if kind in ("image", "image_url"):
+        return IMAGE_TOKENS
+    if kind == "text":
+        return tokenizer.count(part.get("text") or "")
+    if kind == "thinking":
+        return tokenizer.count(part.get("thinking") or "")
+    if kind == "tool_use":
+        return TOOL_CALL_TOKENS + tokenizer.count(part.get("name") or "") + tokenizer.count(
+            json.dumps(part.get("input") or {}, ensure_ascii=False))
+    if kind == "tool_result":
+        inner = part.get("content")
+        if isinstance(inner, list):
+            return TOOL_CALL_TOKENS + sum(_count_part(p, tokenizer) for p in inner)
+        return TOOL_CALL_TOKENS + tokenizer.count(inner or "")
+    return tokenizer.count(json.dumps(part, ensure_ascii=False, default=str))
+
+
+def count_message(message: Mapping[str, Any], tokenizer: Tokenizer) -> int:
+    """Tokens of one provider message (OpenAI or Anthropic shape), overhead included."""
+    total = MESSAGE_TOKENS + (NAME_TOKENS if message.get("name") else 0)
+    content = message.get("content")
+    if isinstance(content, list):
+        total += sum(_count_part(p, tokenizer) for p in content)
+    elif isinstance(content, str):
+        total += tokenizer.count(content)
+    for call in message.get("tool_calls") or ():
+        fn = call.get("function") or {}
+        total += TOOL_CALL_TOKENS + tokenizer.count(fn.get("name") or "") + tokenizer.count(
+            fn.get("arguments") or "")
+    if message.get("role") == "tool":
+        total += TOOL_CALL_TOKENS
+    return total
+
+
+def count_messages(messages: Iterable[Mapping[str, Any]], tokenizer: Tokenizer, *,
+                   system: str | None = None) -> int:
+    """Tokens of a whole request: every message, an optional system prompt, and reply priming."""
+    total = REPLY_TOKENS + sum(count_message(m, tokenizer) for m in messages)
+    if system:
+        total += MESSAGE_TOKENS + tokenizer.count(system)
+    return total
+
+
+@dataclass
+class Calibration:
+    """Per-model correction of our estimates from provider-reported usage.
+
+    Providers frame requests with tokens they do not publish, and models other
+    than OpenAI's use other tokenizers. After each request, call :meth:`observe`
+    with our estimate and the ``input_tokens``/``prompt_tokens`` the provider
+    returned; :meth:`adjust` then scales later estimates for that model by an
+    exponential moving average of ``actual / estimated``. The factor never
+    drops below 1.0 unless ``allow_shrink`` is set, so calibration can only make
+    budgets safer by default.
+    """
+
+    alpha: float = 0.3
+    """Weight of the newest observation in the moving average."""
+    allow_shrink: bool = False
+    """Whether a model whose real counts are lower than ours may shrink estimates."""
+    _factors: dict[str, float] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def observe(self, model: str, estimated: int, actual: int) -> float:
+        """Record one request's estimate and real input-token count; return the new factor.
+
+        Raises:
+            ValueError: ``estimated`` or ``actual`` is not positive.
+        """
+        if estimated <= 0 or actual <= 0:
+            raise ValueError("estimated and actual token counts must be positive")
+        ratio = actual / estimated
+        with self._lock:
+            old = self._factors.get(model)
+            new = ratio if old is None else (1 - self.alpha) * old + self.alpha * ratio
+            self._factors[model] = new
+            return new
+
+    def factor(self, model: str) -> float:
+        """Current multiplier for ``model`` (1.0 until something was observed)."""
+        with self._lock:
+            f = self._factors.get(model, 1.0)
+        return f if self.allow_shrink else max(1.0, f)
+
+    def adjust(self, model: str, estimated: int) -> int:
+        """``estimated`` scaled by the model's factor, rounded up."""
+        return math.ceil(estimated * self.factor(model))
+
+    def to_dict(self) -> dict[str, float]:
+        """The learned factors, for persistence."""
+        with self._lock:
+            return dict(self._factors)
+
+    @classmethod
+    def from_dict(cls, factors: Mapping[str, float], **kwargs: Any) -> Calibration:
+        """Restore factors saved by :meth:`to_dict`."""
+        cal = cls(**kwargs)
+        cal._factors.update({str(k): float(v) for k, v in factors.items()})
+        return cal
