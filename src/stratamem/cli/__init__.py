@@ -86,10 +86,15 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, ensure_ascii=False, default=str))
 
 
-def _register() -> None:
-    from . import core
+# Command modules of this package; each has ``register(group)``. Add yours here.
+_COMMAND_MODULES = ("core",)
 
-    core.register(main)
+
+def _register() -> None:
+    import importlib
+
+    for name in _COMMAND_MODULES:
+        importlib.import_module(f"{__name__}.{name}").register(main)
 
 
 _register()

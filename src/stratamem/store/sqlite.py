@@ -189,6 +189,13 @@ class SQLiteStore:
         """The lock serializing use of :attr:`connection` within this process."""
         return self._lock
 
+    # --- feature stores -----------------------------------------------------------------
+    # Derived data (pyramid nodes, memory items, embeddings, agent-loop state) is
+    # kept by feature stores in their own modules (``store/sqlite_<feature>.py``),
+    # exposed here as cached properties so each feature's SQL lives beside its
+    # siblings for other backends. They share this store's connection, lock and
+    # transaction().
+
     # --- namespaces and sessions ------------------------------------------------------
 
     def namespaces(self) -> list[str]:

@@ -1,0 +1,27 @@
+"""Shared fixtures. Real SQLite files in tmp_path; models are loaded once per run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from stratamem import Memory
+
+SHARED = Path(__file__).resolve().parents[2] / "shared"
+LOCOMO = SHARED / "data" / "locomo" / "locomo10.json"
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    """A fresh SQLite file path."""
+    return tmp_path / "memory.db"
+
+
+@pytest.fixture
+def memory(db_path: Path) -> Iterator[Memory]:
+    """A Memory on a fresh SQLite file, namespace 'test'."""
+    mem = Memory(db_path, namespace="test")
+    yield mem
+    mem.close()
