@@ -13,7 +13,7 @@ True
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from importlib import metadata as _metadata
 
 from .config import Config
 from .errors import (
@@ -33,8 +33,8 @@ from .memory import Memory, Status
 from .records import Session, StoredTurn, Turn
 
 try:
-    __version__ = version("stratamem")
-except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = _metadata.version("stratamem")
+except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+source"
 
 __all__ = [

@@ -47,6 +47,12 @@ class StoreConfig:
     """Largest turn accepted, in characters of its canonical JSON (a 10 MB message is refused)."""
     busy_timeout_ms: int = 30_000
     """How long a writer waits for a lock before the store raises BackendError."""
+    pg_min_connections: int = 1
+    """PostgreSQL: connections each process's pool keeps open."""
+    pg_max_connections: int = 8
+    """PostgreSQL: most connections one process opens (mind the server's max_connections)."""
+    pg_schema: str | None = None
+    """PostgreSQL: schema holding the tables (default: the connection's search_path)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,7 +376,8 @@ def _check_value(value: Any, hint: Any, where: str) -> Any:
 def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{prefix or 'config'}: expected a mapping")
-    hints = typing.get_type_hints(cls)
+    # Resolve against this module: public classes get __module__ = "stratamem".
+    hints = typing.get_type_hints(cls, globalns=globals())
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = set(data) - names
     if unknown:

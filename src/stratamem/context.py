@@ -81,17 +81,23 @@ def _unit_cost(turn: Turn, fmt: str, tokenizer: Tokenizer) -> int:
     return sum(count_message(m, tokenizer) for m in messages)
 
 
-def _snap_start(window: list[StoredTurn]) -> list[StoredTurn]:
+def _snap_start(window: list[StoredTurn], fmt: str) -> list[StoredTurn]:
     """Drop leading turns that would be invalid at the start of a request.
 
-    A window must not open with a tool result (its call is outside) and, for
-    Anthropic, must open with a user turn. Snap forward to the first user turn
-    when there is one; otherwise only drop orphaned tool results.
+    A window must not open with a tool result (its call is outside the window).
+    Snap forward to the first user turn when there is one, so the request opens
+    with the user's words; Anthropic requires that, and without a user turn the
+    window is empty for it. Otherwise only leading tool results are dropped.
     """
     for i, st in enumerate(window):
         if st.role == "user":
             return window[i:]
-    return [st for st in window if st.role != "tool"]
+    if fmt == "anthropic":
+        return []
+    start = 0
+    while start < len(window) and window[start].role == "tool":
+        start += 1
+    return window[start:]
 
 
 def recent_window(newest_first: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer, fmt: str = "openai",
@@ -124,12 +130,12 @@ def recent_window(newest_first: Iterable[StoredTurn], budget: int, tokenizer: To
         costs[st.id] = cost
         window.append(st)
     window.reverse()
-    window = _snap_start(window)
+    window = _snap_start(window, fmt)
     turns = [st.turn for st in window]
     total = rendered_tokens(turns, fmt, tokenizer) if turns else fixed
     # Per-turn costs are upper bounds, so this loop is a guard, not the rule.
     while turns and total > budget:
-        window = _snap_start(window[1:])
+        window = _snap_start(window[1:], fmt)
         turns = [st.turn for st in window]
         total = rendered_tokens(turns, fmt, tokenizer) if turns else fixed
     messages, system, text = render(turns, fmt)

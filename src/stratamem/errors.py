@@ -52,11 +52,18 @@ class ValidationError(StratamemError, ValueError):
 
     Attributes:
         path: Where in the input the problem is (e.g. ``"messages[3].content"``), if known.
+        reason: The message without the path.
     """
 
     def __init__(self, message: str, *, path: str | None = None) -> None:
         self.path = path
+        self.reason = message
         super().__init__(f"{path}: {message}" if path else message)
+
+    def under(self, prefix: str) -> ValidationError:
+        """The same error re-anchored below ``prefix`` (e.g. ``messages[3]``)."""
+        path = f"{prefix}.{self.path}" if self.path else prefix
+        return type(self)(self.reason, path=path)
 
 
 class InvalidTurnError(ValidationError):

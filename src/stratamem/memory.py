@@ -261,7 +261,8 @@ class Memory:
         with self.store.transaction():
             for s in data.sessions:
                 # Create sessions even when empty, so an export round-trips exactly.
-                self.store.ensure_session(self.namespace, s.name, platform=s.platform, channel=s.channel)
+                self.store.ensure_session(self.namespace, s.name, platform=s.platform, channel=s.channel,
+                                          created_at=s.created_at)
             stored = self.add_sessions(sessions)
         return len(data.sessions), len(stored)
 

@@ -59,7 +59,7 @@ def _turn(role: str, content: str | tuple[Block, ...], m: Mapping[str, Any], pat
     try:
         return Turn(role=role, content=content, name=m.get("name"), model=m.get("model"), **kwargs)  # type: ignore[arg-type]
     except InvalidTurnError as exc:
-        raise InvalidTurnError(str(exc), path=path) from None
+        raise exc.under(path) from None
 
 
 # --- OpenAI ------------------------------------------------------------------------------

@@ -337,6 +337,8 @@ class Turn:
             raise InvalidTurnError(f"unknown role {self.role!r} (expected one of {list(ROLES)})", path="role")
         if isinstance(self.content, str):
             check_text(self.content, "content")
+            if self.role == "tool":
+                raise InvalidTurnError("a tool turn must hold at least one tool_result block", path="content")
         elif isinstance(self.content, tuple):
             for i, block in enumerate(self.content):
                 if not isinstance(block, TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock):
@@ -477,8 +479,7 @@ class Turn:
                 metadata=dict(meta),
             )
         except InvalidTurnError as exc:
-            # Re-anchor the error at the caller's path.
-            raise InvalidTurnError(str(exc), path=path) from None
+            raise exc.under(path) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from ..records import Session, StoredTurn, Turn
@@ -76,8 +77,11 @@ class Store(Protocol):
         ...
 
     def ensure_session(self, namespace: str, session: str, *, platform: str | None = None,
-                       channel: str | None = None) -> Session:
-        """Return the session, creating it (and the namespace) if missing."""
+                       channel: str | None = None, created_at: datetime | None = None) -> Session:
+        """Return the session, creating it (and the namespace) if missing.
+
+        ``platform``, ``channel`` and ``created_at`` apply only when it is created.
+        """
         ...
 
     def session(self, namespace: str, session: str) -> Session:

@@ -9,6 +9,7 @@ one connection is shared under a lock, so a ``SQLiteStore`` is thread-safe.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sqlite3
@@ -17,13 +18,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError, ConfigError, NotFoundError, StratamemError
 from ..records import Session, StoredTurn, Turn, block_from_dict, check_name, format_timestamp, parse_timestamp
 from . import migrations
 from .base import NamespaceStats, TurnBatch
 from .sqlite_schema import MIGRATIONS
+
+if TYPE_CHECKING:
+    from .sqlite_items import SQLiteItemStore
 
 __all__ = ["SQLiteStore"]
 
@@ -170,14 +174,16 @@ class SQLiteStore:
         return int(self._conn.execute("INSERT INTO namespaces (name, created_at) VALUES (?, ?) RETURNING id",
                                       (namespace, _now())).fetchone()[0])
 
-    def _session_row(self, ns_id: int, session: str, platform: str | None, channel: str | None) -> int:
+    def _session_row(self, ns_id: int, session: str, platform: str | None, channel: str | None,
+                     created_at: datetime | None = None) -> int:
         row = self._conn.execute("SELECT id FROM sessions WHERE namespace_id=? AND name=?",
                                  (ns_id, session)).fetchone()
         if row is not None:
             return int(row[0])
+        created = format_timestamp(created_at) if created_at else _now()
         return int(self._conn.execute(
             "INSERT INTO sessions (namespace_id, name, platform, channel, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id",
-            (ns_id, session, platform, channel, _now())).fetchone()[0])
+            (ns_id, session, platform, channel, created)).fetchone()[0])
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -196,6 +202,13 @@ class SQLiteStore:
     # siblings for other backends. They share this store's connection, lock and
     # transaction().
 
+    @functools.cached_property
+    def items(self) -> SQLiteItemStore:
+        """Memory items of every namespace (:mod:`stratamem.store.sqlite_items`)."""
+        from .sqlite_items import SQLiteItemStore
+
+        return SQLiteItemStore(self)
+
     # --- namespaces and sessions ------------------------------------------------------
 
     def namespaces(self) -> list[str]:
@@ -207,14 +220,17 @@ class SQLiteStore:
         return bool(self._query("SELECT 1 FROM namespaces WHERE name=?", (namespace,)))
 
     def ensure_session(self, namespace: str, session: str, *, platform: str | None = None,
-                       channel: str | None = None) -> Session:
-        """Return the session, creating it (and the namespace) if missing."""
+                       channel: str | None = None, created_at: datetime | None = None) -> Session:
+        """Return the session, creating it (and the namespace) if missing.
+
+        ``platform``, ``channel`` and ``created_at`` apply only when it is created.
+        """
         check_name(namespace, "namespace")
         check_name(session, "session")
         with self.transaction():
             ns_id = self._namespace_id(namespace, create=True)
             assert ns_id is not None
-            self._session_row(ns_id, session, platform, channel)
+            self._session_row(ns_id, session, platform, channel, created_at)
         return self.session(namespace, session)
 
     def session(self, namespace: str, session: str) -> Session:

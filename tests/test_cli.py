@@ -1,0 +1,95 @@
+"""The stratamem command: thin over the library, one clear line on error."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from stratamem.cli import main
+
+OPENAI_FILE = [
+    {"role": "user", "content": "What is in src?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\": \"src\"}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "app.py"},
+    {"role": "assistant", "content": "Just app.py."},
+]
+
+
+def run(db: Path, *args: str, input: str | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(main, ["--db", str(db), *args], input=input, catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_ingest_context_status_export_import(tmp_path: Path) -> None:
+    db = tmp_path / "cli.db"
+    src = tmp_path / "chat.json"
+    src.write_text(json.dumps(OPENAI_FILE))
+    code, out = run(db, "ingest", str(src), "--session", "work")
+    assert code == 0 and "ingested 4 turns in 1 session(s)" in out
+    code, out = run(db, "add", "--content", "Thanks!", "--session", "work")
+    assert code == 0 and "(session 'work' #5," in out
+    code, out = run(db, "context", "--budget", "200", "--format", "openai", "--explain")
+    assert code == 0
+    assert '"tool_call_id": "c1"' in out and "# manifest:" in out and "recent_window" in out
+    code, out = run(db, "status", "--json")
+    assert json.loads(out)["turns"] == 5
+    exported = tmp_path / "ns.jsonl"
+    code, _ = run(db, "export", str(exported))
+    assert code == 0
+    code, out = run(db, "--namespace", "copy", "import", str(exported))
+    assert code == 0 and "imported 5 turns in 1 session(s) into 'copy'" in out
+
+
+def test_ingest_reads_locomo_with_session_dates(tmp_path: Path) -> None:
+    sample = {"sample_id": "t1", "conversation": {
+        "speaker_a": "Ana", "speaker_b": "Ben",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Ben!"},
+                      {"speaker": "Ben", "dia_id": "D1:2", "text": "Look", "blip_caption": "a photo of a cat"}],
+        "session_2_date_time": "9:00 am on 9 May, 2023",
+        "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "Morning."}]}}
+    src = tmp_path / "locomo.json"
+    src.write_text(json.dumps([sample]))
+    db = tmp_path / "l.db"
+    code, out = run(db, "ingest", str(src))
+    assert code == 0 and "into 1 namespace(s): locomo-t1" in out
+    code, out = run(db, "-n", "locomo-t1", "context", "--session", "session_1", "--budget", "100")
+    assert out.splitlines() == ["[2023-05-08 13:56] Ana: Hi Ben!",
+                                "[2023-05-08 13:56] Ben: Look [shares a photo of a cat]"]
+
+
+def test_errors_are_one_line_and_exit_non_zero(tmp_path: Path) -> None:
+    db = tmp_path / "e.db"
+    proc = subprocess.run([sys.executable, "-m", "stratamem", "--db", str(db), "context", "--budget", "-3"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "Error: BudgetError: budget must be positive, got -3"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "wizard", "content": "x"}\n')
+    proc = subprocess.run([sys.executable, "-m", "stratamem", "--db", str(db), "ingest", str(bad)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("Error: InvalidTurnError: messages[0].role: unknown role 'wizard' "
+                                   "(expected one of ['system', 'user', 'assistant', 'tool'])")
+
+
+def test_every_command_has_help() -> None:
+    runner = CliRunner()
+    for name, cmd in main.commands.items():
+        assert cmd.help, f"command {name} has no help text"
+        result = runner.invoke(main, [name, "--help"])
+        assert result.exit_code == 0, name
+
+
+def test_environment_variables_select_db_and_namespace(tmp_path: Path) -> None:
+    db = tmp_path / "env.db"
+    result = CliRunner().invoke(main, ["add", "-c", "hello"],
+                                env={"STRATAMEM_DB": str(db), "STRATAMEM_NAMESPACE": "envns"})
+    assert result.exit_code == 0
+    code, out = run(db, "-n", "envns", "status", "--json")
+    assert json.loads(out)["turns"] == 1

@@ -1,0 +1,84 @@
+"""Exact offline token counts, message overheads and calibration."""
+
+from __future__ import annotations
+
+import pytest
+
+from stratamem.errors import ConfigError
+from stratamem.records import ImageBlock, TextBlock, Turn
+from stratamem.tokens import (
+    IMAGE_TOKENS,
+    MESSAGE_TOKENS,
+    REPLY_TOKENS,
+    BPETokenizer,
+    Calibration,
+    CharEstimator,
+    count_messages,
+    count_turn,
+    get_tokenizer,
+)
+
+
+def test_o200k_counts_known_strings_exactly() -> None:
+    tok = get_tokenizer("o200k_base")
+    # Reference ids from OpenAI's o200k_base ("hello world" is [24912, 2375]).
+    assert BPETokenizer("o200k_base").encode("hello world") == [24912, 2375]
+    assert tok.count("") == 0
+    assert tok.count("hello world") == 2
+
+
+def test_cl100k_is_a_different_exact_encoding() -> None:
+    assert BPETokenizer("cl100k_base").encode("hello world") == [15339, 1917]
+
+
+def test_special_token_text_is_counted_as_plain_text() -> None:
+    assert get_tokenizer().count("<|endoftext|>") > 1
+
+
+def test_long_text_beyond_the_encoder_limit_is_counted_exactly() -> None:
+    tok = get_tokenizer()
+    unit = "lorem ipsum dolor sit amet. "
+    per_repeat = tok.count(unit * 2) - tok.count(unit)
+    # 1.12 M characters: past what the encoder takes in one call, so it is split at spaces.
+    assert tok.count(unit * 40_000) == tok.count(unit) + per_repeat * 39_999
+
+
+def test_unknown_encoding_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="unknown tokenizer encoding"):
+        BPETokenizer("p99k_base")
+    with pytest.raises(ConfigError):
+        get_tokenizer("chars/zero")
+
+
+def test_char_estimator_is_only_an_explicit_choice() -> None:
+    est = get_tokenizer("chars/4")
+    assert isinstance(est, CharEstimator)
+    assert est.count("abcdefgh") == 2
+    assert get_tokenizer().name == "o200k_base"
+
+
+def test_turn_count_adds_overheads_and_a_fixed_image_cost() -> None:
+    tok = get_tokenizer()
+    turn = Turn(role="user", content=(TextBlock("hello world"), ImageBlock(url="http://x/y.png")), name="dana")
+    assert count_turn(turn, tok) == MESSAGE_TOKENS + 1 + 2 + IMAGE_TOKENS
+
+
+def test_request_count_includes_reply_priming_and_system() -> None:
+    tok = get_tokenizer()
+    msgs = [{"role": "user", "content": "hello world"}]
+    assert count_messages(msgs, tok) == REPLY_TOKENS + MESSAGE_TOKENS + 2
+    assert count_messages(msgs, tok, system="hello world") == REPLY_TOKENS + 2 * (MESSAGE_TOKENS + 2)
+
+
+def test_calibration_learns_a_per_model_factor_and_never_shrinks_by_default() -> None:
+    cal = Calibration(alpha=0.5)
+    assert cal.adjust("claude", 1000) == 1000
+    assert cal.observe("claude", 1000, 1200) == pytest.approx(1.2)
+    assert cal.observe("claude", 1000, 1100) == pytest.approx(1.15)
+    assert cal.adjust("claude", 1000) == 1150
+    assert cal.adjust("gpt-4o", 1000) == 1000
+    cal.observe("gpt-4o", 1000, 900)
+    assert cal.adjust("gpt-4o", 1000) == 1000
+    assert Calibration(allow_shrink=True).from_dict({"gpt-4o": 0.9}, allow_shrink=True).adjust("gpt-4o", 1000) == 900
+    with pytest.raises(ValueError):
+        cal.observe("claude", 0, 10)
