@@ -1,18 +1,35 @@
 """Chat models: the protocol summarizers and compaction call, and its clients.
 
 stratamem never builds a model client from a string behind your back: you
-pass a :class:`ChatModel` instance in. Clients for any OpenAI-compatible
-endpoint (which covers local servers) and for Anthropic's API live in this
-module; offline fakes for tests live in :mod:`stratamem.testing`.
+pass a :class:`ChatModel` instance in. :class:`OpenAIChat` talks to any
+OpenAI-compatible endpoint (which covers local servers) and
+:class:`AnthropicChat` to Anthropic's API, each through the provider's
+official client library (the ``llm`` extra). Offline fakes for tests live in
+:mod:`stratamem.testing` (:mod:`stratamem.testing.llm_server` is a real HTTP
+server on 127.0.0.1 that both clients can talk to).
+
+Both clients share one policy: bounded input (checked before any network
+call), a per-call timeout, our own retries with exponential backoff on
+transient failures (timeouts, lost connections, 408/409/429/5xx), and every
+failure surfaced as :class:`~stratamem.errors.ModelError`. Neither reads the
+environment: the endpoint and key are what you pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["ChatModel", "Completion"]
+from .errors import ConfigError, ModelError, ValidationError
+
+__all__ = ["AnthropicChat", "ChatModel", "Completion", "OpenAIChat"]
+
+log = logging.getLogger("stratamem.llm")
+
+_RETRY_STATUS = frozenset({408, 409, 429})
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +44,10 @@ class Completion:
     """Output tokens the provider counted, if reported."""
     model: str | None = None
     """Model that answered."""
+    finish_reason: str | None = None
+    """Why generation stopped (``stop``/``end_turn``, ``length``/``max_tokens`` …), if reported."""
+    attempts: int = 1
+    """Calls made to get this answer (1 + retries)."""
 
 
 @runtime_checkable
@@ -53,3 +74,217 @@ class ChatModel(Protocol):
             ModelError: The call failed or timed out after retries.
         """
         ...
+
+
+def check_chat_input(system: Any, messages: Any, max_tokens: Any, max_input_chars: int) -> list[dict[str, str]]:
+    """Validate a :meth:`ChatModel.complete` call and return plain message dicts.
+
+    Raises:
+        ValidationError: Wrong types, unknown roles, no messages, a first message
+            that is not from the user, ``max_tokens`` < 1, or more than
+            ``max_input_chars`` characters of input.
+    """
+    if not isinstance(system, str):
+        raise ValidationError("system must be a string", path="system")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValidationError(f"max_tokens must be a positive integer, got {max_tokens!r}", path="max_tokens")
+    if not isinstance(messages, Sequence) or isinstance(messages, str) or not messages:
+        raise ValidationError("messages must be a non-empty list", path="messages")
+    out: list[dict[str, str]] = []
+    size = len(system)
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or m.get("role") not in ("user", "assistant"):
+            raise ValidationError("each message needs role 'user' or 'assistant'", path=f"messages[{i}]")
+        if not isinstance(m.get("content"), str):
+            raise ValidationError("content must be a string", path=f"messages[{i}].content")
+        size += len(m["content"])
+        out.append({"role": m["role"], "content": m["content"]})
+    if out[0]["role"] != "user":
+        raise ValidationError("the first message must be from the user", path="messages[0]")
+    if size > max_input_chars:
+        raise ValidationError(f"input is {size:,} characters; this client accepts at most {max_input_chars:,}",
+                              path="messages")
+    return out
+
+
+class _RetryingClient:
+    """Shared retry/backoff/error mapping; subclasses supply one raw call."""
+
+    provider = ""
+    _connection_errors: tuple[type[Exception], ...] = ()
+    _api_errors: tuple[type[Exception], ...] = ()
+
+    def __init__(self, model: str, *, timeout_s: float, max_retries: int, backoff_s: float,
+                 max_backoff_s: float, max_input_chars: int, sleep: Callable[[float], None]) -> None:
+        if not isinstance(model, str) or not model:
+            raise ConfigError("model must be a non-empty string")
+        if timeout_s <= 0 or max_retries < 0 or backoff_s < 0 or max_input_chars < 1:
+            raise ConfigError("timeout_s and max_input_chars must be positive; max_retries and backoff_s not negative")
+        self.model = model
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.backoff_s = float(backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self.max_input_chars = int(max_input_chars)
+        self._sleep = sleep
+
+    def _call(self, system: str, messages: list[dict[str, str]], max_tokens: int) -> Completion:
+        raise NotImplementedError
+
+    def complete(self, system: str, messages: Sequence[Mapping[str, Any]], *, max_tokens: int) -> Completion:
+        """Generate one answer, retrying transient failures with exponential backoff.
+
+        Args:
+            system: System prompt.
+            messages: ``[{"role": "user"|"assistant", "content": str}, ...]``, starting with a user message.
+            max_tokens: Upper bound for the answer.
+
+        Returns:
+            The answer with the provider's usage numbers and the attempts it took.
+
+        Raises:
+            ValidationError: The input is malformed or larger than ``max_input_chars`` (no call is made).
+            ModelError: The call failed, timed out, or returned no text, after retries.
+        """
+        plain = check_chat_input(system, messages, max_tokens, self.max_input_chars)
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                result = self._call(system, plain, max_tokens)
+            except Exception as exc:  # mapped below: only the provider's own errors are expected
+                retryable, why = self._classify(exc)
+                if retryable and attempt <= self.max_retries:
+                    delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
+                    log.warning("%s call failed (%s), retry %d/%d in %.2fs", self.provider, why, attempt,
+                                self.max_retries, delay)
+                    self._sleep(delay)
+                    continue
+                raise ModelError(f"{self.provider} model {self.model!r} failed after {attempt} attempt(s): "
+                                 f"{why}") from exc
+            if not result.text.strip():
+                raise ModelError(f"{self.provider} model {self.model!r} returned an empty answer")
+            return Completion(result.text, result.input_tokens, result.output_tokens, result.model,
+                              result.finish_reason, attempt)
+
+    def _classify(self, exc: Exception) -> tuple[bool, str]:
+        """Whether ``exc`` is worth retrying, and a short description without content."""
+        status = getattr(exc, "status_code", None)
+        name = type(exc).__name__
+        if isinstance(status, int):
+            return status in _RETRY_STATUS or status >= 500, f"HTTP {status} ({name})"
+        if isinstance(exc, self._connection_errors):
+            return True, name  # includes the client's timeout error
+        if isinstance(exc, ModelError):
+            return False, str(exc)
+        if isinstance(exc, self._api_errors):
+            return False, name
+        raise exc  # a programming error, not a model failure: let it surface unchanged
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model!r})"
+
+
+class OpenAIChat(_RetryingClient):
+    """A chat model behind any OpenAI-compatible ``/chat/completions`` endpoint.
+
+    Args:
+        model: Model name sent with each request.
+        base_url: Endpoint including ``/v1`` (default: OpenAI's). Local servers work too.
+        api_key: Key sent as a bearer token. Required for OpenAI's own endpoint; for
+            another endpoint, ``None`` sends a placeholder (local servers ignore it).
+        timeout_s: Per-call timeout in seconds.
+        max_retries: Retries after a transient failure (the library's own retries are off).
+        backoff_s: First retry delay; doubles each retry.
+        max_backoff_s: Upper bound of one retry delay.
+        max_input_chars: Largest accepted input (system + messages), checked before calling.
+        temperature: Sampling temperature, if the endpoint should not use its default.
+        sleep: How to wait between retries (tests pass a recorder).
+
+    Raises:
+        ConfigError: Missing key for OpenAI's endpoint, or a bad limit.
+    """
+
+    provider = "openai"
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 timeout_s: float = 60.0, max_retries: int = 2, backoff_s: float = 0.5, max_backoff_s: float = 8.0,
+                 max_input_chars: int = 1_000_000, temperature: float | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(model, timeout_s=timeout_s, max_retries=max_retries, backoff_s=backoff_s,
+                         max_backoff_s=max_backoff_s, max_input_chars=max_input_chars, sleep=sleep)
+        import openai
+
+        base_url = base_url or "https://api.openai.com/v1"
+        if api_key is None and "api.openai.com" in base_url:
+            raise ConfigError("OpenAIChat needs an api_key for api.openai.com (it never reads the environment)")
+        self.base_url = base_url
+        self.temperature = temperature
+        self._connection_errors: tuple[type[Exception], ...] = (openai.APIConnectionError,)
+        self._api_errors: tuple[type[Exception], ...] = (openai.OpenAIError,)
+        # Passing base_url and api_key explicitly keeps the client from reading
+        # OPENAI_BASE_URL / OPENAI_API_KEY; retries are ours so they are counted.
+        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "unused", timeout=self.timeout_s,
+                                     max_retries=0)
+
+    def _call(self, system: str, messages: list[dict[str, str]], max_tokens: int) -> Completion:
+        payload: list[dict[str, str]] = ([{"role": "system", "content": system}] if system else []) + messages
+        extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}
+        resp = self._client.chat.completions.create(model=self.model, messages=payload,  # type: ignore[arg-type]
+                                                    max_tokens=max_tokens, **extra)
+        if not resp.choices:
+            raise ModelError(f"openai model {self.model!r} returned no choices")
+        choice = resp.choices[0]
+        usage = resp.usage
+        return Completion(choice.message.content or "", usage.prompt_tokens if usage else None,
+                          usage.completion_tokens if usage else None, resp.model, choice.finish_reason)
+
+
+class AnthropicChat(_RetryingClient):
+    """A chat model behind Anthropic's Messages API (or a compatible endpoint).
+
+    Args:
+        model: Model name sent with each request.
+        base_url: Endpoint without ``/v1`` (default: Anthropic's).
+        api_key: Key sent as ``x-api-key``. Required for Anthropic's own endpoint; for
+            another endpoint, ``None`` sends a placeholder.
+        timeout_s: Per-call timeout in seconds.
+        max_retries: Retries after a transient failure (the library's own retries are off).
+        backoff_s: First retry delay; doubles each retry.
+        max_backoff_s: Upper bound of one retry delay.
+        max_input_chars: Largest accepted input (system + messages), checked before calling.
+        temperature: Sampling temperature, if the endpoint should not use its default.
+        sleep: How to wait between retries (tests pass a recorder).
+
+    Raises:
+        ConfigError: Missing key for Anthropic's endpoint, or a bad limit.
+    """
+
+    provider = "anthropic"
+
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 timeout_s: float = 60.0, max_retries: int = 2, backoff_s: float = 0.5, max_backoff_s: float = 8.0,
+                 max_input_chars: int = 1_000_000, temperature: float | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        super().__init__(model, timeout_s=timeout_s, max_retries=max_retries, backoff_s=backoff_s,
+                         max_backoff_s=max_backoff_s, max_input_chars=max_input_chars, sleep=sleep)
+        import anthropic
+
+        base_url = base_url or "https://api.anthropic.com"
+        if api_key is None and "api.anthropic.com" in base_url:
+            raise ConfigError("AnthropicChat needs an api_key for api.anthropic.com (it never reads the environment)")
+        self.base_url = base_url
+        self.temperature = temperature
+        self._connection_errors = (anthropic.APIConnectionError,)
+        self._api_errors = (anthropic.AnthropicError,)
+        self._client = anthropic.Anthropic(base_url=base_url, api_key=api_key or "unused", timeout=self.timeout_s,
+                                           max_retries=0)
+
+    def _call(self, system: str, messages: list[dict[str, str]], max_tokens: int) -> Completion:
+        extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}
+        if system:
+            extra["system"] = system
+        resp = self._client.messages.create(model=self.model, messages=messages,  # type: ignore[arg-type]
+                                            max_tokens=max_tokens, **extra)
+        text = "".join(getattr(b, "text", "") for b in resp.content if getattr(b, "type", None) == "text")
+        return Completion(text, resp.usage.input_tokens, resp.usage.output_tokens, resp.model, resp.stop_reason)
