@@ -223,7 +223,11 @@ class ItemsConfig:
     spill_count: int = 4
     """Items spilled per automatic spill."""
     promote_cooldown_s: float = 60.0
-    """An item demoted less than this long ago is not promoted again (no thrashing)."""
+    """An item promoted less than this long ago is not evicted to make room for another
+    recall's promotion (hysteresis, so alternating recalls do not thrash)."""
+    recall_min_score: float = 0.3
+    """Recall returns only items whose match score (0-1) reaches this; a recall that returns
+    something counts as a hit."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,6 +90,20 @@ class Memory:
         return Memory(self.store, namespace=namespace, config=self.config, tokenizer=self.tokenizer,
                       events=self.events)
 
+    @property
+    def items(self) -> Any:
+        """This namespace's long-term memory items (a :class:`stratamem.items.Items`, made on first use)."""
+        cached = self.__dict__.get("_items")
+        if cached is None:
+            from .items import Items
+
+            # The embedder attribute appears when the embedding part is wired; until
+            # then recall is lexical and reports mode "lexical".
+            cached = self.__dict__["_items"] = Items(
+                self.store, self.namespace, tokenizer=self.tokenizer, config=self.config.items,
+                embedder=getattr(self, "embedder", None), events=self.events)
+        return cached
+
     # --- writing ----------------------------------------------------------------------
 
     def _check_size(self, turns: Sequence[Turn]) -> None:

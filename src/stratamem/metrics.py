@@ -1,0 +1,154 @@
+"""Memory-item metrics (seed 003): what is counted, and the Prometheus text export.
+
+Counters are persisted per namespace by the items store (in the same
+transaction as the operation they count), so every process — the CLI, an MCP
+server, the library — sees the same totals. Seed 003's metric names map to
+the exported ones as follows:
+
+==========================  ===============================================
+seed 003                    exported (Prometheus text format 0.0.4)
+==========================  ===============================================
+``memory_hot_utilization``  ``stratamem_memory_hot_utilization`` (gauge, 0–1)
+``memory_spill_count``      ``stratamem_memory_spills_total`` (operations) and
+                            ``stratamem_memory_spilled_items_total``
+``memory_recall_count``     ``stratamem_memory_recalls_total``
+``memory_promotion_count``  ``stratamem_memory_promotions_total``
+``memory_recall_latency_ms`` ``stratamem_memory_recall_latency_ms`` (histogram)
+``memory_hit_rate``         ``stratamem_memory_hit_rate`` (gauge, 0–1) from
+                            ``stratamem_memory_recall_hits_total``
+==========================  ===============================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["LATENCY_BUCKETS_MS", "ItemMetrics", "latency_deltas", "to_prometheus"]
+
+LATENCY_BUCKETS_MS: tuple[float, ...] = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500)
+"""Upper bounds of the recall-latency histogram buckets (an implicit ``+Inf`` follows)."""
+
+
+def _bucket_name(bound: float) -> str:
+    return f"recall_latency_le_{bound:g}"
+
+
+def latency_deltas(ms: float) -> dict[str, float]:
+    """Metric increments recording one recall that took ``ms`` milliseconds."""
+    out = {"recall_latency_ms_sum": ms}
+    for bound in LATENCY_BUCKETS_MS:
+        if ms <= bound:
+            out[_bucket_name(bound)] = 1.0
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class ItemMetrics:
+    """A namespace's memory-item metrics at one moment."""
+
+    namespace: str
+    """The namespace."""
+    hot_tokens: int
+    """Tokens of the hot items now."""
+    hot_limit: int
+    """The hot token limit."""
+    spills: int
+    """Spill operations (automatic and explicit)."""
+    spilled_items: int
+    """Items moved out of hot by spills."""
+    recalls: int
+    """Recall calls."""
+    recall_hits: int
+    """Recalls that returned at least one item."""
+    promotions: int
+    """Items promoted to hot."""
+    promotions_refused: int
+    """Promotions a recall wanted but the anti-thrash rules or hot capacity refused."""
+    recall_latency_ms_sum: float
+    """Total recall time in milliseconds."""
+    recall_latency_buckets: tuple[tuple[float, int], ...]
+    """Cumulative ``(upper bound ms, recalls at or under it)``."""
+
+    @property
+    def hot_utilization(self) -> float:
+        """Hot tokens over the hot limit (0–1; may exceed 1 only if the limit was lowered)."""
+        return self.hot_tokens / self.hot_limit if self.hot_limit else 0.0
+
+    @property
+    def hit_rate(self) -> float:
+        """Share of recalls that found something (0 before the first recall)."""
+        return self.recall_hits / self.recalls if self.recalls else 0.0
+
+    @property
+    def recall_latency_ms_mean(self) -> float:
+        """Mean recall latency in milliseconds (0 before the first recall)."""
+        return self.recall_latency_ms_sum / self.recalls if self.recalls else 0.0
+
+    @classmethod
+    def from_values(cls, namespace: str, values: Mapping[str, float], hot_tokens: int, hot_limit: int) -> ItemMetrics:
+        """Build from the persisted name → value map."""
+        def n(name: str) -> int:
+            return int(values.get(name, 0))
+        return cls(namespace, hot_tokens, hot_limit, n("spills"), n("spilled_items"), n("recalls"),
+                   n("recall_hits"), n("promotions"), n("promotions_refused"),
+                   float(values.get("recall_latency_ms_sum", 0.0)),
+                   tuple((b, n(_bucket_name(b))) for b in LATENCY_BUCKETS_MS))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, including the derived rates."""
+        return {"namespace": self.namespace, "hot_tokens": self.hot_tokens, "hot_limit": self.hot_limit,
+                "hot_utilization": round(self.hot_utilization, 4), "spills": self.spills,
+                "spilled_items": self.spilled_items, "recalls": self.recalls, "recall_hits": self.recall_hits,
+                "hit_rate": round(self.hit_rate, 4), "promotions": self.promotions,
+                "promotions_refused": self.promotions_refused,
+                "recall_latency_ms_mean": round(self.recall_latency_ms_mean, 3),
+                "recall_latency_ms_sum": round(self.recall_latency_ms_sum, 3)}
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _num(v: float) -> str:
+    if math.isinf(v):
+        return "+Inf"
+    return f"{v:g}" if isinstance(v, float) and not v.is_integer() else str(int(v))
+
+
+def to_prometheus(metrics: Iterable[ItemMetrics]) -> str:
+    """Render metrics of one or more namespaces in the Prometheus text format (0.0.4).
+
+    Each sample carries a ``namespace`` label; the output ends with a newline.
+    """
+    metrics = list(metrics)
+    families: list[tuple[str, str, str, Any]] = [
+        ("hot_utilization", "gauge", "Hot memory tokens over the hot token limit (0-1).",
+         lambda m: m.hot_utilization),
+        ("hot_tokens", "gauge", "Tokens held by hot memory items.", lambda m: m.hot_tokens),
+        ("spills_total", "counter", "Spill operations.", lambda m: m.spills),
+        ("spilled_items_total", "counter", "Items moved out of hot memory by spills.", lambda m: m.spilled_items),
+        ("recalls_total", "counter", "Recall operations.", lambda m: m.recalls),
+        ("recall_hits_total", "counter", "Recalls that returned at least one item.", lambda m: m.recall_hits),
+        ("hit_rate", "gauge", "Share of recalls that returned at least one item (0-1).", lambda m: m.hit_rate),
+        ("promotions_total", "counter", "Items promoted to hot memory.", lambda m: m.promotions),
+        ("promotions_refused_total", "counter", "Promotions refused by hot capacity or the anti-thrash rules.",
+         lambda m: m.promotions_refused),
+    ]
+    lines: list[str] = []
+    for name, kind, help_text, get in families:
+        full = f"stratamem_memory_{name}"
+        lines += [f"# HELP {full} {help_text}", f"# TYPE {full} {kind}"]
+        lines += [f'{full}{{namespace="{_label(m.namespace)}"}} {_num(float(get(m)))}' for m in metrics]
+    full = "stratamem_memory_recall_latency_ms"
+    lines += [f"# HELP {full} Recall latency in milliseconds.", f"# TYPE {full} histogram"]
+    for m in metrics:
+        ns = _label(m.namespace)
+        for bound, count in m.recall_latency_buckets:
+            lines.append(f'{full}_bucket{{namespace="{ns}",le="{bound:g}"}} {count}')
+        lines.append(f'{full}_bucket{{namespace="{ns}",le="+Inf"}} {m.recalls}')
+        lines.append(f'{full}_sum{{namespace="{ns}"}} {_num(m.recall_latency_ms_sum)}')
+        lines.append(f'{full}_count{{namespace="{ns}"}} {m.recalls}')
+    return "\n".join(lines) + "\n"
