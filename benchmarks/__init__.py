@@ -1,0 +1,1 @@
+"""Benchmarks (run as scripts; not part of the installed package)."""

@@ -1,0 +1,1 @@
+"""LoCoMo recall benchmark: protocol, metrics, baselines and runner (see ``benchmarks/locomo_recall.py``)."""

@@ -1,0 +1,218 @@
+"""Hybrid recall over stored turns: lexical + vector + structure, fused.
+
+:class:`HybridIndex` indexes each turn three ways and scores a query on each:
+
+* the turn itself (BM25 on its words, cosine on its embedding),
+* its *window* — the turn with its neighbours in the same session, since an
+  answer often sits in the reply to the turn that names the topic,
+* its *session* — all turns of the session, so a turn in the session that
+  talks about the query's topic outranks a stray word match elsewhere.
+
+Each signal is scaled to [0, 1] for the query and summed with the weights
+of :class:`Weights`; names of speakers and dates named in the query add small
+boosts (:mod:`stratamem.retrieve.query`). The verbatim turn is what is
+returned; windows and sessions only help rank it. Rendering and budget
+packing live in :mod:`stratamem.retrieve.render`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..errors import ValidationError
+from ..records import StoredTurn
+from .lexical import BM25Index, analyze
+from .query import QueryFacts, read_query
+
+__all__ = ["Embedder", "Hit", "HybridIndex", "Weights"]
+
+
+class Embedder(Protocol):
+    """What the index needs from an embedder: unit-length vectors, batch first."""
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """One row per text, L2-normalised."""
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """How much each signal counts in the fused score (tuned on LoCoMo 0–4)."""
+
+    lexical: float = 1.0
+    """BM25 of the turn's own words."""
+    lexical_window: float = 0.5
+    """BM25 of the turn with its neighbours."""
+    lexical_session: float = 0.3
+    """BM25 of the turn's whole session."""
+    vector: float = 1.0
+    """Cosine of the turn's embedding."""
+    vector_window: float = 0.5
+    """Cosine of the window's embedding."""
+    vector_session: float = 0.0
+    """Cosine of the session's mean embedding."""
+    speaker: float = 0.1
+    """Boost for turns spoken by a person the query names."""
+    date: float = 0.3
+    """Boost for turns whose session date matches a date the query names."""
+    window: int = 1
+    """Neighbours on each side that form a turn's window."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValidationError(f"weight {f.name} must be a non-negative number, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One recalled unit with its provenance and why it ranked where it did."""
+
+    id: str
+    """Unit id, e.g. ``turn:42``."""
+    kind: str
+    """``turn`` (summaries and memory items join later)."""
+    turn_ids: tuple[int, ...]
+    """Turns the unit covers."""
+    score: Mapping[str, float] = field(default_factory=dict)
+    """Per-signal contributions and ``fused``, the sum they rank by."""
+
+
+def _scaled(x: np.ndarray) -> np.ndarray:
+    top = float(x.max()) if x.size else 0.0
+    return x / top if top > 0 else np.zeros_like(x)
+
+
+class HybridIndex:
+    """An in-memory hybrid index over turns, grown incrementally.
+
+    Args:
+        embedder: Embeddings for the vector signals; ``None`` ranks lexically
+            only (``Hit.score`` then has no ``vector`` keys, which callers
+            report as degraded recall).
+        weights: Signal weights.
+    """
+
+    def __init__(self, embedder: Embedder | None = None, weights: Weights | None = None) -> None:
+        self.embedder = embedder
+        self.weights = weights or Weights()
+        self.turns: list[StoredTurn] = []
+        self._pos: dict[int, int] = {}
+        self._session_of: list[int] = []
+        self._sessions: dict[tuple[str, str], int] = {}
+        self._session_turns: list[list[int]] = []
+        self._place: list[int] = []
+        self._speakers: set[str] = set()
+        self._vectors: np.ndarray | None = None
+        self._dirty = True
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    @property
+    def lexical_only(self) -> bool:
+        """Whether recall runs without vectors."""
+        return self.embedder is None
+
+    def add_turns(self, turns: Iterable[StoredTurn]) -> None:
+        """Add stored turns (in stored order); already indexed ids are ignored."""
+        for st in turns:
+            if st.id in self._pos:
+                continue
+            self._pos[st.id] = len(self.turns)
+            key = (st.namespace, st.session)
+            if key not in self._sessions:
+                self._sessions[key] = len(self._session_turns)
+                self._session_turns.append([])
+            s = self._sessions[key]
+            self._place.append(len(self._session_turns[s]))
+            self._session_turns[s].append(len(self.turns))
+            self._session_of.append(s)
+            self.turns.append(st)
+            if st.turn.name:
+                self._speakers.add(st.turn.name)
+        self._dirty = True
+
+    # --- building -----------------------------------------------------------------------
+
+    def _window(self, i: int) -> list[int]:
+        members = self._session_turns[self._session_of[i]]
+        w, at = self.weights.window, self._place[i]
+        return members[max(0, at - w): at + w + 1]
+
+    def _text(self, i: int) -> str:
+        st = self.turns[i]
+        return f"{st.turn.name or st.role}: {st.text}"
+
+    def _build(self) -> None:
+        texts = [self._text(i) for i in range(len(self.turns))]
+        terms = [analyze(t) for t in texts]
+        self._bm25 = BM25Index()
+        self._bm25.extend(terms)
+        self._bm25_window = BM25Index()
+        self._bm25_window.extend([t for j in self._window(i) for t in terms[j]] for i in range(len(terms)))
+        self._bm25_session = BM25Index()
+        self._bm25_session.extend([t for j in members for t in terms[j]] for members in self._session_turns)
+        self._session_index = np.asarray(self._session_of, dtype=np.int64)
+        self._session_dates = [self.turns[m[0]].timestamp for m in self._session_turns]
+        if self.embedder is not None:
+            vec = np.asarray(self.embedder.embed_batch(texts), dtype=np.float32)
+            win = np.stack([vec[self._window(i)].sum(axis=0) for i in range(len(texts))]) if texts else vec
+            win /= np.maximum(np.linalg.norm(win, axis=1, keepdims=True), 1e-12)
+            ses = np.stack([vec[m].sum(axis=0) for m in self._session_turns]) if texts else vec
+            ses /= np.maximum(np.linalg.norm(ses, axis=1, keepdims=True), 1e-12)
+            self._vectors, self._window_vectors, self._session_vectors = vec, win, ses
+        self._dirty = False
+
+    # --- searching ----------------------------------------------------------------------
+
+    def signals(self, query: str) -> tuple[dict[str, np.ndarray], QueryFacts]:
+        """Each signal's raw per-turn scores for ``query`` (for tuning and the manifest)."""
+        if self._dirty:
+            self._build()
+        facts = read_query(query, self._speakers)
+        terms = analyze(query)
+        sig = {
+            "lexical": self._bm25.scores(terms),
+            "lexical_window": self._bm25_window.scores(terms),
+            "lexical_session": self._bm25_session.scores(terms)[self._session_index],
+        }
+        if self.embedder is not None and self._vectors is not None:
+            q = np.asarray(self.embedder.embed_batch([query]), dtype=np.float32)[0]
+            sig["vector"] = np.clip(self._vectors @ q, 0, None)
+            sig["vector_window"] = np.clip(self._window_vectors @ q, 0, None)
+            sig["vector_session"] = np.clip(self._session_vectors @ q, 0, None)[self._session_index]
+        if facts.speakers:
+            sig["speaker"] = np.array([1.0 if st.turn.name in facts.speakers else 0.0 for st in self.turns])
+        if facts.dates:
+            per_session = np.array([facts.date_match(d) for d in self._session_dates])
+            sig["date"] = per_session[self._session_index]
+        return sig, facts
+
+    def search(self, query: str, k: int = 10) -> list[Hit]:
+        """The ``k`` best turns for ``query``, best first, with score breakdowns.
+
+        Raises:
+            ValidationError: ``query`` is not a string or ``k`` is not positive.
+        """
+        if not isinstance(query, str):
+            raise ValidationError(f"query must be a string, got {type(query).__name__}")
+        if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+            raise ValidationError(f"k must be a positive integer, got {k!r}")
+        if not self.turns:
+            return []
+        sig, _ = self.signals(query)
+        parts = {name: getattr(self.weights, name) * (_scaled(v) if name not in ("speaker", "date") else v)
+                 for name, v in sig.items() if getattr(self.weights, name) > 0}
+        fused = np.sum(list(parts.values()), axis=0) if parts else np.zeros(len(self.turns))
+        top = np.argsort(-fused, kind="stable")[:k]
+        return [Hit(f"turn:{self.turns[i].id}", "turn", (self.turns[i].id,),
+                    {**{n: float(v[i]) for n, v in parts.items()}, "fused": float(fused[i])}) for i in top]
+
+    def describe(self) -> dict[str, Any]:
+        """Size and mode, for status output."""
+        return {"turns": len(self.turns), "sessions": len(self._session_turns), "lexical_only": self.lexical_only}

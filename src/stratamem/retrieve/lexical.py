@@ -1,0 +1,144 @@
+"""Lexical scoring: word analysis and an incremental BM25 index.
+
+The analyzer lowercases, splits on anything that is not a letter or digit,
+drops English function words and strips common suffixes with a small rule
+stemmer (``painting``/``painted``/``paints`` -> ``paint``), so a question and
+the turn that answers it meet on the word stem. The index keeps posting
+lists per term and scores with Okapi BM25; it can grow one document at a time.
+Fusion with vectors lives in :mod:`stratamem.retrieve.engine`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+__all__ = ["BM25Index", "analyze", "stem"]
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are aren't as at be because been before being below between
+both but by can could did do does doing don down during each few for from further had has have having he her here
+hers herself him himself his how i if in into is it its itself just let me more most my myself no nor not now of off
+on once only or other our ours ourselves out over own same she should so some such than that the their theirs them
+themselves then there these they this those through to too under until up very was we were what when where which
+while who whom why will with would you your yours yourself yourselves s t d ll m re ve y o
+""".split())
+
+_VOWEL = re.compile(r"[aeiouy]")
+
+
+def _undouble(w: str) -> str:
+    # running -> runn -> run; but keep "ll"/"ss"/"zz" (spell, miss, buzz)
+    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "lsz" and w[-1] not in "aeiou":
+        return w[:-1]
+    return w
+
+
+def stem(word: str) -> str:
+    """A light English stemmer: plural, -ing, -ed, -ly and a final -e.
+
+    Deliberately conservative: it only conflates forms of one word, so
+    precision stays close to exact matching.
+    """
+    w = word
+    if len(w) <= 3 or not w.isalpha():
+        return w
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    if w.endswith("ing") and len(w) > 5 and _VOWEL.search(w[:-3]):
+        w = _undouble(w[:-3])
+    elif w.endswith("ed") and len(w) > 4 and _VOWEL.search(w[:-2]):
+        w = _undouble(w[:-2])
+    elif w.endswith("ly") and len(w) > 5:
+        w = w[:-2]
+    if w.endswith("e") and len(w) > 3:
+        w = w[:-1]
+    if w.endswith("y") and len(w) > 3:
+        w = w[:-1] + "i"
+    return w
+
+
+def analyze(text: str, *, stopwords: frozenset[str] = STOPWORDS) -> list[str]:
+    """Index terms of ``text``: lowercased words minus stop words, stemmed."""
+    return [stem(w) for w in _WORD.findall(text.lower().replace("'", "")) if w not in stopwords]
+
+
+class BM25Index:
+    """Okapi BM25 over documents added one at a time.
+
+    Args:
+        k1: Term-frequency saturation.
+        b: Length normalisation (0: none, 1: full).
+    """
+
+    def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self._postings: dict[str, list[tuple[int, int]]] = {}
+        self._lengths: list[int] = []
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._norm: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self._lengths)
+
+    def add(self, terms: Sequence[str]) -> int:
+        """Add one document's terms; returns its position."""
+        doc = len(self._lengths)
+        self._lengths.append(len(terms))
+        for term, tf in Counter(terms).items():
+            self._postings.setdefault(term, []).append((doc, tf))
+            self._arrays.pop(term, None)
+        self._norm = None
+        return doc
+
+    def extend(self, docs: Iterable[Sequence[str]]) -> None:
+        """Add many documents."""
+        for terms in docs:
+            self.add(terms)
+
+    def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        cached = self._arrays.get(term)
+        if cached is None:
+            pairs = self._postings[term]
+            cached = (np.fromiter((d for d, _ in pairs), np.int64, len(pairs)),
+                      np.fromiter((t for _, t in pairs), np.float64, len(pairs)))
+            self._arrays[term] = cached
+        return cached
+
+    def idf(self, term: str) -> float:
+        """Robertson–Spärck Jones idf, floored at a small positive value."""
+        n = len(self._postings.get(term, ()))
+        big_n = len(self._lengths)
+        return max(math.log(1.0 + (big_n - n + 0.5) / (n + 0.5)), 1e-6)
+
+    def scores(self, terms: Iterable[str], weights: dict[str, float] | None = None) -> np.ndarray:
+        """BM25 score of every document for the query ``terms`` (unknown terms add nothing).
+
+        Args:
+            terms: Query terms (repeats count once).
+            weights: Optional per-term multipliers (e.g. for expansion terms).
+        """
+        out = np.zeros(len(self._lengths))
+        if not self._lengths:
+            return out
+        if self._norm is None:
+            lengths = np.asarray(self._lengths, dtype=np.float64)
+            avg = max(float(lengths.mean()), 1.0)
+            self._norm = self.k1 * (1.0 - self.b + self.b * lengths / avg)
+        for term in dict.fromkeys(terms):
+            if term not in self._postings:
+                continue
+            docs, tf = self._posting(term)
+            w = self.idf(term) * (weights.get(term, 1.0) if weights else 1.0)
+            out[docs] += w * tf * (self.k1 + 1.0) / (tf + self._norm[docs])
+        return out

@@ -1,0 +1,60 @@
+"""What a query says beyond its words: the people it names and the dates it mentions.
+
+LoCoMo-style questions name a speaker ("What did Caroline research?") and
+sometimes a time ("… in May 2023?", "… in 2022?"). These facts become small
+boosts in :mod:`stratamem.retrieve.engine`; they never filter, so a question
+about the other person still finds its turn.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+__all__ = ["QueryFacts", "read_query"]
+
+_MONTHS = {m: i for i, m in enumerate(
+    "january february march april may june july august september october november december".split(), 1)}
+_MONTH_RE = re.compile(r"\b(" + "|".join(_MONTHS) + r")\b(?:\s*,?\s*(\d{4}))?", re.IGNORECASE)
+_YEAR_RE = re.compile(r"\b(19\d\d|20\d\d)\b")
+
+
+@dataclass(frozen=True, slots=True)
+class QueryFacts:
+    """Speakers and dates read from a query."""
+
+    speakers: frozenset[str]
+    """Known speaker names the query mentions."""
+    dates: tuple[tuple[int | None, int | None], ...]
+    """``(year, month)`` pairs the query mentions; either part may be ``None``."""
+
+    def date_match(self, when: datetime) -> float:
+        """1.0 when ``when`` falls in a mentioned month (or year, if only a year is named), else 0."""
+        for year, month in self.dates:
+            if (year is None or year == when.year) and (month is None or month == when.month):
+                return 1.0
+        return 0.0
+
+
+def read_query(query: str, speakers: Iterable[str] = ()) -> QueryFacts:
+    """Read the speakers (among ``speakers``) and dates a query names.
+
+    "May" alone is read as a month only when capitalised mid-sentence, since
+    the modal verb is far more common.
+    """
+    words = set(re.findall(r"[\w']+", query))
+    named = frozenset(s for s in speakers if s in words or f"{s}'s" in words or f"{s}s'" in words)
+    dates: list[tuple[int | None, int | None]] = []
+    spans: list[tuple[int, int]] = []
+    for m in _MONTH_RE.finditer(query):
+        word = m.group(1)
+        if word.lower() == "may" and (word != "May" or m.start() == 0) and not m.group(2):
+            continue
+        dates.append((int(m.group(2)) if m.group(2) else None, _MONTHS[word.lower()]))
+        spans.append(m.span())
+    for m in _YEAR_RE.finditer(query):
+        if not any(a <= m.start() < b for a, b in spans):
+            dates.append((int(m.group(1)), None))
+    return QueryFacts(named, tuple(dates))
