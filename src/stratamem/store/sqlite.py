@@ -27,6 +27,7 @@ from .base import NamespaceStats, TurnBatch
 from .sqlite_schema import MIGRATIONS
 
 if TYPE_CHECKING:
+    from .sqlite_conversations import SQLiteConversations
     from .sqlite_items import SQLiteItemStore
 
 __all__ = ["SQLiteStore"]
@@ -208,6 +209,13 @@ class SQLiteStore:
         from .sqlite_items import SQLiteItemStore
 
         return SQLiteItemStore(self)
+
+    @functools.cached_property
+    def conversations(self) -> SQLiteConversations:
+        """Agent-loop conversation states (:mod:`stratamem.store.sqlite_conversations`)."""
+        from .sqlite_conversations import SQLiteConversations
+
+        return SQLiteConversations(self)
 
     # --- namespaces and sessions ------------------------------------------------------
 

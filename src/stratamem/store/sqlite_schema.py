@@ -113,7 +113,31 @@ def m005_items(conn: sqlite3.Connection) -> None:
     ])
 
 
+def m004_conversations(conn: sqlite3.Connection) -> None:
+    """Agent-loop conversation state: checkpoint, counters, tracked files (seed 001)."""
+    _run_all(conn, [
+        # Keyed by names, not ids: state may exist for a conversation whose turns live elsewhere.
+        """CREATE TABLE conversations (
+            namespace TEXT NOT NULL,
+            session TEXT NOT NULL,
+            summary TEXT,
+            compaction_count INTEGER NOT NULL DEFAULT 0,
+            turn_count INTEGER NOT NULL DEFAULT 0,
+            compacted_messages INTEGER NOT NULL DEFAULT 0,
+            files_read TEXT NOT NULL DEFAULT '[]',
+            files_modified TEXT NOT NULL DEFAULT '[]',
+            last_status TEXT NOT NULL DEFAULT 'none',
+            last_error TEXT,
+            failures INTEGER NOT NULL DEFAULT 0,
+            calibration TEXT NOT NULL DEFAULT '{}',
+            updated_at TEXT NOT NULL,
+            PRIMARY KEY (namespace, session)
+        )""",
+    ])
+
+
 MIGRATIONS: list[Migration] = [
     Migration("m001_core", m001_core),
     Migration("m005_items", m005_items),
+    Migration("m004_conversations", m004_conversations),
 ]
