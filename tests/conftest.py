@@ -25,3 +25,18 @@ def memory(db_path: Path) -> Iterator[Memory]:
     mem = Memory(db_path, namespace="test")
     yield mem
     mem.close()
+
+
+@pytest.fixture(scope="session")
+def pg_dsn() -> Iterator[str]:
+    """A real PostgreSQL 16 + pgvector: ``STRATAMEM_PG_DSN`` if set, else one pgserver per test run."""
+    import os
+
+    from pg import LocalPostgres
+
+    if os.environ.get("STRATAMEM_PG_DSN"):
+        yield os.environ["STRATAMEM_PG_DSN"]
+        return
+    server = LocalPostgres()
+    yield server.dsn
+    server.stop()

@@ -9,6 +9,7 @@ here (see ``docs/configuration.md``):
 variable               meaning                                    default
 =====================  =========================================  ===================
 ``STRATAMEM_DB``       SQLite file                                ``./stratamem.db``
+``STRATAMEM_PG_DSN``   PostgreSQL URL if STRATAMEM_DB is unset    none
 ``STRATAMEM_NAMESPACE`` namespace                                 ``default``
 ``STRATAMEM_CONFIG``   YAML config file                           none
 =====================  =========================================  ===================
@@ -61,15 +62,23 @@ class Settings:
 
     def memory(self, namespace: str | None = None) -> Memory:
         """Open the memory for ``namespace`` (default: the selected one)."""
-        return Memory(self.db, namespace=namespace or self.namespace, config=self.config)
+        from ..store.open import is_postgres_url, open_store
+
+        target: Any = self.db
+        if is_postgres_url(self.db):
+            from ..tokens import get_tokenizer
+
+            target = open_store(self.db, config=self.config.store,
+                                tokenizer=get_tokenizer(self.config.tokenizer).name)
+        return Memory(target, namespace=namespace or self.namespace, config=self.config)
 
 
 pass_settings = click.make_pass_decorator(Settings)
 
 
 @click.group(cls=_Group)
-@click.option("--db", envvar="STRATAMEM_DB", default="stratamem.db", show_default=True,
-              help="SQLite database file.")
+@click.option("--db", envvar=["STRATAMEM_DB", "STRATAMEM_PG_DSN"], default="stratamem.db", show_default=True,
+              help="SQLite database file, or a postgresql:// URL (add ?schema=NAME to pick a schema).")
 @click.option("--namespace", "-n", envvar="STRATAMEM_NAMESPACE", default="default", show_default=True,
               help="Namespace (whose memory).")
 @click.option("--config", "config_path", envvar="STRATAMEM_CONFIG", type=click.Path(dir_okay=False),
@@ -87,7 +96,7 @@ def emit_json(obj: Any) -> None:
 
 
 # Command modules of this package; each has ``register(group)``. Add yours here.
-_COMMAND_MODULES = ("core",)
+_COMMAND_MODULES = ('core', 'migrate', 'items', 'mcp')
 
 
 def _register() -> None:
