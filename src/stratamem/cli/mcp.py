@@ -1,0 +1,43 @@
+"""``stratamem mcp``: serve the selected namespace's memory to agent hosts over MCP.
+
+stdio by default (what desktop agent hosts launch); ``--http`` serves
+streamable HTTP on 127.0.0.1. The database and namespace come from the usual
+options or ``STRATAMEM_DB`` / ``STRATAMEM_NAMESPACE``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from . import Settings, pass_settings
+
+__all__ = ["register"]
+
+
+@click.command("mcp")
+@click.option("--http", "http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="HTTP port.")
+@click.option("--allow-namespace", "allowed", multiple=True,
+              help="Another namespace tool calls may name (repeatable; '*' allows any).")
+@pass_settings
+def mcp_cmd(settings: Settings, http: bool, host: str, port: int, allowed: tuple[str, ...]) -> None:
+    """Run the MCP server (tools memory_add, memory_recall, memory_spill, memory_promote, memory_status,
+    memory_context)."""
+    from ..mcp import build_server
+
+    mem = settings.memory()
+    try:
+        server = build_server(mem, allow_namespaces=allowed)
+        if http:
+            click.echo(f"stratamem MCP on http://{host}:{port}/mcp (namespace {mem.namespace!r})", err=True)
+            server.run("streamable-http", host=host, port=port)
+        else:
+            server.run("stdio")
+    finally:
+        mem.close()
+
+
+def register(group: click.Group) -> None:
+    """Add ``mcp`` to ``group``."""
+    group.add_command(mcp_cmd)

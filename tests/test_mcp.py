@@ -1,0 +1,113 @@
+"""The MCP server over a real stdio subprocess (``stratamem mcp``), driven by the SDK's own client."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from stratamem import Memory
+from stratamem.mcp import TOOLS, build_server
+
+STRATAMEM = str(Path(sys.executable).with_name("stratamem"))
+
+
+def _params(db: Path, namespace: str, *extra: str) -> StdioServerParameters:
+    # Env vars only: the shell reads STRATAMEM_DB / STRATAMEM_NAMESPACE, the library never does.
+    env = {"STRATAMEM_DB": str(db), "STRATAMEM_NAMESPACE": namespace, "PATH": os.environ.get("PATH", "")}
+    return StdioServerParameters(command=STRATAMEM, args=["mcp", *extra], env=env)
+
+
+def _run(server: Any, body: Callable[[Client], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        async with Client(server, read_timeout_seconds=60) as client:
+            return await body(client)
+    return anyio.run(main)
+
+
+def _json(result: Any) -> Any:
+    assert result.is_error is False, result.content[0].text
+    return json.loads(result.content[0].text)
+
+
+def test_stdio_server_lists_tools_with_validated_schemas_and_round_trips_items(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+
+    async def body(client: Client) -> dict[str, Any]:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        added = _json(await client.call_tool("memory_add", {"content": "The budget is $50K", "type": "fact"}))
+        spilled = _json(await client.call_tool("memory_spill", {"count": 1}))
+        recalled = _json(await client.call_tool("memory_recall", {"query": "what was the budget?"}))
+        status = _json(await client.call_tool("memory_status", {}))
+        return {"tools": tools, "added": added, "spilled": spilled, "recalled": recalled, "status": status}
+
+    out = _run(_params(db, "agent-a"), body)
+    assert set(out["tools"]) == set(TOOLS)
+    schema = out["tools"]["memory_add"].input_schema
+    assert schema["required"] == ["content"]
+    assert schema["properties"]["type"]["enum"] == ["fact", "decision", "entity", "preference", "context"]
+    assert out["added"]["tier"] == "hot" and out["added"]["namespace"] == "agent-a"
+    assert out["spilled"]["to_cold"] == [out["added"]["id"]]
+    assert [i["content"] for i in out["recalled"]["items"]] == ["The budget is $50K"]
+    assert out["recalled"]["promoted"] == [out["added"]["id"]]
+    assert out["status"]["hot"] == {"items": 1, "tokens": 6, "limit": 4000, "utilization_percent": 0.15}
+    assert out["status"]["metrics"]["recalls"] == 1 and out["status"]["metrics"]["promotions"] == 1
+    # The subprocess wrote the same file the library reads.
+    with Memory(db, namespace="agent-a") as mem:
+        assert [i.content for i in mem.items.hot()] == ["The budget is $50K"]
+
+
+def test_bad_input_and_library_errors_come_back_as_clear_tool_errors(tmp_path: Path) -> None:
+    async def body(client: Client) -> list[Any]:
+        return [
+            await client.call_tool("memory_add", {"content": "x", "type": "opinion"}),
+            await client.call_tool("memory_recall", {"query": "x", "limit": 0}),
+            await client.call_tool("memory_promote", {"id": 999}),
+            await client.call_tool("memory_status", {"namespace": "someone-else"}),
+            await client.call_tool("memory_add", {"content": "   "}),
+        ]
+
+    bad_type, bad_limit, missing, other_ns, blank = _run(_params(tmp_path / "m.db", "agent-a"), body)
+    assert all(r.is_error for r in (bad_type, bad_limit, missing, other_ns, blank))
+    assert "Input should be 'fact', 'decision', 'entity', 'preference' or 'context'" in bad_type.content[0].text
+    assert "greater than or equal to 1" in bad_limit.content[0].text
+    assert "NotFoundError: no memory item 999 in namespace 'agent-a'" in missing.content[0].text
+    assert "ValidationError: namespace: this server serves namespace 'agent-a'" in other_ns.content[0].text
+    assert "ValidationError: content: must not be empty" in blank.content[0].text
+
+
+def test_context_tool_returns_messages_and_manifest(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    with Memory(db, namespace="agent-a") as mem:
+        mem.add([{"role": "user", "content": "Our budget is $50K."},
+                 {"role": "assistant", "content": "Noted: $50K."}], session="s1")
+
+    async def body(client: Client) -> Any:
+        return _json(await client.call_tool("memory_context", {"query": "budget", "budget": 200}))
+
+    ctx = _run(_params(db, "agent-a"), body)
+    assert [m["content"] for m in ctx["messages"]] == ["Our budget is $50K.", "Noted: $50K."]
+    assert ctx["tokens"] <= 200 and ctx["manifest"]["budget_tokens"] == 200
+    assert len(ctx["manifest"]["items"]) == 2
+
+
+def test_allowed_namespaces_are_reachable_and_stay_apart(tmp_path: Path) -> None:
+    mem = Memory(tmp_path / "m.db", namespace="a")
+    server = build_server(mem, allow_namespaces=["b"])
+
+    async def body(client: Client) -> Any:
+        _json(await client.call_tool("memory_add", {"content": "secret of b", "namespace": "b"}))
+        return (_json(await client.call_tool("memory_status", {})),
+                _json(await client.call_tool("memory_status", {"namespace": "b"})))
+
+    mine, theirs = _run(server, body)
+    assert mine["hot"]["items"] == 0 and theirs["hot"]["items"] == 1
+    mem.close()
