@@ -44,9 +44,9 @@ class Weights:
 
     lexical: float = 1.0
     """BM25 of the turn's own words."""
-    lexical_window: float = 0.5
+    lexical_window: float = 0.8
     """BM25 of the turn with its neighbours."""
-    lexical_session: float = 0.3
+    lexical_session: float = 0.8
     """BM25 of the turn's whole session."""
     vector: float = 1.0
     """Cosine of the turn's embedding."""
@@ -54,11 +54,19 @@ class Weights:
     """Cosine of the window's embedding."""
     vector_session: float = 0.0
     """Cosine of the session's mean embedding."""
-    speaker: float = 0.1
+    lexical_prev: float = 0.5
+    """BM25 of the turn before (a reply is found through the question it answers)."""
+    lexical_next: float = 0.1
+    """BM25 of the turn after (a remark is found through its answer)."""
+    vector_prev: float = 0.0
+    """Cosine of the turn before."""
+    vector_next: float = 0.0
+    """Cosine of the turn after."""
+    speaker: float = 0.3
     """Boost for turns spoken by a person the query names."""
     date: float = 0.3
     """Boost for turns whose session date matches a date the query names."""
-    window: int = 1
+    window: int = 3
     """Neighbours on each side that form a turn's window."""
 
     def __post_init__(self) -> None:
@@ -158,6 +166,13 @@ class HybridIndex:
         self._bm25_session = BM25Index()
         self._bm25_session.extend([t for j in members for t in terms[j]] for members in self._session_turns)
         self._session_index = np.asarray(self._session_of, dtype=np.int64)
+        # Neighbour positions within the session; the sentinel -1 reads a zero score.
+        n = len(self.turns)
+        prev, nxt = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
+        for members in self._session_turns:
+            prev[members[1:]] = members[:-1]
+            nxt[members[:-1]] = members[1:]
+        self._prev, self._next = prev, nxt
         self._session_dates = [self.turns[m[0]].timestamp for m in self._session_turns]
         if self.embedder is not None:
             vec = np.asarray(self.embedder.embed_batch(texts), dtype=np.float32)
@@ -186,6 +201,10 @@ class HybridIndex:
             sig["vector"] = np.clip(self._vectors @ q, 0, None)
             sig["vector_window"] = np.clip(self._window_vectors @ q, 0, None)
             sig["vector_session"] = np.clip(self._session_vectors @ q, 0, None)[self._session_index]
+        for name in ("lexical", "vector"):
+            if name in sig:
+                padded = np.append(sig[name], 0.0)
+                sig[f"{name}_prev"], sig[f"{name}_next"] = padded[self._prev], padded[self._next]
         if facts.speakers:
             sig["speaker"] = np.array([1.0 if st.turn.name in facts.speakers else 0.0 for st in self.turns])
         if facts.dates:
