@@ -1,0 +1,114 @@
+"""Summarizers: the protocol, the summary record, and the three strategies.
+
+A :class:`Summarizer` turns the turns of a segment into a :class:`Summary`
+(summary text, key facts, themes) and merges child summaries into the summary
+of a consolidation (with an executive summary for top levels). Strategies:
+
+* :mod:`~stratamem.summarize.heuristic` — seed 000's free rule (first user requests).
+* :mod:`~stratamem.summarize.extractive` — local, no network: central sentences and
+  sentences carrying names, numbers and dates, each keeping its source turn id.
+* :mod:`~stratamem.summarize.llm` — any :class:`~stratamem.llm.ChatModel`
+  (OpenAI-compatible endpoints, local servers, Anthropic).
+
+What to do when a summarizer fails (fallback, failure record, event) is the
+pyramid's business, not the summarizer's: summarizers raise
+:class:`~stratamem.errors.ModelError` and never return an error text as a summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..records import StoredTurn
+
+__all__ = ["MAX_KEY_FACTS", "KeyFact", "Sentence", "Summarizer", "Summary"]
+
+MAX_KEY_FACTS = 10
+"""Key facts kept per chunk (seed 000)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sentence:
+    """One sentence of a summary and the turn it came from."""
+
+    text: str
+    """The sentence as shown (speaker-prefixed for extractive summaries)."""
+    turn_id: int | None = None
+    """Source turn id, or ``None`` for generated text."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyFact:
+    """A concrete, reusable fact and where it was said."""
+
+    text: str
+    """The fact."""
+    turn_id: int | None = None
+    """Source turn id, when known."""
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """What a summarizer produces for a segment or a consolidation."""
+
+    text: str
+    """The summary."""
+    sentences: tuple[Sentence, ...] = ()
+    """The summary's sentences with their sources (empty when not sentence-based)."""
+    key_facts: tuple[KeyFact, ...] = ()
+    """At most :data:`MAX_KEY_FACTS` facts."""
+    themes: tuple[str, ...] = ()
+    """Three to five short themes (fewer only when the text has fewer content words)."""
+    executive: str | None = None
+    """High-level summary for top-level consolidations."""
+    summarizer: str = ""
+    """Name of the strategy that wrote it."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (inverse of :meth:`from_dict`)."""
+        return {
+            "text": self.text,
+            "sentences": [[s.text, s.turn_id] for s in self.sentences],
+            "key_facts": [[f.text, f.turn_id] for f in self.key_facts],
+            "themes": list(self.themes),
+            "executive": self.executive,
+            "summarizer": self.summarizer,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Summary:
+        """Build from :meth:`to_dict` output."""
+        return cls(
+            text=d["text"],
+            sentences=tuple(Sentence(t, i) for t, i in d.get("sentences", ())),
+            key_facts=tuple(KeyFact(t, i) for t, i in d.get("key_facts", ())),
+            themes=tuple(d.get("themes", ())),
+            executive=d.get("executive"),
+            summarizer=d.get("summarizer", ""),
+        )
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Summarizes segments and merges summaries."""
+
+    name: str
+    """Strategy name recorded with every summary (``heuristic``, ``extractive``, ``llm``)."""
+
+    def summarize(self, turns: Sequence[StoredTurn], *, max_tokens: int) -> Summary:
+        """Summarize consecutive turns within ``max_tokens`` tokens of summary text.
+
+        Raises:
+            ModelError: A model call failed (model-backed strategies only).
+        """
+        ...
+
+    def merge(self, parts: Sequence[Summary], *, max_tokens: int, executive: bool = False) -> Summary:
+        """Merge child summaries (oldest first) into one; ``executive`` adds an executive summary.
+
+        Raises:
+            ModelError: A model call failed (model-backed strategies only).
+        """
+        ...

@@ -1,0 +1,162 @@
+"""The extractive summarizer: local, deterministic, no network.
+
+It picks whole sentences from the turns: those most central to the segment
+(closest to the segment's word centroid) and those carrying names, numbers
+and dates, which are what later questions ask about. Every sentence keeps its
+source turn id, so a summary can always be traced back and expanded. Merging
+re-ranks the children's sentences the same way, so consolidations stay
+extractive and traceable too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..records import StoredTurn
+from ..tokens import Tokenizer
+from . import MAX_KEY_FACTS, KeyFact, Sentence, Summary
+from ._text import content_words, fit_text, jaccard, signals, split_sentences, themes
+
+__all__ = ["ExtractiveSummarizer"]
+
+# Weights of the score terms; tuned on nothing but common sense and kept round:
+# a sentence with a name and a date beats a merely central one.
+_NAME_WEIGHT = 0.20
+_NUMBER_WEIGHT = 0.25
+_QUESTION_FACTOR = 0.5
+_MIN_CONTENT_WORDS = 2
+_REDUNDANCY = 0.6
+_EXECUTIVE_SENTENCES = 3
+
+
+@dataclass(slots=True)
+class _Candidate:
+    text: str          # as shown, speaker-prefixed
+    body: str          # the sentence itself
+    turn_id: int | None
+    position: int
+    words: list[str]
+    score: float = 0.0
+    signal: int = 0
+
+
+def _score(cands: list[_Candidate]) -> None:
+    """Centrality (cosine to the centroid of all sentences) plus name/number bonuses."""
+    centroid: Counter[str] = Counter()
+    for c in cands:
+        centroid.update(set(c.words))
+    norm_c = math.sqrt(sum(v * v for v in centroid.values())) or 1.0
+    for c in cands:
+        vec = Counter(c.words)
+        norm_v = math.sqrt(sum(v * v for v in vec.values())) or 1.0
+        # Leave the sentence's own contribution out, so a sentence is not central by itself alone.
+        dot = sum(n * (centroid[w] - 1) for w, n in vec.items())
+        central = dot / (norm_v * norm_c)
+        names, numbers = signals(c.body)
+        c.signal = names + numbers
+        c.score = central + _NAME_WEIGHT * min(names, 3) + _NUMBER_WEIGHT * min(numbers, 2)
+        if c.body.rstrip().endswith("?"):
+            c.score *= _QUESTION_FACTOR
+
+
+def _select(cands: list[_Candidate], max_tokens: int, tokenizer: Tokenizer) -> list[_Candidate]:
+    """Best-scoring, non-redundant sentences that fit, in their original order."""
+    chosen: list[_Candidate] = []
+    used = 0
+    for c in sorted(cands, key=lambda c: (-c.score, c.position)):
+        if any(jaccard(c.words, o.words) > _REDUNDANCY for o in chosen):
+            continue
+        cost = tokenizer.count(c.text) + (1 if chosen else 0)
+        if used + cost > max_tokens:
+            continue
+        chosen.append(c)
+        used += cost
+    return sorted(chosen, key=lambda c: c.position)
+
+
+def _key_facts(cands: list[_Candidate]) -> tuple[KeyFact, ...]:
+    """Up to ten sentences carrying names, numbers or dates, best first, no near-duplicates."""
+    facts: list[_Candidate] = []
+    for c in sorted(cands, key=lambda c: (-c.score, c.position)):
+        if c.signal == 0 or any(jaccard(c.words, o.words) > _REDUNDANCY for o in facts):
+            continue
+        facts.append(c)
+        if len(facts) == MAX_KEY_FACTS:
+            break
+    return tuple(KeyFact(c.text, c.turn_id) for c in sorted(facts, key=lambda c: c.position))
+
+
+class ExtractiveSummarizer:
+    """Central and fact-bearing sentences, each with its source turn id.
+
+    Args:
+        tokenizer: Counts summary tokens so ``max_tokens`` is respected.
+    """
+
+    name = "extractive"
+
+    def __init__(self, tokenizer: Tokenizer) -> None:
+        self.tokenizer = tokenizer
+
+    def _candidates(self, turns: Sequence[StoredTurn]) -> list[_Candidate]:
+        out: list[_Candidate] = []
+        for t in turns:
+            speaker = t.turn.name or t.role
+            for sent in split_sentences(t.text):
+                cw = content_words(sent)
+                if len(cw) < _MIN_CONTENT_WORDS:
+                    continue
+                out.append(_Candidate(f"{speaker}: {sent}", sent, t.id, len(out), cw))
+        return out
+
+    def summarize(self, turns: Sequence[StoredTurn], *, max_tokens: int) -> Summary:
+        """Pick sentences within ``max_tokens``; key facts and themes from the same candidates.
+
+        Returns:
+            A summary whose sentences name their source turns. A segment with no
+            usable sentence gets a one-line description.
+        """
+        cands = self._candidates(turns)
+        speakers = {t.turn.name for t in turns if t.turn.name}
+        topic = themes((t.text for t in turns), exclude=speakers)
+        if not cands:
+            text = fit_text(f"Conversation segment ({len(turns)} turns)", max_tokens, self.tokenizer)
+            return Summary(text=text, themes=topic, summarizer=self.name)
+        _score(cands)
+        chosen = _select(cands, max_tokens, self.tokenizer)
+        if not chosen:  # even the shortest sentence is over budget: cut the best one
+            best = max(cands, key=lambda c: c.score)
+            chosen = [_Candidate(fit_text(best.text, max_tokens, self.tokenizer), best.body, best.turn_id, 0, [])]
+        return Summary(text=" ".join(c.text for c in chosen),
+                       sentences=tuple(Sentence(c.text, c.turn_id) for c in chosen),
+                       key_facts=_key_facts(cands), themes=topic, summarizer=self.name)
+
+    def merge(self, parts: Sequence[Summary], *, max_tokens: int, executive: bool = False) -> Summary:
+        """Re-rank the children's sentences and facts into one summary within ``max_tokens``."""
+        cands: list[_Candidate] = []
+        for p in parts:
+            sources = p.sentences or (Sentence(p.text, None),)
+            for s in (*sources, *(Sentence(f.text, f.turn_id) for f in p.key_facts)):
+                body = s.text.split(": ", 1)[-1]
+                cw = content_words(body)
+                if len(cw) >= _MIN_CONTENT_WORDS and not any(c.text == s.text for c in cands):
+                    cands.append(_Candidate(s.text, body, s.turn_id, len(cands), cw))
+        counts: Counter[str] = Counter(th for p in parts for th in p.themes)
+        merged_themes = tuple(w for w, _ in counts.most_common(5))
+        if not cands:
+            text = fit_text(" | ".join(p.text for p in parts if p.text), max_tokens, self.tokenizer)
+            return Summary(text=text, themes=merged_themes, executive=text if executive else None,
+                           summarizer=self.name)
+        _score(cands)
+        chosen = _select(cands, max_tokens, self.tokenizer)
+        exec_text = None
+        if executive:
+            top = sorted(chosen, key=lambda c: -c.score)[:_EXECUTIVE_SENTENCES]
+            exec_text = " ".join(c.text for c in sorted(top, key=lambda c: c.position)) or None
+        return Summary(text=" ".join(c.text for c in chosen),
+                       sentences=tuple(Sentence(c.text, c.turn_id) for c in chosen),
+                       key_facts=_key_facts(cands), themes=merged_themes, executive=exec_text,
+                       summarizer=self.name)
