@@ -112,6 +112,12 @@ class PyramidConfig:
     """Target size of a bulk (level-2) summary."""
     bulk_merge_size: int = 3
     """Topics merged into one bulk."""
+    enabled: bool = True
+    """Feed stored turns to the pyramid on every ``Memory.add`` (SQLite stores)."""
+    summary_ratio: float = 0.25
+    """A summary may use up to this share of its node's turn tokens (capped by the two targets above)."""
+    retention_purges_turns: bool = False
+    """Retention also deletes the canonical turns of expired cold segments (summaries and provenance stay)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,6 +29,7 @@ from .sqlite_schema import MIGRATIONS
 if TYPE_CHECKING:
     from .sqlite_conversations import SQLiteConversations
     from .sqlite_items import SQLiteItemStore
+    from .sqlite_nodes import SQLiteNodeStore
 
 __all__ = ["SQLiteStore"]
 
@@ -216,6 +217,13 @@ class SQLiteStore:
         from .sqlite_conversations import SQLiteConversations
 
         return SQLiteConversations(self)
+
+    @functools.cached_property
+    def nodes(self) -> SQLiteNodeStore:
+        """Pyramid nodes of every namespace (:mod:`stratamem.store.sqlite_nodes`)."""
+        from .sqlite_nodes import SQLiteNodeStore
+
+        return SQLiteNodeStore(self)
 
     # --- namespaces and sessions ------------------------------------------------------
 

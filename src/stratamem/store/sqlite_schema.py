@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 
 from .migrations import Migration
+from .sqlite_nodes import m003_pyramid
 
 __all__ = ["MIGRATIONS"]
 
@@ -139,5 +140,6 @@ def m004_conversations(conn: sqlite3.Connection) -> None:
 MIGRATIONS: list[Migration] = [
     Migration("m001_core", m001_core),
     Migration("m005_items", m005_items),
+    Migration("m003_pyramid", m003_pyramid),
     Migration("m004_conversations", m004_conversations),
 ]
