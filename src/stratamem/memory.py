@@ -13,18 +13,25 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
+from .assemble import POLICIES, Recalled, assemble
 from .config import Config
-from .context import check_budget, check_format, recent_window
+from .context import check_budget, check_format
 from .errors import InvalidTurnError, NotFoundError, ValidationError
 from .events import EventBus
 from .exchange import read_export, write_export
 from .ingest import IngestSession, parse_messages
 from .manifest import Context
+from .nodes import Node
 from .records import StoredTurn, Turn, check_name
+from .retrieve import HybridIndex
 from .store import SQLiteStore, Store, TurnBatch
 from .tokens import Tokenizer, count_turn, get_tokenizer
+
+if TYPE_CHECKING:
+    from .pyramid import Pyramid
+    from .summarize import Summarizer
 
 __all__ = ["Memory", "Status"]
 
@@ -66,6 +73,11 @@ class Memory:
         config: Settings (default: the seeds' defaults).
         tokenizer: Token counter (default: the exact one named by ``config.tokenizer``).
         events: Event bus for hooks (default: a new one, at :attr:`events`).
+        embedder: Embeddings for semantic recall (anything with ``embed_batch``,
+            e.g. ``stratamem.embed.LocalMiniLM()``). Without one, recall is
+            lexical and every manifest says so.
+        summarizer: Summarizer for the pyramid (default: the one ``config.pyramid.summarizer``
+            names; required for ``llm``).
 
     Raises:
         ValidationError: Invalid namespace name.
@@ -75,9 +87,14 @@ class Memory:
 
     def __init__(self, store: Store | str | os.PathLike[str] = "stratamem.db", *, namespace: str = "default",
                  config: Config | None = None, tokenizer: Tokenizer | None = None,
-                 events: EventBus | None = None) -> None:
+                 events: EventBus | None = None, embedder: Any = None,
+                 summarizer: Summarizer | None = None) -> None:
         self.config = config or Config()
         self.events = events or EventBus()
+        self.embedder = embedder
+        self._summarizer = summarizer
+        self._pyramid: Pyramid | None = None
+        self._index: HybridIndex | None = None
         self.tokenizer = tokenizer or get_tokenizer(self.config.tokenizer)
         self.namespace = check_name(namespace, "namespace")
         if isinstance(store, str | os.PathLike):
@@ -88,7 +105,7 @@ class Memory:
     def for_namespace(self, namespace: str) -> Memory:
         """A ``Memory`` for another namespace on the same store and settings."""
         return Memory(self.store, namespace=namespace, config=self.config, tokenizer=self.tokenizer,
-                      events=self.events)
+                      events=self.events, embedder=self.embedder, summarizer=self._summarizer)
 
     @property
     def items(self) -> Any:
@@ -165,7 +182,50 @@ class Memory:
         self._check_size(turns)
         self._check_tool_pairs(session, turns)
         tokens = [count_turn(t, self.tokenizer) for t in turns]
-        return self.store.append(self.namespace, [TurnBatch(session, turns, tokens, platform, channel)])
+        stored = self.store.append(self.namespace, [TurnBatch(session, turns, tokens, platform, channel)])
+        self._after_add(stored)
+        return stored
+
+    def _after_add(self, stored: list[StoredTurn]) -> None:
+        """Feed newly stored turns to the derived structures that are loaded."""
+        if self._index is not None:
+            self._index.add_turns(stored)
+        # The turns are committed before the pyramid runs: a pyramid failure never
+        # loses them, and the next update catches up from the last sealed turn.
+        if stored and self.config.pyramid.enabled and hasattr(self.store, "nodes"):
+            self.pyramid.update(dict.fromkeys(t.session for t in stored))
+
+    # --- pyramid ----------------------------------------------------------------------
+
+    @property
+    def pyramid(self) -> Pyramid:
+        """Segments, consolidations, tiers and summaries of this namespace (:mod:`stratamem.pyramid`).
+
+        Raises:
+            ConfigError: The store keeps no pyramid nodes, or the ``llm`` summarizer
+                is configured without a ``summarizer`` instance.
+        """
+        if self._pyramid is None:
+            from .pyramid import Pyramid
+
+            path = getattr(self.store, "path", None)
+            archive = f"{path}.archive" if isinstance(path, str) and path != ":memory:" else None
+            self._pyramid = Pyramid(self.store, self.namespace, config=self.config, tokenizer=self.tokenizer,
+                                    events=self.events, summarizer=self._summarizer, embedder=self.embedder,
+                                    archive_dir=archive)
+        return self._pyramid
+
+    def seal(self, session: str = "default") -> Node | None:
+        """Seal the open turns of ``session`` into a segment now (a manual topic boundary).
+
+        Returns:
+            The new segment, or ``None`` if no turn was open.
+
+        Raises:
+            NotFoundError: Unknown session.
+            ConfigError: The store keeps no pyramid nodes.
+        """
+        return self.pyramid.seal(session)
 
     def add_sessions(self, sessions: Iterable[IngestSession]) -> list[StoredTurn]:
         """Store several sessions' turns in one transaction (used by ``ingest``).
@@ -186,7 +246,9 @@ class Memory:
             self._check_tool_pairs(name, s.turns)
             batches.append(TurnBatch(name, s.turns, [count_turn(t, self.tokenizer) for t in s.turns],
                                      s.platform, s.channel))
-        return self.store.append(self.namespace, batches)
+        stored = self.store.append(self.namespace, batches)
+        self._after_add(stored)
+        return stored
 
     # --- reading ----------------------------------------------------------------------
 
@@ -202,25 +264,36 @@ class Memory:
         return self.store.turns(self.namespace, session, limit=limit, newest_first=newest_first)
 
     def context(self, query: str | None = None, *, budget: int | None = None, session: str | None = None,
-                format: str = "openai") -> Context:
+                format: str = "openai", policy: str | None = None) -> Context:
         """Assemble the context for the next model call within ``budget`` tokens.
 
-        This cut returns the most recent turns of ``session`` (or of the most
-        recently written session) that fit, rendered for ``format``, with a manifest.
+        The current session's most recent turns form the window; older turns
+        that match ``query`` are recalled verbatim (hybrid lexical + vector +
+        structure ranking); the sections share the budget by ``policy``. The
+        result is rendered for ``format``, counted exactly (never above
+        ``budget``), structurally valid for the provider, and explained by its
+        manifest.
 
         Args:
-            query: What the next call is about (recorded in the manifest).
+            query: What the next call is about; drives recall (none: window only).
             budget: Token budget (default: ``config.context.default_budget``).
-            session: Session to draw the recent window from.
+            session: The current session (default: the most recently written one).
             format: ``openai``, ``anthropic`` or ``text``.
+            policy: ``hybrid``, ``topics``, ``pyramid``, ``state_first`` or
+                ``recall`` (default: ``config.context.policy``).
 
         Raises:
             BudgetError: ``budget`` is not a positive integer.
-            ValidationError: Unknown format.
+            ValidationError: Unknown format or policy, or ``query`` not a string.
             NotFoundError: Unknown namespace or session.
         """
         budget = check_budget(self.config.context.default_budget if budget is None else budget)
         check_format(format)
+        policy = policy or self.config.context.policy
+        if policy not in POLICIES:
+            raise ValidationError(f"unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
+        if query is not None and not isinstance(query, str):
+            raise ValidationError(f"query must be a string, got {type(query).__name__}")
         if not self.store.has_namespace(self.namespace):
             raise NotFoundError(f"unknown namespace {self.namespace!r}")
         if session is None:
@@ -228,8 +301,30 @@ class Memory:
             session = latest[0].session if latest else None
         else:
             self.store.session(self.namespace, session)
-        newest = self._iter_newest(session) if session else iter(())
-        return recent_window(newest, budget, self.tokenizer, format, query=query)
+        recent = self._iter_newest(session) if session and policy != "recall" else iter(())
+        recalled: list[Recalled] = []
+        notes: list[str] = []
+        if query and query.strip():
+            index = self._recall_index()
+            if index.lexical_only:
+                notes.append("no embedder configured: recall is lexical only (BM25 + session structure)")
+            # Enough candidates to fill the budget with short turns, and never fewer than 25.
+            k = max(25, budget // 12)
+            # A hit with no signal at all (fused score 0) is not a match.
+            recalled = [Recalled(index.turns[index._pos[h.turn_ids[0]]], h.score)
+                        for h in index.search(query, k=k) if h.score.get("fused", 0.0) > 0]
+        cfg = self.config.context
+        return assemble(budget=budget, tokenizer=self.tokenizer, fmt=format, policy=policy,
+                        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), recent=recent,
+                        recalled=recalled, query=query, notes=notes)
+
+    def _recall_index(self) -> HybridIndex:
+        """The namespace's recall index, built from the store on first use and kept current by ``add``."""
+        if self._index is None:
+            index = HybridIndex(self.embedder)
+            index.add_turns(self.store.iter_turns(self.namespace))
+            self._index = index
+        return self._index
 
     def _iter_newest(self, session: str, page: int = 256) -> Iterable[StoredTurn]:
         max_seq: int | None = None

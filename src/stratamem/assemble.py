@@ -1,0 +1,268 @@
+"""Budgeted context assembly: allocate, select, de-duplicate, order, render, explain.
+
+A pure function of its inputs (:func:`assemble`): fixed blocks (instructions,
+working state, checkpoint), the current session's recent turns, recalled turns
+ranked by the retrieval engine, and summaries of older history ranked the same
+way go in; a :class:`~stratamem.manifest.Context` comes out, rendered for one
+provider and counted exactly, with every item's reason and score and the
+near-misses. No I/O happens here; :class:`~stratamem.memory.Memory` gathers
+the inputs.
+
+Policies name the order in which sections draw on the budget and their shares;
+a section's unused share flows on to the next:
+
+* ``hybrid`` (default) and ``topics`` (seed 002): recent window 50%, recalled
+  history 30%, summaries 20%.
+* ``pyramid`` (seed 000): the hot recent window first, then relevant older
+  turns, then summaries for broad context.
+* ``state_first`` (seed 004): instructions and working state, then the
+  conversation window, then recalled history.
+* ``recall``: no recent window; the whole budget goes to recalled history and
+  summaries (question answering over a long history).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .context import _snap_start, _unit_cost, check_budget, check_format, render
+from .errors import BudgetError
+from .manifest import Context, ContextItem, Manifest, NearMiss
+from .records import StoredTurn
+from .retrieve.render import CompactRenderer, pack_turns
+from .tokens import MESSAGE_TOKENS, REPLY_TOKENS, Tokenizer, count_messages
+
+__all__ = ["POLICIES", "FixedBlock", "Recalled", "SummaryUnit", "assemble"]
+
+POLICIES = ("hybrid", "topics", "pyramid", "state_first", "recall")
+
+_HISTORY_TITLE = "## Earlier conversation (recalled, verbatim)"
+_SUMMARY_TITLE = "## Summaries of older conversation"
+
+
+@dataclass(frozen=True, slots=True)
+class FixedBlock:
+    """A block included whole when it fits: instructions, working state, checkpoint."""
+
+    id: str
+    """Item id, e.g. ``instructions``, ``state``, ``checkpoint:s1``."""
+    kind: str
+    """``instructions``, ``state`` or ``checkpoint``."""
+    title: str
+    """Section header, e.g. ``## Working state``."""
+    text: str
+    """Body."""
+    format: str = "text"
+    """``text``, ``toon`` or ``json``."""
+    reason: str = "always_included"
+    """Why it is there."""
+
+
+@dataclass(frozen=True, slots=True)
+class Recalled:
+    """A recalled turn with its score breakdown."""
+
+    turn: StoredTurn
+    """The verbatim turn."""
+    score: Mapping[str, float] = field(default_factory=dict)
+    """Per-signal scores and ``fused``."""
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryUnit:
+    """A summary of older history (a pyramid node)."""
+
+    id: str
+    """Item id, e.g. ``node:12``."""
+    kind: str
+    """``segment`` or ``consolidation``."""
+    text: str
+    """The summary line as it will be shown."""
+    turn_ids: tuple[int, ...]
+    """Turns it covers."""
+    tier: str | None = None
+    """``hot``, ``warm`` or ``cold``."""
+    score: Mapping[str, float] = field(default_factory=dict)
+    """Score breakdown."""
+    expansion: tuple[StoredTurn, ...] = ()
+    """Its full turns, when cheaply available; used instead of the summary if they fit."""
+
+
+@dataclass
+class _Budget:
+    left: int
+
+    def take(self, n: int) -> bool:
+        if n <= self.left:
+            self.left -= n
+            return True
+        return False
+
+
+def _shares(policy: str, shares: tuple[float, float, float], has_recall: bool,
+            has_summaries: bool) -> tuple[float, float, float]:
+    """Shares of the window, recalled history and summaries; empty sections give theirs away."""
+    current, history, bulk = shares
+    if policy == "recall":
+        current = 0.0
+    if not has_recall:
+        history = 0.0
+    if not has_summaries:
+        bulk = 0.0
+    total = current + history + bulk
+    if total == 0:
+        return (0.0, 0.0, 0.0) if policy == "recall" else (1.0, 0.0, 0.0)
+    return current / total, history / total, bulk / total
+
+
+def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: str = "hybrid",
+             shares: tuple[float, float, float] = (0.5, 0.3, 0.2), fixed: Sequence[FixedBlock] = (),
+             recent: Iterable[StoredTurn] = (), recalled: Sequence[Recalled] = (),
+             summaries: Sequence[SummaryUnit] = (), query: str | None = None,
+             notes: Sequence[str] = ()) -> Context:
+    """Fill ``budget`` from the sections in the policy's order and render the result.
+
+    Args:
+        budget: Token budget for the whole rendered context.
+        tokenizer: Exact tokenizer the budget is counted in.
+        fmt: ``openai``, ``anthropic`` or ``text``.
+        policy: One of :data:`POLICIES`.
+        shares: ``(current, history, bulk)`` shares of what the fixed blocks leave.
+        fixed: Blocks included whole when they fit, in order.
+        recent: The current session's turns, newest first.
+        recalled: Older turns, best first.
+        summaries: Summaries, best first.
+        query: Recorded in the manifest.
+        notes: Degradations to report (e.g. recall without an embedder).
+
+    Raises:
+        BudgetError: ``budget`` is not a positive integer or below the request overhead.
+        ValidationError: Unknown ``fmt``.
+    """
+    check_budget(budget)
+    check_format(fmt)
+    overhead = 0 if fmt == "text" else REPLY_TOKENS
+    if overhead > budget:
+        raise BudgetError(f"budget {budget} is below the fixed request overhead ({overhead} tokens)")
+    b = _Budget(budget - overhead)
+    # The system message that carries the sections costs its framing once.
+    section_overhead = 0 if fmt == "text" else MESSAGE_TOKENS
+    items: list[ContextItem] = []
+    misses: list[NearMiss] = []
+    sections: list[str] = []
+
+    for blk in fixed:
+        body = f"{blk.title}\n{blk.text}"
+        cost = tokenizer.count(body) + 2 + (0 if sections else section_overhead)
+        if b.take(cost):
+            sections.append(body)
+            items.append(ContextItem(blk.id, blk.kind, cost, blk.reason, format=blk.format))
+        else:
+            misses.append(NearMiss(blk.id, blk.kind, cost, "over_budget"))
+
+    current, history, bulk = _shares(policy, shares, bool(recalled), bool(summaries))
+    after_fixed = b.left
+
+    # 1. Recent window: contiguous from the newest turn back, within its share.
+    window: list[StoredTurn] = []
+    costs: dict[int, int] = {}
+    if current > 0:
+        # seed 000's order puts the hot window first, with all it can use.
+        cap = _Budget(after_fixed if policy == "pyramid" else int(after_fixed * current))
+        for st in recent:
+            cost = _unit_cost(st.turn, fmt, tokenizer)
+            if not cap.take(cost):
+                misses.append(NearMiss(f"turn:{st.id}", "turn", cost, "over_budget"))
+                break
+            window.append(st)
+            costs[st.id] = cost
+        window.reverse()
+        window = _snap_start(window, fmt)
+        b.left -= sum(costs[st.id] for st in window)
+    in_window = {st.id for st in window}
+    window_texts = {st.text for st in window}
+
+    # 2. Recalled history: verbatim turns packed compactly, skipping what the window holds.
+    recall_cap = b.left if policy == "pyramid" else int(b.left * history / (history + bulk)) if history else 0
+    fresh: list[StoredTurn] = []
+    score_of: dict[int, Mapping[str, float]] = {}
+    for r in recalled:
+        if r.turn.id in in_window or r.turn.text in window_texts:
+            misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "duplicate_of_window", r.score))
+            continue
+        fresh.append(r.turn)
+        score_of[r.turn.id] = r.score
+    header_cost = tokenizer.count(_HISTORY_TITLE) + 2 + (0 if sections else section_overhead)
+    packed = None
+    if fresh and recall_cap > header_cost:
+        packed = pack_turns(fresh, recall_cap - header_cost, tokenizer, CompactRenderer())
+        if packed.turns:
+            b.left -= packed.tokens + header_cost
+    kept_ids = {st.id for st in packed.turns} if packed else set()
+    for st in fresh:
+        if st.id not in kept_ids and len(misses) < 50:
+            misses.append(NearMiss(f"turn:{st.id}", "turn", tokenizer.count(st.text), "over_budget",
+                                   score_of[st.id]))
+
+    # 3. Summaries of older history, skipping those that only restate included turns.
+    included = in_window | kept_ids
+    summary_lines: list[str] = []
+    summary_items: list[ContextItem] = []
+    sum_header = tokenizer.count(_SUMMARY_TITLE) + 2
+    for su in summaries:
+        if su.turn_ids and set(su.turn_ids) <= included:
+            misses.append(NearMiss(su.id, su.kind, 0, "restates_included_turns", su.score))
+            continue
+        cost = tokenizer.count(su.text) + 1 + (0 if summary_lines else sum_header)
+        if not summary_lines and not sections and not kept_ids:
+            cost += section_overhead
+        if b.take(cost):
+            summary_lines.append(su.text)
+            summary_items.append(ContextItem(su.id, su.kind, cost, "summary", tier=su.tier, format="summary",
+                                             score=su.score, turn_ids=su.turn_ids))
+            included |= set(su.turn_ids)
+        else:
+            misses.append(NearMiss(su.id, su.kind, cost, "over_budget", su.score))
+
+    if packed and packed.turns:
+        sections.append(f"{_HISTORY_TITLE}\n{packed.text}")
+        items.extend(ContextItem(f"turn:{st.id}", "turn", tokenizer.count(st.text), "recalled", format="text",
+                                 score=score_of[st.id], turn_ids=(st.id,))
+                     for st in sorted(packed.turns, key=lambda t: t.id))
+    if summary_lines:
+        sections.append(_SUMMARY_TITLE + "\n" + "\n".join(summary_lines))
+        items.extend(summary_items)
+    items.extend(ContextItem(f"turn:{st.id}", "turn", costs[st.id], "recent_window", tier="hot",
+                             turn_ids=(st.id,)) for st in window)
+
+    system_text = "\n\n".join(sections)
+    ctx = _render(window, system_text, fmt, tokenizer)
+    # Item costs are upper bounds; this guard only trims if a count was ever low.
+    while ctx[3] > budget and (window or sections):
+        if window:
+            dropped = window.pop(0)
+            items = [i for i in items if i.id != f"turn:{dropped.id}" or i.reason != "recent_window"]
+            window = _snap_start(window, fmt)
+        else:
+            sections.pop()
+        ctx = _render(window, "\n\n".join(sections), fmt, tokenizer)
+    messages, system, text, total = ctx
+    manifest = Manifest(budget=budget, total_tokens=total, items=tuple(items), near_misses=tuple(misses),
+                        policy=policy, query=query, tokenizer=tokenizer.name, notes=tuple(notes))
+    return Context(format=fmt, messages=messages, system=system, text=text, manifest=manifest)
+
+
+def _render(window: list[StoredTurn], system_text: str, fmt: str,
+            tokenizer: Tokenizer) -> tuple[tuple[dict, ...], str | None, str, int]:
+    messages, system, text = render([st.turn for st in window], fmt)
+    if fmt == "text":
+        full = "\n\n".join(p for p in (system_text, text) if p)
+        return (), None, full, tokenizer.count(full)
+    if system_text:
+        if fmt == "openai":
+            messages = ({"role": "system", "content": system_text},) + tuple(messages)
+        else:
+            system = system_text if not system else f"{system_text}\n\n{system}"
+    full = "\n\n".join(p for p in (system_text, text) if p)
+    return messages, system, full, count_messages(messages, tokenizer, system=system)

@@ -1,0 +1,100 @@
+"""Context assembly: recall into the budget, no duplicates, policies, a truthful manifest."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stratamem import Memory, ValidationError
+from stratamem.providers import structural_problems
+from stratamem.tokens import get_tokenizer
+
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+NEEDLE = "The staging database password rotates every 45 days, set by Priya."
+FILLER = ["Let's look at the CSS for the header.", "The button colour should be teal.",
+          "I pushed the layout fix.", "Tests pass on my machine.", "Can you review the PR?",
+          "Sure, looking now.", "The footer overlaps on mobile.", "Fixed with a media query."]
+
+
+def _long_history(mem: Memory) -> None:
+    msgs = []
+    for i in range(240):
+        text = NEEDLE if i == 6 else f"{FILLER[i % len(FILLER)]} (note {i})"
+        msgs.append({"role": "user" if i % 2 == 0 else "assistant", "content": text,
+                     "timestamp": (T0 + timedelta(minutes=i)).isoformat()})
+    mem.add(msgs[:120], session="week1")
+    mem.add(msgs[120:], session="week2")
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> Memory:
+    mem = Memory(tmp_path / "h.db", namespace="team")
+    _long_history(mem)
+    return mem
+
+
+def test_an_old_fact_is_recalled_verbatim_into_a_small_budget(history: Memory) -> None:
+    ctx = history.context("How often does the staging password rotate?", budget=300, session="week2")
+    assert ctx.tokens <= 300
+    needle_id = history.turns("week1")[6].id
+    recalled = [i for i in ctx.manifest.items if i.reason == "recalled"]
+    assert needle_id in {i.turn_ids[0] for i in recalled}
+    assert NEEDLE in ctx.messages[0]["content"]
+    assert ctx.messages[0]["role"] == "system"
+    # The window is the newest part of week2, after the system block.
+    assert ctx.messages[-1]["content"] == f"{FILLER[239 % len(FILLER)]} (note 239)"
+    assert "no embedder configured: recall is lexical only (BM25 + session structure)" in ctx.manifest.notes
+
+
+def test_nothing_appears_twice(history: Memory) -> None:
+    ctx = history.context("note 238 footer", budget=2000, session="week2")
+    ids = [i.id for i in ctx.manifest.items]
+    assert len(ids) == len(set(ids))
+    dupes = [m for m in ctx.manifest.near_misses if m.reason == "duplicate_of_window"]
+    window = {i.id for i in ctx.manifest.items if i.reason == "recent_window"}
+    assert dupes and all(m.id in window for m in dupes)
+
+
+def test_recall_policy_spends_the_whole_budget_on_history(history: Memory) -> None:
+    ctx = history.context("staging password rotation", budget=500, policy="recall", format="text")
+    assert {i.reason for i in ctx.manifest.items} == {"recalled"}
+    assert NEEDLE in ctx.text
+    assert ctx.text.startswith("## Earlier conversation (recalled, verbatim)\n## 5 January 2026\n")
+
+
+def test_without_a_query_the_window_takes_the_whole_budget(history: Memory) -> None:
+    ctx = history.context(budget=400, session="week2")
+    assert {i.reason for i in ctx.manifest.items} == {"recent_window"}
+    assert ctx.tokens > 300
+
+
+def test_unknown_policy_is_refused(history: Memory) -> None:
+    with pytest.raises(ValidationError, match="unknown policy 'greedy'"):
+        history.context("x", budget=100, policy="greedy")
+
+
+_MEM: dict[str, Memory] = {}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(budget=st.integers(min_value=3, max_value=2500), fmt=st.sampled_from(["openai", "anthropic", "text"]),
+       policy=st.sampled_from(["hybrid", "topics", "pyramid", "state_first", "recall"]),
+       query=st.sampled_from(["staging password", "footer media query", "teal button colour", "zzz"]))
+def test_assembly_never_exceeds_the_budget_and_stays_valid(tmp_path_factory: pytest.TempPathFactory, budget: int,
+                                                           fmt: str, policy: str, query: str) -> None:
+    if "m" not in _MEM:
+        _MEM["m"] = Memory(tmp_path_factory.mktemp("prop") / "p.db", namespace="p")
+        _long_history(_MEM["m"])
+    ctx = _MEM["m"].context(query, budget=budget, session="week2", format=fmt, policy=policy)
+    assert ctx.tokens <= budget
+    tok = get_tokenizer()
+    if fmt == "text":
+        assert ctx.tokens == tok.count(ctx.text)
+    else:
+        assert structural_problems([m for m in ctx.messages if m["role"] != "system"], fmt) == []
+    turn_ids = [t for i in ctx.manifest.items for t in i.turn_ids]
+    assert len(turn_ids) == len(set(turn_ids))
