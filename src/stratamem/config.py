@@ -208,6 +208,8 @@ class CompactionConfig:
     """The ``max_tokens`` the next call will request."""
     checkpoint_max_tokens: int = 3000
     """Upper bound for the checkpoint summary."""
+    summary_tool_result_chars: int = 2000
+    """Tool results are clipped to this many characters (head + tail) in the summarizer's input."""
 
 
 @dataclass(frozen=True, slots=True)

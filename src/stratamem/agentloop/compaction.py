@@ -1,0 +1,562 @@
+"""History compaction: replace the old part of a live conversation by a checkpoint.
+
+Layer 2 of seed 001. When system prompt + history + output reserve exceed
+``threshold`` tokens (exact tokenizer, scaled by a :class:`~stratamem.tokens.Calibration`
+learned from the provider's reported usage), :meth:`Compactor.compact`:
+
+1. stores every message not yet stored, when a :class:`~stratamem.Memory` is
+   attached — so nothing compaction removes from the prompt is ever lost;
+2. picks the cut: the earliest *real* user turn (never a tool-result message,
+   which Anthropic sends with role ``user``) after which at most
+   ``keep_recent_tokens`` remain — the latest user request is always kept;
+3. emits ``compaction.before``; a handler may return message indices to pin
+   (their whole turns stay verbatim) or raise :class:`~stratamem.errors.CompactionCancelled`;
+4. asks the model for a structured checkpoint (an update of the previous one
+   from the second compaction on), in parts if the input is large;
+5. rebuilds the list in place: system messages, a checkpoint user message and
+   an acknowledging assistant message, pinned turns, the recent window — valid
+   for the provider (alternation; every tool result beside its call);
+6. persists the :class:`~stratamem.agentloop.state.ConversationState` and emits
+   ``compaction.after``.
+
+If the model fails or times out, the prompt is truncated to the same recent
+window (after a short note and the previous checkpoint, if any), so the request
+still fits; ``compaction.failed`` is emitted and the state records the
+failure. If the newest turn alone does not fit, its oldest complete tool steps
+(each call with its results) move into the checkpoint too; if even the latest
+user request plus its newest step do not fit, :class:`~stratamem.errors.BudgetError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from ..config import CompactionConfig, LLMConfig, PruningConfig
+from ..errors import BudgetError, CompactionCancelled, ConfigError, ModelError, ValidationError
+from ..events import Event, EventBus
+from ..llm import ChatModel
+from ..tokens import Calibration, Tokenizer, count_message, count_messages, get_tokenizer
+from .checkpoint import (
+    ACK_TEXT,
+    CHECKPOINT_HEADER,
+    CHECKPOINT_PROMPT,
+    OMITTED_HEADER,
+    UPDATE_PROMPT,
+    files_section,
+    missing_sections,
+    serialize_messages,
+    split_for_model,
+    strip_files_section,
+    track_files,
+)
+from .pruning import PruneStats, is_tool_result_message, prune_tool_results
+from .state import ConversationState, ConversationStore
+
+if TYPE_CHECKING:
+    from ..memory import Memory
+
+__all__ = ["CompactionResult", "Compactor", "PrepareResult", "find_cut_point", "history_text",
+           "is_synthetic", "real_user_indices"]
+
+log = logging.getLogger("stratamem.agentloop.compaction")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """What one call of :meth:`Compactor.compact` did."""
+
+    status: str
+    """``compacted``, ``fallback`` (model failed), ``truncated`` (no model), ``cancelled`` or ``not_needed``."""
+    compaction_number: int = 0
+    """The checkpoint generation this attempt was for."""
+    tokens_before: int = 0
+    """Calibrated tokens of the request before (system + messages, without the output reserve)."""
+    tokens_after: int = 0
+    """Calibrated tokens of the request after."""
+    messages_before: int = 0
+    """Messages before."""
+    messages_after: int = 0
+    """Messages after."""
+    removed_indices: tuple[int, ...] = ()
+    """Indices (in the list before) of the messages taken out of the prompt."""
+    turn_ids: tuple[int, ...] = ()
+    """Stored turn ids of those messages (when a memory is attached)."""
+    pinned_indices: tuple[int, ...] = ()
+    """Indices kept verbatim because a pre-compaction handler pinned them."""
+    split_turn: bool = False
+    """Whether complete tool steps of the newest turn had to be compacted too."""
+    summary_calls: int = 0
+    """Model calls made for the checkpoint."""
+    summary_input_tokens: int = 0
+    """Input tokens those calls cost (provider-reported, else our count)."""
+    summary_output_tokens: int = 0
+    """Output tokens those calls cost."""
+    missing_sections: tuple[str, ...] = ()
+    """Checkpoint sections the model left out."""
+    error: str | None = None
+    """Why the attempt fell back (error type and message), if it did."""
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareResult:
+    """What :meth:`Compactor.prepare_messages` did before a model call."""
+
+    pruning: PruneStats
+    """Tool-output pruning counts."""
+    compaction: CompactionResult
+    """Compaction outcome (``not_needed`` when under the threshold)."""
+    tokens: int
+    """Calibrated tokens of the prepared request (without the output reserve)."""
+
+
+def is_synthetic(message: Mapping[str, Any]) -> bool:
+    """Whether ``message`` is one compaction inserted (checkpoint, note or acknowledgement)."""
+    content = message.get("content")
+    if not isinstance(content, str):
+        return False
+    if message.get("role") == "user":
+        return content.startswith((CHECKPOINT_HEADER, OMITTED_HEADER))
+    return message.get("role") == "assistant" and content == ACK_TEXT
+
+
+def real_user_indices(messages: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Indices of user messages a person wrote: the only places compaction may cut.
+
+    Excluded: tool-result messages (Anthropic user messages with ``tool_result``
+    blocks), OpenAI user messages that directly follow ``tool`` messages (they
+    carry tool output such as images), and compaction's own messages.
+    """
+    out = []
+    for i, m in enumerate(messages):
+        if m.get("role") != "user" or is_tool_result_message(m) or is_synthetic(m):
+            continue
+        if i and messages[i - 1].get("role") == "tool":
+            continue
+        out.append(i)
+    return out
+
+
+def find_cut_point(messages: Sequence[Mapping[str, Any]], keep_recent_tokens: int,
+                   tokenizer: Tokenizer) -> int:
+    """Index of the first message to keep: the earliest real user turn leaving ≤ ``keep_recent_tokens``.
+
+    Walks back over real user turns (see :func:`real_user_indices`) while the
+    messages from there to the end stay within ``keep_recent_tokens``. The
+    latest user turn is always kept, even if it alone is larger. Returns 0
+    when there is no real user turn.
+    """
+    starts = real_user_indices(messages)
+    if not starts:
+        return 0
+    suffix = [0] * (len(messages) + 1)
+    for i in range(len(messages) - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + count_message(messages[i], tokenizer)
+    cut = starts[-1]
+    for s in reversed(starts[:-1]):
+        if suffix[s] > keep_recent_tokens:
+            break
+        cut = s
+    return cut
+
+
+def _steps(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> list[tuple[int, int]]:
+    """Complete steps in ``messages[start:end]``: an assistant message with all its tool results."""
+    out: list[tuple[int, int]] = []
+    i = start
+    while i < end:
+        j = i + 1
+        if messages[i].get("role") == "assistant":
+            while j < end and (messages[j].get("role") == "tool" or is_tool_result_message(messages[j])
+                               or (messages[j].get("role") == "user" and messages[j - 1].get("role") == "tool")):
+                j += 1
+        out.append((i, j))
+        i = j
+    return out
+
+
+def history_text(messages: Iterable[Mapping[str, Any]], summary: str | None, *, last: int = 20,
+                 tool_result_chars: int = 500) -> str:
+    """Text of a conversation for reflection: the checkpoint, then the last ``last`` messages.
+
+    Compaction's own messages are skipped (the checkpoint is given once, first).
+    """
+    msgs = [m for m in messages if not is_synthetic(m)][-last:] if last > 0 else []
+    parts = [f"[Summary of earlier conversation]\n{summary}"] if summary else []
+    body = serialize_messages(msgs, tool_result_chars=tool_result_chars)
+    return "\n\n".join(parts + ([body] if body else []))
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Compactor:
+    """Prunes and compacts one live conversation's provider messages; keeps its state.
+
+    Args:
+        model: Writes checkpoints. ``None`` truncates instead (status ``truncated``).
+        provider: ``openai`` or ``anthropic``: the shape of the message lists.
+        memory: If given, every message is stored as a turn of ``session`` before
+            anything leaves the prompt; its store, event bus, tokenizer, namespace
+            and config are the defaults for the arguments below.
+        namespace: Owner of the conversation state (default: the memory's, else ``default``).
+        session: Conversation (session) name.
+        config: Compaction settings (default: ``memory.config.compaction`` or the seed's).
+        pruning: Pruning settings used by :meth:`prepare_messages`.
+        llm: Chat settings; ``max_input_tokens`` bounds one summarizer call.
+        tokenizer: Counts every message (default ``o200k_base``).
+        calibration: Learned correction for ``agent_model`` (restored from the state if saved).
+        agent_model: Name of the model the agent calls (the calibration key).
+        events: Bus for ``compaction.*`` events.
+        states: Where the state is persisted (default: the memory's SQLite store, if any).
+
+    Raises:
+        ConfigError: Unknown provider, or a threshold that cannot hold ``keep_recent_tokens``.
+    """
+
+    def __init__(self, model: ChatModel | None, *, provider: str, memory: Memory | None = None,
+                 namespace: str | None = None, session: str = "default", config: CompactionConfig | None = None,
+                 pruning: PruningConfig | None = None, llm: LLMConfig | None = None,
+                 tokenizer: Tokenizer | None = None, calibration: Calibration | None = None,
+                 agent_model: str = "default", events: EventBus | None = None,
+                 states: ConversationStore | None = None) -> None:
+        if provider not in ("openai", "anthropic"):
+            raise ConfigError(f"provider must be 'openai' or 'anthropic', got {provider!r}")
+        base = memory.config if memory is not None else None
+        self.model = model
+        self.provider = provider
+        self.memory = memory
+        self.namespace = namespace or (memory.namespace if memory is not None else "default")
+        self.session = session
+        self.config = config or (base.compaction if base else CompactionConfig())
+        self.pruning = pruning or (base.pruning if base else PruningConfig())
+        self.llm = llm or (base.llm if base else LLMConfig())
+        self.tokenizer = tokenizer or (memory.tokenizer if memory is not None else get_tokenizer())
+        self.agent_model = agent_model
+        self.events = events or (memory.events if memory is not None else EventBus())
+        if states is None and memory is not None:
+            states = getattr(memory.store, "conversations", None)
+        self.states = states
+        if self.config.keep_recent_tokens + self.config.checkpoint_max_tokens + self.config.output_reserve \
+                > self.config.threshold:
+            raise ConfigError("compaction: keep_recent_tokens + checkpoint_max_tokens + output_reserve "
+                              "must not exceed threshold")
+        saved = states.get(self.namespace, self.session) if states is not None else None
+        self._state = saved or ConversationState(self.namespace, self.session)
+        self.calibration = calibration or Calibration.from_dict(self._state.calibration)
+        self._ids: list[int | None] = []
+        self._seen = 0
+
+    # --- state ------------------------------------------------------------------------
+
+    @property
+    def state(self) -> ConversationState:
+        """The conversation's current state (as last persisted)."""
+        return self._state
+
+    def _save(self, **changes: Any) -> None:
+        self._state = dataclasses.replace(self._state, updated_at=_now(),
+                                          calibration=self.calibration.to_dict(), **changes)
+        if self.states is not None:
+            self.states.put(self._state)
+
+    def resume_messages(self) -> list[dict[str, Any]]:
+        """Messages that carry the saved checkpoint into a new list (after a restart); empty if none."""
+        if not self._state.summary:
+            return []
+        return [{"role": "user", "content": f"{CHECKPOINT_HEADER}\n\n{self._state.summary}"},
+                {"role": "assistant", "content": ACK_TEXT}]
+
+    def history_text(self, messages: Iterable[Mapping[str, Any]], *, last: int = 20) -> str:
+        """Reflection text: the saved checkpoint, then the last ``last`` messages."""
+        return history_text(messages, self._state.summary, last=last)
+
+    # --- counting ---------------------------------------------------------------------
+
+    def count(self, messages: Sequence[Mapping[str, Any]], *, system: str | None = None) -> int:
+        """Calibrated tokens of a request with these messages (output reserve not included)."""
+        return self.calibration.adjust(self.agent_model, count_messages(messages, self.tokenizer, system=system))
+
+    def should_compact(self, messages: Sequence[Mapping[str, Any]], *, system: str | None = None) -> bool:
+        """Whether system + history + output reserve exceed the threshold (and compaction is enabled)."""
+        if not self.config.enabled:
+            return False
+        return self.count(messages, system=system) + self.config.output_reserve > self.config.threshold
+
+    def observe_usage(self, messages: Sequence[Mapping[str, Any]], input_tokens: int, *,
+                      system: str | None = None) -> float:
+        """Learn from the input tokens the provider reported for a request of ``messages``.
+
+        Returns:
+            The new correction factor for ``agent_model``.
+        """
+        estimate = count_messages(messages, self.tokenizer, system=system)
+        factor = self.calibration.observe(self.agent_model, estimate, input_tokens)
+        self._save()
+        return factor
+
+    # --- storing ----------------------------------------------------------------------
+
+    def sync(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Store (when a memory is attached) and count the messages added since the last call.
+
+        The compactor remembers how far it has seen the live list; append to the
+        list between calls, do not rewrite it. Compaction's own messages are not stored.
+
+        Returns:
+            Stored turn ids of the new messages (empty without a memory).
+
+        Raises:
+            InvalidTurnError: A message cannot be stored (nothing is stored then).
+        """
+        if len(messages) < self._seen:
+            raise ValidationError(f"the message list shrank from {self._seen} to {len(messages)} outside compaction",
+                                  path="messages")
+        new = [(i, m) for i, m in enumerate(messages[self._seen:], self._seen) if not is_synthetic(m)]
+        self._ids.extend([None] * (len(messages) - self._seen))
+        ids: list[int] = []
+        if self.memory is not None and new:
+            stored = self.memory.add([dict(m) for _, m in new], session=self.session, format=self.provider)
+            for (i, _), st in zip(new, stored, strict=True):
+                self._ids[i] = st.id
+            ids = [st.id for st in stored]
+        self._seen = len(messages)
+        if new:
+            self._save(turn_count=self._state.turn_count + len(new))
+        return ids
+
+    # --- the gate ---------------------------------------------------------------------
+
+    def prepare_messages(self, messages: list[dict[str, Any]], *, system: str | None = None) -> PrepareResult:
+        """Run before every model call: store new messages, prune tool output, compact if needed.
+
+        Args:
+            messages: The live list; changed in place.
+            system: Anthropic system prompt (OpenAI keeps it in ``messages``).
+
+        Raises:
+            BudgetError: Even the latest request with its newest step does not fit.
+            CompactionCancelled: Never — a cancelling handler yields status ``cancelled``.
+        """
+        self.sync(messages)
+        stats = prune_tool_results(messages, self.pruning, tokenizer=self.tokenizer, system=system)
+        if self.should_compact(messages, system=system):
+            result = self.compact(messages, system=system)
+        else:
+            n = self.count(messages, system=system)
+            result = CompactionResult("not_needed", self._state.compaction_count, n, n, len(messages), len(messages))
+        return PrepareResult(stats, result, self.count(messages, system=system))
+
+    async def aprepare_messages(self, messages: list[dict[str, Any]], *, system: str | None = None) -> PrepareResult:
+        """:meth:`prepare_messages` for async agent loops (the model call runs in a worker thread)."""
+        return await asyncio.to_thread(self.prepare_messages, messages, system=system)
+
+    # --- compaction -------------------------------------------------------------------
+
+    def compact(self, messages: list[dict[str, Any]], *, system: str | None = None,
+                aligned: list[Any] | None = None) -> CompactionResult:
+        """Compact ``messages`` in place now (whether or not the threshold is reached).
+
+        Args:
+            messages: The live list; replaced in place by the compacted one.
+            system: Anthropic system prompt (counted, never compacted).
+            aligned: Optional per-message side data (e.g. turn contexts), same length
+                as ``messages``; kept aligned (``None`` for inserted messages).
+
+        Returns:
+            What happened; ``not_needed`` if there is nothing old to compact.
+
+        Raises:
+            ValidationError: ``aligned`` has the wrong length.
+            BudgetError: The latest user request with its newest step exceeds the budget.
+            InvalidTurnError: A message could not be stored (nothing was changed).
+        """
+        if aligned is not None and len(aligned) != len(messages):
+            raise ValidationError("aligned must have one entry per message", path="aligned")
+        self.sync(messages)
+        number = self._state.compaction_count + 1
+        before = self.count(messages, system=system)
+        budget = self.config.threshold - self.config.output_reserve
+        starts = real_user_indices(messages)
+        cut = find_cut_point(messages, self.config.keep_recent_tokens, self.tokenizer)
+        old = [i for i in range(cut) if not self._kept_always(messages[i])]
+        if not starts or (not old and before <= budget):
+            return CompactionResult("not_needed", number, before, before, len(messages), len(messages))
+        read, modified = track_files([messages[i] for i in old], self._state.files_read, self._state.files_modified)
+        reserve = self._prefix_estimate(read, modified)
+        kept_tail, split = self._fit_newest_turn(messages, cut, starts[-1], old, budget, reserve, system)
+        old_ids = tuple(i for i in (self._ids[i] for i in old) if i is not None)
+        try:
+            answers = self.events.emit(Event("compaction.before", {
+                "session": self.session, "provider": self.provider, "compaction_number": number,
+                "message_indices": tuple(old), "turn_ids": old_ids, "messages": len(old),
+                "tokens_before": before, "tokens_compacted": sum(count_message(messages[i], self.tokenizer)
+                                                                 for i in old),
+                "threshold": self.config.threshold, "split_turn": split}, namespace=self.namespace))
+        except CompactionCancelled as exc:
+            self._save(last_status="cancelled", last_error=str(exc) or None)
+            self.events.emit(Event("compaction.after", {"session": self.session, "status": "cancelled",
+                                                        "compaction_number": number}, namespace=self.namespace))
+            return CompactionResult("cancelled", number, before, before, len(messages), len(messages),
+                                    error=str(exc) or None)
+        pinned = self._pinned(messages, answers, old, starts)
+        old = [i for i in old if i not in pinned]
+        read, modified = track_files([messages[i] for i in old], self._state.files_read, self._state.files_modified)
+        old_ids = tuple(i for i in (self._ids[i] for i in old) if i is not None)
+        calls = n_in = n_out = 0
+        missing: tuple[str, ...] = ()
+        error: str | None = None
+        if self.model is None:
+            status, checkpoint = "truncated", None
+        else:
+            try:
+                checkpoint, calls, n_in, n_out = self._summarize([messages[i] for i in old])
+                missing = tuple(missing_sections(checkpoint))
+                status = "compacted"
+            except ModelError as exc:
+                status, checkpoint, error = "fallback", None, f"{type(exc).__name__}: {exc}"
+                log.error("compaction %d of %s/%s: summarizer failed (%s); truncating to the recent window",
+                          number, self.namespace, self.session, type(exc).__name__)
+        prefix = self._prefix(checkpoint, read, modified, status, len(old))
+        head = [i for i in range(cut) if self._kept_always(messages[i]) and not is_synthetic(messages[i])]
+        middle = sorted(pinned)
+        order = head + middle + kept_tail
+        new = [messages[i] for i in head] + prefix + [messages[i] for i in middle + kept_tail]
+        new_ids = [self._ids[i] for i in head] + [None] * len(prefix) + [self._ids[i] for i in middle + kept_tail]
+        if aligned is not None:
+            aligned[:] = [aligned[i] for i in head] + [None] * len(prefix) + [aligned[i] for i in middle + kept_tail]
+        kept = set(order)
+        removed = tuple(i for i in range(len(messages)) if i not in kept)
+        count_before = len(messages)
+        messages[:] = new
+        self._ids, self._seen = new_ids, len(new)
+        after = self.count(messages, system=system)
+        if status == "compacted":
+            summary = checkpoint
+            self._save(summary=summary, compaction_count=number, files_read=read, files_modified=modified,
+                       compacted_messages=self._state.compacted_messages + len(removed), last_status=status,
+                       last_error=None)
+        else:
+            self._save(compacted_messages=self._state.compacted_messages + len(removed), last_status=status,
+                       last_error=error, failures=self._state.failures + (status == "fallback"),
+                       files_read=read, files_modified=modified)
+        result = CompactionResult(status, number, before, after, count_before, len(messages), removed, old_ids,
+                                  tuple(sorted(pinned)), split, calls, n_in, n_out, missing, error)
+        data = {"session": self.session, "status": status, "compaction_number": number,
+                "messages_removed": len(removed), "turn_ids": old_ids, "tokens_before": before,
+                "tokens_after": after, "summary_calls": calls, "summary_input_tokens": n_in,
+                "summary_output_tokens": n_out, "split_turn": split, "pinned": result.pinned_indices}
+        if status == "fallback":
+            # The error's type only: its message may quote model output.
+            self.events.emit(Event("compaction.failed", {**data, "error": (error or "").split(":", 1)[0]},
+                                   namespace=self.namespace))
+        self.events.emit(Event("compaction.after", data, namespace=self.namespace))
+        log.info("compaction %d of %s/%s: %s, %d messages out, tokens %d -> %d", number, self.namespace,
+                 self.session, status, len(removed), before, after)
+        return result
+
+    # --- internals --------------------------------------------------------------------
+
+    def _kept_always(self, message: Mapping[str, Any]) -> bool:
+        """System messages stay; compaction's own messages are replaced, never summarized."""
+        return message.get("role") in ("system", "developer") or is_synthetic(message)
+
+    def _prefix_estimate(self, read: Sequence[str], modified: Sequence[str]) -> int:
+        files = files_section(read, modified)
+        body = self.config.checkpoint_max_tokens + self.tokenizer.count(files) + 64
+        return self.calibration.adjust(self.agent_model, body + count_message(
+            {"role": "assistant", "content": ACK_TEXT}, self.tokenizer))
+
+    def _fit_newest_turn(self, messages: Sequence[Mapping[str, Any]], cut: int, last_start: int, old: list[int],
+                         budget: int, reserve: int, system: str | None) -> tuple[list[int], bool]:
+        """Indices kept after the prefix; moves old steps of the newest turn into ``old`` if needed."""
+        tail = list(range(cut, len(messages)))
+        head = [m for i, m in enumerate(messages[:cut]) if self._kept_always(m) and not is_synthetic(m)]
+
+        def fits(idx: list[int]) -> bool:
+            return self.count(head + [messages[i] for i in idx], system=system) + reserve <= budget
+
+        if fits(tail):
+            return tail, False
+        old.extend(i for i in range(cut, last_start) if not self._kept_always(messages[i]))
+        steps = _steps(messages, last_start + 1, len(messages))
+        for k in range(len(steps)):
+            keep = [last_start] + [i for a, b in steps[k:] for i in range(a, b)]
+            if fits(keep):
+                old.extend(i for a, b in steps[:k] for i in range(a, b))
+                old.sort()
+                return keep, k > 0 or cut < last_start
+        need = self.count(head + [messages[last_start]] + [messages[i] for i in range(*steps[-1])]
+                          if steps else head + [messages[last_start]], system=system) + reserve
+        raise BudgetError(f"the latest user request and its newest tool step need {need:,} tokens with the "
+                          f"checkpoint; the budget is {budget:,} (threshold - output_reserve). Prune tool "
+                          f"output or raise the threshold")
+
+    def _pinned(self, messages: Sequence[Mapping[str, Any]], answers: list[Any], old: list[int],
+                starts: list[int]) -> set[int]:
+        """Whole turns holding the indices handlers returned (only turns that were going to leave)."""
+        wanted: set[int] = set()
+        for answer in answers:
+            if answer is None:
+                continue
+            if isinstance(answer, int) or not isinstance(answer, Iterable):
+                raise ValidationError("a compaction.before handler must return None or message indices")
+            wanted.update(int(i) for i in answer)
+        if not wanted:
+            return set()
+        old_set = set(old)
+        bounds = sorted(set([0] + starts + [len(messages)]))
+        pinned: set[int] = set()
+        for a, b in zip(bounds, bounds[1:], strict=False):
+            turn = set(range(a, b))
+            if turn & wanted and turn <= old_set | {i for i in turn if self._kept_always(messages[i])}:
+                pinned |= turn & old_set
+        return pinned
+
+    def _summarize(self, old: Sequence[Mapping[str, Any]]) -> tuple[str, int, int, int]:
+        assert self.model is not None
+        transcript = serialize_messages(old, tool_result_chars=self.config.summary_tool_result_chars)
+        previous = strip_files_section(self._state.summary) if self._state.summary else None
+        limit = max(1000, self.llm.max_input_tokens - self.config.checkpoint_max_tokens - 1000)
+        parts = split_for_model(transcript, limit, self.tokenizer) or ["(no messages)"]
+        calls = n_in = n_out = 0
+        for part in parts:
+            if previous:
+                system = UPDATE_PROMPT
+                body = f"## Current checkpoint\n\n{previous}\n\n# New messages\n\n{part}"
+            else:
+                system, body = CHECKPOINT_PROMPT, f"# Conversation transcript\n\n{part}"
+            out = self.model.complete(system, [{"role": "user", "content": body}],
+                                      max_tokens=self.config.checkpoint_max_tokens)
+            calls += 1
+            n_in += out.input_tokens if out.input_tokens is not None else self.tokenizer.count(system + body)
+            n_out += out.output_tokens if out.output_tokens is not None else self.tokenizer.count(out.text)
+            previous = out.text.strip()
+        if self.tokenizer.count(previous or "") > self.config.checkpoint_max_tokens:
+            # A model may ignore max_tokens; the prompt budget must not depend on it.
+            previous = self.tokenizer.truncate(previous or "", self.config.checkpoint_max_tokens)  # type: ignore[attr-defined]
+        return previous or "", calls, n_in, n_out
+
+    def _prefix(self, checkpoint: str | None, read: Sequence[str], modified: Sequence[str], status: str,
+                removed: int) -> list[dict[str, Any]]:
+        files = files_section(read, modified)
+        if checkpoint is not None:
+            body = "\n\n".join(p for p in (checkpoint, files) if p)
+            return [{"role": "user", "content": f"{CHECKPOINT_HEADER}\n\n{body}"},
+                    {"role": "assistant", "content": ACK_TEXT}]
+        why = ("no summarizer is configured" if status == "truncated"
+               else "the summarizer failed, so no new summary could be written")
+        note = (f"{OMITTED_HEADER}\n{removed} earlier messages were left out of this prompt because {why}; "
+                "they are kept in the conversation's store.")
+        previous = strip_files_section(self._state.summary) if self._state.summary else None
+        if previous:
+            note += f"\n\nThe last summary written before them:\n\n{previous}"
+        if files:
+            note += f"\n\n{files}"
+        return [{"role": "user", "content": note}, {"role": "assistant", "content": ACK_TEXT}]
