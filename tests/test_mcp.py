@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from stratamem import Memory
-from stratamem.mcp import TOOLS, build_server
+from stratamem.mcp import STATE_TOOLS, TOOLS, build_server
 
 STRATAMEM = str(Path(sys.executable).with_name("stratamem"))
 
@@ -50,7 +50,7 @@ def test_stdio_server_lists_tools_with_validated_schemas_and_round_trips_items(t
         return {"tools": tools, "added": added, "spilled": spilled, "recalled": recalled, "status": status}
 
     out = _run(_params(db, "agent-a"), body)
-    assert set(out["tools"]) == set(TOOLS)
+    assert set(out["tools"]) == set(TOOLS) | set(STATE_TOOLS)
     schema = out["tools"]["memory_add"].input_schema
     assert schema["required"] == ["content"]
     assert schema["properties"]["type"]["enum"] == ["fact", "decision", "entity", "preference", "context"]
@@ -84,19 +84,32 @@ def test_bad_input_and_library_errors_come_back_as_clear_tool_errors(tmp_path: P
     assert "ValidationError: content: must not be empty" in blank.content[0].text
 
 
-def test_context_tool_returns_messages_and_manifest(tmp_path: Path) -> None:
+def test_context_seal_and_working_state_tools(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     with Memory(db, namespace="agent-a") as mem:
         mem.add([{"role": "user", "content": "Our budget is $50K."},
                  {"role": "assistant", "content": "Noted: $50K."}], session="s1")
 
     async def body(client: Client) -> Any:
-        return _json(await client.call_tool("memory_context", {"query": "budget", "budget": 200}))
+        ctx = _json(await client.call_tool("memory_context", {"query": "budget", "budget": 200}))
+        sealed = _json(await client.call_tool("memory_seal_topic", {"session": "s1"}))
+        again = _json(await client.call_tool("memory_seal_topic", {"session": "s1"}))
+        goal = _json(await client.call_tool("memory_state_update", {"op": "set_goal", "text": "Ship v1"}))
+        task = _json(await client.call_tool("memory_state_update", {"op": "add_task", "text": "Write docs"}))
+        missing = await client.call_tool("memory_state_update", {"op": "complete_task"})
+        read = _json(await client.call_tool("memory_state_read", {"budget": 300}))
+        return ctx, sealed, again, goal, task, missing, read
 
-    ctx = _run(_params(db, "agent-a"), body)
+    ctx, sealed, again, goal, task, missing, read = _run(
+        _params(db, "agent-a", "--project", str(tmp_path / "proj")), body)
     assert [m["content"] for m in ctx["messages"]] == ["Our budget is $50K.", "Noted: $50K."]
     assert ctx["tokens"] <= 200 and ctx["manifest"]["budget_tokens"] == 200
-    assert len(ctx["manifest"]["items"]) == 2
+    assert sealed["sealed"] is True and again == {"sealed": False, "segment": None}
+    assert goal["result"]["goal"] == "Ship v1" and task["result"]["title"] == "Write docs"
+    assert missing.is_error and "ValidationError: id: complete_task needs id" in missing.content[0].text
+    assert read["state"]["goal"] == "Ship v1" and [t["title"] for t in read["state"]["tasks"]] == ["Write docs"]
+    assert read["projection"]["tokens"] <= 300 and "Ship v1" in read["projection"]["text"]
+    assert (tmp_path / "proj" / ".stratamem" / "state" / "agent-a" / "state.json").exists()
 
 
 def test_allowed_namespaces_are_reachable_and_stay_apart(tmp_path: Path) -> None:

@@ -12,13 +12,16 @@ namespaces the server was configured to allow, so an agent cannot reach
 another agent's memory by naming it.
 
 Tools: ``memory_add``, ``memory_recall``, ``memory_spill``, ``memory_promote``,
-``memory_status`` (seed 003) and ``memory_context`` (assembled context with
-its manifest). The CLI shell is ``stratamem mcp`` (:mod:`stratamem.cli.mcp`).
+``memory_status`` (seed 003), ``memory_context`` (assembled context with its
+manifest), ``memory_seal_topic`` (manual topic boundary) and, when the server
+has a project directory, ``memory_state_read`` / ``memory_state_update`` (the
+working state of :mod:`stratamem.state`, one atomic operation per call). The CLI shell is ``stratamem mcp`` (:mod:`stratamem.cli.mcp`).
 Requires the ``mcp`` extra.
 """
 
 # No ``from __future__ import annotations`` here: the SDK builds each tool's JSON
 # schema from its evaluated annotations, which refer to names local to build_server.
+import os
 import threading
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
@@ -30,11 +33,14 @@ if TYPE_CHECKING:
 
     from .memory import Memory
 
-__all__ = ["TOOLS", "build_server"]
+__all__ = ["STATE_TOOLS", "TOOLS", "build_server"]
 
 TOOLS: tuple[str, ...] = ("memory_add", "memory_recall", "memory_spill", "memory_promote", "memory_status",
-                          "memory_context")
+                          "memory_context", "memory_seal_topic")
 """Names of the tools every server registers."""
+
+STATE_TOOLS: tuple[str, ...] = ("memory_state_read", "memory_state_update")
+"""Working-state tools, registered when the server is given a project directory."""
 
 _T = TypeVar("_T")
 
@@ -76,14 +82,16 @@ class _Namespaces:
             return self._open[namespace]
 
 
-def build_server(memory: "Memory", *, allow_namespaces: Collection[str] = (),
-                 name: str = "stratamem") -> "MCPServer":
+def build_server(memory: "Memory", *, allow_namespaces: Collection[str] = (), name: str = "stratamem",
+                 project_dir: "str | os.PathLike[str] | None" = None) -> "MCPServer":
     """An MCP server exposing ``memory``'s items and context as tools.
 
     Args:
         memory: The memory to serve (its namespace is the server's).
         allow_namespaces: Other namespaces a tool call may name (``"*"`` allows any).
         name: Server name announced to clients.
+        project_dir: Project whose working state the state tools read and update
+            (``None``: no state tools).
 
     Returns:
         An ``mcp.server.mcpserver.MCPServer``; run it with ``.run("stdio")`` or
@@ -165,4 +173,78 @@ def build_server(memory: "Memory", *, allow_namespaces: Collection[str] = (),
                     "manifest": ctx.manifest.to_dict()}
         return call(run)
 
+    @server.tool(name="memory_seal_topic", description="Close the current topic of a session now: its open "
+                 "turns become a segment (summarized and searchable). Returns the segment, or null if no turn "
+                 "was open.")
+    def memory_seal_topic(session: Annotated[str, Field(min_length=1, description="Session.")] = "default",
+                          namespace: Namespace = None) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            node = spaces.get(namespace).seal(session)
+            return {"sealed": node is not None, "segment": node.to_dict() if node is not None else None}
+        return call(run)
+
+    if project_dir is not None:
+        _add_state_tools(server, spaces, project_dir, call, Namespace)
     return server
+
+
+def _add_state_tools(server: Any, spaces: _Namespaces, project_dir: "str | os.PathLike[str]",
+                     call: Callable[[Callable[[], Any]], Any], Namespace: Any) -> None:
+    """Register the working-state tools (seed 004) for ``project_dir``."""
+    from pydantic import Field
+
+    from .state import TASK_STATUSES, WorkingState
+
+    def state(namespace: str | None) -> WorkingState:
+        mem = spaces.get(namespace)
+        return WorkingState(project_dir, mem.namespace, config=mem.config.state, tokenizer=mem.tokenizer)
+
+    @server.tool(name="memory_state_read", description="The working state (goal, now, decisions, tasks, "
+                 "conventions) and its prompt projection within a token budget.")
+    def memory_state_read(budget: Annotated[int | None, Field(ge=1, description="Projection budget in "
+                                                                               "tokens.")] = None,
+                          namespace: Namespace = None) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            ws = state(namespace)
+            proj = ws.project(budget)
+            return {"state": ws.read(), "projection": {"text": proj.text, "format": proj.format,
+                                                       "tokens": proj.tokens, "budget": proj.budget}}
+        return call(run)
+
+    Op = Literal["set_goal", "set_now", "decide", "add_task", "update_task", "complete_task", "set_convention"]
+    Status = Literal[TASK_STATUSES]  # type: ignore[valid-type]
+
+    @server.tool(name="memory_state_update", description="Apply one change to the working state, atomically: "
+                 "set_goal/set_now (text), decide (text = title, why), add_task (text), update_task (id, status "
+                 "and/or text), complete_task (id), set_convention (key, value; no value removes it).")
+    def memory_state_update(op: Annotated[Op, Field(description="The change.")],
+                            text: Annotated[str | None, Field(description="Goal, now, decision or task text.")] = None,
+                            why: Annotated[str | None, Field(description="Reason for a decision.")] = None,
+                            id: Annotated[str | None, Field(description="Task id (T-1 ...).")] = None,
+                            status: Annotated[Status | None, Field(description="Task status.")] = None,
+                            key: Annotated[str | None, Field(description="Convention key.")] = None,
+                            value: Annotated[str | None, Field(description="Convention value.")] = None,
+                            namespace: Namespace = None) -> dict[str, Any]:
+        def need(v: Any, what: str) -> Any:
+            if v is None:
+                raise ValidationError(f"{op} needs {what}", path=what)
+            return v
+
+        def run() -> dict[str, Any]:
+            ws = state(namespace)
+            if op == "set_goal":
+                result = ws.set_goal(need(text, "text"))
+            elif op == "set_now":
+                result = ws.set_now(need(text, "text"))
+            elif op == "decide":
+                result = ws.decide(need(text, "text"), why or "")
+            elif op == "add_task":
+                result = ws.add_task(need(text, "text"))
+            elif op == "update_task":
+                result = ws.update_task(need(id, "id"), status=status, title=text)
+            elif op == "complete_task":
+                result = ws.complete_task(need(id, "id"))
+            else:
+                result = ws.set_convention(need(key, "key"), value)
+            return {"op": op, "result": result}
+        return call(run)

@@ -114,11 +114,10 @@ class Memory:
         if cached is None:
             from .items import Items
 
-            # The embedder attribute appears when the embedding part is wired; until
-            # then recall is lexical and reports mode "lexical".
+            # Without an embedder, item recall is lexical and reports mode "lexical".
             cached = self.__dict__["_items"] = Items(
                 self.store, self.namespace, tokenizer=self.tokenizer, config=self.config.items,
-                embedder=getattr(self, "embedder", None), events=self.events)
+                embedder=self.embedder, events=self.events)
         return cached
 
     # --- writing ----------------------------------------------------------------------

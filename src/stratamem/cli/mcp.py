@@ -20,15 +20,20 @@ __all__ = ["register"]
 @click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="HTTP port.")
 @click.option("--allow-namespace", "allowed", multiple=True,
               help="Another namespace tool calls may name (repeatable; '*' allows any).")
+@click.option("--project", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="Project directory whose working state the state tools use.")
 @pass_settings
-def mcp_cmd(settings: Settings, http: bool, host: str, port: int, allowed: tuple[str, ...]) -> None:
-    """Run the MCP server (tools memory_add, memory_recall, memory_spill, memory_promote, memory_status,
-    memory_context)."""
+def mcp_cmd(settings: Settings, http: bool, host: str, port: int, allowed: tuple[str, ...], project: str) -> None:
+    """Run the MCP server.
+
+    Tools: memory_add, memory_recall, memory_spill, memory_promote, memory_status,
+    memory_context, memory_seal_topic, memory_state_read, memory_state_update.
+    """
     from ..mcp import build_server
 
     mem = settings.memory()
     try:
-        server = build_server(mem, allow_namespaces=allowed)
+        server = build_server(mem, allow_namespaces=allowed, project_dir=project)
         if http:
             click.echo(f"stratamem MCP on http://{host}:{port}/mcp (namespace {mem.namespace!r})", err=True)
             server.run("streamable-http", host=host, port=port)
