@@ -237,3 +237,36 @@ def test_session_logs_append_and_rebuild_from_the_store(tmp_path, memory):
     assert logs.path("s1") == tmp_path / ".stratamem" / "sessions" / "test" / "s1.jsonl"
     with pytest.raises(NotFoundError):
         logs.read("s3")
+
+
+def test_the_state_cli_updates_and_shows_the_state(tmp_path):
+    from click.testing import CliRunner
+
+    from stratamem.cli import main
+
+    runner = CliRunner()
+    base = ["--db", str(tmp_path / "m.db"), "-n", "proj", "state"]
+
+    def run(*args: str) -> str:
+        result = runner.invoke(main, [*base, *args[:1], *args[1:], "-C", str(tmp_path)] if args[0] != "task"
+                               else [*base, "task", args[1], *args[2:], "-C", str(tmp_path)])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert run("set", "goal", "Ship it") == "goal set\n"
+    assert run("task", "add", "write docs") == "task T-1 added\n"
+    assert run("task", "add", "write tests", "--status", "in_progress") == "task T-2 added\n"
+    assert run("task", "done", "T-1") == "task T-1 is done\n"
+    assert run("decide", "Use CTF", "--why", "tokens") == "decision D-1 recorded\n"
+    assert run("convention", "language", "Python") == "convention language set\n"
+    out = run("show")
+    assert out.startswith('goal: Ship it\nnow: ""\ntasks[2]{id,title,status}:\n'
+                          '  T-2,write tests,in_progress\n  T-1,write docs,done\n')
+    assert out.endswith(", toon; left out: nothing\n")
+    bad = runner.invoke(main, [*base, "task", "update", "T-9", "--status", "done", "-C", str(tmp_path)])
+    assert bad.exit_code == 1 and "NotFoundError: no task 'T-9'" in bad.output
+    assert json_doc(tmp_path)["tasks"][0]["status"] == "done"
+
+
+def json_doc(project) -> dict:
+    return json.loads((project / ".stratamem" / "state" / "proj" / "state.json").read_text(encoding="utf-8"))
