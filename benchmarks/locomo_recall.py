@@ -19,7 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.baselines import BM25Turns, DenseTurns, Hybrid, RecentWindow, RRFTurns  # noqa: E402
+from benchmarks.locomo.baselines import (  # noqa: E402
+    BM25Turns, DenseTurns, Hybrid, MemoryContext, RecentWindow, RRFTurns)
 from benchmarks.locomo.embedcache import cached_embedder  # noqa: E402
 from benchmarks.locomo.protocol import LOCOMO_PATH, load_conversations  # noqa: E402
 from benchmarks.locomo.runner import format_tables, run  # noqa: E402
@@ -48,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
             dense = DenseTurns(embedder.embed_batch)
             systems += [dense, RRFTurns(bm25, dense), RRFTurns(bm25, dense, CompactRenderer())]
             systems[-1].name = "BM25+dense RRF (compact)"
-        systems.append(Hybrid(embedder))
+        systems += [Hybrid(embedder), MemoryContext(embedder)]
         results = run(systems, convs, store)
         store.close()
     samples = [c.sample for c in convs]

@@ -18,12 +18,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from stratamem import Memory
+from stratamem.context import recent_window
+from stratamem.tokens import get_tokenizer
 from stratamem.records import StoredTurn
 from stratamem.retrieve import CompactRenderer, HybridIndex, PlainRenderer, TurnRenderer
 
 from .protocol import Conversation
 
-__all__ = ["BM25Turns", "DenseTurns", "Hybrid", "RRFTurns", "RecentWindow", "System"]
+__all__ = ["BM25Turns", "DenseTurns", "Hybrid", "MemoryContext", "RRFTurns", "RecentWindow", "System"]
 
 
 class System(Protocol):
@@ -50,26 +52,50 @@ def _rrf(rankings: Sequence[Sequence[int]], k: int = 60) -> list[int]:
 
 
 class RecentWindow:
-    """What ``Memory.context`` returns today: the newest turns of the latest session."""
+    """The spine's context: the newest turns of the latest session (:func:`stratamem.context.recent_window`)."""
 
     name = "recent window"
     renderer: TurnRenderer = PlainRenderer()
 
     def fit(self, conv: Conversation, store: Any) -> None:
-        """Remember the namespace; nothing to index."""
-        self.memory = Memory(store, namespace=conv.namespace)
+        """Keep the latest session's turns, newest first; nothing to index."""
         self.by_id = {st.id: st for st in conv.turns}
         latest = conv.turns[-1].session
         self.newest = [st for st in reversed(conv.turns) if st.session == latest]
+        self.tokenizer = get_tokenizer("o200k_base")
 
     def rank(self, query: str, depth: int) -> list[StoredTurn]:
         """Newest first; the query is ignored."""
         return self.newest[:depth]
 
     def budget_turns(self, query: str, budget: int) -> list[StoredTurn]:
-        """The turns ``Memory.context(format="text")`` places within ``budget``."""
-        ctx = self.memory.context(query, budget=budget, format="text")
+        """The turns the recent window places within ``budget`` (text format)."""
+        ctx = recent_window(iter(self.newest), budget, self.tokenizer, "text", query=query)
         return [self.by_id[i] for item in ctx.manifest.items for i in item.turn_ids]
+
+
+class MemoryContext:
+    """The whole library path: ``Memory.context(query, budget, policy="recall", format="text")``."""
+
+    name = "Memory.context (recall)"
+    renderer: TurnRenderer = CompactRenderer()
+
+    def __init__(self, embedder: Any | None) -> None:
+        self.embedder = embedder
+
+    def fit(self, conv: Conversation, store: Any) -> None:
+        """A ``Memory`` on the conversation's namespace (its index builds on first query)."""
+        self.memory = Memory(store, namespace=conv.namespace, embedder=self.embedder)
+        self.by_id = {st.id: st for st in conv.turns}
+
+    def rank(self, query: str, depth: int) -> list[StoredTurn]:
+        """The hits ``Memory`` recalls for ``query``."""
+        return [self.by_id[h.turn_ids[0]] for h in self.memory._recall_index().search(query, k=depth)]
+
+    def budget_turns(self, query: str, budget: int) -> list[StoredTurn]:
+        """The verbatim turns in the assembled context's manifest."""
+        ctx = self.memory.context(query, budget=budget, format="text", policy="recall")
+        return [self.by_id[i] for item in ctx.manifest.items if item.kind == "turn" for i in item.turn_ids]
 
 
 class BM25Turns:

@@ -68,6 +68,12 @@ class Weights:
     """Boost for turns whose session date matches a date the query names."""
     window: int = 3
     """Neighbours on each side that form a turn's window."""
+    feedback_docs: int = 0
+    """Pseudo-relevance feedback: top turns of a first pass that lend terms (0: off)."""
+    feedback_terms: int = 10
+    """Expansion terms taken from those turns."""
+    feedback_weight: float = 0.3
+    """Weight of each expansion term relative to a query term."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -159,6 +165,7 @@ class HybridIndex:
     def _build(self) -> None:
         texts = [self._text(i) for i in range(len(self.turns))]
         terms = [analyze(t) for t in texts]
+        self._terms = terms
         self._bm25 = BM25Index()
         self._bm25.extend(terms)
         self._bm25_window = BM25Index()
@@ -191,26 +198,53 @@ class HybridIndex:
             self._build()
         facts = read_query(query, self._speakers)
         terms = analyze(query)
-        sig = {
-            "lexical": self._bm25.scores(terms),
-            "lexical_window": self._bm25_window.scores(terms),
-            "lexical_session": self._bm25_session.scores(terms)[self._session_index],
-        }
+        sig = self._lexical(terms, None)
         if self.embedder is not None and self._vectors is not None:
             q = np.asarray(self.embedder.embed_batch([query]), dtype=np.float32)[0]
             sig["vector"] = np.clip(self._vectors @ q, 0, None)
             sig["vector_window"] = np.clip(self._window_vectors @ q, 0, None)
             sig["vector_session"] = np.clip(self._session_vectors @ q, 0, None)[self._session_index]
-        for name in ("lexical", "vector"):
-            if name in sig:
-                padded = np.append(sig[name], 0.0)
-                sig[f"{name}_prev"], sig[f"{name}_next"] = padded[self._prev], padded[self._next]
+        if "vector" in sig:
+            padded = np.append(sig["vector"], 0.0)
+            sig["vector_prev"], sig["vector_next"] = padded[self._prev], padded[self._next]
         if facts.speakers:
             sig["speaker"] = np.array([1.0 if st.turn.name in facts.speakers else 0.0 for st in self.turns])
         if facts.dates:
             per_session = np.array([facts.date_match(d) for d in self._session_dates])
             sig["date"] = per_session[self._session_index]
+        if self.weights.feedback_docs:
+            sig.update(self._feedback(terms, sig))
         return sig, facts
+
+    def _lexical(self, terms: list[str], weights: dict[str, float] | None) -> dict[str, np.ndarray]:
+        sig = {
+            "lexical": self._bm25.scores(terms, weights),
+            "lexical_window": self._bm25_window.scores(terms, weights),
+            "lexical_session": self._bm25_session.scores(terms, weights)[self._session_index],
+        }
+        padded = np.append(sig["lexical"], 0.0)
+        sig["lexical_prev"], sig["lexical_next"] = padded[self._prev], padded[self._next]
+        return sig
+
+    def _feedback(self, terms: list[str], sig: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Lexical signals again, with terms borrowed from the first pass's best turns (RM-style)."""
+        w = self.weights
+        top = np.argsort(-self.fuse(sig)[0], kind="stable")[: w.feedback_docs]
+        gain: dict[str, float] = {}
+        asked = set(terms)
+        for i in top:
+            for t in set(self._terms[i]) - asked:
+                gain[t] = gain.get(t, 0.0) + self._bm25.idf(t)
+        extra = sorted(gain, key=lambda t: -gain[t])[: w.feedback_terms]
+        weights = {t: w.feedback_weight for t in extra}
+        return self._lexical(terms + extra, weights)
+
+    def fuse(self, sig: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Fused scores and the weighted part each signal contributes."""
+        parts = {name: getattr(self.weights, name) * (_scaled(v) if name not in ("speaker", "date") else v)
+                 for name, v in sig.items() if getattr(self.weights, name) > 0}
+        fused = np.sum(list(parts.values()), axis=0) if parts else np.zeros(len(self.turns))
+        return fused, parts
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
         """The ``k`` best turns for ``query``, best first, with score breakdowns.
@@ -225,9 +259,7 @@ class HybridIndex:
         if not self.turns:
             return []
         sig, _ = self.signals(query)
-        parts = {name: getattr(self.weights, name) * (_scaled(v) if name not in ("speaker", "date") else v)
-                 for name, v in sig.items() if getattr(self.weights, name) > 0}
-        fused = np.sum(list(parts.values()), axis=0) if parts else np.zeros(len(self.turns))
+        fused, parts = self.fuse(sig)
         top = np.argsort(-fused, kind="stable")[:k]
         return [Hit(f"turn:{self.turns[i].id}", "turn", (self.turns[i].id,),
                     {**{n: float(v[i]) for n, v in parts.items()}, "fused": float(fused[i])}) for i in top]
