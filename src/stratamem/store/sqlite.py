@@ -90,6 +90,8 @@ class SQLiteStore:
         self.path = str(path)
         self._lock = threading.RLock()
         self._depth = 0
+        self._busy_timeout_ms = int(busy_timeout_ms)
+        self._reopen = False
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -99,13 +101,7 @@ class SQLiteStore:
             raise BackendError(f"cannot open SQLite database {self.path}: {exc}") from exc
         try:
             with self._errors():
-                self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
-                self._conn.execute("PRAGMA foreign_keys = ON")
-                if self.path != ":memory:":
-                    self._conn.execute("PRAGMA journal_mode = WAL")
-                    # WAL + NORMAL: a committed transaction survives a process crash;
-                    # only an OS crash or power loss can undo the last commits.
-                    self._conn.execute("PRAGMA synchronous = NORMAL")
+                self._configure()
                 migrations.apply(self._conn, MIGRATIONS)
                 self._check_tokenizer(tokenizer)
         except BaseException:
@@ -115,6 +111,23 @@ class SQLiteStore:
 
     # --- plumbing ---------------------------------------------------------------------
 
+    def _configure(self) -> None:
+        self._conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        self._conn.execute("PRAGMA foreign_keys = ON")
+        if self.path != ":memory:":
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            # WAL + NORMAL: a committed transaction survives a process crash;
+            # only an OS crash or power loss can undo the last commits.
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+
+    def _reconnect(self) -> None:
+        """Open a fresh connection: one opened while the file was read-only stays read-only."""
+        self._conn.close()
+        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                     timeout=self._busy_timeout_ms / 1000)
+        self._configure()
+        self._reopen = False
+
     @contextmanager
     def _errors(self) -> Iterator[None]:
         """Map sqlite3 errors to BackendError, keeping the cause."""
@@ -123,6 +136,9 @@ class SQLiteStore:
         except StratamemError:
             raise
         except sqlite3.Error as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY:
+                # Reopen before the next write, so the store serves again once the file is writable.
+                self._reopen = True
             raise BackendError(f"SQLite error on {self.path}: {exc}") from exc
         except OSError as exc:
             raise BackendError(f"I/O error on {self.path}: {exc}") from exc
@@ -132,6 +148,8 @@ class SQLiteStore:
         """A write transaction; nested calls join the outer one (via savepoints)."""
         with self._lock, self._errors():
             if self._depth == 0:
+                if self._reopen:
+                    self._reconnect()
                 self._conn.execute("BEGIN IMMEDIATE")
             else:
                 self._conn.execute(f"SAVEPOINT sp{self._depth}")
@@ -141,14 +159,24 @@ class SQLiteStore:
             except BaseException:
                 self._depth -= 1
                 if self._depth == 0:
-                    self._conn.execute("ROLLBACK")
+                    # After disk-full or I/O errors SQLite may have rolled back already;
+                    # a second ROLLBACK would fail and hide the original error.
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
                 else:
                     self._conn.execute(f"ROLLBACK TO sp{self._depth}")
                     self._conn.execute(f"RELEASE sp{self._depth}")
                 raise
             self._depth -= 1
             if self._depth == 0:
-                self._conn.execute("COMMIT")
+                try:
+                    self._conn.execute("COMMIT")
+                except sqlite3.Error:
+                    # A failed COMMIT (disk full) can leave the transaction open; end it
+                    # so the next write starts clean, then report the failure.
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
             else:
                 self._conn.execute(f"RELEASE sp{self._depth}")
 

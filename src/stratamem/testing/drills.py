@@ -1,0 +1,358 @@
+"""Durability drills: crash, concurrent writers and faults, on any store URL or path.
+
+Public so a deployment can run the same drills against its own PostgreSQL.
+Every drill uses real child processes (``forkserver``: each child starts clean
+from a process that imported only this module) writing through the public
+store API. A child acknowledges a turn only after ``append`` returned, by
+appending ``key`` lines to an acknowledgement file, so the parent knows
+exactly which turns the store promised to keep.
+
+Each turn carries its drill key in ``metadata["drill"]``; :func:`check`
+counts keys in the store and reports lost (acknowledged but missing),
+duplicated (stored more than once) and sequence gaps.
+
+Used by ``tests/test_durability.py`` (few trials) and
+``benchmarks/store_bench.py`` (the full counts).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import random
+import signal
+import time
+import traceback
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..records import Turn
+from ..store.base import Store, TurnBatch
+from ..store.open import open_store
+
+__all__ = ["CrashResult", "DrillCheck", "FaultResult", "WriterResult", "check", "crash_drill", "disk_full_drill",
+           "read_only_drill", "run_writers", "writer"]
+
+_CTX = multiprocessing.get_context("forkserver")
+_CTX.set_forkserver_preload([__name__])
+
+
+@dataclass(frozen=True, slots=True)
+class DrillCheck:
+    """What the store holds compared with what was acknowledged."""
+
+    acknowledged: int
+    """Turns whose ``append`` returned."""
+    stored: int
+    """Drill turns found in the store."""
+    lost: int
+    """Acknowledged turns missing from the store."""
+    duplicated: int
+    """Drill keys stored more than once."""
+    gaps: int
+    """Sessions whose sequence numbers are not exactly 1..n."""
+    integrity: str = "n/a"
+    """SQLite ``PRAGMA integrity_check`` (``ok``), or ``n/a`` on PostgreSQL."""
+
+    @property
+    def ok(self) -> bool:
+        """No loss, no duplicate, no gap, integrity fine."""
+        return not (self.lost or self.duplicated or self.gaps) and self.integrity in ("ok", "n/a")
+
+
+def check(store: Store, namespace: str, acknowledged: Iterable[str]) -> DrillCheck:
+    """Compare the store's drill turns in ``namespace`` with the acknowledged keys."""
+    keys: Counter[str] = Counter()
+    seqs: dict[str, list[int]] = {}
+    for t in store.iter_turns(namespace, batch_size=5000):
+        keys[str(t.turn.metadata.get("drill"))] += 1
+        seqs.setdefault(t.session, []).append(t.seq)
+    acked = set(acknowledged)
+    gaps = sum(1 for s in seqs.values() if s != list(range(1, len(s) + 1)))
+    integrity = store.integrity_check() if hasattr(store, "integrity_check") else "n/a"
+    return DrillCheck(len(acked), sum(keys.values()), sum(1 for k in acked if keys[k] == 0),
+                      sum(1 for n in keys.values() if n > 1), gaps, integrity)
+
+
+def read_acks(path: str | Path) -> list[str]:
+    """Keys acknowledged in an acknowledgement file (a torn last line is ignored)."""
+    try:
+        data = Path(path).read_text()
+    except FileNotFoundError:
+        return []
+    lines = data.split("\n")
+    return [ln for ln in lines[:-1] if ln and not ln.startswith("!")]
+
+
+def read_errors(path: str | Path) -> list[str]:
+    """Error lines (``!`` prefixed) a writer recorded."""
+    try:
+        return [ln[1:] for ln in Path(path).read_text().split("\n") if ln.startswith("!")]
+    except FileNotFoundError:
+        return []
+
+
+def _turns(prefix: str, start: int, n: int, size: int) -> list[Turn]:
+    body = ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
+    return [Turn(role="user" if (start + i) % 2 == 0 else "assistant", content=f"{prefix}-{start + i} {body}",
+                 metadata={"drill": f"{prefix}-{start + i}"}) for i in range(n)]
+
+
+def writer(target: str, namespace: str, worker: str, ack_path: str, *, turns: int | None, sessions: list[str],
+           max_batch: int = 8, text_size: int = 200, seed: int = 0) -> None:
+    """Append drill turns until ``turns`` are stored (forever if None), acknowledging each batch.
+
+    Runs in a child process. Each batch goes to one or two of ``sessions``
+    (two exercise multi-session transactions). Errors are recorded as ``!``
+    lines and end the writer with exit status 1.
+    """
+    rng = random.Random(seed)
+    fd = os.open(ack_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        store = open_store(target)
+        started = time.perf_counter()
+        done = 0
+        while turns is None or done < turns:
+            n = rng.randint(1, max_batch) if turns is None else min(rng.randint(1, max_batch), turns - done)
+            chosen = rng.sample(sessions, k=min(len(sessions), rng.choice((1, 1, 1, 2))))
+            split = rng.randint(1, n - 1) if len(chosen) == 2 and n > 1 else n
+            new = _turns(worker, done, n, text_size)
+            batches = [TurnBatch(chosen[0], new[:split], [10] * split)]
+            if split < n:
+                batches.append(TurnBatch(chosen[1], new[split:], [10] * (n - split)))
+            store.append(namespace, batches)
+            # Acknowledge only after append returned: the store has promised these.
+            os.write(fd, "".join(f"{t.metadata['drill']}\n" for t in new).encode())
+            done += n
+        elapsed = time.perf_counter() - started
+        os.write(fd, f"!!done {done} {elapsed:.6f}\n".encode())
+        store.close()
+    except BaseException as exc:  # the parent reads and asserts on this line
+        os.write(fd, f"!{type(exc).__name__}: {exc}\n".encode())
+        traceback.print_exc()
+        os._exit(1)
+    finally:
+        os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class WriterResult:
+    """Outcome of :func:`run_writers`."""
+
+    check: DrillCheck
+    """Store contents against acknowledgements."""
+    errors: list[str]
+    """Error lines writers recorded (empty when all succeeded)."""
+    seconds: float
+    """Wall time from the first writer start to the last writer done."""
+    turns_per_second: float
+    """Acknowledged turns divided by ``seconds``."""
+
+
+def run_writers(target: str, namespace: str, workdir: str | Path, *, writers: int, turns_each: int,
+                shared_sessions: int = 1, text_size: int = 200, max_batch: int = 8,
+                timeout_s: float = 600) -> WriterResult:
+    """Run ``writers`` processes appending ``turns_each`` turns each, on shared and own sessions.
+
+    Returns:
+        Loss/duplicate/gap counts, writer errors and throughput.
+    """
+    workdir = Path(workdir)
+    procs = []
+    start = time.perf_counter()
+    for w in range(writers):
+        sessions = [f"shared{i}" for i in range(shared_sessions)] + [f"own{w}"]
+        ack = str(workdir / f"ack-{namespace}-{w}.txt")
+        p = _CTX.Process(target=writer, args=(target, namespace, f"w{w}", ack),
+                         kwargs={"turns": turns_each, "sessions": sessions, "max_batch": max_batch,
+                                 "text_size": text_size, "seed": w})
+        p.start()
+        procs.append((p, ack))
+    for p, _ in procs:
+        p.join(timeout_s)
+        if p.is_alive():
+            p.kill()
+            p.join()
+    seconds = time.perf_counter() - start
+    acked = [k for _, ack in procs for k in read_acks(ack)]
+    errors = [e for _, ack in procs for e in read_errors(ack) if not e.startswith("!done")]
+    store = open_store(target)
+    try:
+        result = check(store, namespace, acked)
+    finally:
+        store.close()
+    return WriterResult(result, errors, seconds, len(acked) / seconds if seconds else 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class CrashResult:
+    """Outcome of :func:`crash_drill`."""
+
+    trials: int
+    """Kills performed."""
+    check: DrillCheck
+    """Final store contents against every acknowledgement."""
+    failed_trials: list[int] = field(default_factory=list)
+    """Trials after which the check failed."""
+    unacknowledged_stored: int = 0
+    """Turns committed but killed before their acknowledgement (allowed)."""
+
+
+def crash_drill(target: str, namespace: str, workdir: str | Path, *, trials: int, seed: int = 0,
+                max_delay_s: float = 0.05) -> CrashResult:
+    """Kill an ingesting child with SIGKILL ``trials`` times; check the store after every kill.
+
+    Each child appends to the same two sessions as every earlier child, so
+    sequences must continue gap-free across crashes.
+    """
+    rng = random.Random(seed)
+    workdir = Path(workdir)
+    acked: list[str] = []
+    failed: list[int] = []
+    last = DrillCheck(0, 0, 0, 0, 0)
+    for trial in range(trials):
+        ack = str(workdir / f"crash-{namespace}-{trial}.txt")
+        p = _CTX.Process(target=writer, args=(target, namespace, f"c{trial}", ack),
+                         kwargs={"turns": None, "sessions": ["main", "side"], "max_batch": 16,
+                                 "seed": seed * 100_000 + trial})
+        p.start()
+        deadline = time.monotonic() + 30
+        # Kill while ingesting: after the first acknowledgement, at a random moment.
+        while not read_acks(ack) and p.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, max_delay_s))
+        if p.is_alive():
+            os.kill(p.pid, signal.SIGKILL)  # type: ignore[arg-type]
+        p.join()
+        acked.extend(read_acks(ack))
+        errors = [e for e in read_errors(ack) if not e.startswith("!done")]
+        store = open_store(target)
+        try:
+            last = check(store, namespace, acked)
+        finally:
+            store.close()
+        if not last.ok or errors:
+            failed.append(trial)
+    unacked = last.stored - last.acknowledged
+    return CrashResult(trials, last, failed, unacked)
+
+
+# --- faults ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FaultResult:
+    """Outcome of a fault drill: the error seen and whether the store recovered."""
+
+    fault: str
+    """Which fault was injected."""
+    error: str
+    """``Type: message`` of what the faulted write raised (empty if nothing)."""
+    faulted_stored: int
+    """Turns of the faulted batch found afterwards (0 or the whole batch)."""
+    faulted_size: int
+    """Turns in the faulted batch."""
+    served_during: bool
+    """Reads worked while the fault was active."""
+    served_after: bool
+    """The same store object wrote and read again after the fault cleared."""
+    check: DrillCheck
+    """Store contents against acknowledgements."""
+
+    @property
+    def ok(self) -> bool:
+        """Clear error, all-or-nothing batch, still serving, store consistent."""
+        return (self.error.startswith("BackendError") and self.faulted_stored in (0, self.faulted_size)
+                and self.served_during and self.served_after and self.check.ok)
+
+
+def _fault_child(kind: str, path: str, workdir: str) -> None:
+    """Child side of :func:`disk_full_drill` and :func:`read_only_drill`."""
+    import json
+    import resource
+
+    out: dict[str, Any] = {"error": "", "served_during": False, "served_after": False, "acked": []}
+    try:
+        if kind == "read_only" and os.geteuid() == 0:
+            # root ignores file modes; drop to nobody so the read-only file bites.
+            os.setgid(65534)
+            os.setuid(65534)
+        store = open_store(path)
+        if kind == "disk_full":
+            store.append("ns", [TurnBatch("s", _turns("before", 0, 5, 200), [10] * 5)])
+            out["acked"] += [f"before-{i}" for i in range(5)]
+            soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+            # Writing past the limit would kill us with SIGXFSZ; ignored, the write fails with EFBIG.
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            biggest = max(os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (biggest + 16_384, hard))
+        try:
+            store.append("ns", [TurnBatch("s", _turns("faulted", 0, 300, 2000), [10] * 300)])
+        except Exception as exc:
+            out["error"] = f"{type(exc).__name__}: {exc}"
+        out["served_during"] = len(store.turns("ns", limit=3)) > 0
+        if kind == "disk_full":
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        else:
+            Path(workdir, "faulted").write_text("1")
+            deadline = time.monotonic() + 30
+            while not Path(workdir, "cleared").exists() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        store.append("ns", [TurnBatch("s", _turns("after", 0, 5, 200), [10] * 5)])
+        out["acked"] += [f"after-{i}" for i in range(5)]
+        out["served_after"] = len(store.turns("ns", min_seq=1)) > 0
+        store.close()
+    except Exception as exc:
+        out["error"] = out["error"] or f"unexpected {type(exc).__name__}: {exc}"
+    Path(workdir, "result.json").write_text(json.dumps(out))
+
+
+def _run_fault(kind: str, path: str, workdir: Path, acked_before: list[str]) -> FaultResult:
+    import json
+
+    p = _CTX.Process(target=_fault_child, args=(kind, path, str(workdir)))
+    p.start()
+    if kind == "read_only":
+        deadline = time.monotonic() + 30
+        while not (workdir / "faulted").exists() and p.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # The fault clears: the database and the -wal/-shm files SQLite created
+        # while it was read-only (with its read-only mode) become writable.
+        for f in (path, path + "-wal", path + "-shm"):
+            if os.path.exists(f):
+                os.chmod(f, 0o666)
+        (workdir / "cleared").write_text("1")
+    p.join(60)
+    out = json.loads((workdir / "result.json").read_text())
+    store = open_store(path)
+    try:
+        faulted = sum(1 for t in store.turns("ns") if str(t.turn.metadata.get("drill", "")).startswith("faulted-"))
+        result = check(store, "ns", acked_before + out["acked"])
+    finally:
+        store.close()
+    return FaultResult(kind, out["error"], faulted, 300, out["served_during"], out["served_after"], result)
+
+
+def disk_full_drill(workdir: str | Path) -> FaultResult:
+    """A SQLite writer hits a file-size limit (``RLIMIT_FSIZE``) mid-batch, then the limit is lifted."""
+    workdir = Path(workdir)
+    return _run_fault("disk_full", str(workdir / "full.db"), workdir, [])
+
+
+def read_only_drill(workdir: str | Path) -> FaultResult:
+    """A SQLite store opened on a read-only file refuses a batch, then writes once the file is writable.
+
+    When run as root the child drops to ``nobody`` (root ignores file modes),
+    so ``workdir`` and its parents must be reachable by ``nobody``.
+    """
+    workdir = Path(workdir)
+    path = str(workdir / "ro.db")
+    store = open_store(path)
+    store.append("ns", [TurnBatch("s", _turns("before", 0, 5, 200), [10] * 5)])
+    store.close()
+    os.chmod(workdir, 0o777)
+    os.chmod(path, 0o444)
+    return _run_fault("read_only", path, workdir, [f"before-{i}" for i in range(5)])
