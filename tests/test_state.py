@@ -270,3 +270,10 @@ def test_the_state_cli_updates_and_shows_the_state(tmp_path):
 
 def json_doc(project) -> dict:
     return json.loads((project / ".stratamem" / "state" / "proj" / "state.json").read_text(encoding="utf-8"))
+
+
+def test_memory_gives_the_state_of_its_namespace(tmp_path, memory):
+    ws = memory.state(tmp_path)
+    ws.set_goal("from the facade")
+    assert ws.path == tmp_path / ".stratamem" / "state" / "test" / "state.json"
+    assert WorkingState(tmp_path, "test").read()["goal"] == "from the facade"

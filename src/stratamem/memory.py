@@ -31,6 +31,7 @@ from .tokens import Tokenizer, count_turn, get_tokenizer
 
 if TYPE_CHECKING:
     from .pyramid import Pyramid
+    from .state import WorkingState
     from .summarize import Summarizer
 
 __all__ = ["Memory", "Status"]
@@ -339,6 +340,16 @@ class Memory:
         s = self.store.stats(self.namespace)
         return Status(self.namespace, self.store.backend, s.sessions, s.turns, s.tokens, s.text_bytes,
                       self.store.size_bytes(), self.tokenizer.name)
+
+    def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:
+        """The working state of this namespace, kept under ``project_dir`` (see ``docs/state.md``).
+
+        Raises:
+            ValidationError: Invalid namespace name.
+        """
+        from .state import WorkingState  # local: keeps toon_format out of the facade's import
+
+        return WorkingState(project_dir, self.namespace, config=self.config.state, tokenizer=self.tokenizer)
 
     # --- export / import --------------------------------------------------------------
 
