@@ -418,6 +418,8 @@ class Compactor:
             try:
                 checkpoint, calls, n_in, n_out = self._summarize([messages[i] for i in old])
                 missing = tuple(missing_sections(checkpoint))
+                # Tracked files are facts we know, so they are appended, not left to the model.
+                checkpoint = "\n\n".join(p for p in (checkpoint, files_section(read, modified)) if p)
                 status = "compacted"
             except ModelError as exc:
                 status, checkpoint, error = "fallback", None, f"{type(exc).__name__}: {exc}"
@@ -547,8 +549,7 @@ class Compactor:
                 removed: int) -> list[dict[str, Any]]:
         files = files_section(read, modified)
         if checkpoint is not None:
-            body = "\n\n".join(p for p in (checkpoint, files) if p)
-            return [{"role": "user", "content": f"{CHECKPOINT_HEADER}\n\n{body}"},
+            return [{"role": "user", "content": f"{CHECKPOINT_HEADER}\n\n{checkpoint}"},
                     {"role": "assistant", "content": ACK_TEXT}]
         why = ("no summarizer is configured" if status == "truncated"
                else "the summarizer failed, so no new summary could be written")
