@@ -28,6 +28,7 @@ from .sqlite_schema import MIGRATIONS
 
 if TYPE_CHECKING:
     from .sqlite_conversations import SQLiteConversations
+    from .sqlite_embeddings import SQLiteEmbeddingCache
     from .sqlite_items import SQLiteItemStore
     from .sqlite_nodes import SQLiteNodeStore
 
@@ -231,6 +232,13 @@ class SQLiteStore:
     # exposed here as cached properties so each feature's SQL lives beside its
     # siblings for other backends. They share this store's connection, lock and
     # transaction().
+
+    @functools.cached_property
+    def embeddings(self) -> SQLiteEmbeddingCache:
+        """The content-addressed embedding cache (:mod:`stratamem.store.sqlite_embeddings`)."""
+        from .sqlite_embeddings import SQLiteEmbeddingCache
+
+        return SQLiteEmbeddingCache(self)
 
     @functools.cached_property
     def items(self) -> SQLiteItemStore:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 
 from .migrations import Migration
+from .sqlite_embeddings import m002_embeddings
 from .sqlite_nodes import m003_pyramid
 
 __all__ = ["MIGRATIONS"]
@@ -142,4 +143,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m005_items", m005_items),
     Migration("m003_pyramid", m003_pyramid),
     Migration("m004_conversations", m004_conversations),
+    Migration("m002_embeddings", m002_embeddings),
 ]
