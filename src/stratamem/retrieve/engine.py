@@ -151,6 +151,14 @@ class HybridIndex:
                 self._speakers.add(st.turn.name)
         self._dirty = True
 
+    def turn(self, turn_id: int) -> StoredTurn:
+        """The indexed turn with this id.
+
+        Raises:
+            KeyError: The id is not indexed.
+        """
+        return self.turns[self._pos[turn_id]]
+
     # --- building -----------------------------------------------------------------------
 
     def _window(self, i: int) -> list[int]:

@@ -41,8 +41,8 @@ class QueryFacts:
 def read_query(query: str, speakers: Iterable[str] = ()) -> QueryFacts:
     """Read the speakers (among ``speakers``) and dates a query names.
 
-    "May" alone is read as a month only when capitalised mid-sentence, since
-    the modal verb is far more common.
+    "May" without a year is read as a month only when capitalised inside a
+    sentence, since the modal verb is far more common.
     """
     words = set(re.findall(r"[\w']+", query))
     named = frozenset(s for s in speakers if s in words or f"{s}'s" in words or f"{s}s'" in words)
@@ -50,7 +50,8 @@ def read_query(query: str, speakers: Iterable[str] = ()) -> QueryFacts:
     spans: list[tuple[int, int]] = []
     for m in _MONTH_RE.finditer(query):
         word = m.group(1)
-        if word.lower() == "may" and (word != "May" or m.start() == 0) and not m.group(2):
+        opens_sentence = m.start() == 0 or query[:m.start()].rstrip()[-1:] in ".?!"
+        if word.lower() == "may" and (word != "May" or opens_sentence) and not m.group(2):
             continue
         dates.append((int(m.group(2)) if m.group(2) else None, _MONTHS[word.lower()]))
         spans.append(m.span())

@@ -1,0 +1,163 @@
+"""Hybrid recall: analysis, BM25, fused ranking with structure, dates and speakers, budget packing."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stratamem.errors import BudgetError, ValidationError
+from stratamem.records import StoredTurn, Turn
+from stratamem.retrieve import (BM25Index, HybridIndex, PlainRenderer, Weights, analyze, pack_turns, read_query,
+                                stem)
+from stratamem.tokens import get_tokenizer
+
+T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
+
+
+def _turns(sessions: Sequence[tuple[datetime, Sequence[tuple[str, str]]]]) -> list[StoredTurn]:
+    out, n = [], 0
+    for s, (start, lines) in enumerate(sessions, 1):
+        for seq, (who, text) in enumerate(lines, 1):
+            n += 1
+            out.append(StoredTurn(id=n, namespace="ns", session=f"session_{s}", seq=seq, tokens=1,
+                                  turn=Turn(role="user" if who == "Ana" else "assistant", content=text,
+                                            timestamp=start + timedelta(seconds=30 * seq), name=who)))
+    return out
+
+
+class _BagOfWords:
+    """A deterministic embedder for tests: hashed word counts, L2-normalised."""
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in analyze(t):
+                out[i, sum(map(ord, w)) % 64] += 1.0
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+
+def test_stemmer_conflates_forms_of_one_word() -> None:
+    assert {stem(w) for w in ("painting", "painted", "paints", "paint")} == {"paint"}
+    assert {stem(w) for w in ("running", "runs")} == {"run"}
+    assert {stem(w) for w in ("hiking", "hiked", "hikes", "hike")} == {"hik"}
+    assert stem("stories") == stem("story")
+    assert stem("bus") == "bus" and stem("class") == "class"
+
+
+def test_analyze_drops_function_words_and_apostrophes() -> None:
+    assert analyze("What did Caroline's kids paint?") == ["carolin", "kid", "paint"]
+
+
+def test_bm25_scores_match_the_formula() -> None:
+    index = BM25Index(k1=1.2, b=0.75)
+    index.extend([["dog", "dog", "cat"], ["cat"], ["bird", "fish"]])
+    s = index.scores(["dog", "unknown"])
+    idf = math.log(1 + (3 - 1 + 0.5) / (1 + 0.5))
+    avg = 2.0
+    expected = idf * 2 * 2.2 / (2 + 1.2 * (1 - 0.75 + 0.75 * 3 / avg))
+    assert s[0] == pytest.approx(expected)
+    assert s[1] == 0.0 and s[2] == 0.0
+
+
+def test_query_reading_finds_speakers_months_and_years() -> None:
+    facts = read_query("What did Ana do in June 2023 and in 2022? May Ben come?", {"Ana", "Ben", "Cy"})
+    assert facts.speakers == {"Ana", "Ben"}
+    assert facts.dates == ((2023, 6), (2022, None))
+    assert facts.date_match(datetime(2023, 6, 30, tzinfo=timezone.utc)) == 1.0
+    assert facts.date_match(datetime(2023, 7, 1, tzinfo=timezone.utc)) == 0.0
+    assert read_query("Where did Cy go in May?", {"Cy"}).dates == ((None, 5),)
+
+
+CHAT = [
+    (T0, [("Ben", "Dance is my go-to for stress relief. Got any favorite styles?"),
+          ("Ana", "Contemporary is so expressive and graceful, it speaks to me."),
+          ("Ben", "Nice. I also started a pottery class.")]),
+    (T0 + timedelta(days=30), [("Ana", "We went camping at the lake with the kids."),
+                               ("Ben", "Sounds fun, I love the lake too.")]),
+]
+
+
+def test_a_reply_is_found_through_the_question_it_answers() -> None:
+    turns = _turns(CHAT)
+    plain = HybridIndex(weights=Weights(lexical_window=0, lexical_session=0, lexical_prev=0, lexical_next=0,
+                                        speaker=0))
+    plain.add_turns(turns)
+    scores = {h.turn_ids[0]: h.score["fused"] for h in plain.search("Which favorite style of dance?", k=5)}
+    assert scores[1] > 0 and scores[2] == 0.0
+    index = HybridIndex()
+    index.add_turns(turns)
+    hits = index.search("Which favorite style of dance?", k=3)
+    assert [h.turn_ids for h in hits[:2]] == [(1,), (2,)]
+    assert hits[1].score["fused"] > hits[2].score["fused"]
+    assert hits[1].score["lexical"] == 0.0 and hits[1].score["lexical_prev"] == 0.5
+
+
+def test_a_date_in_the_query_prefers_turns_of_that_month() -> None:
+    index = HybridIndex()
+    index.add_turns(_turns(CHAT))
+    assert index.search("What did Ben love at the lake in June 2023?", k=1)[0].turn_ids == (5,)
+    hit = index.search("What did Ben say about the lake in May 2023?", k=5)
+    assert hit[0].score["date"] == 0.0 and any(h.score.get("date") == 0.3 for h in hit)
+
+
+def test_hits_carry_provenance_and_a_score_breakdown() -> None:
+    index = HybridIndex()
+    index.add_turns(_turns(CHAT))
+    hit = index.search("pottery class", k=1)[0]
+    assert hit.id == "turn:3" and hit.kind == "turn" and hit.turn_ids == (3,)
+    assert hit.score["fused"] == pytest.approx(sum(v for k, v in hit.score.items() if k != "fused"))
+    assert index.lexical_only and "vector" not in hit.score
+
+
+def test_vectors_join_the_fusion_when_an_embedder_is_given() -> None:
+    index = HybridIndex(embedder=_BagOfWords())
+    index.add_turns(_turns(CHAT))
+    hit = index.search("pottery class", k=1)[0]
+    assert not index.lexical_only
+    assert hit.turn_ids == (3,) and hit.score["vector"] == pytest.approx(1.0)
+
+
+def test_the_index_grows_and_ignores_turns_it_already_holds() -> None:
+    turns = _turns(CHAT)
+    index = HybridIndex()
+    index.add_turns(turns[:3])
+    assert index.search("lake", k=1)[0].score["fused"] == 0.0
+    index.add_turns(turns)
+    assert len(index) == 5
+    assert index.search("camping lake", k=1)[0].turn_ids == (4,)
+    assert index.turn(4) is turns[3]
+
+
+def test_bad_arguments_raise_clear_errors() -> None:
+    index = HybridIndex()
+    assert index.search("anything", k=3) == []
+    with pytest.raises(ValidationError, match="k must be"):
+        index.search("x", k=0)
+    with pytest.raises(ValidationError, match="query must be"):
+        index.search(None, k=1)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="speaker"):
+        Weights(speaker=-1)
+    with pytest.raises(BudgetError):
+        pack_turns([], 0, get_tokenizer("o200k_base"))
+
+
+_TOK = get_tokenizer("o200k_base")
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=60), min_size=1, max_size=12),
+       budget=st.integers(min_value=1, max_value=200), plain=st.booleans())
+def test_packing_never_exceeds_the_budget(texts: list[str], budget: int, plain: bool) -> None:
+    lines = [("Ana" if i % 2 else "Ben", t) for i, t in enumerate(texts)]
+    turns = _turns([(T0, lines[: len(lines) // 2]), (T0 + timedelta(days=1), lines[len(lines) // 2:])])
+    packed = pack_turns(reversed(turns), budget, _TOK, PlainRenderer() if plain else None)
+    assert packed.tokens <= budget
+    assert packed.tokens == (_TOK.count(packed.text) if packed.turns else 0)
+    assert {t.id for t in packed.turns} | set(packed.skipped) == {t.id for t in turns}
