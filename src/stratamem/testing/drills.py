@@ -21,10 +21,11 @@ import multiprocessing
 import os
 import random
 import signal
+import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,8 @@ from ..records import Turn
 from ..store.base import Store, TurnBatch
 from ..store.open import open_store
 
-__all__ = ["CrashResult", "DrillCheck", "FaultResult", "WriterResult", "check", "crash_drill", "disk_full_drill",
-           "read_only_drill", "run_writers", "writer"]
+__all__ = ["CrashResult", "DrillCheck", "FaultResult", "RestartResult", "WriterResult", "check", "crash_drill",
+           "disk_full_drill", "read_only_drill", "restart_drill", "run_writers", "writer"]
 
 _CTX = multiprocessing.get_context("forkserver")
 _CTX.set_forkserver_preload([__name__])
@@ -356,3 +357,74 @@ def read_only_drill(workdir: str | Path) -> FaultResult:
     os.chmod(workdir, 0o777)
     os.chmod(path, 0o444)
     return _run_fault("read_only", path, workdir, [f"before-{i}" for i in range(5)])
+
+
+@dataclass(frozen=True, slots=True)
+class RestartResult:
+    """Outcome of :func:`restart_drill`."""
+
+    batches: int
+    """Batches attempted."""
+    failed: list[int]
+    """Batches whose ``append`` raised (the restart hit them)."""
+    errors: list[str]
+    """The messages those batches raised."""
+    partial: list[int]
+    """Batches stored only in part (must be empty)."""
+    lost: list[int]
+    """Acknowledged batches missing from the store (must be empty)."""
+    gap_free: bool
+    """The session's sequence numbers are exactly 1..n."""
+    served_after: bool
+    """The same store object stored a batch after the restart."""
+
+    @property
+    def ok(self) -> bool:
+        """The restart hit a batch, nothing partial or lost, and the store kept serving."""
+        return bool(self.failed) and not self.partial and not self.lost and self.gap_free and self.served_after
+
+
+def restart_drill(store: Store, restart: Callable[[], None], *, batch_turns: int = 500,
+                  successes_after: int = 2) -> RestartResult:
+    """Append batches in a thread while ``restart()`` restarts the database server.
+
+    Every acknowledged batch must be stored whole; every failed one whole or
+    not at all; and the same ``store`` must store again after the restart.
+    """
+    outcomes: list[tuple[int, str]] = []
+    restarted = threading.Event()
+    stop = threading.Event()
+
+    def ingest() -> None:
+        n, after = 0, 0
+        while not stop.is_set() and after < successes_after:
+            turns = [Turn(role="user", content=f"b{n}-{i} " + "x" * 300, metadata={"batch": n})
+                     for i in range(batch_turns)]
+            try:
+                store.append("restart", [TurnBatch("s", turns, [5] * batch_turns)])
+                outcomes.append((n, "ok"))
+                after += restarted.is_set()
+            except Exception as exc:  # recorded and asserted on by the caller
+                outcomes.append((n, f"{type(exc).__name__}: {exc}"))
+                time.sleep(0.05)
+            n += 1
+
+    t = threading.Thread(target=ingest)
+    t.start()
+    try:
+        while len(outcomes) < 2 and t.is_alive():
+            time.sleep(0.005)
+        restart()
+        restarted.set()
+        t.join(300)
+    finally:
+        stop.set()
+        t.join(30)
+    per_batch: Counter[int] = Counter(st.turn.metadata["batch"] for st in store.iter_turns("restart"))
+    seqs = [st.seq for st in store.turns("restart", "s")]
+    failed = [n for n, o in outcomes if o != "ok"]
+    return RestartResult(
+        len(outcomes), failed, [o for _, o in outcomes if o != "ok"],
+        [n for n in per_batch if per_batch[n] not in (0, batch_turns)],
+        [n for n, o in outcomes if o == "ok" and per_batch[n] != batch_turns],
+        seqs == list(range(1, len(seqs) + 1)), bool(outcomes) and outcomes[-1][1] == "ok")

@@ -1,0 +1,88 @@
+"""Durability drills on real processes: SIGKILL, concurrent writers, disk full, read-only, server restart.
+
+Small counts keep CI short; ``benchmarks/store_bench.py`` runs the full ones
+(200 kills, 4 x 2,000 and 8 x 2,000 turns).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pg import LocalPostgres, fresh_schema, schema_url
+
+from stratamem.store import open_store
+from stratamem.store.postgres import PostgresStore
+from stratamem.testing.drills import (DrillCheck, crash_drill, disk_full_drill, read_only_drill, restart_drill,
+                                      run_writers)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "drill.db")
+    dsn = request.getfixturevalue("pg_dsn")
+    return schema_url(dsn, fresh_schema(dsn, "drill"))
+
+
+def test_sigkill_never_loses_or_duplicates_an_acknowledged_turn(target: str, tmp_path: Path) -> None:
+    result = crash_drill(target, "crash", tmp_path, trials=12, seed=7)
+    assert result.failed_trials == []
+    c = result.check
+    assert (c.lost, c.duplicated, c.gaps) == (0, 0, 0)
+    assert c.integrity == ("ok" if not target.startswith("postgresql") else "n/a")
+    assert c.acknowledged > 12  # every child stored something before it was killed
+    assert c.stored == c.acknowledged + result.unacknowledged_stored
+
+
+def test_concurrent_writers_on_shared_and_own_sessions(target: str, tmp_path: Path) -> None:
+    writers = 4
+    result = run_writers(target, "conc", tmp_path, writers=writers, turns_each=150, max_batch=6)
+    assert result.errors == []  # in particular no "database is locked"
+    assert result.check == DrillCheck(acknowledged=writers * 150, stored=writers * 150, lost=0, duplicated=0,
+                                      gaps=0, integrity=result.check.integrity)
+    assert result.check.integrity in ("ok", "n/a")
+    store = open_store(target)
+    sessions = {s.name for s in store.sessions("conc")}
+    store.close()
+    assert sessions == {"shared0", "own0", "own1", "own2", "own3"}
+
+
+def test_disk_full_mid_batch_stores_nothing_and_the_writer_recovers(tmp_path: Path) -> None:
+    result = disk_full_drill(tmp_path)
+    assert result.error.startswith("BackendError: SQLite error")
+    assert (result.faulted_stored, result.served_during, result.served_after) == (0, True, True)
+    assert result.check == DrillCheck(10, 10, 0, 0, 0, "ok")
+
+
+@pytest.fixture
+def world_dir() -> Iterator[Path]:
+    # The read-only drill may drop to ``nobody``, who cannot enter pytest's 0700 tmp dirs.
+    path = Path(tempfile.mkdtemp(prefix="smro-", dir="/tmp"))
+    path.chmod(0o777)
+    yield path
+    shutil.rmtree(path)
+
+
+def test_read_only_file_refuses_the_batch_and_serves_again_once_writable(world_dir: Path) -> None:
+    result = read_only_drill(world_dir)
+    assert result.error == f"BackendError: SQLite error on {world_dir / 'ro.db'}: attempt to write a readonly database"
+    assert (result.faulted_stored, result.served_during, result.served_after) == (0, True, True)
+    assert result.check == DrillCheck(10, 10, 0, 0, 0, "ok")
+
+
+def test_postgres_restart_mid_batch_is_all_or_nothing_and_the_store_keeps_serving() -> None:
+    server = LocalPostgres()  # its own server: the restart must not disturb other tests
+    store = PostgresStore(server.dsn, busy_timeout_ms=5_000, max_connections=2)
+    try:
+        # -m immediate is a crash: in-flight transactions are lost, recovery replays the WAL.
+        result = restart_drill(store, lambda: server.pg_ctl("restart", "-m", "immediate"))
+        assert result.failed, "the restart interrupted no batch"
+        assert all(e.startswith("BackendError: PostgreSQL error") for e in result.errors)
+        assert (result.partial, result.lost, result.gap_free, result.served_after) == ([], [], True, True)
+    finally:
+        store.close()
+        server.stop()
