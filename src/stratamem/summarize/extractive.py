@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..records import StoredTurn
+from ..records import StoredTurn, TextBlock, ToolResultBlock
 from ..tokens import Tokenizer
 from . import MAX_KEY_FACTS, KeyFact, Sentence, Summary
 from ._text import content_words, fit_text, jaccard, signals, split_sentences, themes
@@ -30,6 +30,11 @@ _QUESTION_FACTOR = 0.5
 _MIN_CONTENT_WORDS = 2
 _REDUNDANCY = 0.6
 _EXECUTIVE_SENTENCES = 3
+# Longer "sentences" are code, logs or tables, not statements worth quoting.
+_MAX_SENTENCE_WORDS = 60
+_MIN_LETTER_SHARE = 0.6
+# At most one key fact per this many candidate sentences (and never more than ten).
+_SENTENCES_PER_FACT = 3
 
 
 @dataclass(slots=True)
@@ -77,14 +82,36 @@ def _select(cands: list[_Candidate], max_tokens: int, tokenizer: Tokenizer) -> l
     return sorted(chosen, key=lambda c: c.position)
 
 
+def _prose(sentence: str) -> bool:
+    """Whether a sentence reads as prose (not code, JSON or a log line) of quotable length."""
+    if len(sentence.split()) > _MAX_SENTENCE_WORDS:
+        return False
+    visible = [ch for ch in sentence if not ch.isspace()]
+    return bool(visible) and sum(ch.isalpha() for ch in visible) / len(visible) >= _MIN_LETTER_SHARE
+
+
+def _turn_prose(turn: StoredTurn) -> str:
+    """The turn's text without tool-call arguments (JSON arguments are not statements)."""
+    if isinstance(turn.turn.content, str):
+        return turn.turn.content
+    parts = []
+    for b in turn.turn.content:
+        if isinstance(b, TextBlock):
+            parts.append(b.text)
+        elif isinstance(b, ToolResultBlock):
+            parts.append(b.text)
+    return "\n".join(parts)
+
+
 def _key_facts(cands: list[_Candidate]) -> tuple[KeyFact, ...]:
-    """Up to ten sentences carrying names, numbers or dates, best first, no near-duplicates."""
+    """The best sentences carrying names, numbers or dates, no near-duplicates, at most ten."""
+    limit = min(MAX_KEY_FACTS, max(1, math.ceil(len(cands) / _SENTENCES_PER_FACT)))
     facts: list[_Candidate] = []
     for c in sorted(cands, key=lambda c: (-c.score, c.position)):
         if c.signal == 0 or any(jaccard(c.words, o.words) > _REDUNDANCY for o in facts):
             continue
         facts.append(c)
-        if len(facts) == MAX_KEY_FACTS:
+        if len(facts) == limit:
             break
     return tuple(KeyFact(c.text, c.turn_id) for c in sorted(facts, key=lambda c: c.position))
 
@@ -105,9 +132,9 @@ class ExtractiveSummarizer:
         out: list[_Candidate] = []
         for t in turns:
             speaker = t.turn.name or t.role
-            for sent in split_sentences(t.text):
+            for sent in split_sentences(_turn_prose(t)):
                 cw = content_words(sent)
-                if len(cw) < _MIN_CONTENT_WORDS:
+                if len(cw) < _MIN_CONTENT_WORDS or not _prose(sent):
                     continue
                 out.append(_Candidate(f"{speaker}: {sent}", sent, t.id, len(out), cw))
         return out

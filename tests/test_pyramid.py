@@ -1,0 +1,292 @@
+"""The pyramid through Memory: sealing, consolidation without gaps or overlaps, tiers,
+summaries with visible failures, expansion, statistics and seed 002's prompt view."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stratamem import Config, Memory
+from stratamem.errors import ConfigError, NotFoundError
+from stratamem.escalation import prompt_view
+from stratamem.llm import OpenAIChat
+from stratamem.summarize.llm import LLMSummarizer
+from stratamem.testing.llm_server import FakeLLMServer
+
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def msgs(n: int, start: int = 0, minutes: float = 1.0, words: int = 12) -> list[dict]:
+    out = []
+    for i in range(start, start + n):
+        body = " ".join(f"w{(i * 7 + k) % 50}" for k in range(words))
+        out.append({"role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"Note {i}: Alice paid {i} euros in Paris. {body}.",
+                    "timestamp": (T0 + timedelta(minutes=minutes * i)).isoformat()})
+    return out
+
+
+def cfg(**pyramid) -> Config:
+    return Config().replace(pyramid=pyramid)
+
+
+def check_tree(mem: Memory) -> None:
+    """Every turn in at most one node per level; each level covers a gap-free prefix."""
+    nodes = mem.pyramid.nodes()
+    store = mem.store.nodes
+    levels = sorted({n.level for n in nodes})
+    for level in levels:
+        at = [n for n in nodes if n.level == level]
+        seen: dict[int, int] = {}
+        for n in at:
+            ids = mem.pyramid.turn_ids(n.id)
+            assert len(ids) == n.turn_count
+            for t in ids:
+                assert t not in seen, f"turn {t} in nodes {seen[t]} and {n.id} at level {level}"
+                seen[t] = n.id
+        assert store.coverage(mem.namespace, level) == seen
+        if level == 1:
+            for session in {n.session for n in at}:
+                covered = sorted(n.seq_range for n in at if n.session == session)
+                # Per session: consecutive runs starting at seq 1, no gap, no overlap.
+                expect = 1
+                for lo, hi in covered:
+                    assert lo == expect
+                    expect = hi + 1
+                assert mem.pyramid._nodes.sealed_seq(mem.namespace, session) == expect - 1
+        else:
+            below = [n for n in nodes if n.level == level - 1]
+            parented = [n for n in below if n.parent_id is not None]
+            # The consolidated children are the oldest nodes of the level below, with no hole.
+            assert [n.id for n in parented] == [n.id for n in below[: len(parented)]]
+            for n in at:
+                kids = mem.pyramid.children(n.id)
+                assert sorted(t for k in kids for t in mem.pyramid.turn_ids(k.id)) == mem.pyramid.turn_ids(n.id)
+                assert n.tokens == sum(k.tokens for k in kids)
+
+
+def test_fixed_segments_and_mini_chunks_follow_the_pyramid_preset():
+    mem = Memory(":memory:", namespace="t", config=cfg(summarizer="heuristic"))
+    for m in msgs(95):
+        mem.add(m)
+    segs = mem.pyramid.nodes(level=1)
+    assert [n.seq_range for n in segs] == [(i * 10 + 1, i * 10 + 10) for i in range(9)]
+    assert [n.reason for n in segs] == ["size"] * 9
+    minis = mem.pyramid.nodes(level=2)
+    # Seed 000 checked mini consolidation only at multiples of 10 turns and so fired every
+    # 50 turns with interval 25; here every 3 micro chunks (>= 25 turns) become one mini.
+    assert [mem.pyramid.turn_ids(n.id)[0] for n in minis] == [1, 31, 61]
+    assert [n.turn_count for n in minis] == [30, 30, 30]
+    assert mem.pyramid.nodes(level=3) == []
+    assert [t.seq for t in mem.pyramid.open_turns("default")] == list(range(91, 96))
+    check_tree(mem)
+
+
+def test_macro_consolidation_covers_at_least_one_hundred_turns():
+    mem = Memory(":memory:", namespace="t", config=cfg(summarizer="heuristic"))
+    mem.add(msgs(130))
+    [macro] = mem.pyramid.nodes(level=3)
+    assert macro.kind == "macro" and macro.turn_count == 120
+    assert [c.kind for c in mem.pyramid.children(macro.id)] == ["mini"] * 4
+    assert macro.summary is not None and macro.summary.executive is not None
+    check_tree(mem)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(st.tuples(st.sampled_from(["add", "add", "add", "seal"]), st.sampled_from(["a", "b", "c"]),
+                              st.integers(1, 9), st.floats(0, 50)), min_size=1, max_size=14),
+       preset=st.sampled_from(["pyramid", "topics", "user_turn"]))
+def test_every_turn_belongs_to_exactly_one_node_per_level(ops, preset):
+    if preset == "user_turn":
+        config = cfg(preset="custom", segmenter="user_turn", mini_chunk_size=4, macro_chunk_size=9,
+                     summarizer="heuristic")
+    elif preset == "topics":
+        config = cfg(preset="topics", summarizer="heuristic", bulk_merge_size=2, topic_summary_tokens=30,
+                     hot_chunks=1).replace(context={"default_budget": 200})
+    else:
+        config = cfg(micro_chunk_size=3, mini_chunk_size=5, macro_chunk_size=11, summarizer="heuristic",
+                     hot_chunks=1)
+    mem = Memory(":memory:", namespace="p", config=config)
+    clock = 0
+    for op, session, n, gap in ops:
+        if op == "seal":
+            try:
+                mem.seal(session)
+            except NotFoundError:
+                assert session not in {s.name for s in mem.store.sessions("p")}
+        else:
+            batch = msgs(n, start=clock, minutes=gap)
+            clock += n
+            mem.add(batch, session=session)
+        check_tree(mem)
+    for s in mem.store.sessions("p"):
+        mem.seal(s.name)
+    check_tree(mem)
+    # After sealing every session, level 1 covers every stored turn.
+    assert len(mem.store.nodes.coverage("p", 1)) == mem.status().turns
+
+
+def test_topics_preset_seals_on_phrases_and_merges_the_three_oldest_topics_into_a_bulk():
+    config = cfg(preset="topics", summarizer="extractive").replace(context={"default_budget": 1000})
+    mem = Memory(":memory:", namespace="t", config=config)
+    for k in range(7):
+        mem.add([{"role": "user", "content": f"{'New topic: ' if k else ''}subject {k} is about the harvest of lot {k} "
+                                             f"in Huila, Colombia, picked on 3 May {2020 + k}."},
+                 {"role": "assistant", "content": f"Noted: lot {k} from Huila, harvested 3 May {2020 + k}."}])
+    topics = mem.pyramid.nodes(level=1)
+    assert [t.reason for t in topics] == ["phrase"] * 6
+    assert [t.kind for t in topics] == ["topic"] * 6
+    # 6 sealed topics x ~24 estimated summary tokens exceed 30% of 1000 tokens? No: 144 < 300,
+    # so nothing is merged until the allocation is exceeded.
+    assert mem.pyramid.nodes(level=2) == []
+    small = Memory(":memory:", namespace="t", config=config.replace(context={"default_budget": 200}))
+    for k in range(7):
+        small.add([{"role": "user", "content": f"{'New topic: ' if k else ''}lot {k} from Huila, May {2020 + k}."},
+                   {"role": "assistant", "content": f"Noted lot {k}."}])
+    bulks = small.pyramid.nodes(level=2)
+    # Allocation 60 tokens, 24 per topic: merge the 3 oldest whenever more than 2 are pending.
+    assert [b.kind for b in bulks] == ["bulk", "bulk"]
+    assert [len(small.pyramid.children(b.id)) for b in bulks] == [3, 3]
+    check_tree(small)
+
+
+def test_a_manual_seal_closes_the_open_turns_and_is_recorded():
+    mem = Memory(":memory:", namespace="t")
+    mem.add(msgs(4))
+    seen = []
+    mem.events.subscribe("segment.sealed", seen.append)
+    node = mem.seal("default")
+    assert node is not None and node.reason == "manual" and node.seq_range == (1, 4)
+    assert mem.seal("default") is None
+    assert [e.data["node_id"] for e in seen] == [node.id]
+    with pytest.raises(NotFoundError):
+        mem.seal("nope")
+
+
+def test_tiers_move_hot_to_warm_to_cold_and_expand_gives_back_the_turns(tmp_path: Path):
+    mem = Memory(tmp_path / "m.db", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=10,
+                                                               macro_chunk_size=30, hot_chunks=2))
+    stored = mem.add(msgs(47))
+    by_tier = {t: [n.id for n in mem.pyramid.nodes(level=1, tier=t)] for t in ("hot", "warm", "cold")}
+    # 9 segments (ids 1-9, then 4 minis, 1 macro); the 6 under the macro chunk (turns 1-30)
+    # are cold, the 2 newest hot, the rest warm.
+    assert by_tier == {"cold": [1, 2, 3, 4, 5, 6], "warm": [7], "hot": [8, 9]}
+    for n in mem.pyramid.nodes(level=1):
+        assert [t.id for t in mem.pyramid.expand(n.id)] == mem.pyramid.turn_ids(n.id)
+        assert mem.pyramid.expand(n.id) == [s for s in stored if s.id in set(mem.pyramid.turn_ids(n.id))]
+        if n.tier != "hot":
+            assert n.summary_status == "ok" and n.summary is not None
+    cold = mem.pyramid.node(1)
+    assert cold.archive_ref is not None and cold.archive_ref.endswith(cold.archive_ref.split("@")[1])
+    macro = mem.pyramid.nodes(level=3)[0]
+    assert [t.seq for t in mem.pyramid.expand(macro.id)] == list(range(1, 31))
+    assert (tmp_path / "m.db.archive" / "t").is_dir()
+
+
+def test_segments_older_than_the_warm_age_go_cold():
+    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, warm_max_age_hours=2, hot_chunks=1))
+    mem.add(msgs(10, minutes=1))
+    mem.add(msgs(10, start=10, minutes=20))  # the last turns are hours later
+    tiers = [n.tier for n in mem.pyramid.nodes(level=1)]
+    assert tiers == ["cold", "cold", "warm", "hot"]
+
+
+def test_defer_summarization_leaves_hot_segments_pending():
+    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=100, hot_chunks=2))
+    mem.add(msgs(15))
+    assert [(n.tier, n.summary_status) for n in mem.pyramid.nodes(level=1)] == [
+        ("warm", "ok"), ("hot", "pending"), ("hot", "pending")]
+    eager = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=100,
+                                                          defer_summarization=False))
+    eager.add(msgs(15))
+    assert [n.summary_status for n in eager.pyramid.nodes(level=1)] == ["ok", "ok", "ok"]
+
+
+def test_a_failing_model_keeps_the_node_with_an_extractive_summary_and_a_visible_failure():
+    with FakeLLMServer(reply="not json") as server:
+        model = OpenAIChat("m", base_url=server.openai_base_url, max_retries=0)
+        mem = Memory(":memory:", namespace="t", config=cfg(summarizer="llm", micro_chunk_size=5,
+                                                            defer_summarization=False),
+                     summarizer=LLMSummarizer(model, Memory(":memory:").tokenizer))
+        failures = []
+        mem.events.subscribe("summarizer.failed", failures.append)
+        stored = mem.add(msgs(5))
+        [node] = mem.pyramid.nodes(level=1)
+        assert node.summary_status == "failed"
+        assert node.summary is not None and node.summary.summarizer == "extractive"
+        assert "not json" not in node.summary.text and "JSON summary" in node.summary_error
+        assert [e.data["node_id"] for e in failures] == [node.id]
+        assert len(mem.turns()) == len(stored) == 5
+        # The model recovers: retrying replaces the fallback.
+        server.reply = lambda _req: json.dumps({"summary": "Alice paid in Paris.", "key_facts": [],
+                                                "themes": ["money", "paris", "alice"]})
+        assert mem.pyramid.retry_failed() == 1
+        fixed = mem.pyramid.node(node.id)
+        assert (fixed.summary_status, fixed.summary.text, fixed.summary_error) == ("ok", "Alice paid in Paris.", None)
+
+
+def test_the_llm_strategy_needs_a_summarizer_instance():
+    mem = Memory(":memory:", namespace="t", config=cfg(summarizer="llm"))
+    with pytest.raises(ConfigError, match="LLMSummarizer"):
+        mem.add(msgs(1))
+    # The turn was stored before the pyramid ran.
+    assert len(mem.turns()) == 1
+
+
+class _Embedder:
+    """A tiny deterministic embedder (anything with embed_batch works)."""
+
+    def embed_batch(self, texts):
+        import numpy as np
+
+        return np.array([[len(t), t.count("a"), 1.0] for t in texts], dtype=np.float32)
+
+
+def test_summaries_are_embedded_when_an_embedder_is_given():
+    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, defer_summarization=False),
+                 embedder=_Embedder())
+    mem.add(msgs(5))
+    [node] = mem.pyramid.nodes(level=1)
+    vec = mem.pyramid.embedding(node.id)
+    assert vec is not None and vec.tolist() == [float(len(node.summary.text)), float(node.summary.text.count("a")), 1.0]
+
+
+def test_tier_statistics_count_every_turn_once(tmp_path: Path):
+    mem = Memory(tmp_path / "m.db", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=10,
+                                                               macro_chunk_size=30))
+    mem.add(msgs(47))
+    stats = {s.tier: s for s in mem.pyramid.stats()}
+    assert {k: (s.nodes, s.turns) for k, s in stats.items()} == {
+        "hot": (2, 10), "warm": (1, 5), "cold": (6, 30), "open": (0, 2)}
+    assert sum(s.tokens for s in stats.values()) == mem.status().tokens
+    assert stats["hot"].compression_ratio == 1.0
+    assert stats["cold"].compression_ratio > 1.5
+    assert stats["cold"].bytes > 0
+    levels = mem.pyramid.level_stats()
+    assert [lv.level for lv in levels] == [1, 2, 3]
+    assert levels[0].compression_ratio > 1.0
+
+
+def test_prompt_view_escalates_in_seed_two_order():
+    config = cfg(preset="topics", max_message_chars=40).replace(context={"default_budget": 200})
+    mem = Memory(":memory:", namespace="t", config=config)
+    for k in range(20):
+        mem.add([{"role": "user", "content": f"{'New topic: ' if k else ''}lot {k} from Huila, May {2020 + k}."},
+                 {"role": "assistant", "content": f"Noted lot {k}."}])
+    long_text = " ".join(f"w{i}" for i in range(150))
+    mem.add({"role": "user", "content": long_text})
+    view = prompt_view(mem.pyramid, "default", 200)
+    assert view.steps[0] == "truncate"
+    long = [i for i in view.current if i.truncated]
+    assert len(long) == 1 and long[0].text == long_text[:40] + " [truncated]"
+    assert sum(i.tokens for i in view.current) <= 100
+    assert sum(i.tokens for i in view.topics) <= 60
+    assert sum(i.tokens for i in view.bulks) <= 40
+    assert "drop_bulk" in view.steps and view.omitted_nodes
+    # Only the view dropped them: every turn is still stored.
+    assert len(mem.turns()) == 41
