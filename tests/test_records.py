@@ -105,6 +105,7 @@ def test_structural_problems_names_an_orphaned_tool_result() -> None:
     ({"role": "user"}, "missing 'content'"),
     ({"role": "user", "content": 42}, "content must be a string or a list"),
     ({"role": "user", "content": [{"type": "video", "url": "x"}]}, "unknown content block type 'video'"),
+    ({"role": "user", "content": [{"type": ["text"], "text": "x"}]}, "unknown content block type ['text']"),
     ({"role": "user", "content": [{"type": "text"}]}, "expected a string, got NoneType"),
     ({"role": "user", "content": "a\x00b"}, "NUL character"),
     ({"role": "user", "content": "a\ud800b"}, "lone surrogate"),

@@ -259,7 +259,7 @@ def block_from_dict(d: Any, path: str = "block") -> Block:
     if not isinstance(d, Mapping):
         raise InvalidTurnError(f"a content block must be an object, got {type(d).__name__}", path=path)
     kind = d.get("type")
-    if kind not in _BLOCK_KEYS:
+    if not isinstance(kind, str) or kind not in _BLOCK_KEYS:
         raise InvalidTurnError(
             f"unknown content block type {kind!r} (expected one of {sorted(_BLOCK_KEYS)})", path=path
         )
