@@ -8,6 +8,15 @@ Kinds in use (each component documents its data): ``turns.added``,
 ``segment.sealed``, ``node.consolidated``, ``tier.changed``,
 ``summarizer.failed``, ``compaction.before``, ``compaction.after``,
 ``compaction.failed``, ``items.spilled``, ``items.promoted``.
+
+``compaction.*`` (emitted by :class:`stratamem.agentloop.Compactor`): ``before``
+carries ``session``, ``provider``, ``compaction_number``, ``message_indices``,
+``turn_ids``, ``messages``, ``tokens_before``, ``tokens_compacted``,
+``threshold``, ``split_turn``; a handler may return message indices to pin
+(their turns stay verbatim) or raise ``CompactionCancelled``. ``after`` carries
+``status``, ``messages_removed``, ``turn_ids``, ``tokens_before``/``tokens_after``,
+``summary_calls``, ``summary_input_tokens``/``summary_output_tokens``, ``pinned``;
+``failed`` the same plus ``error`` (the exception type). See docs/agentloop.md.
 """
 
 from __future__ import annotations
