@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from stratamem import Memory
+
+if TYPE_CHECKING:
+    from stratamem.embed import LocalMiniLM
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 LOCOMO = SHARED / "data" / "locomo" / "locomo10.json"
@@ -40,3 +44,11 @@ def pg_dsn() -> Iterator[str]:
     server = LocalPostgres()
     yield server.dsn
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def minilm() -> LocalMiniLM:
+    """The real local all-MiniLM-L6-v2 embedder, loaded once per test run (read-only: share it)."""
+    from stratamem.embed import LocalMiniLM
+
+    return LocalMiniLM().load()
