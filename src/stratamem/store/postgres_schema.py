@@ -121,9 +121,10 @@ def apply(conn: psycopg.Connection, migrations: Sequence[PgMigration] = MIGRATIO
         try:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-                conn.execute(f"CREATE TABLE IF NOT EXISTS {_TABLE} "
-                             "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())")
                 names = applied(conn)
+                if not names:  # only then: creating needs CREATE on the schema
+                    conn.execute(f"CREATE TABLE IF NOT EXISTS {_TABLE} "
+                                 "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())")
                 unknown = [n for n in names if n not in known]
                 if unknown:
                     raise MigrationError(

@@ -114,7 +114,7 @@ def writer(target: str, namespace: str, worker: str, ack_path: str, *, turns: in
     fd = os.open(ack_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         store = open_store(target)
-        started = time.perf_counter()
+        started = time.time()
         done = 0
         while turns is None or done < turns:
             n = rng.randint(1, max_batch) if turns is None else min(rng.randint(1, max_batch), turns - done)
@@ -128,8 +128,7 @@ def writer(target: str, namespace: str, worker: str, ack_path: str, *, turns: in
             # Acknowledge only after append returned: the store has promised these.
             os.write(fd, "".join(f"{t.metadata['drill']}\n" for t in new).encode())
             done += n
-        elapsed = time.perf_counter() - started
-        os.write(fd, f"!!done {done} {elapsed:.6f}\n".encode())
+        os.write(fd, f"!!done {done} {started:.6f} {time.time():.6f}\n".encode())
         store.close()
     except BaseException as exc:  # the parent reads and asserts on this line
         os.write(fd, f"!{type(exc).__name__}: {exc}\n".encode())
@@ -148,7 +147,8 @@ class WriterResult:
     errors: list[str]
     """Error lines writers recorded (empty when all succeeded)."""
     seconds: float
-    """Wall time from the first writer start to the last writer done."""
+    """Wall time from the first writer's first append to the last writer's last one
+    (process start-up and store opening excluded)."""
     turns_per_second: float
     """Acknowledged turns divided by ``seconds``."""
 
@@ -177,9 +177,10 @@ def run_writers(target: str, namespace: str, workdir: str | Path, *, writers: in
         if p.is_alive():
             p.kill()
             p.join()
-    seconds = time.perf_counter() - start
     acked = [k for _, ack in procs for k in read_acks(ack)]
     errors = [e for _, ack in procs for e in read_errors(ack) if not e.startswith("!done")]
+    spans = [tuple(map(float, e.split()[2:4])) for _, ack in procs for e in read_errors(ack) if e.startswith("!done")]
+    seconds = (max(b for _, b in spans) - min(a for a, _ in spans)) if spans else time.perf_counter() - start
     store = open_store(target)
     try:
         result = check(store, namespace, acked)
