@@ -68,10 +68,16 @@ class Summary:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (inverse of :meth:`from_dict`)."""
+        out: dict[str, Any] = {}
+        index = {(x.text, x.turn_id): i for i, x in enumerate(self.sentences)}
+        # A sentence-based summary's text is its sentences joined: store it once.
+        if not self.sentences or self.text != " ".join(s.text for s in self.sentences):
+            out["text"] = self.text
         return {
-            "text": self.text,
+            **out,
             "sentences": [[s.text, s.turn_id] for s in self.sentences],
-            "key_facts": [[f.text, f.turn_id] for f in self.key_facts],
+            # A key fact that repeats a summary sentence is stored as that sentence's index.
+            "key_facts": [index.get((f.text, f.turn_id), [f.text, f.turn_id]) for f in self.key_facts],
             "themes": list(self.themes),
             "executive": self.executive,
             "summarizer": self.summarizer,
@@ -80,10 +86,12 @@ class Summary:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Summary:
         """Build from :meth:`to_dict` output."""
+        sentences = tuple(Sentence(t, i) for t, i in d.get("sentences", ()))
         return cls(
-            text=d["text"],
-            sentences=tuple(Sentence(t, i) for t, i in d.get("sentences", ())),
-            key_facts=tuple(KeyFact(t, i) for t, i in d.get("key_facts", ())),
+            text=d["text"] if "text" in d else " ".join(s.text for s in sentences),
+            sentences=sentences,
+            key_facts=tuple(KeyFact(sentences[f].text, sentences[f].turn_id) if isinstance(f, int) else KeyFact(*f)
+                            for f in d.get("key_facts", ())),
             themes=tuple(d.get("themes", ())),
             executive=d.get("executive"),
             summarizer=d.get("summarizer", ""),
