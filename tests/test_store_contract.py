@@ -389,3 +389,29 @@ def test_a_copy_that_does_not_verify_is_rolled_back(tmp_path: Path, pg_dsn: str)
     assert (pg.namespaces(), pg.sessions("ns")) == ([], [])
     lite.close()
     pg.close()
+
+
+def test_no_driver_exception_escapes_any_method(store: Store) -> None:
+    """httpx-style: every backend error surfaces as BackendError with the driver error as cause."""
+    import sqlite3
+
+    store.append("ns", [batch("s", "x")])
+    # Tables vanish behind the store's back: every statement now fails in the driver.
+    raw_execute(store, "DROP TABLE turns")
+    raw_execute(store, "DROP TABLE sessions")
+    raw_execute(store, "DROP TABLE namespaces")
+    calls = {
+        "append": lambda: store.append("ns", [batch("s", "y")]),
+        "ensure_session": lambda: store.ensure_session("ns", "t"),
+        "session": lambda: store.session("ns", "s"),
+        "sessions": lambda: store.sessions("ns"),
+        "namespaces": lambda: store.namespaces(),
+        "has_namespace": lambda: store.has_namespace("ns"),
+        "turns": lambda: store.turns("ns"),
+        "iter_turns": lambda: list(store.iter_turns("ns")),
+        "stats": lambda: store.stats("ns"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(BackendError) as info:
+            call()
+        assert isinstance(info.value.__cause__, (sqlite3.Error, psycopg.Error)), name
