@@ -11,10 +11,9 @@ Age is measured against the namespace's newest turn, not the wall clock, so
 an imported or replayed history is tiered exactly as it was lived. Moves go
 one way (hot → warm → cold); promotion back on access is the recall layer's call.
 
-The warm encoding is chosen by ``warm_format``. Until the CTF codec
-(:mod:`stratamem.formats.ctf`) is available, ``ctf`` requests are stored as
-compact canonical JSON and the node records ``json`` as its format, so what
-is stored is always what is said.
+The warm encoding is chosen by ``warm_format``: ``ctf`` uses the lossless
+CTF v1 codec (:mod:`stratamem.formats.ctf`), ``json`` compact canonical JSON.
+The node records the format used, so what is stored is always what is said.
 """
 
 from __future__ import annotations
