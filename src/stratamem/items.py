@@ -385,7 +385,7 @@ class Items:
     def _candidates(self, query: str, terms: list[str], qvec: np.ndarray | None, want: int,
                     eligible: Callable[[MemoryItem], bool]) -> list[MemoryItem]:
         """Union of lexical and semantic top lists, widened until ``want`` eligible items or exhaustion."""
-        fetch = max(50, want * 10)
+        fetch = max(30, want * 5)
         match = fts_query(query) if terms else ""
         while True:
             lex = self._db.lexical(self.namespace, match, limit=fetch) if match else []

@@ -109,7 +109,9 @@ class SQLiteItemStore:
         older: dict[int, list[int]] = {}
         for chunk in _chunks(ids, 900):
             for old_id, newer in self._rows(
-                    f"SELECT id, superseded_by FROM memory_items WHERE namespace_id = ? AND superseded_by IN "
+                    # "+namespace_id" keeps the planner on the superseded_by index; on the
+                    # namespace index this lookup scanned the whole namespace.
+                    f"SELECT id, superseded_by FROM memory_items WHERE +namespace_id = ? AND superseded_by IN "
                     f"({','.join('?' * len(chunk))}) ORDER BY id", [ns_id, *chunk]):
                 older.setdefault(int(newer), []).append(int(old_id))
         return [self._to_item(namespace, r, tuple(older.get(int(r[0]), ()))) for r in rows]
