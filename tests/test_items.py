@@ -3,7 +3,6 @@ metrics, namespace isolation, the CLI."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from stratamem.cli import main as cli
 from stratamem.errors import ModelError
 from stratamem.items import Items
 from stratamem.metrics import to_prometheus
+from stratamem.testing.hash_embedder import HashEmbedder
 from stratamem.tokens import get_tokenizer
 
 
@@ -35,27 +35,6 @@ class Clock:
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
-
-
-class BagOfWords:
-    """A tiny deterministic embedder: hashed word counts, L2-normalized (a real ``embed_batch``)."""
-
-    name = "bag-of-words-64"
-
-    def __init__(self, fail: bool = False) -> None:
-        self.fail = fail
-        self.calls = 0
-
-    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        self.calls += 1
-        if self.fail:
-            raise RuntimeError("model unavailable")
-        out = np.zeros((len(texts), 64), dtype=np.float32)
-        for row, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                out[row, int(hashlib.md5(word.encode()).hexdigest(), 16) % 64] += 1.0
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return np.divide(out, norms, out=np.zeros_like(out), where=norms > 0)
 
 
 def make(tmp_path: Path | None = None, namespace: str = "t", embedder: object | None = None,
@@ -250,7 +229,7 @@ def test_extracted_items_carry_provenance_and_can_be_confirmed_or_rejected() -> 
 
 
 def test_hybrid_recall_uses_vectors_and_words() -> None:
-    emb = BagOfWords()
+    emb = HashEmbedder(64)
     mem, items = make(embedder=emb)
     a = items.add("budget approved fifty thousand dollars", "fact")
     items.add("the team meets every tuesday", "fact")
@@ -258,14 +237,33 @@ def test_hybrid_recall_uses_vectors_and_words() -> None:
     r = items.recall("approved budget", auto_promote=False)
     assert r.mode == "hybrid"
     assert [i.id for i in r.items] == [a.id]
+    vecs = emb.embed_batch(["budget approved fifty thousand dollars", "approved budget"])
     assert r.lexical[a.id] == 1.0
-    assert r.semantic[a.id] == pytest.approx(2 / (np.sqrt(2) * np.sqrt(5)), abs=1e-6)
-    assert r.scores[a.id] == pytest.approx(0.6 * r.semantic[a.id] + 0.4, abs=1e-6)
+    assert r.semantic[a.id] == pytest.approx(float(vecs[0] @ vecs[1]), abs=1e-5)
+    assert r.scores[a.id] == pytest.approx(0.6 * r.semantic[a.id] + 0.4, abs=1e-5)
+    mem.close()
+
+
+def test_recall_from_cold_with_the_real_local_model_finds_a_paraphrase(tmp_path: Path, minilm: object) -> None:
+    mem = Memory(tmp_path / "m.db", namespace="t", embedder=minilm)
+    items = mem.items
+    budget = items.add("The budget is $50K", "fact")
+    items.add("We meet on Tuesdays at ten", "fact")
+    items.add("Caroline adopted a dog named Max", "entity")
+    items.spill(count=3)
+    # No word of the question occurs in the fact: only the vectors can connect them.
+    r = items.recall("How much money do we have to spend on the project?", auto_promote=False)
+    assert r.mode == "hybrid"
+    # The other two facts score under recall_min_score; the budget alone comes back, by its vector.
+    assert [i.id for i in r.items] == [budget.id] and r.lexical[budget.id] == 0.0
+    assert r.scores[budget.id] == pytest.approx(0.6 * r.semantic[budget.id]) and r.semantic[budget.id] >= 0.5
+    lexical_only = Items(mem.store, "t", tokenizer=mem.tokenizer)
+    assert lexical_only.recall("How much money do we have to spend on the project?").items == ()
     mem.close()
 
 
 def test_a_failing_embedder_never_loses_the_item_and_says_so() -> None:
-    emb = BagOfWords(fail=True)
+    emb = HashEmbedder(64, fail_with=RuntimeError("model unavailable"))
     mem, items = make(embedder=emb)
     item = items.add("budget is fifty thousand", "fact")
     assert item.embedded is False
@@ -273,7 +271,7 @@ def test_a_failing_embedder_never_loses_the_item_and_says_so() -> None:
     assert items.status().flags["unembedded"] == 1
     with pytest.raises(ModelError, match="model unavailable"):
         items.recall("budget")
-    emb.fail = False
+    emb.fail_with = None
     assert items.embed_missing() == 1
     items.spill()
     assert [i.id for i in items.recall("budget", auto_promote=False).items] == [item.id]
