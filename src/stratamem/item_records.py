@@ -170,14 +170,17 @@ class RecallResult:
     mode: str
     """``hybrid`` (semantic + lexical) or ``lexical`` (no embedder configured)."""
     latency_ms: float
-    """Wall time of the recall."""
+    """Wall time of the recall, including ``embed_ms``."""
+    embed_ms: float = 0.0
+    """Time spent embedding the query (0 in lexical mode)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         return {"query": self.query, "mode": self.mode,
                 "items": [{**i.to_dict(), "score": round(self.scores[i.id], 4)} for i in self.items],
                 "promoted": list(self.promoted), "refused": [r.to_dict() for r in self.refused],
-                "spilled": list(self.spilled), "latency_ms": round(self.latency_ms, 3)}
+                "spilled": list(self.spilled), "latency_ms": round(self.latency_ms, 3),
+                "embed_ms": round(self.embed_ms, 3)}
 
 
 @dataclass(frozen=True, slots=True)

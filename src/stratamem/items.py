@@ -425,7 +425,9 @@ class Items:
         when = parse_timestamp(as_of, "as_of") if as_of is not None else None
         promote = self.config.auto_promote if auto_promote is None else auto_promote
         terms = content_terms(query)
+        embed_started = time.perf_counter()
         qvec = embed_texts(self.embedder, [query])[0] if self.embedder is not None else None
+        embed_ms = (time.perf_counter() - embed_started) * 1000 if qvec is not None else 0.0
 
         def eligible(it: MemoryItem) -> bool:
             if it.tier == "hot" or it.review == "rejected":
@@ -480,7 +482,7 @@ class Items:
             query=query, items=tuple(after[i] for i in keep), scores={i: score[i] for i in keep},
             semantic={i: sem[i] for i in keep if i in sem}, lexical={i: lex[i] for i in keep},
             promoted=tuple(promoted), refused=tuple(refused), spilled=tuple(spilled),
-            mode="hybrid" if qvec is not None else "lexical", latency_ms=latency)
+            mode="hybrid" if qvec is not None else "lexical", latency_ms=latency, embed_ms=embed_ms)
 
     def embed_missing(self, batch_size: int = 64) -> int:
         """Embed items stored without a vector (e.g. after an embedder failure); returns how many.
