@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> None:
         systems += [Hybrid(embedder), MemoryContext(embedder)]
         results = run(systems, convs, store)
         store.close()
+        if embedder is not None:
+            embedder.save()
     samples = [c.sample for c in convs]
     tuned = {s for i, s in enumerate(samples) if (args.samples or range(10))[i] in TUNE}
     print(f"LoCoMo: {len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, "

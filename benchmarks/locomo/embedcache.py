@@ -50,7 +50,7 @@ class CachedEmbedder:
 def cached_embedder() -> CachedEmbedder | None:
     """The library's local MiniLM behind the cache, or ``None`` while it is not available."""
     try:
-        from stratamem.embed import LocalMiniLM  # type: ignore[attr-defined]
+        from stratamem.embed import LocalMiniLM
     except ImportError:
         return None
     return CachedEmbedder(LocalMiniLM())

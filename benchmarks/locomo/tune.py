@@ -68,10 +68,10 @@ def main() -> None:
         emb.save()
     base = {f: getattr(Weights(), f) for f in SIGNALS}
     print("default", base, evaluate(data, base))
-    grid = {"lexical_window": [0.4, 0.8], "lexical_session": [0.8, 1.2, 1.6],
-            "lexical_prev": [0.3, 0.5], "lexical_next": [0.1], "speaker": [0.3, 0.5, 0.8]}
+    grid = {"lexical_session": [0.5, 0.8], "speaker": [0.3, 0.5]}
     if emb is not None:
-        grid.update({"vector": [0.5, 1.0], "vector_window": [0, 0.5, 1.0], "vector_session": [0, 0.3]})
+        grid.update({"vector": [0.5, 1.0, 1.5], "vector_window": [0, 0.5, 1.0], "vector_session": [0, 0.3],
+                     "vector_prev": [0, 0.3]})
     rows = []
     for combo in itertools.product(*grid.values()):
         w = {**base, **dict(zip(grid, combo, strict=True))}
