@@ -1069,9 +1069,11 @@ CHECKOUT_PY = '''
 from __future__ import annotations
 
 import sqlite3
+import sys
+import threading
 
 from . import db, repo
-from .errors import OrderError, PaymentFailed
+from .errors import PaymentFailed
 from .payments import PaymentsClient
 from .retry import RetryableError, RetryPolicy, call_with_retry
 
@@ -1080,10 +1082,16 @@ def _retry_checkout(fn):
     # Dana, 4 Mar late: the sandbox dropped a checkout during my manual test;
     # retry the whole thing so a flaky network does not fail the customer.
     def wrapper(*args, **kwargs):
+        attempt = 0
+
         def once():
+            nonlocal attempt
+            attempt += 1
             try:
                 return fn(*args, **kwargs)
             except Exception as exc:
+                print(f"{threading.current_thread().name}: checkout attempt {attempt}/3 failed: "
+                      f"{type(exc).__name__}: {exc}", file=sys.stderr)
                 raise RetryableError(str(exc)) from exc
         return call_with_retry(once, RetryPolicy())
     return wrapper
@@ -1121,50 +1129,47 @@ tests/test_checkout.py::test_drop_never_oversells_or_double_charges FAILED [100%
 _________________ test_drop_never_oversells_or_double_charges __________________
 
 tmp_path = PosixPath('/tmp/pytest-of-dana/pytest-41/test_drop_never_oversells_or_d0')
-paystream = ('http://127.0.0.1:39211', <Script always=201>, <Seen 7 requests>)
+paystream = ('http://127.0.0.1:39211', <Script always=201>, <Seen 5 requests>)
 
     def test_drop_never_oversells_or_double_charges(tmp_path, paystream):
         url, script, seen = paystream
         path = str(tmp_path / "orders.db")
         setup_shop(path, sku="KEN-NYERI-250", stock=5, customers=20)
         results = run_buyers(path, url, buyers=20, qty=1)
-        sold = [r for r in results if r.startswith("ord_")]
-        stock = db.connect(path).execute("SELECT stock FROM products").fetchone()[0]
-        assert len(sold) == 5 - stock
->       assert len({k for k, _ in seen}) == len(seen), "a cart was charged twice"
-E       AssertionError: a cart was charged twice
-E       assert 6 == 7
-E        +  where 6 = len({'charge-ord_2xq7bdm4kz6p', 'charge-ord_5tjw3r2nq8ha', 'charge-ord_6yv4me2kpl3c', 'charge-ord_9cw2hs7dn4fe', 'charge-ord_b7kd2zp6xqa4', 'charge-ord_m3n8rt5vwc2y'})
-E        +  and   7 = len([('charge-ord_2xq7bdm4kz6p', {...}), ('charge-ord_5tjw3r2nq8ha', {...}), ('charge-ord_6yv4me2kpl3c', {...}), ('charge-ord_9cw2hs7dn4fe', {...}), ('charge-ord_b7kd2zp6xqa4', {...}), ('charge-ord_m3n8rt5vwc2y', {...}), ('charge-ord_9cw2hs7dn4fe', {...})])
+        charges = Counter(body["payment_method"] for _, body in seen)
+>       assert max(charges.values()) == 1, "a buyer was charged twice"
+E       AssertionError: a buyer was charged twice
+E       assert 2 == 1
+E        +  where 2 = max(dict_values([1, 1, 2, 1]))
+E        +    where dict_values([1, 1, 2, 1]) = Counter({'pm_buyer_01': 2, 'pm_buyer_03': 1, 'pm_buyer_11': 1, 'pm_buyer_14': 1}).values()
 
-tests/test_checkout.py:71: AssertionError
+tests/test_checkout.py:44: AssertionError
 ----------------------------- Captured stderr call -----------------------------
 buyer 03: ord_2xq7bdm4kz6p paid
-buyer 07: ERROR sqlite3.OperationalError: database is locked (attempt 1/3, retrying in 0.137s)
+buyer 07: checkout attempt 1/3 failed: OperationalError: database is locked
 buyer 11: ord_5tjw3r2nq8ha paid
-buyer 01: ERROR sqlite3.OperationalError: database is locked (attempt 1/3, retrying in 0.052s)
-buyer 14: ERROR sqlite3.OperationalError: database is locked (attempt 1/3, retrying in 0.181s)
-buyer 07: ERROR sqlite3.OperationalError: database is locked (attempt 2/3, retrying in 0.311s)
-buyer 02: ord_6yv4me2kpl3c paid
-buyer 01: ord_9cw2hs7dn4fe paid
-buyer 19: ERROR OutOfStock: KEN-NYERI-250: wanted 1, 0 available (attempt 1/3, retrying in 0.009s)
-buyer 05: ERROR sqlite3.OperationalError: database is locked (attempt 1/3, retrying in 0.164s)
+buyer 01: checkout attempt 1/3 failed: OperationalError: database is locked
+buyer 14: checkout attempt 1/3 failed: OperationalError: database is locked
+buyer 07: checkout attempt 2/3 failed: OperationalError: database is locked
+buyer 02: checkout attempt 1/3 failed: OperationalError: database is locked
+buyer 01: checkout attempt 2/3 failed: OperationalError: database is locked
+buyer 19: checkout attempt 1/3 failed: OutOfStock: KEN-NYERI-250: wanted 1, 0 available
+buyer 05: checkout attempt 1/3 failed: OperationalError: database is locked
 buyer 14: ord_b7kd2zp6xqa4 paid
-buyer 09: ERROR sqlite3.OperationalError: database is locked (attempt 1/3, retrying in 0.071s)
-buyer 07: ERROR sqlite3.OperationalError: database is locked (attempt 3/3, giving up)
-buyer 05: ord_m3n8rt5vwc2y paid
-buyer 19: ERROR OutOfStock: KEN-NYERI-250: wanted 1, 0 available (attempt 2/3, retrying in 0.274s)
-buyer 12: ERROR OutOfStock: KEN-NYERI-250: wanted 1, 0 available (attempt 1/3, retrying in 0.118s)
-buyer 01: ERROR sqlite3.OperationalError: cannot commit transaction - SQL statements in progress (attempt 2/3, retrying in 0.233s)
-buyer 01: ord_9cw2hs7dn4fe paid
-buyer 09: ERROR OutOfStock: KEN-NYERI-250: wanted 1, 0 available (attempt 2/3, retrying in 0.390s)
-buyer 12: ERROR OutOfStock: KEN-NYERI-250: wanted 1, 0 available (attempt 2/3, retrying in 0.062s)
-buyer 19: ERROR OutOfStock: KEN-NYERI-250: wanted 1, 0 available (attempt 3/3, giving up)
-buyer 09: ERROR OutOfStock: KEN-NYERI-250: wanted 1, 0 available (attempt 3/3, giving up)
-buyer 12: ERROR OutOfStock: KEN-NYERI-250: wanted 1, 0 available (attempt 3/3, giving up)
-[... 14 similar lines for buyers 04, 06, 08, 10, 13, 15-18, 20 ...]
+buyer 09: checkout attempt 1/3 failed: OperationalError: database is locked
+buyer 07: checkout attempt 3/3 failed: OperationalError: database is locked
+buyer 07: error: RetryableError
+buyer 01: ord_h4kq8w2mz7rb paid
+buyer 02: checkout attempt 2/3 failed: OutOfStock: KEN-NYERI-250: wanted 1, 0 available
+buyer 19: checkout attempt 2/3 failed: OutOfStock: KEN-NYERI-250: wanted 1, 0 available
+buyer 05: checkout attempt 2/3 failed: OutOfStock: KEN-NYERI-250: wanted 1, 0 available
+buyer 12: checkout attempt 1/3 failed: OutOfStock: KEN-NYERI-250: wanted 1, 0 available
+buyer 09: checkout attempt 2/3 failed: OutOfStock: KEN-NYERI-250: wanted 1, 0 available
+buyer 19: checkout attempt 3/3 failed: OutOfStock: KEN-NYERI-250: wanted 1, 0 available
+buyer 19: error: RetryableError
+[... 31 similar lines for buyers 02, 04-06, 08-10, 12, 13, 15-18, 20 ...]
 =========================== short test summary info ============================
-FAILED tests/test_checkout.py::test_drop_never_oversells_or_double_charges - AssertionError: a cart was charged twice
+FAILED tests/test_checkout.py::test_drop_never_oversells_or_double_charges - AssertionError: a buyer was charged twice
 ============================== 1 failed in 3.87s ===============================
 '''
 
@@ -1217,11 +1222,13 @@ function, but let me write the test first and let it tell us.
 
 The test: a shop with 5 bags of KEN-NYERI-250 and 20 buyers, each in its own thread with its
 own connection to the same file, all starting at once behind a `threading.Barrier`. It checks:
-(1) sold + remaining stock == 5, (2) no Idempotency-Key is seen by Paystream for two different
-orders of the same buyer, (3) every Paystream key belongs to exactly one charge request.
+(1) sold + remaining stock == 5, (2) every buyer pays with their own payment method, and Paystream must
+never see one buyer's payment method charged twice.
 """)
     s.call(write("tests/test_checkout.py", '''
+import sys
 import threading
+from collections import Counter
 
 from orders import checkout, db
 from orders.payments import PaymentsClient
@@ -1239,11 +1246,13 @@ def run_buyers(path, url, buyers, qty):
         client = PaymentsClient(url, "test-token", RetryPolicy(base_delay=0))
         barrier.wait()
         try:
-            results[i] = checkout.checkout(conn, client, i + 1, [(1, qty, 1650)], "pm_card")
+            results[i] = checkout.checkout(conn, client, i + 1, [(1, qty, 1650)], f"pm_buyer_{i + 1:02d}")
+            print(f"buyer {i + 1:02d}: {results[i]} paid", file=sys.stderr)
         except Exception as exc:
             results[i] = f"error: {type(exc).__name__}"
+            print(f"buyer {i + 1:02d}: {results[i]}", file=sys.stderr)
 
-    threads = [threading.Thread(target=buy, args=(i,)) for i in range(buyers)]
+    threads = [threading.Thread(target=buy, args=(i,), name=f"buyer {i + 1:02d}") for i in range(buyers)]
     for t in threads:
         t.start()
     for t in threads:
@@ -1256,10 +1265,11 @@ def test_drop_never_oversells_or_double_charges(tmp_path, paystream):
     path = str(tmp_path / "orders.db")
     setup_shop(path, sku="KEN-NYERI-250", stock=5, customers=20)
     results = run_buyers(path, url, buyers=20, qty=1)
+    charges = Counter(body["payment_method"] for _, body in seen)
+    assert max(charges.values()) == 1, "a buyer was charged twice"
     sold = [r for r in results if r.startswith("ord_")]
     stock = db.connect(path).execute("SELECT stock FROM products").fetchone()[0]
     assert len(sold) == 5 - stock
-    assert len({k for k, _ in seen}) == len(seen), "a cart was charged twice"
 '''))
     s.tool("run", {"command": "pytest tests/test_checkout.py -q"}, """
 .                                                                        [100%]
@@ -1277,25 +1287,24 @@ run 28 FAILED
     s.bot("5 failures out of 30, so about 1 in 6. Here's the log of one:")
     s.tool("run", {"command": "pytest tests/test_checkout.py -vv -p no:cacheprovider  # rerun until it fails, run 11 shown"}, CONCURRENCY_LOG, secs=5)
     s.user("""
-ugh. 'a cart was charged twice'. ord_9cw2hs7dn4fe paid twice?? How does one order get two
-charges if the key is the order id?
+ugh. 'a buyer was charged twice'. Buyer 01 paid twice?? I thought the idempotency key made
+that impossible.
 """)
     s.bot("""
 Follow buyer 01 in the captured stderr:
-1. Attempt 1 fails with `database is locked`, before any order exists.
-2. Attempt 2 creates `ord_9cw2hs7dn4fe`, reserves the stock and **charges it**: Paystream
-   request with key `charge-ord_9cw2hs7dn4fe`.
-3. Then the final `COMMIT` fails with `cannot commit transaction - SQL statements in
-   progress`. Your `_retry_checkout` wraps **every** exception (`except Exception`) as
-   retryable, so it runs the whole checkout again.
-4. Attempt 3 finds the order row from attempt 2 already committed and charges it again:
-   the 7th request in `seen` is the same key.
+1. Attempt 1 fails with `database is locked` while reserving stock. That transaction rolls
+   back, so nothing has happened yet.
+2. Attempt 2 creates `ord_9cw2hs7dn4fe`, reserves a bag, commits, and **charges it** (key
+   `charge-ord_9cw2hs7dn4fe`). Then the last transaction, confirm + `mark_paid`, hits
+   `database is locked`. Your `_retry_checkout` treats **every** exception
+   (`except Exception`) as retryable, so it runs the whole checkout again.
+3. Attempt 3 creates a **second order**, `ord_h4kq8w2mz7rb`, reserves a second bag and charges
+   again with key `charge-ord_h4kq8w2mz7rb`.
 
-Paystream would dedupe that key within 24 h, so in live the customer would probably not be
-billed twice. But the test shows the structure is wrong: a retry layer that re-runs
-non-idempotent work (creating orders, reserving stock) could just as well have created a
-second order with a new key, and that one would be charged. Depending on timing, that's
-a real double charge.
+The idempotency key only protects repeats of one charge call. A retry that re-creates the
+order brings a new order id and therefore a new key, so Paystream sees two different
+payments: a real double charge. On top of that, `ord_9cw2hs7dn4fe` stays `pending` and
+holds a bag until its reservation expires.
 
 There's also a second, separate problem: **why is the database locked at all?** Two things
 in my code from Monday:
@@ -1311,9 +1320,8 @@ I flagged the read-then-write in `reserve_stock` on Monday and then didn't fix i
     s.tools(run("sqlite3 /tmp/pytest-of-dana/pytest-41/test_drop_never_oversells_or_d0/orders.db 'PRAGMA journal_mode; PRAGMA busy_timeout; SELECT status, count(*) FROM orders GROUP BY status;'", """
 wal
 0
-failed|1
-paid|5
-pending|0
+paid|4
+pending|1
 """), search("call_with_retry|_retry_checkout", "orders/", """
 orders/checkout.py:9:from .retry import RetryableError, RetryPolicy, call_with_retry
 orders/checkout.py:13:def _retry_checkout(fn):
@@ -1323,9 +1331,10 @@ orders/payments.py:6:from .retry import RetryableError, RetryPolicy, call_with_r
 orders/payments.py:42:        return call_with_retry(once, self.policy)
 """), say="Confirming with the database the failed run left behind, and checking where retries are applied:")
     s.bot("""
-The database confirms it: `busy_timeout` is 0, and there are 5 paid orders for 5 bags (so no
-oversell, the CHECK constraint held), plus one `failed`. Retries are applied in two places:
-the payments client (correct) and around the whole checkout (the source of the repeated charge).
+The database confirms it: `busy_timeout` is 0; 4 paid orders plus buyer 01's charged but
+`pending` order hold the 5 bags (no oversell, the CHECK constraint held). Retries are applied
+in two places: the payments client (correct) and around the whole checkout (the source of the
+second charge).
 
 Proposed fix, three parts:
 1. `db.connect`: `PRAGMA busy_timeout = 5000`, so writers wait up to 5 s for the lock.
@@ -1353,21 +1362,11 @@ single idempotent call" somewhere people will read it.
             edit("orders/repo.py", REPO_RESERVE_OLD, REPO_RESERVE_FIXED),
             edit("orders/checkout.py", "@_retry_checkout\ndef checkout(", "def checkout("),
             say="Applying the three fixes.")
-    s.tools(edit("orders/checkout.py", '''def _retry_checkout(fn):
-    # Dana, 4 Mar late: the sandbox dropped a checkout during my manual test;
-    # retry the whole thing so a flaky network does not fail the customer.
-    def wrapper(*args, **kwargs):
-        def once():
-            try:
-                return fn(*args, **kwargs)
-            except Exception as exc:
-                raise RetryableError(str(exc)) from exc
-        return call_with_retry(once, RetryPolicy())
-    return wrapper
-
-
-''', ""), edit("orders/checkout.py", "from .retry import RetryableError, RetryPolicy, call_with_retry",
-               "from .retry import RetryableError"))
+    s.tools(edit("orders/checkout.py", CHECKOUT_PY[CHECKOUT_PY.index("def _retry_checkout"):
+                                                   CHECKOUT_PY.index("@_retry_checkout")], ""),
+            edit("orders/checkout.py", "import sys\nimport threading\n", ""),
+            edit("orders/checkout.py", "from .retry import RetryableError, RetryPolicy, call_with_retry",
+                 "from .retry import RetryableError"))
     s.tool("run", {"command": "for i in $(seq 100); do pytest tests/test_checkout.py -q -p no:cacheprovider > /tmp/run_$i.log 2>&1 || echo \"run $i FAILED\"; done; echo \"$(grep -l '1 passed' /tmp/run_*.log | wc -l)/100 passed\"; pytest -q"}, """
 100/100 passed
 .............                                                            [100%]
@@ -1386,7 +1385,7 @@ single idempotent call" somewhere people will read it.
                  "  sends email: see the 5 March double-charge bug in ADR 0002.\n"),
             edit("docs/decisions/0002-payment-retry-policy.md", "Why full jitter:",
                  "Addendum 2026-03-05: a retry decorator around the whole checkout re-ran order creation and\n"
-                 "charged one order twice in a concurrency test (5 of 30 runs). Retries now wrap only the\n"
+                 "charged one buyer twice, under two order ids, in a concurrency test (5 of 30 runs). Retries now wrap only the\n"
                  "charge call. SQLite connections use busy_timeout 5000 ms and BEGIN IMMEDIATE.\n\nWhy full jitter:"))
     s.user("Perfect. Coffee break, then something different.")
     s.pause(22)

@@ -28,13 +28,13 @@ SAMPLE = Path(str(resources.files("stratamem") / "data" / "sample_conversation.j
 SESSION_TURNS = {
     "kickoff": 49,
     "payments-retry": 38,
-    "bug-hunt": 50,
+    "bug-hunt": 51,
     "load-test": 48,
     "postgres-migration": 53,
     "launch-prep": 37,
 }
-TOTAL_TURNS = 275
-TOOL_CALLS = 94
+TOTAL_TURNS = 276
+TOOL_CALLS = 95
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +59,7 @@ def test_sample_has_the_exact_sessions_and_turn_counts(sessions):
 
 
 def test_sample_roles_speakers_and_tool_calls_are_exact(lines):
-    assert Counter(r["role"] for r in lines) == {"assistant": 123, "tool": 94, "user": 52, "system": 6}
+    assert Counter(r["role"] for r in lines) == {"assistant": 123, "tool": 95, "user": 52, "system": 6}
     assert Counter(r["name"] for r in lines if r["role"] == "user") == {"dana": 48, "priya": 4}
     calls = [c["id"] for r in lines for c in r.get("tool_calls") or ()]
     results = [r["tool_call_id"] for r in lines if r["role"] == "tool"]
@@ -123,10 +123,10 @@ def test_cli_ingest_and_demo_run_on_the_sample(tmp_path):
     runner = CliRunner()
     ingest = runner.invoke(main, ["--db", str(tmp_path / "x.db"), "ingest", str(SAMPLE)])
     assert ingest.exit_code == 0, ingest.output
-    assert "ingested 275 turns in 6 session(s) into 1 namespace(s): default" in ingest.output
+    assert "ingested 276 turns in 6 session(s) into 1 namespace(s): default" in ingest.output
     demo = runner.invoke(main, ["--db", str(tmp_path / "y.db"), "demo"])
     assert demo.exit_code == 0, demo.output
-    assert demo.output.startswith("ingested 275 turns in 6 session(s)")
+    assert demo.output.startswith("ingested 276 turns in 6 session(s)")
 
 
 def test_generator_reproduces_the_bundled_file():
