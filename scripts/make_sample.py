@@ -1850,7 +1850,8 @@ follows the ADR instead of repeating a number.
 """, secs=4)
     s.bot("17 passed. The circuit breaker is next; it's small, so I'll do it tomorrow morning together with the PostgreSQL repo, once the DSN is in the vault.")
     s.user("""
-Fine. Priya says the DSN is in. Let's stop here for today, I'm still half in Lisbon mode.
+Fine. Priya says the DSN will be in the vault by tonight at the latest. Let's stop here for
+today, I'm still half in Lisbon mode.
 """)
     s.bot("""
 Makes sense. Where we are:
@@ -2474,8 +2475,8 @@ attach the summary to the release notes.
 """)
     s.user("""
 New topic: the confirmation email. Tomás hates the current template ("looks like a
-parking ticket"), and right now it's sent from inside checkout, which after the retry saga
-makes me nervous. Look at what we have.
+parking ticket"), and right now it's sent from inside checkout (I bolted that on Tuesday
+night), which after the retry saga makes me nervous. Look at what we have.
 """)
     s.tools(read("templates/receipt.txt.j2", RECEIPT_TXT_OLD),
             search("send_receipt", "orders/", """
