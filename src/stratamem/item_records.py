@@ -7,13 +7,15 @@ them live in :mod:`stratamem.items`; the SQL in :mod:`stratamem.store.sqlite_ite
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .errors import ValidationError
 from .metrics import ItemMetrics
-from .records import format_timestamp
+from .records import check_text, format_timestamp
 
 __all__ = [
     "ITEM_TYPES",
@@ -26,6 +28,10 @@ __all__ = [
     "SpillResult",
     "Suggestion",
     "TierStatus",
+    "check_choice",
+    "check_content",
+    "check_item_id",
+    "check_metadata",
 ]
 
 ITEM_TYPES: tuple[str, ...] = ("fact", "decision", "entity", "preference", "context")
@@ -248,3 +254,39 @@ class ItemStatus:
             "flags": dict(self.flags), "recall_mode": "hybrid" if self.semantic else "lexical",
             "suggestions": [s.to_dict() for s in self.suggestions], "metrics": self.metrics.to_dict(),
         }
+
+
+def check_item_id(value: object) -> int:
+    """An item id as an int (digit strings accepted), else ValidationError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = int(str(value))
+        except ValueError:
+            raise ValidationError(f"item ids are integers, got {value!r}") from None
+    return int(value)
+
+
+def check_choice(value: object, choices: tuple[str, ...], what: str) -> str:
+    """``value`` if it is one of ``choices``, else ValidationError naming ``what``."""
+    if value not in choices:
+        raise ValidationError(f"{value!r} is not one of {', '.join(choices)}", path=what)
+    return str(value)
+
+
+def check_content(value: object, what: str = "content") -> str:
+    """Storable, non-blank text, else ValidationError."""
+    text = check_text(value, what)
+    if not text.strip():
+        raise ValidationError("must not be empty", path=what)
+    return text
+
+
+def check_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """A JSON-serializable copy of ``metadata`` (or None), else ValidationError."""
+    if metadata is None:
+        return None
+    try:
+        json.dumps(dict(metadata), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"not JSON-serializable: {exc}", path="metadata") from None
+    return dict(metadata)

@@ -43,6 +43,10 @@ from .errors import BudgetError, ConfigError, ModelError, NotFoundError, Validat
 from .events import Event, EventBus
 from .item_records import (
     ITEM_TYPES,
+    check_choice,
+    check_content,
+    check_item_id,
+    check_metadata,
     TIERS,
     ItemStatus,
     MemoryItem,
@@ -53,8 +57,9 @@ from .item_records import (
     TierStatus,
 )
 from .item_search import Embedder, VectorIndex, content_terms, embed_texts, fts_query, lexical_score
+from .item_status import suggest
 from .metrics import ItemMetrics, latency_deltas
-from .records import check_name, check_text, format_timestamp, parse_timestamp
+from .records import check_name, format_timestamp, parse_timestamp
 from .tokens import Tokenizer
 
 __all__ = ["Items", "MemoryItem", "RecallResult", "SpillResult", "ItemStatus"]
@@ -122,7 +127,7 @@ class Items:
         Raises:
             NotFoundError: No such item here (items of other namespaces are not visible).
         """
-        found = self._db.get(self.namespace, [_check_id(item_id)])
+        found = self._db.get(self.namespace, [check_item_id(item_id)])
         if not found:
             raise NotFoundError(f"no memory item {item_id} in namespace {self.namespace!r}")
         return found[0]
@@ -133,7 +138,7 @@ class Items:
         Raises:
             ValidationError: Unknown tier.
         """
-        tiers = None if tier is None else (_check_choice(tier, TIERS, "tier"),)
+        tiers = None if tier is None else (check_choice(tier, TIERS, "tier"),)
         return self._db.select(self.namespace, tiers=tiers, live_only=not include_dead)
 
     def hot(self) -> list[MemoryItem]:
@@ -167,16 +172,16 @@ class Items:
             NotFoundError: A ``supersedes`` id is not an item of this namespace.
             BackendError: The store failed; nothing is stored.
         """
-        text = _check_content(content)
-        kind = _check_choice(type, ITEM_TYPES, "type")
-        tier = _check_choice(tier, TIERS, "tier")
+        text = check_content(content)
+        kind = check_choice(type, ITEM_TYPES, "type")
+        tier = check_choice(tier, TIERS, "tier")
         if session is not None:
             check_name(session, "session")
         if key is not None and (not isinstance(key, str) or not key.strip() or len(key) > 200):
             raise ValidationError("key must be a non-empty string of at most 200 characters", path="key")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise ValidationError("metadata must be a mapping", path="metadata")
-        older = [_check_id(i) for i in supersedes]
+        older = [check_item_id(i) for i in supersedes]
         tokens = self.tokenizer.count(text)
         now = self._now()
         start = parse_timestamp(valid_from, "valid_from") if valid_from is not None else now
@@ -185,7 +190,7 @@ class Items:
 
         new = NewItem(content=text, type=kind, tier=tier, tokens=tokens, relevance=1.0, source="api",
                       created_at=format_timestamp(now), session=session, key=key, valid_from=format_timestamp(start),
-                      metadata=_check_metadata(metadata), embedding=vector, embedding_model=model)
+                      metadata=check_metadata(metadata), embedding=vector, embedding_model=model)
         with self._db.transaction():
             spill = self._make_room(tokens) if tier == "hot" else None
             item_id = self._db.insert(self.namespace, new)
@@ -228,10 +233,10 @@ class Items:
             NotFoundError: A provenance id is not a turn of this namespace.
             BudgetError: ``tier="hot"`` and the facts do not fit.
         """
-        texts = [_check_content(f) for f in facts]
-        kind = _check_choice(type, ITEM_TYPES, "type")
-        tier = _check_choice(tier, TIERS, "tier")
-        turn_ids = sorted({_check_id(t) for t in provenance})
+        texts = [check_content(f) for f in facts]
+        kind = check_choice(type, ITEM_TYPES, "type")
+        tier = check_choice(tier, TIERS, "tier")
+        turn_ids = sorted({check_item_id(t) for t in provenance})
         if not turn_ids:
             raise ValidationError("extracted items need the turn ids they come from", path="provenance")
         known = {t.id for t in self._store.turns(self.namespace, ids=turn_ids)}
@@ -418,10 +423,10 @@ class Items:
             ModelError: The embedder failed on the query.
         """
         started = time.perf_counter()
-        query = _check_content(query, "query")
+        query = check_content(query, "query")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValidationError(f"limit must be a positive integer, got {limit!r}", path="limit")
-        kinds = None if types is None else {_check_choice(t, ITEM_TYPES, "types") for t in types}
+        kinds = None if types is None else {check_choice(t, ITEM_TYPES, "types") for t in types}
         when = parse_timestamp(as_of, "as_of") if as_of is not None else None
         promote = self.config.auto_promote if auto_promote is None else auto_promote
         terms = content_terms(query)
@@ -533,7 +538,7 @@ class Items:
             NotFoundError: Either id is not an item here.
             ValidationError: The ids are equal.
         """
-        if _check_id(old_id) == _check_id(new_id):
+        if check_item_id(old_id) == check_item_id(new_id):
             raise ValidationError("an item cannot supersede itself")
         with self._db.transaction():
             new = self.get(new_id)
@@ -590,32 +595,9 @@ class Items:
     # --- status and metrics -----------------------------------------------------------
 
     def _suggestions(self) -> list[Suggestion]:
-        cfg = self.config
-        out: list[Suggestion] = []
-        hot = self._hot()
-        hot_tokens = sum(i.tokens for i in hot)
-        if cfg.hot_token_limit and hot_tokens > 0.9 * cfg.hot_token_limit:
-            out.append(Suggestion("spill", f"hot memory is at {100 * hot_tokens / cfg.hot_token_limit:.0f}% of its "
-                                  f"{cfg.hot_token_limit}-token limit", tuple(i.id for i in hot[:cfg.spill_count])))
-        room = cfg.hot_token_limit - hot_tokens
-        busy = [i for i in self._db.select(self.namespace, tiers=("warm",), live_only=True)
-                if i.access_count > cfg.warm_access_threshold]
-        fits = []
-        for i in sorted(busy, key=lambda i: -i.access_count):
-            if i.tokens <= room:
-                fits.append(i.id)
-                room -= i.tokens
-        if fits and hot_tokens < 0.5 * cfg.hot_token_limit:
-            out.append(Suggestion("recall", f"{len(fits)} warm item(s) are accessed often and fit in hot: promote them",
-                                  tuple(fits)))
-        cold = self._db.select(self.namespace, tiers=("cold",), order="prune")
-        if len(cold) > cfg.max_cold_items:
-            dead = [i for i in cold if not i.live]
-            rest = [i for i in cold if i.live]
-            extra = (dead + rest)[:len(cold) - cfg.max_cold_items]
-            out.append(Suggestion("prune", f"cold storage holds {len(cold)} items, more than {cfg.max_cold_items}",
-                                  tuple(i.id for i in extra)))
-        return out
+        cold_count = self._db.tier_totals(self.namespace).get("cold", (0, 0))[0]
+        return suggest(self.config, self._hot(), self._db.select(self.namespace, tiers=("warm",), live_only=True),
+                       cold_count, lambda: self._db.select(self.namespace, tiers=("cold",), order="prune"))
 
     def metrics(self) -> ItemMetrics:
         """Counters and rates of this namespace (persisted; shared by every process)."""
@@ -641,37 +623,3 @@ class Items:
 def _embedder_name(embedder: Embedder) -> str:
     """Label stored beside each vector, so vectors of different models are not compared blindly."""
     return str(getattr(embedder, "name", None) or embedder.__class__.__name__)
-
-
-def _check_id(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            value = int(str(value))
-        except ValueError:
-            raise ValidationError(f"item ids are integers, got {value!r}") from None
-    return int(value)
-
-
-def _check_choice(value: object, choices: tuple[str, ...], what: str) -> str:
-    if value not in choices:
-        raise ValidationError(f"{value!r} is not one of {', '.join(choices)}", path=what)
-    return str(value)
-
-
-def _check_content(value: object, what: str = "content") -> str:
-    text = check_text(value, what)
-    if not text.strip():
-        raise ValidationError("must not be empty", path=what)
-    return text
-
-
-def _check_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    import json
-
-    if metadata is None:
-        return None
-    try:
-        json.dumps(dict(metadata), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"not JSON-serializable: {exc}", path="metadata") from None
-    return dict(metadata)
