@@ -14,8 +14,10 @@ Nothing is loaded at import or construction: the model loads on the first
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,9 @@ class LocalMiniLM:
         max_tokens: Word pieces kept per text, ``[CLS]`` and ``[SEP]`` included.
         max_batch_tokens: Upper bound of padded tokens per forward pass; bounds
             memory (attention scores grow with the square of the length).
+        threads: Batches computed at once, each on one core; default: the
+            number of CPUs, at most 4. BLAS runs single-threaded inside each
+            (see the note in :meth:`embed_batch`).
 
     Raises:
         ConfigError: A limit is out of range (checked here), or the weights or
@@ -68,18 +73,21 @@ class LocalMiniLM:
     """Length of each vector."""
 
     def __init__(self, model_dir: str | Path | None = None, *, batch_size: int = 64, max_tokens: int = 256,
-                 max_batch_tokens: int = 8192) -> None:
-        if batch_size < 1 or max_batch_tokens < 1:
-            raise ConfigError("batch_size and max_batch_tokens must be at least 1")
+                 max_batch_tokens: int = 8192, threads: int | None = None) -> None:
+        if batch_size < 1 or max_batch_tokens < 1 or (threads is not None and threads < 1):
+            raise ConfigError("batch_size, max_batch_tokens and threads must be at least 1")
         if not 2 <= max_tokens <= 512:
             raise ConfigError(f"max_tokens must be between 2 and 512 (the model's positions), got {max_tokens}")
         self.model_dir = Path(model_dir) if model_dir is not None else None
         self.batch_size = int(batch_size)
         self.max_tokens = int(max_tokens)
         self.max_batch_tokens = int(max_batch_tokens)
+        self.threads = int(threads) if threads is not None else max(1, min(4, os.cpu_count() or 1))
         self._lock = threading.Lock()
         self._encoder: Any = None
         self._tokenizer: Any = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._blas: Any = None
 
     @property
     def loaded(self) -> bool:
@@ -104,11 +112,13 @@ class LocalMiniLM:
         if self._encoder is not None:
             return
         try:
+            from threadpoolctl import ThreadpoolController
             from tokenizers import Tokenizer
 
             from ._bert import BertEncoder
         except ImportError as exc:
-            raise ConfigError(f"the local embedder needs 'tokenizers' and 'safetensors'; {_INSTALL_HINT}") from exc
+            raise ConfigError("the local embedder needs 'tokenizers', 'safetensors' and 'threadpoolctl'; "
+                              f"{_INSTALL_HINT}") from exc
         model_dir = self.model_dir or _default_model_dir()
         missing = [f for f in ("model.safetensors", "config.json", "tokenizer.json") if not (model_dir / f).is_file()]
         if missing:
@@ -121,6 +131,8 @@ class LocalMiniLM:
         encoder = BertEncoder(model_dir)
         if self.max_tokens > encoder.max_positions:
             raise ConfigError(f"max_tokens {self.max_tokens} exceeds the model's {encoder.max_positions} positions")
+        # Scanning the loaded BLAS libraries costs milliseconds: do it once.
+        self._blas = ThreadpoolController()
         self._tokenizer, self._encoder = tokenizer, encoder
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
@@ -140,26 +152,54 @@ class LocalMiniLM:
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
             return out
+        # Why one BLAS thread per batch and our own threads across batches: numpy's
+        # element-wise steps (GELU, softmax, layer norm) are single-threaded and take
+        # a third of the time, and OpenBLAS's threads spin-wait, which on a busy
+        # machine made a 2-thread BLAS 5-10x slower than one thread (docs/embeddings.md).
         with self._lock:
             self._load_locked()
             encodings = self._tokenizer.encode_batch(texts)
             lengths = [len(e.ids) for e in encodings]
-            # Sorting by length keeps padding small: each batch pads to its longest text.
-            order = sorted(range(len(texts)), key=lengths.__getitem__)
-            start = 0
-            while start < len(order):
-                longest = lengths[order[min(start + self.batch_size, len(order)) - 1]]
-                rows = max(1, min(self.batch_size, self.max_batch_tokens // max(longest, 1)))
-                chunk = order[start:start + rows]
-                width = lengths[chunk[-1]]
-                ids = np.zeros((len(chunk), width), dtype=np.int64)
-                mask = np.zeros((len(chunk), width), dtype=np.int64)
-                for r, i in enumerate(chunk):
-                    ids[r, :lengths[i]] = encodings[i].ids
-                    mask[r, :lengths[i]] = 1
-                out[chunk] = self._encoder.pooled(ids, mask)
-                start += rows
+            batches = self._plan(lengths)
+            with self._blas.limit(limits=1, user_api="blas"):
+                if self.threads == 1 or len(batches) == 1:
+                    results = [self._run(b, encodings, lengths) for b in batches]
+                else:
+                    if self._pool is None:
+                        self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="minilm")
+                    results = list(self._pool.map(lambda b: self._run(b, encodings, lengths), batches))
+            for chunk, pooled in zip(batches, results):
+                out[chunk] = pooled
         return normalize_rows(out)
+
+    def _plan(self, lengths: list[int]) -> list[list[int]]:
+        """Indices grouped into batches of similar length (each pads to its longest)."""
+        order = sorted(range(len(lengths)), key=lengths.__getitem__)
+        # A small call is split so that every worker thread gets a share.
+        size = max(1, min(self.batch_size, -(-len(lengths) // self.threads)))
+        batches: list[list[int]] = []
+        start = 0
+        while start < len(order):
+            longest = lengths[order[min(start + size, len(order)) - 1]]
+            rows = max(1, min(size, self.max_batch_tokens // max(longest, 1)))
+            batches.append(order[start:start + rows])
+            start += rows
+        return batches
+
+    def _run(self, chunk: list[int], encodings: list[Any], lengths: list[int]) -> np.ndarray:
+        width = lengths[chunk[-1]]
+        ids = np.zeros((len(chunk), width), dtype=np.int64)
+        mask = np.zeros((len(chunk), width), dtype=np.int64)
+        for r, i in enumerate(chunk):
+            ids[r, :lengths[i]] = encodings[i].ids
+            mask[r, :lengths[i]] = 1
+        return self._encoder.pooled(ids, mask)
+
+    def close(self) -> None:
+        """Stop the worker threads (the weights stay loaded). Idempotent."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def __repr__(self) -> str:
         return f"LocalMiniLM(loaded={self.loaded})"
