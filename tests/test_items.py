@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
