@@ -61,15 +61,18 @@ def test_nothing_appears_twice(history: Memory) -> None:
 
 def test_recall_policy_spends_the_whole_budget_on_history(history: Memory) -> None:
     ctx = history.context("staging password rotation", budget=500, policy="recall", format="text")
-    assert {i.reason for i in ctx.manifest.items} == {"recalled"}
+    reasons = {i.reason for i in ctx.manifest.items}
+    assert reasons == {"recalled", "summary"}  # no recent window under this policy
     assert NEEDLE in ctx.text
     assert ctx.text.startswith("## Earlier conversation (recalled, verbatim)\n## 5 January 2026\n")
 
 
-def test_without_a_query_the_window_takes_the_whole_budget(history: Memory) -> None:
+def test_without_a_query_the_window_shares_with_summaries_only(history: Memory) -> None:
     ctx = history.context(budget=400, session="week2")
-    assert {i.reason for i in ctx.manifest.items} == {"recent_window"}
-    assert ctx.tokens > 300
+    assert {i.reason for i in ctx.manifest.items} == {"recent_window", "summary"}
+    window = sum(i.tokens for i in ctx.manifest.items if i.reason == "recent_window")
+    # With nothing recalled, the window gets current / (current + bulk) of the budget.
+    assert 0.5 * 400 < window <= 0.5 / 0.7 * (400 - 3)
 
 
 def test_unknown_policy_is_refused(history: Memory) -> None:
@@ -96,5 +99,12 @@ def test_assembly_never_exceeds_the_budget_and_stays_valid(tmp_path_factory: pyt
         assert ctx.tokens == tok.count(ctx.text)
     else:
         assert structural_problems([m for m in ctx.messages if m["role"] != "system"], fmt) == []
-    turn_ids = [t for i in ctx.manifest.items for t in i.turn_ids]
-    assert len(turn_ids) == len(set(turn_ids))
+    # Nothing twice: each verbatim turn once, summaries disjoint, and no summary
+    # that only restates turns shown verbatim.
+    verbatim = [i.turn_ids[0] for i in ctx.manifest.items if i.kind == "turn"]
+    assert len(verbatim) == len(set(verbatim))
+    summarized = [t for i in ctx.manifest.items if i.reason == "summary" for t in i.turn_ids]
+    assert len(summarized) == len(set(summarized))
+    for i in ctx.manifest.items:
+        if i.reason == "summary":
+            assert not set(i.turn_ids) <= set(verbatim)

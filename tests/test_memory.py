@@ -45,14 +45,14 @@ def test_context_returns_the_most_recent_turns_that_fit(memory: Memory) -> None:
     memory.add(_chat(40), session="s")
     ctx = memory.context("anything", budget=120, session="s")
     assert ctx.tokens <= 120
-    texts = [m["content"] for m in ctx.messages]
+    texts = [m["content"] for m in ctx.messages if m["role"] != "system"]
     assert texts[-1] == "message number 39 about topic 4"
     # contiguous, newest last, starting at a user turn
     numbers = [int(t.split()[2]) for t in texts]
     assert numbers == list(range(numbers[0], 40))
     assert numbers[0] % 2 == 0
-    assert [i.reason for i in ctx.manifest.items] == ["recent_window"] * len(texts)
-    assert ctx.manifest.near_misses[0].reason == "over_budget"
+    assert [i.reason for i in ctx.manifest.items if i.kind == "turn"] == ["recent_window"] * len(texts)
+    assert any(m.reason == "over_budget" and m.kind == "turn" for m in ctx.manifest.near_misses)
 
 
 def test_context_window_never_opens_with_an_orphaned_tool_result(memory: Memory) -> None:

@@ -210,9 +210,15 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     summary_lines: list[str] = []
     summary_items: list[ContextItem] = []
     sum_header = tokenizer.count(_SUMMARY_TITLE) + 2
+    summarized: set[int] = set()
     for su in summaries:
-        if su.turn_ids and set(su.turn_ids) <= included:
+        covered = set(su.turn_ids)
+        if covered and covered <= included:
             misses.append(NearMiss(su.id, su.kind, 0, "restates_included_turns", su.score))
+            continue
+        if covered & summarized:
+            # A consolidation and its own child segment say the same thing twice.
+            misses.append(NearMiss(su.id, su.kind, 0, "overlaps_included_summary", su.score))
             continue
         cost = tokenizer.count(su.text) + 1 + (0 if summary_lines else sum_header)
         if not summary_lines and not sections and not kept_ids:
@@ -221,7 +227,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
             summary_lines.append(su.text)
             summary_items.append(ContextItem(su.id, su.kind, cost, "summary", tier=su.tier, format="summary",
                                              score=su.score, turn_ids=su.turn_ids))
-            included |= set(su.turn_ids)
+            summarized |= covered
         else:
             misses.append(NearMiss(su.id, su.kind, cost, "over_budget", su.score))
 

@@ -26,6 +26,7 @@ from .manifest import Context
 from .nodes import Node
 from .records import StoredTurn, Turn, check_name
 from .retrieve import HybridIndex
+from .sources import SummaryIndex, checkpoint_block, project_blocks
 from .store import SQLiteStore, Store, TurnBatch
 from .tokens import Tokenizer, count_turn, get_tokenizer
 
@@ -79,6 +80,8 @@ class Memory:
             lexical and every manifest says so.
         summarizer: Summarizer for the pyramid (default: the one ``config.pyramid.summarizer``
             names; required for ``llm``).
+        project_dir: A project directory whose instruction files (``STRATAMEM.md``,
+            ``STRATAMEM.local.md``) and working state go into every context.
 
     Raises:
         ValidationError: Invalid namespace name.
@@ -89,8 +92,11 @@ class Memory:
     def __init__(self, store: Store | str | os.PathLike[str] = "stratamem.db", *, namespace: str = "default",
                  config: Config | None = None, tokenizer: Tokenizer | None = None,
                  events: EventBus | None = None, embedder: Any = None,
-                 summarizer: Summarizer | None = None) -> None:
+                 summarizer: Summarizer | None = None,
+                 project_dir: str | os.PathLike[str] | None = None) -> None:
         self.config = config or Config()
+        self.project_dir = project_dir
+        self._summary_index = SummaryIndex()
         self.events = events or EventBus()
         self.embedder = embedder
         self._summarizer = summarizer
@@ -106,7 +112,8 @@ class Memory:
     def for_namespace(self, namespace: str) -> Memory:
         """A ``Memory`` for another namespace on the same store and settings."""
         return Memory(self.store, namespace=namespace, config=self.config, tokenizer=self.tokenizer,
-                      events=self.events, embedder=self.embedder, summarizer=self._summarizer)
+                      events=self.events, embedder=self.embedder, summarizer=self._summarizer,
+                      project_dir=self.project_dir)
 
     @property
     def items(self) -> Any:
@@ -313,10 +320,16 @@ class Memory:
             # A hit with no signal at all (fused score 0) is not a match.
             recalled = [Recalled(index.turns[index._pos[h.turn_ids[0]]], h.score)
                         for h in index.search(query, k=k) if h.score.get("fused", 0.0) > 0]
+        fixed = checkpoint_block(self.store, self.namespace, session)
+        if self.project_dir is not None:
+            fixed = project_blocks(self.project_dir, self.namespace, self.tokenizer,
+                                   self.state(self.project_dir)) + fixed
+        summaries = (self._summary_index.rank(self.pyramid, query)
+                     if self.config.pyramid.enabled and hasattr(self.store, "nodes") else [])
         cfg = self.config.context
         return assemble(budget=budget, tokenizer=self.tokenizer, fmt=format, policy=policy,
-                        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), recent=recent,
-                        recalled=recalled, query=query, notes=notes)
+                        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), fixed=fixed,
+                        recent=recent, recalled=recalled, summaries=summaries, query=query, notes=notes)
 
     def _recall_index(self) -> HybridIndex:
         """The namespace's recall index, built from the store on first use and kept current by ``add``."""
