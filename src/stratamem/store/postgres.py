@@ -109,11 +109,8 @@ class PostgresStore:
         self._closed = False
         try:
             with psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, int(connect_timeout_s))) as conn:
-                # Checked first: CREATE SCHEMA IF NOT EXISTS needs CREATE on the database
-                # even when the schema exists, which a least-privilege role lacks.
-                if schema is not None and not conn.execute(
-                        "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone():
-                    conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+                if schema is not None:
+                    postgres_schema.ensure_schema(conn, schema)
                 self._configure(conn)
                 postgres_schema.apply(conn)
         except psycopg.Error as exc:

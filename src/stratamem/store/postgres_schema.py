@@ -22,10 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import psycopg
+from psycopg import sql
 
 from ..errors import MigrationError
 
-__all__ = ["MIGRATIONS", "PgMigration", "applied", "apply"]
+__all__ = ["MIGRATIONS", "PgMigration", "applied", "apply", "ensure_schema"]
 
 # An arbitrary constant identifying "stratamem schema changes" among advisory locks.
 _LOCK_KEY = 0x5374_7261  # "Stra"
@@ -93,6 +94,23 @@ def m001_core(conn: psycopg.Connection) -> None:
 MIGRATIONS: list[PgMigration] = [
     PgMigration("m001_core", m001_core),
 ]
+
+
+def ensure_schema(conn: psycopg.Connection, schema: str) -> None:
+    """Create ``schema`` if missing; safe when many processes open a fresh database at once.
+
+    ``CREATE SCHEMA IF NOT EXISTS`` alone is not: two concurrent ones can both
+    pass the check and one fails on the catalog's unique index. It also needs
+    CREATE on the database even when the schema exists, which a
+    least-privilege role lacks, so existence is checked first.
+    """
+    exists = "SELECT 1 FROM pg_namespace WHERE nspname = %s"
+    if conn.execute(exists, (schema,)).fetchone():
+        return
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        if not conn.execute(exists, (schema,)).fetchone():
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
 
 
 def applied(conn: psycopg.Connection) -> list[str]:

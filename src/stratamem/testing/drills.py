@@ -167,6 +167,7 @@ def run_writers(target: str, namespace: str, workdir: str | Path, *, writers: in
     for w in range(writers):
         sessions = [f"shared{i}" for i in range(shared_sessions)] + [f"own{w}"]
         ack = str(workdir / f"ack-{namespace}-{w}.txt")
+        Path(ack).unlink(missing_ok=True)  # acknowledgements of an earlier run must not count
         p = _CTX.Process(target=writer, args=(target, namespace, f"w{w}", ack),
                          kwargs={"turns": turns_each, "sessions": sessions, "max_batch": max_batch,
                                  "text_size": text_size, "seed": w})
@@ -179,6 +180,8 @@ def run_writers(target: str, namespace: str, workdir: str | Path, *, writers: in
             p.join()
     acked = [k for _, ack in procs for k in read_acks(ack)]
     errors = [e for _, ack in procs for e in read_errors(ack) if not e.startswith("!done")]
+    # A writer that died before writing anything must not pass as "no errors".
+    errors += [f"writer {w} exited with {p.exitcode}" for w, (p, _) in enumerate(procs) if p.exitcode != 0]
     spans = [tuple(map(float, e.split()[2:4])) for _, ack in procs for e in read_errors(ack) if e.startswith("!done")]
     seconds = (max(b for _, b in spans) - min(a for a, _ in spans)) if spans else time.perf_counter() - start
     store = open_store(target)
@@ -217,6 +220,7 @@ def crash_drill(target: str, namespace: str, workdir: str | Path, *, trials: int
     last = DrillCheck(0, 0, 0, 0, 0)
     for trial in range(trials):
         ack = str(workdir / f"crash-{namespace}-{trial}.txt")
+        Path(ack).unlink(missing_ok=True)
         p = _CTX.Process(target=writer, args=(target, namespace, f"c{trial}", ack),
                          kwargs={"turns": None, "sessions": ["main", "side"], "max_batch": 16,
                                  "seed": seed * 100_000 + trial})
