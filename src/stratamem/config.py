@@ -150,6 +150,16 @@ class EmbeddingConfig:
     """Endpoint for the ``openai`` provider."""
     batch_size: int = 64
     """Texts per embedding call."""
+    dimensions: int | None = None
+    """Vector length of the ``openai`` provider's model (required there; MiniLM has 384)."""
+    timeout_s: float = 60.0
+    """Per-request timeout of the ``openai`` provider."""
+    max_retries: int = 2
+    """Retries of a transient failure of the ``openai`` provider."""
+    threads: int | None = None
+    """Worker threads of the ``local`` provider; ``None``: one per CPU, at most 4."""
+    cache: bool = True
+    """Wrap the embedder in the store's content-hash cache (unchanged text is never re-embedded)."""
 
 
 @dataclass(frozen=True, slots=True)
