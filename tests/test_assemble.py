@@ -108,3 +108,17 @@ def test_assembly_never_exceeds_the_budget_and_stays_valid(tmp_path_factory: pyt
     for i in ctx.manifest.items:
         if i.reason == "summary":
             assert not set(i.turn_ids) <= set(verbatim)
+
+
+def test_hot_items_are_kept_and_cold_items_recalled_into_the_prompt(history: Memory) -> None:
+    hot = history.items.add("Deploys happen on Tuesdays only.", "decision")
+    cold = history.items.add("The on-call rota is kept in the Ops wiki under rotations.", "fact")
+    history.items.spill(ids=[cold.id])
+    ctx = history.context("where is the on-call rota?", budget=600, session="week2")
+    by_id = {i.id: i for i in ctx.manifest.items}
+    assert by_id[f"item:{hot.id}"].reason == "hot_item"
+    assert by_id[f"item:{cold.id}"].reason == "recalled_item"
+    system = ctx.messages[0]["content"]
+    assert system.startswith("## Remembered facts\n- (decision) Deploys happen on Tuesdays only.\n"
+                             "- (fact) The on-call rota is kept in the Ops wiki under rotations.")
+    assert ctx.tokens <= 600

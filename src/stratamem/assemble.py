@@ -33,10 +33,11 @@ from .records import StoredTurn
 from .retrieve.render import CompactRenderer, pack_turns
 from .tokens import MESSAGE_TOKENS, REPLY_TOKENS, Tokenizer, count_messages
 
-__all__ = ["POLICIES", "FixedBlock", "Recalled", "SummaryUnit", "assemble"]
+__all__ = ["POLICIES", "FixedBlock", "ItemUnit", "Recalled", "SummaryUnit", "assemble"]
 
 POLICIES = ("hybrid", "topics", "pyramid", "state_first", "recall")
 
+_ITEMS_TITLE = "## Remembered facts"
 _HISTORY_TITLE = "## Earlier conversation (recalled, verbatim)"
 _SUMMARY_TITLE = "## Summaries of older conversation"
 
@@ -89,6 +90,24 @@ class SummaryUnit:
     """Its full turns, when cheaply available; used instead of the summary if they fit."""
 
 
+@dataclass(frozen=True, slots=True)
+class ItemUnit:
+    """A long-term memory item: hot ones are kept in the prompt, others recalled."""
+
+    id: str
+    """Item id, e.g. ``item:7``."""
+    text: str
+    """The line as shown, e.g. ``- (decision) Use PostgreSQL for orders``."""
+    reason: str
+    """``hot_item`` or ``recalled_item``."""
+    tier: str
+    """``hot``, ``warm`` or ``cold``."""
+    turn_ids: tuple[int, ...] = ()
+    """Provenance turns (empty for items added through the API)."""
+    score: Mapping[str, float] = field(default_factory=dict)
+    """Score breakdown."""
+
+
 @dataclass
 class _Budget:
     left: int
@@ -119,8 +138,8 @@ def _shares(policy: str, shares: tuple[float, float, float], has_recall: bool,
 def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: str = "hybrid",
              shares: tuple[float, float, float] = (0.5, 0.3, 0.2), fixed: Sequence[FixedBlock] = (),
              recent: Iterable[StoredTurn] = (), recalled: Sequence[Recalled] = (),
-             summaries: Sequence[SummaryUnit] = (), query: str | None = None,
-             notes: Sequence[str] = ()) -> Context:
+             summaries: Sequence[SummaryUnit] = (), items: Sequence[ItemUnit] = (),
+             query: str | None = None, notes: Sequence[str] = ()) -> Context:
     """Fill ``budget`` from the sections in the policy's order and render the result.
 
     Args:
@@ -133,6 +152,8 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         recent: The current session's turns, newest first.
         recalled: Older turns, best first.
         summaries: Summaries, best first.
+        items: Memory items, hot ones first, then recalled ones best first; they
+            draw on the history share before recalled turns.
         query: Recorded in the manifest.
         notes: Degradations to report (e.g. recall without an embedder).
 
@@ -148,7 +169,8 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     b = _Budget(budget - overhead)
     # The system message that carries the sections costs its framing once.
     section_overhead = 0 if fmt == "text" else MESSAGE_TOKENS
-    items: list[ContextItem] = []
+    out_items: list[ContextItem] = []
+    items_in: list[ContextItem] = []
     misses: list[NearMiss] = []
     sections: list[str] = []
 
@@ -157,11 +179,11 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         cost = tokenizer.count(body) + 2 + (0 if sections else section_overhead)
         if b.take(cost):
             sections.append(body)
-            items.append(ContextItem(blk.id, blk.kind, cost, blk.reason, format=blk.format))
+            out_items.append(ContextItem(blk.id, blk.kind, cost, blk.reason, format=blk.format))
         else:
             misses.append(NearMiss(blk.id, blk.kind, cost, "over_budget"))
 
-    current, history, bulk = _shares(policy, shares, bool(recalled), bool(summaries))
+    current, history, bulk = _shares(policy, shares, bool(recalled) or bool(items), bool(summaries))
     after_fixed = b.left
 
     # 1. Recent window: contiguous from the newest turn back, within its share.
@@ -183,8 +205,26 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     in_window = {st.id for st in window}
     window_texts = {st.text for st in window}
 
-    # 2. Recalled history: verbatim turns packed compactly, skipping what the window holds.
+    # 2. Recalled history: memory items first (compact facts), then verbatim turns
+    #    packed compactly, skipping what the window holds.
     recall_cap = b.left if policy == "pyramid" else int(b.left * history / (history + bulk)) if history else 0
+    item_lines: list[str] = []
+    item_header = tokenizer.count(_ITEMS_TITLE) + 2 + (0 if sections else section_overhead)
+    for it in items:
+        if it.turn_ids and set(it.turn_ids) <= in_window:
+            misses.append(NearMiss(it.id, "item", 0, "restates_window_turns", it.score))
+            continue
+        cost = tokenizer.count(it.text) + 1 + (0 if item_lines else item_header)
+        if cost <= recall_cap:
+            recall_cap -= cost
+            b.left -= cost
+            item_lines.append(it.text)
+            items_in.append(ContextItem(it.id, "item", cost, it.reason, tier=it.tier, format="text",
+                                        score=it.score, turn_ids=it.turn_ids))
+        else:
+            misses.append(NearMiss(it.id, "item", cost, "over_budget", it.score))
+    if item_lines:
+        sections.append(_ITEMS_TITLE + "\n" + "\n".join(item_lines))
     fresh: list[StoredTurn] = []
     score_of: dict[int, Mapping[str, float]] = {}
     for r in recalled:
@@ -231,15 +271,16 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         else:
             misses.append(NearMiss(su.id, su.kind, cost, "over_budget", su.score))
 
+    out_items.extend(items_in)
     if packed and packed.turns:
         sections.append(f"{_HISTORY_TITLE}\n{packed.text}")
-        items.extend(ContextItem(f"turn:{st.id}", "turn", tokenizer.count(st.text), "recalled", format="text",
+        out_items.extend(ContextItem(f"turn:{st.id}", "turn", tokenizer.count(st.text), "recalled", format="text",
                                  score=score_of[st.id], turn_ids=(st.id,))
                      for st in sorted(packed.turns, key=lambda t: t.id))
     if summary_lines:
         sections.append(_SUMMARY_TITLE + "\n" + "\n".join(summary_lines))
-        items.extend(summary_items)
-    items.extend(ContextItem(f"turn:{st.id}", "turn", costs[st.id], "recent_window", tier="hot",
+        out_items.extend(summary_items)
+    out_items.extend(ContextItem(f"turn:{st.id}", "turn", costs[st.id], "recent_window", tier="hot",
                              turn_ids=(st.id,)) for st in window)
 
     system_text = "\n\n".join(sections)
@@ -248,13 +289,13 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     while ctx[3] > budget and (window or sections):
         if window:
             dropped = window.pop(0)
-            items = [i for i in items if i.id != f"turn:{dropped.id}" or i.reason != "recent_window"]
+            out_items = [i for i in out_items if i.id != f"turn:{dropped.id}" or i.reason != "recent_window"]
             window = _snap_start(window, fmt)
         else:
             sections.pop()
         ctx = _render(window, "\n\n".join(sections), fmt, tokenizer)
     messages, system, text, total = ctx
-    manifest = Manifest(budget=budget, total_tokens=total, items=tuple(items), near_misses=tuple(misses),
+    manifest = Manifest(budget=budget, total_tokens=total, items=tuple(out_items), near_misses=tuple(misses),
                         policy=policy, query=query, tokenizer=tokenizer.name, notes=tuple(notes))
     return Context(format=fmt, messages=messages, system=system, text=text, manifest=manifest)
 

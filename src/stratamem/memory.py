@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
-from .assemble import POLICIES, Recalled, assemble
+from .assemble import POLICIES, ItemUnit, Recalled, assemble
 from .config import Config
 from .context import check_budget, check_format
 from .errors import InvalidTurnError, NotFoundError, ValidationError
@@ -326,10 +326,28 @@ class Memory:
                                    self.state(self.project_dir)) + fixed
         summaries = (self._summary_index.rank(self.pyramid, query)
                      if self.config.pyramid.enabled and hasattr(self.store, "nodes") else [])
+        items = self._item_units(query) if hasattr(self.store, "items") else []
         cfg = self.config.context
         return assemble(budget=budget, tokenizer=self.tokenizer, fmt=format, policy=policy,
                         shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), fixed=fixed,
-                        recent=recent, recalled=recalled, summaries=summaries, query=query, notes=notes)
+                        recent=recent, recalled=recalled, summaries=summaries, items=items, query=query,
+                        notes=notes)
+
+    def _item_units(self, query: str | None) -> list[ItemUnit]:
+        """Hot memory items (kept in the prompt), then warm/cold items recalled for ``query``.
+
+        Recall here is a real access: it updates access counts and may promote
+        (seed 003), exactly as :meth:`Items.recall` does.
+        """
+        units = [ItemUnit(f"item:{it.id}", f"- ({it.type}) {it.content}", "hot_item", "hot", it.provenance,
+                          {"relevance": it.relevance})
+                 for it in self.items.hot() if it.superseded_by is None and it.review != "rejected"]
+        if query and query.strip():
+            result = self.items.recall(query, limit=10)
+            units += [ItemUnit(f"item:{it.id}", f"- ({it.type}) {it.content}", "recalled_item", it.tier,
+                               it.provenance, {"match": result.scores.get(it.id, 0.0)})
+                      for it in result.items if f"item:{it.id}" not in {u.id for u in units}]
+        return units
 
     def _recall_index(self) -> HybridIndex:
         """The namespace's recall index, built from the store on first use and kept current by ``add``."""
