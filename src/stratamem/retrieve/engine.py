@@ -50,7 +50,7 @@ class Weights:
     """BM25 of the turn's whole session."""
     vector: float = 1.0
     """Cosine of the turn's embedding."""
-    vector_window: float = 0.5
+    vector_window: float = 1.0
     """Cosine of the window's embedding."""
     vector_session: float = 0.0
     """Cosine of the session's mean embedding."""
@@ -62,7 +62,7 @@ class Weights:
     """Cosine of the turn before."""
     vector_next: float = 0.0
     """Cosine of the turn after."""
-    speaker: float = 0.3
+    speaker: float = 0.5
     """Boost for turns spoken by a person the query names."""
     date: float = 0.3
     """Boost for turns whose session date matches a date the query names."""
