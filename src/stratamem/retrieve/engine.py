@@ -268,7 +268,12 @@ class HybridIndex:
             return []
         sig, _ = self.signals(query)
         fused, parts = self.fuse(sig)
-        top = np.argsort(-fused, kind="stable")[:k]
+        if k < len(fused):
+            # Partial selection first: a full sort of 100k scores costs more than the scoring.
+            cand = np.argpartition(-fused, k - 1)[:k]
+            top = cand[np.lexsort((cand, -fused[cand]))]
+        else:
+            top = np.argsort(-fused, kind="stable")
         return [Hit(f"turn:{self.turns[i].id}", "turn", (self.turns[i].id,),
                     {**{n: float(v[i]) for n, v in parts.items()}, "fused": float(fused[i])}) for i in top]
 
