@@ -138,3 +138,12 @@ def test_store_reports_integrity_and_size(db_path: Path) -> None:
         assert isinstance(mem.store, SQLiteStore)
         assert mem.store.integrity_check() == "ok"
         assert mem.status().store_bytes > 0
+
+
+def test_the_default_session_is_the_one_written_last(memory: Memory) -> None:
+    memory.add(_chat(2), session="zeta")
+    memory.add(_chat(2), session="alpha")
+    memory.add([{"role": "user", "content": "back to zeta"}], session="zeta")
+    assert memory.store.latest_session("test") == "zeta"
+    ctx = memory.context(budget=200)
+    assert ctx.messages[-1]["content"] == "back to zeta"

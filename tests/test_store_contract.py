@@ -415,3 +415,13 @@ def test_no_driver_exception_escapes_any_method(store: Store) -> None:
         with pytest.raises(BackendError) as info:
             call()
         assert isinstance(info.value.__cause__, (sqlite3.Error, psycopg.Error)), name
+
+
+def test_latest_session_is_the_session_of_the_newest_turn(store: Store) -> None:
+    assert store.latest_session("ns") is None
+    store.append("ns", [batch("b", "one"), batch("a", "two")])
+    assert store.latest_session("ns") == "a"
+    store.append("ns", [batch("b", "three")])
+    assert store.latest_session("ns") == "b"
+    store.append("other", [batch("z", "four")])
+    assert store.latest_session("ns") == "b"

@@ -304,8 +304,7 @@ class Memory:
         if not self.store.has_namespace(self.namespace):
             raise NotFoundError(f"unknown namespace {self.namespace!r}")
         if session is None:
-            latest = self.store.turns(self.namespace, newest_first=True, limit=1)
-            session = latest[0].session if latest else None
+            session = self.store.latest_session(self.namespace)
         else:
             self.store.session(self.namespace, session)
         recent = self._iter_newest(session) if session and policy != "recall" else iter(())

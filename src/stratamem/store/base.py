@@ -114,6 +114,10 @@ class Store(Protocol):
         """
         ...
 
+    def latest_session(self, namespace: str) -> str | None:
+        """The session of the most recently stored turn (``None`` if there is none)."""
+        ...
+
     def iter_turns(self, namespace: str, *, batch_size: int = 1000) -> Iterator[StoredTurn]:
         """Every turn of a namespace in (session, sequence) order, streamed."""
         ...

@@ -353,6 +353,13 @@ class PostgresStore:
             params.append(int(limit))
         return [_row_to_stored(r) for r in self._query(query, params)]
 
+    def latest_session(self, namespace: str) -> str | None:
+        """The session of the most recently stored turn (``None`` if there is none)."""
+        rows = self._query(
+            "SELECT s.name FROM turns t JOIN sessions s ON s.namespace = t.namespace AND s.id = t.session_id "
+            "WHERE t.namespace = %s ORDER BY t.id DESC LIMIT 1", (namespace,))
+        return rows[0][0] if rows else None
+
     def iter_turns(self, namespace: str, *, batch_size: int = 1000) -> Iterator[StoredTurn]:
         """Every turn of a namespace in (session, sequence) order, streamed in batches."""
         last_session, last_seq = -1, 0

@@ -353,11 +353,21 @@ class SQLiteStore:
               min_seq: int | None = None, max_seq: int | None = None, newest_first: bool = False,
               limit: int | None = None) -> list[StoredTurn]:
         """Turns of a namespace (optionally one session), ordered by session then sequence."""
-        where = ["n.name = ?"]
-        params: list[Any] = [namespace]
-        if session is not None:
-            where.append("s.name = ?")
-            params.append(session)
+        # Resolve names to ids first, so the scan uses UNIQUE(session_id, seq) for one
+        # session instead of sorting the whole namespace on every page.
+        with self._lock, self._errors():
+            ns_id = self._namespace_id(namespace, create=False)
+            if ns_id is None:
+                return []
+            where = ["t.namespace_id = ?"]
+            params: list[Any] = [ns_id]
+            if session is not None:
+                row = self._conn.execute("SELECT id FROM sessions WHERE namespace_id=? AND name=?",
+                                         (ns_id, session)).fetchone()
+                if row is None:
+                    return []
+                where.append("t.session_id = ?")
+                params.append(row[0])
         if ids is not None:
             ids = [int(i) for i in ids]
             if not ids:
@@ -376,6 +386,13 @@ class SQLiteStore:
             sql += " LIMIT ?"
             params.append(int(limit))
         return [_row_to_stored(r) for r in self._query(sql, params)]
+
+    def latest_session(self, namespace: str) -> str | None:
+        """The session of the most recently stored turn (``None`` if there is none)."""
+        rows = self._query(
+            "SELECT s.name FROM turns t JOIN sessions s ON s.id = t.session_id JOIN namespaces n "
+            "ON n.id = t.namespace_id WHERE n.name = ? ORDER BY t.id DESC LIMIT 1", (namespace,))
+        return rows[0][0] if rows else None
 
     def iter_turns(self, namespace: str, *, batch_size: int = 1000) -> Iterator[StoredTurn]:
         """Every turn of a namespace in (session, sequence) order, streamed in batches."""
