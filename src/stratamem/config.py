@@ -151,6 +151,8 @@ class EmbeddingConfig:
     batch_size: int = 64
     """Texts per embedding call."""
     dimensions: int | None = None
+    """Vector length of the ``openai`` provider's model (required for it)."""
+    dimensions: int | None = None
     """Vector length of the ``openai`` provider's model (required there; MiniLM has 384)."""
     timeout_s: float = 60.0
     """Per-request timeout of the ``openai`` provider."""

