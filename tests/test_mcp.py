@@ -21,7 +21,10 @@ STRATAMEM = str(Path(sys.executable).with_name("stratamem"))
 
 def _params(db: Path, namespace: str, *extra: str) -> StdioServerParameters:
     # Env vars only: the shell reads STRATAMEM_DB / STRATAMEM_NAMESPACE, the library never does.
-    env = {"STRATAMEM_DB": str(db), "STRATAMEM_NAMESPACE": namespace, "PATH": os.environ.get("PATH", "")}
+    # Lexical recall keeps the scores these tests assert exact; the hybrid path is
+    # covered with the real model in test_items.py.
+    env = {"STRATAMEM_DB": str(db), "STRATAMEM_NAMESPACE": namespace, "STRATAMEM_EMBEDDING": "none",
+           "PATH": os.environ.get("PATH", "")}
     return StdioServerParameters(command=STRATAMEM, args=["mcp", *extra], env=env)
 
 

@@ -12,6 +12,7 @@ variable               meaning                                    default
 ``STRATAMEM_PG_DSN``   PostgreSQL URL if STRATAMEM_DB is unset    none
 ``STRATAMEM_NAMESPACE`` namespace                                 ``default``
 ``STRATAMEM_CONFIG``   YAML config file                           none
+``STRATAMEM_EMBEDDING`` embedding provider (local/openai/none)    from config: local
 =====================  =========================================  ===================
 
 Precedence: command-line option > environment variable > config file > default.
@@ -47,10 +48,11 @@ class _Group(click.Group):
 class Settings:
     """What the top-level options resolved to; commands open memory through it."""
 
-    def __init__(self, db: str, namespace: str, config_path: str | None) -> None:
+    def __init__(self, db: str, namespace: str, config_path: str | None, embedding: str | None = None) -> None:
         self.db = db
         self.namespace = namespace
         self.config_path = config_path
+        self.embedding = embedding
         self._config: Config | None = None
         self._embedder: Any = None
         self._embedder_checked = False
@@ -59,7 +61,10 @@ class Settings:
     def config(self) -> Config:
         """The configuration (file if given, else defaults)."""
         if self._config is None:
-            self._config = Config.from_yaml(self.config_path) if self.config_path else Config()
+            config = Config.from_yaml(self.config_path) if self.config_path else Config()
+            if self.embedding is not None:
+                config = config.replace(embedding={"provider": self.embedding})
+            self._config = config
         return self._config
 
     def memory(self, namespace: str | None = None) -> Memory:
@@ -133,11 +138,13 @@ pass_settings = click.make_pass_decorator(Settings)
               help="Namespace (whose memory).")
 @click.option("--config", "config_path", envvar="STRATAMEM_CONFIG", type=click.Path(dir_okay=False),
               help="YAML configuration file.")
+@click.option("--embedding", envvar="STRATAMEM_EMBEDDING", type=click.Choice(["local", "openai", "none"]),
+              default=None, help="Embedding provider (overrides the config file; default local).")
 @click.version_option(package_name="stratamem")
 @click.pass_context
-def main(ctx: click.Context, db: str, namespace: str, config_path: str | None) -> None:
+def main(ctx: click.Context, db: str, namespace: str, config_path: str | None, embedding: str | None) -> None:
     """Keep an LLM agent's whole history usable inside a fixed token budget."""
-    ctx.obj = Settings(db, namespace, config_path)
+    ctx.obj = Settings(db, namespace, config_path, embedding)
 
 
 def emit_json(obj: Any) -> None:
