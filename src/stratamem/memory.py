@@ -18,7 +18,7 @@ from typing import IO, TYPE_CHECKING, Any
 from .assemble import POLICIES, ItemUnit, Recalled, assemble
 from .config import Config
 from .context import check_budget, check_format
-from .errors import InvalidTurnError, NotFoundError, ValidationError
+from .errors import ConfigError, InvalidTurnError, NotFoundError, ValidationError
 from .events import EventBus
 from .exchange import read_export, write_export
 from .ingest import IngestSession, parse_messages
@@ -85,6 +85,7 @@ class Memory:
 
     Raises:
         ValidationError: Invalid namespace name.
+        ConfigError: The pyramid is enabled but the store keeps no pyramid nodes.
         BackendError: The store cannot be opened.
         MigrationError: The store was written by a newer stratamem.
     """
@@ -107,6 +108,11 @@ class Memory:
         if isinstance(store, str | os.PathLike):
             store = SQLiteStore(store, busy_timeout_ms=self.config.store.busy_timeout_ms,
                                 tokenizer=self.tokenizer.name)
+        # Both built-in stores keep pyramid nodes; a store that does not is refused
+        # here rather than skipped silently after its turns are committed.
+        if self.config.pyramid.enabled and not hasattr(store, "nodes"):
+            raise ConfigError(f"the {getattr(store, 'backend', '?')} store keeps no pyramid nodes; "
+                              "set pyramid.enabled = false to use it")
         self.store: Store = store
 
     def for_namespace(self, namespace: str) -> Memory:
@@ -199,7 +205,7 @@ class Memory:
             self._index.add_turns(stored)
         # The turns are committed before the pyramid runs: a pyramid failure never
         # loses them, and the next update catches up from the last sealed turn.
-        if stored and self.config.pyramid.enabled and hasattr(self.store, "nodes"):
+        if stored and self.config.pyramid.enabled:
             self.pyramid.update(dict.fromkeys(t.session for t in stored))
 
     # --- pyramid ----------------------------------------------------------------------
@@ -324,8 +330,8 @@ class Memory:
             fixed = project_blocks(self.project_dir, self.namespace, self.tokenizer,
                                    self.state(self.project_dir)) + fixed
         summaries = (self._summary_index.rank(self.pyramid, query)
-                     if self.config.pyramid.enabled and hasattr(self.store, "nodes") else [])
-        items = self._item_units(query) if hasattr(self.store, "items") else []
+                     if self.config.pyramid.enabled else [])
+        items = self._item_units(query)
         cfg = self.config.context
         return assemble(budget=budget, tokenizer=self.tokenizer, fmt=format, policy=policy,
                         shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), fixed=fixed,

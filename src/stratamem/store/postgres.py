@@ -22,12 +22,13 @@ Needs the ``stratamem[postgres]`` extra (``psycopg[binary]``, ``psycopg-pool``).
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg import sql
@@ -39,6 +40,12 @@ from ..records import Session, StoredTurn, check_name
 from . import postgres_schema
 from .base import NamespaceStats, TurnBatch
 from .sqlite import turn_columns, turn_from_columns
+
+if TYPE_CHECKING:
+    from .postgres_conversations import PostgresConversations
+    from .postgres_embeddings import PostgresEmbeddingCache
+    from .postgres_items import PostgresItemStore
+    from .postgres_nodes import PostgresNodeStore
 
 __all__ = ["PostgresStore"]
 
@@ -197,6 +204,38 @@ class PostgresStore:
         if stored != tokenizer:
             raise ConfigError(f"this store keeps token counts made with {stored!r}; open it with that tokenizer "
                               f"(asked for {tokenizer!r})")
+
+    # --- feature stores -----------------------------------------------------------------
+    # The mirrors of SQLiteStore's feature stores (``store/postgres_<feature>.py``),
+    # under the same property names; they share this store's pool and transaction().
+
+    @functools.cached_property
+    def embeddings(self) -> PostgresEmbeddingCache:
+        """The content-addressed embedding cache (:mod:`stratamem.store.postgres_embeddings`)."""
+        from .postgres_embeddings import PostgresEmbeddingCache
+
+        return PostgresEmbeddingCache(self)
+
+    @functools.cached_property
+    def items(self) -> PostgresItemStore:
+        """Memory items of every namespace (:mod:`stratamem.store.postgres_items`)."""
+        from .postgres_items import PostgresItemStore
+
+        return PostgresItemStore(self)
+
+    @functools.cached_property
+    def conversations(self) -> PostgresConversations:
+        """Agent-loop conversation states (:mod:`stratamem.store.postgres_conversations`)."""
+        from .postgres_conversations import PostgresConversations
+
+        return PostgresConversations(self)
+
+    @functools.cached_property
+    def nodes(self) -> PostgresNodeStore:
+        """Pyramid nodes of every namespace (:mod:`stratamem.store.postgres_nodes`)."""
+        from .postgres_nodes import PostgresNodeStore
+
+        return PostgresNodeStore(self)
 
     # --- namespaces and sessions ------------------------------------------------------
 

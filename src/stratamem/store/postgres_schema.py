@@ -25,6 +25,10 @@ import psycopg
 from psycopg import sql
 
 from ..errors import MigrationError
+from .postgres_conversations import m004_conversations
+from .postgres_embeddings import m002_embeddings
+from .postgres_items import m005_items
+from .postgres_nodes import m003_pyramid
 
 __all__ = ["MIGRATIONS", "PgMigration", "applied", "apply", "ensure_schema"]
 
@@ -91,8 +95,14 @@ def m001_core(conn: psycopg.Connection) -> None:
     ])
 
 
+# Same names, same order as :data:`stratamem.store.sqlite_schema.MIGRATIONS`;
+# the feature bodies live beside their feature stores (``postgres_<feature>.py``).
 MIGRATIONS: list[PgMigration] = [
     PgMigration("m001_core", m001_core),
+    PgMigration("m005_items", m005_items),
+    PgMigration("m003_pyramid", m003_pyramid),
+    PgMigration("m004_conversations", m004_conversations),
+    PgMigration("m002_embeddings", m002_embeddings),
 ]
 
 
