@@ -11,7 +11,7 @@ import pytest
 from stratamem.errors import ModelError
 from stratamem.llm import OpenAIChat
 from stratamem.records import StoredTurn, Turn
-from stratamem.summarize import KeyFact, Summarizer, Summary
+from stratamem.summarize import KeyFact, Sentence, Summarizer, Summary, render
 from stratamem.summarize.extractive import ExtractiveSummarizer
 from stratamem.summarize.heuristic import HeuristicSummarizer
 from stratamem.summarize.llm import LLMSummarizer
@@ -68,7 +68,7 @@ def test_extractive_keeps_source_turn_ids_and_the_budget():
         speaker, body = sent.text.split(": ", 1)
         assert body in by_id[sent.turn_id].text
         assert speaker == by_id[sent.turn_id].turn.name
-    assert s.text == " ".join(x.text for x in s.sentences)
+    assert s.text == render(s.sentences)
 
 
 def test_extractive_prefers_sentences_with_names_numbers_and_dates():

@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..records import StoredTurn
 
-__all__ = ["MAX_KEY_FACTS", "KeyFact", "Sentence", "Summarizer", "Summary"]
+__all__ = ["MAX_KEY_FACTS", "KeyFact", "Sentence", "Summarizer", "Summary", "render"]
 
 MAX_KEY_FACTS = 10
 """Key facts kept per chunk (seed 000)."""
@@ -37,6 +37,26 @@ class Sentence:
     """The sentence as shown (speaker-prefixed for extractive summaries)."""
     turn_id: int | None = None
     """Source turn id, or ``None`` for generated text."""
+    action: bool = False
+    """Whether it mentions tool calls ("Ran pytest -q (2 failed).") rather than quoting prose."""
+
+
+def render(sentences: Sequence[Sentence]) -> str:
+    """Sentences as one readable line: a speaker's name once per run of their sentences.
+
+    ``[dana: A., dana: B., assistant: C.]`` reads ``dana: A. B. assistant: C.``.
+    Sentences without a source turn are shown as they are.
+    """
+    out: list[str] = []
+    prev: str | None = None
+    for s in sentences:
+        speaker, sep, body = s.text.partition(": ")
+        if s.turn_id is not None and sep and speaker == prev:
+            out.append(body)
+        else:
+            out.append(s.text)
+        prev = speaker if s.turn_id is not None and sep else None
+    return " ".join(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +90,14 @@ class Summary:
         """JSON form (inverse of :meth:`from_dict`)."""
         out: dict[str, Any] = {}
         index = {(x.text, x.turn_id): i for i, x in enumerate(self.sentences)}
-        # A sentence-based summary's text is its sentences joined: store it once.
-        if not self.sentences or self.text != " ".join(s.text for s in self.sentences):
+        # A sentence-based summary's text is its sentences rendered: store it once.
+        if self.sentences and self.text == render(self.sentences):
+            out["rendered"] = True
+        else:
             out["text"] = self.text
         return {
             **out,
-            "sentences": [[s.text, s.turn_id] for s in self.sentences],
+            "sentences": [[s.text, s.turn_id, 1] if s.action else [s.text, s.turn_id] for s in self.sentences],
             # A key fact that repeats a summary sentence is stored as that sentence's index.
             "key_facts": [index.get((f.text, f.turn_id), [f.text, f.turn_id]) for f in self.key_facts],
             "themes": list(self.themes),
@@ -85,10 +107,14 @@ class Summary:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Summary:
-        """Build from :meth:`to_dict` output."""
-        sentences = tuple(Sentence(t, i) for t, i in d.get("sentences", ()))
+        """Build from :meth:`to_dict` output (also the older form, whose text was the sentences space-joined)."""
+        sentences = tuple(Sentence(x[0], x[1], bool(x[2]) if len(x) > 2 else False) for x in d.get("sentences", ()))
+        if "text" in d:
+            text = d["text"]
+        else:
+            text = render(sentences) if d.get("rendered") else " ".join(s.text for s in sentences)
         return cls(
-            text=d["text"] if "text" in d else " ".join(s.text for s in sentences),
+            text=text,
             sentences=sentences,
             key_facts=tuple(KeyFact(sentences[f].text, sentences[f].turn_id) if isinstance(f, int) else KeyFact(*f)
                             for f in d.get("key_facts", ())),

@@ -1,11 +1,14 @@
 """The extractive summarizer: local, deterministic, no network.
 
-It picks whole sentences from the turns: those most central to the segment
-(closest to the segment's word centroid) and those carrying names, numbers
-and dates, which are what later questions ask about. Every sentence keeps its
-source turn id, so a summary can always be traced back and expanded. Merging
-re-ranks the children's sentences the same way, so consolidations stay
-extractive and traceable too.
+It picks whole sentences from the people's prose: those most central to the
+segment (closest to the segment's word centroid) and those carrying names,
+numbers and dates, which are what later questions ask about. Tool calls enter
+only as short action mentions ("Ran pytest -q (2 failed, 9 passed).") ranked
+below prose; tool output, tool arguments and code are never quoted (what is
+quotable is decided in :mod:`stratamem.summarize._units`). Every sentence
+keeps its source turn id, so a summary can always be traced back and
+expanded. Merging re-ranks the children's sentences the same way, so
+consolidations stay extractive and traceable too.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..records import StoredTurn, TextBlock, ToolResultBlock
+from ..records import StoredTurn
 from ..tokens import Tokenizer
-from . import MAX_KEY_FACTS, KeyFact, Sentence, Summary
-from ._text import content_words, fit_text, jaccard, signals, split_sentences, themes
+from . import MAX_KEY_FACTS, KeyFact, Sentence, Summary, render
+from ._text import content_words, fit_text, jaccard, signals, themes
+from ._units import units
 
 __all__ = ["ExtractiveSummarizer"]
 
@@ -27,6 +31,8 @@ __all__ = ["ExtractiveSummarizer"]
 _NAME_WEIGHT = 0.20
 _NUMBER_WEIGHT = 0.25
 _QUESTION_FACTOR = 0.5
+# Action mentions say what was done, not what was decided: they rank below prose.
+_ACTION_FACTOR = 0.4
 _MIN_CONTENT_WORDS = 2
 _REDUNDANCY = 0.6
 _EXECUTIVE_SENTENCES = 3
@@ -44,6 +50,7 @@ class _Candidate:
     turn_id: int | None
     position: int
     words: list[str]
+    action: bool = False
     score: float = 0.0
     signal: int = 0
 
@@ -65,21 +72,30 @@ def _score(cands: list[_Candidate]) -> None:
         c.score = central + _NAME_WEIGHT * min(names, 3) + _NUMBER_WEIGHT * min(numbers, 2)
         if c.body.rstrip().endswith("?"):
             c.score *= _QUESTION_FACTOR
+        if c.action:
+            c.score *= _ACTION_FACTOR
 
 
 def _select(cands: list[_Candidate], max_tokens: int, tokenizer: Tokenizer) -> list[_Candidate]:
-    """Best-scoring, non-redundant sentences that fit, in their original order."""
+    """Best-scoring, non-redundant sentences whose rendered text fits, in their original order."""
     chosen: list[_Candidate] = []
     used = 0
     for c in sorted(cands, key=lambda c: (-c.score, c.position)):
         if any(jaccard(c.words, o.words) > _REDUNDANCY for o in chosen):
             continue
-        cost = tokenizer.count(c.text) + (1 if chosen else 0)
-        if used + cost > max_tokens:
+        # The body alone is a lower bound on what the sentence adds: skip the render when it cannot fit.
+        if used + tokenizer.count(c.body) > max_tokens:
             continue
-        chosen.append(c)
-        used += cost
-    return sorted(chosen, key=lambda c: c.position)
+        trial = sorted([*chosen, c], key=lambda c: c.position)
+        cost = tokenizer.count(render(_sentences(trial)))
+        if cost > max_tokens:
+            continue
+        chosen, used = trial, cost
+    return chosen
+
+
+def _sentences(cands: list[_Candidate]) -> tuple[Sentence, ...]:
+    return tuple(Sentence(c.text, c.turn_id, c.action) for c in cands)
 
 
 def _prose(sentence: str) -> bool:
@@ -90,25 +106,13 @@ def _prose(sentence: str) -> bool:
     return bool(visible) and sum(ch.isalpha() for ch in visible) / len(visible) >= _MIN_LETTER_SHARE
 
 
-def _turn_prose(turn: StoredTurn) -> str:
-    """The turn's text without tool-call arguments (JSON arguments are not statements)."""
-    if isinstance(turn.turn.content, str):
-        return turn.turn.content
-    parts = []
-    for b in turn.turn.content:
-        if isinstance(b, TextBlock):
-            parts.append(b.text)
-        elif isinstance(b, ToolResultBlock):
-            parts.append(b.text)
-    return "\n".join(parts)
-
-
 def _key_facts(cands: list[_Candidate]) -> tuple[KeyFact, ...]:
     """The best sentences carrying names, numbers or dates, no near-duplicates, at most ten."""
     limit = min(MAX_KEY_FACTS, max(1, math.ceil(len(cands) / _SENTENCES_PER_FACT)))
     facts: list[_Candidate] = []
     for c in sorted(cands, key=lambda c: (-c.score, c.position)):
-        if c.signal == 0 or any(jaccard(c.words, o.words) > _REDUNDANCY for o in facts):
+        # Facts come from what people said; an action mention is not knowledge to keep.
+        if c.action or c.signal == 0 or c.body.rstrip().endswith("?") or any(jaccard(c.words, o.words) > _REDUNDANCY for o in facts):
             continue
         facts.append(c)
         if len(facts) == limit:
@@ -130,13 +134,11 @@ class ExtractiveSummarizer:
 
     def _candidates(self, turns: Sequence[StoredTurn]) -> list[_Candidate]:
         out: list[_Candidate] = []
-        for t in turns:
-            speaker = t.turn.name or t.role
-            for sent in split_sentences(_turn_prose(t)):
-                cw = content_words(sent)
-                if len(cw) < _MIN_CONTENT_WORDS or not _prose(sent):
-                    continue
-                out.append(_Candidate(f"{speaker}: {sent}", sent, t.id, len(out), cw))
+        for u in units(turns):
+            cw = content_words(u.body)
+            if len(cw) < _MIN_CONTENT_WORDS or not _prose(u.body) or u.body.rstrip().endswith(":"):
+                continue  # a lead-in ("The plan:") says nothing without what follows it
+            out.append(_Candidate(f"{u.speaker}: {u.body}", u.body, u.turn_id, len(out), cw, u.action))
         return out
 
     def summarize(self, turns: Sequence[StoredTurn], *, max_tokens: int) -> Summary:
@@ -148,7 +150,8 @@ class ExtractiveSummarizer:
         """
         cands = self._candidates(turns)
         speakers = {t.turn.name for t in turns if t.turn.name}
-        topic = themes((t.text for t in turns), exclude=speakers)
+        # Themes from what is quotable: tool output and code would crowd in words like "self" and "def".
+        topic = themes((c.body for c in cands if not c.action), exclude=speakers)
         if not cands:
             text = fit_text(f"Conversation segment ({len(turns)} turns)", max_tokens, self.tokenizer)
             return Summary(text=text, themes=topic, summarizer=self.name)
@@ -156,10 +159,11 @@ class ExtractiveSummarizer:
         chosen = _select(cands, max_tokens, self.tokenizer)
         if not chosen:  # even the shortest sentence is over budget: cut the best one
             best = max(cands, key=lambda c: c.score)
-            chosen = [_Candidate(fit_text(best.text, max_tokens, self.tokenizer), best.body, best.turn_id, 0, [])]
-        return Summary(text=" ".join(c.text for c in chosen),
-                       sentences=tuple(Sentence(c.text, c.turn_id) for c in chosen),
-                       key_facts=_key_facts(cands), themes=topic, summarizer=self.name)
+            chosen = [_Candidate(fit_text(best.text, max_tokens, self.tokenizer), best.body, best.turn_id, 0, [],
+                                 best.action)]
+        sentences = _sentences(chosen)
+        return Summary(text=render(sentences), sentences=sentences, key_facts=_key_facts(cands), themes=topic,
+                       summarizer=self.name)
 
     def merge(self, parts: Sequence[Summary], *, max_tokens: int, executive: bool = False) -> Summary:
         """Re-rank the children's sentences and facts into one summary within ``max_tokens``."""
@@ -170,7 +174,7 @@ class ExtractiveSummarizer:
                 body = s.text.split(": ", 1)[-1]
                 cw = content_words(body)
                 if len(cw) >= _MIN_CONTENT_WORDS and not any(c.text == s.text for c in cands):
-                    cands.append(_Candidate(s.text, body, s.turn_id, len(cands), cw))
+                    cands.append(_Candidate(s.text, body, s.turn_id, len(cands), cw, s.action))
         counts: Counter[str] = Counter(th for p in parts for th in p.themes)
         merged_themes = tuple(w for w, _ in counts.most_common(5))
         if not cands:
@@ -182,8 +186,7 @@ class ExtractiveSummarizer:
         exec_text = None
         if executive:
             top = sorted(chosen, key=lambda c: -c.score)[:_EXECUTIVE_SENTENCES]
-            exec_text = " ".join(c.text for c in sorted(top, key=lambda c: c.position)) or None
-        return Summary(text=" ".join(c.text for c in chosen),
-                       sentences=tuple(Sentence(c.text, c.turn_id) for c in chosen),
-                       key_facts=_key_facts(cands), themes=merged_themes, executive=exec_text,
-                       summarizer=self.name)
+            exec_text = render(_sentences(sorted(top, key=lambda c: c.position))) or None
+        sentences = _sentences(chosen)
+        return Summary(text=render(sentences), sentences=sentences, key_facts=_key_facts(cands),
+                       themes=merged_themes, executive=exec_text, summarizer=self.name)
