@@ -1,0 +1,489 @@
+"""The feature stores' contract: embeddings cache, pyramid nodes, conversations, memory items.
+
+Every behaviour runs on SQLite and on PostgreSQL (a real server: pgserver, one
+per run, or ``STRATAMEM_PG_DSN``; a fresh schema per test). Single-backend
+tests assert exact outcomes; the ``differential`` tests drive the same
+scenario through the public API on both backends in one test and require
+identical results (ids included: both hand out 1, 2, 3 … in a fresh store).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from pg import fresh_schema, schema_url
+
+from stratamem import Config, Memory
+from stratamem.agentloop.state import ConversationState
+from stratamem.embed.cache import CachedEmbedder
+from stratamem.errors import BackendError, ConfigError, MigrationError, NotFoundError, ValidationError
+from stratamem.items import Items
+from stratamem.records import Turn
+from stratamem.store import Store, TurnBatch
+from stratamem.store.open import open_store
+from stratamem.store.postgres import PostgresStore
+from stratamem.store.sqlite import SQLiteStore
+from stratamem.store.sqlite_items import NewItem
+from stratamem.store.sqlite_nodes import NewNode
+from stratamem.summarize import KeyFact, Summary
+from stratamem.testing.hash_embedder import HashEmbedder
+from stratamem.tokens import get_tokenizer
+
+BACKENDS = ["sqlite", "postgres"]
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+TOKENIZER = get_tokenizer()
+
+
+def _open(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Store:
+    if backend == "sqlite":
+        return SQLiteStore(tmp_path / f"{len(list(tmp_path.iterdir()))}.db")
+    dsn = request.getfixturevalue("pg_dsn")
+    return open_store(schema_url(dsn, fresh_schema(dsn, "f")))
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """One fresh store of the parametrized backend."""
+    s = _open(request.param, tmp_path, request)
+    yield s
+    s.close()
+
+
+@pytest.fixture
+def both(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[Any]]:
+    """A fresh SQLite store and a fresh PostgreSQL store, for differential tests."""
+    stores = [_open(b, tmp_path, request) for b in BACKENDS]
+    yield stores
+    for s in stores:
+        s.close()
+
+
+def raw(store: Any, statement: str, params: tuple[Any, ...] = ()) -> None:
+    """Run SQL behind the store's back (to corrupt or drop what it relies on)."""
+    if store.backend == "sqlite":
+        with store.lock:
+            store.connection.execute(statement.replace("%s", "?"), params)
+    else:
+        with store.connection() as conn:
+            conn.execute(statement, params)
+
+
+class Clock:
+    """A settable clock, so both backends see the same times."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def msgs(n: int, start: int = 0) -> list[dict[str, Any]]:
+    return [{"role": "user" if i % 2 == 0 else "assistant",
+             "content": f"Note {i}: Alice paid {i} euros in Paris for the w{i % 7} project.",
+             "timestamp": (T0 + timedelta(minutes=i)).isoformat()} for i in range(start, start + n)]
+
+
+def pyramid_config(**pyramid: Any) -> Config:
+    return Config().replace(pyramid={"summarizer": "heuristic", **pyramid})
+
+
+def turn(text: str) -> Turn:
+    return Turn(role="user", content=text, timestamp=T0)
+
+
+# --- embeddings cache -------------------------------------------------------------------------
+
+
+def test_embedding_cache_round_trips_exact_vectors_and_keeps_the_first_write(store: Any) -> None:
+    cache = store.embeddings
+    v = np.array([0.1, -2.5, 3.0e-8, 1 / 3], dtype=np.float32)
+    cache.put_many("m1", {"b2:aa": v, "b2:bb": v * 2})
+    cache.put_many("m1", {"b2:aa": v * 7})  # an existing key is left as it is
+    cache.put_many("m2", {"b2:aa": v * 3})
+    got = cache.get_many("m1", ["b2:aa", "b2:bb", "b2:missing", "b2:aa"])
+    assert sorted(got) == ["b2:aa", "b2:bb"]
+    assert got["b2:aa"].tobytes() == v.tobytes() and got["b2:aa"].dtype == np.float32
+    assert got["b2:bb"].tobytes() == (v * 2).tobytes()
+    assert (cache.count(), cache.count("m1"), cache.count("m2")) == (3, 2, 1)
+    assert cache.clear("m1") == 2
+    assert (cache.count(), cache.get_many("m1", ["b2:aa"])) == (1, {})
+    assert cache.clear() == 1
+
+
+def test_embedding_cache_refuses_a_matrix_and_a_corrupt_row(store: Any) -> None:
+    with pytest.raises(ValueError, match="one-dimensional"):
+        store.embeddings.put_many("m", {"h": np.zeros((2, 2), dtype=np.float32)})
+    assert store.embeddings.count() == 0
+    store.embeddings.put_many("m", {"h": np.ones(4, dtype=np.float32)})
+    raw(store, "UPDATE embeddings SET dims = 5")
+    with pytest.raises(BackendError, match="corrupt"):
+        store.embeddings.get_many("m", ["h"])
+
+
+def test_a_cached_embedder_embeds_each_text_once_across_store_handles(store: Any) -> None:
+    model = HashEmbedder(8)
+    first = CachedEmbedder(model, store.embeddings).embed_batch(["alpha", "beta"])
+    again = CachedEmbedder(model, store.embeddings).embed_batch(["beta", "alpha", "gamma"])
+    assert model.calls == [["alpha", "beta"], ["gamma"]]
+    assert again[0].tobytes() == first[1].tobytes() and again[1].tobytes() == first[0].tobytes()
+
+
+# --- conversations --------------------------------------------------------------------------
+
+
+def test_conversation_state_round_trips_replaces_and_lists_by_namespace(store: Any) -> None:
+    conv = store.conversations
+    assert conv.get("ns", "s1") is None
+    state = ConversationState("ns", "s1", summary="## Goal\nship ✓", compaction_count=2, turn_count=40,
+                              compacted_messages=31, files_read=("a.py", "b é.py"), files_modified=("a.py",),
+                              last_status="summarized", failures=1, calibration={"gpt-x": 1.07},
+                              updated_at=datetime(2025, 2, 3, 4, 5, 6, 789012, tzinfo=timezone.utc))
+    conv.put(state)
+    assert conv.get("ns", "s1") == state
+    newer = ConversationState("ns", "s1", summary=None, last_status="failed", last_error="timeout",
+                              updated_at=T0)
+    conv.put(newer)
+    assert conv.get("ns", "s1") == newer
+    conv.put(ConversationState("ns", "B", updated_at=T0))
+    conv.put(ConversationState("ns", "a", updated_at=T0))
+    conv.put(ConversationState("other", "zz", updated_at=T0))
+    assert conv.sessions("ns") == ["B", "a", "s1"]  # by code point on both backends
+    assert conv.get("other", "s1") is None and conv.sessions("nobody") == []
+
+
+def test_conversation_state_with_a_bad_name_is_refused_and_nothing_stored(store: Any) -> None:
+    with pytest.raises(ValidationError):
+        store.conversations.put(ConversationState("ns", "", updated_at=T0))
+    assert store.conversations.sessions("ns") == []
+
+
+# --- pyramid nodes -----------------------------------------------------------------------------
+
+
+def _segment(store: Any, turns: list[Any], level: int = 1, tier: str | None = "hot") -> int:
+    return store.nodes.insert("ns", NewNode(
+        level=level, kind="micro" if level == 1 else "mini", session="s" if level == 1 else None,
+        seq_range=(turns[0].seq, turns[-1].seq) if level == 1 else None, turn_ids=tuple(t.id for t in turns),
+        tokens=sum(t.tokens for t in turns), start=turns[0].turn.timestamp, end=turns[-1].turn.timestamp,
+        reason="size" if level == 1 else "consolidation", tier=tier))
+
+
+def test_node_rows_round_trip_and_a_turn_cannot_join_two_nodes_of_one_level(store: Any) -> None:
+    stored = store.append("ns", [TurnBatch("s", [turn(f"t{i}") for i in range(6)], [3] * 6)])
+    first = _segment(store, stored[:3])
+    assert store.nodes.sealed_seq("ns", "s") == 3
+    with pytest.raises(BackendError):
+        _segment(store, stored[2:5])  # turn 3 is already covered at level 1
+    assert [n.id for n in store.nodes.list("ns")] == [first]  # the failed insert left nothing
+    second = _segment(store, stored[3:])
+    parent = _segment(store, stored, level=2, tier=None)
+    store.nodes.set_parent([first, second], parent)
+    node = store.nodes.get("ns", first)
+    assert (node.level, node.kind, node.session, node.seq_range, node.turn_count, node.tokens, node.parent_id,
+            node.tier, node.summary_status, node.has_embedding, node.start) == (
+        1, "micro", "s", (1, 3), 3, 9, parent, "hot", "pending", False, T0)
+    assert store.nodes.turn_ids(parent) == [t.id for t in stored]
+    assert store.nodes.coverage("ns", 1) == {t.id: (first if t.seq <= 3 else second) for t in stored}
+    assert store.nodes.levels("ns") == [1, 2]
+    assert [n.id for n in store.nodes.list("ns", level=1, unparented=True)] == []
+    assert [n.id for n in store.nodes.list("ns", parent_id=parent, newest_first=True, limit=1)] == [second]
+    assert store.nodes.newest_turn_time("ns") == T0
+    with pytest.raises(NotFoundError):
+        store.nodes.get("other", first)  # ids of another namespace do not exist there
+    assert (store.nodes.list("other"), store.nodes.levels("other"), store.nodes.coverage("other", 1)) == ([], [], {})
+
+
+def test_summaries_embeddings_tiers_and_archive_references(store: Any) -> None:
+    stored = store.append("ns", [TurnBatch("s", [turn("é" * 10), turn("plain")], [4, 5])])
+    node_id = _segment(store, stored)
+    vec = np.array([0.25, -1e-3, 7.0, 1 / 7], dtype=np.float32)
+    summary = Summary("Alice paid.", key_facts=(KeyFact("Alice paid 5 euros", stored[1].id),), themes=("money",),
+                      summarizer="test")
+    store.nodes.set_summary(node_id, summary, tokens=3, status="ok", error=None, view_tokens=4,
+                            embedding=vec.tobytes())
+    node = store.nodes.get("ns", node_id)
+    assert (node.summary, node.summary_tokens, node.view_tokens, node.has_embedding) == (summary, 3, 4, True)
+    assert store.nodes.embedding(node_id) == vec.tobytes()
+    store.nodes.set_tier(node_id, "warm", view_tokens=6, warm=("ctf", "W|é"))
+    assert store.nodes.warm_content(node_id) == ("ctf", "W|é")
+    sizes = store.nodes.tier_sizes("ns")
+    assert [tuple(r) for r in sizes] == [("warm", 1, 2, 9, 6, 4, len(summary_json(summary)))]
+    assert store.nodes.tier_raw_bytes("ns") == {"warm": 20 + 5}
+    store.nodes.set_tier(node_id, "cold", view_tokens=3, archive_ref="2025-01-01.zst")
+    assert store.nodes.warm_content(node_id) is None
+    later = datetime.now(timezone.utc) + timedelta(days=1)
+    assert store.nodes.archived_before("ns", later) == [(node_id, "2025-01-01.zst")]
+    assert store.nodes.archived_before("ns", later - timedelta(days=2)) == []
+    assert store.nodes.archived_before("other", later) == []
+    assert store.nodes.archive_refs() == ["2025-01-01.zst"]
+    store.nodes.clear_archive([node_id])
+    assert store.nodes.archive_refs() == []
+    assert store.nodes.delete_turns([stored[0].id, 999_999]) == 1
+    assert [t.text for t in store.turns("ns")] == ["plain"]
+
+
+def summary_json(summary: Summary) -> bytes:
+    import json
+
+    return json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _node_view(mem: Memory) -> list[dict[str, Any]]:
+    out = []
+    for n in mem.pyramid.nodes():
+        d = n.to_dict()
+        del d["created_at"]
+        d["turn_ids"] = mem.pyramid.turn_ids(n.id)
+        d["embedding"] = None if mem.pyramid.embedding(n.id) is None else mem.pyramid.embedding(n.id).tobytes()
+        out.append(d)
+    return out
+
+
+def test_differential_the_pyramid_builds_the_same_tree_tiers_and_expansions(both: list[Any]) -> None:
+    views = []
+    for store in both:
+        mem = Memory(store, namespace="t", embedder=HashEmbedder(16),
+                     config=pyramid_config(micro_chunk_size=5, mini_chunk_size=10, macro_chunk_size=30,
+                                           defer_summarization=False, archive_cold_content=False))
+        # (Memory keeps a file archive beside a SQLite file only; without it both keep
+        # cold content in the canonical turns, so everything else must match.)
+        mem.add(msgs(23), session="a")
+        mem.add(msgs(24, start=23), session="b")
+        mem.pyramid.seal("a")
+        nodes = _node_view(mem)
+        stats = [s.to_dict() for s in mem.pyramid.stats()]
+        levels = [lv.to_dict() for lv in mem.pyramid.level_stats()]
+        expanded = {n["id"]: [t.text for t in mem.pyramid.expand(n["id"])] for n in nodes}
+        context = mem.context("what did Alice pay in Paris?", budget=600)
+        views.append((nodes, stats, levels, expanded, [m["content"] for m in context.messages]))
+    lite, pg = views
+    assert len(lite[0]) == 14 and {n["tier"] for n in lite[0]} == {"hot", "warm", "cold", None}
+    assert pg[0] == lite[0]
+    assert pg[1:] == lite[1:]
+
+
+def test_memory_add_runs_the_pyramid_on_every_backend(store: Any) -> None:
+    mem = Memory(store, namespace="t", config=pyramid_config(micro_chunk_size=5))
+    mem.add(msgs(12))
+    assert [(n.level, n.seq_range) for n in mem.pyramid.nodes(level=1)] == [(1, (1, 5)), (1, (6, 10))]
+
+
+def test_memory_refuses_a_store_without_nodes_when_the_pyramid_is_on(tmp_path: Path) -> None:
+    class CoreOnly:
+        """A store that keeps turns but no derived data."""
+
+        backend = "core-only"
+
+    with pytest.raises(ConfigError, match="core-only store keeps no pyramid nodes"):
+        Memory(CoreOnly(), namespace="t")  # type: ignore[arg-type]
+    mem = Memory(CoreOnly(), namespace="t", config=Config().replace(pyramid={"enabled": False}))  # type: ignore[arg-type]
+    assert mem.store.backend == "core-only"
+
+
+# --- memory items ------------------------------------------------------------------------------
+
+
+def _items(store: Any, namespace: str = "t", **cfg: Any) -> Items:
+    config = Config().replace(items=cfg) if cfg else Config()
+    return Items(store, namespace, tokenizer=TOKENIZER, config=config.items, embedder=HashEmbedder(32),
+                 clock=Clock())
+
+
+def test_lexical_search_folds_case_and_diacritics_and_matches_whole_words(store: Any) -> None:
+    items = _items(store)
+    cafe = items.add("Meeting at the CAFÉ near Zürich", tier="cold").id
+    mail = items.add("Send the e-mail to bob@example.com", tier="cold").id
+    items.add("Caffeine is a stimulant", tier="cold")
+    db = store.items
+    assert [i for i, _ in db.lexical("t", '"cafe"', limit=10)] == [cafe]
+    assert [i for i, _ in db.lexical("t", '"zurich" OR "nothing"', limit=10)] == [cafe]
+    assert [i for i, _ in db.lexical("t", '"example"', limit=10)] == [mail]
+    assert [i for i, _ in db.lexical("t", '"mail" OR "bob"', limit=10)] == [mail]
+    assert db.lexical("t", '"caf"', limit=10) == []  # no prefix matching
+    assert db.lexical("other", '"cafe"', limit=10) == []
+    scores = db.lexical("t", '"cafe" OR "send" OR "stimulant"', limit=2)
+    assert len(scores) == 2 and all(s < 0 for _, s in scores)  # bm25-like: more negative is better
+
+
+def test_item_vectors_round_trip_exactly_in_id_order(store: Any) -> None:
+    items = _items(store)
+    a = items.add("first fact", tier="cold")
+    items.add("second fact", tier="cold")
+    rows = store.items.vectors_after("t", 0)
+    assert [r[0] for r in rows] == [a.id, a.id + 1] and {r[2] for r in rows} == {"hash-embedder"}
+    expected = HashEmbedder(32).embed_batch(["first fact"])[0].astype(np.float32)
+    assert rows[0][1] == expected.tobytes()
+    assert store.items.vectors_after("t", a.id) == rows[1:]
+    assert store.items.vectors_after("other", 0) == []
+
+
+def test_item_ids_of_another_namespace_behave_as_missing(store: Any) -> None:
+    mine = _items(store, "mine")
+    theirs = _items(store, "theirs")
+    secret = theirs.add("their secret", tier="cold").id
+    assert store.items.get("mine", [secret]) == []
+    assert store.items.update("mine", [secret], tier="hot") == 0
+    assert store.items.delete("mine", [secret]) == 0
+    store.items.record_access("mine", {secret: 0.9}, "2025-01-01T00:00:00.000000Z")
+    with pytest.raises(NotFoundError):
+        mine.get(secret)
+    item = theirs.get(secret)
+    assert (item.tier, item.access_count, item.relevance) == ("cold", 0, 1.0)
+    assert mine.recall("secret").items == ()
+
+
+def test_a_failed_item_write_leaves_the_store_as_it_was(store: Any) -> None:
+    items = _items(store, hot_token_limit=12, auto_spill=False)
+    items.add("one two three")
+    before = [i.to_dict() for i in items.list()]
+    with pytest.raises(BackendError):
+        with store.transaction():
+            store.items.insert("t", NewItem(content="x", type="fact", tier="hot", tokens=1, relevance=1.0,
+                                            source="api", created_at="2025-01-01T00:00:00.000000Z"))
+            store.items.add_metrics("t", {"spills": 1})
+            raw(store, "INSERT INTO memory_items (id) VALUES (NULL)")  # a NOT NULL violation inside
+    assert [i.to_dict() for i in items.list()] == before
+    assert items.metrics().to_dict()["spills"] == 0
+
+
+def test_differential_items_tiers_recall_promotion_supersession_and_status(both: list[Any]) -> None:
+    views = []
+    for store in both:
+        items = _items(store, hot_token_limit=40, spill_count=2, warm_access_threshold=1)
+        clock: Clock = items._clock  # type: ignore[assignment]
+        for i in range(8):
+            items.add(f"Fact {i}: the budget for project w{i} is {i * 100} euros", key=f"k{i % 6}")
+            clock.now += timedelta(minutes=1)
+        recalls = []
+        for q in ("budget for project w1", "w1 euros", "project w3", "nothing matches zebra"):
+            r = items.recall(q, limit=2)
+            recalls.append((q, [i.id for i in r.items], r.promoted, r.spilled, [x.reason for x in r.refused]))
+            clock.now += timedelta(minutes=5)
+        extracted = items.extract_from(["Alice likes tea", "Bob likes coffee"],
+                                       [t.id for t in store.append("t", [TurnBatch("s", [turn("x")], [1])])])
+        items.confirm(extracted[0].id)
+        items.reject(extracted[1].id)
+        items.supersede(2, 8)
+        pruned = items.prune([i.id for i in items.list("cold") if i.superseded_by is not None][:1])
+        status = items.status().to_dict()
+        status.pop("metrics")
+        listing = [i.to_dict() for i in items.list()]
+        views.append((recalls, status, listing, pruned, items.metrics().to_dict()))
+    lite, pg = views
+    assert lite[0][0][1] and lite[3] == 1
+    for a, b in zip(lite, pg, strict=True):
+        assert _strip_latency(b) == _strip_latency(a)
+
+
+def _strip_latency(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_latency(v) for k, v in value.items() if "latency" not in k}
+    return value
+
+
+# --- migrations, errors ------------------------------------------------------------------------
+
+
+def test_postgres_applies_every_sqlite_migration_by_name_in_order(both: list[Any]) -> None:
+    from stratamem.store import migrations, postgres_schema, sqlite_schema
+
+    lite, pg = both
+    names = [m.name for m in sqlite_schema.MIGRATIONS]
+    assert [m.name for m in postgres_schema.MIGRATIONS] == names
+    with lite.lock:
+        assert migrations.applied(lite.connection) == names
+    with pg.connection() as conn:
+        assert postgres_schema.applied(conn) == names
+
+
+def test_every_feature_store_method_maps_driver_errors(store: Any) -> None:
+    store.append("ns", [TurnBatch("s", [turn("x")], [1])])  # the namespace exists: reads reach the tables
+    for table in ("memory_item_metrics", "memory_items", "node_turns", "nodes", "conversations", "embeddings"):
+        raw(store, f"DROP TABLE {table}")
+    state = ConversationState("ns", "s", updated_at=T0)
+    item = NewItem(content="x", type="fact", tier="hot", tokens=1, relevance=1.0, source="api",
+                   created_at="2025-01-01T00:00:00.000000Z")
+    calls: dict[str, Callable[[], object]] = {
+        "embeddings.get_many": lambda: store.embeddings.get_many("m", ["h"]),
+        "embeddings.put_many": lambda: store.embeddings.put_many("m", {"h": np.ones(2, dtype=np.float32)}),
+        "embeddings.count": lambda: store.embeddings.count(),
+        "embeddings.clear": lambda: store.embeddings.clear(),
+        "conversations.get": lambda: store.conversations.get("ns", "s"),
+        "conversations.put": lambda: store.conversations.put(state),
+        "conversations.sessions": lambda: store.conversations.sessions("ns"),
+        "nodes.get": lambda: store.nodes.get("ns", 1),
+        "nodes.list": lambda: store.nodes.list("ns"),
+        "nodes.sealed_seq": lambda: store.nodes.sealed_seq("ns", "s"),
+        "nodes.turn_ids": lambda: store.nodes.turn_ids(1),
+        "nodes.embedding": lambda: store.nodes.embedding(1),
+        "nodes.set_parent": lambda: store.nodes.set_parent([1], 2),
+        "nodes.archive_refs": lambda: store.nodes.archive_refs(),
+        "items.select": lambda: store.items.select("ns"),
+        "items.insert": lambda: store.items.insert("ns", item),
+        "items.lexical": lambda: store.items.lexical("ns", '"x"', limit=3),
+        "items.vectors_after": lambda: store.items.vectors_after("ns", 0),
+        "items.tier_totals": lambda: store.items.tier_totals("ns"),
+        "items.add_metrics": lambda: store.items.add_metrics("ns", {"a": 1}),
+    }
+    unmapped = []
+    for name, call in calls.items():
+        try:
+            call()
+            unmapped.append(f"{name}: no error")
+        except BackendError as exc:
+            if not isinstance(exc.__cause__, (sqlite3.Error, psycopg.Error)):
+                unmapped.append(f"{name}: cause {exc.__cause__!r}")
+    assert unmapped == []
+
+
+# --- PostgreSQL only: what SQLite has no counterpart for ---------------------------------------
+
+
+@pytest.fixture
+def pg(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    s = _open("postgres", tmp_path, request)
+    yield s
+    s.close()
+
+
+def test_postgres_nearest_is_the_exact_cosine_ranking(pg: Any) -> None:
+    items = _items(pg)
+    texts = [f"note {i} about topic {i % 5} and colour {i % 3}" for i in range(40)]
+    ids = [items.add(t, tier="cold").id for t in texts]
+    query = HashEmbedder(32).embed_batch(["topic 3 colour 1"])[0]
+    mat = HashEmbedder(32).embed_batch(texts)
+    cos = mat @ query
+    order = sorted(range(len(ids)), key=lambda i: (-cos[i], ids[i]))[:5]
+    got = pg.items.nearest("t", query, 5)
+    assert [i for i, _ in got] == [ids[i] for i in order]
+    assert np.allclose([c for _, c in got], cos[order], atol=1e-6)
+    assert pg.items.nearest("other", query, 5) == [] and pg.items.nearest("t", query, 0) == []
+
+
+def test_postgres_lexical_refuses_fts5_syntax_it_does_not_translate(pg: Any) -> None:
+    for bad in ('"a" NOT "b"', "(a OR b)", "a*", "content:a", 'NEAR("a" "b")'):
+        with pytest.raises(ValidationError):
+            pg.items.lexical("t", bad, limit=3)
+    assert pg.items.lexical("t", '"!!!"', limit=3) == []
+
+
+def test_a_role_that_cannot_create_pgvector_gets_a_migration_error_naming_the_fix(pg_dsn: str) -> None:
+    name = fresh_schema(pg_dsn, "novec")  # a unique name, reused for a database and a role
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {name} LOGIN")
+        conn.execute(f"CREATE DATABASE {name} OWNER {name}")
+    try:
+        with pytest.raises(MigrationError, match="CREATE EXTENSION vector"):
+            PostgresStore(psycopg.conninfo.make_conninfo(pg_dsn, dbname=name, user=name))
+    finally:
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
+            conn.execute(f"DROP ROLE {name}")
