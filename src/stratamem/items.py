@@ -214,8 +214,8 @@ class Items:
                      session: str | None = None, tier: str = "cold") -> list[MemoryItem]:
         """Store facts extracted from a segment as auto-extracted items awaiting review.
 
-        Facts whose exact text is already a live item are skipped, so re-extracting
-        a segment adds nothing twice. All facts are stored in one transaction.
+        All facts share ``type`` and ``provenance``; :meth:`extract_facts` takes
+        them one by one. Duplicates are skipped as :meth:`extract_facts` says.
 
         Args:
             facts: The key facts (one item each).
@@ -233,42 +233,86 @@ class Items:
             NotFoundError: A provenance id is not a turn of this namespace.
             BudgetError: ``tier="hot"`` and the facts do not fit.
         """
-        texts = [check_content(f) for f in facts]
-        kind = check_choice(type, ITEM_TYPES, "type")
-        tier = check_choice(tier, TIERS, "tier")
-        turn_ids = sorted({check_item_id(t) for t in provenance})
-        if not turn_ids:
+        if not provenance:
             raise ValidationError("extracted items need the turn ids they come from", path="provenance")
-        known = {t.id for t in self._store.turns(self.namespace, ids=turn_ids)}
-        missing = [t for t in turn_ids if t not in known]
+        return self.extract_facts([(f, type, provenance) for f in facts], session=session, tier=tier)
+
+    def extract_facts(self, facts: Sequence[tuple[str, str, Sequence[int]]], *, session: str | None = None,
+                      tier: str = "cold") -> list[MemoryItem]:
+        """Store ``(text, type, provenance)`` facts as auto-extracted items awaiting review.
+
+        A fact whose text (ignoring case, spacing and a final period) is already
+        an item of the namespace — live, superseded or rejected — is skipped:
+        re-extracting a segment adds nothing twice, and a fact the user rejected
+        or that was superseded does not come back. All facts are embedded in one
+        batch and stored in one transaction.
+
+        Args:
+            facts: Each fact's text, item type and the ids of the turns it was
+                extracted from (at least one; turns of this namespace).
+            session: Session label.
+            tier: Where they go (default cold: extraction must not crowd the hot tier).
+
+        Returns:
+            The new items (``source == "extracted"``, ``review == "pending"``).
+
+        Raises:
+            ValidationError: Bad fact text, type or tier; a fact without provenance.
+            NotFoundError: A provenance id is not a turn of this namespace.
+            BudgetError: ``tier="hot"`` and the facts do not fit.
+        """
+        tier = check_choice(tier, TIERS, "tier")
+        checked: list[tuple[str, str, tuple[int, ...]]] = []
+        for text, kind, provenance in facts:
+            turn_ids = tuple(sorted({check_item_id(t) for t in provenance}))
+            if not turn_ids:
+                raise ValidationError("extracted items need the turn ids they come from", path="provenance")
+            checked.append((check_content(text), check_choice(kind, ITEM_TYPES, "type"), turn_ids))
+        all_ids = sorted({t for _, _, ids in checked for t in ids})
+        known = {t.id for t in self._store.turns(self.namespace, ids=all_ids)} if all_ids else set()
+        missing = [t for t in all_ids if t not in known]
         if missing:
             raise NotFoundError(f"turns {missing[:5]} are not in namespace {self.namespace!r}")
-        live = {i.content for i in self._db.select(self.namespace, live_only=True)}
-        texts = [t for t in dict.fromkeys(texts) if t not in live]
-        vectors: list[tuple[bytes | None, str | None]] = [(None, None)] * len(texts)
-        if self.embedder is not None and texts:
+        unique: dict[str, tuple[str, str, tuple[int, ...]]] = {}
+        for fact in checked:
+            unique.setdefault(_fact_key(fact[0]), fact)
+        new = [f for f in unique.values() if not self._has_fact(f[0])]
+        vectors: list[tuple[bytes | None, str | None]] = [(None, None)] * len(new)
+        if self.embedder is not None and new:
             try:
-                mat = embed_texts(self.embedder, texts)
+                mat = embed_texts(self.embedder, [f[0] for f in new])
                 name = _embedder_name(self.embedder)
                 vectors = [(row.tobytes(), name) for row in mat]
             except ModelError as exc:
-                log.warning("embedding %d extracted items failed; stored without vectors", len(texts))
-                self._emit("items.embed_failed", error=str(exc)[:200], count=len(texts))
+                log.warning("embedding %d extracted items failed; stored without vectors", len(new))
+                self._emit("items.embed_failed", error=str(exc)[:200], count=len(new))
         from .store.sqlite_items import NewItem
 
         now = format_timestamp(self._now())
         ids: list[int] = []
         with self._db.transaction():
-            for text, (vec, model) in zip(texts, vectors, strict=True):
+            for (text, kind, turn_ids), (vec, model) in zip(new, vectors, strict=True):
                 tokens = self.tokenizer.count(text)
                 if tier == "hot":
                     self._make_room(tokens)
                 ids.append(self._db.insert(self.namespace, NewItem(
                     content=text, type=kind, tier=tier, tokens=tokens, relevance=1.0, source="extracted",
-                    created_at=now, session=session, provenance=tuple(turn_ids), review="pending",
+                    created_at=now, session=session, provenance=turn_ids, review="pending",
                     valid_from=now, embedding=vec, embedding_model=model)))
-        self._emit("items.extracted", ids=ids, turns=len(turn_ids))
+        self._emit("items.extracted", ids=ids, turns=len(all_ids))
         return self._db.get(self.namespace, ids)
+
+    def _has_fact(self, text: str) -> bool:
+        """Whether any item of the namespace (live or not) already says ``text``."""
+        terms = content_terms(text)
+        if terms:
+            # FTS5 narrows to items holding every content word; the exact comparison decides.
+            hits = self._db.lexical(self.namespace, " AND ".join(f'"{t}"' for t in terms), limit=200)
+            candidates = self._db.get(self.namespace, [i for i, _ in hits])
+        else:
+            candidates = self._db.select(self.namespace)
+        key = _fact_key(text)
+        return any(_fact_key(c.content) == key for c in candidates)
 
     # --- spill / promote --------------------------------------------------------------
 
@@ -618,6 +662,11 @@ class Items:
 
     def __repr__(self) -> str:
         return f"Items({self.namespace!r})"
+
+
+def _fact_key(text: str) -> str:
+    """What two extracted facts must share to be the same fact: words, not case, spacing or a final period."""
+    return " ".join(text.lower().split()).rstrip(".!")
 
 
 def _embedder_name(embedder: Embedder) -> str:

@@ -20,7 +20,9 @@ Structure (seal, consolidate, tier moves, archive writes) changes in one
 transaction; summaries are written after it, node by node, so a slow or
 failing model never holds the write lock or loses a turn. A failed model call
 leaves the node with an extractive summary, ``summary_status = 'failed'``, the
-error in ``summary_error`` and a ``summarizer.failed`` event.
+error in ``summary_error`` and a ``summarizer.failed`` event. With
+``auto_extract_facts``, a segment's key facts also become memory items
+(auto-extracted, cold, awaiting review), where the store keeps items.
 
 Tier rules are in :mod:`stratamem.tiers`, the archive in :mod:`stratamem.archive`,
 retention in :mod:`stratamem.retention`, the prompt view with seed 002's
@@ -41,7 +43,7 @@ import numpy as np
 
 from .archive import Archive
 from .config import Config
-from .errors import ArchiveError, ConfigError, ModelError, ValidationError
+from .errors import ArchiveError, ConfigError, ModelError, StratamemError, ValidationError
 from .events import Event, EventBus
 from .nodes import Node, TierStats
 from .records import StoredTurn
@@ -49,6 +51,7 @@ from .segment import FixedSegmenter, Seal, Segmenter, TopicSegmenter, UserTurnSe
 from .store.sqlite_nodes import NewNode
 from .summarize import Summarizer, Summary
 from .summarize.extractive import ExtractiveSummarizer
+from .summarize.facts import item_facts
 from .summarize.heuristic import HeuristicSummarizer
 from .tiers import decode_turns, encode_turns, plan_tiers, turn_from_record, turn_record
 from .tokens import Tokenizer
@@ -185,7 +188,8 @@ class Pyramid:
         config: Settings (``config.pyramid``; ``config.context`` for seed 002's allocations).
         tokenizer: Counts summary and view tokens.
         events: Bus for ``segment.sealed``, ``node.consolidated``, ``tier.changed``,
-            ``summarizer.failed`` and ``embed.failed``.
+            ``summarizer.failed``, ``embed.failed`` and ``items.extract_failed``
+            (plus the ``items.*`` events of auto-extracted memory items).
         summarizer: Strategy instance (default: the one the config names).
         embedder: Optional object with ``embed_batch(texts) -> np.ndarray``; summaries are embedded.
         archive_dir: Directory of the cold archive; ``None`` keeps cold content only
@@ -214,6 +218,7 @@ class Pyramid:
         self.clock = clock
         self.plan = plan_for(config)
         self._nodes = store.nodes
+        self._item_api: Any = None
 
     # --- budgets -------------------------------------------------------------------------
 
@@ -401,11 +406,46 @@ class Pyramid:
             summary = run(self.fallback)
             self.events.emit(self._event("summarizer.failed", node_id=node.id, level=node.level,
                                          summarizer=self.summarizer.name, error=type(exc).__name__))
+        if error is None and node.level == 1:
+            # Only a summary that stands is mined for items: a fallback's facts would be
+            # joined by the retry's, two wordings of the same knowledge.
+            error = self._extract_items(node, summary)
         tokens = self.tokenizer.count(summary.text)
         view = self._cold_tokens(summary) if node.tier == "cold" else None
         self._nodes.set_summary(node.id, summary, tokens=tokens, status="failed" if error else "ok", error=error,
                                 view_tokens=view, embedding=self._embed(node, summary.text))
         return done + 1
+
+    def _extract_items(self, node: Node, summary: Summary) -> str | None:
+        """Store a segment's key facts as cold, auto-extracted memory items; returns the error, if any.
+
+        Runs when ``auto_extract_facts`` is on and the store keeps items. Each fact
+        is typed by :func:`~stratamem.summarize.facts.fact_type` and keeps its
+        source turn as provenance; ``Items.extract_facts`` skips facts the
+        namespace already has, so re-summarizing or retrying adds nothing twice.
+        A failure emits ``items.extract_failed`` and is recorded on the node
+        (status ``failed``, so :meth:`retry_failed` tries again); the summary and
+        the turns stay.
+        """
+        if not self.config.pyramid.auto_extract_facts or not hasattr(self.store, "items"):
+            return None
+        facts = [(f.text, f.type, (f.turn_id,)) for f in item_facts(summary)]
+        if not facts:
+            return None
+        try:
+            self._items().extract_facts(facts, session=node.session)
+        except StratamemError as exc:
+            self.events.emit(self._event("items.extract_failed", node_id=node.id, error=type(exc).__name__))
+            return f"item extraction failed: {type(exc).__name__}: {exc}"
+        return None
+
+    def _items(self) -> Any:
+        if self._item_api is None:
+            from .items import Items
+
+            self._item_api = Items(self.store, self.namespace, tokenizer=self.tokenizer, config=self.config.items,
+                                   embedder=self.embedder, events=self.events)
+        return self._item_api
 
     def _embed(self, node: Node, text: str) -> bytes | None:
         if self.embedder is None or not self.config.pyramid.auto_embed or not text:

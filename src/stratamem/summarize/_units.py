@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from ..records import StoredTurn, TextBlock, ToolResultBlock, ToolUseBlock
 from ._text import split_sentences
 
-__all__ = ["Unit", "actions", "prose_lines", "prose_sentences", "units"]
+__all__ = ["Unit", "actions", "prose_lines", "prose_sentences", "turn_text", "units"]
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST_MARKER = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+")
@@ -206,7 +206,8 @@ def actions(turns: Sequence[StoredTurn]) -> dict[int, str]:
     return out
 
 
-def _text_of(turn: StoredTurn) -> str:
+def turn_text(turn: StoredTurn) -> str:
+    """The turn's own text blocks (no tool calls, tool results or thinking)."""
     if isinstance(turn.turn.content, str):
         return turn.turn.content
     return "\n\n".join(b.text for b in turn.turn.content if isinstance(b, TextBlock))
@@ -220,7 +221,7 @@ def units(turns: Sequence[StoredTurn]) -> list[Unit]:
         if t.role in ("system", "tool"):
             continue
         speaker = t.turn.name or t.role
-        out.extend(Unit(speaker, s, t.id) for s in prose_sentences(_text_of(t)))
+        out.extend(Unit(speaker, s, t.id) for s in prose_sentences(turn_text(t)))
         if t.id in mentions:
             out.append(Unit(speaker, mentions[t.id], t.id, action=True))
     return out

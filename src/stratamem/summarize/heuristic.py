@@ -4,6 +4,9 @@ The summary names what the user asked for: the first sentence (at most 50
 characters) of each of the first three user turns. It extracts no key facts
 (the seed's rule has none without a model); themes are the most frequent
 content words. Merging joins the first three child summaries.
+
+Only what the user wrote counts as a request: in Anthropic's format tool
+results travel in user turns, and their output is not a request.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from ..records import StoredTurn
 from ..tokens import Tokenizer
 from . import Summary
 from ._text import fit_text, themes
+from ._units import turn_text
 
 __all__ = ["HeuristicSummarizer"]
 
@@ -39,8 +43,8 @@ class HeuristicSummarizer:
         Returns:
             A summary within ``max_tokens`` tokens, no key facts, frequent-word themes.
         """
-        requests = [t.text.split(".")[0][:_REQUEST_CHARS].strip()
-                    for t in turns if t.role == "user"][:_FIRST_USER_TURNS]
+        written = [text for t in turns if t.role == "user" and (text := turn_text(t).strip())]
+        requests = [r.split(".")[0][:_REQUEST_CHARS].strip() for r in written[:_FIRST_USER_TURNS]]
         requests = [r for r in requests if r]
         text = f"Discussion of: {'; '.join(requests)}" if requests else f"Conversation segment ({len(turns)} turns)"
         speakers = {t.turn.name for t in turns if t.turn.name}
