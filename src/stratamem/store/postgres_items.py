@@ -212,7 +212,7 @@ class PostgresItemStore:
 
     def vectors_after(self, namespace: str, after_id: int) -> list[tuple[int, bytes, str | None]]:
         """``(id, float32 blob, model)`` of embedded items with id > ``after_id``, by id."""
-        rows = self._rows("SELECT id, embedding, embedding_model FROM memory_items "
+        rows = self._rows("SELECT id, vector_send(embedding), embedding_model FROM memory_items "
                           "WHERE namespace = %s AND id > %s AND embedding IS NOT NULL ORDER BY id",
                           (namespace, int(after_id)), binary=True)
         return [(int(r[0]), vector_from_binary(r[1]), r[2]) for r in rows]

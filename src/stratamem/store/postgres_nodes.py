@@ -193,7 +193,7 @@ class PostgresNodeStore:
     def embedding(self, node_id: int) -> bytes | None:
         """The stored embedding (float32 bytes), or ``None``."""
         with self._store.connection() as conn, self._store._errors():
-            row = conn.cursor(binary=True).execute("SELECT embedding FROM nodes WHERE id = %s",
+            row = conn.cursor(binary=True).execute("SELECT vector_send(embedding) FROM nodes WHERE id = %s",
                                                    (int(node_id),)).fetchone()
         return vector_from_binary(row[0]) if row and row[0] is not None else None
 

@@ -3,7 +3,8 @@
 * **Vectors** are pgvector ``vector`` values. They are written as text
   literals (every float32 printed as the exact double it widens to, which
   pgvector's ``strtof`` reads back bit for bit) and read in pgvector's binary
-  form (big-endian float32), so a vector round-trips exactly and the callers
+  form (``vector_send``: big-endian float32, as ``bytea``, so whatever type
+  loaders a caller registered on a pooled connection do not matter), so a vector round-trips exactly and the callers
   keep dealing in little-endian float32 bytes, as with SQLite's blobs.
 * **Full-text terms.** SQLite indexes item text with FTS5's ``unicode61``
   tokenizer (case- and diacritic-folded words). PostgreSQL's own parser splits
