@@ -7,12 +7,16 @@ import json
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stratamem.errors import ModelError
 from stratamem.llm import OpenAIChat
-from stratamem.records import StoredTurn, Turn
+from stratamem.records import StoredTurn, TextBlock, ToolResultBlock, ToolUseBlock, Turn
 from stratamem.summarize import KeyFact, Sentence, Summarizer, Summary, render
 from stratamem.summarize.extractive import ExtractiveSummarizer
+from stratamem.summarize._text import fit_text
+from stratamem.summarize._units import actions, prose_sentences
 from stratamem.summarize.heuristic import HeuristicSummarizer
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer
@@ -174,3 +178,159 @@ def test_llm_merge_asks_for_an_executive_summary_at_the_top():
         parts = [Summary("part one", key_facts=(KeyFact("x", 101),)), Summary("part two")]
         assert llm.merge(parts, max_tokens=50, executive=True).executive == "They planned the launch."
         assert llm.merge(parts, max_tokens=50).executive is None
+
+
+# --- agent conversations: prose first, tool calls as short mentions ------------------------
+
+def agent_turn(i: int, role: str, content, name: str | None = None) -> StoredTurn:
+    return StoredTurn(200 + i, "ns", "s", i + 1, 10, Turn(role, content, timestamp=T0, name=name))
+
+
+def result(call_id: str, text: str, *, error: bool = False) -> ToolResultBlock:
+    return ToolResultBlock(call_id, (TextBlock(text),), is_error=error)
+
+
+AGENT = [
+    agent_turn(0, "system", "You are a coding agent. Tools: read_file, run, search."),
+    agent_turn(1, "user", "Checkout fails now and then under load. Can you look at orders/checkout.py and\n"
+                          "run the tests?", "dana"),
+    agent_turn(2, "assistant", (TextBlock("Reading the checkout first."),
+                                ToolUseBlock("c1", "read_file", {"path": "orders/checkout.py"}),
+                                ToolUseBlock("c2", "search", {"pattern": "call_with_retry", "path": "orders/"}))),
+    agent_turn(3, "tool", (result("c1", "from .retry import call_with_retry\n\ndef checkout(order):\n"
+                                        "    return call_with_retry(lambda: _charge(order))\n"),)),
+    agent_turn(4, "tool", (result("c2", "orders/checkout.py:1:from .retry import call_with_retry\n"
+                                        "orders/payments.py:42:        return call_with_retry(once, self.policy)"),)),
+    agent_turn(5, "assistant", (ToolUseBlock("c3", "run", {"command": "pytest -q"}),)),
+    agent_turn(6, "tool", (result("c3", "..F..F.....\n=== FAILURES ===\nE   sqlite3.OperationalError: database is "
+                                        "locked\n2 failed, 9 passed in 0.41s"),)),
+    agent_turn(7, "assistant", "Two tests fail with `database is locked`: the checkout retries the whole\n"
+                               "transaction, so a second order is created and charged.\n\n```python\n"
+                               "PRAGMA busy_timeout = 5000\n```\n\n- **busy_timeout**: wait up to 5 s for the lock\n"
+                               "- retry only the payment call, never the whole checkout"),
+    agent_turn(8, "user", "OK. We'll keep 3 attempts with a 200 ms base, because Paystream drops about 5 % of "
+                          "sandbox requests.\nShip the fix by Friday 20 March.", "dana"),
+    agent_turn(9, "assistant", (ToolUseBlock("c4", "edit_file", {"path": "orders/db.py", "old": "x",
+                                                                 "new": "PRAGMA busy_timeout = 5000"}),)),
+    agent_turn(10, "tool", (result("c4", "edit_file: old text not found in orders/db.py", error=True),)),
+]
+DECISION = "dana: We'll keep 3 attempts with a 200 ms base, because Paystream drops about 5 % of sandbox requests."
+
+
+def test_a_tool_heavy_segment_is_summarized_from_prose_with_short_action_mentions():
+    s = ExtractiveSummarizer(TOK).summarize(AGENT, max_tokens=120)
+    assert s.text == (
+        "dana: Checkout fails now and then under load. assistant: Reading the checkout first. "
+        "Ran pytest -q (2 failed, 9 passed). Two tests fail with database is locked: the checkout retries the "
+        "whole transaction, so a second order is created and charged. busy_timeout: wait up to 5 s for the lock. "
+        "Retry only the payment call, never the whole checkout. dana: We'll keep 3 attempts with a 200 ms base, "
+        "because Paystream drops about 5 % of sandbox requests. Ship the fix by Friday 20 March.")
+    assert TOK.count(s.text) <= 120
+    assert [(x.turn_id, x.action) for x in s.sentences] == [
+        (201, False), (202, False), (205, True), (207, False), (207, False), (207, False), (208, False), (208, False)]
+    # No tool output, no code, no tool arguments, no system prompt.
+    for leaked in ("import", "def ", "orders/payments.py:42", "OperationalError", "```", "PRAGMA", "coding agent",
+                   "**", "`"):
+        assert leaked not in s.text
+
+
+def test_a_small_budget_keeps_the_decision_with_its_number_and_its_turn():
+    s = ExtractiveSummarizer(TOK).summarize(AGENT, max_tokens=60)
+    assert s.text == ("assistant: Ran pytest -q (2 failed, 9 passed). Retry only the payment call, never the whole "
+                      "checkout. dana: We'll keep 3 attempts with a 200 ms base, because Paystream drops about 5 % "
+                      "of sandbox requests. Ship the fix by Friday 20 March.")
+    assert Sentence(DECISION, 208) in s.sentences
+
+
+def test_key_facts_of_an_agent_segment_are_prose_never_action_mentions_or_questions():
+    s = ExtractiveSummarizer(TOK).summarize(AGENT, max_tokens=400)
+    assert s.key_facts == (KeyFact("assistant: busy_timeout: wait up to 5 s for the lock.", 207),
+                           KeyFact(DECISION, 208), KeyFact("dana: Ship the fix by Friday 20 March.", 208))
+    assert s.themes == ("checkout", "fail", "order", "test", "retry")
+    # With room for everything, every call is mentioned once, failures included.
+    assert [x.text for x in s.sentences if x.action] == [
+        "assistant: Read orders/checkout.py; searched call_with_retry (2 hits).",
+        "assistant: Ran pytest -q (2 failed, 9 passed).",
+        "assistant: Edited orders/db.py (failed: edit_file: old text not found in orders/db.py)."]
+
+
+def test_hard_wrapped_markdown_becomes_whole_sentences():
+    text = ("Three things decide the design:\n1. **Idempotency-Key**: a repeated key within 24 h returns the\n"
+            "   original response. That makes retries safe.\n2. The sandbox drops about 5 % of requests\n\n"
+            "# Heading\n| a | b |\n```\nx = 1\n```\nThe plan is simple, and it\nfits in one sentence.\n"
+            "    return call(x);\nDone")
+    assert prose_sentences(text) == [
+        "Three things decide the design:",
+        "Idempotency-Key: a repeated key within 24 h returns the original response.",
+        "That makes retries safe.",
+        "The sandbox drops about 5 % of requests.",
+        "The plan is simple, and it fits in one sentence.",
+        "Done."]
+
+
+def test_action_mentions_name_the_call_and_only_a_real_outcome():
+    turns_ = [
+        agent_turn(0, "assistant", (ToolUseBlock("a", "read_file", {"path": "tests/report.txt"}),
+                                    ToolUseBlock("b", "bash", {"command": "make lint"}),
+                                    ToolUseBlock("c", "grep", {"pattern": "TODO", "path": "src"}),
+                                    ToolUseBlock("d", "deploy_service", {"target": "staging"}))),
+        agent_turn(1, "tool", (result("a", "last run: 3 failed"), result("b", "Error: ruff not installed"),
+                               result("c", ""), result("d", "ok"))),
+    ]
+    assert actions(turns_) == {200: "Read tests/report.txt; ran make lint (failed: Error: ruff not installed); "
+                                    "searched TODO (no hits); called deploy_service staging."}
+
+
+def test_tool_results_are_not_quoted_or_taken_for_requests():
+    turns_ = [
+        agent_turn(0, "user", (TextBlock("Please rotate the Paystream token before Friday."),), "dana"),
+        agent_turn(1, "assistant", (ToolUseBlock("t1", "run", {"command": "vault read shop/paystream"}),)),
+        agent_turn(2, "tool", (result("t1", "Key Value token s3cr3t-abc lease 768h. Everything looks fine here."),)),
+        agent_turn(3, "assistant", "The token expires in 32 days, so rotating it now is safe."),
+    ]
+    s = ExtractiveSummarizer(TOK).summarize(turns_, max_tokens=200)
+    assert s.text == ("dana: Please rotate the Paystream token before Friday. assistant: Ran vault read "
+                      "shop/paystream. The token expires in 32 days, so rotating it now is safe.")
+    assert HeuristicSummarizer(TOK).summarize(turns_, max_tokens=50).text == (
+        "Discussion of: Please rotate the Paystream token before Friday")
+
+
+def test_render_names_each_speaker_once_per_run():
+    sents = (Sentence("dana: A b.", 1), Sentence("dana: C d.", 2), Sentence("assistant: E f.", 3, True),
+             Sentence("dana: G h.", 4), Sentence("Note: free text.", None), Sentence("Note: more.", None))
+    assert render(sents) == "dana: A b. C d. assistant: E f. dana: G h. Note: free text. Note: more."
+
+
+def test_summaries_with_action_sentences_round_trip_and_older_dicts_still_load():
+    s = ExtractiveSummarizer(TOK).summarize(AGENT, max_tokens=400)
+    d = json.loads(json.dumps(s.to_dict()))
+    assert "text" not in d and d["rendered"] is True
+    assert Summary.from_dict(d) == s
+    older = {"sentences": [["dana: A b.", 1], ["dana: C d.", 2]], "key_facts": [0], "themes": []}
+    assert Summary.from_dict(older).text == "dana: A b. dana: C d."
+
+
+texts = st.text(alphabet=st.sampled_from(list("abcdefgh XYZ.,:;!?\n-*`#|0123456789{}()_/")), max_size=120)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant", "tool", "system"]), texts,
+                          st.booleans()), min_size=1, max_size=8),
+       st.integers(min_value=8, max_value=120))
+def test_every_extractive_sentence_keeps_a_turn_of_the_segment_and_the_budget_holds(specs, budget):
+    turns_ = []
+    for i, (role, text, with_tool) in enumerate(specs):
+        if role == "assistant" and with_tool:
+            content = (TextBlock(text or "x"), ToolUseBlock(f"c{i}", "run", {"command": text[:20] or "ls"}))
+        elif role == "tool":
+            content = (result(f"c{i - 1}", text),)
+        else:
+            content = text or "x"
+        turns_.append(agent_turn(i, role, content, "dana" if role == "user" else None))
+    s = ExtractiveSummarizer(TOK).summarize(turns_, max_tokens=budget)
+    ids = {t.id for t in turns_ if t.role in ("user", "assistant")}
+    assert TOK.count(s.text) <= budget
+    assert all(x.turn_id in ids for x in s.sentences)
+    assert all(f.turn_id in ids for f in s.key_facts)
+    assert s.text == (render(s.sentences) if s.sentences
+                      else fit_text(f"Conversation segment ({len(turns_)} turns)", budget, TOK))

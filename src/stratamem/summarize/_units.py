@@ -126,7 +126,16 @@ def prose_lines(text: str) -> list[str]:
             flush()
         buf.append(body)
     flush()
-    return [_end(_EMPHASIS.sub(r"\2", p).replace("`", "")) for p in out]
+    return [_end(_capital(_EMPHASIS.sub(r"\2", p).replace("`", ""))) for p in out]
+
+
+def _capital(paragraph: str) -> str:
+    """A list item that starts with a plain lower-case word starts a sentence: capitalize it.
+
+    Identifiers (``busy_timeout``, ``orders/db.py``) stay as written.
+    """
+    first = paragraph.split(" ", 1)[0]
+    return paragraph[0].upper() + paragraph[1:] if first.isalpha() and first.islower() else paragraph
 
 
 def _end(paragraph: str) -> str:

@@ -14,6 +14,7 @@ consolidations stay extractive and traceable too.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,8 +32,11 @@ __all__ = ["ExtractiveSummarizer"]
 _NAME_WEIGHT = 0.20
 _NUMBER_WEIGHT = 0.25
 _QUESTION_FACTOR = 0.5
-# Action mentions say what was done, not what was decided: they rank below prose.
-_ACTION_FACTOR = 0.4
+# Action mentions say what was done, not what was decided: they rank below prose,
+# those that report a test tally or a failure ("(2 failed, 9 passed)") less far below.
+_ACTION_FACTOR = 0.3
+_OUTCOME_ACTION_FACTOR = 0.6
+_NOTABLE_OUTCOME = re.compile(r"\((?:failed|\d+ (?:failed|passed|errors?)\b)")
 _MIN_CONTENT_WORDS = 2
 _REDUNDANCY = 0.6
 _EXECUTIVE_SENTENCES = 3
@@ -73,7 +77,7 @@ def _score(cands: list[_Candidate]) -> None:
         if c.body.rstrip().endswith("?"):
             c.score *= _QUESTION_FACTOR
         if c.action:
-            c.score *= _ACTION_FACTOR
+            c.score *= _OUTCOME_ACTION_FACTOR if _NOTABLE_OUTCOME.search(c.body) else _ACTION_FACTOR
 
 
 def _select(cands: list[_Candidate], max_tokens: int, tokenizer: Tokenizer) -> list[_Candidate]:

@@ -5,8 +5,8 @@ characters) of each of the first three user turns. It extracts no key facts
 (the seed's rule has none without a model); themes are the most frequent
 content words. Merging joins the first three child summaries.
 
-Only what the user wrote counts as a request: in Anthropic's format tool
-results travel in user turns, and their output is not a request.
+Only the user's own text blocks count as a request (never images or tool
+payloads).
 """
 
 from __future__ import annotations
