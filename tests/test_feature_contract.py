@@ -487,3 +487,28 @@ def test_a_role_that_cannot_create_pgvector_gets_a_migration_error_naming_the_fi
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(f"DROP DATABASE {name} WITH (FORCE)")
             conn.execute(f"DROP ROLE {name}")
+
+
+def test_a_least_privilege_role_uses_every_feature_store(pg_dsn: str) -> None:
+    """The grants docs/postgres.md lists are enough once the owner has migrated the schema."""
+    schema = fresh_schema(pg_dsn, "lp")
+    PostgresStore(pg_dsn, schema=schema).close()  # the owner creates and migrates it
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {schema} LOGIN")
+        conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {schema}")
+        conn.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {schema}")
+    worker = PostgresStore(psycopg.conninfo.make_conninfo(pg_dsn, user=schema), schema=schema)
+    try:
+        mem = Memory(worker, namespace="t", embedder=HashEmbedder(8), config=pyramid_config(micro_chunk_size=5))
+        mem.add(msgs(6))
+        item = mem.items.add("the budget is 50 euros", tier="cold")
+        assert [i.id for i in mem.items.recall("budget").items] == [item.id]
+        assert mem.items.prune([item.id]) == 1
+        worker.conversations.put(ConversationState("t", "s", updated_at=T0))
+        worker.embeddings.put_many("m", {"h": np.ones(2, dtype=np.float32)})
+        assert (len(mem.pyramid.nodes()), worker.embeddings.clear()) == (1, 1)
+    finally:
+        worker.close()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f"DROP OWNED BY {schema}")
+            conn.execute(f"DROP ROLE {schema}")
