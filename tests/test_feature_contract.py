@@ -9,6 +9,7 @@ identical results (ids included: both hand out 1, 2, 3 … in a fresh store).
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
@@ -18,6 +19,8 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
@@ -512,3 +515,60 @@ def test_a_least_privilege_role_uses_every_feature_store(pg_dsn: str) -> None:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(f"DROP OWNED BY {schema}")
             conn.execute(f"DROP ROLE {schema}")
+
+
+# --- namespace isolation of the feature stores, as a property on both backends ----------------
+
+# Names that differ only in case or by a prefix (where a sloppy filter would leak).
+_NAMES = ["a", "A", "ab"]
+_feature_ops = st.lists(st.one_of(
+    st.tuples(st.just("item"), st.sampled_from(_NAMES), st.sampled_from(["budget", "tea", "paris"])),
+    st.tuples(st.just("recall"), st.sampled_from(_NAMES), st.sampled_from(["budget", "tea", "paris"])),
+    st.tuples(st.just("spill"), st.sampled_from(_NAMES), st.just("")),
+    st.tuples(st.just("state"), st.sampled_from(_NAMES), st.sampled_from(["s", "S"])),
+    st.tuples(st.just("turns"), st.sampled_from(_NAMES), st.just("")),
+), min_size=1, max_size=8)
+_example = itertools.count()
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def shared(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One store per backend for every example (each example uses fresh namespace names)."""
+    if request.param == "sqlite":
+        s: Any = SQLiteStore(tmp_path_factory.mktemp("fi") / "fi.db")
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        s = open_store(schema_url(dsn, fresh_schema(dsn, "fi")))
+    yield s
+    s.close()
+
+
+def _snapshot(store: Any, ns: str) -> tuple[Any, ...]:
+    return ([i.to_dict() for i in store.items.select(ns)], store.items.metrics(ns),
+            [(s, store.conversations.get(ns, s)) for s in store.conversations.sessions(ns)],
+            [n.to_dict() for n in store.nodes.list(ns)], store.nodes.coverage(ns, 1))
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(operations=_feature_ops)
+def test_feature_operations_never_read_or_change_another_namespace(shared: Any, operations: list[tuple]) -> None:
+    prefix = f"x{next(_example)}-"
+    config = pyramid_config(micro_chunk_size=2).replace(items={"hot_token_limit": 30, "spill_count": 1})
+    mems = {n: Memory(shared, namespace=prefix + n, config=config) for n in _NAMES}
+    for kind, name, arg in operations:
+        ns = prefix + name
+        before = {other: _snapshot(shared, prefix + other) for other in _NAMES if other != name}
+        mem = mems[name]
+        if kind == "item":
+            mem.items.add(f"{ns} note about {arg}")
+        elif kind == "recall":
+            assert all(i.namespace == ns and ns in i.content for i in mem.items.recall(arg).items)
+        elif kind == "spill":
+            mem.items.spill(1)
+        elif kind == "state":
+            shared.conversations.put(ConversationState(ns, arg, summary=ns, updated_at=T0))
+        else:
+            mem.add(msgs(3))  # seals segments through the pyramid
+        assert {other: _snapshot(shared, prefix + other) for other in before} == before, (kind, name)
+        assert all(i.content.startswith(ns + " ") for i in shared.items.select(ns))
+        assert all((state.summary or ns) == ns for _, state in _snapshot(shared, ns)[2])
