@@ -43,7 +43,7 @@ class HeuristicSummarizer:
         Returns:
             A summary within ``max_tokens`` tokens, no key facts, frequent-word themes.
         """
-        written = [text for t in turns if t.role == "user" and (text := turn_text(t).strip())]
+        written = [text for t in turns if t.role == "user" and (text := turn_text(t)).strip()]
         requests = [r.split(".")[0][:_REQUEST_CHARS].strip() for r in written[:_FIRST_USER_TURNS]]
         requests = [r for r in requests if r]
         text = f"Discussion of: {'; '.join(requests)}" if requests else f"Conversation segment ({len(turns)} turns)"
