@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from pg import fresh_schema, schema_url
+
 from stratamem import Config, Memory
 from stratamem.llm import OpenAIChat
+from stratamem.store import open_store
 from stratamem.summarize import KeyFact, Summary
 from stratamem.summarize.facts import ItemFact, fact_type, item_facts
 from stratamem.summarize.llm import LLMSummarizer
@@ -188,3 +191,19 @@ def test_bad_extracted_facts_are_refused_before_anything_is_stored(tmp_path, fac
     with pytest.raises(ValidationError):
         mem.items.extract_facts(facts)
     assert mem.items.list() == before
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_extraction_gives_the_same_items_on_every_backend_that_keeps_items(tmp_path, request, backend):
+    if backend == "sqlite":
+        store = open_store(str(tmp_path / "m.db"))
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        store = open_store(schema_url(dsn, fresh_schema(dsn, "x")))
+    try:
+        mem = memory(store)
+        sealed(mem)
+        assert [(i.content, i.type, i.provenance, i.tier, i.review) for i in mem.items.list()] == [
+            (c, t, p, "cold", "pending") for c, t, p in EXPECTED]
+    finally:
+        store.close()
