@@ -398,7 +398,7 @@ def test_operations_in_one_namespace_never_change_or_reveal_another(theirs: list
 def test_cli_items_round_trip_and_metrics(tmp_path: Path) -> None:
     runner = CliRunner()
     db = str(tmp_path / "cli.db")
-    base = ["--db", db, "-n", "agent"]
+    base = ["--db", db, "-n", "agent", "--embedding", "none"]
 
     def run(*args: str) -> str:
         res = runner.invoke(cli, [*base, *args], catch_exceptions=False)
