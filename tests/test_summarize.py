@@ -279,6 +279,9 @@ def test_action_mentions_name_the_call_and_only_a_real_outcome():
     ]
     assert actions(turns_) == {200: "Read tests/report.txt; ran make lint (failed: Error: ruff not installed); "
                                     "searched TODO (no hits); called deploy_service staging."}
+    busy = [agent_turn(0, "assistant", tuple(ToolUseBlock(f"r{i}", "read_file", {"path": f"f{i}.py"})
+                                             for i in range(6)))]
+    assert actions(busy) == {200: "Read f0.py; read f1.py; read f2.py; 3 more calls."}
 
 
 def test_tool_results_are_not_quoted_or_taken_for_requests():
@@ -334,3 +337,36 @@ def test_every_extractive_sentence_keeps_a_turn_of_the_segment_and_the_budget_ho
     assert all(f.turn_id in ids for f in s.key_facts)
     assert s.text == (render(s.sentences) if s.sentences
                       else fit_text(f"Conversation segment ({len(turns_)} turns)", budget, TOK))
+
+
+def test_the_bundled_agent_sample_summaries_quote_prose_and_mention_tools_briefly():
+    from importlib import resources
+
+    from stratamem import Memory
+    from stratamem.ingest import read_file
+
+    mem = Memory(":memory:", namespace="default")
+    with resources.as_file(resources.files("stratamem") / "data" / "sample_conversation.jsonl") as path:
+        for session in read_file(path):
+            mem.add_sessions([session])
+    mem.pyramid.summarize_pending(include_hot=True)
+    segments = mem.pyramid.nodes(level=1)
+    roles = {t.id: t.role for t in mem.turns()}
+    assert len(segments) == 24
+    for node in segments:
+        s = node.summary
+        assert s.text == render(s.sentences)
+        assert {roles[x.turn_id] for x in s.sentences} <= {"user", "assistant"}
+        for x in s.sentences:
+            body = x.text.split(": ", 1)[1]
+            assert "```" not in body and "`" not in body and "**" not in body and "\n" not in body
+            assert body[-1] in ".!?…"  # whole sentences
+            if x.action:
+                assert len(body) <= 200 and KeyFact(x.text, x.turn_id) not in s.key_facts
+            else:
+                assert "def " not in body and "import " not in body and "self." not in body
+        assert "tool: " not in s.text
+    # The decision and its numbers survive summarization, with the turn they were made in.
+    retry = [x for n in segments for x in n.summary.sentences if "3 attempts, 200 ms base" in x.text]
+    assert [(roles[x.turn_id], x.text) for x in retry] == [
+        ("user", "dana: Go with it: 3 attempts, 200 ms base, full jitter, 2 s cap, 6 s deadline.")]

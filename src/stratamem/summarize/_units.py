@@ -40,6 +40,7 @@ _CODE_START = re.compile(r"^\s*(?:def |class |import |from \S+ import |return |i
                          r"[\w./-]+:\d+:)")
 
 _MENTION_ARG_CHARS = 60
+_MAX_CALLS = 4
 _OUTCOME_CHARS = 60
 # Argument names that say what a tool call was about, most telling first.
 _ARG_KEYS = ("path", "file_path", "file", "filename", "command", "cmd", "query", "pattern", "q", "url", "name",
@@ -210,7 +211,11 @@ def actions(turns: Sequence[StoredTurn]) -> dict[int, str]:
             outcome = _outcome(result, verb) if result is not None else ""
             parts.append(f"{mention} ({outcome})" if outcome else mention)
         if parts:
-            text = "; ".join(dict.fromkeys(parts))
+            parts = list(dict.fromkeys(parts))
+            if len(parts) > _MAX_CALLS:  # a mention stays short however busy the turn was
+                more = len(parts) - _MAX_CALLS + 1
+                parts = [*parts[: _MAX_CALLS - 1], f"{more} more calls"]
+            text = "; ".join(parts)
             out[t.id] = text[0].upper() + text[1:] + ("" if text.endswith("…") else ".")
     return out
 
