@@ -161,3 +161,71 @@ def test_packing_never_exceeds_the_budget(texts: list[str], budget: int, plain: 
     assert packed.tokens <= budget
     assert packed.tokens == (_TOK.count(packed.text) if packed.turns else 0)
     assert {t.id for t in packed.turns} | set(packed.skipped) == {t.id for t in turns}
+
+
+_WORDS = "dog cat lake camping pottery dance paint rome marathon beagle puppy class june book".split()
+
+
+@st.composite
+def _interleaved(draw: st.DrawFn) -> tuple[list[StoredTurn], list[int], list[str]]:
+    """Turns of several sessions written in an interleaved order, batch cut points, and queries."""
+    n = draw(st.integers(min_value=1, max_value=40))
+    sessions = draw(st.lists(st.integers(min_value=1, max_value=4), min_size=n, max_size=n))
+    words = st.lists(st.sampled_from(_WORDS), min_size=0, max_size=6).map(" ".join)
+    seq: dict[int, int] = {}
+    turns = []
+    for i, s in enumerate(sessions, 1):
+        seq[s] = seq.get(s, 0) + 1
+        who = draw(st.sampled_from(["Ana", "Ben", None]))
+        turns.append(StoredTurn(id=i, namespace="ns", session=f"s{s}", seq=seq[s], tokens=1,
+                                turn=Turn(role="user", content=draw(words), name=who,
+                                          timestamp=T0 + timedelta(days=30 * s, seconds=i))))
+    cuts = sorted(draw(st.lists(st.integers(min_value=1, max_value=n), max_size=6)))
+    queries = draw(st.lists(st.lists(st.sampled_from(_WORDS + ["Ana", "June", "2023"]), min_size=1, max_size=4)
+                            .map(" ".join), min_size=1, max_size=3))
+    return turns, cuts, queries
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=_interleaved(), window=st.integers(min_value=0, max_value=3), vectors=st.booleans())
+def test_an_incremental_index_ranks_exactly_as_a_fresh_one(case: tuple, window: int, vectors: bool) -> None:
+    turns, cuts, queries = case
+    weights = Weights(window=window, vector_session=0.4, vector_prev=0.2, vector_next=0.2)
+    grown = HybridIndex(embedder=_BagOfWords() if vectors else None, weights=weights)
+    done = 0
+    for cut in cuts + [len(turns)]:
+        grown.add_turns(turns[done:cut])
+        done = max(done, cut)
+        grown.search(queries[0], k=3)  # searching between batches must not disturb later results
+        fresh = HybridIndex(embedder=_BagOfWords() if vectors else None, weights=weights)
+        fresh.add_turns(turns[:done])
+        for q in queries:
+            a, b = grown.search(q, k=len(turns)), fresh.search(q, k=len(turns))
+            assert [h.id for h in a] == [h.id for h in b]
+            for x, y in zip(a, b, strict=True):
+                assert x.score.keys() == y.score.keys()
+                assert all(abs(x.score[k] - y.score[k]) <= 1e-9 for k in x.score)
+
+
+@settings(max_examples=30, deadline=None)
+@given(case=_interleaved(), window=st.integers(min_value=0, max_value=3))
+def test_window_and_session_scores_equal_bm25_over_the_concatenated_texts(case: tuple, window: int) -> None:
+    turns, _, queries = case
+    index = HybridIndex(weights=Weights(window=window))
+    index.add_turns(turns)
+    terms = [analyze(f"{t.turn.name or t.role}: {t.text}") for t in turns]
+    members: dict[str, list[int]] = {}
+    for i, t in enumerate(turns):
+        members.setdefault(t.session, []).append(i)
+    windows, by_session = BM25Index(), BM25Index()
+    for i, t in enumerate(turns):
+        m = members[t.session]
+        at = m.index(i)
+        windows.add([w for j in m[max(0, at - window): at + window + 1] for w in terms[j]])
+    names = list(members)
+    by_session.extend([w for j in members[s] for w in terms[j]] for s in names)
+    for q in queries:
+        sig, _ = index.signals(q)
+        np.testing.assert_allclose(sig["lexical_window"], windows.scores(analyze(q)), rtol=0, atol=1e-12)
+        expected = by_session.scores(analyze(q))[[names.index(t.session) for t in turns]]
+        np.testing.assert_allclose(sig["lexical_session"], expected, rtol=0, atol=1e-12)

@@ -323,7 +323,7 @@ class Memory:
             # Enough candidates to fill the budget with short turns, and never fewer than 25.
             k = max(25, budget // 12)
             # A hit with no signal at all (fused score 0) is not a match.
-            recalled = [Recalled(index.turns[index._pos[h.turn_ids[0]]], h.score)
+            recalled = [Recalled(index.turn(h.turn_ids[0]), h.score)
                         for h in index.search(query, k=k) if h.score.get("fused", 0.0) > 0]
         fixed = checkpoint_block(self.store, self.namespace, session)
         if self.project_dir is not None:

@@ -25,7 +25,8 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..records import StoredTurn
-from .lexical import BM25Index, analyze
+from .corpus import TurnCorpus
+from .lexical import analyze
 from .query import QueryFacts, read_query
 
 __all__ = ["Embedder", "Hit", "HybridIndex", "Weights"]
@@ -104,6 +105,11 @@ def _scaled(x: np.ndarray) -> np.ndarray:
 class HybridIndex:
     """An in-memory hybrid index over turns, grown incrementally.
 
+    Adding turns costs work proportional to the new turns (their analysis,
+    postings and embeddings) plus O(N) numpy to refresh the structure arrays;
+    nothing is rebuilt from scratch, and the scores equal those of an index
+    built in one go over the same turns (:mod:`stratamem.retrieve.corpus`).
+
     Args:
         embedder: Embeddings for the vector signals; ``None`` ranks lexically
             only (``Hit.score`` then has no ``vector`` keys, which callers
@@ -114,18 +120,15 @@ class HybridIndex:
     def __init__(self, embedder: Embedder | None = None, weights: Weights | None = None) -> None:
         self.embedder = embedder
         self.weights = weights or Weights()
-        self.turns: list[StoredTurn] = []
-        self._pos: dict[int, int] = {}
-        self._session_of: list[int] = []
-        self._sessions: dict[tuple[str, str], int] = {}
-        self._session_turns: list[list[int]] = []
-        self._place: list[int] = []
-        self._speakers: set[str] = set()
-        self._vectors: np.ndarray | None = None
-        self._dirty = True
+        self._corpus = TurnCorpus(self.weights.window, embedder.embed_batch if embedder is not None else None)
 
     def __len__(self) -> int:
-        return len(self.turns)
+        return len(self._corpus)
+
+    @property
+    def turns(self) -> list[StoredTurn]:
+        """The indexed turns, in the order they were added (read-only by convention)."""
+        return self._corpus.turns
 
     @property
     def lexical_only(self) -> bool:
@@ -133,23 +136,11 @@ class HybridIndex:
         return self.embedder is None
 
     def add_turns(self, turns: Iterable[StoredTurn]) -> None:
-        """Add stored turns (in stored order); already indexed ids are ignored."""
-        for st in turns:
-            if st.id in self._pos:
-                continue
-            self._pos[st.id] = len(self.turns)
-            key = (st.namespace, st.session)
-            if key not in self._sessions:
-                self._sessions[key] = len(self._session_turns)
-                self._session_turns.append([])
-            s = self._sessions[key]
-            self._place.append(len(self._session_turns[s]))
-            self._session_turns[s].append(len(self.turns))
-            self._session_of.append(s)
-            self.turns.append(st)
-            if st.turn.name:
-                self._speakers.add(st.turn.name)
-        self._dirty = True
+        """Add stored turns (in stored order); already indexed ids are ignored.
+
+        Only the new turns are analysed and embedded.
+        """
+        self._corpus.add(turns)
 
     def turn(self, turn_id: int) -> StoredTurn:
         """The indexed turn with this id.
@@ -157,81 +148,40 @@ class HybridIndex:
         Raises:
             KeyError: The id is not indexed.
         """
-        return self.turns[self._pos[turn_id]]
-
-    # --- building -----------------------------------------------------------------------
-
-    def _window(self, i: int) -> list[int]:
-        members = self._session_turns[self._session_of[i]]
-        w, at = self.weights.window, self._place[i]
-        return members[max(0, at - w): at + w + 1]
-
-    def _text(self, i: int) -> str:
-        st = self.turns[i]
-        return f"{st.turn.name or st.role}: {st.text}"
-
-    def _build(self) -> None:
-        texts = [self._text(i) for i in range(len(self.turns))]
-        terms = [analyze(t) for t in texts]
-        self._terms = terms
-        self._bm25 = BM25Index()
-        self._bm25.extend(terms)
-        self._bm25_window = BM25Index()
-        self._bm25_window.extend([t for j in self._window(i) for t in terms[j]] for i in range(len(terms)))
-        self._bm25_session = BM25Index()
-        self._bm25_session.extend([t for j in members for t in terms[j]] for members in self._session_turns)
-        self._session_index = np.asarray(self._session_of, dtype=np.int64)
-        # Neighbour positions within the session; the sentinel -1 reads a zero score.
-        n = len(self.turns)
-        prev, nxt = np.full(n, -1, dtype=np.int64), np.full(n, -1, dtype=np.int64)
-        for members in self._session_turns:
-            prev[members[1:]] = members[:-1]
-            nxt[members[:-1]] = members[1:]
-        self._prev, self._next = prev, nxt
-        self._session_dates = [self.turns[m[0]].timestamp for m in self._session_turns]
-        if self.embedder is not None:
-            vec = np.asarray(self.embedder.embed_batch(texts), dtype=np.float32)
-            win = np.stack([vec[self._window(i)].sum(axis=0) for i in range(len(texts))]) if texts else vec
-            win /= np.maximum(np.linalg.norm(win, axis=1, keepdims=True), 1e-12)
-            ses = np.stack([vec[m].sum(axis=0) for m in self._session_turns]) if texts else vec
-            ses /= np.maximum(np.linalg.norm(ses, axis=1, keepdims=True), 1e-12)
-            self._vectors, self._window_vectors, self._session_vectors = vec, win, ses
-        self._dirty = False
+        return self._corpus.turns[self._corpus.pos[turn_id]]
 
     # --- searching ----------------------------------------------------------------------
 
     def signals(self, query: str) -> tuple[dict[str, np.ndarray], QueryFacts]:
         """Each signal's raw per-turn scores for ``query`` (for tuning and the manifest)."""
-        if self._dirty:
-            self._build()
-        facts = read_query(query, self._speakers)
+        c = self._corpus
+        c.ready()
+        facts = read_query(query, c.speakers)
         terms = analyze(query)
         sig = self._lexical(terms, None)
-        if self.embedder is not None and self._vectors is not None:
-            q = np.asarray(self.embedder.embed_batch([query]), dtype=np.float32)[0]
-            sig["vector"] = np.clip(self._vectors @ q, 0, None)
-            sig["vector_window"] = np.clip(self._window_vectors @ q, 0, None)
-            sig["vector_session"] = np.clip(self._session_vectors @ q, 0, None)[self._session_index]
-        if "vector" in sig:
+        if c.vectors is not None and c.window_vectors is not None:
+            q = np.asarray(self.embedder.embed_batch([query]), dtype=np.float32)[0]  # type: ignore[union-attr]
+            sig["vector"] = np.clip(c.vectors.view @ q, 0, None)
+            sig["vector_window"] = np.clip(c.window_vectors.view @ q, 0, None)
+            sig["vector_session"] = np.clip(c.session_vectors() @ q, 0, None)[c.session_of]
             padded = np.append(sig["vector"], 0.0)
-            sig["vector_prev"], sig["vector_next"] = padded[self._prev], padded[self._next]
+            sig["vector_prev"], sig["vector_next"] = padded[c.prev], padded[c.next]
         if facts.speakers:
-            sig["speaker"] = np.array([1.0 if st.turn.name in facts.speakers else 0.0 for st in self.turns])
+            codes = [c.speakers[name] for name in facts.speakers]
+            sig["speaker"] = np.isin(c.speaker_of, codes).astype(np.float64)
         if facts.dates:
-            per_session = np.array([facts.date_match(d) for d in self._session_dates])
-            sig["date"] = per_session[self._session_index]
+            per_session = np.array([facts.date_match(d) for d in c.session_dates])
+            sig["date"] = per_session[c.session_of]
         if self.weights.feedback_docs:
             sig.update(self._feedback(terms, sig))
         return sig, facts
 
     def _lexical(self, terms: list[str], weights: dict[str, float] | None) -> dict[str, np.ndarray]:
-        sig = {
-            "lexical": self._bm25.scores(terms, weights),
-            "lexical_window": self._bm25_window.scores(terms, weights),
-            "lexical_session": self._bm25_session.scores(terms, weights)[self._session_index],
-        }
-        padded = np.append(sig["lexical"], 0.0)
-        sig["lexical_prev"], sig["lexical_next"] = padded[self._prev], padded[self._next]
+        c = self._corpus
+        turn, window, session = c.lexical(terms, weights)
+        sig = {"lexical": turn, "lexical_window": window, "lexical_session": session[c.session_of]}
+        padded = np.append(turn, 0.0)
+        sig["lexical_prev"], sig["lexical_next"] = padded[c.prev], padded[c.next]
         return sig
 
     def _feedback(self, terms: list[str], sig: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -241,8 +191,8 @@ class HybridIndex:
         gain: dict[str, float] = {}
         asked = set(terms)
         for i in top:
-            for t in set(self._terms[i]) - asked:
-                gain[t] = gain.get(t, 0.0) + self._bm25.idf(t)
+            for t in set(self._corpus.terms[i]) - asked:
+                gain[t] = gain.get(t, 0.0) + self._corpus.bm25.idf(t)
         extra = sorted(gain, key=lambda t: -gain[t])[: w.feedback_terms]
         weights = {t: w.feedback_weight for t in extra}
         return self._lexical(terms + extra, weights)
@@ -279,4 +229,4 @@ class HybridIndex:
 
     def describe(self) -> dict[str, Any]:
         """Size and mode, for status output."""
-        return {"turns": len(self.turns), "sessions": len(self._session_turns), "lexical_only": self.lexical_only}
+        return {"turns": len(self._corpus), "sessions": self._corpus.sessions, "lexical_only": self.lexical_only}

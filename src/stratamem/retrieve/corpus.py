@@ -1,0 +1,261 @@
+"""The turn corpus behind hybrid recall, kept append-only so the live loop stays cheap.
+
+An agent adds a turn and asks for a context at every step, so nothing here
+is rebuilt from scratch when a turn arrives:
+
+* each turn's words are analysed once and posted to the per-turn BM25
+  index (:class:`~stratamem.retrieve.lexical.BM25Index`), which only grows;
+* the *window* and *session* collections (a turn with its neighbours, a
+  whole session) have no index of their own: their term frequencies are
+  derived per query from the per-turn postings — window sums by prefix sums
+  over the turns in session order (a window is a contiguous run of one
+  session), session sums by ``bincount`` — and their document frequency is
+  the number of windows/sessions where the term occurs. This is exactly
+  BM25 over the concatenated texts, without ever building those indexes;
+* only new texts are embedded; a new turn changes the window vector of at
+  most ``window`` earlier turns of its session, so only those are redone, and
+  session vectors are running sums.
+
+The structure arrays (session order, window bounds, neighbours) are redone
+with O(N) numpy when turns were added, never with per-turn Python loops.
+Scoring and fusion live in :mod:`stratamem.retrieve.engine`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from ..records import StoredTurn
+from .lexical import BM25Index, analyze
+
+__all__ = ["TurnCorpus"]
+
+
+class _Rows:
+    """A growable numpy array (amortised O(1) append), read through :attr:`view`."""
+
+    def __init__(self, dtype: Any, width: int | None = None) -> None:
+        self._buf = np.zeros((64,) if width is None else (64, width), dtype=dtype)
+        self.n = 0
+
+    def extend(self, rows: np.ndarray) -> None:
+        need = self.n + len(rows)
+        if need > len(self._buf):
+            grown = np.zeros((max(need, 2 * len(self._buf)),) + self._buf.shape[1:], dtype=self._buf.dtype)
+            grown[: self.n] = self._buf[: self.n]
+            self._buf = grown
+        self._buf[self.n: need] = rows
+        self.n = need
+
+    @property
+    def view(self) -> np.ndarray:
+        return self._buf[: self.n]
+
+
+class TurnCorpus:
+    """Turns, their terms, postings, structure and vectors, grown one batch at a time.
+
+    Args:
+        window: Neighbours on each side of a turn that form its window.
+        embed: ``embed_batch`` of an embedder (unit rows), or ``None`` for no vectors.
+        k1: BM25 term-frequency saturation (all three collections).
+        b: BM25 length normalisation.
+    """
+
+    def __init__(self, window: int, embed: Any = None, k1: float = 1.2, b: float = 0.75) -> None:
+        self.window, self.embed, self.k1, self.b = window, embed, k1, b
+        self.turns: list[StoredTurn] = []
+        self.pos: dict[int, int] = {}
+        self.terms: list[list[str]] = []
+        self.bm25 = BM25Index(k1, b)
+        self.speakers: dict[str, int] = {}
+        self.session_dates: list[datetime] = []
+        self._sessions: dict[tuple[str, str], int] = {}
+        self._sizes: list[int] = []
+        self._session_of = _Rows(np.int64)
+        self._place = _Rows(np.int64)
+        self._speaker_of = _Rows(np.int64)
+        self._lengths = _Rows(np.int64)
+        self.vectors: _Rows | None = None
+        self.window_vectors: _Rows | None = None
+        self._session_sums: _Rows | None = None
+        self._stale = True
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    @property
+    def sessions(self) -> int:
+        """Number of sessions seen."""
+        return len(self._sizes)
+
+    @staticmethod
+    def text(st: StoredTurn) -> str:
+        """What a turn is indexed as: ``Speaker: text``."""
+        return f"{st.turn.name or st.role}: {st.text}"
+
+    # --- growing -----------------------------------------------------------------------
+
+    def add(self, turns: Iterable[StoredTurn]) -> list[int]:
+        """Index turns not seen before (in stored order); returns their positions."""
+        new: list[int] = []
+        sessions, places, speakers = [], [], []
+        for st in turns:
+            if st.id in self.pos:
+                continue
+            i = len(self.turns)
+            self.pos[st.id] = i
+            key = (st.namespace, st.session)
+            s = self._sessions.get(key)
+            if s is None:
+                s = self._sessions[key] = len(self._sizes)
+                self._sizes.append(0)
+                self.session_dates.append(st.timestamp)
+            sessions.append(s)
+            places.append(self._sizes[s])
+            self._sizes[s] += 1
+            name = st.turn.name
+            speakers.append(self.speakers.setdefault(name, len(self.speakers)) if name else -1)
+            self.turns.append(st)
+            new.append(i)
+        if not new:
+            return new
+        texts = [self.text(self.turns[i]) for i in new]
+        fresh_terms = [analyze(t) for t in texts]
+        for terms in fresh_terms:
+            self.bm25.add(terms)
+        self.terms.extend(fresh_terms)
+        self._session_of.extend(np.asarray(sessions, dtype=np.int64))
+        self._place.extend(np.asarray(places, dtype=np.int64))
+        self._speaker_of.extend(np.asarray(speakers, dtype=np.int64))
+        self._lengths.extend(np.fromiter((len(t) for t in fresh_terms), np.int64, len(fresh_terms)))
+        self._stale = True
+        if self.embed is not None:
+            self._add_vectors(np.asarray(new, dtype=np.int64), texts)
+        return new
+
+    def _add_vectors(self, new: np.ndarray, texts: Sequence[str]) -> None:
+        vec = np.asarray(self.embed(list(texts)), dtype=np.float32)
+        if self.vectors is None:
+            dim = vec.shape[1]
+            self.vectors, self.window_vectors = _Rows(np.float32, dim), _Rows(np.float32, dim)
+            self._session_sums = _Rows(np.float64, dim)
+        assert self.window_vectors is not None and self._session_sums is not None
+        self.vectors.extend(vec)
+        self.window_vectors.extend(np.zeros_like(vec))
+        if self._session_sums.n < len(self._sizes):
+            self._session_sums.extend(np.zeros((len(self._sizes) - self._session_sums.n, vec.shape[1])))
+        # Unbuffered and in index order: a session's sum is accumulated turn by turn in
+        # stored order whatever the batching, so incremental and fresh sums are bit-equal.
+        np.add.at(self._session_sums.view, self.session_of[new], vec.astype(np.float64))
+        self._refresh()
+        # A new turn enters the windows of the (at most `window`) turns before it in its session.
+        first = self.start[self.session_of[new]]
+        back = [self.order[np.maximum(self.rank[new] - d, first)] for d in range(1, self.window + 1)]
+        touched = np.unique(np.concatenate([new, *back]))
+        self.window_vectors.view[touched] = self._window_sum(touched)
+
+    def _window_sum(self, rows: np.ndarray) -> np.ndarray:
+        """Unit mean vector of each row's window, summed in a fixed offset order."""
+        assert self.vectors is not None
+        vec = self.vectors.view
+        at = self.rank[rows]
+        acc = np.zeros((len(rows), vec.shape[1]), dtype=np.float32)
+        for d in range(-self.window, self.window + 1):
+            j = at + d
+            ok = (j >= self.lo[rows]) & (j < self.hi[rows])
+            acc[ok] += vec[self.order[j[ok]]]
+        acc /= np.maximum(np.linalg.norm(acc, axis=1, keepdims=True), 1e-12)
+        return acc
+
+    # --- structure ---------------------------------------------------------------------
+
+    @property
+    def session_of(self) -> np.ndarray:
+        """Session number of each turn."""
+        return self._session_of.view
+
+    @property
+    def speaker_of(self) -> np.ndarray:
+        """Speaker code of each turn (``-1``: unnamed); codes are :attr:`speakers` values."""
+        return self._speaker_of.view
+
+    def _refresh(self) -> None:
+        """Recompute session order, window bounds, neighbours and length norms (O(N) numpy)."""
+        if not self._stale:
+            return
+        n = len(self.turns)
+        session, place = self._session_of.view, self._place.view
+        sizes = np.asarray(self._sizes, dtype=np.int64)
+        self.start = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        # Session order: by session, then place (turns of a session are stored in order).
+        self.rank = self.start[session] + place
+        self.order = np.empty(n, dtype=np.int64)
+        self.order[self.rank] = np.arange(n)
+        first = self.start[session]
+        self.lo = np.maximum(self.rank - self.window, first)
+        self.hi = np.minimum(self.rank + self.window + 1, first + sizes[session])
+        # Neighbours within the session; -1 reads the zero appended to a score vector.
+        self.prev = np.where(place > 0, self.order[np.maximum(self.rank - 1, 0)], -1)
+        self.next = np.where(place + 1 < sizes[session], self.order[np.minimum(self.rank + 1, n - 1)], -1)
+        lengths = self._lengths.view
+        self._length_sums = np.concatenate(([0], np.cumsum(lengths[self.order])))
+        win_len = (self._length_sums[self.hi] - self._length_sums[self.lo]).astype(np.float64)
+        ses_len = np.bincount(session, weights=lengths, minlength=len(sizes))
+        self._window_norm = self._norm(win_len)
+        self._session_norm = self._norm(ses_len)
+        self._stale = False
+
+    def _norm(self, lengths: np.ndarray) -> np.ndarray:
+        avg = max(float(lengths.mean()), 1.0) if lengths.size else 1.0
+        return self.k1 * (1.0 - self.b + self.b * lengths / avg)
+
+    def ready(self) -> None:
+        """Bring the derived arrays up to date (cheap when nothing was added)."""
+        self._refresh()
+
+    # --- scoring -----------------------------------------------------------------------
+
+    def _bm25(self, out: np.ndarray, tf: np.ndarray, norm: np.ndarray, weight: float) -> None:
+        hit = np.flatnonzero(tf)
+        if not hit.size:
+            return
+        n, df = len(out), len(hit)
+        idf = max(math.log(1.0 + (n - df + 0.5) / (df + 0.5)), 1e-6) * weight
+        t = tf[hit]
+        out[hit] += idf * t * (self.k1 + 1.0) / (t + norm[hit])
+
+    def lexical(self, terms: Sequence[str], weights: dict[str, float] | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """BM25 of each turn, of each turn's window, and of each session, for query ``terms``.
+
+        Window and session scores are exactly those of a BM25 index over the
+        concatenated window/session texts (same k1, b, idf).
+        """
+        self._refresh()
+        n = len(self.turns)
+        turn = self.bm25.scores(terms, weights)
+        window, session = np.zeros(n), np.zeros(len(self._sizes))
+        for term in dict.fromkeys(terms):
+            if term not in self.bm25._postings:
+                continue
+            docs, tf = self.bm25._posting(term)
+            w = weights.get(term, 1.0) if weights else 1.0
+            dense = np.zeros(n + 1)
+            dense[self.rank[docs] + 1] = tf
+            sums = np.cumsum(dense)
+            self._bm25(window, sums[self.hi] - sums[self.lo], self._window_norm, w)
+            ses_tf = np.bincount(self.session_of[docs], weights=tf, minlength=len(self._sizes))
+            self._bm25(session, ses_tf, self._session_norm, w)
+        return turn, window, session
+
+    def session_vectors(self) -> np.ndarray:
+        """Unit mean vector of each session (float64)."""
+        assert self._session_sums is not None
+        sums = self._session_sums.view
+        return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
