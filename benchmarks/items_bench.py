@@ -16,8 +16,9 @@ Parts:
   the raw FTS5 BM25 order over the same cold items, plus one narrated example.
 * ``latency`` — recall latency p50/p95 with N items in one namespace (N = 1k, 10k,
   100k by default), lexical and hybrid, and FTS5 vs ``bm25s`` for the lexical search.
-* ``mcp`` — round-trip latency per tool call through the SDK client over a real
-  stdio subprocess (``stratamem mcp``).
+* ``mcp`` — round-trip latency per tool call through the SDK client, over a real
+  stdio subprocess (``stratamem mcp``) and over streamable HTTP on 127.0.0.1
+  (``stratamem mcp --http``), each from a copy of the same database.
 
 Reads ``../shared/data/locomo/locomo10.json`` at run time (never copied).
 """
@@ -253,47 +254,85 @@ def time_now() -> Any:
 
 
 def mcp_roundtrip(data: list[dict[str, Any]], calls: int) -> None:
-    import anyio
-    from mcp import Client
-    from mcp.client.stdio import StdioServerParameters
+    import shutil
 
-    print(f"\n== MCP round trip per tool call (stdio subprocess, SDK client, {calls} calls each)")
+    print(f"\n== MCP round trip per tool call (SDK client, real server subprocess, {calls} calls each)")
     with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "m.db"
-        with Memory(db, namespace="agent") as mem:
+        seed_db = Path(tmp) / "seed.db"
+        with Memory(seed_db, namespace="agent") as mem:
             turns = conversation_turns(data[0])[:200]
             mem.add([{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, (_, _, t) in
                      enumerate(turns)], session="s1")
             for _, _, t in turns[:1000]:
                 mem.items.add(t, "context", tier="cold")
-        exe = str(Path(sys.executable).with_name("stratamem"))
-        params = StdioServerParameters(command=exe, args=["mcp", "--project", tmp],
-                                       env={"STRATAMEM_DB": str(db), "STRATAMEM_NAMESPACE": "agent"})
-        plan: list[tuple[str, Any]] = [
-            ("memory_status", lambda i: {}),
-            ("memory_add", lambda i: {"content": f"benchmark fact number {i}", "type": "fact"}),
-            ("memory_recall", lambda i: {"query": data[0]["qa"][i % len(data[0]["qa"])]["question"],
-                                         "auto_promote": False}),
-            ("memory_spill", lambda i: {"count": 1}),
-            ("memory_context", lambda i: {"query": "what happened", "budget": 2000}),
-            ("memory_state_read", lambda i: {}),
-        ]
+        for transport in ("stdio", "http"):
+            # Each transport starts from the same database: the calls add and spill items.
+            db = Path(tmp) / f"{transport}.db"
+            shutil.copy(seed_db, db)
+            _mcp_transport(transport, db, tmp, data, calls)
 
-        async def main() -> None:
-            t0 = time.perf_counter()
-            async with Client(params, read_timeout_seconds=60) as client:
-                print(f"connect (spawn + handshake) {1000 * (time.perf_counter() - t0):.0f} ms")
-                for name, args in plan:
-                    lat = []
-                    for i in range(calls):
-                        t = time.perf_counter()
-                        res = await client.call_tool(name, args(i))
-                        lat.append((time.perf_counter() - t) * 1000)
-                        if res.is_error:
-                            raise RuntimeError(f"{name}: {res.content[0].text}")
-                    print(f"{name:<18} p50 {statistics.median(lat):6.2f} ms  p95 {_pct(lat, 95):6.2f} ms")
 
+def _mcp_transport(transport: str, db: Path, project: str, data: list[dict[str, Any]], calls: int) -> None:
+    import os
+    import socket
+    import subprocess
+
+    import anyio
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    exe = str(Path(sys.executable).with_name("stratamem"))
+    env = {"STRATAMEM_DB": str(db), "STRATAMEM_NAMESPACE": "agent", "PATH": os.environ.get("PATH", "")}
+    plan: list[tuple[str, Any]] = [
+        ("memory_status", lambda i: {}),
+        ("memory_add", lambda i: {"content": f"benchmark fact number {i}", "type": "fact"}),
+        ("memory_recall", lambda i: {"query": data[0]["qa"][i % len(data[0]["qa"])]["question"],
+                                     "auto_promote": False}),
+        ("memory_spill", lambda i: {"count": 1}),
+        ("memory_context", lambda i: {"query": "what happened", "budget": 2000}),
+        ("memory_state_read", lambda i: {}),
+    ]
+    proc = None
+    t0 = time.perf_counter()
+    if transport == "stdio":
+        target: Any = StdioServerParameters(command=exe, args=["mcp", "--project", project], env=env)
+    else:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        proc = subprocess.Popen([exe, "mcp", "--http", "--port", str(port), "--project", project], env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"MCP HTTP server did not start (exit {proc.poll()})") from None
+                time.sleep(0.05)
+        target = f"http://127.0.0.1:{port}/mcp"
+
+    async def main() -> None:
+        async with Client(target, read_timeout_seconds=60) as client:
+            what = "spawn + handshake" if transport == "stdio" else "spawn + listen + handshake"
+            print(f"[{transport}] connect ({what}) {1000 * (time.perf_counter() - t0):.0f} ms")
+            for name, args in plan:
+                lat = []
+                for i in range(calls):
+                    t = time.perf_counter()
+                    res = await client.call_tool(name, args(i))
+                    lat.append((time.perf_counter() - t) * 1000)
+                    if res.is_error:
+                        raise RuntimeError(f"{name}: {res.content[0].text}")
+                print(f"[{transport}] {name:<18} p50 {statistics.median(lat):6.2f} ms  p95 {_pct(lat, 95):6.2f} ms")
+
+    try:
         anyio.run(main)
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait(10)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,34 +1,62 @@
 """``stratamem mcp``: serve the selected namespace's memory to agent hosts over MCP.
 
 stdio by default (what desktop agent hosts launch); ``--http`` serves
-streamable HTTP on 127.0.0.1. The database and namespace come from the usual
+streamable HTTP on a loopback address (127.0.0.1 unless ``--host`` names
+another loopback address). The server has no authentication, so a
+non-loopback ``--host`` is refused unless ``--allow-remote`` says the caller
+put something in front of it. The database and namespace come from the usual
 options or ``STRATAMEM_DB`` / ``STRATAMEM_NAMESPACE``.
 """
 
 from __future__ import annotations
 
+import ipaddress
+
 import click
 
 from . import Settings, pass_settings
 
-__all__ = ["register"]
+__all__ = ["is_loopback", "register"]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine: ``localhost`` or a loopback IP (127.0.0.0/8, ``::1``).
+
+    Other host names are not resolved: a name could resolve to anything, so it counts as remote.
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 @click.command("mcp")
 @click.option("--http", "http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP bind address.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="HTTP bind address; must be loopback unless --allow-remote.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="HTTP port.")
+@click.option("--allow-remote", is_flag=True,
+              help="Allow a non-loopback --host. The server has no authentication: put a proxy with "
+                   "authentication and TLS in front of it.")
 @click.option("--allow-namespace", "allowed", multiple=True,
               help="Another namespace tool calls may name (repeatable; '*' allows any).")
 @click.option("--project", type=click.Path(file_okay=False), default=".", show_default=True,
               help="Project directory whose working state the state tools use.")
 @pass_settings
-def mcp_cmd(settings: Settings, http: bool, host: str, port: int, allowed: tuple[str, ...], project: str) -> None:
+def mcp_cmd(settings: Settings, http: bool, host: str, port: int, allow_remote: bool, allowed: tuple[str, ...],
+            project: str) -> None:
     """Run the MCP server.
 
     Tools: memory_add, memory_recall, memory_spill, memory_promote, memory_status,
     memory_context, memory_seal_topic, memory_state_read, memory_state_update.
     """
+    # Checked before the store is opened: a refused bind must not create a database.
+    if http and not allow_remote and not is_loopback(host):
+        raise click.BadParameter(f"{host!r} is not a loopback address; the MCP server has no authentication. "
+                                 "Pass --allow-remote to serve other hosts (behind an authenticating proxy)",
+                                 param_hint="--host")
     from ..mcp import build_server
 
     mem = settings.memory()
