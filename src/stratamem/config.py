@@ -75,8 +75,6 @@ class PyramidConfig:
     """Hot tier token budget; older segments are demoted past it."""
     warm_format: str = "ctf"
     """How warm segments hold their turns: ``ctf`` or ``json``."""
-    cold_format: str = "summary_only"
-    """How cold segments are shown: ``summary_only`` or ``ctf``."""
     warm_max_age_hours: float = 24 * 7
     """Warm segments older than this become cold (their content moves to the archive)."""
     auto_summarize: bool = True
@@ -150,8 +148,6 @@ class EmbeddingConfig:
     """Endpoint for the ``openai`` provider."""
     batch_size: int = 64
     """Texts per embedding call."""
-    dimensions: int | None = None
-    """Vector length of the ``openai`` provider's model (required for it)."""
     dimensions: int | None = None
     """Vector length of the ``openai`` provider's model (required there; MiniLM has 384)."""
     timeout_s: float = 60.0
@@ -416,7 +412,6 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("PyramidConfig", "preset"): ("pyramid", "topics", "custom"),
     ("PyramidConfig", "segmenter"): ("fixed", "topic", "user_turn"),
     ("PyramidConfig", "warm_format"): ("ctf", "json"),
-    ("PyramidConfig", "cold_format"): ("summary_only", "ctf"),
     ("PyramidConfig", "summarizer"): ("heuristic", "extractive", "llm"),
     ("ContextConfig", "policy"): ("hybrid", "topics", "state_first", "pyramid"),
     ("EmbeddingConfig", "provider"): ("local", "openai", "none"),

