@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import math
+import re
+import sqlite3
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stratamem import Config, Memory
 from stratamem.errors import InvalidTurnError
 from stratamem.providers import from_anthropic, from_openai, structural_problems, to_anthropic, to_openai
 from stratamem.records import (
@@ -17,7 +22,11 @@ from stratamem.records import (
     ToolResultBlock,
     ToolUseBlock,
     Turn,
+    format_timestamp,
+    parse_timestamp,
 )
+from stratamem.store.sqlite import turn_columns
+from strategies import timestamps
 
 TS = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 
@@ -155,3 +164,88 @@ def _turns(draw: st.DrawFn) -> Turn:
 @given(_turns())
 def test_every_turn_round_trips_through_its_canonical_dict(turn: Turn) -> None:
     assert Turn.from_dict(turn.to_dict()) == turn
+
+
+# --- timestamps and JSON values that must never make a namespace unreadable (review #6) ----------
+
+@settings(max_examples=300, deadline=None)
+@given(timestamps)
+def test_every_timestamp_survives_its_canonical_string(ts: datetime) -> None:
+    text = format_timestamp(ts)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", text)
+    assert parse_timestamp(text) == ts
+
+
+def test_a_year_before_1000_is_stored_zero_padded_and_reads_back(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    config = Config().replace(pyramid={"enabled": False})
+    with Memory(path, config=config) as mem:
+        mem.add({"role": "user", "content": "old", "timestamp": "0999-05-01T00:00:00Z"})
+        mem.add({"role": "user", "content": "new", "timestamp": "2026-01-01T00:00:00Z"})
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT ts FROM turns ORDER BY id").fetchall() == [
+        ("0999-05-01T00:00:00.000000Z",), ("2026-01-01T00:00:00.000000Z",)]
+    conn.close()
+    with Memory(path, config=config) as mem:
+        assert [st.timestamp for st in mem.turns()] == [datetime(999, 5, 1, tzinfo=timezone.utc),
+                                                         datetime(2026, 1, 1, tzinfo=timezone.utc)]
+        assert mem.context(budget=200, format="text").text == (
+            "[0999-05-01 00:00] user: old\n[2026-01-01 00:00] user: new")
+
+
+@pytest.mark.parametrize("value", [
+    "9999-12-31T23:59:59-05:00",
+    "0001-01-01T00:00:00+05:00",
+    datetime.max.replace(tzinfo=timezone(timedelta(hours=-5))),
+])
+def test_a_timestamp_outside_the_utc_range_is_an_invalid_turn(value: object) -> None:
+    with pytest.raises(InvalidTurnError, match="outside years 1-9999 in UTC") as info:
+        Turn.from_dict({"role": "user", "content": "x", "timestamp": value})
+    assert str(info.value).startswith("turn.timestamp: ")
+    with pytest.raises(InvalidTurnError, match="outside years 1-9999 in UTC"):
+        from_openai([{"role": "user", "content": "x", "timestamp": value}])
+
+
+def test_a_turn_built_directly_with_an_unrepresentable_instant_is_refused() -> None:
+    with pytest.raises(InvalidTurnError, match="outside years 1-9999 in UTC"):
+        Turn(role="user", content="x", timestamp=datetime.min.replace(tzinfo=timezone(timedelta(hours=3))))
+
+
+@pytest.mark.parametrize("number", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("shape", ["anthropic", "openai", "canonical", "block"])
+def test_nan_and_infinity_in_tool_input_are_refused_in_every_shape(shape: str, number: float) -> None:
+    with pytest.raises(InvalidTurnError, match="Out of range float values are not JSON compliant") as info:
+        if shape == "anthropic":
+            from_anthropic([{"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t", "name": "n", "input": {"x": number}}]}])
+        elif shape == "openai":
+            from_openai([{"role": "assistant", "content": None, "tool_calls": [
+                {"id": "t", "type": "function", "function": {"name": "n", "arguments": f'{{"x": {number!r}}}'
+                                                             .replace("nan", "NaN").replace("inf", "Infinity")}}]}])
+        elif shape == "canonical":
+            Turn.from_dict({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t", "name": "n", "input": {"x": [number]}}]})
+        else:
+            Turn(role="assistant", content=(ToolUseBlock("t", "n", {"x": {"y": number}}),))
+    assert "input" in str(info.value)
+
+
+def test_nan_in_metadata_is_refused() -> None:
+    with pytest.raises(InvalidTurnError, match="metadata: not JSON-serializable"):
+        Turn(role="user", content="x", metadata={"score": math.nan})
+
+
+def test_the_store_serializer_never_writes_nan() -> None:
+    turn = Turn(role="user", content="x", metadata={"score": 1.0})
+    object.__setattr__(turn, "metadata", {"score": math.nan})  # bypass validation: the last line of defence
+    with pytest.raises(ValueError, match="Out of range float values"):
+        turn_columns(turn)
+
+
+def test_a_nan_turn_is_refused_before_the_store_so_the_namespace_stays_readable(tmp_path: Path) -> None:
+    with Memory(tmp_path / "m.db", config=Config().replace(pyramid={"enabled": False})) as mem:
+        mem.add({"role": "user", "content": "before"})
+        with pytest.raises(InvalidTurnError, match=r"messages\[0\]\.content\[0\]\.input"):
+            mem.add({"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t", "name": "n", "input": {"x": math.nan}}]}, format="anthropic")
+        assert [st.text for st in mem.turns()] == ["before"]

@@ -49,7 +49,9 @@ def check_format(fmt: object) -> str:
 def turn_line(turn: Turn) -> str:
     """One turn as a line of plain text: ``[2023-05-08 13:56] Caroline: text``."""
     who = turn.name or turn.role
-    return f"[{turn.timestamp:%Y-%m-%d %H:%M}] {who}: {turn.text}"
+    ts = turn.timestamp
+    # Not strftime("%Y"): it does not zero-pad years before 1000 on glibc.
+    return f"[{ts.year:04d}-{ts.month:02d}-{ts.day:02d} {ts.hour:02d}:{ts.minute:02d}] {who}: {turn.text}"
 
 
 def render(turns: Sequence[Turn], fmt: str) -> tuple[tuple[dict[str, Any], ...], str | None, str]:

@@ -213,7 +213,7 @@ def to_openai(turns: Iterable[Turn]) -> list[dict[str, Any]]:
                 if calls:
                     base["tool_calls"] = [
                         {"id": c.id, "type": "function",
-                         "function": {"name": c.name, "arguments": json.dumps(dict(c.input), ensure_ascii=False)}}
+                         "function": {"name": c.name, "arguments": json.dumps(dict(c.input), ensure_ascii=False, allow_nan=False)}}
                         for c in calls
                     ]
                 if base["content"] is None and not calls:

@@ -87,15 +87,33 @@ def check_text(value: object, path: str) -> str:
 
 
 def format_timestamp(ts: datetime) -> str:
-    """Render an aware datetime as the canonical UTC string ``YYYY-MM-DDTHH:MM:SS.ffffffZ``."""
-    return ts.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """Render an aware datetime as the canonical UTC string ``YYYY-MM-DDTHH:MM:SS.ffffffZ``.
+
+    The year is always four digits: ``strftime("%Y")`` gives ``999`` for the
+    year 999 on glibc, which :func:`parse_timestamp` (ISO 8601) cannot read back.
+
+    Raises:
+        InvalidTurnError: ``ts`` falls outside years 1–9999 once converted to UTC.
+    """
+    u = _to_utc(ts, "timestamp")
+    return (f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}"
+            f".{u.microsecond:06d}Z")
+
+
+def _to_utc(ts: datetime, path: str) -> datetime:
+    """``ts`` in UTC; an instant outside datetime's range is a caller error, not an ``OverflowError``."""
+    try:
+        return ts.astimezone(timezone.utc)
+    except OverflowError:
+        raise InvalidTurnError(f"timestamp {ts.isoformat()} is outside years 1-9999 in UTC", path=path) from None
 
 
 def parse_timestamp(value: str | datetime, path: str = "timestamp") -> datetime:
     """Parse an ISO 8601 timestamp; naive values are taken as UTC.
 
     Raises:
-        InvalidTurnError: The value is not an ISO 8601 date-time.
+        InvalidTurnError: The value is not an ISO 8601 date-time, or it lies
+            outside years 1–9999 once converted to UTC.
     """
     if isinstance(value, datetime):
         ts = value
@@ -108,7 +126,7 @@ def parse_timestamp(value: str | datetime, path: str = "timestamp") -> datetime:
         raise InvalidTurnError(f"expected a timestamp, got {type(value).__name__}", path=path)
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=timezone.utc)
-    return ts.astimezone(timezone.utc)
+    return _to_utc(ts, path)
 
 
 def _now() -> datetime:
@@ -116,10 +134,15 @@ def _now() -> datetime:
 
 
 def _check_json(value: Any, path: str) -> None:
-    """Reject values that JSON cannot carry (so the store round-trips them)."""
+    """Reject values that JSON cannot carry (so the store round-trips them).
+
+    NaN and infinities are refused: Python's ``json`` writes them as bare
+    ``NaN``/``Infinity``, which is not JSON, so a stored turn holding one could
+    not be read back by strict readers (the store's own included).
+    """
     try:
         json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
-    except (TypeError, ValueError, UnicodeEncodeError) as exc:
+    except (TypeError, ValueError, UnicodeEncodeError, RecursionError) as exc:
         raise InvalidTurnError(f"not JSON-serializable: {exc}", path=path) from None
 
 
@@ -345,6 +368,11 @@ class Turn:
                     raise InvalidTurnError(
                         f"not a content block: {type(block).__name__}", path=f"content[{i}]"
                     )
+                if isinstance(block, ToolUseBlock):
+                    # Blocks built directly (providers, callers) skip block_from_dict's check.
+                    if not isinstance(block.input, Mapping):
+                        raise InvalidTurnError("tool_use input must be a JSON object", path=f"content[{i}].input")
+                    _check_json(dict(block.input), f"content[{i}].input")
             self._check_roles_blocks()
         else:
             raise InvalidTurnError(
@@ -353,6 +381,7 @@ class Turn:
             )
         if not isinstance(self.timestamp, datetime) or self.timestamp.tzinfo is None:
             raise InvalidTurnError("timestamp must be a timezone-aware datetime", path="timestamp")
+        _to_utc(self.timestamp, "timestamp")  # stored in UTC: it must exist there
         if self.name is not None:
             check_text(self.name, "name")
         if self.model is not None:
@@ -398,7 +427,7 @@ class Turn:
             if isinstance(b, TextBlock):
                 parts.append(b.text)
             elif isinstance(b, ToolUseBlock):
-                parts.append(f"{b.name}({json.dumps(dict(b.input), ensure_ascii=False, sort_keys=True)})")
+                parts.append(f"{b.name}({json.dumps(dict(b.input), ensure_ascii=False, sort_keys=True, allow_nan=False)})")
             elif isinstance(b, ToolResultBlock):
                 parts.append(b.text + (" [image]" if b.has_image else ""))
             elif isinstance(b, ImageBlock):

@@ -40,10 +40,16 @@ def _now() -> str:
 
 
 def turn_columns(turn: Turn) -> tuple[str, str | None, str | None]:
-    """``(text, content_json, metadata_json)`` as stored; content is None for plain text."""
+    """``(text, content_json, metadata_json)`` as stored; content is None for plain text.
+
+    ``allow_nan=False``: the reader is strict JSON, so NaN/Infinity must never be
+    written (turns refuse them at validation; this is the last line of defence).
+    Both stores (SQLite and PostgreSQL) serialize turns through this function.
+    """
     content = None if isinstance(turn.content, str) else json.dumps(
-        [b.to_dict() for b in turn.content], ensure_ascii=False, separators=(",", ":"))
-    meta = json.dumps(dict(turn.metadata), ensure_ascii=False, separators=(",", ":")) if turn.metadata else None
+        [b.to_dict() for b in turn.content], ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    meta = json.dumps(dict(turn.metadata), ensure_ascii=False, separators=(",", ":"),
+                      allow_nan=False) if turn.metadata else None
     text = turn.content if isinstance(turn.content, str) else turn.text
     return text, content, meta
 
