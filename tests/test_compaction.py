@@ -25,11 +25,11 @@ from stratamem.agentloop.checkpoint import (
 from stratamem.config import CompactionConfig, PruningConfig
 from stratamem.errors import BudgetError, CompactionCancelled, ConfigError
 from stratamem.events import EventBus
-from stratamem.llm import AnthropicChat, OpenAIChat
+from stratamem.llm import AnthropicChat, Completion, OpenAIChat
 from stratamem.providers import structural_problems
 from stratamem.store import SQLiteStore
 from stratamem.testing.llm_server import FakeLLMServer, checkpoint_reply
-from stratamem.tokens import count_message, count_messages, get_tokenizer
+from stratamem.tokens import CharEstimator, count_message, count_messages, get_tokenizer
 
 TOK = get_tokenizer("o200k_base")
 SMALL = CompactionConfig(threshold=12_000, keep_recent_tokens=3_000, output_reserve=1_000, checkpoint_max_tokens=800)
@@ -270,6 +270,70 @@ def test_summarization_failure_fallback(failure: str, server: FakeLLMServer, db_
     saved = SQLiteStore(db_path).conversations.get("agent", "s1")
     assert saved is not None and (saved.last_status, saved.failures, saved.summary) == ("fallback", 1, None)
     mem.close()
+
+
+def test_a_client_validation_error_falls_back_visibly(server: FakeLLMServer) -> None:
+    # The transcript is larger than the client accepts: it refuses before any call
+    # with ValidationError, which must fall back like a model failure (review #13).
+    server.requests.clear()
+    model = OpenAIChat("summarizer", base_url=server.openai_base_url, max_retries=0, max_input_chars=500)
+    bus = EventBus()
+    msgs = anthropic_conversation(8)
+    c = compactor(model, events=bus)
+    result = c.compact(msgs)
+    assert result.status == "fallback" and result.error is not None
+    assert result.error.startswith("ValidationError: messages: input is ")
+    assert server.requests == []
+    assert [e.data["error"] for e in bus.recent("compaction.failed")] == ["ValidationError"]
+    assert (c.state.last_status, c.state.failures) == ("fallback", 1)
+    assert structural_problems(msgs, "anthropic") == []
+    assert msgs[0]["content"].startswith(OMITTED_HEADER)
+
+
+class _Broken:
+    """A ChatModel of the caller's own that fails with an arbitrary exception."""
+
+    model = "broken"
+
+    def complete(self, system: str, messages: Any, *, max_tokens: int) -> Any:
+        raise RuntimeError("socket closed")
+
+
+def test_any_summarizer_exception_falls_back_and_loses_no_stored_turn(db_path: Path) -> None:
+    mem = Memory(db_path, namespace="agent")
+    msgs = anthropic_conversation(8)
+    c = compactor(_Broken(), memory=mem, session="s1")
+    result = c.compact(msgs)
+    assert (result.status, result.error) == ("fallback", "RuntimeError: socket closed")
+    assert [e.data["error"] for e in mem.events.recent("compaction.failed")] == ["RuntimeError"]
+    assert len(mem.turns("s1")) == len(anthropic_conversation(8))
+    assert c.state.last_error == "RuntimeError: socket closed"
+    mem.close()
+
+
+class _Verbose:
+    """A model that ignores max_tokens and writes far too much."""
+
+    model = "verbose"
+
+    def complete(self, system: str, messages: Any, *, max_tokens: int) -> Completion:
+        return Completion("## Goal\n" + "word " * 5000, 10, 10, "verbose", "stop", 1)
+
+
+def test_an_overlong_checkpoint_is_cut_with_a_count_only_tokenizer() -> None:
+    # CharEstimator has no truncate(): compaction must still cut the checkpoint (review #13).
+    config = CompactionConfig(threshold=2000, keep_recent_tokens=200, output_reserve=100, checkpoint_max_tokens=300)
+    tok = CharEstimator()
+    c = Compactor(_Verbose(), provider="openai", tokenizer=tok, config=config)
+    msgs: list[dict[str, Any]] = []
+    for i in range(30):
+        msgs += [{"role": "user", "content": f"request {i} " * 20}, {"role": "assistant", "content": f"done {i} " * 20}]
+    assert c.compact(msgs).status == "compacted"
+    checkpoint = c.state.summary or ""
+    assert checkpoint.startswith("## Goal\nword word")
+    assert tok.count(checkpoint) <= 300 + tok.count("\n\n") + 64  # body cut to 300; files section appended
+    assert tok.count(checkpoint.split("\n\n## Files")[0]) <= 300
+    assert structural_problems(msgs, "openai") == []
 
 
 def test_fallback_keeps_the_previous_checkpoint(model: OpenAIChat, server: FakeLLMServer) -> None:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stratamem.errors import ConfigError
+from stratamem.providers import from_anthropic, to_openai
 from stratamem.records import ImageBlock, TextBlock, Turn
 from stratamem.tokens import (
     IMAGE_TOKENS,
@@ -13,10 +16,14 @@ from stratamem.tokens import (
     BPETokenizer,
     Calibration,
     CharEstimator,
+    TOOL_CALL_TOKENS,
+    count_message,
     count_messages,
     count_turn,
     get_tokenizer,
+    truncate_to_tokens,
 )
+from strategies import texts, turns
 
 
 def test_o200k_counts_known_strings_exactly() -> None:
@@ -82,3 +89,62 @@ def test_calibration_learns_a_per_model_factor_and_never_shrinks_by_default() ->
     assert Calibration(allow_shrink=True).from_dict({"gpt-4o": 0.9}, allow_shrink=True).adjust("gpt-4o", 1000) == 900
     with pytest.raises(ValueError):
         cal.observe("claude", 0, 10)
+
+
+# --- stored counts equal the OpenAI rendering (review #28) ----------------------------------
+
+@settings(max_examples=300, deadline=None)
+@given(turns())
+def test_a_turn_count_equals_its_openai_rendering(turn: Turn) -> None:
+    tok = get_tokenizer()
+    assert count_turn(turn, tok) == sum(count_message(m, tok) for m in to_openai([turn]))
+
+
+def test_several_tool_results_cost_one_tool_message_each() -> None:
+    tok = get_tokenizer()
+    [turn] = from_anthropic([{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": tid, "content": text}
+        for tid, text in (("a", "one"), ("b", "two"), ("c", "three"))]}])
+    # Three tool messages: framing + tool-call framing + one token of text each.
+    assert count_turn(turn, tok) == 3 * (MESSAGE_TOKENS + TOOL_CALL_TOKENS + 1) == 36
+
+
+def test_thinking_costs_nothing_in_the_stored_count() -> None:
+    tok = get_tokenizer()
+    [turn] = from_anthropic([{"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "long private reasoning " * 50, "signature": "s"},
+        {"type": "text", "text": "ok"}]}])
+    assert count_turn(turn, tok) == MESSAGE_TOKENS + 1
+
+
+# --- truncation for any tokenizer (review #13) ---------------------------------------------
+
+class _CountOnly:
+    """A tokenizer with nothing but the protocol: one token per word-ish run."""
+
+    name = "words"
+
+    def count(self, text: str) -> int:
+        return len(text.split()) + text.count(",")
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts, st.integers(min_value=0, max_value=12), st.sampled_from(["o200k_base", "chars/4", "words"]))
+def test_truncation_gives_a_prefix_within_the_limit(text: str, limit: int, which: str) -> None:
+    tok = _CountOnly() if which == "words" else get_tokenizer(which)
+    out = truncate_to_tokens(text, limit, tok)
+    assert text.startswith(out)
+    assert tok.count(out) <= limit
+    if out != text and which != "o200k_base":
+        # These counters only grow with the text, so one more character would not fit.
+        assert tok.count(text[: len(out) + 1]) > limit
+
+
+def test_truncation_keeps_text_that_fits_and_cuts_by_tokens() -> None:
+    tok = get_tokenizer()
+    assert truncate_to_tokens("hello world", 2, tok) == "hello world"
+    assert truncate_to_tokens("hello world " * 10, 5, tok) == "hello world hello world hello"
+    assert truncate_to_tokens("abcdefghij", 2, CharEstimator()) == "abcdefgh"
+    assert truncate_to_tokens("x", 0, CharEstimator()) == ""
+    with pytest.raises(ValueError, match="must not be negative"):
+        truncate_to_tokens("x", -1, tok)

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .errors import ConfigError
-from .records import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, Turn
+from .providers import to_openai
+from .records import Turn
 
 __all__ = [
     "IMAGE_TOKENS",
@@ -39,6 +40,7 @@ __all__ = [
     "count_messages",
     "count_turn",
     "get_tokenizer",
+    "truncate_to_tokens",
 ]
 
 MESSAGE_TOKENS = 3
@@ -130,11 +132,8 @@ class BPETokenizer:
         return len(self.encode(text))
 
     def truncate(self, text: str, max_tokens: int) -> str:
-        """The longest prefix of ``text`` with at most ``max_tokens`` tokens."""
-        ids = self.encode(text)
-        if len(ids) <= max_tokens:
-            return text
-        return self.decode(ids[:max_tokens])
+        """A prefix of ``text`` with at most ``max_tokens`` tokens (see :func:`truncate_to_tokens`)."""
+        return truncate_to_tokens(text, max_tokens, self)
 
     def __repr__(self) -> str:
         return f"BPETokenizer({self.name!r})"
@@ -184,24 +183,54 @@ def get_tokenizer(name: str = "o200k_base") -> Tokenizer:
 
 
 def count_turn(turn: Turn, tokenizer: Tokenizer) -> int:
-    """Tokens ``turn`` costs as one message of a request, overhead included."""
-    total = MESSAGE_TOKENS + (NAME_TOKENS if turn.name else 0)
+    """Tokens ``turn`` costs as rendered for OpenAI Chat Completions, overhead included.
+
+    This is the exact count of :func:`~stratamem.providers.to_openai` of the
+    turn under :func:`count_message`, so a stored count equals what the turn
+    costs in an OpenAI request: a tool turn with several results is several
+    ``tool`` messages, each with its own framing, and thinking blocks (which
+    OpenAI has no place for) cost nothing. The same turn rendered for
+    Anthropic can cost a little more (its thinking is sent back) or less (its
+    tool results share one message); context assembly counts each request as
+    rendered, so budgets never rely on the stored number.
+    """
     if isinstance(turn.content, str):
-        return total + tokenizer.count(turn.content)
-    for b in turn.content:
-        if isinstance(b, TextBlock):
-            total += tokenizer.count(b.text)
-        elif isinstance(b, ToolUseBlock):
-            total += TOOL_CALL_TOKENS + tokenizer.count(b.name) + tokenizer.count(
-                json.dumps(dict(b.input), ensure_ascii=False))
-        elif isinstance(b, ToolResultBlock):
-            total += TOOL_CALL_TOKENS + tokenizer.count(b.text) + IMAGE_TOKENS * sum(
-                isinstance(p, ImageBlock) for p in b.content)
-        elif isinstance(b, ImageBlock):
-            total += IMAGE_TOKENS
-        elif isinstance(b, ThinkingBlock):
-            total += tokenizer.count(b.thinking)
-    return total
+        # Fast path (most turns): one message holding the text, as to_openai renders it.
+        return MESSAGE_TOKENS + (NAME_TOKENS if turn.name else 0) + tokenizer.count(turn.content)
+    return sum(count_message(m, tokenizer) for m in to_openai([turn]))
+
+
+def truncate_to_tokens(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
+    """A prefix of ``text`` of at most ``max_tokens`` tokens, as long as the tokenizer allows.
+
+    Works with any :class:`Tokenizer` (only ``count`` is required). When the
+    tokenizer can ``encode`` and ``decode``, the cut found from the token ids is
+    tried first; otherwise, or when that cut is not a clean prefix (a token that
+    ends inside a multi-byte character), a binary search over character
+    positions finds it with about ``log2(len(text))`` counts. The result is
+    always a prefix of ``text`` and never over ``max_tokens``.
+
+    Raises:
+        ValueError: ``max_tokens`` is negative.
+    """
+    if max_tokens < 0:
+        raise ValueError(f"max_tokens must not be negative, got {max_tokens}")
+    if tokenizer.count(text) <= max_tokens:
+        return text
+    encode = getattr(tokenizer, "encode", None)
+    decode = getattr(tokenizer, "decode", None)
+    if callable(encode) and callable(decode):
+        guess = decode(encode(text)[:max_tokens])
+        if isinstance(guess, str) and text.startswith(guess) and tokenizer.count(guess) <= max_tokens:
+            return guess
+    lo, hi = 0, len(text)  # invariant: text[:lo] fits; text[:hi + 1] was not shown to fit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if tokenizer.count(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
 
 
 def _count_part(part: Any, tokenizer: Tokenizer) -> int:

@@ -20,7 +20,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..tokens import Tokenizer
+from ..tokens import Tokenizer, truncate_to_tokens
 
 __all__ = [
     "ACK_TEXT",
@@ -278,8 +278,7 @@ def split_for_model(transcript: str, max_tokens: int, tokenizer: Tokenizer) -> l
             if current:
                 parts.append("\n\n".join(current))
                 current, size = [], 0
-            head = tokenizer.truncate(piece, max_tokens) if hasattr(tokenizer, "truncate") else \
-                piece[: max_tokens * 3]
+            head = truncate_to_tokens(piece, max_tokens, tokenizer)
             parts.append(head)
             piece = piece[len(head):]
             n = tokenizer.count(piece) + 1

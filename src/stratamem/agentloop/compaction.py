@@ -38,10 +38,10 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..config import CompactionConfig, LLMConfig, PruningConfig
-from ..errors import BudgetError, CompactionCancelled, ConfigError, ModelError, ValidationError
+from ..errors import BudgetError, CompactionCancelled, ConfigError, ValidationError
 from ..events import Event, EventBus
 from ..llm import ChatModel
-from ..tokens import Calibration, Tokenizer, count_message, count_messages, get_tokenizer
+from ..tokens import Calibration, Tokenizer, count_message, count_messages, get_tokenizer, truncate_to_tokens
 from .checkpoint import (
     ACK_TEXT,
     CHECKPOINT_HEADER,
@@ -421,7 +421,11 @@ class Compactor:
                 # Tracked files are facts we know, so they are appended, not left to the model.
                 checkpoint = "\n\n".join(p for p in (checkpoint, files_section(read, modified)) if p)
                 status = "compacted"
-            except ModelError as exc:
+            except Exception as exc:  # noqa: BLE001 - any summarizer failure falls back, visibly
+                # A ChatModel may raise anything (our clients raise ModelError or, for
+                # oversized input, ValidationError). Whatever it is, compaction still
+                # bounds the prompt: the fallback is recorded in the state, the
+                # compaction.failed event and the log, and no stored message is lost.
                 status, checkpoint, error = "fallback", None, f"{type(exc).__name__}: {exc}"
                 log.error("compaction %d of %s/%s: summarizer failed (%s); truncating to the recent window",
                           number, self.namespace, self.session, type(exc).__name__)
@@ -542,7 +546,7 @@ class Compactor:
             previous = out.text.strip()
         if self.tokenizer.count(previous or "") > self.config.checkpoint_max_tokens:
             # A model may ignore max_tokens; the prompt budget must not depend on it.
-            previous = self.tokenizer.truncate(previous or "", self.config.checkpoint_max_tokens)  # type: ignore[attr-defined]
+            previous = truncate_to_tokens(previous or "", self.config.checkpoint_max_tokens, self.tokenizer)
         return previous or "", calls, n_in, n_out
 
     def _prefix(self, checkpoint: str | None, read: Sequence[str], modified: Sequence[str], status: str,

@@ -220,7 +220,9 @@ class FakeLLMServer:
         finish = "stop" if api == "openai" else "end_turn"
         if isinstance(max_tokens, int) and self._tokenizer.count(text) > max_tokens:
             # Honour max_tokens like a real model: cut the answer and say so.
-            text = self._tokenizer.truncate(text, max_tokens)  # type: ignore[attr-defined]
+            from ..tokens import truncate_to_tokens
+
+            text = truncate_to_tokens(text, max_tokens, self._tokenizer)
             finish = "length" if api == "openai" else "max_tokens"
         n_in, n_out = self._usage(req, text)
         stamp = int(time.time())
