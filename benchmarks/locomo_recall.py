@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, nargs="*", help="conversation positions (default: all)")
     ap.add_argument("--no-dense", action="store_true", help="skip every embedding-based system")
+    ap.add_argument("--ours", action="store_true", help="only our engine and Memory.context (no baselines)")
     ap.add_argument("--data", type=Path, default=LOCOMO_PATH)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -45,7 +46,9 @@ def main(argv: list[str] | None = None) -> None:
         bm25 = BM25Turns()
         systems: list = [RecentWindow(), bm25, BM25Turns(CompactRenderer())]
         systems[-1].name = "BM25 turns (compact render)"
-        if embedder is not None:
+        if args.ours:
+            systems = []
+        elif embedder is not None:
             dense = DenseTurns(embedder.embed_batch)
             systems += [dense, RRFTurns(bm25, dense), RRFTurns(bm25, dense, CompactRenderer())]
             systems[-1].name = "BM25+dense RRF (compact)"

@@ -17,8 +17,9 @@ a section's unused share flows on to the next:
   turns, then summaries for broad context.
 * ``state_first`` (seed 004): instructions and working state, then the
   conversation window, then recalled history.
-* ``recall``: no recent window; the whole budget goes to recalled history and
-  summaries (question answering over a long history).
+* ``recall``: no recent window; memory items, then recalled verbatim turns
+  take what they need, and summaries get what is left (question answering
+  over a long history).
 """
 
 from __future__ import annotations
@@ -207,24 +208,35 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
 
     # 2. Recalled history: memory items first (compact facts), then verbatim turns
     #    packed compactly, skipping what the window holds.
-    recall_cap = b.left if policy == "pyramid" else int(b.left * history / (history + bulk)) if history else 0
+    # pyramid and recall give recalled history strict priority over summaries: a
+    # verbatim turn is evidence, a summary only points at it (summaries get the rest).
+    strict = policy in ("pyramid", "recall")
+    recall_cap = b.left if strict else int(b.left * history / (history + bulk)) if history else 0
     item_lines: list[str] = []
     item_header = tokenizer.count(_ITEMS_TITLE) + 2 + (0 if sections else section_overhead)
+
+    def take_item(it: ItemUnit, cap: int) -> int:
+        cost = tokenizer.count(it.text) + 1 + (0 if item_lines else item_header)
+        if cost > cap:
+            misses.append(NearMiss(it.id, "item", cost, "over_budget", it.score))
+            return 0
+        b.left -= cost
+        item_lines.append(it.text)
+        items_in.append(ContextItem(it.id, "item", cost, it.reason, tier=it.tier, format="text",
+                                    score=it.score, turn_ids=it.turn_ids))
+        return cost
+
+    # Under recall, an item extracted from a turn that is itself recalled waits for the
+    # packing: if the turn is shown verbatim, the item would only restate it (seed 004).
+    candidates = {r.turn.id for r in recalled} if policy == "recall" else set()
+    deferred: list[ItemUnit] = []
     for it in items:
         if it.turn_ids and set(it.turn_ids) <= in_window:
             misses.append(NearMiss(it.id, "item", 0, "restates_window_turns", it.score))
-            continue
-        cost = tokenizer.count(it.text) + 1 + (0 if item_lines else item_header)
-        if cost <= recall_cap:
-            recall_cap -= cost
-            b.left -= cost
-            item_lines.append(it.text)
-            items_in.append(ContextItem(it.id, "item", cost, it.reason, tier=it.tier, format="text",
-                                        score=it.score, turn_ids=it.turn_ids))
+        elif it.turn_ids and set(it.turn_ids) <= candidates:
+            deferred.append(it)
         else:
-            misses.append(NearMiss(it.id, "item", cost, "over_budget", it.score))
-    if item_lines:
-        sections.append(_ITEMS_TITLE + "\n" + "\n".join(item_lines))
+            recall_cap -= take_item(it, recall_cap)
     fresh: list[StoredTurn] = []
     score_of: dict[int, Mapping[str, float]] = {}
     for r in recalled:
@@ -233,7 +245,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
             continue
         fresh.append(r.turn)
         score_of[r.turn.id] = r.score
-    header_cost = tokenizer.count(_HISTORY_TITLE) + 2 + (0 if sections else section_overhead)
+    header_cost = tokenizer.count(_HISTORY_TITLE) + 2 + (0 if sections or item_lines else section_overhead)
     packed = None
     if fresh and recall_cap > header_cost:
         packed = pack_turns(fresh, recall_cap - header_cost, tokenizer, CompactRenderer())
@@ -244,6 +256,13 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         if st.id not in kept_ids and len(misses) < 50:
             misses.append(NearMiss(f"turn:{st.id}", "turn", tokenizer.count(st.text), "over_budget",
                                    score_of[st.id]))
+    for it in deferred:
+        if set(it.turn_ids) <= kept_ids:
+            misses.append(NearMiss(it.id, "item", 0, "restates_included_turns", it.score))
+        else:
+            take_item(it, b.left)
+    if item_lines:
+        sections.append(_ITEMS_TITLE + "\n" + "\n".join(item_lines))
 
     # 3. Summaries of older history, skipping those that only restate included turns.
     included = in_window | kept_ids
