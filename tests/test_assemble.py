@@ -99,8 +99,11 @@ def test_assembly_never_exceeds_the_budget_and_stays_valid(tmp_path_factory: pyt
     tok = get_tokenizer()
     if fmt == "text":
         assert ctx.tokens == tok.count(ctx.text)
-    else:
+    elif ctx.messages or fmt == "openai":
         assert structural_problems([m for m in ctx.messages if m["role"] != "system"], fmt) == []
+    else:
+        # An empty Anthropic request is invalid (review #8): only when nothing fits at all.
+        assert ctx.manifest.items == ()
     # Nothing twice: each verbatim turn once, summaries disjoint, and no summary
     # that only restates turns shown verbatim.
     verbatim = [i.turn_ids[0] for i in ctx.manifest.items if i.kind == "turn"]

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stratamem import Memory, NotFoundError
+from stratamem import Config, Memory, NotFoundError
+from stratamem.context import recent_window
 from stratamem.providers import structural_problems
 from stratamem.store import SQLiteStore
 from stratamem.tokens import get_tokenizer
@@ -81,8 +82,11 @@ def test_the_budget_is_never_exceeded(tmp_path_factory: pytest.TempPathFactory, 
     tok = get_tokenizer()
     if fmt == "text":
         assert tok.count(ctx.text) == ctx.tokens
-    else:
+    elif ctx.messages or fmt == "openai":
         assert structural_problems(ctx.messages, fmt) == []
+    else:
+        # An empty Anthropic request is invalid; it only happens when nothing fits at all.
+        assert ctx.manifest.items == ()
 
 
 _SHARED: dict[str, Memory] = {}
@@ -147,3 +151,104 @@ def test_the_default_session_is_the_one_written_last(memory: Memory) -> None:
     assert memory.store.latest_session("test") == "zeta"
     ctx = memory.context(budget=200)
     assert ctx.messages[-1]["content"] == "back to zeta"
+
+
+# --- provider validity at the edges of the window (review #8) ------------------------------------
+
+def _call(call_id: str) -> dict:
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": call_id, "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
+
+
+def _no_pyramid() -> Memory:
+    return Memory(":memory:", config=Config().replace(pyramid={"enabled": False}))
+
+
+def test_a_trailing_tool_call_without_its_result_leaves_the_window() -> None:
+    with _no_pyramid() as mem:
+        mem.add([{"role": "user", "content": "list files"}, _call("c1")], format="openai")
+        for fmt in ("openai", "anthropic"):
+            ctx = mem.context(budget=2000, format=fmt)
+            assert list(ctx.messages) == [{"role": "user", "content": "list files"}]
+            assert structural_problems(ctx.messages, fmt) == []
+        # Once answered, the call and its result are in the window.
+        mem.add({"role": "tool", "tool_call_id": "c1", "content": "a.py"}, format="openai")
+        assert [m["role"] for m in mem.context(budget=2000).messages] == ["user", "assistant", "tool"]
+        window = recent_window(mem.turns(newest_first=True), 2000, get_tokenizer(), "anthropic")
+        assert structural_problems(window.messages, "anthropic") == []
+        assert [i.id for i in window.manifest.items] == ["turn:1", "turn:2", "turn:3"]
+
+
+def test_a_partly_answered_trailing_call_leaves_with_its_results() -> None:
+    with _no_pyramid() as mem:
+        mem.add([{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "ls", "arguments": "{}"}} for i in (1, 2)]},
+            {"role": "tool", "tool_call_id": "c1", "content": "one"}], format="openai")
+        for fmt in ("openai", "anthropic"):
+            assert [m["role"] for m in mem.context(budget=2000, format=fmt).messages] == ["user"]
+
+
+def test_anthropic_sections_travel_in_a_user_message_when_the_window_has_no_user_turn() -> None:
+    with _no_pyramid() as mem:
+        mem.add({"role": "user", "content": "remember: the vault code is 4471 " * 3}, session="old")
+        mem.add([{"role": "user", "content": "q " * 400}, {"role": "assistant", "content": "long answer " * 50}],
+                session="s")
+        ctx = mem.context("vault code", budget=300, session="s", format="anthropic")
+        assert ctx.system is None
+        [message] = ctx.messages
+        assert message["role"] == "user"
+        assert message["content"].startswith("## Earlier conversation (recalled, verbatim)\n")
+        assert "the vault code is 4471" in message["content"]
+        assert structural_problems(ctx.messages, "anthropic") == []
+        assert ctx.tokens <= 300
+
+
+def test_an_empty_anthropic_message_list_is_flagged() -> None:
+    assert structural_problems([], "anthropic") == [
+        "messages: empty; the Messages API needs at least one user message"]
+    assert structural_problems([], "openai") == []
+
+
+@st.composite
+def _agent_session(draw: st.DrawFn) -> list[dict]:
+    """OpenAI messages of one session: text turns and tool calls; the last call may lack results."""
+    kinds = draw(st.lists(st.sampled_from(["user", "assistant", "call"]), min_size=1, max_size=7))
+    if draw(st.booleans()):  # a window with no user turn at all
+        kinds = [k for k in kinds if k != "user"] or ["call"]
+    msgs: list[dict] = []
+    for i, kind in enumerate(kinds):
+        words = "word " * draw(st.integers(min_value=0, max_value=60))
+        if kind == "user":
+            msgs.append({"role": "user", "content": f"request {i} {words}"})
+        elif kind == "assistant":
+            msgs.append({"role": "assistant", "content": f"reply {i} {words}"})
+        else:
+            n = draw(st.integers(min_value=1, max_value=2))
+            ids = [f"c{i}_{j}" for j in range(n)]
+            msgs.append({"role": "assistant", "content": draw(st.sampled_from([None, "checking"])), "tool_calls": [
+                {"id": c, "type": "function", "function": {"name": "ls", "arguments": "{}"}} for c in ids]})
+            last = i == len(kinds) - 1
+            answered = draw(st.integers(min_value=0, max_value=n)) if last else n
+            msgs += [{"role": "tool", "tool_call_id": c, "content": f"out {words}"} for c in ids[:answered]]
+    return msgs
+
+
+@settings(max_examples=60, deadline=None)
+@given(session=_agent_session(), budget=st.integers(min_value=3, max_value=1500),
+       policy=st.sampled_from(["hybrid", "recall", "state_first"]), query=st.sampled_from([None, "vault code"]))
+def test_contexts_are_valid_requests_for_both_providers(session: list[dict], budget: int, policy: str,
+                                                       query: str | None) -> None:
+    with _no_pyramid() as mem:
+        mem.add([{"role": "user", "content": "the vault code is 4471"},
+                 {"role": "assistant", "content": "noted, vault code 4471"}], session="old")
+        mem.add(session, session="s", format="openai")
+        for fmt in ("openai", "anthropic"):
+            ctx = mem.context(query, budget=budget, session="s", format=fmt, policy=policy)
+            assert ctx.tokens <= budget
+            # Something in the context means something to send, and it is a valid request.
+            assert bool(ctx.messages) == bool(ctx.manifest.items)
+            if ctx.messages:
+                assert structural_problems(ctx.messages, fmt) == []
+            window = recent_window(mem.turns("s", newest_first=True), budget, get_tokenizer(), fmt)
+            if window.messages:
+                assert structural_problems(window.messages, fmt) == []

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .context import _snap_start, _unit_cost, check_budget, check_format, render
+from .context import attach_sections, check_budget, check_format, render, snap_window, unit_cost
 from .errors import BudgetError
 from .manifest import Context, ContextItem, Manifest, NearMiss
 from .records import StoredTurn
@@ -194,14 +194,14 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         # seed 000's order puts the hot window first, with all it can use.
         cap = _Budget(after_fixed if policy == "pyramid" else int(after_fixed * current))
         for st in recent:
-            cost = _unit_cost(st.turn, fmt, tokenizer)
+            cost = unit_cost(st.turn, fmt, tokenizer)
             if not cap.take(cost):
                 misses.append(NearMiss(f"turn:{st.id}", "turn", cost, "over_budget"))
                 break
             window.append(st)
             costs[st.id] = cost
         window.reverse()
-        window = _snap_start(window, fmt)
+        window = snap_window(window, fmt)
         b.left -= sum(costs[st.id] for st in window)
     in_window = {st.id for st in window}
     window_texts = {st.text for st in window}
@@ -309,7 +309,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         if window:
             dropped = window.pop(0)
             out_items = [i for i in out_items if i.id != f"turn:{dropped.id}" or i.reason != "recent_window"]
-            window = _snap_start(window, fmt)
+            window = snap_window(window, fmt)
         else:
             sections.pop()
         ctx = _render(window, "\n\n".join(sections), fmt, tokenizer)
@@ -325,10 +325,6 @@ def _render(window: list[StoredTurn], system_text: str, fmt: str,
     if fmt == "text":
         full = "\n\n".join(p for p in (system_text, text) if p)
         return (), None, full, tokenizer.count(full)
-    if system_text:
-        if fmt == "openai":
-            messages = ({"role": "system", "content": system_text},) + tuple(messages)
-        else:
-            system = system_text if not system else f"{system_text}\n\n{system}"
+    messages, system = attach_sections(messages, system, system_text, fmt)
     full = "\n\n".join(p for p in (system_text, text) if p)
     return messages, system, full, count_messages(messages, tokenizer, system=system)

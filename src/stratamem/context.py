@@ -17,7 +17,19 @@ from .providers import to_anthropic, to_openai
 from .records import StoredTurn, Turn
 from .tokens import MESSAGE_TOKENS, REPLY_TOKENS, Tokenizer, count_message, count_messages
 
-__all__ = ["FORMATS", "check_budget", "recent_window", "render", "turn_line"]
+__all__ = [
+    "FORMATS",
+    "attach_sections",
+    "check_budget",
+    "check_format",
+    "recent_window",
+    "render",
+    "snap_end",
+    "snap_start",
+    "snap_window",
+    "turn_line",
+    "unit_cost",
+]
 
 FORMATS = ("openai", "anthropic", "text")
 
@@ -73,8 +85,14 @@ def rendered_tokens(turns: Sequence[Turn], fmt: str, tokenizer: Tokenizer) -> in
     return count_messages(messages, tokenizer, system=system)
 
 
-def _unit_cost(turn: Turn, fmt: str, tokenizer: Tokenizer) -> int:
-    """An upper bound of what adding ``turn`` costs in ``fmt``."""
+def unit_cost(turn: Turn, fmt: str, tokenizer: Tokenizer) -> int:
+    """An upper bound of what adding ``turn`` to a request rendered for ``fmt`` costs.
+
+    For the provider formats this is the turn rendered alone and counted as
+    messages; merging with a neighbour (Anthropic joins consecutive same-role
+    messages) can only make the real cost lower. For ``text`` it is the turn's
+    line plus the newline that joins it.
+    """
     if fmt == "text":
         return tokenizer.count(turn_line(turn)) + 1  # +1 for the joining newline
     if fmt == "anthropic" and turn.role == "system":
@@ -83,7 +101,7 @@ def _unit_cost(turn: Turn, fmt: str, tokenizer: Tokenizer) -> int:
     return sum(count_message(m, tokenizer) for m in messages)
 
 
-def _snap_start(window: list[StoredTurn], fmt: str) -> list[StoredTurn]:
+def snap_start(window: list[StoredTurn], fmt: str) -> list[StoredTurn]:
     """Drop leading turns that would be invalid at the start of a request.
 
     A window must not open with a tool result (its call is outside the window).
@@ -102,13 +120,70 @@ def _snap_start(window: list[StoredTurn], fmt: str) -> list[StoredTurn]:
     return window[start:]
 
 
+def snap_end(window: list[StoredTurn]) -> list[StoredTurn]:
+    """Drop trailing assistant turns whose tool calls are not all answered in the window.
+
+    The newest turn can be a tool call whose result does not exist yet (the
+    agent is about to run the tool). Both providers reject a request that ends
+    with an unanswered call, and the call belongs with its result in the *next*
+    request, so the call turn leaves the window together with any partial
+    results after it. Checked repeatedly, so a chain of unanswered calls at
+    the end goes too.
+    """
+    end = len(window)
+    answered: set[str] = set()
+    i = end - 1
+    while i >= 0:
+        turn = window[i].turn
+        if turn.role == "tool":
+            answered.update(turn.tool_result_ids)
+        elif turn.role == "assistant" and turn.tool_use_ids:
+            if not set(turn.tool_use_ids) <= answered:
+                end, answered = i, set()
+        else:
+            break
+        i -= 1
+    return window[:end]
+
+
+def snap_window(window: list[StoredTurn], fmt: str) -> list[StoredTurn]:
+    """:func:`snap_start` then :func:`snap_end`: a window that is a valid request body for ``fmt``."""
+    return snap_end(snap_start(window, fmt))
+
+
+def attach_sections(messages: Sequence[dict[str, Any]], system: str | None, sections: str,
+                    fmt: str) -> tuple[tuple[dict[str, Any], ...], str | None]:
+    """Put assembled sections (recalled history, summaries, state) in front of the messages.
+
+    OpenAI: one leading ``system`` message. Anthropic: the system prompt, placed
+    before any system turns of the window, as long as the messages open with a
+    user message. When they do not (no window, e.g. a ``recall`` context, or a
+    window without a user turn) the sections travel as the first *user* message
+    instead, because the Messages API refuses a request without one. Both cost
+    the same framing (:data:`~stratamem.tokens.MESSAGE_TOKENS` + the text).
+
+    Returns:
+        ``(messages, system)``.
+    """
+    messages = tuple(messages)
+    if not sections or fmt == "text":
+        return messages, system
+    if fmt == "openai":
+        return ({"role": "system", "content": sections},) + messages, system
+    if messages and messages[0].get("role") == "user":
+        return messages, sections if not system else f"{sections}\n\n{system}"
+    return ({"role": "user", "content": sections},) + messages, system
+
+
 def recent_window(newest_first: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer, fmt: str = "openai",
                   *, query: str | None = None) -> Context:
     """The most recent turns that fit ``budget``, rendered for ``fmt``, with a manifest.
 
     Walks back from the newest turn and stops at the first turn that does not
-    fit, so the window is contiguous; then snaps its start to a user turn so the
-    request is structurally valid.
+    fit, so the window is contiguous; then snaps its start to a user turn and
+    drops a trailing tool call that has no result yet (:func:`snap_window`), so
+    the request is structurally valid. A window with no user turn is empty for
+    Anthropic (a context without messages: nothing to send yet).
 
     Raises:
         BudgetError: ``budget`` is not a positive integer.
@@ -124,7 +199,7 @@ def recent_window(newest_first: Iterable[StoredTurn], budget: int, tokenizer: To
     costs: dict[int, int] = {}
     misses: list[NearMiss] = []
     for st in newest_first:
-        cost = _unit_cost(st.turn, fmt, tokenizer)
+        cost = unit_cost(st.turn, fmt, tokenizer)
         if used + cost > budget:
             misses.append(NearMiss(f"turn:{st.id}", "turn", cost, "over_budget"))
             break
@@ -132,12 +207,12 @@ def recent_window(newest_first: Iterable[StoredTurn], budget: int, tokenizer: To
         costs[st.id] = cost
         window.append(st)
     window.reverse()
-    window = _snap_start(window, fmt)
+    window = snap_window(window, fmt)
     turns = [st.turn for st in window]
     total = rendered_tokens(turns, fmt, tokenizer) if turns else fixed
     # Per-turn costs are upper bounds, so this loop is a guard, not the rule.
     while turns and total > budget:
-        window = _snap_start(window[1:], fmt)
+        window = snap_window(window[1:], fmt)
         turns = [st.turn for st in window]
         total = rendered_tokens(turns, fmt, tokenizer) if turns else fixed
     messages, system, text = render(turns, fmt)

@@ -373,8 +373,8 @@ def to_anthropic(turns: Iterable[Turn]) -> tuple[str | None, list[dict[str, Any]
 def structural_problems(messages: Sequence[Mapping[str, Any]], provider: str) -> list[str]:
     """List what makes ``messages`` invalid for ``provider`` (empty list = valid).
 
-    Checks, for ``"anthropic"``: roles are user/assistant, alternate, start with
-    user, and every ``tool_result`` answers a ``tool_use`` of the immediately
+    Checks, for ``"anthropic"``: there is at least one message, roles are
+    user/assistant, alternate, start with user, and every ``tool_result`` answers a ``tool_use`` of the immediately
     preceding assistant message, which has all its calls answered. For
     ``"openai"``: every ``tool`` message answers a call of the nearest preceding
     assistant message, and every call is answered before the next non-tool message.
@@ -390,6 +390,8 @@ def structural_problems(messages: Sequence[Mapping[str, Any]], provider: str) ->
 
 
 def _anthropic_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not messages:
+        return ["messages: empty; the Messages API needs at least one user message"]
     problems: list[str] = []
     if messages and messages[0].get("role") != "user":
         problems.append("messages[0]: first message must be from the user")
