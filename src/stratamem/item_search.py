@@ -7,9 +7,11 @@ Used by :mod:`stratamem.items` for ``recall``. Two signals, both exact:
   compared with a threshold, which raw BM25 cannot.
 * **semantic** — cosine similarity between L2-normalized vectors, computed
   with numpy over every vector of the namespace (kept in memory by
-  :class:`VectorIndex`, loaded incrementally because item vectors never change).
+  :class:`VectorIndex`, loaded incrementally: new ids by id, changed and
+  deleted vectors from the store's vector log).
 
-Hybrid ranking and the promotion rules live in :mod:`stratamem.items`.
+Hybrid ranking lives in :mod:`stratamem.item_recall`, the promotion rules in
+:mod:`stratamem.item_tiers`.
 """
 
 from __future__ import annotations
@@ -72,16 +74,22 @@ def lexical_score(query_terms: Sequence[str], content: str) -> float:
 def embed_texts(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     """Embed ``texts`` as a float32 ``(n, d)`` matrix of unit rows.
 
+    Every embedder call of the item API goes through here, so that whatever a
+    pluggable model does wrong reaches callers as one error type.
+
     Raises:
-        ModelError: The embedder failed or returned the wrong shape.
+        ModelError: The embedder failed, or returned the wrong shape or
+            non-finite values.
     """
     try:
         raw = embedder.embed_batch(list(texts))
+        vecs = np.asarray(raw, dtype=np.float32)
     except Exception as exc:  # any failure of a pluggable model is a ModelError to our callers
-        raise ModelError(f"embedding {len(texts)} text(s) failed: {exc}") from exc
-    vecs = np.asarray(raw, dtype=np.float32)
+        raise ModelError(f"embedding {len(texts)} text(s) failed: {type(exc).__name__}: {exc}") from exc
     if vecs.ndim != 2 or vecs.shape[0] != len(texts):
         raise ModelError(f"embedder returned shape {vecs.shape} for {len(texts)} text(s)")
+    if not np.isfinite(vecs).all():
+        raise ModelError(f"embedder returned non-finite values for {len(texts)} text(s)")
     norms = np.linalg.norm(vecs, axis=1, keepdims=True)
     # Normalize defensively: a protocol promise is not a proof, and cosine needs unit rows.
     return np.divide(vecs, norms, out=np.zeros_like(vecs), where=norms > 0)
@@ -90,9 +98,15 @@ def embed_texts(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
 class VectorIndex:
     """Every item vector of one namespace in memory, for exact cosine search.
 
-    Item vectors are written once and never changed, so the index only loads
-    rows with ids above the last one it has; deleted or ineligible items are
-    filtered by the caller against the table. Thread-safe.
+    Two feeds keep it equal to the store. New items come through
+    :meth:`extend`, which loads rows with ids above :attr:`last_id` (item ids
+    only grow and are never reused, migration ``m007_item_ids``). Vectors that
+    change or vanish (``embed_missing``, ``prune``, from any process) come
+    through :meth:`apply`, fed from the store's vector log, whose position is
+    kept in :attr:`log_seq`. Ineligible items (tier, supersession) are filtered
+    by the caller against the table. The methods are thread-safe; a caller
+    that reads the store and then feeds the index must serialize that pair
+    itself (``Items`` does, with its own lock).
     """
 
     def __init__(self) -> None:
@@ -101,37 +115,71 @@ class VectorIndex:
         self._mat = np.zeros((0, 0), dtype=np.float32)
         self._last_id = 0
         self._pos: dict[int, int] = {}
-        self._pending_ids: list[int] = []
-        self._pending: list[np.ndarray] = []
+        # id -> new vector, or None to evict; applied in one pass before the next search.
+        self._pending: dict[int, np.ndarray | None] = {}
+        self.loaded = False
+        """Whether a first full load has happened (then only changes are read)."""
+        self.log_seq = 0
+        """Position in the store's vector log up to which changes are applied."""
 
     @property
     def last_id(self) -> int:
         """Highest item id loaded."""
         return self._last_id
 
+    def __len__(self) -> int:
+        with self._lock:
+            self._flush()
+            return len(self._ids)
+
     def extend(self, rows: Sequence[tuple[int, bytes, str | None]]) -> None:
-        """Add ``(id, float32 blob, model)`` rows with ids above :attr:`last_id`."""
+        """Add ``(id, float32 blob, model)`` rows with ids above :attr:`last_id` (others are skipped)."""
         with self._lock:
             for item_id, blob, _model in rows:
                 if item_id <= self._last_id:
                     continue
-                self._pending_ids.append(item_id)
-                self._pending.append(np.frombuffer(blob, dtype=np.float32))
-                self._last_id = item_id
+                self._pending[int(item_id)] = np.frombuffer(blob, dtype=np.float32)
+                self._last_id = int(item_id)
+
+    def apply(self, rows: Sequence[tuple[int, bytes | None]]) -> None:
+        """Replace the vectors of ``(id, float32 blob)`` rows; a ``None`` blob evicts the id."""
+        with self._lock:
+            for item_id, blob in rows:
+                self._pending[int(item_id)] = None if blob is None else np.frombuffer(blob, dtype=np.float32)
+
+    def ids(self) -> set[int]:
+        """The ids that have a vector loaded."""
+        with self._lock:
+            self._flush()
+            return {int(i) for i in self._ids}
 
     def _flush(self) -> None:
         if not self._pending:
             return
-        dims = {v.shape[0] for v in self._pending} | ({self._mat.shape[1]} if len(self._ids) else set())
-        if len(dims) != 1:
+        evict = [self._pos[i] for i, v in self._pending.items() if v is None and i in self._pos]
+        put = {i: v for i, v in self._pending.items() if v is not None}
+        kept_dims = {self._mat.shape[1]} if len(self._ids) > len(evict) else set()
+        dims = {v.shape[0] for v in put.values()} | kept_dims
+        if len(dims) > 1:
+            # Left pending: every search keeps failing the same way until the vectors are fixed.
             raise ModelError(f"item vectors of this namespace have mixed dimensions {sorted(dims)}; "
                              "re-embed them with one embedder")
-        new = np.vstack(self._pending)
-        self._mat = new if not len(self._ids) else np.vstack([self._mat, new])
-        start = len(self._ids)
-        self._pos.update((item_id, start + n) for n, item_id in enumerate(self._pending_ids))
-        self._ids = np.concatenate([self._ids, np.asarray(self._pending_ids, dtype=np.int64)])
-        self._pending, self._pending_ids = [], []
+        self._pending = {}
+        if evict:
+            keep = np.ones(len(self._ids), dtype=bool)
+            keep[evict] = False
+            self._ids, self._mat = self._ids[keep], self._mat[keep]
+            self._pos = {int(i): n for n, i in enumerate(self._ids)}
+        new = [i for i in put if i not in self._pos]
+        for item_id in put:
+            if item_id in self._pos:
+                self._mat[self._pos[item_id]] = put[item_id]
+        if new:
+            block = np.vstack([put[i] for i in new])
+            self._mat = block if not len(self._ids) else np.vstack([self._mat, block])
+            start = len(self._ids)
+            self._pos.update((item_id, start + n) for n, item_id in enumerate(new))
+            self._ids = np.concatenate([self._ids, np.asarray(new, dtype=np.int64)])
 
     def scores_for(self, ids: Sequence[int], query: np.ndarray) -> list[tuple[int, float]]:
         """Exact cosine of ``query`` with each loaded item in ``ids`` (items without a vector are absent)."""

@@ -15,6 +15,10 @@ safe with many writers:
   :meth:`~PostgresItemStore.nearest` is an exact server-side k-NN for callers that
   would rather not hold the vectors (no HNSW index: see ``docs/postgres.md``
   for the measurement and why).
+* **Changed vectors** — ``memory_item_vector_log`` (``m007_item_ids``) gets a
+  row, written here beside the change, whenever a stored vector is replaced
+  or deleted; in-memory indexes replay it (SQLite uses triggers for the same
+  log). Identity columns never hand out an id twice, so ids need no change.
 * **Id order** — ``vectors_after`` loads incrementally by id, which is only
   safe if a namespace's ids become visible in id order. PostgreSQL hands out
   identity values before commit, so every item write takes a per-namespace
@@ -33,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psycopg
+from psycopg import sql
 
 from .postgres_search import fts_to_tsquery, index_terms, require_pgvector, vector_from_binary, vector_literal
 from .sqlite_items import NewItem
@@ -41,7 +46,7 @@ if TYPE_CHECKING:
     from ..items import MemoryItem
     from .postgres import PostgresStore
 
-__all__ = ["NewItem", "PostgresItemStore", "m005_items"]
+__all__ = ["NewItem", "PostgresItemStore", "m005_items", "m007_item_ids"]
 
 _COLUMNS = ("id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, relevance, "
             "source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, demoted_at, "
@@ -96,6 +101,24 @@ def m005_items(conn: psycopg.Connection) -> None:
         )""",
     ):
         conn.execute(statement)  # type: ignore[arg-type]
+
+
+def m007_item_ids(conn: psycopg.Connection) -> None:
+    """The vector log, and ``superseded_by`` without its foreign key (see the SQLite twin).
+
+    An item superseded by a since-pruned item keeps pointing at that id (never
+    handed out again) and so stays superseded; the foreign key would forbid it.
+    """
+    for (name,) in conn.execute(
+            "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass('memory_items') AND contype = 'f'"
+            ).fetchall():
+        conn.execute(sql.SQL("ALTER TABLE memory_items DROP CONSTRAINT {}").format(sql.Identifier(name)))
+    conn.execute("""CREATE TABLE memory_item_vector_log (
+        namespace TEXT NOT NULL,
+        seq BIGINT GENERATED ALWAYS AS IDENTITY,
+        item_id BIGINT NOT NULL,
+        PRIMARY KEY (namespace, seq)
+    )""")
 
 
 def _ts(value: datetime | None) -> datetime | None:
@@ -239,6 +262,25 @@ class PostgresItemStore:
             "ORDER BY embedding <=> q, id LIMIT %s", (literal, namespace, int(vec.shape[0]), int(k)))
         return [(int(r[0]), float(r[1])) for r in rows]
 
+    def vector_log_head(self, namespace: str) -> int:
+        """The namespace's latest vector-log position (0 when it has none)."""
+        row = self._rows("SELECT MAX(seq) FROM memory_item_vector_log WHERE namespace = %s", (namespace,))[0]
+        return int(row[0] or 0)
+
+    def vector_changes(self, namespace: str, after_seq: int) -> tuple[int, list[tuple[int, bytes | None]]]:
+        """Vectors changed or deleted since log position ``after_seq`` (see the SQLite twin).
+
+        Log rows of a namespace become visible in ``seq`` order: they are written
+        under the namespace's advisory lock, like the items themselves.
+        """
+        rows = self._rows(
+            "SELECT l.seq, l.item_id, vector_send(m.embedding) FROM memory_item_vector_log l "
+            "LEFT JOIN memory_items m ON m.namespace = l.namespace AND m.id = l.item_id "
+            "WHERE l.namespace = %s AND l.seq > %s ORDER BY l.seq", (namespace, int(after_seq)), binary=True)
+        if not rows:
+            return int(after_seq), []
+        return int(rows[-1][0]), [(int(r[1]), vector_from_binary(r[2]) if r[2] is not None else None) for r in rows]
+
     def metrics(self, namespace: str) -> dict[str, float]:
         """The namespace's persisted metric values by name."""
         return {r[0]: float(r[1]) for r in
@@ -277,10 +319,15 @@ class PostgresItemStore:
         if values.get("embedding") is not None:
             values["embedding"] = vector_literal(values["embedding"])
         sets = ", ".join(f"{c} = %s::vector" if c == "embedding" else f"{c} = %s" for c in values)
+        wanted = [int(i) for i in ids]
         with self._store.transaction(), self._store.connection() as conn, self._store._errors():
             self._lock(conn, namespace)
+            if "embedding" in values:
+                conn.execute("INSERT INTO memory_item_vector_log (namespace, item_id) SELECT namespace, id "
+                             "FROM memory_items WHERE namespace = %s AND id = ANY(%s) ORDER BY id",
+                             (namespace, wanted))
             return int(conn.execute(f"UPDATE memory_items SET {sets} WHERE namespace = %s AND id = ANY(%s)",
-                                    [*values.values(), namespace, [int(i) for i in ids]]).rowcount)
+                                    [*values.values(), namespace, wanted]).rowcount)
 
     def record_access(self, namespace: str, updates: Mapping[int, float], at: str) -> None:
         """One recall hit per id: access count + 1, last access = ``at``, relevance = new value."""
@@ -295,14 +342,19 @@ class PostgresItemStore:
                 (at, [int(i) for i in updates], [float(r) for r in updates.values()], namespace))
 
     def delete(self, namespace: str, ids: Sequence[int]) -> int:
-        """Delete items; supersession links to them are cleared first."""
+        """Delete items, logging their vectors as gone.
+
+        Items they superseded keep ``superseded_by`` pointing at the deleted id
+        (ids are never reused), so they stay superseded and out of recall.
+        """
         if not ids:
             return 0
         wanted = [int(i) for i in ids]
         with self._store.transaction(), self._store.connection() as conn, self._store._errors():
             self._lock(conn, namespace)
-            conn.execute("UPDATE memory_items SET superseded_by = NULL WHERE namespace = %s AND superseded_by = ANY(%s)",
-                         (namespace, wanted))
+            conn.execute("INSERT INTO memory_item_vector_log (namespace, item_id) SELECT namespace, id "
+                         "FROM memory_items WHERE namespace = %s AND id = ANY(%s) AND embedding IS NOT NULL "
+                         "ORDER BY id", (namespace, wanted))
             return int(conn.execute("DELETE FROM memory_items WHERE namespace = %s AND id = ANY(%s)",
                                     (namespace, wanted)).rowcount)
 

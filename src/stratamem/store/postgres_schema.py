@@ -27,7 +27,7 @@ from psycopg import sql
 from ..errors import MigrationError
 from .postgres_conversations import m004_conversations
 from .postgres_embeddings import m002_embeddings
-from .postgres_items import m005_items
+from .postgres_items import m005_items, m007_item_ids
 from .postgres_nodes import m003_pyramid
 
 __all__ = ["MIGRATIONS", "PgMigration", "applied", "apply", "ensure_schema"]
@@ -103,6 +103,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m003_pyramid", m003_pyramid),
     PgMigration("m004_conversations", m004_conversations),
     PgMigration("m002_embeddings", m002_embeddings),
+    PgMigration("m007_item_ids", m007_item_ids),
 ]
 
 

@@ -11,6 +11,7 @@ and writes rows.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from ..items import MemoryItem
     from .sqlite import SQLiteStore
 
-__all__ = ["NewItem", "SQLiteItemStore"]
+__all__ = ["NewItem", "SQLiteItemStore", "m007_item_ids"]
 
 _COLUMNS = ("id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, relevance, "
             "source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, demoted_at, "
@@ -192,6 +193,33 @@ class SQLiteItemStore:
                           (ns_id, int(after_id)))
         return [(int(r[0]), bytes(r[1]), r[2]) for r in rows]
 
+    def vector_log_head(self, namespace: str) -> int:
+        """The namespace's latest vector-log position (0 when it has none)."""
+        ns_id = self._ns(namespace)
+        if ns_id is None:
+            return 0
+        row = self._rows("SELECT MAX(seq) FROM memory_item_vector_log WHERE namespace_id = ?", (ns_id,))[0]
+        return int(row[0] or 0)
+
+    def vector_changes(self, namespace: str, after_seq: int) -> tuple[int, list[tuple[int, bytes | None]]]:
+        """Vectors changed or deleted since log position ``after_seq``.
+
+        Returns:
+            The log position reached and ``(id, current float32 blob or None)``
+            per changed item, in log order; ``None`` means the item or its
+            vector is gone.
+        """
+        ns_id = self._ns(namespace)
+        if ns_id is None:
+            return int(after_seq), []
+        rows = self._rows(
+            "SELECT l.seq, l.item_id, m.embedding FROM memory_item_vector_log l "
+            "LEFT JOIN memory_items m ON m.id = l.item_id AND m.namespace_id = l.namespace_id "
+            "WHERE l.namespace_id = ? AND l.seq > ? ORDER BY l.seq", (ns_id, int(after_seq)))
+        if not rows:
+            return int(after_seq), []
+        return int(rows[-1][0]), [(int(r[1]), bytes(r[2]) if r[2] is not None else None) for r in rows]
+
     def metrics(self, namespace: str) -> dict[str, float]:
         """The namespace's persisted metric values by name."""
         ns_id = self._ns(namespace)
@@ -251,19 +279,20 @@ class SQLiteItemStore:
                 [(at, float(rel), ns_id, int(i)) for i, rel in updates.items()])
 
     def delete(self, namespace: str, ids: Sequence[int]) -> int:
-        """Delete items (and their FTS rows); supersession links to them are cleared first."""
+        """Delete items (their FTS rows and vector-log entries follow by trigger).
+
+        Items they superseded keep ``superseded_by`` pointing at the deleted id
+        (ids are never reused), so they stay superseded and out of recall.
+        """
         ns_id = self._ns(namespace)
         if ns_id is None or not ids:
             return 0
         n = 0
         with self._store.transaction():
             for chunk in _chunks([int(i) for i in ids], 900):
-                marks = ",".join("?" * len(chunk))
-                self._store.connection.execute(
-                    f"UPDATE memory_items SET superseded_by = NULL WHERE namespace_id = ? AND superseded_by IN ({marks})",
-                    [ns_id, *chunk])
                 n += self._store.connection.execute(
-                    f"DELETE FROM memory_items WHERE namespace_id = ? AND id IN ({marks})", [ns_id, *chunk]).rowcount
+                    f"DELETE FROM memory_items WHERE namespace_id = ? AND id IN ({','.join('?' * len(chunk))})",
+                    [ns_id, *chunk]).rowcount
         return n
 
     def add_metrics(self, namespace: str, deltas: Mapping[str, float]) -> None:
@@ -281,6 +310,84 @@ class SQLiteItemStore:
     def timestamp(value: Any) -> str:
         """Canonical timestamp text for a datetime column."""
         return format_timestamp(value)
+
+
+# Columns of memory_items in m005's order; m007 copies them across unchanged.
+_M005_COLUMNS = ("id, namespace_id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, "
+                 "relevance, source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, "
+                 "demoted_at, metadata, embedding, embedding_model")
+
+
+def m007_item_ids(conn: sqlite3.Connection) -> None:
+    """Item ids are never reused; changed and deleted vectors are logged for in-memory indexes.
+
+    Without AUTOINCREMENT SQLite hands out ``max(id) + 1``, so pruning the
+    newest item gave its id to the next one, and a process that had loaded the
+    old vector under that id kept scoring it. The table is rebuilt with
+    AUTOINCREMENT (rows, ids and the FTS5 index carried over: its rowids are
+    the same ids). ``superseded_by`` loses its foreign key: an item superseded
+    by a since-pruned item keeps pointing at that id and stays superseded.
+    """
+    for sql in (
+        "DROP TRIGGER memory_items_ai",
+        "DROP TRIGGER memory_items_ad",
+        """CREATE TABLE memory_items_v7 (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
+            session TEXT,
+            content TEXT NOT NULL,
+            type TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            last_accessed_at TEXT,
+            created_at TEXT NOT NULL,
+            relevance REAL NOT NULL,
+            source TEXT NOT NULL,
+            provenance TEXT NOT NULL DEFAULT '[]',
+            review TEXT,
+            key TEXT,
+            valid_from TEXT,
+            valid_to TEXT,
+            superseded_by INTEGER,
+            promoted_at TEXT,
+            demoted_at TEXT,
+            metadata TEXT,
+            embedding BLOB,
+            embedding_model TEXT
+        )""",
+        # Explicit ids: AUTOINCREMENT's counter starts above the highest one copied.
+        f"INSERT INTO memory_items_v7 ({_M005_COLUMNS}) SELECT {_M005_COLUMNS} FROM memory_items",
+        "DROP TABLE memory_items",
+        "ALTER TABLE memory_items_v7 RENAME TO memory_items",
+        "CREATE INDEX memory_items_tier ON memory_items (namespace_id, tier, relevance, created_at)",
+        "CREATE INDEX memory_items_key ON memory_items (namespace_id, key) WHERE key IS NOT NULL",
+        "CREATE INDEX memory_items_superseded ON memory_items (superseded_by) WHERE superseded_by IS NOT NULL",
+        """CREATE TRIGGER memory_items_ai AFTER INSERT ON memory_items BEGIN
+            INSERT INTO memory_items_fts (rowid, content) VALUES (new.id, new.content);
+        END""",
+        """CREATE TRIGGER memory_items_ad AFTER DELETE ON memory_items BEGIN
+            INSERT INTO memory_items_fts (memory_items_fts, rowid, content) VALUES ('delete', old.id, old.content);
+        END""",
+        # One row per vector that changed or vanished after it was written: in-memory
+        # indexes (any process) replay the log instead of reloading every vector.
+        """CREATE TABLE memory_item_vector_log (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            namespace_id INTEGER NOT NULL,
+            item_id INTEGER NOT NULL
+        )""",
+        "CREATE INDEX memory_item_vector_log_ns ON memory_item_vector_log (namespace_id, seq)",
+        # Triggers, not store code, so that no write path can forget the log.
+        """CREATE TRIGGER memory_items_vector_ad AFTER DELETE ON memory_items
+            WHEN old.embedding IS NOT NULL BEGIN
+            INSERT INTO memory_item_vector_log (namespace_id, item_id) VALUES (old.namespace_id, old.id);
+        END""",
+        """CREATE TRIGGER memory_items_vector_au AFTER UPDATE OF embedding ON memory_items
+            WHEN old.embedding IS NOT new.embedding BEGIN
+            INSERT INTO memory_item_vector_log (namespace_id, item_id) VALUES (new.namespace_id, new.id);
+        END""",
+    ):
+        conn.execute(sql)
 
 
 def _chunks(values: Sequence[int], size: int) -> Iterable[Sequence[int]]:

@@ -11,6 +11,7 @@ import sqlite3
 
 from .migrations import Migration
 from .sqlite_embeddings import m002_embeddings
+from .sqlite_items import m007_item_ids
 from .sqlite_nodes import m003_pyramid
 
 __all__ = ["MIGRATIONS"]
@@ -144,4 +145,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m003_pyramid", m003_pyramid),
     Migration("m004_conversations", m004_conversations),
     Migration("m002_embeddings", m002_embeddings),
+    Migration("m007_item_ids", m007_item_ids),
 ]
