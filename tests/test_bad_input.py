@@ -6,6 +6,7 @@ After every row the store holds exactly the turns it held before.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import sqlite3
@@ -36,6 +37,22 @@ def _export_text(tmp_path: Path) -> str:
     src.export(buf)
     src.close()
     return buf.getvalue()
+
+
+def _import(m: Memory, *records: str) -> object:
+    """Import a hand-made export: a valid header, then ``records`` (one JSON text each)."""
+    header = json.dumps({"format": "stratamem-export", "version": 1, "namespace": "x", "tokenizer": "o200k_base"})
+    return m.for_namespace("imp").import_(io.StringIO("\n".join((header, *records)) + "\n"))
+
+
+_SESSION = '{"type":"session","name":"s","created_at":"2020-01-01T00:00:00Z"}'
+_EMPTY_END = '{"type":"end","sessions":1,"turns":0,"sha256":"' + hashlib.sha256().hexdigest() + '"}'
+
+
+def _ingest(p: Path, text: str, suffix: str = ".jsonl") -> object:
+    path = p / f"in{suffix}"
+    path.write_text(text)
+    return read_file(path)
 
 
 def _tool_call(call_id: str) -> dict:
@@ -88,6 +105,40 @@ CASES: list[tuple[str, Callable[[Memory, Path], object], type[StratamemError], s
      DecodeError, "line 3: invalid JSON"),
     ("not an export at all", lambda m, p: m.for_namespace("imp").import_(io.StringIO('{"role":"user"}\n')),
      DecodeError, "not a stratamem export"),
+    # Every field of an import record is type-checked (review #18).
+    ("import turn naming an unhashable session", lambda m, p: _import(m, _SESSION, '{"type":"turn","session":[1]}'),
+     DecodeError, "line 3: turn for unknown session [1]"),
+    ("import line nested too deeply", lambda m, p: _import(m, "[" * 100_000 + "]" * 100_000),
+     DecodeError, "line 2: invalid JSON: nested too deeply"),
+    ("import session with an object platform", lambda m, p: _import(
+        m, _SESSION[:-1] + ',"platform":{"a":1}}', _EMPTY_END), DecodeError, "line 2: platform: expected a string"),
+    ("import session with a numeric name", lambda m, p: _import(
+        m, '{"type":"session","name":7,"created_at":"2020-01-01T00:00:00Z"}'), DecodeError, "invalid session name 7"),
+    ("import turn with a boolean seq", lambda m, p: _import(
+        m, _SESSION, '{"type":"turn","session":"s","seq":true,"turn":{"role":"user","content":"x"}}'),
+     DecodeError, "expected seq 1, got True"),
+    ("import turn holding NaN", lambda m, p: _import(
+        m, _SESSION, '{"type":"turn","session":"s","seq":1,"turn":{"role":"user","content":"x","metadata":{"a":NaN}}}'),
+     DecodeError, "line 3: invalid JSON: NaN is not valid JSON"),
+    ("import end record with string counts", lambda m, p: _import(
+        m, _SESSION, _EMPTY_END.replace('"turns":0', '"turns":"0"')), DecodeError, "end record needs integer"),
+    ("import header with a boolean version", lambda m, p: m.import_(io.StringIO(
+        '{"format":"stratamem-export","version":true,"namespace":"x","tokenizer":"o200k_base"}\n')),
+     DecodeError, "unsupported export version True"),
+    ("ingest JSON nested too deeply", lambda m, p: _ingest(p, "[" * 100_000 + "]" * 100_000, ".json"),
+     DecodeError, "invalid JSON: nested too deeply"),
+    ("ingest line nested too deeply", lambda m, p: _ingest(p, '{"role":"user","content":"a"}\n' + "[" * 50_000),
+     DecodeError, "line 2: invalid JSON: nested too deeply"),
+    ("ingest line with an object platform", lambda m, p: _ingest(
+        p, '{"role":"user","content":"a","platform":{"x":1}}\n'), DecodeError, "line 1: platform: expected a string"),
+    ("ingest line with a list session", lambda m, p: _ingest(p, '{"role":"user","content":"a","session":["s"]}\n'),
+     DecodeError, "line 1: invalid session name ['s']"),
+    ("NaN in a tool input", lambda m, p: m.add([GOOD, {"role": "assistant", "content": [
+        {"type": "tool_use", "id": "t", "name": "n", "input": {"x": float("nan")}}]}], format="anthropic"),
+     InvalidTurnError, "messages[1].content[0].input: not JSON-serializable"),
+    ("timestamp past year 9999 in UTC", lambda m, p: m.add(
+        [GOOD, {"role": "user", "content": "x", "timestamp": "9999-12-31T23:59:59-05:00"}]),
+     InvalidTurnError, "outside years 1-9999 in UTC"),
 ]
 
 
@@ -145,3 +196,30 @@ def test_an_import_into_existing_sessions_is_refused(memory: Memory, tmp_path: P
     with pytest.raises(ValidationError, match="sessions already exist"):
         target.import_(io.StringIO(text))
     assert target.status().turns == 2
+
+
+def test_a_store_object_counted_with_another_tokenizer_is_refused(tmp_path: Path) -> None:
+    from stratamem import Config, ConfigError
+    from stratamem.store import SQLiteStore
+
+    store = SQLiteStore(tmp_path / "tk.db")  # records o200k_base
+    assert store.tokenizer == "o200k_base"
+    with pytest.raises(ConfigError, match="made with 'o200k_base', but this Memory counts with 'cl100k_base'"):
+        Memory(store, config=Config(tokenizer="cl100k_base"))
+    assert Memory(store).tokenizer.name == "o200k_base"
+    store.close()
+
+
+def test_a_postgres_store_counted_with_another_tokenizer_is_refused(pg_dsn: str) -> None:
+    from pg import fresh_schema
+
+    from stratamem import Config, ConfigError
+    from stratamem.store.postgres import PostgresStore
+
+    store = PostgresStore(pg_dsn, schema=fresh_schema(pg_dsn, "tk"), tokenizer="cl100k_base")
+    try:
+        assert store.tokenizer == "cl100k_base"
+        with pytest.raises(ConfigError, match="made with 'cl100k_base', but this Memory counts with 'o200k_base'"):
+            Memory(store, config=Config().replace(pyramid={"enabled": False}))
+    finally:
+        store.close()

@@ -93,3 +93,49 @@ def test_environment_variables_select_db_and_namespace(tmp_path: Path) -> None:
     assert result.exit_code == 0
     code, out = run(db, "-n", "envns", "status", "--json")
     assert json.loads(out)["turns"] == 1
+
+
+def _open_files(path: Path) -> list[str]:
+    """Files this process holds open under ``path``'s folder (Linux /proc)."""
+    fd_dir = Path("/proc/self/fd")
+    out = []
+    for fd in fd_dir.iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:
+            continue
+        if target.startswith(str(path.parent)):
+            out.append(target)
+    return sorted(out)
+
+
+def test_an_unwritable_export_path_is_one_line_and_the_store_is_closed(tmp_path: Path) -> None:
+    db = tmp_path / "cli.db"
+    assert run(db, "add", "--content", "hello")[0] == 0
+    result = CliRunner().invoke(main, ["--db", str(db), "export", str(tmp_path / "missing" / "x.jsonl")])
+    assert result.exit_code == 1
+    assert result.output == f"Error: cannot write {tmp_path / 'missing' / 'x.jsonl'}: No such file or directory\n"
+    assert result.exc_info is not None and result.exc_info[0] is SystemExit  # no traceback, a clean exit
+    assert _open_files(db) == []
+
+
+def test_an_unreadable_import_path_is_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "cli.db"
+    folder = tmp_path / "a-folder.jsonl"
+    folder.mkdir()
+    result = CliRunner().invoke(main, ["--db", str(db), "import", str(folder)])
+    assert result.exit_code == 2 and "is a directory" in result.output  # click's own check
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\xff\xfe not utf-8\n")
+    result = CliRunner().invoke(main, ["--db", str(db), "import", str(bad)])
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: DecodeError: not valid UTF-8")
+    assert _open_files(db) == []
+
+
+def test_a_failing_command_closes_its_store(tmp_path: Path) -> None:
+    db = tmp_path / "cli.db"
+    assert run(db, "add", "--content", "hello")[0] == 0
+    result = CliRunner().invoke(main, ["--db", str(db), "context", "--budget", "0"])
+    assert result.exit_code == 1 and result.output == "Error: BudgetError: budget must be positive, got 0\n"
+    assert _open_files(db) == []

@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import IO, Any
 
-from .errors import DecodeError, InvalidTurnError
-from .records import Session, StoredTurn, Turn, check_name, format_timestamp, parse_timestamp
+from ._jsonio import parse_object_line
+from .errors import DecodeError, StratamemError
+from .records import Session, StoredTurn, Turn, check_name, check_text, format_timestamp, parse_timestamp
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportedNamespace", "read_export", "write_export"]
 
@@ -33,7 +34,7 @@ EXPORT_VERSION = 1
 
 
 def _line(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
 
 
 def write_export(out: IO[str], namespace: str, tokenizer: str, sessions: Iterable[Session],
@@ -80,10 +81,15 @@ def _lines(source: IO[str]) -> Iterator[tuple[int, str]]:
 def read_export(source: IO[str]) -> ImportedNamespace:
     """Parse and verify an export completely before anything is written.
 
+    Every field of every record is type-checked here, so a hand-edited or
+    hostile file fails with a :class:`DecodeError` naming its line, never with
+    an error from deeper down (a store that cannot bind a value, a dict used as
+    a key).
+
     Raises:
         DecodeError: Not an export, a newer version, malformed or out-of-order
-            lines, a missing trailer (truncated file), or counts/checksum that do
-            not match. The error names the line.
+            lines, a field of the wrong type, a missing trailer (truncated
+            file), or counts/checksum that do not match. The error names the line.
     """
     it = _lines(source)
     try:
@@ -92,10 +98,10 @@ def read_export(source: IO[str]) -> ImportedNamespace:
         raise DecodeError("empty file: not a stratamem export") from None
     except UnicodeDecodeError as exc:
         raise DecodeError(f"not valid UTF-8: {exc}") from None
-    header = _parse(first, n)
+    header = parse_object_line(first, n)
     if header.get("format") != EXPORT_FORMAT:
         raise DecodeError("not a stratamem export (missing format header)", line=n)
-    if header.get("version") != EXPORT_VERSION:
+    if not _is_int(header.get("version")) or header.get("version") != EXPORT_VERSION:
         raise DecodeError(f"unsupported export version {header.get('version')!r} (this reads {EXPORT_VERSION})", line=n)
     namespace = header.get("namespace")
     tokenizer = header.get("tokenizer")
@@ -109,28 +115,24 @@ def read_export(source: IO[str]) -> ImportedNamespace:
         for n, line in it:
             if end is not None:
                 raise DecodeError("content after the end record", line=n)
-            obj = _parse(line, n)
+            obj = parse_object_line(line, n)
             kind = obj.get("type")
             if kind == "session":
-                try:
-                    name = check_name(obj.get("name"), "session")
-                    created = parse_timestamp(obj.get("created_at"), "created_at")
-                except (InvalidTurnError, ValueError) as exc:
-                    raise DecodeError(str(exc), line=n) from None
-                if name in turns:
-                    raise DecodeError(f"session {name!r} listed twice", line=n)
-                sessions.append(Session(namespace, name, obj.get("platform"), obj.get("channel"), created))
-                turns[name] = []
+                session = _session(obj, namespace, n)
+                if session.name in turns:
+                    raise DecodeError(f"session {session.name!r} listed twice", line=n)
+                sessions.append(session)
+                turns[session.name] = []
             elif kind == "turn":
                 sess = obj.get("session")
-                if sess not in turns:
+                if not isinstance(sess, str) or sess not in turns:
                     raise DecodeError(f"turn for unknown session {sess!r}", line=n)
-                if obj.get("seq") != len(turns[sess]) + 1:
-                    raise DecodeError(f"session {sess!r}: expected seq {len(turns[sess]) + 1}, got {obj.get('seq')!r}",
-                                      line=n)
+                seq = obj.get("seq")
+                if not _is_int(seq) or seq != len(turns[sess]) + 1:
+                    raise DecodeError(f"session {sess!r}: expected seq {len(turns[sess]) + 1}, got {seq!r}", line=n)
                 try:
                     turns[sess].append(Turn.from_dict(obj.get("turn"), path="turn"))
-                except InvalidTurnError as exc:
+                except StratamemError as exc:
                     raise DecodeError(str(exc), line=n) from None
                 digest.update(line.encode("utf-8") if line.endswith("\n") else (line + "\n").encode("utf-8"))
             elif kind == "end":
@@ -143,6 +145,8 @@ def read_export(source: IO[str]) -> ImportedNamespace:
     if end is None:
         raise DecodeError("no end record: the file is truncated")
     total = sum(len(v) for v in turns.values())
+    if not (_is_int(end.get("sessions")) and _is_int(end.get("turns")) and isinstance(end.get("sha256"), str)):
+        raise DecodeError("end record needs integer sessions and turns and a sha256 string", line=end_line)
     if end.get("sessions") != len(sessions) or end.get("turns") != total:
         raise DecodeError(f"end record counts ({end.get('sessions')} sessions, {end.get('turns')} turns) do not match "
                           f"the file ({len(sessions)} sessions, {total} turns)", line=end_line)
@@ -151,11 +155,18 @@ def read_export(source: IO[str]) -> ImportedNamespace:
     return ImportedNamespace(namespace, tokenizer, sessions, turns)
 
 
-def _parse(line: str, n: int) -> dict[str, Any]:
+def _is_int(value: Any) -> bool:
+    # bool is an int in Python, but true is not a count.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _session(obj: Mapping[str, Any], namespace: str, n: int) -> Session:
+    """A session record, every field type-checked."""
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise DecodeError(f"invalid JSON: {exc.msg}", line=n) from None
-    if not isinstance(obj, dict):
-        raise DecodeError("each line must be a JSON object", line=n)
-    return obj
+        name = check_name(obj.get("name"), "session")
+        created = parse_timestamp(obj.get("created_at"), "created_at")
+        labels = {key: None if obj.get(key) is None else check_text(obj.get(key), key)
+                  for key in ("platform", "channel")}
+    except StratamemError as exc:
+        raise DecodeError(str(exc), line=n) from None
+    return Session(namespace, name, labels["platform"], labels["channel"], created)

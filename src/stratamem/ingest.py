@@ -18,16 +18,16 @@ Formats:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from .errors import DecodeError, InvalidTurnError, ValidationError
+from ._jsonio import loads, parse_object_line
+from .errors import DecodeError, InvalidTurnError, StratamemError, ValidationError
 from .providers import from_anthropic, from_openai
-from .records import Turn, check_name
+from .records import Turn, check_name, check_text
 
 __all__ = ["INGEST_FORMATS", "IngestSession", "LOCOMO_DATE_FORMAT", "parse_messages", "read_file"]
 
@@ -184,10 +184,7 @@ def read_file(path: str | Path, fmt: str = "auto", *, session: str | None = None
         raise DecodeError(f"{p} is not valid UTF-8 (byte {exc.start})") from None
     if p.suffix == ".jsonl" or (fmt == "turns" and not text.lstrip().startswith("[")):
         return _read_jsonl(text, fmt, session)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DecodeError(f"{p}: invalid JSON: {exc.msg}", line=exc.lineno) from None
+    data = loads(text, where=str(p))
     is_locomo = (isinstance(data, list) and data and isinstance(data[0], Mapping) and "conversation" in data[0]) or (
         isinstance(data, Mapping) and "conversation" in data)
     if fmt == "locomo" or (fmt == "auto" and is_locomo):
@@ -213,14 +210,16 @@ def _read_jsonl(text: str, fmt: str, default_session: str | None) -> list[Ingest
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
+        obj = parse_object_line(line, n)
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DecodeError(f"invalid JSON: {exc.msg}", line=n) from None
-        if not isinstance(obj, dict):
-            raise DecodeError("each line must be a JSON object", line=n)
-        sess = obj.pop("session", default_session)
-        records.append((sess, obj.pop("platform", None), obj.pop("channel", None), obj))
+            sess = obj.pop("session", default_session)
+            if sess is not None:
+                check_name(sess, "session")
+            labels = [None if v is None else check_text(v, key)
+                      for key, v in (("platform", obj.pop("platform", None)), ("channel", obj.pop("channel", None)))]
+        except StratamemError as exc:
+            raise DecodeError(str(exc), line=n) from None
+        records.append((sess, labels[0], labels[1], obj))
     messages = [r[3] for r in records]
     mode = fmt if fmt != "auto" else ("openai" if _is_openai(messages) else
                                       "anthropic" if _is_anthropic(messages) else "turns")

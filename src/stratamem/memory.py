@@ -85,7 +85,8 @@ class Memory:
 
     Raises:
         ValidationError: Invalid namespace name.
-        ConfigError: The pyramid is enabled but the store keeps no pyramid nodes.
+        ConfigError: The pyramid is enabled but the store keeps no pyramid nodes, or
+            the store's token counts were made with another tokenizer.
         BackendError: The store cannot be opened.
         MigrationError: The store was written by a newer stratamem.
     """
@@ -108,6 +109,12 @@ class Memory:
         if isinstance(store, str | os.PathLike):
             store = SQLiteStore(store, busy_timeout_ms=self.config.store.busy_timeout_ms,
                                 tokenizer=self.tokenizer.name)
+        # A store object opened elsewhere records its own tokenizer; counting new
+        # turns with another would mix incomparable token counts in one store.
+        recorded = getattr(store, "tokenizer", None)
+        if recorded is not None and recorded != self.tokenizer.name:
+            raise ConfigError(f"the store keeps token counts made with {recorded!r}, but this Memory counts "
+                              f"with {self.tokenizer.name!r}; use the store's tokenizer")
         # Both built-in stores keep pyramid nodes; a store that does not is refused
         # here rather than skipped silently after its turns are committed.
         if self.config.pyramid.enabled and not hasattr(store, "nodes"):

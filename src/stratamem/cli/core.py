@@ -1,11 +1,19 @@
-"""Core commands: init, ingest, add, context, status, export, import, demo."""
+"""Core commands: init, ingest, add, context, status, export, import, demo.
+
+Every command opens its memory in a ``with`` block, so the store is closed even
+when the command fails, and a file it cannot open or write is one line on
+stderr (exit 1), never a traceback.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
+from typing import IO
 
 import click
 from tqdm import tqdm
@@ -20,14 +28,24 @@ __all__ = ["register"]
 _PROGRESS_MIN_TURNS = 500
 
 
+@contextmanager
+def _file(path: str, mode: str) -> Iterator[IO[str]]:
+    """Open ``path`` as UTF-8 text; any OS error (open, read, write) becomes one clear CLI error."""
+    verb = "write" if "w" in mode else "read"
+    try:
+        with open(path, mode, encoding="utf-8", errors="strict") as handle:
+            yield handle
+    except OSError as exc:
+        raise click.ClickException(f"cannot {verb} {path}: {exc.strerror or exc}") from exc
+
+
 @click.command()
 @pass_settings
 def init(settings: Settings) -> None:
     """Create the database (and its schema) if it does not exist."""
-    mem = settings.memory()
-    mem.store.ensure_session(mem.namespace, "default")
+    with settings.memory() as mem:
+        mem.store.ensure_session(mem.namespace, "default")
     click.echo(f"initialized {settings.db} (namespace {mem.namespace!r})")
-    mem.close()
 
 
 @click.command()
@@ -50,14 +68,14 @@ def ingest(settings: Settings, path: str, fmt: str, session: str | None) -> None
     bar = tqdm(total=total, unit="turn", desc="ingest", disable=None if total > _PROGRESS_MIN_TURNS else True,
                file=sys.stderr)
     written = 0
-    for ns, group in by_ns.items():
-        mem = settings.memory(ns)
-        with mem.store.transaction():
-            for s in group:
-                written += len(mem.add_sessions([s]))
-                bar.update(len(s.turns))
-        mem.close()
-    bar.close()
+    try:
+        for ns, group in by_ns.items():
+            with settings.memory(ns) as mem, mem.store.transaction():
+                for s in group:
+                    written += len(mem.add_sessions([s]))
+                    bar.update(len(s.turns))
+    finally:
+        bar.close()
     click.echo(f"ingested {written} turns in {len(sessions)} session(s) into "
                f"{len(by_ns)} namespace(s): {', '.join(by_ns)}")
 
@@ -75,10 +93,9 @@ def add(settings: Settings, role: str, content: str, session: str, name: str | N
     msg = {"role": role, "content": content}
     if name:
         msg["name"] = name
-    mem = settings.memory()
-    [stored] = mem.add(msg, session=session, format="turns")
+    with settings.memory() as mem:
+        [stored] = mem.add(msg, session=session, format="turns")
     click.echo(f"turn {stored.id} (session {stored.session!r} #{stored.seq}, {stored.tokens} tokens)")
-    mem.close()
 
 
 @click.command()
@@ -92,9 +109,8 @@ def add(settings: Settings, role: str, content: str, session: str, name: str | N
 def context(settings: Settings, query: str | None, budget: int | None, session: str | None, fmt: str,
             explain: bool, as_json: bool) -> None:
     """Assemble the context for the next model call within a token budget."""
-    mem = settings.memory()
-    ctx = mem.context(query, budget=budget, session=session, format=fmt)
-    mem.close()
+    with settings.memory() as mem:
+        ctx = mem.context(query, budget=budget, session=session, format=fmt)
     if as_json:
         emit_json({"format": ctx.format, "system": ctx.system, "messages": list(ctx.messages),
                    "text": ctx.text if fmt == "text" else None, "manifest": ctx.manifest.to_dict()})
@@ -123,9 +139,8 @@ def context(settings: Settings, query: str | None, budget: int | None, session: 
 @pass_settings
 def status(settings: Settings, as_json: bool) -> None:
     """Counts, tokens and bytes of the namespace."""
-    mem = settings.memory()
-    st = mem.status()
-    mem.close()
+    with settings.memory() as mem:
+        st = mem.status()
     if as_json:
         emit_json(st.to_dict())
         return
@@ -138,13 +153,12 @@ def status(settings: Settings, as_json: bool) -> None:
 @pass_settings
 def export_cmd(settings: Settings, path: str) -> None:
     """Export the namespace's sessions and turns as JSON Lines (to PATH or stdout)."""
-    mem = settings.memory()
-    if path == "-":
-        n_sessions, n_turns = mem.export(sys.stdout)
-    else:
-        with open(path, "w", encoding="utf-8") as out:
-            n_sessions, n_turns = mem.export(out)
-    mem.close()
+    with settings.memory() as mem:
+        if path == "-":
+            n_sessions, n_turns = mem.export(sys.stdout)
+        else:
+            with _file(path, "w") as out:
+                n_sessions, n_turns = mem.export(out)
     click.echo(f"exported {n_turns} turns in {n_sessions} session(s)", err=True)
 
 
@@ -153,13 +167,12 @@ def export_cmd(settings: Settings, path: str) -> None:
 @pass_settings
 def import_cmd(settings: Settings, path: str) -> None:
     """Import an export file into the namespace (all or nothing)."""
-    mem = settings.memory()
-    if path == "-":
-        n_sessions, n_turns = mem.import_(sys.stdin)
-    else:
-        with open(path, encoding="utf-8", errors="strict") as src:
-            n_sessions, n_turns = mem.import_(src)
-    mem.close()
+    with settings.memory() as mem:
+        if path == "-":
+            n_sessions, n_turns = mem.import_(sys.stdin)
+        else:
+            with _file(path, "r") as src:
+                n_sessions, n_turns = mem.import_(src)
     click.echo(f"imported {n_turns} turns in {n_sessions} session(s) into {mem.namespace!r}")
 
 
@@ -173,9 +186,8 @@ def demo(settings: Settings, query: str, budget: int) -> None:
     sample = resources.files("stratamem") / "data" / "sample_conversation.jsonl"
     with resources.as_file(sample) as path:
         ctx = click.get_current_context()
-        mem = settings.memory()
-        fresh = mem.status().turns == 0
-        mem.close()
+        with settings.memory() as mem:
+            fresh = mem.status().turns == 0
         if fresh:
             ctx.invoke(ingest, path=str(path), fmt="auto", session=None)
         else:

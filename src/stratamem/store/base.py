@@ -62,6 +62,10 @@ class Store(Protocol):
     backend: str
     """``sqlite`` or ``postgres``."""
 
+    tokenizer: str
+    """Name of the tokenizer the store's token counts were made with (recorded on
+    first use; e.g. ``o200k_base``). A ``Memory`` counting with another one is refused."""
+
     def append(self, namespace: str, batches: Sequence[TurnBatch]) -> list[StoredTurn]:
         """Store turns in one transaction: all of them or none.
 
