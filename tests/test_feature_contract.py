@@ -188,12 +188,12 @@ def test_node_rows_round_trip_and_a_turn_cannot_join_two_nodes_of_one_level(stor
     assert [n.id for n in store.nodes.list("ns")] == [first]  # the failed insert left nothing
     second = _segment(store, stored[3:])
     parent = _segment(store, stored, level=2, tier=None)
-    store.nodes.set_parent([first, second], parent)
+    store.nodes.set_parent("ns", [first, second], parent)
     node = store.nodes.get("ns", first)
     assert (node.level, node.kind, node.session, node.seq_range, node.turn_count, node.tokens, node.parent_id,
             node.tier, node.summary_status, node.has_embedding, node.start) == (
         1, "micro", "s", (1, 3), 3, 9, parent, "hot", "pending", False, T0)
-    assert store.nodes.turn_ids(parent) == [t.id for t in stored]
+    assert store.nodes.turn_ids("ns", parent) == [t.id for t in stored]
     assert store.nodes.coverage("ns", 1) == {t.id: (first if t.seq <= 3 else second) for t in stored}
     assert store.nodes.levels("ns") == [1, 2]
     assert [n.id for n in store.nodes.list("ns", level=1, unparented=True)] == []
@@ -210,26 +210,28 @@ def test_summaries_embeddings_tiers_and_archive_references(store: Any) -> None:
     vec = np.array([0.25, -1e-3, 7.0, 1 / 7], dtype=np.float32)
     summary = Summary("Alice paid.", key_facts=(KeyFact("Alice paid 5 euros", stored[1].id),), themes=("money",),
                       summarizer="test")
-    store.nodes.set_summary(node_id, summary, tokens=3, status="ok", error=None, view_tokens=4,
+    store.nodes.set_summary("ns", node_id, summary, tokens=3, status="ok", error=None, view_tokens=4,
                             embedding=vec.tobytes())
     node = store.nodes.get("ns", node_id)
     assert (node.summary, node.summary_tokens, node.view_tokens, node.has_embedding) == (summary, 3, 4, True)
-    assert store.nodes.embedding(node_id) == vec.tobytes()
-    store.nodes.set_tier(node_id, "warm", view_tokens=6, warm=("ctf", "W|é"))
-    assert store.nodes.warm_content(node_id) == ("ctf", "W|é")
+    assert store.nodes.embedding("ns", node_id) == vec.tobytes()
+    store.nodes.set_tier("ns", node_id, "warm", at=T0, view_tokens=6, warm=("ctf", "W|é"))
+    assert store.nodes.warm_content("ns", node_id) == ("ctf", "W|é")
     sizes = store.nodes.tier_sizes("ns")
     assert [tuple(r) for r in sizes] == [("warm", 1, 2, 9, 6, 4, len(summary_json(summary)))]
     assert store.nodes.tier_raw_bytes("ns") == {"warm": 20 + 5}
-    store.nodes.set_tier(node_id, "cold", view_tokens=3, archive_ref="2025-01-01.zst")
-    assert store.nodes.warm_content(node_id) is None
-    later = datetime.now(timezone.utc) + timedelta(days=1)
-    assert store.nodes.archived_before("ns", later) == [(node_id, "2025-01-01.zst")]
-    assert store.nodes.archived_before("ns", later - timedelta(days=2)) == []
-    assert store.nodes.archived_before("other", later) == []
-    assert store.nodes.archive_refs() == ["2025-01-01.zst"]
-    store.nodes.clear_archive([node_id])
-    assert store.nodes.archive_refs() == []
-    assert store.nodes.delete_turns([stored[0].id, 999_999]) == 1
+    archived = T0 + timedelta(days=3)
+    store.nodes.set_tier("ns", node_id, "cold", at=archived, view_tokens=3, archive_ref="2025-01-01.zst")
+    assert store.nodes.warm_content("ns", node_id) is None
+    # archived_at is the instant the pyramid passed (its clock), not the database's now.
+    assert store.nodes.archived_before("ns", archived + timedelta(microseconds=1)) == [(node_id, "2025-01-01.zst")]
+    assert store.nodes.archived_before("ns", archived) == []
+    assert store.nodes.archived_before("other", archived + timedelta(days=1)) == []
+    assert store.nodes.archive_refs("ns") == {"2025-01-01.zst"}
+    assert store.nodes.archive_refs("other") == set()
+    store.nodes.clear_archive("ns", [node_id])
+    assert store.nodes.archive_refs("ns") == set()
+    assert store.nodes.delete_turns("ns", [stored[0].id, 999_999]) == 1
     assert [t.text for t in store.turns("ns")] == ["plain"]
 
 
@@ -357,6 +359,52 @@ def test_a_failed_item_write_leaves_the_store_as_it_was(store: Any) -> None:
     assert items.metrics().to_dict()["spills"] == 0
 
 
+def test_item_ids_are_never_reused_and_a_pruned_items_vector_is_never_scored(store: Any) -> None:
+    items = _items(store)
+    a = items.add("alpha fact about databases")
+    b = items.add("zebra giraffe savanna animals", tier="cold")
+    assert [i.id for i in items.recall("zebra", auto_promote=False).items] == [b.id]  # b's vector is loaded
+    assert items.prune([b.id]) == 1
+    c = items.add("quantum chromodynamics lecture notes", tier="cold")
+    assert (a.id, b.id, c.id) == (1, 2, 3)
+    assert items.recall("zebra giraffe savanna animals", auto_promote=False).items == ()
+    quantum = items.recall("quantum chromodynamics lecture notes", auto_promote=False)
+    assert [i.id for i in quantum.items] == [c.id] and quantum.semantic[c.id] == pytest.approx(1.0, abs=1e-6)
+    assert items._index.ids() == {a.id, c.id}
+
+
+def test_a_live_index_replays_vectors_backfilled_or_pruned_through_another_handle(store: Any) -> None:
+    failing = HashEmbedder(32, fail_with=RuntimeError("model down"))
+    writer = Items(store, "t", tokenizer=TOKENIZER, embedder=failing, clock=Clock())
+    reader = _items(store)
+    late = writer.add("the invoice total is forty two euros", tier="cold")
+    failing.fail_with = None
+    other = writer.add("the office plant needs water", tier="cold")
+    assert [i.id for i in reader.recall("office plant", auto_promote=False).items] == [other.id]
+    assert reader._index.ids() == {other.id} and reader._index.last_id == other.id
+    assert writer.embed_missing() == 1  # below the reader's high-water mark: only the log tells it
+    found = reader.search("invoice total")
+    assert [i.id for i in found.items] == [late.id] and found.semantic[late.id] > 0.5
+    assert writer.prune([other.id]) == 1
+    reader.search("anything at all")
+    assert reader._index.ids() == {late.id}
+
+
+def test_pruning_the_newer_item_keeps_the_older_one_superseded(store: Any) -> None:
+    items = _items(store)
+    old = items.add("The project budget is 10000 euros", key="budget")
+    new = items.add("The project budget is 25000 euros", key="budget")
+    items.spill(ids=[new.id])
+    assert items.prune([new.id]) == 1
+    after = items.get(old.id)
+    assert (after.superseded_by, after.tier, after.live) == (new.id, "cold", False)
+    assert items.recall("project budget euros", auto_promote=False).items == ()
+    assert [i.id for i in items.search("project budget euros", include_superseded=True).items] == [old.id]
+    with pytest.raises(ValidationError, match="superseded or rejected"):
+        items.promote(old.id)
+    assert items.status().flags["superseded"] == 1
+
+
 def test_differential_items_tiers_recall_promotion_supersession_and_status(both: list[Any]) -> None:
     views = []
     for store in both:
@@ -425,10 +473,12 @@ def test_every_feature_store_method_maps_driver_errors(store: Any) -> None:
         "nodes.get": lambda: store.nodes.get("ns", 1),
         "nodes.list": lambda: store.nodes.list("ns"),
         "nodes.sealed_seq": lambda: store.nodes.sealed_seq("ns", "s"),
-        "nodes.turn_ids": lambda: store.nodes.turn_ids(1),
-        "nodes.embedding": lambda: store.nodes.embedding(1),
-        "nodes.set_parent": lambda: store.nodes.set_parent([1], 2),
-        "nodes.archive_refs": lambda: store.nodes.archive_refs(),
+        "nodes.turn_ids": lambda: store.nodes.turn_ids("ns", 1),
+        "nodes.embedding": lambda: store.nodes.embedding("ns", 1),
+        "nodes.set_parent": lambda: store.nodes.set_parent("ns", [1], 2),
+        "nodes.archive_refs": lambda: store.nodes.archive_refs("ns"),
+        "nodes.covered": lambda: store.nodes.covered("ns", 1, [1]),
+        "nodes.set_status": lambda: store.nodes.set_status("ns", 1, "failed", "x"),
         "items.select": lambda: store.items.select("ns"),
         "items.insert": lambda: store.items.insert("ns", item),
         "items.lexical": lambda: store.items.lexical("ns", '"x"', limit=3),

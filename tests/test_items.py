@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -13,11 +15,14 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stratamem import BudgetError, Config, Memory, NotFoundError, ValidationError
+from stratamem import BackendError, BudgetError, Config, Memory, NotFoundError, ValidationError
 from stratamem.cli import main as cli
 from stratamem.errors import ModelError
 from stratamem.items import Items
 from stratamem.metrics import to_prometheus
+from stratamem.store import SQLiteStore
+from stratamem.store import migrations as mig
+from stratamem.store.sqlite_schema import MIGRATIONS
 from stratamem.testing.hash_embedder import HashEmbedder
 from stratamem.tokens import get_tokenizer
 
@@ -273,6 +278,174 @@ def test_a_failing_embedder_never_loses_the_item_and_says_so() -> None:
     assert items.embed_missing() == 1
     items.spill()
     assert [i.id for i in items.recall("budget", auto_promote=False).items] == [item.id]
+    mem.close()
+
+
+def test_replacing_a_hot_item_by_key_spills_nothing_else() -> None:
+    mem, items = make(hot_token_limit=12, spill_count=1)
+    tok = get_tokenizer()
+    assert [tok.count(t) for t in ("deploys run on friday", "the budget is fifty", "the budget is now sixty")] == \
+        [5, 4, 5]
+    other = items.add("deploys run on friday")  # the oldest: first in spill order
+    old = items.add("the budget is fifty", key="budget")
+    new = items.add("the budget is now sixty", key="budget")  # 14 > 12 tokens, unless the old one leaves first
+    assert {i.id for i in items.list("hot")} == {other.id, new.id}
+    assert items.get(old.id).tier == "cold" and items.get(old.id).superseded_by == new.id
+    assert items.metrics().spills == 0 and mem.events.recent("items.spilled") == []
+    mem.close()
+
+
+def test_every_embedder_failure_reaches_callers_as_a_model_error() -> None:
+    class Broken:
+        def __init__(self, answer: object) -> None:
+            self.answer = answer
+
+        def embed_batch(self, texts: list[str]) -> object:
+            if isinstance(self.answer, BaseException):
+                raise self.answer
+            return self.answer
+
+    answers = {"raises": KeyError("gone"), "ragged": [[1.0, 2.0], [3.0]], "not numbers": [["a", "b"]],
+               "nan": [[1.0, float("nan")]], "wrong rows": [[1.0, 0.0], [0.0, 1.0]]}
+    for label, answer in answers.items():
+        mem, items = make(embedder=Broken(answer))
+        item = items.add("budget is fifty", tier="cold")
+        assert item.embedded is False, label
+        assert len(mem.events.recent("items.embed_failed")) == 1, label
+        with pytest.raises(ModelError, match="embed"):
+            items.search("budget")
+        with pytest.raises(ModelError, match="embed"):
+            items.recall("budget")
+        assert items.metrics().recalls == 0, label
+        mem.close()
+
+
+# --- read-only search -----------------------------------------------------------------
+
+
+def _rows(path: Path) -> dict[str, list[tuple[object, ...]]]:
+    conn = sqlite3.connect(path)
+    tables = ("memory_items", "memory_item_metrics", "memory_item_vector_log", "namespaces")
+    out = {t: conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2").fetchall() for t in tables}
+    conn.close()
+    return out
+
+
+def _world(tmp_path: Path) -> tuple[Memory, Items, Clock]:
+    clock = Clock()
+    mem, items = make(tmp_path, embedder=HashEmbedder(64), clock=clock, hot_token_limit=30, spill_count=2,
+                      warm_access_threshold=1)
+    for i in range(12):
+        items.add(f"note {i}: the budget of project w{i % 4} is {i * 100} euros", key=f"k{i % 9}")
+        clock.advance(60)
+    items.recall("budget project w1", limit=2)  # some warm, some promoted: every state occurs
+    return mem, items, clock
+
+
+def test_search_ranks_exactly_like_recall_and_writes_nothing(tmp_path: Path) -> None:
+    mem, items, clock = _world(tmp_path)
+    fresh = Items(mem.store, "t", tokenizer=mem.tokenizer, config=items.config, embedder=HashEmbedder(64),
+                  events=mem.events, clock=clock)
+    queries = ("budget project w2", "euros 300", "note 7", "zebra")
+    before = _rows(tmp_path / "m.db")
+    events = len(mem.events.recent())
+    found = [fresh.search(q, limit=4, include_superseded=True) for q in queries]
+    assert _rows(tmp_path / "m.db") == before and len(mem.events.recent()) == events
+    assert [len(r.items) for r in found] == [4, 4, 4, 0]
+    for r in found:
+        assert (r.promoted, r.refused, r.spilled, r.mode) == ((), (), (), "hybrid")
+    recalled = [fresh.recall(q, limit=4, include_superseded=True, auto_promote=False) for q in queries]
+    for s, r in zip(found, recalled, strict=True):
+        assert [i.id for i in s.items] == [i.id for i in r.items]
+        assert (s.scores, s.semantic, s.lexical) == (r.scores, r.semantic, r.lexical)
+    assert _rows(tmp_path / "m.db") != before  # recall does write: the comparison above can fail
+    mem.close()
+
+
+def test_search_works_on_a_store_that_refuses_writes(tmp_path: Path) -> None:
+    mem, items, clock = _world(tmp_path)
+    expected = [i.id for i in items.search("budget project w3", limit=3).items]
+    mem.close()
+    store = SQLiteStore(tmp_path / "m.db")
+    with store.lock:
+        store.connection.execute("PRAGMA query_only = ON")  # every write now fails, BEGIN included
+    reader = Items(store, "t", tokenizer=get_tokenizer(), config=items.config, embedder=HashEmbedder(64),
+                   clock=clock)
+    assert [i.id for i in reader.search("budget project w3", limit=3).items] == expected
+    assert len(expected) == 3
+    with pytest.raises(BackendError, match="readonly"):
+        reader.recall("budget project w3")
+    store.close()
+
+
+# --- ids, migration m007 --------------------------------------------------------------
+
+
+def test_m007_keeps_every_item_and_its_search_and_stops_id_reuse(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    before_m007 = [m for m in MIGRATIONS if m.name != "m007_item_ids"]
+    conn = sqlite3.connect(path, isolation_level=None)
+    mig.apply(conn, before_m007)
+    conn.execute("INSERT INTO namespaces (id, name, created_at) VALUES (1, 't', '2025-01-01T00:00:00.000000Z')")
+    for i, (text, newer) in enumerate([("the old budget is fifty", 2), ("the budget is sixty", None),
+                                       ("lunch is at noon", None)], start=1):
+        conn.execute("INSERT INTO memory_items (id, namespace_id, content, type, tier, tokens, created_at, "
+                     "relevance, source, superseded_by) VALUES (?, 1, ?, 'fact', 'cold', 4, "
+                     "'2025-01-01T00:00:00.000000Z', 1.0, 'api', ?)", (i, text, newer))
+    old_rows = conn.execute("SELECT * FROM memory_items ORDER BY id").fetchall()
+    conn.close()
+    store = SQLiteStore(path)
+    items = Items(store, "t", tokenizer=get_tokenizer())
+    with store.lock:
+        assert store.connection.execute("SELECT * FROM memory_items ORDER BY id").fetchall() == old_rows
+    assert [i.id for i in items.search("budget", include_superseded=True).items] == [2, 1]
+    assert items.prune([3]) == 1
+    assert items.add("a new fact").id == 4  # not 3 again
+    assert [i.id for i in items.search("lunch noon").items] == []
+    store.close()
+    assert SQLiteStore(path).items.get("t", [1])[0].superseded_by == 2
+
+
+# --- threads --------------------------------------------------------------------------
+
+
+def test_one_items_serves_concurrent_adds_searches_and_recalls_from_threads(tmp_path: Path) -> None:
+    mem, items = make(tmp_path, embedder=HashEmbedder(32), hot_token_limit=60, spill_count=2)
+    errors: list[BaseException] = []
+    added: list[int] = []
+
+    def guarded(work: object) -> object:
+        def run() -> None:
+            try:
+                work()  # type: ignore[operator]
+            except BaseException as exc:  # collected and asserted empty below
+                errors.append(exc)
+        return run
+
+    def writer(w: int) -> None:
+        for i in range(20):
+            added.append(items.add(f"writer{w} fact{i} token{w}x{i}", tier="hot" if i % 2 else "cold").id)
+
+    def reader(r: int) -> None:
+        for i in range(20):
+            items.search(f"writer{r % 2} fact{i}")
+            items.recall(f"token{r % 2}x{i}", auto_promote=bool(i % 2))
+
+    threads = [threading.Thread(target=guarded(lambda w=w: writer(w))) for w in range(2)]
+    threads += [threading.Thread(target=guarded(lambda r=r: reader(r))) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert errors == [] and not any(t.is_alive() for t in threads)
+    stored = items.list()
+    assert sorted(added) == [i.id for i in stored] and len(stored) == 40
+    assert items.status().hot.tokens <= 60
+    items.search("anything")
+    assert items._index.ids() == {i.id for i in stored if i.embedded} and all(i.embedded for i in stored)
+    for it in stored:
+        if it.tier != "hot":
+            assert it.id in [x.id for x in items.search(it.content.split()[2], limit=1).items]
     mem.close()
 
 

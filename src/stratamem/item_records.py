@@ -2,7 +2,7 @@
 
 Pure frozen values with their JSON form (``to_dict``), shared by the library
 (:mod:`stratamem.items`), the CLI and the MCP server. The rules that produce
-them live in :mod:`stratamem.items`; the SQL in :mod:`stratamem.store.sqlite_items`.
+them live in :mod:`stratamem.items` and its part modules; the SQL in :mod:`stratamem.store.sqlite_items`.
 """
 
 from __future__ import annotations
@@ -87,7 +87,10 @@ class MemoryItem:
     valid_to: datetime | None = None
     """End of that time; set when a newer item supersedes this one."""
     superseded_by: int | None = None
-    """Id of the newer item that replaced this one (then it is out of recall by default)."""
+    """Id of the newer item that replaced this one (then it is out of recall by default).
+
+    It stays set if that item is pruned later: ids are never reused, and a fact
+    once replaced does not come back."""
     supersedes: tuple[int, ...] = ()
     """Ids of the older items this one replaced."""
     promoted_at: datetime | None = None
@@ -160,7 +163,7 @@ class RecallResult:
     query: str
     """The query."""
     items: tuple[MemoryItem, ...]
-    """Matching items (state after the recall: access count, relevance and tier updated)."""
+    """Matching items (after a recall: access count, relevance and tier updated; after a search: as stored)."""
     scores: Mapping[int, float]
     """Match score (0–1) of each returned item for this query."""
     semantic: Mapping[int, float]
