@@ -11,10 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stratamem import Config, Memory
 from stratamem.errors import BudgetError, ValidationError
 from stratamem.records import StoredTurn, Turn
 from stratamem.retrieve import (BM25Index, HybridIndex, PlainRenderer, Weights, analyze, pack_turns, read_query,
                                 stem)
+from stratamem.sources import SummaryIndex
 from stratamem.tokens import get_tokenizer
 
 T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
@@ -229,3 +231,27 @@ def test_window_and_session_scores_equal_bm25_over_the_concatenated_texts(case: 
         np.testing.assert_allclose(sig["lexical_window"], windows.scores(analyze(q)), rtol=0, atol=1e-12)
         expected = by_session.scores(analyze(q))[[names.index(t.session) for t in turns]]
         np.testing.assert_allclose(sig["lexical_session"], expected, rtol=0, atol=1e-12)
+
+
+_TOPICS = ["paid rent in Paris", "baked bread with rye", "fixed the bike chain", "planned a trip to Rome"]
+
+
+def test_the_summary_index_follows_the_pyramid_as_a_fresh_one_would(tmp_path) -> None:
+    cfg = Config().replace(pyramid={"micro_chunk_size": 4, "mini_chunk_size": 3, "hot_chunks": 1})
+    mem = Memory(str(tmp_path / "m.db"), config=cfg)
+    queries = ["Paris rent", "rye bread", "bike", "Rome trip", "nothing matches"]
+    seen: set[tuple[str, str | None]] = set()
+    for step in range(12):
+        mem.add([{"role": "user" if i % 2 == 0 else "assistant",
+                  "content": f"Step {step}: Ana {_TOPICS[(step + i) % 4]} ({i}).",
+                  "timestamp": (T0 + timedelta(days=2 * step, minutes=i)).isoformat()} for i in range(3)],
+                session=f"s{step // 5}")
+        for q in queries:
+            grown = mem._summary_index.rank(mem.pyramid, q)
+            fresh = SummaryIndex().rank(mem.pyramid, q)
+            assert [(u.id, u.text, u.tier, u.turn_ids) for u in grown] == [(u.id, u.text, u.tier, u.turn_ids)
+                                                                         for u in fresh]
+            assert [u.score for u in grown] == [u.score for u in fresh]
+            seen |= {(u.kind, u.tier) for u in fresh}
+    # Segments went warm, then cold, and consolidations formed: every kind of change was followed.
+    assert seen == {("segment", "warm"), ("segment", "cold"), ("consolidation", None)}

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .assemble import FixedBlock, SummaryUnit
+from .errors import NotFoundError
 from .instructions import load_instructions
 from .nodes import Node
 from .retrieve.lexical import BM25Index, analyze
@@ -60,49 +61,126 @@ def summary_line(node: Node) -> str:
 
 
 class SummaryIndex:
-    """Lexical ranking of the pyramid's summaries, rebuilt when the nodes change.
+    """Lexical ranking of the pyramid's summaries, kept current without re-reading every node.
 
     Summaries of hot segments are left out (their turns are in the window or
     recallable verbatim); so are summaries still pending. Consolidations rank a
     little higher than segments at equal relevance, since they give broad context.
+
+    The first use reads all nodes once; after that each refresh reads only
+    nodes newer than the newest seen, the few nodes that may still change on
+    their own (hot, or summary pending/failed), and nodes named by the
+    pyramid's events (``tier.changed`` …). New summaries are appended to the
+    BM25 index; only a changed or withdrawn summary rebuilds it, from cached
+    terms. Nodes changed by another process are seen when they are new, hot
+    or pending; a tier label changed elsewhere shows on the next full read.
     """
 
+    _PAGE = 32
+
     def __init__(self) -> None:
-        self._key: tuple[int, int] | None = None
-        self._nodes: list[Node] = []
+        self._nodes: dict[int, Node] = {}
+        self._max_id = 0
+        self._watch: set[int] = set()
+        self._changed: set[int] = set()
+        self._reset = True
+        self._subscribed: Any = None
+        self._text: dict[int, tuple[str, list[str]]] = {}
+        self._turn_ids: dict[int, tuple[int, ...]] = {}
+        self._docs: list[int] = []
+        self._doc_of: dict[int, int] = {}
+        self._levels: list[float] = []
         self._bm25 = BM25Index()
+
+    def _on_event(self, namespace: str, event: Any) -> None:
+        if event.namespace != namespace:
+            return
+        if event.kind == "retention.applied":
+            self._reset = True
+        elif "node_id" in event.data:
+            self._changed.add(int(event.data["node_id"]))
 
     def _refresh(self, pyramid: Any) -> None:
-        nodes = [n for n in pyramid.nodes() if n.summary is not None and n.tier != "hot"]
-        key = (len(nodes), max((n.id for n in nodes), default=0))
-        if key == self._key:
-            return
-        self._nodes = nodes
+        if self._subscribed is not pyramid.events:
+            ns = pyramid.namespace
+            pyramid.events.subscribe("*", lambda e: self._on_event(ns, e))
+            self._subscribed, self._reset = pyramid.events, True
+        if self._reset:
+            self.__init__()  # type: ignore[misc]
+            self._subscribed = pyramid.events
+            self._reset = False
+            fetched = pyramid.nodes()
+        else:
+            fetched = pyramid.nodes(newest_first=True, limit=self._PAGE)
+            if fetched and fetched[-1].id > self._max_id and len(fetched) == self._PAGE:
+                fetched = pyramid.nodes()  # many new nodes at once (a bulk add): one full read
+            fetched = [n for n in fetched if n.id > self._max_id]
+            for node_id in sorted((self._watch | self._changed) - {n.id for n in fetched}):
+                try:
+                    fetched.append(pyramid.node(node_id))
+                except NotFoundError:
+                    self._reset = True  # deleted behind our back: start over next time
+        self._changed.clear()
+        rebuild = False
+        for node in sorted(fetched, key=lambda n: n.id):
+            rebuild |= self._take(node)
+        if rebuild:
+            self._reindex()
+
+    def _take(self, node: Node) -> bool:
+        """Record a fresh copy of ``node``; True when the index must be rebuilt."""
+        self._nodes[node.id] = node
+        self._max_id = max(self._max_id, node.id)
+        settled = node.tier != "hot" and node.summary is not None and node.summary_status == "ok"
+        (self._watch.discard if settled else self._watch.add)(node.id)
+        eligible = node.summary is not None and node.tier != "hot"
+        if not eligible:
+            return node.id in self._doc_of
+        text = node.summary.text + " " + " ".join(node.key_facts)  # type: ignore[union-attr]
+        known = self._text.get(node.id)
+        if known is not None and known[0] == text:
+            return False
+        self._text[node.id] = (text, analyze(text))
+        if node.id in self._doc_of:
+            return True
+        self._doc_of[node.id] = len(self._docs)
+        self._docs.append(node.id)
+        self._levels.append(0.1 * (node.level - 1))
+        self._bm25.add(self._text[node.id][1])
+        return False
+
+    def _reindex(self) -> None:
+        keep = [i for i in sorted(self._nodes) if i in self._text and self._nodes[i].tier != "hot"
+                and self._nodes[i].summary is not None]
+        self._docs, self._doc_of = keep, {i: d for d, i in enumerate(keep)}
+        self._levels = [0.1 * (self._nodes[i].level - 1) for i in keep]
         self._bm25 = BM25Index()
-        self._bm25.extend(analyze(n.summary.text + " " + " ".join(n.key_facts)) for n in nodes)  # type: ignore[union-attr]
-        self._key = key
+        self._bm25.extend(self._text[i][1] for i in keep)
 
     def rank(self, pyramid: Any, query: str | None, *, limit: int = 40) -> list[SummaryUnit]:
-        """Summaries best first: lexical relevance to ``query``, newest first without one."""
+        """Summaries best first: lexical relevance to ``query``, then level."""
         self._refresh(pyramid)
-        if not self._nodes:
+        if not self._docs:
             return []
         if query and query.strip():
             scores = self._bm25.scores(analyze(query))
             top = float(scores.max()) if scores.size else 0.0
-            rel = scores / top if top > 0 else np.zeros(len(self._nodes))
+            rel = scores / top if top > 0 else np.zeros(len(self._docs))
         else:
-            rel = np.zeros(len(self._nodes))
-        level = np.array([0.1 * (n.level - 1) for n in self._nodes])
+            rel = np.zeros(len(self._docs))
+        level = np.asarray(self._levels)
         fused = rel + level
         order = np.argsort(-fused, kind="stable")[:limit]
         units = []
         for i in order:
-            node = self._nodes[int(i)]
+            node = self._nodes[self._docs[int(i)]]
             if query and rel[i] == 0 and node.level == 1:
                 continue  # an unrelated segment summary is noise; consolidations still give broad context
+            if node.id not in self._turn_ids:
+                # Provenance never changes once a node exists (retention keeps it).
+                self._turn_ids[node.id] = tuple(pyramid.turn_ids(node.id))
             units.append(SummaryUnit(
                 id=f"node:{node.id}", kind="segment" if node.level == 1 else "consolidation",
-                text=summary_line(node), turn_ids=tuple(pyramid.turn_ids(node.id)), tier=node.tier,
+                text=summary_line(node), turn_ids=self._turn_ids[node.id], tier=node.tier,
                 score={"lexical": float(rel[i]), "level": float(level[i]), "fused": float(fused[i])}))
         return units
