@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from .errors import ConfigError, ModelError, ValidationError
 
@@ -108,14 +109,17 @@ def check_chat_input(system: Any, messages: Any, max_tokens: Any, max_input_char
 
 
 class _RetryingClient:
-    """Shared retry/backoff/error mapping; subclasses supply one raw call."""
+    """Shared construction, retry/backoff and error mapping; subclasses supply the client and one raw call."""
 
     provider = ""
+    _default_url = ""
     _connection_errors: tuple[type[Exception], ...] = ()
     _api_errors: tuple[type[Exception], ...] = ()
 
-    def __init__(self, model: str, *, timeout_s: float, max_retries: int, backoff_s: float,
-                 max_backoff_s: float, max_input_chars: int, sleep: Callable[[float], None]) -> None:
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 timeout_s: float = 60.0, max_retries: int = 2, backoff_s: float = 0.5, max_backoff_s: float = 8.0,
+                 max_input_chars: int = 1_000_000, temperature: float | None = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         if not isinstance(model, str) or not model:
             raise ConfigError("model must be a non-empty string")
         if timeout_s <= 0 or max_retries < 0 or backoff_s < 0 or max_input_chars < 1:
@@ -127,6 +131,18 @@ class _RetryingClient:
         self.max_backoff_s = float(max_backoff_s)
         self.max_input_chars = int(max_input_chars)
         self._sleep = sleep
+        self.base_url = base_url or self._default_url
+        host = urlsplit(self._default_url).hostname or ""
+        if api_key is None and host in self.base_url:
+            raise ConfigError(f"{type(self).__name__} needs an api_key for {host} (it never reads the environment)")
+        self.temperature = temperature
+        # The key is passed explicitly (a placeholder for keyless local servers) so the
+        # client library never reads it, or the endpoint, from the environment.
+        self._client = self._make_client(self.base_url, api_key or "unused")
+
+    def _make_client(self, base_url: str, api_key: str) -> Any:
+        """Build the provider's client (its own retries off) and set the error classes."""
+        raise NotImplementedError
 
     def _call(self, system: str, messages: list[dict[str, str]], max_tokens: int) -> Completion:
         raise NotImplementedError
@@ -206,26 +222,15 @@ class OpenAIChat(_RetryingClient):
     """
 
     provider = "openai"
+    _default_url = "https://api.openai.com/v1"
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 timeout_s: float = 60.0, max_retries: int = 2, backoff_s: float = 0.5, max_backoff_s: float = 8.0,
-                 max_input_chars: int = 1_000_000, temperature: float | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(model, timeout_s=timeout_s, max_retries=max_retries, backoff_s=backoff_s,
-                         max_backoff_s=max_backoff_s, max_input_chars=max_input_chars, sleep=sleep)
+    def _make_client(self, base_url: str, api_key: str) -> Any:
         import openai
 
-        base_url = base_url or "https://api.openai.com/v1"
-        if api_key is None and "api.openai.com" in base_url:
-            raise ConfigError("OpenAIChat needs an api_key for api.openai.com (it never reads the environment)")
-        self.base_url = base_url
-        self.temperature = temperature
-        self._connection_errors: tuple[type[Exception], ...] = (openai.APIConnectionError,)
-        self._api_errors: tuple[type[Exception], ...] = (openai.OpenAIError,)
-        # Passing base_url and api_key explicitly keeps the client from reading
-        # OPENAI_BASE_URL / OPENAI_API_KEY; retries are ours so they are counted.
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "unused", timeout=self.timeout_s,
-                                     max_retries=0)
+        self._connection_errors = (openai.APIConnectionError,)
+        self._api_errors = (openai.OpenAIError,)
+        # Retries are ours (max_retries=0 here) so they are counted and logged.
+        return openai.OpenAI(base_url=base_url, api_key=api_key, timeout=self.timeout_s, max_retries=0)
 
     def _call(self, system: str, messages: list[dict[str, str]], max_tokens: int) -> Completion:
         payload: list[dict[str, str]] = ([{"role": "system", "content": system}] if system else []) + messages
@@ -248,37 +253,22 @@ class AnthropicChat(_RetryingClient):
         base_url: Endpoint without ``/v1`` (default: Anthropic's).
         api_key: Key sent as ``x-api-key``. Required for Anthropic's own endpoint; for
             another endpoint, ``None`` sends a placeholder.
-        timeout_s: Per-call timeout in seconds.
-        max_retries: Retries after a transient failure (the library's own retries are off).
-        backoff_s: First retry delay; doubles each retry.
-        max_backoff_s: Upper bound of one retry delay.
-        max_input_chars: Largest accepted input (system + messages), checked before calling.
-        temperature: Sampling temperature, if the endpoint should not use its default.
-        sleep: How to wait between retries (tests pass a recorder).
+        timeout_s, max_retries, backoff_s, max_backoff_s, max_input_chars, temperature, sleep:
+            The shared client policy, exactly as for :class:`OpenAIChat`.
 
     Raises:
         ConfigError: Missing key for Anthropic's endpoint, or a bad limit.
     """
 
     provider = "anthropic"
+    _default_url = "https://api.anthropic.com"
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 timeout_s: float = 60.0, max_retries: int = 2, backoff_s: float = 0.5, max_backoff_s: float = 8.0,
-                 max_input_chars: int = 1_000_000, temperature: float | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        super().__init__(model, timeout_s=timeout_s, max_retries=max_retries, backoff_s=backoff_s,
-                         max_backoff_s=max_backoff_s, max_input_chars=max_input_chars, sleep=sleep)
+    def _make_client(self, base_url: str, api_key: str) -> Any:
         import anthropic
 
-        base_url = base_url or "https://api.anthropic.com"
-        if api_key is None and "api.anthropic.com" in base_url:
-            raise ConfigError("AnthropicChat needs an api_key for api.anthropic.com (it never reads the environment)")
-        self.base_url = base_url
-        self.temperature = temperature
         self._connection_errors = (anthropic.APIConnectionError,)
         self._api_errors = (anthropic.AnthropicError,)
-        self._client = anthropic.Anthropic(base_url=base_url, api_key=api_key or "unused", timeout=self.timeout_s,
-                                           max_retries=0)
+        return anthropic.Anthropic(base_url=base_url, api_key=api_key, timeout=self.timeout_s, max_retries=0)
 
     def _call(self, system: str, messages: list[dict[str, str]], max_tokens: int) -> Completion:
         extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -84,6 +84,15 @@ def _check_raw(line_text: str, line: int) -> None:
     if "\r" in line_text:
         raise DecodeError("raw carriage return (CTF writes CR as \\r; was the document converted to CRLF?)",
                           line=line)
+
+
+def _cells(row: str, cols: Sequence[str], line: int) -> list[str]:
+    """The tab-separated cells of one data row, exactly one per column."""
+    _check_raw(row, line)
+    cells = row.split("\t")
+    if len(cells) != len(cols):
+        raise DecodeError(f"expected {len(cols)} cells ({','.join(cols)}), found {len(cells)}", line=line)
+    return cells
 
 
 def _format_time(ts: datetime) -> str:
@@ -329,11 +338,7 @@ def decode_turns(text: str) -> list[Turn]:
     at = t0
     for i, row in enumerate(rows):
         line = i + 2
-        _check_raw(row, line)
-        cells = row.split("\t")
-        if len(cells) != len(cols):
-            raise DecodeError(f"expected {len(cols)} cells ({','.join(cols)}), found {len(cells)}", line=line)
-        values = dict(zip(cols, cells))
+        values = dict(zip(cols, _cells(row, cols, line), strict=True))
         role = _ROLE_OF.get(values["role"])
         if role is None:
             raise DecodeError(f"unknown role code {values['role']!r} (expected s, u, a or t)", line=line)
@@ -480,11 +485,7 @@ def decode_summaries(text: str) -> list[SummaryRow]:
     out: list[SummaryRow] = []
     for i, row in enumerate(rows):
         line = i + 2
-        _check_raw(row, line)
-        cells = row.split("\t")
-        if len(cells) != len(_SUMMARY_COLS):
-            raise DecodeError(f"expected 4 cells (id,range,summary,themes), found {len(cells)}", line=line)
-        node_id, span, summary, themes = cells
+        node_id, span, summary, themes = _cells(row, _SUMMARY_COLS, line)
         m = _RANGE_RE.match(span)
         if not m:
             raise DecodeError(f"range must be 'first-last', got {span!r}", line=line)

@@ -25,11 +25,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
 
+from ._http import JSONHandler, LocalHTTPServer
 from .hash_embedder import hash_vector
 
 __all__ = ["EmbeddingRequest", "FakeEmbeddingServer"]
@@ -66,7 +66,7 @@ class _Failure:
     delay_s: float
 
 
-class FakeEmbeddingServer:
+class FakeEmbeddingServer(LocalHTTPServer):
     """An OpenAI-compatible embeddings server in a background thread.
 
     Args:
@@ -82,15 +82,13 @@ class FakeEmbeddingServer:
 
     def __init__(self, dimensions: int = 384, *, vector_fn: VectorFn = hash_vector, model: str = "fake-embed",
                  port: int = 0) -> None:
+        super().__init__(port=port, thread_name="fake-embed-server")
         self.dimensions = dimensions
         self.vector_fn = vector_fn
         self.model = model
         self.requests: list[EmbeddingRequest] = []
-        self._port = port
         self._failures: deque[_Failure] = deque()
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     def fail_next(self, count: int = 1, *, status: int = 500, delay_s: float = 0.0) -> None:
         """Answer the next ``count`` requests with HTTP ``status`` (after ``delay_s``).
@@ -103,38 +101,15 @@ class FakeEmbeddingServer:
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:PORT/v1`` — what an OpenAI client takes as ``base_url``."""
-        if self._server is None:
-            raise RuntimeError("the server is not running; call start() or use it as a context manager")
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return self.url + "/v1"
 
-    def start(self) -> FakeEmbeddingServer:
-        """Bind and serve in a daemon thread. Returns ``self``."""
+    def _handler(self) -> type[JSONHandler]:
         owner = self
 
         class Handler(_Handler):
             server_owner = owner
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-embed-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        """Stop serving and release the port. Idempotent."""
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> FakeEmbeddingServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return Handler
 
     # --- request handling (called from the server's threads) ------------------------
 
@@ -165,41 +140,27 @@ def _error(message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}}
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JSONHandler):
     server_owner: FakeEmbeddingServer
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-        """Silence the default per-request stderr log."""
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib naming
         owner = self.server_owner
-        length = int(self.headers.get("content-length") or 0)
         try:
-            body = json.loads(self.rfile.read(length) or b"{}")
+            body = json.loads(self.read_body() or b"{}")
         except json.JSONDecodeError:
-            self._send(400, _error("body is not JSON"))
+            self.send_json(400, _error("body is not JSON"))
             return
         owner.requests.append(EmbeddingRequest(self.path, body, {k.lower(): v for k, v in self.headers.items()}))
         if self.path.rstrip("/") != "/v1/embeddings":
-            self._send(404, _error(f"no route {self.path}"))
+            self.send_json(404, _error(f"no route {self.path}"))
             return
         failure = owner._next_failure()
         if failure is not None:
             time.sleep(failure.delay_s)
             if failure.status == 0:
-                self.close_connection = True
-                self.connection.close()
+                self.drop_connection()
                 return
-            self._send(failure.status, _error(f"injected failure {failure.status}"))
+            self.send_json(failure.status, _error(f"injected failure {failure.status}"))
             return
         status, payload = owner._answer(body)
-        self._send(status, payload)
-
-    def _send(self, status: int, payload: Mapping[str, Any]) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(status, payload)

@@ -34,8 +34,9 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from ._http import JSONHandler, LocalHTTPServer
 
 __all__ = ["FakeLLMServer", "Failure", "RecordedRequest", "checkpoint_reply"]
 
@@ -104,7 +105,7 @@ Reply = Callable[[RecordedRequest], str]
 """A reply function: request in, answer text out."""
 
 
-class FakeLLMServer:
+class FakeLLMServer(LocalHTTPServer):
     """A threaded HTTP server on 127.0.0.1 (a free port) that answers like a chat model.
 
     Args:
@@ -121,6 +122,7 @@ class FakeLLMServer:
                  tokenizer: str = "o200k_base") -> None:
         from ..tokens import get_tokenizer
 
+        super().__init__(thread_name="fake-llm-server")
         self.reply: Reply = (lambda _req, _text=reply: _text) if isinstance(reply, str) else reply
         self.model = model
         self.input_overhead = 0
@@ -132,8 +134,6 @@ class FakeLLMServer:
         self._failures: deque[Failure] = deque()
         self._delays: deque[float] = deque()
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # --- configuration ------------------------------------------------------------------
 
@@ -155,14 +155,6 @@ class FakeLLMServer:
     # --- lifecycle ----------------------------------------------------------------------
 
     @property
-    def url(self) -> str:
-        """Base URL, e.g. ``http://127.0.0.1:54321`` (the Anthropic client's ``base_url``)."""
-        if self._httpd is None:
-            raise RuntimeError("the server is not running; call start() or use it as a context manager")
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
-
-    @property
     def openai_base_url(self) -> str:
         """``url + "/v1"``: the OpenAI client's ``base_url``."""
         return self.url + "/v1"
@@ -172,32 +164,8 @@ class FakeLLMServer:
         """Same as :attr:`url`: the Anthropic client adds ``/v1/messages`` itself."""
         return self.url
 
-    def start(self) -> FakeLLMServer:
-        """Bind to a free port on 127.0.0.1 and serve in a daemon thread."""
-        if self._httpd is not None:
-            return self
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name="fake-llm-server", daemon=True)
-        self._thread.start()
-        return self
-
-    def close(self) -> None:
-        """Stop serving and release the port. Idempotent."""
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> FakeLLMServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def _handler(self) -> type[JSONHandler]:
+        return _make_handler(self)
 
     # --- answering (called from handler threads) ----------------------------------------
 
@@ -236,49 +204,34 @@ class FakeLLMServer:
                 "usage": {"input_tokens": n_in, "output_tokens": n_out}}
 
 
-def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-            """Silence the default per-request stderr lines."""
-
-        def _send(self, status: int, payload: Mapping[str, Any]) -> None:
-            data = json.dumps(payload).encode("utf-8")
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
+def _make_handler(server: FakeLLMServer) -> type[JSONHandler]:
+    class Handler(JSONHandler):
         def do_POST(self) -> None:  # noqa: N802 - stdlib naming
             api = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}.get(self.path.split("?")[0])
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length)
+            raw = self.read_body()
             if api is None:
-                self._send(404, {"error": {"type": "not_found_error", "message": f"no route {self.path}"}})
+                self.send_json(404, {"error": {"type": "not_found_error", "message": f"no route {self.path}"}})
                 return
             try:
                 body = json.loads(raw or b"{}")
             except json.JSONDecodeError:
-                self._send(400, {"error": {"type": "invalid_request_error", "message": "body is not JSON"}})
+                self.send_json(400, {"error": {"type": "invalid_request_error", "message": "body is not JSON"}})
                 return
             req = RecordedRequest(api, self.path, body, {k.lower(): v for k, v in self.headers.items()})
             if body.get("stream"):
-                self._send(400, {"error": {"type": "invalid_request_error", "message": "streaming is not faked"}})
+                self.send_json(400, {"error": {"type": "invalid_request_error", "message": "streaming is not faked"}})
                 return
             failure, text, delay = server._next(req)
             if failure is not None:
                 time.sleep(failure.delay_s)
                 if failure.status == 0:
-                    self.close_connection = True
-                    self.connection.close()
+                    self.drop_connection()
                     return
-                self._send(failure.status, {"type": "error", "error": {"type": "api_error",
-                                                                        "message": "injected failure"}})
+                self.send_json(failure.status, {"type": "error", "error": {"type": "api_error",
+                                                                            "message": "injected failure"}})
                 return
             time.sleep(delay)
-            self._send(200, server._answer(api, req, text or ""))
+            self.send_json(200, server._answer(api, req, text or ""))
 
     return Handler
 
