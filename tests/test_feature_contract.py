@@ -457,7 +457,8 @@ def test_postgres_applies_every_sqlite_migration_by_name_in_order(both: list[Any
 
 def test_every_feature_store_method_maps_driver_errors(store: Any) -> None:
     store.append("ns", [TurnBatch("s", [turn("x")], [1])])  # the namespace exists: reads reach the tables
-    for table in ("memory_item_metrics", "memory_items", "node_turns", "nodes", "conversations", "embeddings"):
+    for table in ("memory_item_metrics", "memory_item_vector_log", "memory_items", "node_turns", "nodes",
+                  "conversations", "embeddings"):
         raw(store, f"DROP TABLE {table}")
     state = ConversationState("ns", "s", updated_at=T0)
     item = NewItem(content="x", type="fact", tier="hot", tokens=1, relevance=1.0, source="api",
@@ -483,6 +484,8 @@ def test_every_feature_store_method_maps_driver_errors(store: Any) -> None:
         "items.insert": lambda: store.items.insert("ns", item),
         "items.lexical": lambda: store.items.lexical("ns", '"x"', limit=3),
         "items.vectors_after": lambda: store.items.vectors_after("ns", 0),
+        "items.vector_log_head": lambda: store.items.vector_log_head("ns"),
+        "items.vector_changes": lambda: store.items.vector_changes("ns", 0),
         "items.tier_totals": lambda: store.items.tier_totals("ns"),
         "items.add_metrics": lambda: store.items.add_metrics("ns", {"a": 1}),
     }
