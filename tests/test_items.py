@@ -10,6 +10,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -404,6 +405,46 @@ def test_m007_keeps_every_item_and_its_search_and_stops_id_reuse(tmp_path: Path)
     assert [i.id for i in items.search("lunch noon").items] == []
     store.close()
     assert SQLiteStore(path).items.get("t", [1])[0].superseded_by == 2
+
+
+_index_ops = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.sampled_from(["cold", "warm"]), st.booleans()),  # booleans: embedder up?
+    st.tuples(st.just("prune"), st.integers(0, 30), st.just(False)),
+    st.tuples(st.just("backfill"), st.just(""), st.just(False)),
+    st.tuples(st.just("search"), st.just(""), st.just(False)),
+), min_size=1, max_size=25)
+
+
+@settings(max_examples=30, deadline=None)
+@given(operations=_index_ops)
+def test_a_live_vector_index_always_equals_the_stored_vectors(operations: list[tuple[str, str, bool]]) -> None:
+    """Whatever another handle adds, prunes or backfills, the reader's index ends equal to the table."""
+    store = SQLiteStore(":memory:")
+    emb = HashEmbedder(16)
+    writer = Items(store, "t", tokenizer=get_tokenizer(), embedder=emb)
+    reader = Items(store, "t", tokenizer=get_tokenizer(), embedder=HashEmbedder(16))
+    for n, (kind, arg, up) in enumerate(operations):
+        if kind == "add":
+            emb.fail_with = None if up else RuntimeError("down")
+            writer.add(f"fact {n} about topic{n % 3}", tier=arg)
+            emb.fail_with = None
+        elif kind == "prune":
+            cold = [i.id for i in writer.list("cold")]
+            if cold:
+                writer.prune([cold[int(arg) % len(cold)]])
+        elif kind == "backfill":
+            writer.embed_missing()
+        else:
+            reader.search("topic1")
+    reader.search("topic2")
+    stored = {r[0]: r[1] for r in store.items.vectors_after("t", 0)}
+    assert reader._index.ids() == set(stored)
+    query = np.asarray(HashEmbedder(16).embed_batch(["topic2 fact"])[0], dtype=np.float32)
+    expected = {i: float(np.frombuffer(b, dtype=np.float32) @ query) for i, b in stored.items()}
+    got = dict(reader._index.scores_for(sorted(stored), query))
+    assert got.keys() == expected.keys()
+    assert all(abs(got[i] - expected[i]) < 1e-6 for i in got)
+    store.close()
 
 
 # --- threads --------------------------------------------------------------------------
