@@ -321,14 +321,18 @@ class Compactor:
         new = [(i, m) for i, m in enumerate(messages[self._seen:], self._seen) if not is_synthetic(m)]
         self._ids.extend([None] * (len(messages) - self._seen))
         ids: list[int] = []
+        count = self._state.turn_count + len(new)
         if self.memory is not None and new:
             stored = self.memory.add([dict(m) for _, m in new], session=self.session, format=self.provider)
             for (i, _), st in zip(new, stored, strict=True):
                 self._ids[i] = st.id
             ids = [st.id for st in stored]
+            # The store is the truth: a crash between the add above and the save below
+            # must not leave the count short for good (sequences run 1..n per session).
+            count = stored[-1].seq
         self._seen = len(messages)
         if new:
-            self._save(turn_count=self._state.turn_count + len(new))
+            self._save(turn_count=count)
         return ids
 
     # --- the gate ---------------------------------------------------------------------

@@ -7,9 +7,21 @@ store API. A child acknowledges a turn only after ``append`` returned, by
 appending ``key`` lines to an acknowledgement file, so the parent knows
 exactly which turns the store promised to keep.
 
-Each turn carries its drill key in ``metadata["drill"]``; :func:`check`
-counts keys in the store and reports lost (acknowledged but missing),
-duplicated (stored more than once) and sequence gaps.
+Each turn carries its drill key in ``metadata["drill"]`` (or, for agent-loop
+messages, as the first word of its text); :func:`check` counts keys in the
+store and reports lost (acknowledged but missing), duplicated (stored more
+than once) and sequence gaps.
+
+The crash drill's child (:func:`memory_writer`) works through
+:class:`~stratamem.Memory` with the pyramid on and small segment sizes
+(:func:`drill_config`), so seals, consolidations, tier moves and archive
+writes happen every few turns, and runs an agent loop whose
+:class:`~stratamem.agentloop.Compactor` stores its messages as turns and
+compacts every few steps with a checkpoint written by a
+:class:`~stratamem.testing.llm_server.FakeLLMServer` the parent serves. After
+every kill the parent checks the turns, the derived data
+(:func:`stratamem.testing.consistency.check_derived`) and that a reopened
+memory takes new turns and resumes the pyramid.
 
 Used by ``tests/test_durability.py`` (few trials) and
 ``benchmarks/store_bench.py`` (the full counts).
@@ -30,15 +42,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..records import Turn
+from ..memory import Memory
+from ..records import StoredTurn, Turn
 from ..store.base import Store, TurnBatch
 from ..store.open import open_store
+from .consistency import DerivedCheck, check_derived
+from .llm_server import FakeLLMServer, checkpoint_reply
+from .workload import drill_config, memory_writer, resume
 
 __all__ = ["CrashResult", "DrillCheck", "FaultResult", "RestartResult", "WriterResult", "check", "crash_drill",
-           "disk_full_drill", "read_only_drill", "restart_drill", "run_writers", "writer"]
+           "disk_full_drill", "drill_config", "drill_key", "memory_writer", "read_only_drill", "restart_drill", "run_writers",
+           "writer"]
 
 _CTX = multiprocessing.get_context("forkserver")
-_CTX.set_forkserver_preload([__name__])
+# Children fork from a server that already loaded this module, the tokenizer and openai (~1.4 s each).
+_CTX.set_forkserver_preload([__name__, f"{__package__}._preload"])
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +82,21 @@ class DrillCheck:
         return not (self.lost or self.duplicated or self.gaps) and self.integrity in ("ok", "n/a")
 
 
+def drill_key(st: StoredTurn) -> str:
+    """The drill key of a stored turn: ``metadata["drill"]``, else the first word of its text."""
+    key = st.turn.metadata.get("drill")
+    if key is not None:
+        return str(key)
+    words = st.turn.text.split(maxsplit=1)
+    return words[0] if words else ""
+
+
 def check(store: Store, namespace: str, acknowledged: Iterable[str]) -> DrillCheck:
     """Compare the store's drill turns in ``namespace`` with the acknowledged keys."""
     keys: Counter[str] = Counter()
     seqs: dict[str, list[int]] = {}
     for t in store.iter_turns(namespace, batch_size=5000):
-        keys[str(t.turn.metadata.get("drill"))] += 1
+        keys[drill_key(t)] += 1
         seqs.setdefault(t.session, []).append(t.seq)
     acked = set(acknowledged)
     gaps = sum(1 for s in seqs.values() if s != list(range(1, len(s) + 1)))
@@ -85,7 +112,17 @@ def read_acks(path: str | Path) -> list[str]:
     except FileNotFoundError:
         return []
     lines = data.split("\n")
-    return [ln for ln in lines[:-1] if ln and not ln.startswith("!")]
+    return [ln for ln in lines[:-1] if ln and not ln.startswith(("!", "~"))]
+
+
+def read_phase(path: str | Path) -> str:
+    """The last phase marker (``~`` line) a child wrote: what it was doing when it stopped."""
+    try:
+        lines = Path(path).read_text().split("\n")
+    except FileNotFoundError:
+        return "not started"
+    marks = [ln[1:] for ln in lines[:-1] if ln.startswith("~")]
+    return marks[-1] if marks else "starting"
 
 
 def read_errors(path: str | Path) -> list[str]:
@@ -192,6 +229,8 @@ def run_writers(target: str, namespace: str, workdir: str | Path, *, writers: in
     return WriterResult(result, errors, seconds, len(acked) / seconds if seconds else 0.0)
 
 
+# --- crash ----------------------------------------------------------------------------------
+
 @dataclass(frozen=True, slots=True)
 class CrashResult:
     """Outcome of :func:`crash_drill`."""
@@ -201,49 +240,146 @@ class CrashResult:
     check: DrillCheck
     """Final store contents against every acknowledgement."""
     failed_trials: list[int] = field(default_factory=list)
-    """Trials after which the check failed."""
+    """Trials after which a check failed."""
     unacknowledged_stored: int = 0
     """Turns committed but killed before their acknowledgement (allowed)."""
+    derived: DerivedCheck | None = None
+    """Final derived-data check (``None`` for the store-only drill)."""
+    phases: dict[str, int] = field(default_factory=dict)
+    """What the children were doing when killed, counted per phase."""
+    failures: list[str] = field(default_factory=list)
+    """What went wrong in the failed trials (first problems of each)."""
+    shape: dict[str, int] = field(default_factory=dict)
+    """What the drill built: nodes per level, warm and archived segments, compactions."""
+
+
+def _shape(target: str, namespace: str) -> dict[str, int]:
+    mem = Memory(open_store(target), namespace=namespace, config=drill_config())
+    try:
+        out = {f"level {s.level} nodes": s.nodes for s in mem.pyramid.level_stats()}
+        out["warm segments"] = len(mem.pyramid.nodes(level=1, tier="warm"))
+        out["cold segments"] = len(mem.pyramid.nodes(level=1, tier="cold"))
+        out["archived segments"] = sum(n.archive_ref is not None for n in mem.pyramid.nodes(level=1, tier="cold"))
+        state = mem.store.conversations.get(namespace, "agent")  # type: ignore[attr-defined]
+        out["compactions"] = state.compaction_count if state else 0
+        out["compaction fallbacks"] = state.failures if state else 0
+        # Messages the agent session stores that its saved state does not count (a kill fell
+        # between the store and the state save, and no later sync has recounted yet).
+        out["agent messages not counted in state"] = len(mem.turns("agent")) - (state.turn_count if state else 0)
+        out["extracted items"] = sum(it.source == "extracted" for it in mem.items.list())
+    finally:
+        mem.close()
+    return out
 
 
 def crash_drill(target: str, namespace: str, workdir: str | Path, *, trials: int, seed: int = 0,
-                max_delay_s: float = 0.05) -> CrashResult:
-    """Kill an ingesting child with SIGKILL ``trials`` times; check the store after every kill.
+                max_delay_s: float | None = None, derived: bool = True, fail_share: float = 0.2,
+                max_progress: int | None = None) -> CrashResult:
+    """Kill a working child with SIGKILL ``trials`` times; check the store after every kill.
 
-    Each child appends to the same two sessions as every earlier child, so
+    Each child continues the same sessions as every earlier child, so
     sequences must continue gap-free across crashes.
+
+    Args:
+        target: SQLite path or PostgreSQL URL.
+        namespace: Namespace the drill writes.
+        workdir: Where acknowledgement files go.
+        trials: Number of kills.
+        seed: Makes kill moments and child behaviour reproducible.
+        max_delay_s: Kill at a uniform moment up to this long after the child
+            acknowledged its quota of turns (default 0.05 s store-only, 0.2 s derived).
+        max_progress: Each child's quota is drawn from 1..this many acknowledged
+            turns (default 1 store-only, 60 derived).
+        derived: ``True``: the child is :func:`memory_writer` (pyramid and
+            compaction), and after each kill the derived data is checked
+            (:func:`~stratamem.testing.consistency.check_derived`) and a reopened
+            memory must take two more turns and resume the pyramid.
+            ``False``: the child appends through the store only (:func:`writer`).
+        fail_share: Share of trials in which the summarizer's next call fails
+            (HTTP 500), so compaction's fallback path is crashed into too.
     """
     rng = random.Random(seed)
     workdir = Path(workdir)
+    delay = max_delay_s if max_delay_s is not None else (0.2 if derived else 0.05)
+    max_progress = max_progress or (60 if derived else 1)
     acked: list[str] = []
     failed: list[int] = []
-    last = DrillCheck(0, 0, 0, 0, 0)
-    for trial in range(trials):
-        ack = str(workdir / f"crash-{namespace}-{trial}.txt")
-        Path(ack).unlink(missing_ok=True)
-        p = _CTX.Process(target=writer, args=(target, namespace, f"c{trial}", ack),
-                         kwargs={"turns": None, "sessions": ["main", "side"], "max_batch": 16,
-                                 "seed": seed * 100_000 + trial})
-        p.start()
-        deadline = time.monotonic() + 30
-        # Kill while ingesting: after the first acknowledgement, at a random moment.
-        while not read_acks(ack) and p.is_alive() and time.monotonic() < deadline:
-            time.sleep(0.002)
-        time.sleep(rng.uniform(0, max_delay_s))
-        if p.is_alive():
-            os.kill(p.pid, signal.SIGKILL)  # type: ignore[arg-type]
-        p.join()
-        acked.extend(read_acks(ack))
-        errors = [e for e in read_errors(ack) if not e.startswith("!done")]
-        store = open_store(target)
-        try:
-            last = check(store, namespace, acked)
-        finally:
-            store.close()
-        if not last.ok or errors:
-            failed.append(trial)
-    unacked = last.stored - last.acknowledged
-    return CrashResult(trials, last, failed, unacked)
+    failures: list[str] = []
+    phases: Counter[str] = Counter()
+    last, last_derived = DrillCheck(0, 0, 0, 0, 0), None
+    server = FakeLLMServer(reply=checkpoint_reply).start() if derived else None
+    try:
+        for trial in range(trials):
+            ack = str(workdir / f"crash-{namespace}-{trial}.txt")
+            Path(ack).unlink(missing_ok=True)
+            child_seed = seed * 100_000 + trial
+            if server is not None:
+                if rng.random() < fail_share:
+                    server.fail_next(1, status=500)
+                p = _CTX.Process(target=memory_writer, args=(target, namespace, f"c{trial}", ack),
+                                 kwargs={"llm_url": server.openai_base_url, "seed": child_seed})
+            else:
+                p = _CTX.Process(target=writer, args=(target, namespace, f"c{trial}", ack),
+                                 kwargs={"turns": None, "sessions": ["main", "side"], "max_batch": 16,
+                                         "seed": child_seed})
+            p.start()
+            deadline = time.monotonic() + 60
+            # Kill while working: after some acknowledgements (so each child does a similar amount
+            # of work however loaded the machine is), at a random moment.
+            progress = rng.randint(1, max_progress)
+            while len(read_acks(ack)) < progress and p.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.002)
+            time.sleep(rng.uniform(0, delay))
+            if p.is_alive():
+                os.kill(p.pid, signal.SIGKILL)  # type: ignore[arg-type]
+            p.join()
+            phases[read_phase(ack)] += 1
+            got = read_acks(ack)
+            acked.extend(got)
+            problems = [e for e in read_errors(ack) if not e.startswith("!done")]
+            # A child that died on its own, or never got anything stored, tested nothing.
+            if p.exitcode != -signal.SIGKILL:
+                problems.append(f"child exited with {p.exitcode} before it was killed")
+            elif not got:
+                problems.append("child stored nothing before it was killed")
+            store = open_store(target)
+            try:
+                last = check(store, namespace, acked)
+            finally:
+                store.close()
+            if derived:
+                mem = Memory(open_store(target), namespace=namespace, config=drill_config())
+                try:
+                    last_derived = check_derived(mem)
+                finally:
+                    mem.close()
+                problems += list(last_derived.problems)
+                if last_derived.ok:  # resuming on broken data would only pile up more problems
+                    keys, resumed = resume(target, namespace, trial)
+                    acked.extend(keys)
+                    problems += resumed
+            if not last.ok or problems or (last_derived is not None and not last_derived.ok):
+                failed.append(trial)
+                failures.append(f"trial {trial} (killed in {read_phase(ack)}): "
+                                + "; ".join(problems[:3] or [repr(last)]))
+        shape: dict[str, int] = {}
+        if derived:
+            store = open_store(target)
+            try:
+                last = check(store, namespace, acked)
+            finally:
+                store.close()
+            mem = Memory(open_store(target), namespace=namespace, config=drill_config())
+            try:
+                last_derived = check_derived(mem)
+            finally:
+                mem.close()
+            shape = _shape(target, namespace)
+    finally:
+        if server is not None:
+            server.close()
+    return CrashResult(trials, last, failed, last.stored - last.acknowledged, last_derived, dict(phases), failures,
+                       shape)
 
 
 # --- faults ---------------------------------------------------------------------------------
