@@ -11,7 +11,7 @@ import pytest
 
 from stratamem import Config, Memory
 from stratamem.archive import Archive
-from stratamem.errors import ArchiveError
+from stratamem.errors import ArchiveError, BackendError
 from stratamem.retention import apply_retention
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
@@ -143,3 +143,128 @@ def test_zero_retention_days_keeps_everything_forever(tmp_path: Path):
     report = apply_retention(mem.pyramid, now=mem.pyramid.clock() + timedelta(days=10_000))
     assert (report.cutoff, report.nodes, report.files) == (None, 0, ())
     assert len(mem.pyramid.archive.files()) == 1
+
+
+# --- review findings: one instant for the file day and archived_at; files go only when unreferenced ----------
+
+
+def _clocked(tmp_path: Path, clock, **pyramid) -> Memory:
+    """A Memory whose pyramid runs on an injected clock (the archive day and archived_at both follow it)."""
+    from stratamem.pyramid import Pyramid
+
+    config = Config().replace(pyramid={"micro_chunk_size": 2, "hot_chunks": 1, "warm_max_age_hours": 1,
+                                       "cold_retention_days": 30, **pyramid})
+    mem = Memory(tmp_path / "m.db", namespace="t", config=config)
+    mem._pyramid = Pyramid(mem.store, mem.namespace, config=config, tokenizer=mem.tokenizer, events=mem.events,
+                           archive_dir=tmp_path / "m.db.archive", clock=clock)
+    return mem
+
+
+def _daily(n: int, start: datetime) -> list[dict]:
+    return [{"role": "user", "content": f"turn {i} about lot {i}", "timestamp": (start + timedelta(days=i)).isoformat()}
+            for i in range(n)]
+
+
+def test_nodes_expire_with_the_file_their_clock_named(tmp_path: Path):
+    # Reviewer repro t7: the clock says 2020-01-01 while the machine's now is years later.
+    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=timezone.utc))
+    for m in _daily(8, datetime(2019, 12, 1, tzinfo=timezone.utc)):
+        mem.add(m)
+    cold = mem.pyramid.nodes(level=1, tier="cold")
+    assert [n.archive_ref.split("@")[0] for n in cold] == ["2020-01-01.jsonl.zst"] * 3
+    report = apply_retention(mem.pyramid, now=datetime(2020, 6, 1, tzinfo=timezone.utc))
+    assert (report.files, report.nodes) == (("2020-01-01.jsonl.zst",), 3)
+    for n in cold:
+        assert mem.pyramid.node(n.id).archive_ref is None
+        got = mem.pyramid.expansion(n.id)
+        assert [t.id for t in got.turns] == mem.pyramid.turn_ids(n.id)
+        assert (got.sources, got.fallbacks) == ({n.id: "turns"}, {})
+
+
+def test_retention_keeps_a_file_while_any_node_still_refers_to_it(tmp_path: Path):
+    now = [datetime(2020, 1, 1, tzinfo=timezone.utc)]
+    mem = _clocked(tmp_path, lambda: now[0])
+    for m in _daily(6, datetime(2019, 12, 1, tzinfo=timezone.utc)):
+        mem.add(m)
+    now[0] = datetime(2020, 3, 1, tzinfo=timezone.utc)
+    for m in _daily(4, datetime(2020, 2, 1, tzinfo=timezone.utc)):
+        mem.add(m)
+    refs = {n.id: n.archive_ref for n in mem.pyramid.nodes(level=1, tier="cold")}
+    assert sorted({r.split("@")[0] for r in refs.values()}) == ["2020-01-01.jsonl.zst", "2020-03-01.jsonl.zst"]
+    jan = [i for i, r in refs.items() if r.startswith("2020-01-01")]
+    # A node whose archived_at is later than its file's day (written before the fix) keeps the file alive.
+    late = jan[0]
+    node = mem.pyramid.node(late)
+    mem.store.nodes.set_tier("t", late, "cold", at=datetime(2020, 2, 10, tzinfo=timezone.utc),
+                             view_tokens=node.view_tokens, archive_ref=node.archive_ref)
+    report = apply_retention(mem.pyramid, now=datetime(2020, 2, 15, tzinfo=timezone.utc))
+    assert (report.nodes, report.files) == (len(jan) - 1, ())
+    assert [p.name for p in mem.pyramid.archive.files()] == ["2020-01-01.jsonl.zst", "2020-03-01.jsonl.zst"]
+    assert mem.pyramid.expansion(late).sources == {late: "archive"}
+    # Once its last reference expires, the January file goes; March's stays with its nodes.
+    report = apply_retention(mem.pyramid, now=datetime(2020, 3, 20, tzinfo=timezone.utc))
+    assert (report.nodes, report.files) == (1, ("2020-01-01.jsonl.zst",))
+    assert [p.name for p in mem.pyramid.archive.files()] == ["2020-03-01.jsonl.zst"]
+    march = [i for i, r in refs.items() if r.startswith("2020-03-01")]
+    assert all(mem.pyramid.expansion(i).sources == {i: "archive"} for i in march)
+
+
+def test_a_failed_store_transaction_deletes_no_archive_file(tmp_path: Path):
+    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=timezone.utc), retention_purges_turns=True)
+    for m in _daily(8, datetime(2019, 12, 1, tzinfo=timezone.utc)):
+        mem.add(m)
+    before = {n.id: n.archive_ref for n in mem.pyramid.nodes(level=1, tier="cold")}
+    with mem.store.lock:  # a real database refusal half-way through retention
+        mem.store.connection.execute("CREATE TRIGGER no_purge BEFORE DELETE ON turns "
+                                     "BEGIN SELECT RAISE(ABORT, 'turns are on legal hold'); END")
+    with pytest.raises(BackendError, match="legal hold"):
+        apply_retention(mem.pyramid, now=datetime(2020, 6, 1, tzinfo=timezone.utc))
+    assert [p.name for p in mem.pyramid.archive.files()] == ["2020-01-01.jsonl.zst"]
+    assert {n.id: n.archive_ref for n in mem.pyramid.nodes(level=1, tier="cold")} == before
+    assert all(mem.pyramid.expansion(i).sources == {i: "archive"} for i in before)
+
+
+def test_an_old_file_nothing_refers_to_is_deleted(tmp_path: Path):
+    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=timezone.utc))
+    for m in _daily(8, datetime(2019, 12, 1, tzinfo=timezone.utc)):
+        mem.add(m)
+    orphan = mem.pyramid.archive.write({99: []}, day=date(2019, 6, 1))  # e.g. its transaction rolled back
+    report = apply_retention(mem.pyramid, now=datetime(2020, 1, 20, tzinfo=timezone.utc))
+    assert (report.nodes, report.files) == (0, (orphan.split("@")[0],))
+    assert [p.name for p in mem.pyramid.archive.files()] == ["2020-01-01.jsonl.zst"]
+
+
+def test_expand_reads_the_canonical_turns_when_the_archive_file_is_gone_and_says_so(tmp_path: Path):
+    mem = _memory(tmp_path)
+    stored = mem.add(msgs(32))
+    [first, *_] = mem.pyramid.nodes(level=1, tier="cold")
+    for p in mem.pyramid.archive.files():
+        p.unlink()
+    fallbacks = []
+    mem.events.subscribe("expand.fallback", fallbacks.append)
+    got = mem.pyramid.expansion(first.id)
+    assert got.turns == [s for s in stored if s.id in set(mem.pyramid.turn_ids(first.id))]
+    assert got.sources == {first.id: "turns"}
+    assert got.fallbacks[first.id].startswith("ArchiveError: archived content for ")
+    assert [(e.data["node_id"], e.data["error"]) for e in fallbacks] == [(first.id, "ArchiveError")]
+    macro = mem.pyramid.nodes(level=3)[0]
+    assert set(mem.pyramid.expansion(macro.id).fallbacks) == {n.id for n in mem.pyramid.nodes(level=1, tier="cold")}
+
+
+def test_a_segment_whose_content_is_gone_everywhere_is_marked_failed_not_raised(tmp_path: Path):
+    from stratamem.pyramid import Pyramid
+
+    mem = _memory(tmp_path, auto_summarize=False, retention_purges_turns=True, cold_retention_days=1)
+    mem.add(msgs(32))
+    apply_retention(mem.pyramid, now=mem.pyramid.clock() + timedelta(days=3))
+    cold = mem.pyramid.nodes(level=1, tier="cold")
+    assert [n.summary_status for n in cold] == ["pending"] * 4
+    eager = Pyramid(mem.store, "t", config=mem.config.replace(pyramid={"auto_summarize": True}),
+                    tokenizer=mem.tokenizer, archive_dir=tmp_path / "m.db.archive")
+    failed = []
+    eager.events.subscribe("summarizer.failed", failed.append)
+    eager.summarize_pending()
+    after = [eager.node(n.id) for n in cold]
+    assert [(n.summary_status, n.summary) for n in after] == [("failed", None)] * 4
+    assert after[0].summary_error.startswith("turns unavailable: ArchiveError: node ")
+    assert sorted(e.data["node_id"] for e in failed) == sorted(n.id for n in cold)

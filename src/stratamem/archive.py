@@ -142,20 +142,53 @@ class Archive:
             return []
         return sorted(p for p in self.dir.iterdir() if _FILE.match(p.name) and not p.is_symlink())
 
-    def delete_before(self, day: date) -> list[str]:
-        """Delete day files strictly older than ``day``; returns their names.
+    @staticmethod
+    def file_of(ref: str) -> str:
+        """The day file a reference points into.
 
         Raises:
-            ArchiveError: A file cannot be deleted.
+            ArchiveError: Not a valid archive reference.
         """
+        m = _REF.match(ref) if isinstance(ref, str) else None
+        if not m:
+            raise ArchiveError(f"invalid archive reference {ref!r}")
+        return f"{m.group(1)}.jsonl.zst"
+
+    @staticmethod
+    def day_of(name: str) -> date:
+        """The day a day file's name carries.
+
+        Raises:
+            ArchiveError: Not a day file name.
+        """
+        m = _FILE.match(name)
+        if not m:
+            raise ArchiveError(f"{name!r} is not an archive day file")
+        return date.fromisoformat(m.group(1))
+
+    def delete(self, names: Sequence[str]) -> list[str]:
+        """Delete the named day files that exist; returns the names deleted.
+
+        Only plain day files directly inside the namespace's directory are
+        touched (never a symbolic link); deciding which files nothing refers
+        to any more is the caller's job (:mod:`stratamem.retention`).
+
+        Raises:
+            ArchiveError: A name is not a day file, or a file cannot be deleted
+                (the ones before it are gone, the rest stay).
+        """
+        present = {p.name: p for p in self.files()}
         gone = []
-        for p in self.files():
-            if date.fromisoformat(_FILE.match(p.name).group(1)) < day:  # type: ignore[union-attr]
-                try:
-                    p.unlink()
-                except OSError as exc:
-                    raise ArchiveError(f"cannot delete archive file {p.name}: {exc}") from exc
-                gone.append(p.name)
+        for name in names:
+            self.day_of(name)
+            path = present.get(name)
+            if path is None:
+                continue
+            try:
+                path.unlink()
+            except OSError as exc:
+                raise ArchiveError(f"cannot delete archive file {name}: {exc}") from exc
+            gone.append(name)
         return gone
 
     def size_bytes(self) -> int:

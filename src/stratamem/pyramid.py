@@ -17,12 +17,22 @@ pending nodes themselves, so nothing is skipped or covered twice. The
 ``node_turns`` primary key makes the database refuse an overlap.
 
 Structure (seal, consolidate, tier moves, archive writes) changes in one
-transaction; summaries are written after it, node by node, so a slow or
-failing model never holds the write lock or loses a turn. A failed model call
-leaves the node with an extractive summary, ``summary_status = 'failed'``, the
-error in ``summary_error`` and a ``summarizer.failed`` event. With
-``auto_extract_facts``, a segment's key facts also become memory items
-(auto-extracted, cold, awaiting review), where the store keeps items.
+transaction, which first takes the namespace's pyramid lock (an advisory lock
+on PostgreSQL; ``BEGIN IMMEDIATE`` on SQLite), so concurrent writers of one
+namespace queue instead of sealing the same turns. Summaries are written
+after it, node by node, so a slow or failing model never holds the write
+lock or loses a turn.
+
+Nothing the summarizer, the embedder or an event handler raises leaves
+:meth:`Pyramid.update`: any exception of the summarizer leaves the node with
+an extractive summary, ``summary_status = 'failed'``, ``"<type>: <message>"``
+in ``summary_error`` and a ``summarizer.failed`` event; an embedder failure
+emits ``embed.failed`` and also marks the node ``failed``
+(``embedding failed: …``); a failing handler is logged and reported as a
+``hook.failed`` event. A ``failed`` node is not retried on later adds
+(``summarize_pending`` takes ``pending`` nodes only): :meth:`Pyramid.retry_failed`
+retries it. With ``auto_extract_facts``, a segment's key facts also become
+memory items (auto-extracted, cold, awaiting review), where the store keeps items.
 
 Tier rules are in :mod:`stratamem.tiers`, the archive in :mod:`stratamem.archive`,
 retention in :mod:`stratamem.retention`, the prompt view with seed 002's
@@ -31,10 +41,11 @@ escalation in :mod:`stratamem.escalation`.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -43,8 +54,9 @@ import numpy as np
 
 from .archive import Archive
 from .config import Config
-from .errors import ArchiveError, ConfigError, ModelError, StratamemError, ValidationError
+from .errors import ArchiveError, ConfigError, DecodeError, ModelError, StratamemError, ValidationError
 from .events import Event, EventBus
+from .item_search import embed_texts
 from .nodes import Node, TierStats
 from .records import StoredTurn
 from .segment import FixedSegmenter, Seal, Segmenter, TopicSegmenter, UserTurnSegmenter
@@ -56,7 +68,9 @@ from .summarize.heuristic import HeuristicSummarizer
 from .tiers import decode_turns, encode_turns, plan_tiers, turn_from_record, turn_record
 from .tokens import Tokenizer
 
-__all__ = ["LevelRule", "LevelStats", "Plan", "Pyramid", "make_summarizer", "plan_for"]
+__all__ = ["Expansion", "LevelRule", "LevelStats", "Plan", "Pyramid", "make_summarizer", "plan_for"]
+
+log = logging.getLogger("stratamem.pyramid")
 
 _MIN_SUMMARY_TOKENS = 24
 
@@ -129,6 +143,18 @@ class LevelStats:
         return out
 
 
+@dataclass(frozen=True, slots=True)
+class Expansion:
+    """The full turns of a node and where each segment's turns were read from."""
+
+    turns: list[StoredTurn]
+    """The turns, in order."""
+    sources: Mapping[int, str] = field(default_factory=dict)
+    """Per segment expanded: ``turns`` (the canonical table), ``warm`` (its warm encoding) or ``archive``."""
+    fallbacks: Mapping[int, str] = field(default_factory=dict)
+    """Segments whose tier copy could not be read (the error), read from the canonical turns instead."""
+
+
 def plan_for(config: Config) -> Plan:
     """The segmenter and consolidation rules a configuration asks for.
 
@@ -188,13 +214,14 @@ class Pyramid:
         config: Settings (``config.pyramid``; ``config.context`` for seed 002's allocations).
         tokenizer: Counts summary and view tokens.
         events: Bus for ``segment.sealed``, ``node.consolidated``, ``tier.changed``,
-            ``summarizer.failed``, ``embed.failed`` and ``items.extract_failed``
-            (plus the ``items.*`` events of auto-extracted memory items).
+            ``summarizer.failed``, ``embed.failed``, ``items.extract_failed``,
+            ``expand.fallback`` and ``hook.failed`` (plus the ``items.*`` events
+            of auto-extracted memory items).
         summarizer: Strategy instance (default: the one the config names).
         embedder: Optional object with ``embed_batch(texts) -> np.ndarray``; summaries are embedded.
         archive_dir: Directory of the cold archive; ``None`` keeps cold content only
             in the canonical turns (no archive).
-        clock: Wall clock for archive days and retention (tests inject one).
+        clock: Wall clock for archive days, ``archived_at`` and retention (tests inject one).
 
     Raises:
         ConfigError: The store keeps no nodes, or ``llm`` is configured without a summarizer.
@@ -266,18 +293,36 @@ class Pyramid:
         events: list[Event] = []
         created: list[int] = []
         with self.store.transaction():
+            # Two writers of one namespace would both seal the same open turns
+            # (a duplicate key) or deadlock on each other's node rows: queue them.
+            self._nodes.lock(self.namespace)
             for s in sessions:
                 created += self._seal(s, manual, events)
             if created:
                 created += self._consolidate(events)
                 self._move_tiers(events)
         for e in events:
-            self.events.emit(e)
+            self._emit(e)
         self.summarize_pending()
         return created
 
     def _event(self, event_kind: str, **data: Any) -> Event:
         return Event(event_kind, data, namespace=self.namespace)
+
+    def _emit(self, event: Event) -> None:
+        """Emit an event; a failing handler is logged and reported, never raised.
+
+        The pyramid's work is committed when it emits: a subscriber's error must
+        not abort the summaries still to write or surface in ``Memory.add``.
+        """
+        try:
+            self.events.emit(event)
+        except Exception as exc:  # any subscriber bug; made visible below, not swallowed
+            log.warning("a handler of %s failed: %s", event.kind, type(exc).__name__)
+            if event.kind == "hook.failed":
+                return
+            self._emit(self._event("hook.failed", event=event.kind, error=type(exc).__name__,
+                                   message=str(exc)[:200]))
 
     def _seal(self, session: str, manual: bool, events: list[Event]) -> list[int]:
         sealed = self._nodes.sealed_seq(self.namespace, session)
@@ -309,42 +354,53 @@ class Pyramid:
             pending = self._nodes.list(self.namespace, level=level - 1, unparented=True)
             while (n := rule.take(pending, self._estimate)) > 0:
                 children, pending = pending[:n], pending[n:]
-                ids = tuple(sorted(t for c in children for t in self._nodes.turn_ids(c.id)))
+                ids = tuple(sorted(t for c in children for t in self._nodes.turn_ids(self.namespace, c.id)))
                 node_id = self._nodes.insert(self.namespace, NewNode(
                     level=level, kind=rule.kind, session=None, seq_range=None, turn_ids=ids,
                     tokens=sum(c.tokens for c in children), start=min(c.start for c in children),
                     end=max(c.end for c in children), reason="consolidation", tier=None))
-                self._nodes.set_parent([c.id for c in children], node_id)
+                self._nodes.set_parent(self.namespace, [c.id for c in children], node_id)
                 out.append(node_id)
                 events.append(self._event("node.consolidated", node_id=node_id, level=level, kind=rule.kind,
                                           children=[c.id for c in children], turns=len(ids)))
         return out
 
     def _move_tiers(self, events: list[Event]) -> None:
-        p = self.config.pyramid
-        segments = self._nodes.list(self.namespace, level=1)
-        reference = self._nodes.newest_turn_time(self.namespace) or self.clock()
-        top = len(self.plan.levels) + 1
-        covered = set(self._nodes.coverage(self.namespace, top).keys()) if len(self.plan.levels) else set()
-        covered_nodes = {n.id for n in segments if n.first_turn_id in covered}
+        p, ns = self.config.pyramid, self.namespace
+        # Cold segments never move again, so only the others are read, plus the
+        # newest hot_chunks (they claim the hot slots whatever their tier): the
+        # cost of a seal does not grow with the namespace's history.
+        live = self._nodes.list(ns, level=1, tier_not="cold")
+        newest = self._nodes.list(ns, level=1, newest_first=True, limit=p.hot_chunks) if p.hot_chunks > 0 else []
+        segments = sorted({n.id: n for n in (*live, *newest)}.values(), key=lambda n: n.id)
+        reference = self._nodes.newest_turn_time(ns) or self.clock()
+        covered_nodes: set[int] = set()
+        if self.plan.levels:
+            top = len(self.plan.levels) + 1
+            covered = self._nodes.covered(ns, top, [n.first_turn_id for n in live])
+            covered_nodes = {n.id for n in live if n.first_turn_id in covered}
         moves = plan_tiers(segments, hot_chunks=p.hot_chunks, hot_max_tokens=p.hot_max_tokens,
                            covered_by_top=covered_nodes, reference=reference,
                            warm_max_age=timedelta(hours=p.warm_max_age_hours))
         if not moves:
             return
         by_id = {n.id: n for n in segments}
-        turns = {n_id: self.store.turns(self.namespace, ids=self._nodes.turn_ids(n_id)) for n_id in moves}
+        turns = {n_id: self.store.turns(ns, ids=self._nodes.turn_ids(ns, n_id)) for n_id in moves}
         cold = [i for i, tier in moves.items() if tier == "cold"]
+        # One instant names the archive day file and stamps archived_at, so retention
+        # expires a node together with the file that holds its content.
+        at = self.clock().astimezone(timezone.utc)
         ref = None
         if cold and self.archive is not None and p.archive_cold_content:
-            ref = self.archive.write({i: [turn_record(t) for t in turns[i]] for i in cold}, day=self.clock().date())
+            ref = self.archive.write({i: [turn_record(t) for t in turns[i]] for i in cold}, day=at.date())
         for node_id, tier in moves.items():
             node = by_id[node_id]
             if tier == "warm":
                 fmt, content = encode_turns(turns[node_id], p.warm_format)
-                self._nodes.set_tier(node_id, "warm", view_tokens=self.tokenizer.count(content), warm=(fmt, content))
+                self._nodes.set_tier(ns, node_id, "warm", at=at, view_tokens=self.tokenizer.count(content),
+                                     warm=(fmt, content))
             else:
-                self._nodes.set_tier(node_id, "cold", view_tokens=self._cold_tokens(node.summary),
+                self._nodes.set_tier(ns, node_id, "cold", at=at, view_tokens=self._cold_tokens(node.summary),
                                      archive_ref=ref)
             events.append(self._event("tier.changed", node_id=node_id, before=node.tier, after=tier))
 
@@ -372,7 +428,11 @@ class Pyramid:
         return done
 
     def retry_failed(self) -> int:
-        """Summarize again every node whose model call failed; returns how many now succeeded."""
+        """Summarize (and embed) again every ``failed`` node; returns how many now succeeded.
+
+        This is the only retry: adds never re-run a failed node, so a model that
+        keeps failing costs one failed call per node, not one per add.
+        """
         ok = 0
         for node in self._nodes.list(self.namespace, status="failed"):
             self._summarize(node, force=True)
@@ -380,41 +440,68 @@ class Pyramid:
         return ok
 
     def _summarize(self, node: Node, *, force: bool = False) -> int:
-        """Summarize one node (children first); returns the number of nodes summarized."""
+        """Summarize one node (children first); returns the number of nodes summarized.
+
+        Never raises for a summarizer, embedder or item failure: the node records
+        it (``failed``, with the error) and an event says so. Only a store
+        failure while writing the result propagates.
+        """
         done = 0
         budget = self.summary_budget(node)
         if node.level == 1:
-            turns = self.expand(node.id)
+            try:
+                turns = self.expand(node.id)
+            except StratamemError as exc:
+                return self._failed(node, f"turns unavailable: {type(exc).__name__}: {exc}", exc)
 
             def run(s: Summarizer) -> Summary:
                 return s.summarize(turns, max_tokens=budget)
         else:
             children = self._nodes.list(self.namespace, parent_id=node.id)
             for child in children:
-                if child.summary is None:
+                # A child that already failed without a summary waits for retry_failed, like every failure.
+                if child.summary is None and child.summary_status == "pending":
                     done += self._summarize(child)
             parts = [self._nodes.get(self.namespace, c.id).summary for c in children]
             top = node.level == len(self.plan.levels) + 1
 
             def run(s: Summarizer) -> Summary:
                 return s.merge([p for p in parts if p is not None], max_tokens=budget, executive=top)
-        error = None
+        errors: list[str] = []
         try:
             summary = run(self.summarizer)
-        except ModelError as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            summary = run(self.fallback)
-            self.events.emit(self._event("summarizer.failed", node_id=node.id, level=node.level,
-                                         summarizer=self.summarizer.name, error=type(exc).__name__))
-        if error is None and node.level == 1:
+        except Exception as exc:  # any failure of a pluggable summarizer: fall back, keep it visible
+            errors.append(f"{type(exc).__name__}: {exc}")
+            self._emit(self._event("summarizer.failed", node_id=node.id, level=node.level,
+                                   summarizer=self.summarizer.name, error=type(exc).__name__))
+            try:
+                summary = run(self.fallback)
+            except Exception as again:  # the fallback is ours, but add() must not see its bug either
+                # Already reported as summarizer.failed just above: record it, no second event.
+                self._nodes.set_status(self.namespace, node.id, "failed",
+                                       f"{errors[0]}; fallback {type(again).__name__}: {again}")
+                return done
+        if not errors and node.level == 1:
             # Only a summary that stands is mined for items: a fallback's facts would be
             # joined by the retry's, two wordings of the same knowledge.
-            error = self._extract_items(node, summary)
+            if (extract_error := self._extract_items(node, summary)) is not None:
+                errors.append(extract_error)
+        embedding, embed_error = self._embed(node, summary.text)
+        if embed_error is not None:
+            errors.append(embed_error)
         tokens = self.tokenizer.count(summary.text)
         view = self._cold_tokens(summary) if node.tier == "cold" else None
-        self._nodes.set_summary(node.id, summary, tokens=tokens, status="failed" if error else "ok", error=error,
-                                view_tokens=view, embedding=self._embed(node, summary.text))
+        self._nodes.set_summary(self.namespace, node.id, summary, tokens=tokens,
+                                status="failed" if errors else "ok", error="; ".join(errors) or None,
+                                view_tokens=view, embedding=embedding)
         return done + 1
+
+    def _failed(self, node: Node, error: str, exc: BaseException) -> int:
+        """Record that no summary could be made at all (the node keeps what it had); returns 0."""
+        self._emit(self._event("summarizer.failed", node_id=node.id, level=node.level,
+                               summarizer=self.summarizer.name, error=type(exc).__name__))
+        self._nodes.set_status(self.namespace, node.id, "failed", error)
+        return 0
 
     def _extract_items(self, node: Node, summary: Summary) -> str | None:
         """Store a segment's key facts as cold, auto-extracted memory items; returns the error, if any.
@@ -434,7 +521,7 @@ class Pyramid:
             return None
         try:
             self._items().extract_facts(facts, session=node.session)
-        except StratamemError as exc:
+        except Exception as exc:  # the items store runs the pluggable embedder too; record, never raise
             self.events.emit(self._event("items.extract_failed", node_id=node.id, error=type(exc).__name__))
             return f"item extraction failed: {type(exc).__name__}: {exc}"
         return None
@@ -447,15 +534,17 @@ class Pyramid:
                                    embedder=self.embedder, events=self.events)
         return self._item_api
 
-    def _embed(self, node: Node, text: str) -> bytes | None:
+    def _embed(self, node: Node, text: str) -> tuple[bytes | None, str | None]:
+        """The summary's vector, or the error that stopped it (``embed.failed`` emitted)."""
         if self.embedder is None or not self.config.pyramid.auto_embed or not text:
-            return None
+            return None, None
         try:
-            vec = np.asarray(self.embedder.embed_batch([text]), dtype=np.float32)
+            # The one wrapper for pluggable embedders: any failure, or a wrong shape, is a ModelError.
+            vec = embed_texts(self.embedder, [text])
         except ModelError as exc:
-            self.events.emit(self._event("embed.failed", node_id=node.id, error=type(exc).__name__))
-            return None
-        return vec.reshape(-1).tobytes()
+            self._emit(self._event("embed.failed", node_id=node.id, error=type(exc).__name__))
+            return None, f"embedding failed: {exc}"
+        return vec[0].tobytes(), None
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -489,11 +578,11 @@ class Pyramid:
     def turn_ids(self, node_id: int) -> list[int]:
         """Provenance: ids of the turns a node covers, ascending."""
         self.node(node_id)
-        return self._nodes.turn_ids(node_id)
+        return self._nodes.turn_ids(self.namespace, node_id)
 
     def embedding(self, node_id: int) -> np.ndarray | None:
         """The node's summary embedding (float32), or ``None``."""
-        raw = self._nodes.embedding(self.node(node_id).id)
+        raw = self._nodes.embedding(self.namespace, self.node(node_id).id)
         return np.frombuffer(raw, dtype=np.float32) if raw else None
 
     def open_turns(self, session: str) -> list[StoredTurn]:
@@ -501,33 +590,67 @@ class Pyramid:
         return self.store.turns(self.namespace, session, min_seq=self._nodes.sealed_seq(self.namespace, session) + 1)
 
     def expand(self, node_id: int) -> list[StoredTurn]:
-        """The full turns a node covers, from wherever its tier holds them.
-
-        Hot segments read the canonical turns, warm ones decode their warm
-        content, cold ones read their archive frame; a consolidation expands
-        its children in order.
+        """The full turns a node covers, from wherever its tier holds them (see :meth:`expansion`).
 
         Raises:
             NotFoundError: No such node.
-            ArchiveError: The archived content is missing or corrupt, and the
-                canonical turns were deleted by retention.
+            ArchiveError: Neither the tier's copy nor the canonical turns are complete.
+        """
+        return self.expansion(node_id).turns
+
+    def expansion(self, node_id: int) -> Expansion:
+        """The full turns a node covers, and where each segment's turns came from.
+
+        Hot segments read the canonical turns, warm ones decode their warm
+        content, cold ones read their archive frame; a consolidation expands
+        its children in order. When a tier's copy cannot be read (archive file
+        deleted, corrupt frame, undecodable warm content) the canonical turns
+        are used if all of them are still in the store: ``sources`` then says
+        ``turns``, ``fallbacks`` holds the error, and an ``expand.fallback``
+        event is emitted.
+
+        Raises:
+            NotFoundError: No such node.
+            ArchiveError: The tier's copy is gone or unreadable and the canonical
+                turns were deleted by retention.
         """
         node = self.node(node_id)
         if node.level > 1:
-            return [t for c in self.children(node_id) for t in self.expand(c.id)]
-        if node.tier == "warm":
-            warm = self._nodes.warm_content(node_id)
-            if warm is not None:
-                ids = self.store.turns(self.namespace, ids=self._nodes.turn_ids(node_id)) if warm[0] == "ctf" else None
-                return decode_turns(warm[0], warm[1], self.namespace, ids)
-        if node.tier == "cold" and node.archive_ref is not None and self.archive is not None:
-            return [turn_from_record(r, self.namespace) for r in self.archive.read_node(node.archive_ref, node_id)]
-        ids = self._nodes.turn_ids(node_id)
+            parts = [self.expansion(c.id) for c in self.children(node_id)]
+            return Expansion([t for part in parts for t in part.turns],
+                             {k: v for part in parts for k, v in part.sources.items()},
+                             {k: v for part in parts for k, v in part.fallbacks.items()})
+        ids = self._nodes.turn_ids(self.namespace, node_id)
+        problem: StratamemError | None = None
+        try:
+            copy = self._tier_copy(node, ids)
+        except (ArchiveError, DecodeError) as exc:
+            copy, problem = None, exc
+        if copy is not None:
+            return Expansion(copy[1], {node_id: copy[0]})
         turns = self.store.turns(self.namespace, ids=ids)
         if len(turns) != len(ids):
-            raise ArchiveError(f"node {node_id}: {len(ids) - len(turns)} turns were deleted by retention and "
-                               "their archived content is gone")
-        return turns
+            gone = (f"node {node_id}: {len(ids) - len(turns)} turns were deleted by retention and "
+                    "their archived content is gone")
+            if problem is not None:
+                raise ArchiveError(f"{gone} ({problem})") from problem
+            raise ArchiveError(gone)
+        if problem is None:
+            return Expansion(turns, {node_id: "turns"})
+        self._emit(self._event("expand.fallback", node_id=node_id, tier=node.tier, error=type(problem).__name__))
+        return Expansion(turns, {node_id: "turns"}, {node_id: f"{type(problem).__name__}: {problem}"})
+
+    def _tier_copy(self, node: Node, ids: list[int]) -> tuple[str, list[StoredTurn]] | None:
+        """``(source, turns)`` from a warm or cold segment's own copy; ``None`` when it has none."""
+        if node.tier == "warm":
+            warm = self._nodes.warm_content(self.namespace, node.id)
+            if warm is not None:
+                known = self.store.turns(self.namespace, ids=ids) if warm[0] == "ctf" else None
+                return "warm", decode_turns(warm[0], warm[1], self.namespace, known)
+        if node.tier == "cold" and node.archive_ref is not None and self.archive is not None:
+            return "archive", [turn_from_record(r, self.namespace)
+                               for r in self.archive.read_node(node.archive_ref, node.id)]
+        return None
 
     def stats(self) -> list[TierStats]:
         """Storage statistics per tier, plus ``open`` for turns not yet sealed."""

@@ -18,20 +18,17 @@ The node records the format used, so what is stored is always what is said.
 
 from __future__ import annotations
 
-import importlib
 import json
-import logging
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from .errors import DecodeError
+from .formats import ctf
 from .nodes import Node, Tier
 from .records import StoredTurn, Turn
 
 __all__ = ["decode_turns", "encode_turns", "plan_tiers", "turn_record", "turn_from_record"]
-
-log = logging.getLogger("stratamem.tiers")
 
 
 def turn_record(st: StoredTurn) -> dict[str, Any]:
@@ -52,26 +49,14 @@ def turn_from_record(rec: dict[str, Any], namespace: str) -> StoredTurn:
         raise DecodeError(f"malformed turn record: {exc}") from exc
 
 
-def _ctf_codec() -> Any | None:
-    """The CTF codec module when it is installed in this tree, else ``None``."""
-    try:
-        mod = importlib.import_module("stratamem.formats.ctf")
-    except ImportError:
-        return None
-    return mod if hasattr(mod, "encode_turns") and hasattr(mod, "decode_turns") else None
-
-
 def encode_turns(turns: Sequence[StoredTurn], fmt: str) -> tuple[str, str]:
     """Encode turns for the warm tier; returns ``(format_used, content)``.
 
-    ``ctf`` uses :mod:`stratamem.formats.ctf` when it exists (it must be
-    lossless); otherwise, and for ``json``, compact canonical JSON.
+    ``ctf`` uses the lossless CTF v1 codec (:mod:`stratamem.formats.ctf`);
+    ``json`` (the only other configurable value) compact canonical JSON.
     """
     if fmt == "ctf":
-        codec = _ctf_codec()
-        if codec is not None:
-            return "ctf", codec.encode_turns([t.turn for t in turns])
-        log.debug("CTF codec not available; warm content stored as JSON")
+        return "ctf", ctf.encode_turns([t.turn for t in turns])
     return "json", json.dumps([turn_record(t) for t in turns], ensure_ascii=False, separators=(",", ":"))
 
 
@@ -91,10 +76,9 @@ def decode_turns(fmt: str, content: str, namespace: str, ids: Sequence[StoredTur
             raise DecodeError(f"warm content is not JSON: {exc}") from exc
         return [turn_from_record(r, namespace) for r in records]
     if fmt == "ctf":
-        codec = _ctf_codec()
-        if codec is None or ids is None:
-            raise DecodeError("CTF warm content needs the CTF codec and the node's turn identities")
-        turns = codec.decode_turns(content)
+        if ids is None:
+            raise DecodeError("CTF warm content needs the node's turn identities")
+        turns = ctf.decode_turns(content)
         if len(turns) != len(ids):
             raise DecodeError(f"CTF content holds {len(turns)} turns, expected {len(ids)}")
         return [StoredTurn(s.id, s.namespace, s.session, s.seq, s.tokens, t) for s, t in zip(ids, turns)]

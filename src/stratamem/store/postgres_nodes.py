@@ -17,8 +17,10 @@ Differences in form, not behaviour:
   the canonical record. Node-to-node links are enforced within the
   namespace (``(namespace, parent_id)`` and ``(namespace, node_id)``).
 
-Methods that take only an id (the pyramid resolves ids inside one namespace
-first) look the id up store-wide, as SQLite does.
+Every query names the namespace, including those by node id (the pyramid
+resolves ids inside its namespace first; the store checks again), as on
+SQLite. Pyramid writers of one namespace serialize on a transaction-scoped
+advisory lock (:meth:`PostgresNodeStore.lock`), the way item writers do.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ if TYPE_CHECKING:
     from .postgres import PostgresStore
 
 __all__ = ["NewNode", "PostgresNodeStore", "m003_pyramid"]
+
+# First key of the two-key advisory lock serializing one namespace's pyramid writers ("Py").
+_LOCK_CLASS = 0x5079
 
 
 def m003_pyramid(conn: psycopg.Connection) -> None:
@@ -154,10 +159,16 @@ class PostgresNodeStore:
 
     def list(self, namespace: str, *, level: int | None = None, tier: str | None = None,
              session: str | None = None, status: str | None = None, unparented: bool = False,
-             parent_id: int | None = None, newest_first: bool = False, limit: int | None = None) -> list[Node]:
-        """Nodes of the namespace matching every given filter, in creation order."""
+             parent_id: int | None = None, newest_first: bool = False, limit: int | None = None,
+             tier_not: str | None = None) -> list[Node]:
+        """Nodes of the namespace matching every given filter, in creation order.
+
+        ``tier_not`` keeps nodes with a tier other than the one named (the
+        ``nodes_level`` index narrows the scan to the namespace and level).
+        """
         where, params = ["namespace = %s"], [namespace]
         for clause, value in (("level = %s", level), ("tier = %s", tier), ("session = %s", session),
+                              ("tier <> %s", tier_not),
                               ("summary_status = %s", status), ("parent_id = %s", parent_id)):
             if value is not None:
                 where.append(clause)
@@ -174,28 +185,41 @@ class PostgresNodeStore:
         return [r[0] for r in self._q("SELECT DISTINCT level FROM nodes WHERE namespace = %s ORDER BY level",
                                       (namespace,))]
 
-    def turn_ids(self, node_id: int) -> list[int]:
-        """Ids of the turns a node covers, ascending."""
-        return [int(r[0]) for r in self._q("SELECT turn_id FROM node_turns WHERE node_id = %s ORDER BY turn_id",
-                                           (int(node_id),))]
+    def turn_ids(self, namespace: str, node_id: int) -> list[int]:
+        """Ids of the turns a node of the namespace covers, ascending (empty for an unknown node)."""
+        return [int(r[0]) for r in self._q(
+            "SELECT turn_id FROM node_turns WHERE namespace = %s AND node_id = %s ORDER BY turn_id",
+            (namespace, int(node_id)))]
 
     def coverage(self, namespace: str, level: int) -> dict[int, int]:
         """``turn_id -> node_id`` for every covered turn of the namespace at ``level``."""
         return {int(r[0]): int(r[1]) for r in self._q(
             "SELECT turn_id, node_id FROM node_turns WHERE namespace = %s AND level = %s", (namespace, level))}
 
-    def warm_content(self, node_id: int) -> tuple[str, str] | None:
-        """``(format, content)`` of a warm segment, or ``None``."""
-        rows = self._q("SELECT warm_format, warm_content FROM nodes WHERE id = %s AND warm_content IS NOT NULL",
-                       (int(node_id),))
+    def covered(self, namespace: str, level: int, turn_ids: Iterable[int]) -> set[int]:
+        """Which of ``turn_ids`` a node of the namespace at ``level`` covers (primary-key lookups)."""
+        return {int(r[0]) for r in self._q(
+            "SELECT turn_id FROM node_turns WHERE namespace = %s AND level = %s AND turn_id = ANY(%s)",
+            (namespace, level, [int(t) for t in turn_ids]))}
+
+    def warm_content(self, namespace: str, node_id: int) -> tuple[str, str] | None:
+        """``(format, content)`` of a warm segment of the namespace, or ``None``."""
+        rows = self._q("SELECT warm_format, warm_content FROM nodes WHERE namespace = %s AND id = %s "
+                       "AND warm_content IS NOT NULL", (namespace, int(node_id)))
         return (rows[0][0], rows[0][1]) if rows else None
 
-    def embedding(self, node_id: int) -> bytes | None:
-        """The stored embedding (float32 bytes), or ``None``."""
+    def embedding(self, namespace: str, node_id: int) -> bytes | None:
+        """The stored embedding (float32 bytes) of a node of the namespace, or ``None``."""
         with self._store.connection() as conn, self._store._errors():
-            row = conn.cursor(binary=True).execute("SELECT vector_send(embedding) FROM nodes WHERE id = %s",
-                                                   (int(node_id),)).fetchone()
+            row = conn.cursor(binary=True).execute(
+                "SELECT vector_send(embedding) FROM nodes WHERE namespace = %s AND id = %s",
+                (namespace, int(node_id))).fetchone()
         return vector_from_binary(row[0]) if row and row[0] is not None else None
+
+    def archive_refs(self, namespace: str) -> set[str]:
+        """Archive references the namespace's nodes still hold."""
+        return {r[0] for r in self._q(
+            "SELECT DISTINCT archive_ref FROM nodes WHERE namespace = %s AND archive_ref IS NOT NULL", (namespace,))}
 
     def newest_turn_time(self, namespace: str) -> datetime | None:
         """Timestamp of the namespace's newest turn (by timestamp), or ``None``."""
@@ -243,39 +267,68 @@ class PostgresNodeStore:
                 (namespace, node.level, node_id, [int(t) for t in node.turn_ids]))
         return node_id
 
-    def set_parent(self, child_ids: Iterable[int], parent_id: int) -> None:
-        """Record that ``parent_id`` consolidates the children."""
+    def _update(self, namespace: str, query: str, params: Sequence[Any], expect: int = 1) -> None:
+        """Run an UPDATE of the namespace's nodes; fewer rows than ``expect`` means an unknown id."""
         with self._store.transaction(), self._store.connection() as conn, self._store._errors():
-            conn.execute("UPDATE nodes SET parent_id = %s WHERE id = ANY(%s)",
-                         (int(parent_id), [int(c) for c in child_ids]))
+            count = conn.execute(f"{query} AND namespace = %s", (*params, namespace)).rowcount  # type: ignore[arg-type]
+            if count < expect:
+                raise NotFoundError(f"{expect - count} of the nodes are not in namespace {namespace!r}")
 
-    def set_summary(self, node_id: int, summary: Summary, *, tokens: int, status: str, error: str | None,
-                    view_tokens: int | None = None, embedding: bytes | None = None) -> None:
-        """Store a node's summary, its status and (optionally) its embedding."""
+    def set_parent(self, namespace: str, child_ids: Iterable[int], parent_id: int) -> None:
+        """Record that ``parent_id`` consolidates the children.
+
+        Raises:
+            NotFoundError: A child is not a node of the namespace (nothing changes).
+        """
+        ids = [int(c) for c in child_ids]
+        self._update(namespace, "UPDATE nodes SET parent_id = %s WHERE id = ANY(%s)", (int(parent_id), ids),
+                     expect=len(ids))
+
+    def set_summary(self, namespace: str, node_id: int, summary: Summary, *, tokens: int, status: str,
+                    error: str | None, view_tokens: int | None = None, embedding: bytes | None = None) -> None:
+        """Store a node's summary, its status and (optionally) its embedding.
+
+        Raises:
+            NotFoundError: No such node in the namespace.
+        """
         vector = vector_literal(embedding) if embedding else None
-        with self._store.transaction(), self._store.connection() as conn, self._store._errors():
-            conn.execute(
-                "UPDATE nodes SET summary = %s, summary_tokens = %s, summary_status = %s, summary_error = %s, "
-                "view_tokens = COALESCE(%s, view_tokens), embedding = COALESCE(%s::vector, embedding) WHERE id = %s",
-                (json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":")), tokens, status, error,
-                 view_tokens, vector, int(node_id)))
+        self._update(namespace,
+                     "UPDATE nodes SET summary = %s, summary_tokens = %s, summary_status = %s, summary_error = %s, "
+                     "view_tokens = COALESCE(%s, view_tokens), embedding = COALESCE(%s::vector, embedding) "
+                     "WHERE id = %s",
+                     (json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":")), tokens, status,
+                      error, view_tokens, vector, int(node_id)))
 
-    def set_tier(self, node_id: int, tier: str, *, view_tokens: int | None, warm: tuple[str, str] | None = None,
-                 archive_ref: str | None = None) -> None:
-        """Move a segment to ``tier``: warm content replaces nothing canonical; cold clears it for the archive ref."""
+    def set_status(self, namespace: str, node_id: int, status: str, error: str | None) -> None:
+        """Set a node's summary status and error, leaving its summary as it is.
+
+        Raises:
+            NotFoundError: No such node in the namespace.
+        """
+        self._update(namespace, "UPDATE nodes SET summary_status = %s, summary_error = %s WHERE id = %s",
+                     (status, error, int(node_id)))
+
+    def set_tier(self, namespace: str, node_id: int, tier: str, *, at: datetime, view_tokens: int | None,
+                 warm: tuple[str, str] | None = None, archive_ref: str | None = None) -> None:
+        """Move a segment to ``tier`` at instant ``at`` (also its ``archived_at`` when an archive ref is given).
+
+        Warm content replaces nothing canonical; cold clears it for the archive ref.
+
+        Raises:
+            NotFoundError: No such node in the namespace.
+        """
         fmt, content = warm if warm else (None, None)
-        now = _now()
-        with self._store.transaction(), self._store.connection() as conn, self._store._errors():
-            conn.execute(
-                "UPDATE nodes SET tier = %s, tier_at = %s, view_tokens = %s, warm_format = %s, warm_content = %s, "
-                "archive_ref = COALESCE(%s, archive_ref), "
-                "archived_at = CASE WHEN %s::text IS NULL THEN archived_at ELSE %s END WHERE id = %s",
-                (tier, now, view_tokens, fmt, content, archive_ref, archive_ref, now, int(node_id)))
+        self._update(namespace,
+                     "UPDATE nodes SET tier = %s, tier_at = %s, view_tokens = %s, warm_format = %s, "
+                     "warm_content = %s, archive_ref = COALESCE(%s, archive_ref), "
+                     "archived_at = CASE WHEN %s::text IS NULL THEN archived_at ELSE %s END WHERE id = %s",
+                     (tier, at, view_tokens, fmt, content, archive_ref, archive_ref, at, int(node_id)))
 
-    def clear_archive(self, node_ids: Iterable[int]) -> None:
-        """Forget archive references (after retention deleted the content)."""
+    def clear_archive(self, namespace: str, node_ids: Iterable[int]) -> None:
+        """Forget archive references of the namespace's nodes (retention expired the content)."""
         with self._store.transaction(), self._store.connection() as conn, self._store._errors():
-            conn.execute("UPDATE nodes SET archive_ref = NULL WHERE id = ANY(%s)", ([int(i) for i in node_ids],))
+            conn.execute("UPDATE nodes SET archive_ref = NULL WHERE namespace = %s AND id = ANY(%s)",
+                         (namespace, [int(i) for i in node_ids]))
 
     def archived_before(self, namespace: str, cutoff: datetime) -> list[tuple[int, str]]:
         """``(node_id, archive_ref)`` of cold segments archived before ``cutoff``."""
@@ -283,11 +336,19 @@ class PostgresNodeStore:
             "SELECT id, archive_ref FROM nodes WHERE namespace = %s AND archive_ref IS NOT NULL "
             "AND archived_at < %s ORDER BY id", (namespace, cutoff))]
 
-    def archive_refs(self) -> list[str]:
-        """Every archive reference still held, in any namespace."""
-        return [r[0] for r in self._q("SELECT DISTINCT archive_ref FROM nodes WHERE archive_ref IS NOT NULL")]
-
-    def delete_turns(self, turn_ids: Sequence[int]) -> int:
-        """Delete canonical turns (retention only); returns how many were deleted."""
+    def delete_turns(self, namespace: str, turn_ids: Sequence[int]) -> int:
+        """Delete canonical turns of the namespace (retention only); returns how many were deleted."""
         with self._store.transaction(), self._store.connection() as conn, self._store._errors():
-            return int(conn.execute("DELETE FROM turns WHERE id = ANY(%s)", ([int(t) for t in turn_ids],)).rowcount)
+            return int(conn.execute("DELETE FROM turns WHERE namespace = %s AND id = ANY(%s)",
+                                    (namespace, [int(t) for t in turn_ids])).rowcount)
+
+    def lock(self, namespace: str) -> None:
+        """Serialize the namespace's pyramid writers until the current transaction ends.
+
+        Concurrent writers of one namespace would otherwise seal the same open
+        turns (a duplicate key on ``node_turns``) or deadlock on each other's
+        node rows. Must run inside ``store.transaction()``; other namespaces
+        are not blocked (the second key is ``hashtext(namespace)``).
+        """
+        with self._store.connection() as conn, self._store._errors():
+            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS, namespace))

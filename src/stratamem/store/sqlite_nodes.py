@@ -7,6 +7,11 @@ transactions; reach it as ``store.nodes``.
 
 ``node_turns`` has the primary key ``(level, turn_id)``: the database itself
 refuses a turn in two nodes of one level.
+
+Every query names the namespace, including those by node id: the pyramid
+resolves ids inside its namespace first, and the store checks again (defence
+in depth), so an id of another namespace reads as absent and a write to it
+raises :class:`~stratamem.errors.NotFoundError`.
 """
 
 from __future__ import annotations
@@ -113,6 +118,9 @@ def _now() -> str:
     return format_timestamp(datetime.now(timezone.utc))
 
 
+_NS = "(SELECT id FROM namespaces WHERE name=?)"
+
+
 class SQLiteNodeStore:
     """Node rows of every namespace in a :class:`~stratamem.store.sqlite.SQLiteStore`.
 
@@ -154,10 +162,16 @@ class SQLiteNodeStore:
 
     def list(self, namespace: str, *, level: int | None = None, tier: str | None = None,
              session: str | None = None, status: str | None = None, unparented: bool = False,
-             parent_id: int | None = None, newest_first: bool = False, limit: int | None = None) -> list[Node]:
-        """Nodes of the namespace matching every given filter, in creation order."""
+             parent_id: int | None = None, newest_first: bool = False, limit: int | None = None,
+             tier_not: str | None = None) -> list[Node]:
+        """Nodes of the namespace matching every given filter, in creation order.
+
+        ``tier_not`` keeps nodes with a tier other than the one named (the
+        ``nodes_level`` index narrows the scan to the namespace and level).
+        """
         where, params = ["ns.name = ?"], [namespace]
         for clause, value in (("n.level = ?", level), ("n.tier = ?", tier), ("s.name = ?", session),
+                              ("n.tier != ?", tier_not),
                               ("n.summary_status = ?", status), ("n.parent_id = ?", parent_id)):
             if value is not None:
                 where.append(clause)
@@ -175,10 +189,11 @@ class SQLiteNodeStore:
             "SELECT DISTINCT n.level FROM nodes n JOIN namespaces ns ON ns.id = n.namespace_id "
             "WHERE ns.name=? ORDER BY n.level", (namespace,))]
 
-    def turn_ids(self, node_id: int) -> list[int]:
-        """Ids of the turns a node covers, ascending."""
-        return [r[0] for r in self._q("SELECT turn_id FROM node_turns WHERE node_id=? ORDER BY turn_id",
-                                      (int(node_id),))]
+    def turn_ids(self, namespace: str, node_id: int) -> list[int]:
+        """Ids of the turns a node of the namespace covers, ascending (empty for an unknown node)."""
+        return [r[0] for r in self._q(
+            f"SELECT nt.turn_id FROM node_turns nt JOIN nodes n ON n.id = nt.node_id "
+            f"WHERE nt.node_id=? AND n.namespace_id={_NS} ORDER BY nt.turn_id", (int(node_id), namespace))]
 
     def coverage(self, namespace: str, level: int) -> dict[int, int]:
         """``turn_id -> node_id`` for every covered turn of the namespace at ``level``."""
@@ -186,16 +201,30 @@ class SQLiteNodeStore:
             "SELECT nt.turn_id, nt.node_id FROM node_turns nt JOIN nodes n ON n.id = nt.node_id "
             "JOIN namespaces ns ON ns.id = n.namespace_id WHERE ns.name=? AND nt.level=?", (namespace, level))}
 
-    def warm_content(self, node_id: int) -> tuple[str, str] | None:
-        """``(format, content)`` of a warm segment, or ``None``."""
-        rows = self._q("SELECT warm_format, warm_content FROM nodes WHERE id=? AND warm_content IS NOT NULL",
-                       (int(node_id),))
+    def covered(self, namespace: str, level: int, turn_ids: Iterable[int]) -> set[int]:
+        """Which of ``turn_ids`` a node of the namespace at ``level`` covers (primary-key lookups)."""
+        ids = json.dumps([int(t) for t in turn_ids])
+        return {r[0] for r in self._q(
+            f"SELECT nt.turn_id FROM node_turns nt JOIN nodes n ON n.id = nt.node_id "
+            f"WHERE nt.level=? AND nt.turn_id IN (SELECT value FROM json_each(?)) AND n.namespace_id={_NS}",
+            (level, ids, namespace))}
+
+    def warm_content(self, namespace: str, node_id: int) -> tuple[str, str] | None:
+        """``(format, content)`` of a warm segment of the namespace, or ``None``."""
+        rows = self._q(f"SELECT warm_format, warm_content FROM nodes WHERE id=? AND namespace_id={_NS} "
+                       "AND warm_content IS NOT NULL", (int(node_id), namespace))
         return (rows[0][0], rows[0][1]) if rows else None
 
-    def embedding(self, node_id: int) -> bytes | None:
-        """The stored embedding (float32 bytes), or ``None``."""
-        rows = self._q("SELECT embedding FROM nodes WHERE id=?", (int(node_id),))
+    def embedding(self, namespace: str, node_id: int) -> bytes | None:
+        """The stored embedding (float32 bytes) of a node of the namespace, or ``None``."""
+        rows = self._q(f"SELECT embedding FROM nodes WHERE id=? AND namespace_id={_NS}", (int(node_id), namespace))
         return rows[0][0] if rows else None
+
+    def archive_refs(self, namespace: str) -> set[str]:
+        """Archive references the namespace's nodes still hold."""
+        return {r[0] for r in self._q(
+            f"SELECT DISTINCT archive_ref FROM nodes WHERE namespace_id={_NS} AND archive_ref IS NOT NULL",
+            (namespace,))}
 
     def newest_turn_time(self, namespace: str) -> datetime | None:
         """Timestamp of the namespace's newest turn (by timestamp), or ``None``."""
@@ -249,52 +278,90 @@ class SQLiteNodeStore:
                              [(node.level, t, node_id) for t in node.turn_ids])
         return node_id
 
-    def set_parent(self, child_ids: Iterable[int], parent_id: int) -> None:
-        """Record that ``parent_id`` consolidates the children."""
-        with self._store.transaction():
-            self._store.connection.executemany("UPDATE nodes SET parent_id=? WHERE id=?",
-                                               [(parent_id, c) for c in child_ids])
+    def _update(self, namespace: str, sql: str, params: Sequence[Any], expect: int = 1) -> None:
+        """Run an UPDATE of the namespace's nodes; fewer rows than ``expect`` means an unknown id."""
+        cur = self._store.connection.execute(f"{sql} AND namespace_id={_NS}", (*params, namespace))
+        if cur.rowcount < expect:
+            raise NotFoundError(f"{expect - cur.rowcount} of the nodes are not in namespace {namespace!r}")
 
-    def set_summary(self, node_id: int, summary: Summary, *, tokens: int, status: str, error: str | None,
-                    view_tokens: int | None = None, embedding: bytes | None = None) -> None:
-        """Store a node's summary, its status and (optionally) its embedding."""
+    def set_parent(self, namespace: str, child_ids: Iterable[int], parent_id: int) -> None:
+        """Record that ``parent_id`` consolidates the children.
+
+        Raises:
+            NotFoundError: A child is not a node of the namespace (nothing changes).
+        """
+        ids = [int(c) for c in child_ids]
+        with self._store.transaction():
+            self._update(namespace, "UPDATE nodes SET parent_id=? WHERE id IN (SELECT value FROM json_each(?))",
+                         (int(parent_id), json.dumps(ids)), expect=len(ids))
+
+    def set_summary(self, namespace: str, node_id: int, summary: Summary, *, tokens: int, status: str,
+                    error: str | None, view_tokens: int | None = None, embedding: bytes | None = None) -> None:
+        """Store a node's summary, its status and (optionally) its embedding.
+
+        Raises:
+            NotFoundError: No such node in the namespace.
+        """
+        with self._store.transaction():
+            self._update(namespace,
+                         "UPDATE nodes SET summary=?, summary_tokens=?, summary_status=?, summary_error=?, "
+                         "view_tokens=COALESCE(?, view_tokens), embedding=COALESCE(?, embedding) WHERE id=?",
+                         (json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":")), tokens, status,
+                          error, view_tokens, embedding, int(node_id)))
+
+    def set_status(self, namespace: str, node_id: int, status: str, error: str | None) -> None:
+        """Set a node's summary status and error, leaving its summary as it is.
+
+        Raises:
+            NotFoundError: No such node in the namespace.
+        """
+        with self._store.transaction():
+            self._update(namespace, "UPDATE nodes SET summary_status=?, summary_error=? WHERE id=?",
+                         (status, error, int(node_id)))
+
+    def set_tier(self, namespace: str, node_id: int, tier: str, *, at: datetime, view_tokens: int | None,
+                 warm: tuple[str, str] | None = None, archive_ref: str | None = None) -> None:
+        """Move a segment to ``tier`` at instant ``at`` (also its ``archived_at`` when an archive ref is given).
+
+        Warm content replaces nothing canonical; cold clears it for the archive ref.
+
+        Raises:
+            NotFoundError: No such node in the namespace.
+        """
+        fmt, content = warm if warm else (None, None)
+        when = format_timestamp(at)
+        with self._store.transaction():
+            self._update(namespace,
+                         "UPDATE nodes SET tier=?, tier_at=?, view_tokens=?, warm_format=?, warm_content=?, "
+                         "archive_ref=COALESCE(?, archive_ref), "
+                         "archived_at=CASE WHEN ? IS NULL THEN archived_at ELSE ? END WHERE id=?",
+                         (tier, when, view_tokens, fmt, content, archive_ref, archive_ref, when, int(node_id)))
+
+    def clear_archive(self, namespace: str, node_ids: Iterable[int]) -> None:
+        """Forget archive references of the namespace's nodes (retention expired the content)."""
         with self._store.transaction():
             self._store.connection.execute(
-                "UPDATE nodes SET summary=?, summary_tokens=?, summary_status=?, summary_error=?, "
-                "view_tokens=COALESCE(?, view_tokens), embedding=COALESCE(?, embedding) WHERE id=?",
-                (json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":")), tokens, status, error,
-                 view_tokens, embedding, int(node_id)))
-
-    def set_tier(self, node_id: int, tier: str, *, view_tokens: int | None, warm: tuple[str, str] | None = None,
-                 archive_ref: str | None = None) -> None:
-        """Move a segment to ``tier``: warm content replaces nothing canonical; cold clears it for the archive ref."""
-        with self._store.transaction():
-            fmt, content = warm if warm else (None, None)
-            self._store.connection.execute(
-                "UPDATE nodes SET tier=?, tier_at=?, view_tokens=?, warm_format=?, warm_content=?, "
-                "archive_ref=COALESCE(?, archive_ref), archived_at=CASE WHEN ? IS NULL THEN archived_at ELSE ? END "
-                "WHERE id=?",
-                (tier, _now(), view_tokens, fmt, content, archive_ref, archive_ref, _now(), int(node_id)))
-
-    def clear_archive(self, node_ids: Iterable[int]) -> None:
-        """Forget archive references (after retention deleted the content)."""
-        with self._store.transaction():
-            self._store.connection.executemany("UPDATE nodes SET archive_ref=NULL WHERE id=?",
-                                               [(int(i),) for i in node_ids])
+                f"UPDATE nodes SET archive_ref=NULL WHERE id IN (SELECT value FROM json_each(?)) "
+                f"AND namespace_id={_NS}", (json.dumps([int(i) for i in node_ids]), namespace))
 
     def archived_before(self, namespace: str, cutoff: datetime) -> list[tuple[int, str]]:
         """``(node_id, archive_ref)`` of cold segments archived before ``cutoff``."""
         return [(r[0], r[1]) for r in self._q(
             "SELECT n.id, n.archive_ref FROM nodes n JOIN namespaces ns ON ns.id = n.namespace_id "
-            "WHERE ns.name=? AND n.archive_ref IS NOT NULL AND n.archived_at < ?",
+            "WHERE ns.name=? AND n.archive_ref IS NOT NULL AND n.archived_at < ? ORDER BY n.id",
             (namespace, format_timestamp(cutoff)))]
 
-    def archive_refs(self) -> list[str]:
-        """Every archive reference still held, in any namespace."""
-        return [r[0] for r in self._q("SELECT DISTINCT archive_ref FROM nodes WHERE archive_ref IS NOT NULL")]
-
-    def delete_turns(self, turn_ids: Sequence[int]) -> int:
-        """Delete canonical turns (retention only); returns how many were deleted."""
+    def delete_turns(self, namespace: str, turn_ids: Sequence[int]) -> int:
+        """Delete canonical turns of the namespace (retention only); returns how many were deleted."""
         with self._store.transaction():
-            cur = self._store.connection.executemany("DELETE FROM turns WHERE id=?", [(int(t),) for t in turn_ids])
+            cur = self._store.connection.execute(
+                f"DELETE FROM turns WHERE id IN (SELECT value FROM json_each(?)) AND namespace_id={_NS}",
+                (json.dumps([int(t) for t in turn_ids]), namespace))
             return cur.rowcount
+
+    def lock(self, namespace: str) -> None:
+        """Serialize the namespace's pyramid writers for the current transaction.
+
+        Nothing to do on SQLite: ``BEGIN IMMEDIATE`` already takes the database's
+        write lock at the start of every write transaction.
+        """
