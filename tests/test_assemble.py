@@ -127,3 +127,13 @@ def test_hot_items_are_kept_and_cold_items_recalled_into_the_prompt(history: Mem
     assert system.startswith("## Remembered facts\n- (decision) Deploys happen on Tuesdays only.\n"
                              "- (fact) The on-call rota is kept in the Ops wiki under rotations.")
     assert ctx.tokens <= 600
+
+
+def test_assembling_a_context_changes_no_memory_item(history: Memory) -> None:
+    item = history.items.add("The on-call rota is kept in the Ops wiki under rotations.", "fact")
+    history.items.spill(ids=[item.id])
+    before = history.items.get(item.id)
+    for _ in range(3):
+        ctx = history.context("where is the on-call rota kept?", budget=600, session="week2")
+        assert f"item:{item.id}" in {i.id for i in ctx.manifest.items}
+    assert history.items.get(item.id) == before

@@ -346,19 +346,21 @@ class Memory:
                         notes=notes)
 
     def _item_units(self, query: str | None) -> list[ItemUnit]:
-        """Hot memory items (kept in the prompt), then warm/cold items recalled for ``query``.
+        """Hot memory items (kept in the prompt), then warm/cold items found for ``query``.
 
-        Recall here is a real access: it updates access counts and may promote
-        (seed 003), exactly as :meth:`Items.recall` does.
+        Assembling a context reads only: item search here tracks no access and
+        promotes nothing (use :meth:`Items.recall` for that), so building a
+        prompt never changes memory and works on a read-only store.
         """
         units = [ItemUnit(f"item:{it.id}", f"- ({it.type}) {it.content}", "hot_item", "hot", it.provenance,
                           {"relevance": it.relevance})
                  for it in self.items.hot() if it.superseded_by is None and it.review != "rejected"]
         if query and query.strip():
-            result = self.items.recall(query, limit=10)
+            found = self.items.search(query, limit=10)
+            seen = {u.id for u in units}
             units += [ItemUnit(f"item:{it.id}", f"- ({it.type}) {it.content}", "recalled_item", it.tier,
-                               it.provenance, {"match": result.scores.get(it.id, 0.0)})
-                      for it in result.items if f"item:{it.id}" not in {u.id for u in units}]
+                               it.provenance, {"match": found.scores.get(it.id, 0.0)})
+                      for it in found.items if f"item:{it.id}" not in seen]
         return units
 
     def _recall_index(self) -> HybridIndex:
