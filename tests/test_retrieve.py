@@ -106,7 +106,7 @@ def test_a_date_in_the_query_prefers_turns_of_that_month() -> None:
     index.add_turns(_turns(CHAT))
     assert index.search("What did Ben love at the lake in June 2023?", k=1)[0].turn_ids == (5,)
     hit = index.search("What did Ben say about the lake in May 2023?", k=5)
-    assert hit[0].score["date"] == 0.0 and any(h.score.get("date") == 0.3 for h in hit)
+    assert hit[0].score["date"] == 0.0 and any(h.score.get("date") == 0.5 for h in hit)
 
 
 def test_hits_carry_provenance_and_a_score_breakdown() -> None:

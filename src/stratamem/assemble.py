@@ -252,10 +252,13 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         if packed.turns:
             b.left -= packed.tokens + header_cost
     kept_ids = {st.id for st in packed.turns} if packed else set()
+    # A turn's cost is its rendered line as packed (counted once, during packing).
+    line_cost = dict(packed.costs) if packed else {}
     for st in fresh:
         if st.id not in kept_ids and len(misses) < 50:
-            misses.append(NearMiss(f"turn:{st.id}", "turn", tokenizer.count(st.text), "over_budget",
-                                   score_of[st.id]))
+            cost = line_cost.get(st.id)
+            misses.append(NearMiss(f"turn:{st.id}", "turn", tokenizer.count(st.text) if cost is None else cost,
+                                   "over_budget", score_of[st.id]))
     for it in deferred:
         if set(it.turn_ids) <= kept_ids:
             misses.append(NearMiss(it.id, "item", 0, "restates_included_turns", it.score))
@@ -293,7 +296,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     out_items.extend(items_in)
     if packed and packed.turns:
         sections.append(f"{_HISTORY_TITLE}\n{packed.text}")
-        out_items.extend(ContextItem(f"turn:{st.id}", "turn", tokenizer.count(st.text), "recalled", format="text",
+        out_items.extend(ContextItem(f"turn:{st.id}", "turn", line_cost[st.id], "recalled", format="text",
                                  score=score_of[st.id], turn_ids=(st.id,))
                      for st in sorted(packed.turns, key=lambda t: t.id))
     if summary_lines:

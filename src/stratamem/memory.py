@@ -9,6 +9,7 @@ export/import (:mod:`stratamem.exchange`), file reading (:mod:`stratamem.ingest`
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from .assemble import POLICIES, ItemUnit, Recalled, assemble
 from .config import Config
 from .context import check_budget, check_format
 from .errors import ConfigError, InvalidTurnError, NotFoundError, ValidationError
-from .events import EventBus
+from .events import Event, EventBus
 from .exchange import read_export, write_export
 from .ingest import IngestSession, parse_messages
 from .manifest import Context
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
     from .summarize import Summarizer
 
 __all__ = ["Memory", "Status"]
+
+log = logging.getLogger("stratamem.memory")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +61,14 @@ class Status:
     """Bytes the whole store occupies on disk (all namespaces; 0 in memory)."""
     tokenizer: str
     """Tokenizer the counts were made with."""
+    warnings: tuple[str, ...] = ()
+    """Recent failures of derived work (recall index, pyramid) in this process; turns were kept."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        out["warnings"] = list(self.warnings)
+        return out
 
 
 class Memory:
@@ -104,6 +111,7 @@ class Memory:
         self._summarizer = summarizer
         self._pyramid: Pyramid | None = None
         self._index: HybridIndex | None = None
+        self._warnings: list[str] = []
         self.tokenizer = tokenizer or get_tokenizer(self.config.tokenizer)
         self.namespace = check_name(namespace, "namespace")
         if isinstance(store, str | os.PathLike):
@@ -153,25 +161,24 @@ class Memory:
                     path=f"messages[{i}]")
 
     def _check_tool_pairs(self, session: str, turns: Sequence[Turn]) -> None:
-        """Every tool result must answer a tool call made earlier in the session."""
-        needed = {tid for t in turns for tid in t.tool_result_ids}
-        if not needed:
-            return
+        """Every tool result must answer a tool call made earlier in the batch or the session."""
         known: set[str] = set()
+        recent: set[str] | None = None
         for i, t in enumerate(turns):
             known.update(t.tool_use_ids)
             for tid in t.tool_result_ids:
-                if tid not in known:
-                    earlier = self._earlier_tool_calls(session)
-                    if tid not in earlier:
-                        raise InvalidTurnError(f"tool result {tid!r} answers no tool call in session {session!r}",
-                                               path=f"messages[{i}]")
-                    known.update(earlier)
-
-    def _earlier_tool_calls(self, session: str) -> set[str]:
-        # Tool results follow their calls closely; the last 200 turns are plenty.
-        recent = self.store.turns(self.namespace, session, newest_first=True, limit=200)
-        return {tid for st in recent if st.role == "assistant" for tid in st.turn.tool_use_ids}
+                if tid in known:
+                    continue
+                if recent is None:
+                    # Calls are usually just before their results: look there first,
+                    # then ask the store about the whole session.
+                    rows = self.store.turns(self.namespace, session, newest_first=True, limit=50)
+                    recent = {c for st in rows if st.role == "assistant" for c in st.turn.tool_use_ids}
+                if tid in recent or self.store.has_tool_call(self.namespace, session, tid):
+                    known.add(tid)
+                    continue
+                raise InvalidTurnError(f"tool result {tid!r} answers no tool call in session {session!r}",
+                                       path=f"messages[{i}]")
 
     def add(self, messages: Turn | dict[str, Any] | Sequence[Turn | dict[str, Any]], *, session: str = "default",
             format: str = "auto", platform: str | None = None, channel: str | None = None,
@@ -207,13 +214,36 @@ class Memory:
         return stored
 
     def _after_add(self, stored: list[StoredTurn]) -> None:
-        """Feed newly stored turns to the derived structures that are loaded."""
+        """Feed newly committed turns to the derived structures; never raises.
+
+        The turns are already committed, and everything derived can be rebuilt
+        from them, so a failure here must not turn a successful ``add`` into an
+        error: it is reported (a ``recall.index_failed`` or ``pyramid.failed``
+        event, a log line, and ``status().warnings``) and the structure catches
+        up on a later call.
+        """
+        if not stored:
+            return
         if self._index is not None:
-            self._index.add_turns(stored)
-        # The turns are committed before the pyramid runs: a pyramid failure never
-        # loses them, and the next update catches up from the last sealed turn.
-        if stored and self.config.pyramid.enabled:
-            self.pyramid.update(dict.fromkeys(t.session for t in stored))
+            try:
+                self._index.add_turns(stored)
+            except Exception as exc:  # noqa: BLE001 - reported below; the index is rebuilt on next use
+                self._index = None
+                self._derived_failed("recall.index_failed", exc, stored)
+        if self.config.pyramid.enabled:
+            try:
+                self.pyramid.update(dict.fromkeys(t.session for t in stored))
+            except Exception as exc:  # noqa: BLE001 - reported below; the next update resumes from the last seal
+                self._derived_failed("pyramid.failed", exc, stored)
+
+    def _derived_failed(self, kind: str, exc: BaseException, stored: list[StoredTurn]) -> None:
+        detail = f"{type(exc).__name__}: {exc}"
+        log.warning("%s in namespace %r after turns %d-%d: %s", kind, self.namespace, stored[0].id,
+                    stored[-1].id, detail)
+        self._warnings.append(f"{kind}: {detail}")
+        del self._warnings[:-20]
+        self.events.emit(Event(kind, {"error": detail, "first_turn_id": stored[0].id,
+                                      "last_turn_id": stored[-1].id}, namespace=self.namespace))
 
     # --- pyramid ----------------------------------------------------------------------
 
@@ -256,6 +286,12 @@ class Memory:
             ValidationError: A session belongs to another namespace or has a bad name.
             InvalidTurnError: A turn is too large or a tool result is unpaired.
         """
+        stored = self._append_sessions(sessions)
+        self._after_add(stored)
+        return stored
+
+    def _append_sessions(self, sessions: Iterable[IngestSession]) -> list[StoredTurn]:
+        """Validate and store sessions' turns in one transaction, without updating derived data."""
         batches = []
         for s in sessions:
             if s.namespace not in (None, self.namespace):
@@ -266,9 +302,7 @@ class Memory:
             self._check_tool_pairs(name, s.turns)
             batches.append(TurnBatch(name, s.turns, [count_turn(t, self.tokenizer) for t in s.turns],
                                      s.platform, s.channel))
-        stored = self.store.append(self.namespace, batches)
-        self._after_add(stored)
-        return stored
+        return self.store.append(self.namespace, batches)
 
     # --- reading ----------------------------------------------------------------------
 
@@ -364,14 +398,32 @@ class Memory:
         return units
 
     def _recall_index(self) -> HybridIndex:
-        """The namespace's recall index, built from the store on first use and kept current by ``add``."""
-        if self._index is None:
+        """The namespace's recall index: built from the store on first use, kept current.
+
+        ``add`` feeds it directly; turns written by another process or another
+        ``Memory`` are picked up here (one ``COUNT`` per call when nothing changed).
+        New turns after everything indexed are added; any other difference
+        (turns deleted by retention, out-of-order commits) rebuilds it.
+        """
+        index = self._index
+        if index is not None and self.store.turn_count(self.namespace) != len(index):
+            indexed = [st.id for st in index.turns]
+            ids = self.store.turn_ids(self.namespace)
+            new = ids[len(indexed):] if ids[:len(indexed)] == indexed else None
+            if new is None:
+                index = None
+            else:
+                for start in range(0, len(new), 500):
+                    index.add_turns(self.store.turns(self.namespace, ids=new[start:start + 500]))
+        if index is None:
             index = HybridIndex(self.embedder)
             index.add_turns(self.store.iter_turns(self.namespace))
             self._index = index
-        return self._index
+        return index
 
-    def _iter_newest(self, session: str, page: int = 256) -> Iterable[StoredTurn]:
+    def _iter_newest(self, session: str, page: int = 32) -> Iterable[StoredTurn]:
+        # The window usually stops after a few dozen turns: start with a small page
+        # (every row read is decoded) and widen it while the window keeps asking.
         max_seq: int | None = None
         while True:
             rows = self.store.turns(self.namespace, session, max_seq=max_seq, newest_first=True, limit=page)
@@ -379,12 +431,13 @@ class Memory:
             if len(rows) < page:
                 return
             max_seq = rows[-1].seq - 1
+            page = min(page * 4, 1024)
 
     def status(self) -> Status:
         """Counts, tokens and bytes of this namespace."""
         s = self.store.stats(self.namespace)
         return Status(self.namespace, self.store.backend, s.sessions, s.turns, s.tokens, s.text_bytes,
-                      self.store.size_bytes(), self.tokenizer.name)
+                      self.store.size_bytes(), self.tokenizer.name, tuple(self._warnings))
 
     def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:
         """The working state of this namespace, kept under ``project_dir`` (see ``docs/state.md``).
@@ -427,7 +480,9 @@ class Memory:
                 # Create sessions even when empty, so an export round-trips exactly.
                 self.store.ensure_session(self.namespace, s.name, platform=s.platform, channel=s.channel,
                                           created_at=s.created_at)
-            stored = self.add_sessions(sessions)
+            stored = self._append_sessions(sessions)
+        # Only committed turns may reach the derived structures.
+        self._after_add(stored)
         return len(data.sessions), len(stored)
 
     def close(self) -> None:

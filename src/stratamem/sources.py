@@ -76,11 +76,10 @@ class SummaryIndex:
     or pending; a tier label changed elsewhere shows on the next full read.
     """
 
-    _PAGE = 32
-
     def __init__(self) -> None:
         self._nodes: dict[int, Node] = {}
         self._max_id = 0
+        self._top_level = 1
         self._watch: set[int] = set()
         self._changed: set[int] = set()
         self._reset = True
@@ -111,10 +110,7 @@ class SummaryIndex:
             self._reset = False
             fetched = pyramid.nodes()
         else:
-            fetched = pyramid.nodes(newest_first=True, limit=self._PAGE)
-            if fetched and fetched[-1].id > self._max_id and len(fetched) == self._PAGE:
-                fetched = pyramid.nodes()  # many new nodes at once (a bulk add): one full read
-            fetched = [n for n in fetched if n.id > self._max_id]
+            fetched = self._newer(pyramid)
             for node_id in sorted((self._watch | self._changed) - {n.id for n in fetched}):
                 try:
                     fetched.append(pyramid.node(node_id))
@@ -127,10 +123,29 @@ class SummaryIndex:
         if rebuild:
             self._reindex()
 
+    def _newer(self, pyramid: Any) -> list[Node]:
+        """Nodes created since the last refresh, read newest first level by level.
+
+        Per level, so each read walks the store's (namespace, level, id) index
+        rather than every namespace's newest nodes; one level above the highest
+        seen is asked too, for a consolidation that opens a new level.
+        """
+        out: list[Node] = []
+        for level in range(1, self._top_level + 2):
+            limit = 2  # usually nothing or one node is new: read little, widen while all are new
+            while True:
+                page = pyramid.nodes(level=level, newest_first=True, limit=limit)
+                if len(page) < limit or page[-1].id <= self._max_id:
+                    break
+                limit *= 8
+            out += [n for n in page if n.id > self._max_id]
+        return out
+
     def _take(self, node: Node) -> bool:
         """Record a fresh copy of ``node``; True when the index must be rebuilt."""
         self._nodes[node.id] = node
         self._max_id = max(self._max_id, node.id)
+        self._top_level = max(self._top_level, node.level)
         settled = node.tier != "hot" and node.summary is not None and node.summary_status == "ok"
         (self._watch.discard if settled else self._watch.add)(node.id)
         eligible = node.summary is not None and node.tier != "hot"

@@ -254,6 +254,10 @@ class TurnCorpus:
             self._bm25(session, ses_tf, self._session_norm, w)
         return turn, window, session
 
+    def substance(self, scale: float) -> np.ndarray:
+        """``1 - exp(-terms / scale)`` per turn, from its count of content words."""
+        return 1.0 - np.exp(-self._lengths.view / scale)
+
     def session_vectors(self) -> np.ndarray:
         """Unit mean vector of each session (float64)."""
         assert self._session_sums is not None

@@ -47,7 +47,7 @@ class Weights:
     """BM25 of the turn's own words."""
     lexical_window: float = 0.8
     """BM25 of the turn with its neighbours."""
-    lexical_session: float = 0.8
+    lexical_session: float = 0.5
     """BM25 of the turn's whole session."""
     vector: float = 1.0
     """Cosine of the turn's embedding."""
@@ -65,8 +65,14 @@ class Weights:
     """Cosine of the turn after."""
     speaker: float = 0.5
     """Boost for turns spoken by a person the query names."""
-    date: float = 0.3
+    date: float = 0.5
     """Boost for turns whose session date matches a date the query names."""
+    substance: float = 1.3
+    """Prior for turns with more to say: ``1 - exp(-terms / substance_terms)`` of the turn's
+    content words, added only to turns that match the query at all (greetings and
+    acknowledgements rarely hold the answer)."""
+    substance_terms: float = 24.0
+    """Content words at which the substance prior reaches 63% of its weight (must be positive)."""
     window: int = 3
     """Neighbours on each side that form a turn's window."""
     feedback_docs: int = 0
@@ -81,6 +87,8 @@ class Weights:
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ValidationError(f"weight {f.name} must be a non-negative number, got {value!r}")
+        if self.substance_terms <= 0:
+            raise ValidationError(f"substance_terms must be positive, got {self.substance_terms!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,10 +206,20 @@ class HybridIndex:
         return self._lexical(terms + extra, weights)
 
     def fuse(self, sig: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Fused scores and the weighted part each signal contributes."""
+        """Fused scores and the weighted part each signal contributes.
+
+        Similarity signals are scaled to [0, 1] by their maximum; the speaker and
+        date boosts are 0/1 already. The substance prior is added last, to turns
+        whose fused score is already positive, so a query that matches nothing
+        still recalls nothing.
+        """
         parts = {name: getattr(self.weights, name) * (_scaled(v) if name not in ("speaker", "date") else v)
                  for name, v in sig.items() if getattr(self.weights, name) > 0}
         fused = np.sum(list(parts.values()), axis=0) if parts else np.zeros(len(self.turns))
+        if self.weights.substance > 0 and len(fused):
+            prior = self.weights.substance * self._corpus.substance(self.weights.substance_terms)
+            parts["substance"] = np.where(fused > 0, prior, 0.0)
+            fused = fused + parts["substance"]
         return fused, parts
 
     def search(self, query: str, k: int = 10) -> list[Hit]:

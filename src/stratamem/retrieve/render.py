@@ -11,8 +11,8 @@ Ranking itself lives in :mod:`stratamem.retrieve.engine`.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from ..context import turn_line
@@ -98,6 +98,8 @@ class Packed:
     """Exact tokens of :attr:`text`."""
     skipped: tuple[int, ...]
     """Ids of ranked turns that did not fit."""
+    costs: Mapping[int, int] = field(default_factory=dict)
+    """Tokens each looked-at turn's line costs (with its newline), by turn id."""
 
 
 def pack_turns(ranked: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer,
@@ -127,6 +129,8 @@ def pack_turns(ranked: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer,
     skipped: list[int] = []
     seen: set[int] = set()
     groups: set[Hashable] = set()
+    headers: dict[Hashable, int] = {}
+    costs: dict[int, int] = {}
     used = -1  # the first line has no newline before it
     for n, st in enumerate(ranked):
         if max_candidates is not None and n >= max_candidates:
@@ -134,10 +138,15 @@ def pack_turns(ranked: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer,
         if st.id in seen:
             continue
         seen.add(st.id)
+        if budget - used < 2:
+            skipped.append(st.id)  # full: no line costs less than one token and its newline
+            continue
         key = renderer.group(st)
-        cost = tokenizer.count(renderer.line(st)) + 1
+        cost = costs[st.id] = tokenizer.count(renderer.line(st)) + 1
         if key is not None and key not in groups:
-            cost += tokenizer.count(renderer.header(st)) + 1
+            if key not in headers:
+                headers[key] = tokenizer.count(renderer.header(st)) + 1
+            cost += headers[key]
         if used + cost > budget:
             skipped.append(st.id)
             continue
@@ -151,6 +160,6 @@ def pack_turns(ranked: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer,
         skipped.append(kept.pop().id)
         text = render_turns(kept, renderer)
         tokens = tokenizer.count(text) if kept else 0
-    return Packed(tuple(kept), text, tokens, tuple(skipped))
+    return Packed(tuple(kept), text, tokens, tuple(skipped), costs)
 
 
