@@ -4,6 +4,12 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/store_bench.py            # full: 200 kills, 4x2000 / 8x2000 writers, 10k + 100k
     .venv/bin/python benchmarks/store_bench.py --quick    # smoke run (minutes less)
+    .venv/bin/python benchmarks/store_bench.py --parts crash   # only the SIGKILL drill (200 kills per backend)
+
+The crash drill's child ingests through ``Memory`` with the pyramid on (segments
+of 4 turns, archive writes) and runs a compacting agent loop; after every kill
+the turns, the derived data and a resume are checked
+(``stratamem.testing.drills.crash_drill``).
 
 PostgreSQL is a throwaway pgserver (PostgreSQL 16.2 + pgvector) in /tmp unless
 ``STRATAMEM_PG_DSN`` names a server. Turn text is LoCoMo's (read at run time
@@ -93,6 +99,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small counts (smoke run)")
     ap.add_argument("--trials", type=int, help="SIGKILL trials per backend (default 200, quick 20)")
+    ap.add_argument("--parts", nargs="*", default=["ingest", "context", "crash", "faults"],
+                    choices=["ingest", "context", "crash", "faults"], help="what to run (default: everything)")
     args = ap.parse_args()
     trials = args.trials or (20 if args.quick else 200)
     per_writer = 300 if args.quick else 2000
@@ -117,27 +125,61 @@ def main() -> None:
     for backend in ("sqlite", "postgres"):
         r = rows[backend]
         (work / backend).mkdir()
-        for writers in (1, 4, 8):
+        for writers in (1, 4, 8) if "ingest" in args.parts else ():
             res = drills.run_writers(target(backend, f"w{writers}"), "ingest", work / backend, writers=writers,
                                      turns_each=per_writer)
             c = res.check
             r[f"ingest {writers}x{per_writer} (turns/s)"] = f"{res.turns_per_second:,.0f}"
             r[f"  lost/dup/gaps/errors, {writers} writers"] = f"{c.lost}/{c.duplicated}/{c.gaps}/{len(res.errors)}"
             print(backend, writers, "writers", res.turns_per_second, c, res.errors[:3], flush=True)
-        for n in sizes:
+        for n in sizes if "context" in args.parts else ():
             t = target(backend, f"ctx{n}")
             rate = fill(t, n, texts)
             p50, p95 = context_latency(t, n // 500, 200)
             r[f"bulk append {n // 1000}k (turns/s)"] = f"{rate:,.0f}"
             r[f"context() {n // 1000}k p50 / p95 (ms)"] = f"{p50:.2f} / {p95:.2f}"
             print(backend, n, rate, p50, p95, flush=True)
-        crash = drills.crash_drill(target(backend, "crash"), "crash", work / backend, trials=trials, seed=42)
-        c = crash.check
-        r["crash: trials / failed"] = f"{crash.trials} / {len(crash.failed_trials)}"
-        r["crash: acked / lost / dup / gaps"] = f"{c.acknowledged} / {c.lost} / {c.duplicated} / {c.gaps}"
-        r["crash: integrity"] = c.integrity
-        print(backend, "crash", crash, flush=True)
+        if "crash" in args.parts:
+            crash_rows(r, backend, target(backend, "crash"), work / backend, trials)
+    if "faults" in args.parts:
+        fault_rows(rows, work, server)
 
+    keys = list(rows["sqlite"]) + [k for k in rows["postgres"] if k not in rows["sqlite"]]
+    width = max(len(k) for k in keys)
+    print()
+    print(f"{'':{width}}  {'SQLite':>28}  {'PostgreSQL':>28}")
+    for k in keys:
+        print(f"{k:{width}}  {rows['sqlite'].get(k, ''):>28}  {rows['postgres'].get(k, ''):>28}")
+    if server is not None:
+        server.stop()
+
+
+def crash_rows(r: dict[str, str], backend: str, target: str, work: Path, trials: int) -> None:
+    """The SIGKILL drill with the pyramid and a compacting agent loop in the child (``derived=True``)."""
+    t0 = time.perf_counter()
+    crash = drills.crash_drill(target, "crash", work, trials=trials, seed=42)
+    seconds = time.perf_counter() - t0
+    c, d = crash.check, crash.derived
+    r["crash: trials / failed"] = f"{crash.trials} / {len(crash.failed_trials)}"
+    r["crash: acked / lost / dup / gaps"] = f"{c.acknowledged} / {c.lost} / {c.duplicated} / {c.gaps}"
+    r["crash: committed, not acked (allowed)"] = str(crash.unacknowledged_stored)
+    r["crash: integrity"] = c.integrity
+    r["crash: derived overlap/gap/prov/unread"] = (f"{d.overlaps}/{d.gaps}/{d.bad_provenance}/{d.unreadable}"
+                                                   if d else "n/a")
+    r["crash: dup items / bad states"] = f"{d.duplicate_items} / {d.state_errors}" if d else "n/a"
+    r["crash: nodes L1/L2/L3"] = "/".join(str(crash.shape.get(f"level {i} nodes", 0)) for i in (1, 2, 3))
+    r["crash: cold / archived segments"] = (f"{crash.shape.get('cold segments', 0)} / "
+                                            f"{crash.shape.get('archived segments', 0)}")
+    r["crash: compactions / fallbacks"] = (f"{crash.shape.get('compactions', 0)} / "
+                                           f"{crash.shape.get('compaction fallbacks', 0)}")
+    r["crash: killed in add/agent/derive/ckpt"] = "/".join(
+        str(crash.phases.get(k, 0)) for k in ("add", "agent", "derive", "checkpoint"))
+    r["crash: wall time (s)"] = f"{seconds:.0f}"
+    print(backend, "crash", crash.check, crash.derived, crash.phases, crash.shape, crash.failures[:5], flush=True)
+
+
+def fault_rows(rows: dict[str, dict[str, str]], work: Path, server: LocalPostgres | None) -> None:
+    """Disk full and read-only file on SQLite; a PostgreSQL restart mid-batch."""
     for name, fn in (("disk full", drills.disk_full_drill), ("read-only file", drills.read_only_drill)):
         d = work / name.replace(" ", "_")
         d.mkdir()
@@ -158,15 +200,6 @@ def main() -> None:
     else:
         rows["postgres"]["fault: restart mid-batch"] = "skipped (external server)"
     rows["sqlite"]["fault: restart mid-batch"] = "n/a"
-
-    keys = list(rows["sqlite"]) + [k for k in rows["postgres"] if k not in rows["sqlite"]]
-    width = max(len(k) for k in keys)
-    print()
-    print(f"{'':{width}}  {'SQLite':>28}  {'PostgreSQL':>28}")
-    for k in keys:
-        print(f"{k:{width}}  {rows['sqlite'].get(k, ''):>28}  {rows['postgres'].get(k, ''):>28}")
-    if server is not None:
-        server.stop()
 
 
 if __name__ == "__main__":

@@ -133,3 +133,27 @@ def test_postgres_restart_mid_batch_is_all_or_nothing_and_the_store_keeps_servin
     finally:
         store.close()
         server.stop()
+
+
+def test_derived_check_reports_a_segment_that_no_longer_matches_its_range(tmp_path: Path) -> None:
+    import sqlite3
+
+    from stratamem import Memory
+    from stratamem.testing.consistency import check_derived
+    from stratamem.testing.workload import drill_config
+
+    db = tmp_path / "d.db"
+    with Memory(db, namespace="ns", config=drill_config()) as mem:
+        mem.add([{"role": "user", "content": f"turn {i}"} for i in range(12)], session="s")
+        segments = sorted(mem.pyramid.nodes(level=1, session="s"), key=lambda n: n.seq_range)
+        assert [n.seq_range for n in segments] == [(1, 4), (5, 8), (9, 12)]
+        assert check_derived(mem).ok
+    # Damage the file behind the library's back: the second segment now claims to start one turn later.
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE nodes SET seq_lo = seq_lo + 1 WHERE id = ?", (segments[1].id,))
+    with Memory(db, namespace="ns", config=drill_config()) as mem:
+        result = check_derived(mem)
+    assert (result.ok, result.gaps, result.bad_provenance, result.overlaps, result.unreadable) == (False, 1, 1, 0, 0)
+    seg = segments[1].id
+    assert result.problems == (f"session 's': segment {seg} starts at seq 6, expected 5",
+                               f"segment {seg} ('s' seq 6..8) holds 4 turn ids that are not that range's turns")
