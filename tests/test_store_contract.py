@@ -425,3 +425,21 @@ def test_latest_session_is_the_session_of_the_newest_turn(store: Store) -> None:
     assert store.latest_session("ns") == "b"
     store.append("other", [batch("z", "four")])
     assert store.latest_session("ns") == "b"
+
+
+def test_turn_ids_and_count_see_only_the_namespace(store: Store) -> None:
+    a = store.append("ns", [batch("s", "one", "two")])
+    store.append("other", [batch("s", "x")])
+    b = store.append("ns", [batch("t", "three")])
+    assert store.turn_ids("ns") == [t.id for t in a + b]
+    assert (store.turn_count("ns"), store.turn_count("other"), store.turn_count("nobody")) == (3, 1, 0)
+
+
+def test_has_tool_call_finds_calls_anywhere_in_the_session_exactly(store: Store) -> None:
+    call = Turn(role="assistant", content=(ToolUseBlock(id='c_1%"x', name="ls", input={"id": "c_2"}),), timestamp=T0)
+    store.append("ns", [TurnBatch("s", [call], [5]), batch("s", *[f"filler {i}" for i in range(30)])])
+    assert store.has_tool_call("ns", "s", 'c_1%"x')
+    assert not store.has_tool_call("ns", "s", "c_1")      # a prefix is not the id
+    assert not store.has_tool_call("ns", "s", "c_2")      # an input value named "id" is not a call id
+    assert not store.has_tool_call("ns", "t", 'c_1%"x')   # other session
+    assert not store.has_tool_call("other", "s", 'c_1%"x')

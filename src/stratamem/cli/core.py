@@ -70,10 +70,11 @@ def ingest(settings: Settings, path: str, fmt: str, session: str | None) -> None
     written = 0
     try:
         for ns, group in by_ns.items():
-            with settings.memory(ns) as mem, mem.store.transaction():
-                for s in group:
-                    written += len(mem.add_sessions([s]))
-                    bar.update(len(s.turns))
+            # One add_sessions per namespace: one transaction, and summaries and
+            # indexes are updated only after it commits.
+            with settings.memory(ns) as mem:
+                written += len(mem.add_sessions(group))
+            bar.update(sum(len(s.turns) for s in group))
     finally:
         bar.close()
     click.echo(f"ingested {written} turns in {len(sessions)} session(s) into "

@@ -126,6 +126,18 @@ class Store(Protocol):
         """Every turn of a namespace in (session, sequence) order, streamed."""
         ...
 
+    def turn_ids(self, namespace: str) -> list[int]:
+        """Ids of every turn of the namespace, ascending (no content is read)."""
+        ...
+
+    def turn_count(self, namespace: str) -> int:
+        """Number of turns in the namespace."""
+        ...
+
+    def has_tool_call(self, namespace: str, session: str, tool_use_id: str) -> bool:
+        """Whether an assistant turn of the session made the tool call ``tool_use_id``."""
+        ...
+
     def stats(self, namespace: str) -> NamespaceStats:
         """Counts and sizes for the namespace."""
         ...

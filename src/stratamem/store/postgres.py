@@ -23,6 +23,7 @@ Needs the ``stratamem[postgres]`` extra (``psycopg[binary]``, ``psycopg-pool``).
 from __future__ import annotations
 
 import functools
+import json
 import re
 import threading
 from collections.abc import Iterator, Sequence
@@ -412,6 +413,25 @@ class PostgresStore:
             for r in rows:
                 yield _row_to_stored(r[1:])
             last_session, last_seq = rows[-1][0], rows[-1][4]
+
+    def turn_ids(self, namespace: str) -> list[int]:
+        """Ids of every turn of the namespace, ascending (cheap: no content is read)."""
+        return [r[0] for r in self._query("SELECT id FROM turns WHERE namespace = %s ORDER BY id", (namespace,))]
+
+    def turn_count(self, namespace: str) -> int:
+        """Number of turns in the namespace."""
+        return int(self._query("SELECT COUNT(*) FROM turns WHERE namespace = %s", (namespace,))[0][0])
+
+    def has_tool_call(self, namespace: str, session: str, tool_use_id: str) -> bool:
+        """Whether an assistant turn of the session made the tool call ``tool_use_id``."""
+        needle = json.dumps(tool_use_id, ensure_ascii=False)
+        pattern = '%"id":' + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = self._query(
+            "SELECT t.content FROM turns t JOIN sessions s ON s.namespace = t.namespace AND s.id = t.session_id "
+            "WHERE t.namespace = %s AND s.name = %s AND t.role = 'assistant' AND t.content LIKE %s ESCAPE '\\'",
+            (namespace, session, pattern))
+        return any(tool_use_id in turn_from_columns("assistant", "", c, None, None,
+                                                    "2000-01-01T00:00:00Z", None).tool_use_ids for (c,) in rows)
 
     def stats(self, namespace: str) -> NamespaceStats:
         """Counts and sizes for the namespace."""

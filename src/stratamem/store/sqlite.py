@@ -415,6 +415,29 @@ class SQLiteStore:
                 yield _row_to_stored(r[1:])
             last_session, last_seq = rows[-1][0], rows[-1][4]
 
+    def turn_ids(self, namespace: str) -> list[int]:
+        """Ids of every turn of the namespace, ascending (cheap: no content is read)."""
+        return [r[0] for r in self._query(
+            "SELECT t.id FROM turns t JOIN namespaces n ON n.id = t.namespace_id WHERE n.name = ? ORDER BY t.id",
+            (namespace,))]
+
+    def turn_count(self, namespace: str) -> int:
+        """Number of turns in the namespace."""
+        return int(self._query("SELECT COUNT(*) FROM turns t JOIN namespaces n ON n.id = t.namespace_id "
+                               "WHERE n.name = ?", (namespace,))[0][0])
+
+    def has_tool_call(self, namespace: str, session: str, tool_use_id: str) -> bool:
+        """Whether an assistant turn of the session made the tool call ``tool_use_id``."""
+        # Block content is compact JSON, so the call's id appears as "id":"<json string>".
+        needle = json.dumps(tool_use_id, ensure_ascii=False)
+        pattern = '%"id":' + needle.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+        rows = self._query(
+            "SELECT t.content FROM turns t JOIN sessions s ON s.id = t.session_id JOIN namespaces n "
+            "ON n.id = t.namespace_id WHERE n.name = ? AND s.name = ? AND t.role = 'assistant' "
+            "AND t.content LIKE ? ESCAPE '\\'", (namespace, session, pattern))
+        return any(tool_use_id in turn_from_columns("assistant", "", c, None, None,
+                                                    "2000-01-01T00:00:00Z", None).tool_use_ids for (c,) in rows)
+
     def stats(self, namespace: str) -> NamespaceStats:
         """Counts and sizes for the namespace."""
         row = self._query(

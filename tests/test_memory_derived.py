@@ -1,0 +1,86 @@
+"""Derived work never turns a committed add into an error, and recall sees every writer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from stratamem import Config, Memory
+
+
+class _BrokenSummarizer:
+    """A summarizer that fails with an arbitrary, non-library exception."""
+
+    name = "broken"
+
+    def summarize(self, turns, *, max_tokens):  # noqa: ANN001, ANN201 - test double of the protocol
+        raise RuntimeError("boom")
+
+    def consolidate(self, children, *, max_tokens, executive=False):  # noqa: ANN001, ANN201
+        raise RuntimeError("boom")
+
+
+class _FlakyEmbedder:
+    """A real embedder (deterministic vectors) that can be told to fail."""
+
+    name = "flaky"
+    dimensions = 8
+
+    def __init__(self) -> None:
+        self.fail = False
+
+    def embed_batch(self, texts):  # noqa: ANN001, ANN201
+        if self.fail:
+            raise RuntimeError("embedding service down")
+        out = np.zeros((len(texts), 8), dtype=np.float32)
+        for i, t in enumerate(texts):
+            out[i, hash(t) % 8] = 1.0
+        return out
+
+
+def test_a_failing_embedder_after_the_index_loaded_loses_no_turn(tmp_path: Path) -> None:
+    emb = _FlakyEmbedder()
+    mem = Memory(tmp_path / "e.db", namespace="n", embedder=emb,
+                 config=Config().replace(pyramid={"enabled": False}))
+    [first] = mem.add([{"role": "user", "content": "the deploy key lives in vault"}], session="s")
+    mem.context("deploy key", budget=200, session="s")  # loads the index
+    emb.fail = True
+    stored = mem.add([{"role": "user", "content": "second turn"}], session="s")
+    assert [t.seq for t in stored] == [2]
+    assert any(w.startswith("recall.index_failed: ") for w in mem.status().warnings)
+    assert [e.kind for e in mem.events.recent("recall.index_failed")] == ["recall.index_failed"]
+    emb.fail = False
+    [third] = mem.add([{"role": "user", "content": "third turn about the deploy key"}], session="s")
+    ctx = mem.context("deploy key", budget=300, session="s", policy="recall")
+    assert {first.id, third.id} <= {i.turn_ids[0] for i in ctx.manifest.items if i.reason == "recalled"}
+    assert mem.status().turns == 3
+
+
+def test_turns_written_by_another_writer_are_recalled(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    config = Config().replace(pyramid={"enabled": False})
+    reader = Memory(path, namespace="team", config=config)
+    reader.add([{"role": "user", "content": "hello"}], session="s")
+    assert reader.context("kubernetes upgrade", budget=300, policy="recall").manifest.items == ()
+    writer = Memory(path, namespace="team", config=config)
+    [fact] = writer.add([{"role": "user", "content": "The kubernetes upgrade is planned for June 3."}], session="s")
+    ctx = reader.context("kubernetes upgrade", budget=300, policy="recall")
+    assert fact.id in {i.turn_ids[0] for i in ctx.manifest.items if i.reason == "recalled"}
+
+
+def test_tool_results_pair_with_calls_far_back_in_the_session(tmp_path: Path) -> None:
+    mem = Memory(tmp_path / "t.db", namespace="n", config=Config().replace(pyramid={"enabled": False}))
+    mem.add([{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_%x_1", "type": "function", "function": {"name": "long_job", "arguments": "{}"}}]}], session="s")
+    mem.add([{"role": "user", "content": f"waiting {i}"} for i in range(300)], session="s")
+    [res] = mem.add([{"role": "tool", "tool_call_id": "call_%x_1", "content": "done"}], session="s")
+    assert res.turn.tool_result_ids == ("call_%x_1",)
+
+
+def test_the_pyramid_failing_never_fails_the_add(tmp_path: Path) -> None:
+    mem = Memory(tmp_path / "p.db", namespace="n", summarizer=_BrokenSummarizer(),
+                 config=Config().replace(pyramid={"micro_chunk_size": 2, "defer_summarization": False}))
+    stored = mem.add([{"role": "user", "content": f"turn {i}"} for i in range(6)], session="s")
+    assert [t.seq for t in stored] == list(range(1, 7))
+    assert mem.status().turns == 6
