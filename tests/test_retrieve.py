@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from stratamem import Config, Memory
 from stratamem.errors import BudgetError, ValidationError
 from stratamem.records import StoredTurn, Turn
-from stratamem.retrieve import (BM25Index, HybridIndex, PlainRenderer, Weights, analyze, pack_turns, read_query,
-                                stem)
+from stratamem.assemble import ItemUnit, Recalled, assemble
+from stratamem.retrieve import (BM25Index, CompactRenderer, HybridIndex, PlainRenderer, Weights, analyze, pack_turns,
+                                read_query, stem)
 from stratamem.sources import SummaryIndex
 from stratamem.tokens import get_tokenizer
 
@@ -163,6 +164,8 @@ def test_packing_never_exceeds_the_budget(texts: list[str], budget: int, plain: 
     assert packed.tokens <= budget
     assert packed.tokens == (_TOK.count(packed.text) if packed.turns else 0)
     assert {t.id for t in packed.turns} | set(packed.skipped) == {t.id for t in turns}
+    renderer = PlainRenderer() if plain else CompactRenderer()
+    assert all(packed.costs[t.id] == _TOK.count(renderer.line(t)) + 1 for t in packed.turns)
 
 
 _WORDS = "dog cat lake camping pottery dance paint rome marathon beagle puppy class june book".split()
@@ -255,3 +258,34 @@ def test_the_summary_index_follows_the_pyramid_as_a_fresh_one_would(tmp_path) ->
             seen |= {(u.kind, u.tier) for u in fresh}
     # Segments went warm, then cold, and consolidations formed: every kind of change was followed.
     assert seen == {("segment", "warm"), ("segment", "cold"), ("consolidation", None)}
+
+
+def test_substance_ranks_the_fuller_of_two_equal_matches_first_and_never_invents_a_match() -> None:
+    long = "The lake trip with the kids, tents, canoes and a campfire every night."
+    turns = _turns([(T0, [("Ana", "Lake!"), ("Ben", "Sounds fun."), ("Ana", long)])])
+    index = HybridIndex(weights=Weights(lexical=0, lexical_window=0, lexical_session=0, lexical_prev=0,
+                                        lexical_next=0))
+    index.add_turns(turns)
+    # Only the speaker boost matches (equally) Ana's two turns; substance orders them; Ben's turn stays at 0.
+    hits = index.search("What did Ana say?", k=3)
+    assert [h.turn_ids[0] for h in hits] == [3, 1, 2]
+    assert hits[0].score["substance"] == pytest.approx(1.3 * (1 - math.exp(-len(analyze(f"Ana: {long}")) / 24)))
+    assert hits[1].score["substance"] == pytest.approx(1.3 * (1 - math.exp(-2 / 24)))
+    assert hits[2].score["fused"] == 0.0 and hits[2].score["substance"] == 0.0
+    assert all(h.score["fused"] == 0.0 for h in index.search("volcano", k=3))
+    with pytest.raises(ValidationError, match="substance_terms"):
+        Weights(substance_terms=0)
+
+
+def test_recall_policy_drops_an_item_that_restates_a_turn_shown_verbatim() -> None:
+    turns = _turns(CHAT)
+    items = [ItemUnit("item:1", "- (fact) Ben: I also started a pottery class.", "recalled_item", "cold", (3,)),
+             ItemUnit("item:2", "- (fact) Ana likes lakes.", "recalled_item", "cold", (4,)),
+             ItemUnit("item:3", "- (decision) Use PostgreSQL.", "recalled_item", "cold", ())]
+    ctx = assemble(budget=400, tokenizer=_TOK, fmt="text", policy="recall", items=items,
+                   recalled=[Recalled(turns[2], {"fused": 1.0})])
+    kinds = [(i.id, i.reason) for i in ctx.manifest.items]
+    # item:3 has no provenance and item:2's turn was not recalled: both stay; item:1 only restates turn 3.
+    assert kinds == [("item:2", "recalled_item"), ("item:3", "recalled_item"), ("turn:3", "recalled")]
+    assert [m.reason for m in ctx.manifest.near_misses if m.id == "item:1"] == ["restates_included_turns"]
+    assert ctx.text.index("## Remembered facts") < ctx.text.index("## Earlier conversation")
