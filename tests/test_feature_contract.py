@@ -235,6 +235,53 @@ def test_summaries_embeddings_tiers_and_archive_references(store: Any) -> None:
     assert [t.text for t in store.turns("ns")] == ["plain"]
 
 
+def test_node_methods_by_id_answer_only_inside_their_namespace(store: Any) -> None:
+    mine = store.append("ns", [TurnBatch("s", [turn("a"), turn("b")], [1, 1])])
+    theirs = store.append("other", [TurnBatch("s", [turn("c"), turn("d")], [1, 1])])
+    node_id = _segment(store, mine)
+    summary = Summary("A and b.", summarizer="test")
+    vec = np.array([1.0, 0.0], dtype=np.float32).tobytes()
+    store.nodes.set_summary("ns", node_id, summary, tokens=3, status="ok", error=None, embedding=vec)
+    store.nodes.set_tier("ns", node_id, "warm", at=T0, view_tokens=2, warm=("json", "[]"))
+    # Reads by id from another namespace see nothing.
+    assert (store.nodes.turn_ids("other", node_id), store.nodes.warm_content("other", node_id),
+            store.nodes.embedding("other", node_id)) == ([], None, None)
+    assert store.nodes.covered("ns", 1, [t.id for t in mine + theirs]) == {t.id for t in mine}
+    assert store.nodes.covered("other", 1, [t.id for t in mine]) == set()
+    # Writes by id into another namespace are refused and change nothing.
+    writes: dict[str, Callable[[], object]] = {
+        "set_summary": lambda: store.nodes.set_summary("other", node_id, Summary("x", summarizer="t"), tokens=1,
+                                                       status="ok", error=None),
+        "set_status": lambda: store.nodes.set_status("other", node_id, "failed", "x"),
+        "set_tier": lambda: store.nodes.set_tier("other", node_id, "cold", at=T0, view_tokens=1,
+                                                 archive_ref="2024-05-01.jsonl.zst@0+1"),
+        "set_parent": lambda: store.nodes.set_parent("other", [node_id], node_id),
+    }
+    for name, call in writes.items():
+        with pytest.raises(NotFoundError):
+            call()
+    store.nodes.clear_archive("other", [node_id])
+    assert store.nodes.delete_turns("other", [t.id for t in mine]) == 0
+    node = store.nodes.get("ns", node_id)
+    assert (node.summary, node.summary_status, node.tier, node.parent_id, node.archive_ref) == (
+        summary, "ok", "warm", None, None)
+    assert [t.id for t in store.turns("ns")] == [t.id for t in mine]
+    # A failed status keeps the summary it had; tier_not filters by tier.
+    store.nodes.set_status("ns", node_id, "failed", "embedding failed: down")
+    node = store.nodes.get("ns", node_id)
+    assert (node.summary, node.summary_status, node.summary_error) == (summary, "failed", "embedding failed: down")
+    assert [n.id for n in store.nodes.list("ns", level=1, tier_not="cold")] == [node_id]
+    assert store.nodes.list("ns", level=1, tier_not="warm") == []
+
+
+def test_the_pyramid_lock_is_taken_inside_a_transaction_on_both_backends(store: Any) -> None:
+    store.append("ns", [TurnBatch("s", [turn("a")], [1])])
+    with store.transaction():
+        store.nodes.lock("ns")
+        node_id = _segment(store, store.turns("ns"))
+    assert [n.id for n in store.nodes.list("ns")] == [node_id]
+
+
 def summary_json(summary: Summary) -> bytes:
     import json
 

@@ -234,10 +234,13 @@ def test_a_failing_model_keeps_the_node_with_an_extractive_summary_and_a_visible
 
 def test_the_llm_strategy_needs_a_summarizer_instance():
     mem = Memory(":memory:", namespace="t", config=cfg(summarizer="llm"))
+    failed = []
+    mem.events.subscribe("pyramid.failed", failed.append)
+    # add() stores the turn and reports the pyramid's configuration error instead of raising it.
+    assert len(mem.add(msgs(1))) == 1 and len(mem.turns()) == 1
+    assert [e.data["error"].split(":")[0] for e in failed] == ["ConfigError"]
     with pytest.raises(ConfigError, match="LLMSummarizer"):
-        mem.add(msgs(1))
-    # The turn was stored before the pyramid ran.
-    assert len(mem.turns()) == 1
+        mem.pyramid
 
 
 class _Embedder:
@@ -463,3 +466,61 @@ def test_reading_only_unsettled_segments_moves_tiers_exactly_like_a_full_scan(op
             # A fixpoint of the full-scan rule: nothing the old algorithm would move was left behind.
             assert _full_plan_moves(mem) == {}
     check_tree(mem)
+
+
+def test_concurrent_writers_of_one_namespace_on_postgres_queue_on_the_pyramid_lock(pg_dsn):
+    import threading
+
+    from pg import fresh_schema, schema_url
+
+    from stratamem.store.open import open_store
+
+    url = schema_url(pg_dsn, fresh_schema(pg_dsn, "race"))
+    config = cfg(micro_chunk_size=2, mini_chunk_size=4, macro_chunk_size=12, summarizer="heuristic")
+    open_store(url).close()  # migrate once, before the writers race
+    errors: list[str] = []
+    returned: list[int] = []
+
+    def writer(w: int) -> None:
+        with Memory(open_store(url), namespace="shared", config=config) as mem:
+            for i in range(12):
+                try:
+                    returned.extend(t.id for t in mem.add([{"role": "user", "content": f"w{w} q{i}"},
+                                                           {"role": "assistant", "content": f"a{i}"}],
+                                                          session=f"s{w % 2}"))
+                except Exception as exc:  # every error counts; the assertion below names them
+                    errors.append(f"{type(exc).__name__}: {exc}")
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    with Memory(open_store(url), namespace="shared", config=config) as mem:
+        assert sorted(t.id for t in mem.turns()) == sorted(returned) and len(returned) == 72
+        assert sum(n.turn_count for n in mem.pyramid.nodes(level=1)) + sum(
+            len(mem.pyramid.open_turns(s)) for s in ("s0", "s1")) == 72
+        check_tree(mem)
+
+
+def test_the_postgres_pyramid_lock_holds_one_namespace_until_commit(pg_dsn):
+    from pg import fresh_schema, schema_url
+
+    from stratamem.store.open import open_store
+
+    url = schema_url(pg_dsn, fresh_schema(pg_dsn, "lock"))
+    holder, other = open_store(url), open_store(url)
+    try:
+        def free(namespace: str) -> bool:
+            with other.transaction(), other.connection() as conn:
+                return conn.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))",
+                                    (0x5079, namespace)).fetchone()[0]
+
+        with holder.transaction():
+            holder.nodes.lock("ns")
+            assert (free("ns"), free("another")) == (False, True)
+        assert free("ns") is True
+    finally:
+        holder.close()
+        other.close()

@@ -246,6 +246,8 @@ class Pyramid:
         self.plan = plan_for(config)
         self._nodes = store.nodes
         self._item_api: Any = None
+        # (id, timestamp) of the newest turn seen and the newest timestamp so far: see _reference().
+        self._newest: tuple[int, datetime | None, datetime | None] = (0, None, None)
 
     # --- budgets -------------------------------------------------------------------------
 
@@ -351,7 +353,10 @@ class Pyramid:
     def _consolidate(self, events: list[Event]) -> list[int]:
         out = []
         for level, rule in enumerate(self.plan.levels, start=2):
-            pending = self._nodes.list(self.namespace, level=level - 1, unparented=True)
+            # Only nodes newer than the last consolidated child can be pending (the levels
+            # are gap-free prefixes), so the read stays small however long the history is.
+            pending = self._nodes.list(self.namespace, level=level - 1, unparented=True,
+                                       after_id=self._nodes.last_child_id(self.namespace, level))
             while (n := rule.take(pending, self._estimate)) > 0:
                 children, pending = pending[:n], pending[n:]
                 ids = tuple(sorted(t for c in children for t in self._nodes.turn_ids(self.namespace, c.id)))
@@ -373,7 +378,7 @@ class Pyramid:
         live = self._nodes.list(ns, level=1, tier_not="cold")
         newest = self._nodes.list(ns, level=1, newest_first=True, limit=p.hot_chunks) if p.hot_chunks > 0 else []
         segments = sorted({n.id: n for n in (*live, *newest)}.values(), key=lambda n: n.id)
-        reference = self._nodes.newest_turn_time(ns) or self.clock()
+        reference = self._reference() or self.clock()
         covered_nodes: set[int] = set()
         if self.plan.levels:
             top = len(self.plan.levels) + 1
@@ -403,6 +408,25 @@ class Pyramid:
                 self._nodes.set_tier(ns, node_id, "cold", at=at, view_tokens=self._cold_tokens(node.summary),
                                      archive_ref=ref)
             events.append(self._event("tier.changed", node_id=node_id, before=node.tier, after=tier))
+
+    def _reference(self) -> datetime | None:
+        """The namespace's newest turn time ("now" for tier ages), read incrementally.
+
+        Turns are immutable and ids only grow, so only turns above the last id
+        seen can raise it: one index range scan over the new turns instead of a
+        scan of the whole history on every seal. If the last turn seen is gone
+        or changed (a rolled-back write whose id was reused, a purge), it is
+        recomputed from scratch.
+        """
+        last_id, last_ts, newest = self._newest
+        if last_id and self._nodes.turn_time(self.namespace, last_id) != last_ts:
+            last_id, last_ts, newest = 0, None, None
+        found = self._nodes.newest_turn_after(self.namespace, last_id)
+        if found is not None:
+            max_id, ts = found
+            newest = ts if newest is None or ts > newest else newest
+            self._newest = (max_id, self._nodes.turn_time(self.namespace, max_id), newest)
+        return newest
 
     def _cold_tokens(self, summary: Summary | None) -> int | None:
         if summary is None:

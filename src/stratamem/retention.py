@@ -79,6 +79,8 @@ def apply_retention(pyramid: Pyramid, *, now: datetime | None = None) -> Retenti
         nodes.clear_archive(ns, [n for n, _ in expired])
         if pyramid.config.pyramid.retention_purges_turns:
             deleted = nodes.delete_turns(ns, [t for n, _ in expired for t in nodes.turn_ids(ns, n)])
+    if deleted:
+        pyramid._newest = (0, None, None)  # a purged turn may have held the newest time: recompute it
     files: tuple[str, ...] = ()
     if pyramid.archive is not None:
         live = nodes.archive_refs(ns)

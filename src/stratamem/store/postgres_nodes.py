@@ -83,7 +83,7 @@ def m003_pyramid(conn: psycopg.Connection) -> None:
             PRIMARY KEY (namespace, id),
             FOREIGN KEY (namespace, parent_id) REFERENCES nodes (namespace, id)
         )""",
-        # Some methods take a bare id (the pyramid resolved it inside the namespace).
+        # Store-wide id index (early versions looked nodes up by bare id; migrations are never edited).
         "CREATE INDEX nodes_id ON nodes (id)",
         "CREATE INDEX nodes_level ON nodes (namespace, level, id)",
         "CREATE INDEX nodes_session ON nodes (namespace, session, seq_hi)",
@@ -160,15 +160,16 @@ class PostgresNodeStore:
     def list(self, namespace: str, *, level: int | None = None, tier: str | None = None,
              session: str | None = None, status: str | None = None, unparented: bool = False,
              parent_id: int | None = None, newest_first: bool = False, limit: int | None = None,
-             tier_not: str | None = None) -> list[Node]:
+             tier_not: str | None = None, after_id: int | None = None) -> list[Node]:
         """Nodes of the namespace matching every given filter, in creation order.
 
         ``tier_not`` keeps nodes with a tier other than the one named (the
-        ``nodes_level`` index narrows the scan to the namespace and level).
+        ``nodes_level`` index narrows the scan to the namespace and level);
+        ``after_id`` keeps nodes with larger ids (an index range with ``level``).
         """
         where, params = ["namespace = %s"], [namespace]
         for clause, value in (("level = %s", level), ("tier = %s", tier), ("session = %s", session),
-                              ("tier <> %s", tier_not),
+                              ("tier <> %s", tier_not), ("id > %s", after_id),
                               ("summary_status = %s", status), ("parent_id = %s", parent_id)):
             if value is not None:
                 where.append(clause)
@@ -179,6 +180,17 @@ class PostgresNodeStore:
         if limit is not None:
             query += f" LIMIT {int(limit)}"
         return [_row(r) for r in self._q(query, params)]
+
+    def last_child_id(self, namespace: str, level: int) -> int:
+        """Highest id among the children of the namespace's newest node at ``level`` (0 if none).
+
+        Consolidations take the oldest pending nodes of the level below, so
+        every node of ``level - 1`` above this id is still unparented.
+        """
+        rows = self._q("SELECT COALESCE(MAX(id), 0) FROM nodes WHERE namespace = %s AND parent_id = "
+                       "(SELECT MAX(id) FROM nodes WHERE namespace = %s AND level = %s)",
+                       (namespace, namespace, level))
+        return int(rows[0][0])
 
     def levels(self, namespace: str) -> list[int]:
         """Levels that have nodes, ascending."""
@@ -225,6 +237,21 @@ class PostgresNodeStore:
         """Timestamp of the namespace's newest turn (by timestamp), or ``None``."""
         rows = self._q("SELECT MAX(ts) FROM turns WHERE namespace = %s", (namespace,))
         return _utc(rows[0][0]) if rows and rows[0][0] else None
+
+    def newest_turn_after(self, namespace: str, after_id: int) -> tuple[int, datetime] | None:
+        """``(highest id, newest timestamp)`` over the namespace's turns with ids above ``after_id``, or ``None``.
+
+        A range scan of the turns' primary key ``(namespace, id)``: the cost
+        follows the number of new turns, not the namespace's history.
+        """
+        rows = self._q("SELECT MAX(id), MAX(ts) FROM turns WHERE namespace = %s AND id > %s",
+                       (namespace, int(after_id)))
+        return (int(rows[0][0]), _utc(rows[0][1])) if rows and rows[0][0] is not None else None
+
+    def turn_time(self, namespace: str, turn_id: int) -> datetime | None:
+        """Timestamp of one turn of the namespace, or ``None`` if there is no such turn."""
+        rows = self._q("SELECT ts FROM turns WHERE namespace = %s AND id = %s", (namespace, int(turn_id)))
+        return _utc(rows[0][0]) if rows else None
 
     def tier_sizes(self, namespace: str) -> list[tuple[Any, ...]]:
         """Per tier of level-1 nodes: tier, nodes, turns, tokens, view tokens, warm bytes, summary bytes."""

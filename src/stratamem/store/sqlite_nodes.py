@@ -163,15 +163,16 @@ class SQLiteNodeStore:
     def list(self, namespace: str, *, level: int | None = None, tier: str | None = None,
              session: str | None = None, status: str | None = None, unparented: bool = False,
              parent_id: int | None = None, newest_first: bool = False, limit: int | None = None,
-             tier_not: str | None = None) -> list[Node]:
+             tier_not: str | None = None, after_id: int | None = None) -> list[Node]:
         """Nodes of the namespace matching every given filter, in creation order.
 
         ``tier_not`` keeps nodes with a tier other than the one named (the
-        ``nodes_level`` index narrows the scan to the namespace and level).
+        ``nodes_level`` index narrows the scan to the namespace and level);
+        ``after_id`` keeps nodes with larger ids (an index range with ``level``).
         """
         where, params = ["ns.name = ?"], [namespace]
         for clause, value in (("n.level = ?", level), ("n.tier = ?", tier), ("s.name = ?", session),
-                              ("n.tier != ?", tier_not),
+                              ("n.tier != ?", tier_not), ("n.id > ?", after_id),
                               ("n.summary_status = ?", status), ("n.parent_id = ?", parent_id)):
             if value is not None:
                 where.append(clause)
@@ -182,6 +183,17 @@ class SQLiteNodeStore:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         return [_row(r) for r in self._q(sql, params)]
+
+    def last_child_id(self, namespace: str, level: int) -> int:
+        """Highest id among the children of the namespace's newest node at ``level`` (0 if none).
+
+        Consolidations take the oldest pending nodes of the level below, so
+        every node of ``level - 1`` above this id is still unparented.
+        """
+        rows = self._q(f"SELECT COALESCE(MAX(c.id), 0) FROM nodes c WHERE c.parent_id = "
+                       f"(SELECT MAX(id) FROM nodes WHERE namespace_id={_NS} AND level=?) AND c.namespace_id={_NS}",
+                       (namespace, level, namespace))
+        return int(rows[0][0])
 
     def levels(self, namespace: str) -> list[int]:
         """Levels that have nodes, ascending."""
@@ -231,6 +243,21 @@ class SQLiteNodeStore:
         rows = self._q("SELECT MAX(t.ts) FROM turns t JOIN namespaces ns ON ns.id = t.namespace_id "
                        "WHERE ns.name=?", (namespace,))
         return parse_timestamp(rows[0][0]) if rows and rows[0][0] else None
+
+    def newest_turn_after(self, namespace: str, after_id: int) -> tuple[int, datetime] | None:
+        """``(highest id, newest timestamp)`` over the namespace's turns with ids above ``after_id``, or ``None``.
+
+        A range scan of the ``turns_namespace`` index: the cost follows the
+        number of new turns, not the namespace's history.
+        """
+        rows = self._q(f"SELECT MAX(id), MAX(ts) FROM turns WHERE namespace_id={_NS} AND id > ?",
+                       (namespace, int(after_id)))
+        return (int(rows[0][0]), parse_timestamp(rows[0][1])) if rows and rows[0][0] is not None else None
+
+    def turn_time(self, namespace: str, turn_id: int) -> datetime | None:
+        """Timestamp of one turn of the namespace, or ``None`` if there is no such turn."""
+        rows = self._q(f"SELECT ts FROM turns WHERE id=? AND namespace_id={_NS}", (int(turn_id), namespace))
+        return parse_timestamp(rows[0][0]) if rows else None
 
     def tier_sizes(self, namespace: str) -> list[tuple[Any, ...]]:
         """Per tier of level-1 nodes: tier, nodes, turns, tokens, view tokens, warm bytes, summary bytes."""
