@@ -285,7 +285,8 @@ def test_recall_policy_drops_an_item_that_restates_a_turn_shown_verbatim() -> No
     ctx = assemble(budget=400, tokenizer=_TOK, fmt="text", policy="recall", items=items,
                    recalled=[Recalled(turns[2], {"fused": 1.0})])
     kinds = [(i.id, i.reason) for i in ctx.manifest.items]
-    # item:3 has no provenance and item:2's turn was not recalled: both stay; item:1 only restates turn 3.
-    assert kinds == [("item:2", "recalled_item"), ("item:3", "recalled_item"), ("turn:3", "recalled")]
+    # item:3 (no provenance) goes first; item:2's turn was not shown, so it follows the packing;
+    # item:1 only restates turn 3, which is shown verbatim.
+    assert kinds == [("item:3", "recalled_item"), ("item:2", "recalled_item"), ("turn:3", "recalled")]
     assert [m.reason for m in ctx.manifest.near_misses if m.id == "item:1"] == ["restates_included_turns"]
     assert ctx.text.index("## Remembered facts") < ctx.text.index("## Earlier conversation")

@@ -226,14 +226,15 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
                                     score=it.score, turn_ids=it.turn_ids))
         return cost
 
-    # Under recall, an item extracted from a turn that is itself recalled waits for the
-    # packing: if the turn is shown verbatim, the item would only restate it (seed 004).
-    candidates = {r.turn.id for r in recalled} if policy == "recall" else set()
+    # Under recall, an item extracted from turns (it has provenance) waits for the
+    # packing: verbatim evidence comes first, and if its turns are shown the item
+    # would only restate them (seed 004). Items added as knowledge go first.
+    defer = policy == "recall"
     deferred: list[ItemUnit] = []
     for it in items:
         if it.turn_ids and set(it.turn_ids) <= in_window:
             misses.append(NearMiss(it.id, "item", 0, "restates_window_turns", it.score))
-        elif it.turn_ids and set(it.turn_ids) <= candidates:
+        elif defer and it.turn_ids:
             deferred.append(it)
         else:
             recall_cap -= take_item(it, recall_cap)
