@@ -139,3 +139,21 @@ def test_a_failing_command_closes_its_store(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["--db", str(db), "context", "--budget", "0"])
     assert result.exit_code == 1 and result.output == "Error: BudgetError: budget must be positive, got 0\n"
     assert _open_files(db) == []
+
+
+def test_every_context_is_recorded_with_its_manifest(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    for text in ("We chose SQLite.", "Then PostgreSQL for many writers."):
+        assert run(db, "--embedding", "none", "add", "-c", text)[0] == 0
+    code, _ = run(db, "--embedding", "none", "context", "database choice", "--budget", "300")
+    assert code == 0
+    code, _ = run(db, "--embedding", "none", "context", "--budget", "50")
+    code, out = run(db, "--embedding", "none", "manifests")
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines] == ["#2", "#1"]
+    assert "/50 " in lines[0] and "/300 " in lines[1]
+    code, out = run(db, "--embedding", "none", "manifests", "--id", "1")
+    shown = json.loads(out)
+    assert shown["query"] == "database choice" and shown["budget_tokens"] == 300 and shown["session"] == "default"
+    code, out = run(db, "--embedding", "none", "manifests", "--id", "99")
+    assert code == 1 and "no manifest 99" in out

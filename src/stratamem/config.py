@@ -134,6 +134,10 @@ class ContextConfig:
     """Most recent turns considered for the window (seed 004: 20 to 80)."""
     default_budget: int = 4000
     """Budget used when the caller gives none."""
+    record_manifests: bool = True
+    """Store every assembled context's manifest (``stratamem manifests``); off for read-only stores."""
+    keep_manifests: int = 1000
+    """Newest manifests kept per namespace."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -430,6 +434,8 @@ def _validate(obj: Any, prefix: str) -> None:
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
             raise ConfigError(f"{prefix}{f.name}: must not be negative, got {value!r}")
     if isinstance(obj, ContextConfig):
+        if obj.keep_manifests < 1:
+            raise ConfigError(f"{prefix}keep_manifests must be at least 1")
         total = obj.current_share + obj.history_share + obj.bulk_share
         if abs(total - 1.0) > 1e-6:
             raise ConfigError(f"{prefix}current_share + history_share + bulk_share must be 1.0, got {total:g}")

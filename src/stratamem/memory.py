@@ -374,10 +374,13 @@ class Memory:
                      if self.config.pyramid.enabled else [])
         items = self._item_units(query)
         cfg = self.config.context
-        return assemble(budget=budget, tokenizer=self.tokenizer, fmt=format, policy=policy,
+        ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=format, policy=policy,
                         shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), fixed=fixed,
                         recent=recent, recalled=recalled, summaries=summaries, items=items, query=query,
                         notes=notes)
+        if cfg.record_manifests:
+            self.store.manifests.add(self.namespace, session, ctx.manifest, keep=cfg.keep_manifests)
+        return ctx
 
     def _item_units(self, query: str | None) -> list[ItemUnit]:
         """Hot memory items (kept in the prompt), then warm/cold items found for ``query``.

@@ -136,6 +136,30 @@ def context(settings: Settings, query: str | None, budget: int | None, session: 
 
 
 @click.command()
+@click.option("--limit", "-l", type=int, default=10, show_default=True, help="How many, newest first.")
+@click.option("--id", "manifest_id", type=int, default=None, help="Show one manifest in full.")
+@pass_settings
+def manifests(settings: Settings, limit: int, manifest_id: int | None) -> None:
+    """Recorded context manifests: what each assembled prompt held and why."""
+    with settings.memory() as mem:
+        if manifest_id is not None:
+            found = mem.store.manifests.get(mem.namespace, manifest_id)
+            if found is None:
+                raise click.ClickException(f"NotFoundError: no manifest {manifest_id} in {mem.namespace!r}")
+            emit_json({"id": found.id, "session": found.session, **found.data})
+            return
+        rows = mem.store.manifests.latest(mem.namespace, limit)
+    for m in rows:
+        d = m.data
+        reasons: dict[str, int] = {}
+        for it in d["items"]:
+            reasons[it["reason"]] = reasons.get(it["reason"], 0) + 1
+        summary = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
+        click.echo(f"#{m.id:<6} {d['timestamp']}  {d['total_tokens']:>6}/{d['budget_tokens']:<6} {d['policy']:<11} "
+                   f"{m.session or '-'}: {summary or 'empty'}")
+
+
+@click.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_settings
 def status(settings: Settings, as_json: bool) -> None:
@@ -201,7 +225,7 @@ def demo(settings: Settings, query: str, budget: int) -> None:
 
 def register(group: click.Group) -> None:
     """Add the core commands to ``group``."""
-    for cmd in (init, ingest, add, context, status, export_cmd, import_cmd, demo):
+    for cmd in (init, ingest, add, context, manifests, status, export_cmd, import_cmd, demo):
         group.add_command(cmd)
 
 

@@ -43,6 +43,7 @@ from .base import NamespaceStats, TurnBatch
 from .sqlite import turn_columns, turn_from_columns
 
 if TYPE_CHECKING:
+    from .postgres_manifests import PostgresManifests
     from .postgres_conversations import PostgresConversations
     from .postgres_embeddings import PostgresEmbeddingCache
     from .postgres_items import PostgresItemStore
@@ -223,6 +224,13 @@ class PostgresStore:
         from .postgres_items import PostgresItemStore
 
         return PostgresItemStore(self)
+
+    @functools.cached_property
+    def manifests(self) -> PostgresManifests:
+        """Recorded context manifests (:mod:`stratamem.store.postgres_manifests`)."""
+        from .postgres_manifests import PostgresManifests
+
+        return PostgresManifests(self)
 
     @functools.cached_property
     def conversations(self) -> PostgresConversations:

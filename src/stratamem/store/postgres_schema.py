@@ -28,6 +28,7 @@ from ..errors import MigrationError
 from .postgres_conversations import m004_conversations
 from .postgres_embeddings import m002_embeddings
 from .postgres_items import m005_items, m007_item_ids
+from .postgres_manifests import m006_manifests
 from .postgres_nodes import m003_pyramid
 
 __all__ = ["MIGRATIONS", "PgMigration", "applied", "apply", "ensure_schema"]
@@ -99,10 +100,11 @@ def m001_core(conn: psycopg.Connection) -> None:
 # the feature bodies live beside their feature stores (``postgres_<feature>.py``).
 MIGRATIONS: list[PgMigration] = [
     PgMigration("m001_core", m001_core),
-    PgMigration("m005_items", m005_items),
+    PgMigration("m002_embeddings", m002_embeddings),
     PgMigration("m003_pyramid", m003_pyramid),
     PgMigration("m004_conversations", m004_conversations),
-    PgMigration("m002_embeddings", m002_embeddings),
+    PgMigration("m005_items", m005_items),
+    PgMigration("m006_manifests", m006_manifests),
     PgMigration("m007_item_ids", m007_item_ids),
 ]
 

@@ -27,6 +27,7 @@ from .base import NamespaceStats, TurnBatch
 from .sqlite_schema import MIGRATIONS
 
 if TYPE_CHECKING:
+    from .sqlite_manifests import SQLiteManifests
     from .sqlite_conversations import SQLiteConversations
     from .sqlite_embeddings import SQLiteEmbeddingCache
     from .sqlite_items import SQLiteItemStore
@@ -252,6 +253,13 @@ class SQLiteStore:
         from .sqlite_items import SQLiteItemStore
 
         return SQLiteItemStore(self)
+
+    @functools.cached_property
+    def manifests(self) -> SQLiteManifests:
+        """Recorded context manifests (:mod:`stratamem.store.sqlite_manifests`)."""
+        from .sqlite_manifests import SQLiteManifests
+
+        return SQLiteManifests(self)
 
     @functools.cached_property
     def conversations(self) -> SQLiteConversations:

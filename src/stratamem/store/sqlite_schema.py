@@ -12,6 +12,7 @@ import sqlite3
 from .migrations import Migration
 from .sqlite_embeddings import m002_embeddings
 from .sqlite_items import m007_item_ids
+from .sqlite_manifests import m006_manifests
 from .sqlite_nodes import m003_pyramid
 
 __all__ = ["MIGRATIONS"]
@@ -141,9 +142,10 @@ def m004_conversations(conn: sqlite3.Connection) -> None:
 
 MIGRATIONS: list[Migration] = [
     Migration("m001_core", m001_core),
-    Migration("m005_items", m005_items),
+    Migration("m002_embeddings", m002_embeddings),
     Migration("m003_pyramid", m003_pyramid),
     Migration("m004_conversations", m004_conversations),
-    Migration("m002_embeddings", m002_embeddings),
+    Migration("m005_items", m005_items),
+    Migration("m006_manifests", m006_manifests),
     Migration("m007_item_ids", m007_item_ids),
 ]

@@ -1,0 +1,44 @@
+"""Recorded manifests behave the same on both backends."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pg import fresh_schema, schema_url
+
+from stratamem.manifest import ContextItem, Manifest
+from stratamem.store import Store
+from stratamem.store.open import open_store
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        target = str(tmp_path / "m.db")
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        target = schema_url(dsn, fresh_schema(dsn))
+    s = open_store(target)
+    yield s
+    s.close()
+
+
+def _manifest(budget: int) -> Manifest:
+    return Manifest(budget=budget, total_tokens=budget - 1, query=f"q{budget}",
+                    items=(ContextItem("turn:1", "turn", budget - 4, "recalled", turn_ids=(1,)),))
+
+
+def test_manifests_are_kept_newest_first_per_namespace_within_keep(store: Store) -> None:
+    ids = [store.manifests.add("ns", "s", _manifest(b), keep=3) for b in (10, 20, 30, 40)]
+    other = store.manifests.add("other", None, _manifest(99), keep=3)
+    assert ids == sorted(ids) and len(set(ids + [other])) == 5
+    assert [m.data["budget_tokens"] for m in store.manifests.latest("ns")] == [40, 30, 20]
+    assert store.manifests.get("ns", ids[0]) is None                 # dropped past keep
+    assert store.manifests.get("ns", other) is None                  # another namespace's
+    got = store.manifests.get("ns", ids[-1])
+    assert got is not None and (got.session, got.data["query"], got.data["items"][0]["turn_ids"]) == ("s", "q40", [1])
+    assert [m.data["budget_tokens"] for m in store.manifests.latest("other")] == [99]
+    with pytest.raises(ValueError, match="keep must be an integer of at least 1"):
+        store.manifests.add("ns", "s", _manifest(5), keep=0)
