@@ -128,6 +128,9 @@ class Memory:
         if self.config.pyramid.enabled and not hasattr(store, "nodes"):
             raise ConfigError(f"the {getattr(store, 'backend', '?')} store keeps no pyramid nodes; "
                               "set pyramid.enabled = false to use it")
+        if self.config.pyramid.enabled and self.config.pyramid.summarizer == "llm" and summarizer is None:
+            raise ConfigError("pyramid.summarizer is 'llm': pass summarizer=LLMSummarizer(chat_model, tokenizer) "
+                              "(the library never builds a model from configuration)")
         self.store: Store = store
 
     def for_namespace(self, namespace: str) -> Memory:
