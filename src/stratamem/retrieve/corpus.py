@@ -12,9 +12,12 @@ is rebuilt from scratch when a turn arrives:
   session), session sums by ``bincount`` — and their document frequency is
   the number of windows/sessions where the term occurs. This is exactly
   BM25 over the concatenated texts, without ever building those indexes;
-* only new texts are embedded; a new turn changes the window vector of at
-  most ``window`` earlier turns of its session, so only those are redone, and
-  session vectors are running sums.
+* only new texts are embedded. A window's cosine is the sum of its turns'
+  dot products with the query over the norm of their summed vectors, so per
+  query one matrix–vector product over the turns is enough (window sums by
+  the same prefix sums); only the norms are stored, and a new turn changes
+  those of at most ``window`` earlier turns of its session. Session vectors
+  are running sums.
 
 The structure arrays (session order, window bounds, neighbours) are redone
 with O(N) numpy when turns were added, never with per-turn Python loops.
@@ -82,7 +85,7 @@ class TurnCorpus:
         self._speaker_of = _Rows(np.int64)
         self._lengths = _Rows(np.int64)
         self.vectors: _Rows | None = None
-        self.window_vectors: _Rows | None = None
+        self.window_norms: _Rows | None = None
         self._session_sums: _Rows | None = None
         self._stale = True
 
@@ -143,11 +146,11 @@ class TurnCorpus:
         vec = np.asarray(self.embed(list(texts)), dtype=np.float32)
         if self.vectors is None:
             dim = vec.shape[1]
-            self.vectors, self.window_vectors = _Rows(np.float32, dim), _Rows(np.float32, dim)
+            self.vectors, self.window_norms = _Rows(np.float32, dim), _Rows(np.float64)
             self._session_sums = _Rows(np.float64, dim)
-        assert self.window_vectors is not None and self._session_sums is not None
+        assert self.window_norms is not None and self._session_sums is not None
         self.vectors.extend(vec)
-        self.window_vectors.extend(np.zeros_like(vec))
+        self.window_norms.extend(np.ones(len(vec)))
         if self._session_sums.n < len(self._sizes):
             self._session_sums.extend(np.zeros((len(self._sizes) - self._session_sums.n, vec.shape[1])))
         # Unbuffered and in index order: a session's sum is accumulated turn by turn in
@@ -158,10 +161,10 @@ class TurnCorpus:
         first = self.start[self.session_of[new]]
         back = [self.order[np.maximum(self.rank[new] - d, first)] for d in range(1, self.window + 1)]
         touched = np.unique(np.concatenate([new, *back]))
-        self.window_vectors.view[touched] = self._window_sum(touched)
+        self.window_norms.view[touched] = self._summed_norm(touched)
 
-    def _window_sum(self, rows: np.ndarray) -> np.ndarray:
-        """Unit mean vector of each row's window, summed in a fixed offset order."""
+    def _summed_norm(self, rows: np.ndarray) -> np.ndarray:
+        """Length of each row's summed window vector (summed in a fixed offset order), floored at 1e-12."""
         assert self.vectors is not None
         vec = self.vectors.view
         at = self.rank[rows]
@@ -170,8 +173,7 @@ class TurnCorpus:
             j = at + d
             ok = (j >= self.lo[rows]) & (j < self.hi[rows])
             acc[ok] += vec[self.order[j[ok]]]
-        acc /= np.maximum(np.linalg.norm(acc, axis=1, keepdims=True), 1e-12)
-        return acc
+        return np.maximum(np.linalg.norm(acc, axis=1).astype(np.float64), 1e-12)
 
     # --- structure ---------------------------------------------------------------------
 
@@ -242,9 +244,9 @@ class TurnCorpus:
         turn = self.bm25.scores(terms, weights)
         window, session = np.zeros(n), np.zeros(len(self._sizes))
         for term in dict.fromkeys(terms):
-            if term not in self.bm25._postings:
+            if term not in self.bm25:
                 continue
-            docs, tf = self.bm25._posting(term)
+            docs, tf = self.bm25.posting(term)
             w = weights.get(term, 1.0) if weights else 1.0
             dense = np.zeros(n + 1)
             dense[self.rank[docs] + 1] = tf
@@ -253,6 +255,12 @@ class TurnCorpus:
             ses_tf = np.bincount(self.session_of[docs], weights=tf, minlength=len(self._sizes))
             self._bm25(session, ses_tf, self._session_norm, w)
         return turn, window, session
+
+    def window_cosines(self, dots: np.ndarray) -> np.ndarray:
+        """Cosine of each turn's window vector with a query, from the turns' dot products with it."""
+        assert self.window_norms is not None
+        sums = np.concatenate(([0.0], np.cumsum(dots[self.order], dtype=np.float64)))
+        return (sums[self.hi] - sums[self.lo]) / self.window_norms.view
 
     def substance(self, scale: float) -> np.ndarray:
         """``1 - exp(-terms / scale)`` per turn, from its count of content words."""

@@ -160,20 +160,31 @@ class HybridIndex:
 
     # --- searching ----------------------------------------------------------------------
 
-    def signals(self, query: str) -> tuple[dict[str, np.ndarray], QueryFacts]:
-        """Each signal's raw per-turn scores for ``query`` (for tuning and the manifest)."""
+    def signals(self, query: str, *, weighted_only: bool = False) -> tuple[dict[str, np.ndarray], QueryFacts]:
+        """Each signal's raw per-turn scores for ``query`` (for tuning and the manifest).
+
+        Args:
+            query: The query text.
+            weighted_only: Skip the vector signals whose weight is 0 (they cannot
+                change the ranking; saves O(N·d) work per query).
+        """
         c = self._corpus
         c.ready()
         facts = read_query(query, c.speakers)
         terms = analyze(query)
         sig = self._lexical(terms, None)
-        if c.vectors is not None and c.window_vectors is not None:
+        w = self.weights
+        if c.vectors is not None:
             q = np.asarray(self.embedder.embed_batch([query]), dtype=np.float32)[0]  # type: ignore[union-attr]
-            sig["vector"] = np.clip(c.vectors.view @ q, 0, None)
-            sig["vector_window"] = np.clip(c.window_vectors.view @ q, 0, None)
-            sig["vector_session"] = np.clip(c.session_vectors() @ q, 0, None)[c.session_of]
-            padded = np.append(sig["vector"], 0.0)
-            sig["vector_prev"], sig["vector_next"] = padded[c.prev], padded[c.next]
+            dots = c.vectors.view @ q
+            sig["vector"] = np.clip(dots, 0, None)
+            if not weighted_only or w.vector_window > 0:
+                sig["vector_window"] = np.clip(c.window_cosines(dots), 0, None)
+            if not weighted_only or w.vector_session > 0:
+                sig["vector_session"] = np.clip(c.session_vectors() @ q, 0, None)[c.session_of]
+            if not weighted_only or w.vector_prev > 0 or w.vector_next > 0:
+                padded = np.append(sig["vector"], 0.0)
+                sig["vector_prev"], sig["vector_next"] = padded[c.prev], padded[c.next]
         if facts.speakers:
             codes = [c.speakers[name] for name in facts.speakers]
             sig["speaker"] = np.isin(c.speaker_of, codes).astype(np.float64)
@@ -205,6 +216,33 @@ class HybridIndex:
         weights = {t: w.feedback_weight for t in extra}
         return self._lexical(terms + extra, weights)
 
+    def _factors(self, sig: Mapping[str, np.ndarray]) -> dict[str, float]:
+        """What each weighted signal's raw scores are multiplied by in the fused score."""
+        out: dict[str, float] = {}
+        for name, v in sig.items():
+            w = getattr(self.weights, name)
+            if w <= 0:
+                continue
+            if name in ("speaker", "date"):
+                out[name] = w  # 0/1 boosts already
+            else:
+                top = float(v.max()) if v.size else 0.0
+                out[name] = w / top if top > 0 else 0.0
+        return out
+
+    def _fused(self, sig: Mapping[str, np.ndarray], factors: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
+        """Fused scores (prior included) and the prior each turn received."""
+        fused, tmp = np.zeros(len(self.turns)), np.empty(len(self.turns))
+        for name, f in factors.items():
+            if f:
+                fused += np.multiply(sig[name], f, out=tmp)
+        prior = np.zeros(0)
+        if self.weights.substance > 0 and len(fused):
+            prior = self.weights.substance * self._corpus.substance(self.weights.substance_terms)
+            prior[fused <= 0] = 0.0
+            fused += prior
+        return fused, prior
+
     def fuse(self, sig: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Fused scores and the weighted part each signal contributes.
 
@@ -213,13 +251,11 @@ class HybridIndex:
         whose fused score is already positive, so a query that matches nothing
         still recalls nothing.
         """
-        parts = {name: getattr(self.weights, name) * (_scaled(v) if name not in ("speaker", "date") else v)
-                 for name, v in sig.items() if getattr(self.weights, name) > 0}
-        fused = np.sum(list(parts.values()), axis=0) if parts else np.zeros(len(self.turns))
-        if self.weights.substance > 0 and len(fused):
-            prior = self.weights.substance * self._corpus.substance(self.weights.substance_terms)
-            parts["substance"] = np.where(fused > 0, prior, 0.0)
-            fused = fused + parts["substance"]
+        factors = self._factors(sig)
+        fused, prior = self._fused(sig, factors)
+        parts = {name: f * sig[name] for name, f in factors.items()}
+        if prior.size:
+            parts["substance"] = prior
         return fused, parts
 
     def search(self, query: str, k: int = 10) -> list[Hit]:
@@ -234,16 +270,20 @@ class HybridIndex:
             raise ValidationError(f"k must be a positive integer, got {k!r}")
         if not self.turns:
             return []
-        sig, _ = self.signals(query)
-        fused, parts = self.fuse(sig)
+        sig, _ = self.signals(query, weighted_only=True)
+        factors = self._factors(sig)
+        fused, prior = self._fused(sig, factors)
         if k < len(fused):
             # Partial selection first: a full sort of 100k scores costs more than the scoring.
             cand = np.argpartition(-fused, k - 1)[:k]
             top = cand[np.lexsort((cand, -fused[cand]))]
         else:
             top = np.argsort(-fused, kind="stable")
+        # Breakdowns only for the hits: the per-signal arrays are never materialised.
         return [Hit(f"turn:{self.turns[i].id}", "turn", (self.turns[i].id,),
-                    {**{n: float(v[i]) for n, v in parts.items()}, "fused": float(fused[i])}) for i in top]
+                    {**{n: f * float(sig[n][i]) for n, f in factors.items()},
+                     **({"substance": float(prior[i])} if prior.size else {}), "fused": float(fused[i])})
+                for i in top]
 
     def describe(self) -> dict[str, Any]:
         """Size and mode, for status output."""

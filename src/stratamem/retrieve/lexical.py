@@ -76,6 +76,11 @@ def analyze(text: str, *, stopwords: frozenset[str] = STOPWORDS) -> list[str]:
 class BM25Index:
     """Okapi BM25 over documents added one at a time.
 
+    Adding a document is O(its terms): posting lists and lengths only grow,
+    and the numpy arrays a query reads are extended with the new tail rather
+    than rebuilt, so scoring after an add stays proportional to the postings
+    of the query terms.
+
     Args:
         k1: Term-frequency saturation.
         b: Length normalisation (0: none, 1: full).
@@ -83,21 +88,26 @@ class BM25Index:
 
     def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
-        self._postings: dict[str, list[tuple[int, int]]] = {}
-        self._lengths: list[int] = []
+        self._postings: dict[str, tuple[list[int], list[int]]] = {}
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._lengths = np.zeros(64, dtype=np.float64)
+        self._n = 0
         self._norm: np.ndarray | None = None
 
     def __len__(self) -> int:
-        return len(self._lengths)
+        return self._n
 
     def add(self, terms: Sequence[str]) -> int:
         """Add one document's terms; returns its position."""
-        doc = len(self._lengths)
-        self._lengths.append(len(terms))
+        doc = self._n
+        if doc == len(self._lengths):
+            self._lengths = np.concatenate((self._lengths, np.zeros(len(self._lengths))))
+        self._lengths[doc] = len(terms)
+        self._n += 1
         for term, tf in Counter(terms).items():
-            self._postings.setdefault(term, []).append((doc, tf))
-            self._arrays.pop(term, None)
+            docs, tfs = self._postings.setdefault(term, ([], []))
+            docs.append(doc)
+            tfs.append(tf)
         self._norm = None
         return doc
 
@@ -106,20 +116,30 @@ class BM25Index:
         for terms in docs:
             self.add(terms)
 
-    def _posting(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+    def __contains__(self, term: str) -> bool:
+        return term in self._postings
+
+    def posting(self, term: str) -> tuple[np.ndarray, np.ndarray]:
+        """Document positions and term frequencies of ``term`` (empty if unknown)."""
+        lists = self._postings.get(term)
+        if lists is None:
+            return np.zeros(0, dtype=np.int64), np.zeros(0)
+        docs, tfs = lists
         cached = self._arrays.get(term)
-        if cached is None:
-            pairs = self._postings[term]
-            cached = (np.fromiter((d for d, _ in pairs), np.int64, len(pairs)),
-                      np.fromiter((t for _, t in pairs), np.float64, len(pairs)))
+        have = 0 if cached is None else len(cached[0])
+        if have < len(docs):
+            tail = (np.asarray(docs[have:], dtype=np.int64), np.asarray(tfs[have:], dtype=np.float64))
+            cached = tail if cached is None else (np.concatenate((cached[0], tail[0])),
+                                                  np.concatenate((cached[1], tail[1])))
             self._arrays[term] = cached
+        assert cached is not None
         return cached
 
     def idf(self, term: str) -> float:
         """Robertson–Spärck Jones idf, floored at a small positive value."""
-        n = len(self._postings.get(term, ()))
-        big_n = len(self._lengths)
-        return max(math.log(1.0 + (big_n - n + 0.5) / (n + 0.5)), 1e-6)
+        lists = self._postings.get(term)
+        n = len(lists[0]) if lists else 0
+        return max(math.log(1.0 + (self._n - n + 0.5) / (n + 0.5)), 1e-6)
 
     def scores(self, terms: Iterable[str], weights: dict[str, float] | None = None) -> np.ndarray:
         """BM25 score of every document for the query ``terms`` (unknown terms add nothing).
@@ -128,17 +148,17 @@ class BM25Index:
             terms: Query terms (repeats count once).
             weights: Optional per-term multipliers (e.g. for expansion terms).
         """
-        out = np.zeros(len(self._lengths))
-        if not self._lengths:
+        out = np.zeros(self._n)
+        if not self._n:
             return out
         if self._norm is None:
-            lengths = np.asarray(self._lengths, dtype=np.float64)
+            lengths = self._lengths[: self._n]
             avg = max(float(lengths.mean()), 1.0)
             self._norm = self.k1 * (1.0 - self.b + self.b * lengths / avg)
         for term in dict.fromkeys(terms):
             if term not in self._postings:
                 continue
-            docs, tf = self._posting(term)
+            docs, tf = self.posting(term)
             w = self.idf(term) * (weights.get(term, 1.0) if weights else 1.0)
             out[docs] += w * tf * (self.k1 + 1.0) / (tf + self._norm[docs])
         return out
