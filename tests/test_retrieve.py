@@ -290,3 +290,24 @@ def test_recall_policy_drops_an_item_that_restates_a_turn_shown_verbatim() -> No
     assert kinds == [("item:3", "recalled_item"), ("item:2", "recalled_item"), ("turn:3", "recalled")]
     assert [m.reason for m in ctx.manifest.near_misses if m.id == "item:1"] == ["restates_included_turns"]
     assert ctx.text.index("## Remembered facts") < ctx.text.index("## Earlier conversation")
+
+
+def test_window_scores_of_rare_and_common_terms_equal_bm25_over_the_concatenated_texts() -> None:
+    # 600 turns in 3 interleaved sessions: "common" is in every turn (summed densely),
+    # each "rareN" in one or two turns (gathered sparsely); both must equal the reference.
+    lines = {s: [] for s in range(3)}
+    for i in range(600):
+        extra = f" rare{i // 2}" if i % 7 else ""
+        lines[i % 3].append(("Ana" if i % 2 else "Ben", f"common word {i % 11}{extra}"))
+    turns = _turns([(T0 + timedelta(days=s), lines[s]) for s in range(3)])
+    index = HybridIndex(weights=Weights(window=2))
+    index.add_turns(turns)
+    terms = [analyze(f"{t.turn.name}: {t.text}") for t in turns]
+    reference = BM25Index()
+    for i, t in enumerate(turns):
+        members = [j for j, u in enumerate(turns) if u.session == t.session]
+        at = members.index(i)
+        reference.add([w for j in members[max(0, at - 2): at + 3] for w in terms[j]])
+    for q in ("rare17 common", "rare0 rare299", "word 3"):
+        sig, _ = index.signals(q)
+        np.testing.assert_allclose(sig["lexical_window"], reference.scores(analyze(q)), rtol=0, atol=1e-12)

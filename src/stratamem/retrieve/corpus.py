@@ -38,6 +38,8 @@ from .lexical import BM25Index, analyze
 
 __all__ = ["TurnCorpus"]
 
+_BLOCK = 1024
+
 
 class _Rows:
     """A growable numpy array (amortised O(1) append), read through :attr:`view`."""
@@ -193,7 +195,7 @@ class TurnCorpus:
             return
         n = len(self.turns)
         session, place = self._session_of.view, self._place.view
-        sizes = np.asarray(self._sizes, dtype=np.int64)
+        sizes = self._sizes_arr = np.asarray(self._sizes, dtype=np.int64)
         self.start = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         # Session order: by session, then place (turns of a session are stored in order).
         self.rank = self.start[session] + place
@@ -225,11 +227,14 @@ class TurnCorpus:
 
     def _bm25(self, out: np.ndarray, tf: np.ndarray, norm: np.ndarray, weight: float) -> None:
         hit = np.flatnonzero(tf)
+        self._bm25_at(out, hit, tf[hit], norm, weight)
+
+    def _bm25_at(self, out: np.ndarray, hit: np.ndarray, t: np.ndarray, norm: np.ndarray, weight: float) -> None:
+        """BM25 of one term for the documents ``hit`` (all with tf ``t`` > 0; df = their number)."""
         if not hit.size:
             return
         n, df = len(out), len(hit)
         idf = max(math.log(1.0 + (n - df + 0.5) / (df + 0.5)), 1e-6) * weight
-        t = tf[hit]
         out[hit] += idf * t * (self.k1 + 1.0) / (t + norm[hit])
 
     def lexical(self, terms: Sequence[str], weights: dict[str, float] | None = None
@@ -248,13 +253,25 @@ class TurnCorpus:
                 continue
             docs, tf = self.bm25.posting(term)
             w = weights.get(term, 1.0) if weights else 1.0
-            dense = np.zeros(n + 1)
-            dense[self.rank[docs] + 1] = tf
-            sums = np.cumsum(dense)
-            self._bm25(window, sums[self.hi] - sums[self.lo], self._window_norm, w)
+            self._window_bm25(window, docs, tf, w)
             ses_tf = np.bincount(self.session_of[docs], weights=tf, minlength=len(self._sizes))
             self._bm25(session, ses_tf, self._session_norm, w)
         return turn, window, session
+
+    def dots(self, q: np.ndarray) -> np.ndarray:
+        """Dot product of every turn vector with ``q`` (float32).
+
+        Computed in blocks of 1,024 rows: OpenBLAS hands larger matrix–vector
+        products to its threads, whose hand-off cost more than the product on a
+        small shared machine (10k rows: 2–8 ms threaded vs 0.6 ms in blocks;
+        100k: 15 ms vs 10 ms). The result is the same product.
+        """
+        assert self.vectors is not None
+        vec = self.vectors.view
+        out = np.empty(len(vec), dtype=np.float32)
+        for lo in range(0, len(vec), _BLOCK):
+            np.dot(vec[lo: lo + _BLOCK], q, out=out[lo: lo + _BLOCK])
+        return out
 
     def window_cosines(self, dots: np.ndarray) -> np.ndarray:
         """Cosine of each turn's window vector with a query, from the turns' dot products with it."""
@@ -265,6 +282,31 @@ class TurnCorpus:
     def substance(self, scale: float) -> np.ndarray:
         """``1 - exp(-terms / scale)`` per turn, from its count of content words."""
         return 1.0 - np.exp(-self._lengths.view / scale)
+
+    def _window_bm25(self, out: np.ndarray, docs: np.ndarray, tf: np.ndarray, weight: float) -> None:
+        """Add one term's window BM25: window tf = sum of the term's tf over each window.
+
+        A rare term touches few windows, so its window tfs are gathered sparsely
+        (each posting lands in the windows of the turns within ``window`` places
+        of it); a common term is summed densely by prefix sums. Both give the
+        same integer sums.
+        """
+        n, w = len(out), self.window
+        if len(docs) * (2 * w + 1) * 8 < n:
+            at, ses = self.rank[docs], self.session_of[docs]
+            first = self.start[ses]
+            last = first + self._sizes_arr[ses]
+            shifted = [at + d for d in range(-w, w + 1)]
+            keep = [(t >= first) & (t < last) for t in shifted]
+            where = np.concatenate([t[k] for t, k in zip(shifted, keep, strict=True)])
+            value = np.concatenate([tf[k] for k in keep])
+            slots, back = np.unique(where, return_inverse=True)
+            self._bm25_at(out, self.order[slots], np.bincount(back, weights=value), self._window_norm, weight)
+            return
+        prefix = np.zeros(n + 1)
+        prefix[self.rank[docs] + 1] = tf
+        sums = np.cumsum(prefix)
+        self._bm25(out, sums[self.hi] - sums[self.lo], self._window_norm, weight)
 
     def session_vectors(self) -> np.ndarray:
         """Unit mean vector of each session (float64)."""

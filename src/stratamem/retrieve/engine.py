@@ -176,7 +176,7 @@ class HybridIndex:
         w = self.weights
         if c.vectors is not None:
             q = np.asarray(self.embedder.embed_batch([query]), dtype=np.float32)[0]  # type: ignore[union-attr]
-            dots = c.vectors.view @ q
+            dots = c.dots(q)
             sig["vector"] = np.clip(dots, 0, None)
             if not weighted_only or w.vector_window > 0:
                 sig["vector_window"] = np.clip(c.window_cosines(dots), 0, None)
