@@ -10,6 +10,7 @@ Fusion with vectors lives in :mod:`stratamem.retrieve.engine`.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections import Counter
@@ -68,9 +69,15 @@ def stem(word: str) -> str:
     return w
 
 
+# A conversation's vocabulary is small next to its word count (LoCoMo: ~3M words
+# over ~30k distinct at 100k turns), so stems are remembered; bounded so an
+# adversarial stream of unique tokens cannot grow it without limit.
+_stem_cached = functools.lru_cache(maxsize=1 << 17)(stem)
+
+
 def analyze(text: str, *, stopwords: frozenset[str] = STOPWORDS) -> list[str]:
     """Index terms of ``text``: lowercased words minus stop words, stemmed."""
-    return [stem(w) for w in _WORD.findall(text.lower().replace("'", "")) if w not in stopwords]
+    return [_stem_cached(w) for w in _WORD.findall(text.lower().replace("'", "")) if w not in stopwords]
 
 
 class BM25Index:
