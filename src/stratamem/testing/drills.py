@@ -535,6 +535,7 @@ def restart_drill(store: Store, restart: Callable[[], None], *, batch_turns: int
     outcomes: list[tuple[int, str]] = []
     restarted = threading.Event()
     stop = threading.Event()
+    in_flight = threading.Event()
 
     def ingest() -> None:
         n, after = 0, 0
@@ -542,12 +543,14 @@ def restart_drill(store: Store, restart: Callable[[], None], *, batch_turns: int
             turns = [Turn(role="user", content=f"b{n}-{i} " + "x" * 300, metadata={"batch": n})
                      for i in range(batch_turns)]
             try:
+                in_flight.set()
                 store.append("restart", [TurnBatch("s", turns, [5] * batch_turns)])
                 outcomes.append((n, "ok"))
                 after += restarted.is_set()
             except Exception as exc:  # recorded and asserted on by the caller
                 outcomes.append((n, f"{type(exc).__name__}: {exc}"))
                 time.sleep(0.05)
+            in_flight.clear()
             n += 1
 
     t = threading.Thread(target=ingest)
@@ -555,6 +558,10 @@ def restart_drill(store: Store, restart: Callable[[], None], *, batch_turns: int
     try:
         while len(outcomes) < 2 and t.is_alive():
             time.sleep(0.005)
+        # Restart while a batch is being written: between batches (fast on an idle machine)
+        # the pool would just wait for the server and the restart would interrupt nothing.
+        in_flight.clear()
+        in_flight.wait(30)
         restart()
         restarted.set()
         t.join(300)
