@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stratamem import Config, Memory
-from stratamem.errors import BudgetError, ValidationError
+from stratamem.errors import BudgetError, ModelError, ValidationError
 from stratamem.records import StoredTurn, Turn
 from stratamem.assemble import ItemUnit, Recalled, assemble
 from stratamem.retrieve import (BM25Index, CompactRenderer, HybridIndex, PlainRenderer, Weights, analyze, pack_turns,
@@ -311,3 +311,29 @@ def test_window_scores_of_rare_and_common_terms_equal_bm25_over_the_concatenated
     for q in ("rare17 common", "rare0 rare299", "word 3"):
         sig, _ = index.signals(q)
         np.testing.assert_allclose(sig["lexical_window"], reference.scores(analyze(q)), rtol=0, atol=1e-12)
+
+
+class _FailingOnce(_BagOfWords):
+    """Fails its first call, as a remote embedder that is briefly down would."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        self.calls += 1
+        if self.calls == 1:
+            raise ModelError("embedding service unavailable")
+        return super().embed_batch(texts)
+
+
+def test_a_failing_embedder_leaves_the_index_as_it_was_and_the_turns_can_be_added_again() -> None:
+    turns = _turns(CHAT)
+    index = HybridIndex(embedder=_FailingOnce())
+    with pytest.raises(ModelError, match="unavailable"):
+        index.add_turns(turns)
+    assert len(index) == 0 and index.search("lake", k=3) == []
+    index.add_turns(turns)
+    fresh = HybridIndex(embedder=_BagOfWords())
+    fresh.add_turns(turns)
+    assert [(h.id, h.score) for h in index.search("pottery class lake", k=5)] == [
+        (h.id, h.score) for h in fresh.search("pottery class lake", k=5)]

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ModelError
 from ..records import StoredTurn
 from .lexical import BM25Index, analyze
 
@@ -107,12 +108,23 @@ class TurnCorpus:
     # --- growing -----------------------------------------------------------------------
 
     def add(self, turns: Iterable[StoredTurn]) -> list[int]:
-        """Index turns not seen before (in stored order); returns their positions."""
+        """Index turns not seen before (in stored order); returns their positions.
+
+        The new texts are embedded before anything changes: if the embedder
+        fails, its error propagates and the corpus is as it was, so the same
+        turns can be added again later.
+        """
+        fresh = list({st.id: st for st in turns if st.id not in self.pos}.values())
+        if not fresh:
+            return []
+        texts = [self.text(st) for st in fresh]
+        vec = np.asarray(self.embed(texts), dtype=np.float32) if self.embed is not None else None
+        if vec is not None and (vec.ndim != 2 or len(vec) != len(texts)
+                                or (self.vectors is not None and vec.shape[1] != self.vectors.view.shape[1])):
+            raise ModelError(f"embedder returned shape {vec.shape} for {len(texts)} texts")
         new: list[int] = []
         sessions, places, speakers = [], [], []
-        for st in turns:
-            if st.id in self.pos:
-                continue
+        for st in fresh:
             i = len(self.turns)
             self.pos[st.id] = i
             key = (st.namespace, st.session)
@@ -128,9 +140,6 @@ class TurnCorpus:
             speakers.append(self.speakers.setdefault(name, len(self.speakers)) if name else -1)
             self.turns.append(st)
             new.append(i)
-        if not new:
-            return new
-        texts = [self.text(self.turns[i]) for i in new]
         fresh_terms = [analyze(t) for t in texts]
         for terms in fresh_terms:
             self.bm25.add(terms)
@@ -140,12 +149,11 @@ class TurnCorpus:
         self._speaker_of.extend(np.asarray(speakers, dtype=np.int64))
         self._lengths.extend(np.fromiter((len(t) for t in fresh_terms), np.int64, len(fresh_terms)))
         self._stale = True
-        if self.embed is not None:
-            self._add_vectors(np.asarray(new, dtype=np.int64), texts)
+        if vec is not None:
+            self._add_vectors(np.asarray(new, dtype=np.int64), vec)
         return new
 
-    def _add_vectors(self, new: np.ndarray, texts: Sequence[str]) -> None:
-        vec = np.asarray(self.embed(list(texts)), dtype=np.float32)
+    def _add_vectors(self, new: np.ndarray, vec: np.ndarray) -> None:
         if self.vectors is None:
             dim = vec.shape[1]
             self.vectors, self.window_norms = _Rows(np.float32, dim), _Rows(np.float64)
