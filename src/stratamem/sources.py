@@ -73,17 +73,22 @@ class SummaryIndex:
     pyramid's events (``tier.changed`` …). New summaries are appended to the
     BM25 index; only a changed or withdrawn summary rebuilds it, from cached
     terms. Nodes changed by another process are seen when they are new, hot
-    or pending; a tier label changed elsewhere shows on the next full read.
+    or pending; a tier change made only by another process (warm to cold)
+    keeps its old label here until the index is read afresh (a new ``Memory``,
+    or after retention).
     """
 
     def __init__(self) -> None:
+        self._subscribed: Any = None
+        self._clear()
+
+    def _clear(self) -> None:
         self._nodes: dict[int, Node] = {}
         self._max_id = 0
         self._top_level = 1
         self._watch: set[int] = set()
         self._changed: set[int] = set()
         self._reset = True
-        self._subscribed: Any = None
         self._text: dict[int, tuple[str, list[str]]] = {}
         self._turn_ids: dict[int, tuple[int, ...]] = {}
         self._docs: list[int] = []
@@ -105,8 +110,7 @@ class SummaryIndex:
             pyramid.events.subscribe("*", lambda e: self._on_event(ns, e))
             self._subscribed, self._reset = pyramid.events, True
         if self._reset:
-            self.__init__()  # type: ignore[misc]
-            self._subscribed = pyramid.events
+            self._clear()
             self._reset = False
             fetched = pyramid.nodes()
         else:

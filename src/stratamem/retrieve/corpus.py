@@ -219,8 +219,8 @@ class TurnCorpus:
         self._length_sums = np.concatenate(([0], np.cumsum(lengths[self.order])))
         win_len = (self._length_sums[self.hi] - self._length_sums[self.lo]).astype(np.float64)
         ses_len = np.bincount(session, weights=lengths, minlength=len(sizes))
-        self._window_norm = self._norm(win_len)
-        self._session_norm = self._norm(ses_len)
+        self._window_bm25_norm = self._norm(win_len)
+        self._session_bm25_norm = self._norm(ses_len)
         self._stale = False
 
     def _norm(self, lengths: np.ndarray) -> np.ndarray:
@@ -263,7 +263,7 @@ class TurnCorpus:
             w = weights.get(term, 1.0) if weights else 1.0
             self._window_bm25(window, docs, tf, w)
             ses_tf = np.bincount(self.session_of[docs], weights=tf, minlength=len(self._sizes))
-            self._bm25(session, ses_tf, self._session_norm, w)
+            self._bm25(session, ses_tf, self._session_bm25_norm, w)
         return turn, window, session
 
     def dots(self, q: np.ndarray) -> np.ndarray:
@@ -309,12 +309,12 @@ class TurnCorpus:
             where = np.concatenate([t[k] for t, k in zip(shifted, keep, strict=True)])
             value = np.concatenate([tf[k] for k in keep])
             slots, back = np.unique(where, return_inverse=True)
-            self._bm25_at(out, self.order[slots], np.bincount(back, weights=value), self._window_norm, weight)
+            self._bm25_at(out, self.order[slots], np.bincount(back, weights=value), self._window_bm25_norm, weight)
             return
         prefix = np.zeros(n + 1)
         prefix[self.rank[docs] + 1] = tf
         sums = np.cumsum(prefix)
-        self._bm25(out, sums[self.hi] - sums[self.lo], self._window_norm, weight)
+        self._bm25(out, sums[self.hi] - sums[self.lo], self._window_bm25_norm, weight)
 
     def session_vectors(self) -> np.ndarray:
         """Unit mean vector of each session (float64)."""
