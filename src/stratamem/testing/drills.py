@@ -525,7 +525,7 @@ class RestartResult:
         return bool(self.failed) and not self.partial and not self.lost and self.gap_free and self.served_after
 
 
-def restart_drill(store: Store, restart: Callable[[], None], *, batch_turns: int = 500,
+def restart_drill(store: Store, restart: Callable[[], None], *, batch_turns: int = 2000,
                   successes_after: int = 2) -> RestartResult:
     """Append batches in a thread while ``restart()`` restarts the database server.
 
