@@ -137,3 +137,42 @@ def test_assembling_a_context_changes_no_memory_item(history: Memory) -> None:
         ctx = history.context("where is the on-call rota kept?", budget=600, session="week2")
         assert f"item:{item.id}" in {i.id for i in ctx.manifest.items}
     assert history.items.get(item.id) == before
+
+
+def _topic_memory(tmp_path: Path) -> Memory:
+    from stratamem import Config
+
+    mem = Memory(tmp_path / "topics.db", namespace="t",
+                 config=Config().replace(pyramid={"preset": "topics", "segmenter": "topic", "max_message_chars": 40}))
+    t = T0
+    for topic in range(6):
+        msgs = [{"role": "user", "content": f"new topic: subject {topic} " + "detail " * 3,
+                 "timestamp": t.isoformat()}]
+        for i in range(5):
+            t += timedelta(minutes=1)
+            msgs.append({"role": "assistant" if i % 2 == 0 else "user",
+                         "content": f"about subject {topic}, point {i} " + "x" * (60 if i == 4 else 0),
+                         "timestamp": t.isoformat()})
+        t += timedelta(hours=1)  # a silence seals the topic
+        mem.add(msgs, session="s")
+    return mem
+
+
+def test_topics_policy_shows_the_current_topic_then_topic_and_bulk_summaries(tmp_path: Path) -> None:
+    mem = _topic_memory(tmp_path)
+    ctx = mem.context("anything", budget=2000, session="s", policy="topics", format="text")
+    items = ctx.manifest.items
+    current = [i.turn_ids[0] for i in items if i.reason == "recent_window"]
+    assert current == [t.id for t in mem.turns("s")[-6:]]  # the open topic, subject 5
+    # Earlier topics, newest first; they fit, so each is expanded to its turns.
+    expanded = [i for i in items if i.reason == "expanded"]
+    assert [i.turn_ids[0] for i in expanded] == [mem.turns("s")[k].id for k in (24, 18, 12, 6, 0)]
+    # Escalation step 1: the long last message is shown cut, with a marker; the stored turn is whole.
+    assert ctx.text.endswith("about subject 5, point 4 xxxxxxxxxxxxxxx [truncated: 45 of 85 characters not shown]")
+    assert mem.turns("s")[-1].text.endswith("x" * 60)
+    assert ctx.tokens <= 2000
+    # A tighter budget: the newest topic still expands, the next one shows its summary.
+    small = mem.context("anything", budget=300, session="s", policy="topics", format="text")
+    assert [(i.turn_ids[0], i.reason) for i in small.manifest.items if i.kind == "segment"] == [
+        (mem.turns("s")[24].id, "expanded"), (mem.turns("s")[18].id, "summary")]
+    assert small.tokens <= 300

@@ -11,8 +11,12 @@ the inputs.
 Policies name the order in which sections draw on the budget and their shares;
 a section's unused share flows on to the next:
 
-* ``hybrid`` (default) and ``topics`` (seed 002): recent window 50%, recalled
-  history 30%, summaries 20%.
+* ``hybrid`` (default): recent window 50%, recalled history (memory items and
+  verbatim turns) 30%, summaries 20%.
+* ``topics`` (seed 002): the current topic's messages 50% (oversized messages
+  truncated with a marker), historical topic summaries 30% (newest first), bulk
+  summaries 20% (newest first: when bulks do not fit, the oldest is dropped first);
+  no verbatim recall.
 * ``pyramid`` (seed 000): the hot recent window first, then relevant older
   turns, then summaries for broad context.
 * ``state_first`` (seed 004): instructions and working state, then the
@@ -24,7 +28,7 @@ a section's unused share flows on to the next:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .context import attach_sections, check_budget, check_format, render, snap_window, unit_cost
@@ -87,8 +91,11 @@ class SummaryUnit:
     """``hot``, ``warm`` or ``cold``."""
     score: Mapping[str, float] = field(default_factory=dict)
     """Score breakdown."""
-    expansion: tuple[StoredTurn, ...] = ()
-    """Its full turns, when cheaply available; used instead of the summary if they fit."""
+    expand: Callable[[], Sequence[StoredTurn]] | None = None
+    """Fetches its full turns (warm CTF or cold archive); called only when the unit
+    wins a slot and ``expanded_tokens`` fits what is left."""
+    expanded_tokens: int = 0
+    """Tokens of the covered turns (an upper bound of their packed rendering)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +146,8 @@ def _shares(policy: str, shares: tuple[float, float, float], has_recall: bool,
 def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: str = "hybrid",
              shares: tuple[float, float, float] = (0.5, 0.3, 0.2), fixed: Sequence[FixedBlock] = (),
              recent: Iterable[StoredTurn] = (), recalled: Sequence[Recalled] = (),
-             summaries: Sequence[SummaryUnit] = (), items: Sequence[ItemUnit] = (),
-             query: str | None = None, notes: Sequence[str] = ()) -> Context:
+             summaries: Sequence[SummaryUnit] = (), bulks: Sequence[SummaryUnit] = (),
+             items: Sequence[ItemUnit] = (), query: str | None = None, notes: Sequence[str] = ()) -> Context:
     """Fill ``budget`` from the sections in the policy's order and render the result.
 
     Args:
@@ -152,7 +159,9 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         fixed: Blocks included whole when they fit, in order.
         recent: The current session's turns, newest first.
         recalled: Older turns, best first.
-        summaries: Summaries, best first.
+        summaries: Summaries, best first. A summary that wins a slot is replaced by
+            its verbatim turns when they fit what is left (lazy expansion).
+        bulks: Bulk summaries for the ``topics`` policy, newest first (its 20% share).
         items: Memory items, hot ones first, then recalled ones best first; they
             draw on the history share before recalled turns.
         query: Recorded in the manifest.
@@ -184,7 +193,9 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         else:
             misses.append(NearMiss(blk.id, blk.kind, cost, "over_budget"))
 
-    current, history, bulk = _shares(policy, shares, bool(recalled) or bool(items), bool(summaries))
+    topics = policy == "topics"
+    has_history = bool(summaries) if topics else bool(recalled) or bool(items)
+    current, history, bulk = _shares(policy, shares, has_history, bool(bulks) if topics else bool(summaries))
     after_fixed = b.left
 
     # 1. Recent window: contiguous from the newest turn back, within its share.
@@ -269,30 +280,49 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         sections.append(_ITEMS_TITLE + "\n" + "\n".join(item_lines))
 
     # 3. Summaries of older history, skipping those that only restate included turns.
+    #    topics: historical topics take the history share, bulks what is left.
     included = in_window | kept_ids
     summary_lines: list[str] = []
     summary_items: list[ContextItem] = []
     sum_header = tokenizer.count(_SUMMARY_TITLE) + 2
     summarized: set[int] = set()
-    for su in summaries:
-        covered = set(su.turn_ids)
-        if covered and covered <= included:
-            misses.append(NearMiss(su.id, su.kind, 0, "restates_included_turns", su.score))
-            continue
-        if covered & summarized:
-            # A consolidation and its own child segment say the same thing twice.
-            misses.append(NearMiss(su.id, su.kind, 0, "overlaps_included_summary", su.score))
-            continue
-        cost = tokenizer.count(su.text) + 1 + (0 if summary_lines else sum_header)
-        if not summary_lines and not sections and not kept_ids:
-            cost += section_overhead
-        if b.take(cost):
-            summary_lines.append(su.text)
-            summary_items.append(ContextItem(su.id, su.kind, cost, "summary", tier=su.tier, format="summary",
-                                             score=su.score, turn_ids=su.turn_ids))
-            summarized |= covered
-        else:
-            misses.append(NearMiss(su.id, su.kind, cost, "over_budget", su.score))
+
+    def take_summaries(units: Sequence[SummaryUnit], cap: _Budget) -> list[tuple[SummaryUnit, int]]:
+        """Take what fits ``cap``; return the units left out for lack of room, with their cost."""
+        left_out: list[tuple[SummaryUnit, int]] = []
+        for su in units:
+            covered = set(su.turn_ids)
+            if covered and covered <= included:
+                misses.append(NearMiss(su.id, su.kind, 0, "restates_included_turns", su.score))
+                continue
+            if covered & summarized:
+                # A consolidation and its own child segment say the same thing twice.
+                misses.append(NearMiss(su.id, su.kind, 0, "overlaps_included_summary", su.score))
+                continue
+            first = not summary_lines
+            framing = (sum_header if first else 0) + (section_overhead if first and not sections and not kept_ids
+                                                      else 0)
+            expanded = _expansion(su, cap.left - framing, tokenizer)
+            text, reason, fmt_name = (expanded, "expanded", "text") if expanded else (su.text, "summary", "summary")
+            cost = tokenizer.count(text) + 1 + framing
+            if cap.take(cost):
+                b.left -= cost
+                summary_lines.append(text)
+                summary_items.append(ContextItem(su.id, su.kind, cost, reason, tier=su.tier, format=fmt_name,
+                                                 score=su.score, turn_ids=su.turn_ids))
+                summarized.update(covered)
+            else:
+                left_out.append((su, cost))
+        return left_out
+
+    if topics:
+        # Topics take their share, bulks the rest; what is still free then goes
+        # to the topics that did not fit their share.
+        waiting = take_summaries(summaries, _Budget(min(b.left, int(after_fixed * history) if history else 0)))
+        left_out = take_summaries(bulks, _Budget(b.left)) + take_summaries([su for su, _ in waiting], _Budget(b.left))
+    else:
+        left_out = take_summaries(summaries, _Budget(b.left))
+    misses.extend(NearMiss(su.id, su.kind, cost, "over_budget", su.score) for su, cost in left_out)
 
     out_items.extend(items_in)
     if packed and packed.turns:
@@ -321,6 +351,24 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     manifest = Manifest(budget=budget, total_tokens=total, items=tuple(out_items), near_misses=tuple(misses),
                         policy=policy, query=query, tokenizer=tokenizer.name, notes=tuple(notes))
     return Context(format=fmt, messages=messages, system=system, text=text, manifest=manifest)
+
+
+def _expansion(su: SummaryUnit, room: int, tokenizer: Tokenizer) -> str | None:
+    """The unit's verbatim turns as compact lines, when they exist and fit ``room``.
+
+    ``expanded_tokens`` bounds the cost before anything is fetched, so a unit too
+    big to expand never touches the archive.
+    """
+    if su.expand is None or su.expanded_tokens <= 0 or su.expanded_tokens > room:
+        return None
+    turns = list(su.expand())
+    if not turns:
+        return None
+    renderer = CompactRenderer()
+    lines = [su.text.split("]", 1)[0] + "] (expanded)"]
+    lines += [renderer.line(st) for st in sorted(turns, key=lambda t: t.id)]
+    text = "\n".join(lines)
+    return text if tokenizer.count(text) + 1 <= room else None
 
 
 def _render(window: list[StoredTurn], system_text: str, fmt: str,

@@ -8,6 +8,7 @@ export/import (:mod:`stratamem.exchange`), file reading (:mod:`stratamem.ingest`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -69,6 +70,15 @@ class Status:
         out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
         out["warnings"] = list(self.warnings)
         return out
+
+
+def _truncated(st: StoredTurn, limit: int) -> StoredTurn:
+    """``st`` with plain-text content over ``limit`` characters cut, marked (prompt view only)."""
+    content = st.turn.content
+    if not isinstance(content, str) or len(content) <= limit:
+        return st
+    marker = f" [truncated: {len(content) - limit:,} of {len(content):,} characters not shown]"
+    return dataclasses.replace(st, turn=dataclasses.replace(st.turn, content=content[:limit] + marker))
 
 
 class Memory:
@@ -357,6 +367,8 @@ class Memory:
             session = self.store.latest_session(self.namespace)
         else:
             self.store.session(self.namespace, session)
+        if policy == "topics":
+            return self._topics_context(query, budget, session, format)
         recent = self._iter_newest(session) if session and policy != "recall" else iter(())
         recalled: list[Recalled] = []
         notes: list[str] = []
@@ -381,6 +393,34 @@ class Memory:
                         shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), fixed=fixed,
                         recent=recent, recalled=recalled, summaries=summaries, items=items, query=query,
                         notes=notes)
+        if cfg.record_manifests:
+            self.store.manifests.add(self.namespace, session, ctx.manifest, keep=cfg.keep_manifests)
+        return ctx
+
+    def _topics_context(self, query: str | None, budget: int, session: str | None, fmt: str) -> Context:
+        """Seed 002's three tiers: the current topic's messages, topic summaries, bulk summaries.
+
+        The current topic is the session's turns since its last seal (or, right
+        after a seal, the last topic's). Escalation step 1 applies to it: a
+        message longer than ``pyramid.max_message_chars`` is shown truncated
+        with a marker (the stored turn is untouched).
+        """
+        if not self.config.pyramid.enabled:
+            raise ConfigError("the topics policy needs the pyramid (pyramid.enabled = true)")
+        current: list[StoredTurn] = []
+        if session:
+            current = self.pyramid.open_turns(session)
+            if not current:
+                sealed = self.pyramid.nodes(level=1, session=session)
+                current = self.pyramid.expand(sealed[-1].id) if sealed else []
+        limit = self.config.pyramid.max_message_chars
+        window = [_truncated(st, limit) for st in reversed(current)]
+        topics, bulks = self._summary_index.topics(self.pyramid)
+        cfg = self.config.context
+        ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=fmt, policy="topics",
+                       shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), recent=window,
+                       summaries=topics, bulks=bulks, query=query,
+                       fixed=checkpoint_block(self.store, self.namespace, session))
         if cfg.record_manifests:
             self.store.manifests.add(self.namespace, session, ctx.manifest, keep=cfg.keep_manifests)
         return ctx

@@ -53,11 +53,14 @@ def checkpoint_block(store: Any, namespace: str, session: str | None) -> list[Fi
 
 
 def summary_line(node: Node) -> str:
-    """A node's summary as one prompt line: ``- [8 May 2023, session_3, 10 turns] text``."""
-    assert node.summary is not None
+    """A node's summary as one prompt line: ``- [8 May 2023, session_3, 10 turns] text``.
+
+    A node not summarized yet (hot segments wait for demotion) says so.
+    """
     day = f"{node.start.day} {node.start:%B %Y}"
     where = f"{node.session}, " if node.session else ""
-    return f"- [{day}, {where}{node.turn_count} turns] {node.summary.text}"
+    text = node.summary.text if node.summary is not None else "(not summarized yet)"
+    return f"- [{day}, {where}{node.turn_count} turns] {text}"
 
 
 class SummaryIndex:
@@ -195,11 +198,35 @@ class SummaryIndex:
             node = self._nodes[self._docs[int(i)]]
             if query and rel[i] == 0 and node.level == 1:
                 continue  # an unrelated segment summary is noise; consolidations still give broad context
-            if node.id not in self._turn_ids:
-                # Provenance never changes once a node exists (retention keeps it).
-                self._turn_ids[node.id] = tuple(pyramid.turn_ids(node.id))
-            units.append(SummaryUnit(
-                id=f"node:{node.id}", kind="segment" if node.level == 1 else "consolidation",
-                text=summary_line(node), turn_ids=self._turn_ids[node.id], tier=node.tier,
-                score={"lexical": float(rel[i]), "level": float(level[i]), "fused": float(fused[i])}))
+            units.append(self._unit(pyramid, node, {"lexical": float(rel[i]), "level": float(level[i]),
+                                                     "fused": float(fused[i])}))
         return units
+
+    def _unit(self, pyramid: Any, node: Node, score: dict[str, float]) -> SummaryUnit:
+        if node.id not in self._turn_ids:
+            # Provenance never changes once a node exists (retention keeps it).
+            self._turn_ids[node.id] = tuple(pyramid.turn_ids(node.id))
+        segment = node.level == 1
+        return SummaryUnit(
+            id=f"node:{node.id}", kind="segment" if segment else "consolidation", text=summary_line(node),
+            turn_ids=self._turn_ids[node.id], tier=node.tier, score=score,
+            # A segment that wins a slot is expanded to its verbatim turns when they fit.
+            expand=(lambda nid=node.id: pyramid.expand(nid)) if segment else None,
+            expanded_tokens=node.tokens if segment else 0)
+
+    def topics(self, pyramid: Any) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
+        """Seed 002's view: topic (segment) summaries and bulk (consolidation) summaries, newest first.
+
+        Only top-level consolidations are bulks, and only topics no bulk covers
+        are listed, so nothing is said twice.
+        """
+        self._refresh(pyramid)
+        # The index leaves hot segments out (in other policies the window holds
+        # them); here the window is only the current topic, so they are listed too.
+        nodes = [self._nodes[d] for d in self._docs] + pyramid.nodes(level=1, tier="hot")
+        top = [n for n in nodes if n.level >= 2 and n.parent_id is None]
+        bulked = {t for n in top for t in self._unit(pyramid, n, {}).turn_ids}
+        topics = [n for n in nodes if n.level == 1 and not set(self._unit(pyramid, n, {}).turn_ids) <= bulked]
+        newest = lambda ns: sorted(ns, key=lambda n: n.last_turn_id, reverse=True)  # noqa: E731
+        return ([self._unit(pyramid, n, {"recency": float(-i)}) for i, n in enumerate(newest(topics))],
+                [self._unit(pyramid, n, {"recency": float(-i)}) for i, n in enumerate(newest(top))])
