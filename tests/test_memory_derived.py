@@ -84,3 +84,48 @@ def test_the_pyramid_failing_never_fails_the_add(tmp_path: Path) -> None:
     stored = mem.add([{"role": "user", "content": f"turn {i}"} for i in range(6)], session="s")
     assert [t.seq for t in stored] == list(range(1, 7))
     assert mem.status().turns == 6
+
+
+def test_a_read_only_store_still_builds_contexts_and_reports_the_unrecorded_manifest(tmp_path: Path) -> None:
+    mem = Memory(tmp_path / "ro.db", namespace="n", config=Config().replace(pyramid={"enabled": False}))
+    mem.add([{"role": "user", "content": "the release is on Friday"}], session="s")
+    with mem.store.lock:  # type: ignore[attr-defined]
+        mem.store.connection.execute("PRAGMA query_only = ON")  # type: ignore[attr-defined]
+    ctx = mem.context("release day", budget=200, session="s")
+    assert ctx.messages[-1]["content"] == "the release is on Friday"
+    assert [w.split(":")[0] for w in mem.status().warnings] == ["manifest.record_failed"]
+
+
+def test_a_second_writer_does_not_force_an_index_rebuild_on_every_call(tmp_path: Path) -> None:
+    path = tmp_path / "two.db"
+    config = Config().replace(pyramid={"enabled": False})
+    a, b = Memory(path, namespace="t", config=config), Memory(path, namespace="t", config=config)
+    a.add([{"role": "user", "content": "seed turn"}], session="s")
+    a.context("seed", budget=200, policy="recall")
+    index = a._index
+    for i in range(4):
+        b.add([{"role": "user", "content": f"from b {i}"}], session="s")
+        a.add([{"role": "user", "content": f"from a {i}"}], session="s")
+        ctx = a.context(f"from b {i}", budget=300, policy="recall")
+        assert a._index is index  # caught up in place, never rebuilt
+        assert {t.text for t in a.turns()} >= {f"from b {i}", f"from a {i}"}
+        assert len(index) == a.status().turns
+        assert ctx.tokens <= 300
+
+
+def test_topics_view_truncates_text_blocks_and_tool_results_but_keeps_pairing(tmp_path: Path) -> None:
+    from stratamem.providers import structural_problems
+
+    mem = Memory(tmp_path / "tb.db", namespace="n",
+                 config=Config().replace(pyramid={"micro_chunk_size": 50, "max_message_chars": 50}))
+    mem.add([{"role": "user", "content": "hello there"},
+             {"role": "assistant", "content": None, "tool_calls": [
+                 {"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}]},
+             {"role": "tool", "tool_call_id": "c1", "content": "L" * 5000},
+             {"role": "assistant", "content": [{"type": "text", "text": "A" * 5000}]}], session="s")
+    ctx = mem.context(budget=400, session="s", policy="topics")
+    assert [m["role"] for m in ctx.messages] == ["user", "assistant", "tool", "assistant"]
+    assert ctx.messages[2]["content"] == "L" * 50 + " [truncated: 4,950 of 5,000 characters not shown]"
+    assert ctx.messages[3]["content"] == "A" * 50 + " [truncated: 4,950 of 5,000 characters not shown]"
+    assert structural_problems(ctx.messages, "openai") == []
+    assert mem.turns("s")[2].text == "L" * 5000

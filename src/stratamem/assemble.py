@@ -16,7 +16,7 @@ a section's unused share flows on to the next:
 * ``topics`` (seed 002): the current topic's messages 50% (oversized messages
   truncated with a marker), historical topic summaries 30% (newest first), bulk
   summaries 20% (newest first: when bulks do not fit, the oldest is dropped first);
-  no verbatim recall.
+  no verbatim recall and no memory items, as in the seed.
 * ``pyramid`` (seed 000): the hot recent window first, then relevant older
   turns, then summaries for broad context.
 * ``state_first`` (seed 004): instructions and working state, then the
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .context import attach_sections, check_budget, check_format, render, snap_window, unit_cost
-from .errors import BudgetError
+from .errors import BudgetError, StratamemError
 from .manifest import Context, ContextItem, Manifest, NearMiss
 from .records import StoredTurn
 from .retrieve.render import CompactRenderer, pack_turns
@@ -96,6 +96,8 @@ class SummaryUnit:
     wins a slot and ``expanded_tokens`` fits what is left."""
     expanded_tokens: int = 0
     """Tokens of the covered turns (an upper bound of their packed rendering)."""
+    expand_only: bool = False
+    """No summary exists yet (a hot segment): show it expanded or not at all."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,15 +182,18 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     # The system message that carries the sections costs its framing once.
     section_overhead = 0 if fmt == "text" else MESSAGE_TOKENS
     out_items: list[ContextItem] = []
+    notes_out: list[str] = []
     items_in: list[ContextItem] = []
     misses: list[NearMiss] = []
     sections: list[str] = []
+    section_ids: list[set[str]] = []  # manifest item ids each section holds, in step with ``sections``
 
     for blk in fixed:
         body = f"{blk.title}\n{blk.text}"
         cost = tokenizer.count(body) + 2 + (0 if sections else section_overhead)
         if b.take(cost):
             sections.append(body)
+            section_ids.append({blk.id})
             out_items.append(ContextItem(blk.id, blk.kind, cost, blk.reason, format=blk.format))
         else:
             misses.append(NearMiss(blk.id, blk.kind, cost, "over_budget"))
@@ -278,6 +283,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
             take_item(it, b.left)
     if item_lines:
         sections.append(_ITEMS_TITLE + "\n" + "\n".join(item_lines))
+        section_ids.append({i.id for i in items_in})
 
     # 3. Summaries of older history, skipping those that only restate included turns.
     #    topics: historical topics take the history share, bulks what is left.
@@ -302,7 +308,11 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
             first = not summary_lines
             framing = (sum_header if first else 0) + (section_overhead if first and not sections and not kept_ids
                                                       else 0)
-            expanded = _expansion(su, cap.left - framing, tokenizer)
+            # Expanding a unit whose turns are partly shown already would repeat them.
+            expanded = None if covered & included else _expansion(su, cap.left - framing, tokenizer, notes_out)
+            if su.expand_only and not expanded:
+                misses.append(NearMiss(su.id, su.kind, su.expanded_tokens, "not_summarized_and_too_big", su.score))
+                continue
             text, reason, fmt_name = (expanded, "expanded", "text") if expanded else (su.text, "summary", "summary")
             cost = tokenizer.count(text) + 1 + framing
             if cap.take(cost):
@@ -327,11 +337,13 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     out_items.extend(items_in)
     if packed and packed.turns:
         sections.append(f"{_HISTORY_TITLE}\n{packed.text}")
+        section_ids.append({f"turn:{st.id}" for st in packed.turns})
         out_items.extend(ContextItem(f"turn:{st.id}", "turn", line_cost[st.id], "recalled", format="text",
                                  score=score_of[st.id], turn_ids=(st.id,))
                      for st in sorted(packed.turns, key=lambda t: t.id))
     if summary_lines:
         sections.append(_SUMMARY_TITLE + "\n" + "\n".join(summary_lines))
+        section_ids.append({i.id for i in summary_items})
         out_items.extend(summary_items)
     out_items.extend(ContextItem(f"turn:{st.id}", "turn", costs[st.id], "recent_window", tier="hot",
                              turn_ids=(st.id,)) for st in window)
@@ -341,27 +353,37 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     # Item costs are upper bounds; this guard only trims if a count was ever low.
     while ctx[3] > budget and (window or sections):
         if window:
-            dropped = window.pop(0)
-            out_items = [i for i in out_items if i.id != f"turn:{dropped.id}" or i.reason != "recent_window"]
-            window = snap_window(window, fmt)
+            window = snap_window(window[1:], fmt)
         else:
             sections.pop()
+            section_ids.pop()
         ctx = _render(window, "\n\n".join(sections), fmt, tokenizer)
+    # Keep the manifest true to what was rendered: drop items the guard removed.
+    shown = set().union(*section_ids) | {f"turn:{st.id}" for st in window}
+    for gone in [i for i in out_items if i.id not in shown]:
+        misses.append(NearMiss(gone.id, gone.kind, gone.tokens, "over_budget", gone.score))
+    out_items = [i for i in out_items if i.id in shown]
     messages, system, text, total = ctx
     manifest = Manifest(budget=budget, total_tokens=total, items=tuple(out_items), near_misses=tuple(misses),
-                        policy=policy, query=query, tokenizer=tokenizer.name, notes=tuple(notes))
+                        policy=policy, query=query, tokenizer=tokenizer.name, notes=tuple(notes) + tuple(notes_out))
     return Context(format=fmt, messages=messages, system=system, text=text, manifest=manifest)
 
 
-def _expansion(su: SummaryUnit, room: int, tokenizer: Tokenizer) -> str | None:
+def _expansion(su: SummaryUnit, room: int, tokenizer: Tokenizer, notes: list[str]) -> str | None:
     """The unit's verbatim turns as compact lines, when they exist and fit ``room``.
 
-    ``expanded_tokens`` bounds the cost before anything is fetched, so a unit too
-    big to expand never touches the archive.
+    ``expanded_tokens`` (the turns' message tokens, which their compact lines
+    rarely exceed) screens out units too big to expand before anything is
+    fetched. A unit whose turns cannot be read is shown as its summary, and a
+    note says why.
     """
     if su.expand is None or su.expanded_tokens <= 0 or su.expanded_tokens > room:
         return None
-    turns = list(su.expand())
+    try:
+        turns = list(su.expand())
+    except StratamemError as exc:
+        notes.append(f"{su.id} not expanded: {type(exc).__name__}: {exc}")
+        return None
     if not turns:
         return None
     renderer = CompactRenderer()

@@ -17,16 +17,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
-from .assemble import POLICIES, ItemUnit, Recalled, assemble
+from .assemble import POLICIES, FixedBlock, ItemUnit, Recalled, assemble
 from .config import Config
 from .context import check_budget, check_format
-from .errors import ConfigError, InvalidTurnError, NotFoundError, ValidationError
+from .errors import ConfigError, InvalidTurnError, NotFoundError, StratamemError, ValidationError
 from .events import Event, EventBus
 from .exchange import read_export, write_export
 from .ingest import IngestSession, parse_messages
 from .manifest import Context
 from .nodes import Node
-from .records import StoredTurn, Turn, check_name
+from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
 from .retrieve import HybridIndex
 from .sources import SummaryIndex, checkpoint_block, project_blocks
 from .store import SQLiteStore, Store, TurnBatch
@@ -73,12 +73,27 @@ class Status:
 
 
 def _truncated(st: StoredTurn, limit: int) -> StoredTurn:
-    """``st`` with plain-text content over ``limit`` characters cut, marked (prompt view only)."""
+    """``st`` with text over ``limit`` characters cut and marked (seed 002's prompt view only).
+
+    Plain content, text blocks and tool-result text are cut; tool calls, ids and
+    images are kept whole, so tool pairing stays intact.
+    """
+    def cut(text: str) -> str:
+        if len(text) <= limit:
+            return text
+        return text[:limit] + f" [truncated: {len(text) - limit:,} of {len(text):,} characters not shown]"
+
     content = st.turn.content
-    if not isinstance(content, str) or len(content) <= limit:
+    if isinstance(content, str):
+        new: str | tuple[Block, ...] = cut(content)
+    else:
+        new = tuple(TextBlock(cut(b.text)) if isinstance(b, TextBlock) else
+                    dataclasses.replace(b, content=tuple(TextBlock(cut(p.text)) if isinstance(p, TextBlock) else p
+                                                         for p in b.content))
+                    if isinstance(b, ToolResultBlock) else b for b in content)
+    if new == content:
         return st
-    marker = f" [truncated: {len(content) - limit:,} of {len(content):,} characters not shown]"
-    return dataclasses.replace(st, turn=dataclasses.replace(st.turn, content=content[:limit] + marker))
+    return dataclasses.replace(st, turn=dataclasses.replace(st.turn, content=new))
 
 
 class Memory:
@@ -237,9 +252,13 @@ class Memory:
         """
         if not stored:
             return
-        if self._index is not None:
+        index = self._index
+        # Append only when these turns extend the index exactly (no other writer in
+        # between); otherwise the next context() catches up from the store.
+        if index is not None and (not len(index) or stored[0].id > index.turns[-1].id) and \
+                self._index_in_step(len(index) + len(stored)):
             try:
-                self._index.add_turns(stored)
+                index.add_turns(stored)
             except Exception as exc:  # noqa: BLE001 - reported below; the index is rebuilt on next use
                 self._index = None
                 self._derived_failed("recall.index_failed", exc, stored)
@@ -249,14 +268,21 @@ class Memory:
             except Exception as exc:  # noqa: BLE001 - reported below; the next update resumes from the last seal
                 self._derived_failed("pyramid.failed", exc, stored)
 
+    def _index_in_step(self, expected: int) -> bool:
+        try:
+            return self.store.turn_count(self.namespace) == expected
+        except StratamemError as exc:
+            self._derived_failed("recall.index_failed", exc, [])
+            return False
+
     def _derived_failed(self, kind: str, exc: BaseException, stored: list[StoredTurn]) -> None:
         detail = f"{type(exc).__name__}: {exc}"
-        log.warning("%s in namespace %r after turns %d-%d: %s", kind, self.namespace, stored[0].id,
-                    stored[-1].id, detail)
+        first, last = (stored[0].id, stored[-1].id) if stored else (None, None)
+        log.warning("%s in namespace %r (turns %s-%s): %s", kind, self.namespace, first, last, detail)
         self._warnings.append(f"{kind}: {detail}")
         del self._warnings[:-20]
-        self.events.emit(Event(kind, {"error": detail, "first_turn_id": stored[0].id,
-                                      "last_turn_id": stored[-1].id}, namespace=self.namespace))
+        self.events.emit(Event(kind, {"error": detail, "first_turn_id": first, "last_turn_id": last},
+                               namespace=self.namespace))
 
     # --- pyramid ----------------------------------------------------------------------
 
@@ -381,10 +407,7 @@ class Memory:
             # A hit with no signal at all (fused score 0) is not a match.
             recalled = [Recalled(index.turn(h.turn_ids[0]), h.score)
                         for h in index.search(query, k=k) if h.score.get("fused", 0.0) > 0]
-        fixed = checkpoint_block(self.store, self.namespace, session)
-        if self.project_dir is not None:
-            fixed = project_blocks(self.project_dir, self.namespace, self.tokenizer,
-                                   self.state(self.project_dir)) + fixed
+        fixed = self._fixed_blocks(session)
         summaries = (self._summary_index.rank(self.pyramid, query)
                      if self.config.pyramid.enabled else [])
         items = self._item_units(query)
@@ -393,9 +416,29 @@ class Memory:
                         shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), fixed=fixed,
                         recent=recent, recalled=recalled, summaries=summaries, items=items, query=query,
                         notes=notes)
-        if cfg.record_manifests:
-            self.store.manifests.add(self.namespace, session, ctx.manifest, keep=cfg.keep_manifests)
+        self._record(session, ctx)
         return ctx
+
+    def _record(self, session: str | None, ctx: Context) -> None:
+        """Store the manifest; a failure (read-only or busy store) is reported, never raised.
+
+        The prompt is already built: losing its record must not lose the prompt.
+        """
+        cfg = self.config.context
+        if not cfg.record_manifests:
+            return
+        try:
+            self.store.manifests.add(self.namespace, session, ctx.manifest, keep=cfg.keep_manifests)
+        except StratamemError as exc:
+            self._derived_failed("manifest.record_failed", exc, [])
+
+    def _fixed_blocks(self, session: str | None) -> list[FixedBlock]:
+        """Project instructions and working state (when a project is set), then the session's checkpoint."""
+        fixed = checkpoint_block(self.store, self.namespace, session)
+        if self.project_dir is not None:
+            fixed = project_blocks(self.project_dir, self.namespace, self.tokenizer,
+                                   self.state(self.project_dir)) + fixed
+        return fixed
 
     def _topics_context(self, query: str | None, budget: int, session: str | None, fmt: str) -> Context:
         """Seed 002's three tiers: the current topic's messages, topic summaries, bulk summaries.
@@ -419,10 +462,8 @@ class Memory:
         cfg = self.config.context
         ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=fmt, policy="topics",
                        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), recent=window,
-                       summaries=topics, bulks=bulks, query=query,
-                       fixed=checkpoint_block(self.store, self.namespace, session))
-        if cfg.record_manifests:
-            self.store.manifests.add(self.namespace, session, ctx.manifest, keep=cfg.keep_manifests)
+                       summaries=topics, bulks=bulks, query=query, fixed=self._fixed_blocks(session))
+        self._record(session, ctx)
         return ctx
 
     def _item_units(self, query: str | None) -> list[ItemUnit]:

@@ -212,7 +212,7 @@ class SummaryIndex:
             turn_ids=self._turn_ids[node.id], tier=node.tier, score=score,
             # A segment that wins a slot is expanded to its verbatim turns when they fit.
             expand=(lambda nid=node.id: pyramid.expand(nid)) if segment else None,
-            expanded_tokens=node.tokens if segment else 0)
+            expanded_tokens=node.tokens if segment else 0, expand_only=node.summary is None)
 
     def topics(self, pyramid: Any) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
         """Seed 002's view: topic (segment) summaries and bulk (consolidation) summaries, newest first.

@@ -104,14 +104,16 @@ def add(settings: Settings, role: str, content: str, session: str, name: str | N
 @click.option("--budget", "-b", type=int, default=None, help="Token budget (default from config).")
 @click.option("--session", "-s", default=None, help="Session (default: the most recent).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--policy", type=click.Choice(["hybrid", "topics", "pyramid", "state_first", "recall"]), default=None,
+              help="Budget policy (default from config: hybrid).")
 @click.option("--explain", is_flag=True, help="Print the manifest: every item, its tokens and reason.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rendered context and manifest as JSON.")
 @pass_settings
 def context(settings: Settings, query: str | None, budget: int | None, session: str | None, fmt: str,
-            explain: bool, as_json: bool) -> None:
+            policy: str | None, explain: bool, as_json: bool) -> None:
     """Assemble the context for the next model call within a token budget."""
     with settings.memory() as mem:
-        ctx = mem.context(query, budget=budget, session=session, format=fmt)
+        ctx = mem.context(query, budget=budget, session=session, format=fmt, policy=policy)
     if as_json:
         emit_json({"format": ctx.format, "system": ctx.system, "messages": list(ctx.messages),
                    "text": ctx.text if fmt == "text" else None, "manifest": ctx.manifest.to_dict()})
@@ -218,7 +220,8 @@ def demo(settings: Settings, query: str, budget: int) -> None:
         else:
             click.echo(f"{settings.db} already holds namespace {settings.namespace!r}; not ingesting again")
     click.echo(f"\n$ stratamem context {json.dumps(query)} --budget {budget} --explain\n")
-    ctx.invoke(context, query=query, budget=budget, session=None, fmt="text", explain=True, as_json=False)
+    ctx.invoke(context, query=query, budget=budget, session=None, fmt="text", policy=None, explain=True,
+               as_json=False)
     click.echo("\n$ stratamem status\n")
     ctx.invoke(status, as_json=False)
 

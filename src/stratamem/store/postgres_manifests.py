@@ -60,9 +60,9 @@ class PostgresManifests:
                 "VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
                 (namespace, session, manifest.created_at, manifest.budget, manifest.total_tokens,
                  len(manifest.items), body)).fetchone()[0]
-            conn.execute("DELETE FROM manifests WHERE namespace = %s AND id NOT IN "
-                         "(SELECT id FROM manifests WHERE namespace = %s ORDER BY id DESC LIMIT %s)",
-                         (namespace, namespace, keep))
+            conn.execute(
+                "DELETE FROM manifests WHERE namespace = %s AND id <= (SELECT id FROM manifests WHERE namespace = %s "
+                "ORDER BY id DESC LIMIT 1 OFFSET %s)", (namespace, namespace, keep))
         return int(mid)
 
     def latest(self, namespace: str, limit: int = 20) -> list[StoredManifest]:

@@ -65,8 +65,8 @@ class SQLiteManifests:
                 (namespace, session, format_timestamp(manifest.created_at), manifest.budget,
                  manifest.total_tokens, len(manifest.items), body)).fetchone()[0]
             conn.execute(
-                "DELETE FROM manifests WHERE namespace = ? AND id NOT IN "
-                "(SELECT id FROM manifests WHERE namespace = ? ORDER BY id DESC LIMIT ?)", (namespace, namespace, keep))
+                "DELETE FROM manifests WHERE namespace = ? AND id <= (SELECT id FROM manifests WHERE namespace = ? "
+                "ORDER BY id DESC LIMIT 1 OFFSET ?)", (namespace, namespace, keep))
         return int(mid)
 
     def latest(self, namespace: str, limit: int = 20) -> list[StoredManifest]:
