@@ -328,16 +328,23 @@ def test_memory_add_runs_the_pyramid_on_every_backend(store: Any) -> None:
     assert [(n.level, n.seq_range) for n in mem.pyramid.nodes(level=1)] == [(1, (1, 5)), (1, (6, 10))]
 
 
-def test_memory_refuses_a_store_without_nodes_when_the_pyramid_is_on(tmp_path: Path) -> None:
+def test_memory_refuses_a_store_missing_the_feature_stores_its_config_uses(tmp_path: Path) -> None:
     class CoreOnly:
         """A store that keeps turns but no derived data."""
 
         backend = "core-only"
+        tokenizer = "o200k_base"
 
-    with pytest.raises(ConfigError, match="core-only store keeps no pyramid nodes"):
+    with pytest.raises(ConfigError, match="core-only store has no items, conversations, nodes, manifests feature"):
         Memory(CoreOnly(), namespace="t")  # type: ignore[arg-type]
-    mem = Memory(CoreOnly(), namespace="t", config=Config().replace(pyramid={"enabled": False}))  # type: ignore[arg-type]
-    assert mem.store.backend == "core-only"
+
+    class NoPyramid(CoreOnly):
+        items = conversations = object()
+
+    lean = Config().replace(pyramid={"enabled": False}, context={"record_manifests": False})
+    assert Memory(NoPyramid(), namespace="t", config=lean).store.backend == "core-only"  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="has no nodes, manifests feature"):
+        Memory(NoPyramid(), namespace="t")  # type: ignore[arg-type]
 
 
 # --- memory items ------------------------------------------------------------------------------

@@ -96,6 +96,16 @@ def _truncated(st: StoredTurn, limit: int) -> StoredTurn:
     return dataclasses.replace(st, turn=dataclasses.replace(st.turn, content=new))
 
 
+def _needed_features(config: Config) -> list[str]:
+    """Feature stores a configuration uses (see :class:`~stratamem.store.base.Store`)."""
+    needed = ["items", "conversations"]  # item search and the checkpoint feed every context
+    if config.pyramid.enabled:
+        needed.append("nodes")
+    if config.context.record_manifests:
+        needed.append("manifests")
+    return needed
+
+
 class Memory:
     """Memory for one namespace: store turns, assemble contexts, report status.
 
@@ -144,15 +154,15 @@ class Memory:
                                 tokenizer=self.tokenizer.name)
         # A store object opened elsewhere records its own tokenizer; counting new
         # turns with another would mix incomparable token counts in one store.
-        recorded = getattr(store, "tokenizer", None)
-        if recorded is not None and recorded != self.tokenizer.name:
-            raise ConfigError(f"the store keeps token counts made with {recorded!r}, but this Memory counts "
-                              f"with {self.tokenizer.name!r}; use the store's tokenizer")
-        # Both built-in stores keep pyramid nodes; a store that does not is refused
-        # here rather than skipped silently after its turns are committed.
-        if self.config.pyramid.enabled and not hasattr(store, "nodes"):
-            raise ConfigError(f"the {getattr(store, 'backend', '?')} store keeps no pyramid nodes; "
-                              "set pyramid.enabled = false to use it")
+        if store.tokenizer != self.tokenizer.name:
+            raise ConfigError(f"the store keeps token counts made with {store.tokenizer!r}, but this Memory "
+                              f"counts with {self.tokenizer.name!r}; use the store's tokenizer")
+        # A store missing a feature store the configuration uses is refused here,
+        # rather than that feature being skipped silently after turns are committed.
+        missing = [f for f in _needed_features(self.config) if not hasattr(store, f)]
+        if missing:
+            raise ConfigError(f"the {store.backend} store has no {', '.join(missing)} feature store(s) "
+                              "this configuration uses")
         if self.config.pyramid.enabled and self.config.pyramid.summarizer == "llm" and summarizer is None:
             raise ConfigError("pyramid.summarizer is 'llm': pass summarizer=LLMSummarizer(chat_model, tokenizer) "
                               "(the library never builds a model from configuration)")

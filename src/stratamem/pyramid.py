@@ -530,7 +530,7 @@ class Pyramid:
     def _extract_items(self, node: Node, summary: Summary) -> str | None:
         """Store a segment's key facts as cold, auto-extracted memory items; returns the error, if any.
 
-        Runs when ``auto_extract_facts`` is on and the store keeps items. Each fact
+        Runs when ``auto_extract_facts`` is on. Each fact
         is typed by :func:`~stratamem.summarize.facts.fact_type` and keeps its
         source turn as provenance; ``Items.extract_facts`` skips facts the
         namespace already has, so re-summarizing or retrying adds nothing twice.
@@ -538,7 +538,7 @@ class Pyramid:
         (status ``failed``, so :meth:`retry_failed` tries again); the summary and
         the turns stay.
         """
-        if not self.config.pyramid.auto_extract_facts or not hasattr(self.store, "items"):
+        if not self.config.pyramid.auto_extract_facts:
             return None
         facts = [(f.text, f.type, (f.turn_id,)) for f in item_facts(summary)]
         if not facts:

