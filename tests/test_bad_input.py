@@ -189,13 +189,25 @@ def test_a_file_that_is_not_a_database_is_a_backend_error(tmp_path: Path) -> Non
         Memory(path)
 
 
-def test_an_import_into_existing_sessions_is_refused(memory: Memory, tmp_path: Path) -> None:
+def test_an_import_twice_adds_nothing_the_second_time(memory: Memory, tmp_path: Path) -> None:
     text = _export_text(tmp_path)
     target = memory.for_namespace("copy")
-    assert target.import_(io.StringIO(text)) == (1, 2)
-    with pytest.raises(ValidationError, match="sessions already exist"):
-        target.import_(io.StringIO(text))
+    assert target.import_(io.StringIO(text)) == (1, 2, 0)
+    assert target.import_(io.StringIO(text)) == (1, 0, 2)
     assert target.status().turns == 2
+    with pytest.raises(ValidationError, match="sessions already exist"):
+        target.import_(io.StringIO(text), dedupe=False)
+    assert target.status().turns == 2
+
+
+def test_an_import_into_a_session_holding_other_turns_is_refused(memory: Memory, tmp_path: Path) -> None:
+    text = _export_text(tmp_path)
+    target = memory.for_namespace("copy")
+    session = json.loads(text.splitlines()[1])["name"]
+    target.add({"role": "user", "content": "something else entirely"}, session=session)
+    with pytest.raises(ValidationError, match=f"session '{session}' of namespace 'copy' differs from the export at seq 1"):
+        target.import_(io.StringIO(text))
+    assert target.status().turns == 1
 
 
 def test_a_store_object_counted_with_another_tokenizer_is_refused(tmp_path: Path) -> None:

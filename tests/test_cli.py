@@ -74,7 +74,7 @@ def test_errors_are_one_line_and_exit_non_zero(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-m", "stratamem", "--db", str(db), "ingest", str(bad)],
                           capture_output=True, text=True)
     assert proc.returncode == 1
-    assert proc.stderr.strip() == ("Error: InvalidTurnError: messages[0].role: unknown role 'wizard' "
+    assert proc.stderr.strip() == ("Error: DecodeError: line 1: role: unknown role 'wizard' "
                                    "(expected one of ['system', 'user', 'assistant', 'tool'])")
 
 

@@ -127,7 +127,7 @@ def test_export_then_import_reproduces_the_namespace(tmp_path: Path) -> None:
     buf = io.StringIO()
     assert src.export(buf) == (2, 7)
     dst = Memory(tmp_path / "dst.db", namespace="y")
-    assert dst.import_(io.StringIO(buf.getvalue())) == (2, 7)
+    assert dst.import_(io.StringIO(buf.getvalue())) == (2, 7, 0)
     assert [t.turn for t in dst.turns()] == [t.turn for t in src.turns()]
     assert [(s.name, s.platform) for s in dst.store.sessions("y")] == [("one", "cli"), ("two", None)]
     out = io.StringIO()

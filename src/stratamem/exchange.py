@@ -12,6 +12,11 @@ object per line::
 
 The trailer makes a truncated or altered file detectable: import checks the
 counts and the checksum before it writes anything.
+
+Import is idempotent (:func:`plan_import`): a session that already exists
+keeps the turns it holds, and only the export's turns past them are added, as
+long as the turns both hold agree seq by seq; importing the same file twice
+adds nothing the second time.
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from ._jsonio import parse_object_line
-from .errors import DecodeError, StratamemError
+from .errors import DecodeError, StratamemError, ValidationError
 from .records import Session, StoredTurn, Turn, check_name, check_text, format_timestamp, parse_timestamp
 
-__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportedNamespace", "read_export", "write_export"]
+__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportPlan", "ImportedNamespace", "plan_import", "read_export",
+           "write_export"]
 
 EXPORT_FORMAT = "stratamem-export"
 EXPORT_VERSION = 1
@@ -170,3 +176,43 @@ def _session(obj: Mapping[str, Any], namespace: str, n: int) -> Session:
     except StratamemError as exc:
         raise DecodeError(str(exc), line=n) from None
     return Session(namespace, name, labels["platform"], labels["channel"], created)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportPlan:
+    """What an import adds to a namespace."""
+
+    turns: dict[str, list[Turn]]
+    """New turns per session (every session of the export listed, possibly empty)."""
+    skipped: int
+    """Turns of the export the namespace already holds."""
+
+
+def plan_import(store: Any, namespace: str, data: ImportedNamespace, *, dedupe: bool = True) -> ImportPlan:
+    """The turns of ``data`` that ``namespace`` does not hold yet.
+
+    A session the namespace already has is compared turn by turn (same seq,
+    same canonical form); the turns they share are skipped, the export's
+    later ones are new. Without ``dedupe`` an existing session is refused,
+    as before.
+
+    Raises:
+        ValidationError: An existing session holds different turns than the export
+            at some seq (or exists at all, without ``dedupe``).
+    """
+    existing = {s.name for s in store.sessions(namespace)}
+    clash = [s.name for s in data.sessions if s.name in existing]
+    if clash and not dedupe:
+        raise ValidationError(f"sessions already exist in namespace {namespace!r}: {', '.join(clash[:5])}")
+    out: dict[str, list[Turn]] = {}
+    skipped = 0
+    for s in data.sessions:
+        turns = data.turns[s.name]
+        held = [st.turn for st in store.turns(namespace, s.name)] if s.name in existing else []
+        for seq, (mine, theirs) in enumerate(zip(held, turns), 1):
+            if mine.to_dict() != theirs.to_dict():
+                raise ValidationError(f"session {s.name!r} of namespace {namespace!r} differs from the export "
+                                      f"at seq {seq}; import into another namespace")
+        skipped += min(len(held), len(turns))
+        out[s.name] = turns[len(held):]
+    return ImportPlan(out, skipped)

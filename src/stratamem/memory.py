@@ -22,8 +22,9 @@ from .config import Config
 from .context import check_budget, check_format
 from .errors import ConfigError, InvalidTurnError, NotFoundError, StratamemError, ValidationError
 from .events import Event, EventBus
-from .exchange import read_export, write_export
-from .ingest import IngestSession, parse_messages
+from .exchange import plan_import, read_export, write_export
+from .ingest import IngestReport, IngestSession, parse_messages
+from .ingest import dedupe as _dedupe
 from .manifest import Context
 from .nodes import Node
 from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
@@ -339,6 +340,30 @@ class Memory:
         self._after_add(stored)
         return stored
 
+    def ingest(self, sessions: Iterable[IngestSession], *, dedupe: bool = True) -> IngestReport:
+        """Store imported sessions in one transaction, skipping turns already stored (idempotent).
+
+        A turn is already stored when its session holds a turn with the same
+        dedupe key (:attr:`IngestSession.keys`: the source's message id, else
+        its position and content), so ingesting a file twice, or a log that
+        has grown, stores only what is new.
+
+        Args:
+            sessions: Sessions as read by :func:`stratamem.ingest.read_file`.
+            dedupe: ``False`` stores every turn again.
+
+        Raises:
+            ValidationError: A session belongs to another namespace or has a bad name.
+            InvalidTurnError: A turn is too large or a tool result is unpaired. Nothing is stored.
+            BackendError: The store failed. Nothing is stored.
+        """
+        with self.store.transaction():
+            plan = _dedupe.plan_ingest(self.store.ingest_keys, self.namespace, sessions, dedupe=dedupe)
+            stored = self._append_sessions(plan.sessions)
+            self.store.ingest_keys.record(self.namespace, _dedupe.key_rows(plan, stored))
+        self._after_add(stored)
+        return _dedupe.report(plan, stored)
+
     def _append_sessions(self, sessions: Iterable[IngestSession]) -> list[StoredTurn]:
         """Validate and store sessions' turns in one transaction, without updating derived data."""
         batches = []
@@ -553,34 +578,38 @@ class Memory:
         return write_export(out, self.namespace, self.tokenizer.name, self.store.sessions(self.namespace),
                             self.store.iter_turns(self.namespace))
 
-    def import_(self, source: IO[str]) -> tuple[int, int]:
-        """Import an export into this namespace, in one transaction; returns ``(sessions, turns)``.
+    def import_(self, source: IO[str], *, dedupe: bool = True) -> tuple[int, int, int]:
+        """Import an export into this namespace, in one transaction; returns ``(sessions, turns, skipped)``.
 
-        The whole file is parsed and verified before anything is written, and
-        sessions that already exist here are refused, so an import never
-        duplicates or half-writes.
+        The whole file is parsed and verified before anything is written.
+        Importing is idempotent: turns a session already holds (same seq, same
+        content) are skipped and counted, so importing a file twice adds
+        nothing the second time, and a later export of a grown session adds
+        only its new turns.
+
+        Args:
+            source: The export (see :mod:`stratamem.exchange`).
+            dedupe: ``False`` refuses sessions that already exist instead.
 
         Raises:
             DecodeError: Truncated, corrupt or unsupported file.
-            ValidationError: A session in the file already exists in this namespace.
+            ValidationError: An existing session holds different turns than the
+                file (or, without ``dedupe``, exists at all).
             BackendError: The store failed; nothing was stored.
         """
         data = read_export(source)
-        existing = {s.name for s in self.store.sessions(self.namespace)}
-        clash = [s.name for s in data.sessions if s.name in existing]
-        if clash:
-            raise ValidationError(f"sessions already exist in namespace {self.namespace!r}: {', '.join(clash[:5])}")
-        sessions = [IngestSession(s.name, data.turns[s.name], platform=s.platform, channel=s.channel)
-                    for s in data.sessions]
         with self.store.transaction():
+            plan = plan_import(self.store, self.namespace, data, dedupe=dedupe)
             for s in data.sessions:
                 # Create sessions even when empty, so an export round-trips exactly.
                 self.store.ensure_session(self.namespace, s.name, platform=s.platform, channel=s.channel,
                                           created_at=s.created_at)
-            stored = self._append_sessions(sessions)
+            stored = self._append_sessions([IngestSession(s.name, plan.turns[s.name], platform=s.platform,
+                                                          channel=s.channel)
+                                            for s in data.sessions if plan.turns[s.name]])
         # Only committed turns may reach the derived structures.
         self._after_add(stored)
-        return len(data.sessions), len(stored)
+        return len(data.sessions), len(stored), plan.skipped
 
     def close(self) -> None:
         """Close the store."""

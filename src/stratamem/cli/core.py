@@ -51,34 +51,58 @@ def init(settings: Settings) -> None:
 @click.command()
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(INGEST_FORMATS), default="auto", show_default=True,
-              help="Input format.")
+              help="Input format (docs/formats.md); auto detects it.")
 @click.option("--session", "-s", default=None, help="Session for inputs that name none (default: 'default').")
+@click.option("--dedupe", type=click.Choice(["on", "off"]), default="on", show_default=True,
+              help="Skip messages already stored (off: store them again).")
 @pass_settings
-def ingest(settings: Settings, path: str, fmt: str, session: str | None) -> None:
-    """Read a conversation file (JSON Lines of turns, OpenAI or Anthropic messages, LoCoMo) into memory.
+def ingest(settings: Settings, path: str, fmt: str, session: str | None, dedupe: str) -> None:
+    """Read a conversation file into memory: Claude Code or Codex session logs, a ChatGPT export,
+    OpenAI/Anthropic/Responses messages, JSON Lines of turns, LoCoMo.
 
     The whole file is validated first; each namespace is then written in one
-    transaction, so a bad file stores nothing.
+    transaction, so a bad file stores nothing. Messages already stored are
+    skipped, so ingesting a file again (or a log that has grown) stores only
+    what is new. LoCoMo samples go to their own namespaces: ``locomo-<id>``,
+    or the ``-n`` namespace (a prefix ``<n>-<id>`` when the file holds several).
     """
-    sessions = read_file(path, fmt, session=session)
+    source = click.get_current_context().find_root().get_parameter_source("namespace")
+    explicit = source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
+    sessions = read_file(path, fmt, session=session, namespace=settings.namespace if explicit else None)
     by_ns: dict[str, list[IngestSession]] = defaultdict(list)
     for s in sessions:
         by_ns[s.namespace or settings.namespace].append(s)
     total = sum(len(s.turns) for s in sessions)
     bar = tqdm(total=total, unit="turn", desc="ingest", disable=None if total > _PROGRESS_MIN_TURNS else True,
                file=sys.stderr)
-    written = 0
+    reports = {}
     try:
         for ns, group in by_ns.items():
-            # One add_sessions per namespace: one transaction, and summaries and
+            # One ingest per namespace: one transaction, and summaries and
             # indexes are updated only after it commits.
             with settings.memory(ns) as mem:
-                written += len(mem.add_sessions(group))
+                reports[ns] = mem.ingest(group, dedupe=dedupe == "on")
             bar.update(sum(len(s.turns) for s in group))
     finally:
         bar.close()
-    click.echo(f"ingested {written} turns in {len(sessions)} session(s) into "
-               f"{len(by_ns)} namespace(s): {', '.join(by_ns)}")
+    stored = sum(r.total_stored for r in reports.values())
+    skipped = sum(r.total_skipped for r in reports.values())
+    click.echo(f"ingested {stored} turns in {len(sessions)} session(s) into {len(by_ns)} namespace(s): "
+               f"{', '.join(by_ns)}; {skipped} already stored (skipped)")
+    for ns, r in reports.items():
+        names = list(r.stored)
+        shown = ", ".join(names[:3]) + (f", ... ({len(names)} in all)" if len(names) > 3 else "")
+        click.echo(f"  {ns}: session(s) {shown}: {r.total_stored} stored, {r.total_skipped} skipped")
+    records: dict[str, int] = defaultdict(int)
+    for s in sessions:
+        for kind, n in s.skipped.items():
+            records[kind] += n
+    if records:
+        click.echo("  records that are not messages, skipped: " +
+                   ", ".join(f"{k} {n}" for k, n in sorted(records.items(), key=lambda kv: (-kv[1], kv[0]))))
+    others = [ns for ns in by_ns if ns != settings.namespace]
+    if others:
+        click.echo(f"  read it with: stratamem -n {others[0]} context --explain")
 
 
 @click.command()
@@ -191,16 +215,19 @@ def export_cmd(settings: Settings, path: str) -> None:
 
 @click.command("import")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("--dedupe", type=click.Choice(["on", "off"]), default="on", show_default=True,
+              help="Skip turns the namespace already holds (off: refuse existing sessions).")
 @pass_settings
-def import_cmd(settings: Settings, path: str) -> None:
-    """Import an export file into the namespace (all or nothing)."""
+def import_cmd(settings: Settings, path: str, dedupe: str) -> None:
+    """Import an export file into the namespace (all or nothing; turns already held are skipped)."""
     with settings.memory() as mem:
         if path == "-":
-            n_sessions, n_turns = mem.import_(sys.stdin)
+            n_sessions, n_turns, skipped = mem.import_(sys.stdin, dedupe=dedupe == "on")
         else:
             with _file(path, "r") as src:
-                n_sessions, n_turns = mem.import_(src)
-    click.echo(f"imported {n_turns} turns in {n_sessions} session(s) into {mem.namespace!r}")
+                n_sessions, n_turns, skipped = mem.import_(src, dedupe=dedupe == "on")
+    click.echo(f"imported {n_turns} turns in {n_sessions} session(s) into {mem.namespace!r}; "
+               f"{skipped} already stored (skipped)")
 
 
 @click.command()
@@ -216,7 +243,7 @@ def demo(settings: Settings, query: str, budget: int) -> None:
         with settings.memory() as mem:
             fresh = mem.status().turns == 0
         if fresh:
-            ctx.invoke(ingest, path=str(path), fmt="auto", session=None)
+            ctx.invoke(ingest, path=str(path), fmt="auto", session=None, dedupe="on")
         else:
             click.echo(f"{settings.db} already holds namespace {settings.namespace!r}; not ingesting again")
     click.echo(f"\n$ stratamem context {json.dumps(query)} --budget {budget} --explain\n")

@@ -79,6 +79,8 @@ class Store(Protocol):
     """Long-term memory items."""
     manifests: Any
     """Recorded context manifests."""
+    ingest_keys: Any
+    """Dedupe keys of ingested records (used by ``Memory.ingest``)."""
 
     def append(self, namespace: str, batches: Sequence[TurnBatch]) -> list[StoredTurn]:
         """Store turns in one transaction: all of them or none.

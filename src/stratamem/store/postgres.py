@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from .postgres_manifests import PostgresManifests
     from .postgres_conversations import PostgresConversations
     from .postgres_embeddings import PostgresEmbeddingCache
+    from .postgres_ingest_keys import PostgresIngestKeys
     from .postgres_items import PostgresItemStore
     from .postgres_nodes import PostgresNodeStore
 
@@ -245,6 +246,13 @@ class PostgresStore:
         from .postgres_nodes import PostgresNodeStore
 
         return PostgresNodeStore(self)
+
+    @functools.cached_property
+    def ingest_keys(self) -> PostgresIngestKeys:
+        """Dedupe keys of ingested records (:mod:`stratamem.store.postgres_ingest_keys`)."""
+        from .postgres_ingest_keys import PostgresIngestKeys
+
+        return PostgresIngestKeys(self)
 
     # --- namespaces and sessions ------------------------------------------------------
 

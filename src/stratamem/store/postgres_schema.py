@@ -27,6 +27,7 @@ from psycopg import sql
 from ..errors import MigrationError
 from .postgres_conversations import m004_conversations
 from .postgres_embeddings import m002_embeddings
+from .postgres_ingest_keys import m008_ingest_keys
 from .postgres_items import m005_items, m007_item_ids
 from .postgres_manifests import m006_manifests
 from .postgres_nodes import m003_pyramid
@@ -106,6 +107,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m005_items", m005_items),
     PgMigration("m006_manifests", m006_manifests),
     PgMigration("m007_item_ids", m007_item_ids),
+    PgMigration("m008_ingest_keys", m008_ingest_keys),
 ]
 
 

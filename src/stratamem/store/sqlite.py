@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .sqlite_manifests import SQLiteManifests
     from .sqlite_conversations import SQLiteConversations
     from .sqlite_embeddings import SQLiteEmbeddingCache
+    from .sqlite_ingest_keys import SQLiteIngestKeys
     from .sqlite_items import SQLiteItemStore
     from .sqlite_nodes import SQLiteNodeStore
 
@@ -274,6 +275,13 @@ class SQLiteStore:
         from .sqlite_nodes import SQLiteNodeStore
 
         return SQLiteNodeStore(self)
+
+    @functools.cached_property
+    def ingest_keys(self) -> SQLiteIngestKeys:
+        """Dedupe keys of ingested records (:mod:`stratamem.store.sqlite_ingest_keys`)."""
+        from .sqlite_ingest_keys import SQLiteIngestKeys
+
+        return SQLiteIngestKeys(self)
 
     # --- namespaces and sessions ------------------------------------------------------
 

@@ -11,6 +11,7 @@ import sqlite3
 
 from .migrations import Migration
 from .sqlite_embeddings import m002_embeddings
+from .sqlite_ingest_keys import m008_ingest_keys
 from .sqlite_items import m007_item_ids
 from .sqlite_manifests import m006_manifests
 from .sqlite_nodes import m003_pyramid
@@ -148,4 +149,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m005_items", m005_items),
     Migration("m006_manifests", m006_manifests),
     Migration("m007_item_ids", m007_item_ids),
+    Migration("m008_ingest_keys", m008_ingest_keys),
 ]
