@@ -116,9 +116,11 @@ def _conversation(conv: Any, index: int, where: str, default_session: str | None
         branch = _branch(conv, path)
     except StratamemError as exc:
         raise record_error(exc, line=None, path="", where=where) from None
-    skipped["other branch"] += sum(1 for v in conv["mapping"].values()
+    off_branch = sum(1 for v in conv["mapping"].values()
                                    if isinstance(v, Mapping) and isinstance(v.get("message"), Mapping)) - sum(
         1 for _, node in branch if isinstance(node.get("message"), Mapping))
+    if off_branch:
+        skipped["other branch"] += off_branch
     last = epoch_timestamp(conv.get("create_time"))
     turns: list[Turn] = []
     keys: list[str] = []
@@ -150,12 +152,16 @@ def _turn(msg: Mapping[str, Any], path: str, last: datetime | None, pending: lis
         raise bad("a message needs an 'author' object", f"{path}.author")
     role, name = author.get("role"), author.get("name")
     meta = msg.get("metadata") if isinstance(msg.get("metadata"), Mapping) else {}
-    if meta.get("is_visually_hidden_from_conversation") is True:
-        skipped["hidden"] += 1
-        return None
     content = msg.get("content")
     if not isinstance(content, Mapping):
         raise bad("a message needs a 'content' object", f"{path}.content")
+    instructions = content.get("content_type") == "user_editable_context"
+    if instructions:
+        # The user's custom instructions: hidden in the UI, standing instructions to the model.
+        role = "system"
+    elif meta.get("is_visually_hidden_from_conversation") is True:
+        skipped["hidden"] += 1
+        return None
     body = _text(content, f"{path}.content")
     if body is None:
         skipped[f"content:{content.get('content_type')}"] += 1
@@ -186,7 +192,7 @@ def _turn(msg: Mapping[str, Any], path: str, last: datetime | None, pending: lis
                     metadata={**info, "tool_output": True})
     if role not in ("system", "user", "assistant"):
         raise bad(f"unknown author role {role!r}", f"{path}.author.role")
-    if role == "system" and content.get("content_type") != "user_editable_context" and not text.strip():
+    if role == "system" and not instructions and not text.strip():
         skipped["empty"] += 1
         return None
     return Turn(role=role, content=body, timestamp=ts, model=model if role == "assistant" else None,

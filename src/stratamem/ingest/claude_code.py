@@ -126,8 +126,9 @@ def _blocks(raw: list[Any], path: str, dropped: Counter[str]) -> list[Block]:
 class _Session:
     """Turns of one session being built, with their keys."""
 
-    def __init__(self, name: str | None) -> None:
+    def __init__(self, name: str | None, sidechain: bool) -> None:
         self.name = name
+        self.sidechain = sidechain
         self.turns: list[Turn] = []
         self.keys: list[str] = []
         self.last_message_id: str | None = None  # of the last turn, when it is an assistant reply
@@ -156,11 +157,12 @@ def read_claude_code(records: list[tuple[int, dict[str, Any]]], default_session:
         if not isinstance(msg, Mapping):
             raise fail(f"a {kind} record needs a 'message' object", line=n, path="message", where=where)
         sid = safe_session(rec.get("sessionId"), default_session)
-        if rec.get("isSidechain") is True:
+        sidechain = rec.get("isSidechain") is True
+        if sidechain:
             agent = rec.get("agentId")
             sid = f"{sid or 'default'}.agent-{agent}" if isinstance(agent, str) and agent.isalnum() \
                 else f"{sid or 'default'}.sidechain"
-        sess = sessions.setdefault(sid, _Session(sid))
+        sess = sessions.setdefault(sid, _Session(sid, sidechain))
         try:
             ts = parse_timestamp(rec["timestamp"], "timestamp") if rec.get("timestamp") is not None else last_ts
         except StratamemError as exc:
@@ -184,7 +186,10 @@ def read_claude_code(records: list[tuple[int, dict[str, Any]]], default_session:
         sess.keys.append(id_key("claude-code", message_id or str(rec.get("uuid") or f"line-{n}")))
         sess.last_message_id = message_id
     out: list[IngestSession] = []
-    for i, sess in enumerate(sessions.values()):
+    # Sidechains first: the main thread is stored last, so it is the namespace's
+    # most recent session, the one a context continues by default.
+    ordered = sorted(sessions.values(), key=lambda s: not s.sidechain)
+    for i, sess in enumerate(ordered):
         repair_orphans(sess.turns)
         # The file's skip counts ride on its first session, so they are reported once.
         out.append(IngestSession(sess.name, sess.turns, platform="claude-code", keys=tuple(sess.keys),

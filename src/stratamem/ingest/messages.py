@@ -10,6 +10,7 @@ of messages or canonical turns, where a line may add ``session``,
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -156,7 +157,10 @@ def read_message_lines(records: list[tuple[int, dict[str, Any]]], fmt: str,
             except ValidationError as exc:
                 raise _at_line(exc, chunk) from None
             keys = []
-            for r in chunk:
+            for j, r in enumerate(chunk):
+                if r[4]:
+                    # The source's id is kept with the turn, as for the other importers.
+                    turns[j] = replace(turns[j], metadata={**turns[j].metadata, "message_id": r[4]})
                 pos = positions.get(r[1], 0)
                 positions[r[1]] = pos + 1
                 keys.append(id_key("turns", r[4]) if r[4] else content_key(pos, r[5]))

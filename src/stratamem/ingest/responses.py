@@ -75,6 +75,14 @@ def _output_text(raw: Any, path: str) -> str:
         raw = raw["content"]
     if raw is None:
         return ""
+    if isinstance(raw, str) and raw.startswith("{"):
+        # Codex wraps shell results as JSON text: {"output": "...", "metadata": {...}}.
+        try:
+            inner = json.loads(raw)
+        except json.JSONDecodeError:
+            inner = None
+        if isinstance(inner, Mapping) and isinstance(inner.get("output"), str):
+            return check_text(inner["output"], path)
     parts = _text_of(raw, path, allow_images=False)
     return parts if isinstance(parts, str) else "\n".join(b.text for b in parts if isinstance(b, TextBlock))
 
