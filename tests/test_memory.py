@@ -194,7 +194,7 @@ def test_anthropic_sections_travel_in_a_user_message_when_the_window_has_no_user
         mem.add([{"role": "user", "content": "q " * 400}, {"role": "assistant", "content": "long answer " * 50}],
                 session="s")
         ctx = mem.context("vault code", budget=300, session="s", format="anthropic")
-        assert ctx.system is None
+        assert ctx.system == ""
         [message] = ctx.messages
         assert message["role"] == "user"
         assert message["content"].startswith("## Earlier conversation (recalled, verbatim)\n")

@@ -67,13 +67,14 @@ def turn_line(turn: Turn) -> str:
 
 
 def render(turns: Sequence[Turn], fmt: str) -> tuple[tuple[dict[str, Any], ...], str | None, str]:
-    """Render turns for ``fmt``: ``(messages, system, text)``."""
+    """Render turns for ``fmt``: ``(messages, system, text)``; ``system`` is ``""`` for Anthropic when empty."""
     text = "\n".join(turn_line(t) for t in turns)
     if fmt == "openai":
         return tuple(to_openai(turns)), None, text
     if fmt == "anthropic":
         system, messages = to_anthropic(turns)
-        return tuple(messages), system, text
+        # Always a string, so ``system=ctx.system`` can go straight to the SDK.
+        return tuple(messages), system or "", text
     return (), None, text
 
 

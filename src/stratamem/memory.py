@@ -29,7 +29,7 @@ from .manifest import Context
 from .nodes import Node
 from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
 from .retrieve import HybridIndex
-from .sources import SummaryIndex, checkpoint_block, project_blocks
+from .sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks
 from .store import SQLiteStore, Store, TurnBatch
 from .tokens import Tokenizer, count_turn, get_tokenizer
 
@@ -431,6 +431,8 @@ class Memory:
         if policy == "topics":
             return self._topics_context(query, budget, session, format)
         recent = self._iter_newest(session) if session and policy != "recall" else iter(())
+        # System turns are instructions: they come in through _fixed_blocks, never as history.
+        recent = (st for st in recent if st.role != "system")
         recalled: list[Recalled] = []
         notes: list[str] = []
         if query and query.strip():
@@ -442,6 +444,7 @@ class Memory:
             # A hit with no signal at all (fused score 0) is not a match.
             recalled = [Recalled(index.turn(h.turn_ids[0]), h.score)
                         for h in index.search(query, k=k) if h.score.get("fused", 0.0) > 0]
+            recalled = [r for r in recalled if r.turn.role != "system"]
         fixed = self._fixed_blocks(session)
         summaries = (self._summary_index.rank(self.pyramid, query)
                      if self.config.pyramid.enabled else [])
@@ -468,12 +471,12 @@ class Memory:
             self._derived_failed("manifest.record_failed", exc, [])
 
     def _fixed_blocks(self, session: str | None) -> list[FixedBlock]:
-        """Project instructions and working state (when a project is set), then the session's checkpoint."""
+        """System prompts, project instructions and working state (when a project is set), then the checkpoint."""
         fixed = checkpoint_block(self.store, self.namespace, session)
         if self.project_dir is not None:
             fixed = project_blocks(self.project_dir, self.namespace, self.tokenizer,
                                    self.state(self.project_dir)) + fixed
-        return fixed
+        return system_blocks(self.store, self.namespace, session) + fixed
 
     def _topics_context(self, query: str | None, budget: int, session: str | None, fmt: str) -> Context:
         """Seed 002's three tiers: the current topic's messages, topic summaries, bulk summaries.
@@ -492,7 +495,7 @@ class Memory:
                 sealed = self.pyramid.nodes(level=1, session=session)
                 current = self.pyramid.expand(sealed[-1].id) if sealed else []
         limit = self.config.pyramid.max_message_chars
-        window = [_truncated(st, limit) for st in reversed(current)]
+        window = [_truncated(st, limit) for st in reversed(current) if st.role != "system"]
         topics, bulks = self._summary_index.topics(self.pyramid)
         cfg = self.config.context
         ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=fmt, policy="topics",

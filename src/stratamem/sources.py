@@ -9,6 +9,7 @@ turns lives in :mod:`stratamem.retrieve`.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from .nodes import Node
 from .retrieve.lexical import BM25Index, analyze
 from .tokens import Tokenizer
 
-__all__ = ["SummaryIndex", "checkpoint_block", "project_blocks", "summary_line"]
+__all__ = ["SummaryIndex", "checkpoint_block", "project_blocks", "summary_line", "system_blocks"]
 
 
 def project_blocks(project_dir: str | os.PathLike[str], namespace: str, tokenizer: Tokenizer,
@@ -38,6 +39,24 @@ def project_blocks(project_dir: str | os.PathLike[str], namespace: str, tokenize
         proj = state.project()
         blocks.append(FixedBlock("state", "state", "## Working state", proj.text, format=proj.format))
     return blocks
+
+
+def system_blocks(store: Any, namespace: str, session: str | None) -> list[FixedBlock]:
+    """The namespace's system prompts, as standing instructions: each distinct text once.
+
+    A system turn (given to ``add``, or imported) instructs the model; it is
+    not something that was said, so the context shows it in its fixed section,
+    like project instructions, instead of as a history line that a small budget
+    would drop first. The current session's prompts come first, in the order
+    given, then other sessions' newest first; a text repeated in many sessions
+    (every Codex session starts with the same instructions) is shown once.
+    """
+    rows = store.turns(namespace, role="system")
+    mine = [st.text for st in rows if st.session == session]
+    others = [st.text for st in sorted(rows, key=lambda st: -st.id) if st.session != session]
+    texts = [t for t in dict.fromkeys(mine + others) if t.strip()]
+    return [FixedBlock(f"system:{hashlib.sha256(t.encode('utf-8')).hexdigest()[:12]}", "instructions",
+                       "## System prompt", t, reason="system_prompt") for t in texts]
 
 
 def checkpoint_block(store: Any, namespace: str, session: str | None) -> list[FixedBlock]:

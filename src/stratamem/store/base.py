@@ -126,11 +126,11 @@ class Store(Protocol):
 
     def turns(self, namespace: str, session: str | None = None, *, ids: Sequence[int] | None = None,
               min_seq: int | None = None, max_seq: int | None = None, newest_first: bool = False,
-              limit: int | None = None) -> list[StoredTurn]:
+              limit: int | None = None, role: str | None = None) -> list[StoredTurn]:
         """Turns of a namespace (optionally one session), ordered by session then sequence.
 
         ``newest_first`` reverses the order; ``ids`` restricts to those turn ids
-        (ids of another namespace are never returned).
+        (ids of another namespace are never returned); ``role`` to turns of that role.
         """
         ...
 

@@ -383,8 +383,8 @@ class PostgresStore:
 
     def turns(self, namespace: str, session: str | None = None, *, ids: Sequence[int] | None = None,
               min_seq: int | None = None, max_seq: int | None = None, newest_first: bool = False,
-              limit: int | None = None) -> list[StoredTurn]:
-        """Turns of a namespace (optionally one session), ordered by session then sequence."""
+              limit: int | None = None, role: str | None = None) -> list[StoredTurn]:
+        """Turns of a namespace (optionally one session, optionally one role), ordered by session then sequence."""
         where = ["t.namespace = %s"]
         params: list[Any] = [namespace]
         if session is not None:
@@ -402,6 +402,9 @@ class PostgresStore:
         if max_seq is not None:
             where.append("t.seq <= %s")
             params.append(int(max_seq))
+        if role is not None:
+            where.append("t.role = %s")
+            params.append(role)
         direction = "DESC" if newest_first else "ASC"
         query = f"{_TURN_SELECT} WHERE {' AND '.join(where)} ORDER BY t.session_id {direction}, t.seq {direction}"
         if limit is not None:

@@ -18,7 +18,7 @@ __all__ = ["PostgresIngestKeys", "m008_ingest_keys"]
 
 
 def m008_ingest_keys(conn: psycopg.Connection) -> None:
-    """Dedupe keys of ingested records, one per stored turn."""
+    """Dedupe keys of ingested records, one per stored turn; an index of system turns."""
     conn.execute("""CREATE TABLE ingest_keys (
         namespace TEXT NOT NULL,
         session TEXT NOT NULL,
@@ -26,6 +26,9 @@ def m008_ingest_keys(conn: psycopg.Connection) -> None:
         turn_id BIGINT NOT NULL,
         PRIMARY KEY (namespace, session, key)
     )""")
+    # System prompts are read on every context (sources.system_blocks): a partial
+    # index finds the few system turns without scanning the namespace.
+    conn.execute("CREATE INDEX turns_system ON turns (namespace, session_id) WHERE role = 'system'")
 
 
 class PostgresIngestKeys:

@@ -373,8 +373,8 @@ class SQLiteStore:
 
     def turns(self, namespace: str, session: str | None = None, *, ids: Sequence[int] | None = None,
               min_seq: int | None = None, max_seq: int | None = None, newest_first: bool = False,
-              limit: int | None = None) -> list[StoredTurn]:
-        """Turns of a namespace (optionally one session), ordered by session then sequence."""
+              limit: int | None = None, role: str | None = None) -> list[StoredTurn]:
+        """Turns of a namespace (optionally one session, optionally one role), ordered by session then sequence."""
         # Resolve names to ids first, so the scan uses UNIQUE(session_id, seq) for one
         # session instead of sorting the whole namespace on every page.
         with self._lock, self._errors():
@@ -402,6 +402,9 @@ class SQLiteStore:
         if max_seq is not None:
             where.append("t.seq <= ?")
             params.append(max_seq)
+        if role is not None:
+            where.append("t.role = ?")
+            params.append(role)
         order = "DESC" if newest_first else "ASC"
         sql = f"{_TURN_SELECT} WHERE {' AND '.join(where)} ORDER BY t.session_id {order}, t.seq {order}"
         if limit is not None:

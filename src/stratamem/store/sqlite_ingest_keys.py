@@ -25,7 +25,7 @@ _CHUNK = 500
 
 
 def m008_ingest_keys(conn: sqlite3.Connection) -> None:
-    """Dedupe keys of ingested records, one per stored turn."""
+    """Dedupe keys of ingested records, one per stored turn; an index of system turns."""
     conn.execute("""CREATE TABLE ingest_keys (
         namespace TEXT NOT NULL,
         session TEXT NOT NULL,
@@ -33,6 +33,9 @@ def m008_ingest_keys(conn: sqlite3.Connection) -> None:
         turn_id INTEGER NOT NULL,
         PRIMARY KEY (namespace, session, key)
     ) WITHOUT ROWID""")
+    # System prompts are read on every context (sources.system_blocks): a partial
+    # index finds the few system turns without scanning the namespace.
+    conn.execute("CREATE INDEX turns_system ON turns (namespace_id, session_id) WHERE role = 'system'")
 
 
 class SQLiteIngestKeys:
