@@ -1,0 +1,228 @@
+"""Importers: each real-world format read exactly, auto-detected, and its bad records named by line and path."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from stratamem import DecodeError, Memory
+from stratamem.ingest import IngestSession, read_file
+from stratamem.records import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
+
+FIXTURES = Path(__file__).parent / "fixtures"
+INGEST = FIXTURES / "ingest"
+sys.path.insert(0, str(FIXTURES))
+from make_claude_code_log import write_log  # noqa: E402
+
+CC_SESSION = "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10"
+
+
+def _roles(s: IngestSession) -> list[str]:
+    return [t.role for t in s.turns]
+
+
+def test_claude_code_keeps_messages_joins_reply_blocks_and_counts_what_it_skips() -> None:
+    side, main = read_file(INGEST / "claude_code.jsonl")
+    assert (main.session, side.session) == (CC_SESSION, f"{CC_SESSION}.sidechain")
+    assert main.platform == "claude-code"
+    assert _roles(main) == ["user", "assistant", "tool", "assistant", "user"]
+    reply = main.turns[1]
+    # Three lines with one message.id are one assistant turn, blocks in order.
+    assert [type(b) for b in reply.blocks] == [ThinkingBlock, TextBlock, ToolUseBlock]
+    assert reply.model == "claude-sonnet-4-5"
+    assert reply.metadata == {"uuid": "u-2", "parent_uuid": "u-1", "message_id": "msg_01A"}
+    assert main.turns[2].tool_result_ids == ("toolu_01",)
+    assert main.turns[4].text == "Good, freeze it with a fixture."
+    assert main.turns[0].timestamp.isoformat() == "2025-11-02T09:00:05+00:00"
+    assert main.keys == ("id:claude-code:u-1", "id:claude-code:msg_01A", "id:claude-code:u-5",
+                         "id:claude-code:msg_01B", "id:claude-code:u-8")
+    assert side.skipped == {"summary": 1, "meta": 1, "file-history-snapshot": 1, "system": 1}
+    assert main.skipped == {}
+    assert _roles(side) == ["user", "assistant", "tool"]
+    assert all(t.metadata.get("sidechain") is True for t in side.turns)
+
+
+def test_codex_wrapped_rollout_keeps_instructions_calls_and_outputs() -> None:
+    [s] = read_file(INGEST / "codex.jsonl")
+    assert s.session == "0199a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b" and s.platform == "codex"
+    assert _roles(s) == ["system", "user", "assistant", "tool", "assistant"]
+    assert s.turns[0].text == "Always run the linter before committing."
+    call = s.turns[2].blocks[0]
+    assert isinstance(call, ToolUseBlock)
+    assert (call.id, call.name, dict(call.input)) == ("call_A1", "shell",
+                                                      {"command": ["bash", "-lc", "tail -n 5 logs/api.log"]})
+    # Codex wraps shell output as JSON text; the output itself is what is kept.
+    assert s.turns[3].text == "KeyError: 'DATABASE_URL'\n"
+    assert s.turns[4].model == "gpt-5-codex"
+    assert s.skipped == {"environment_context": 1, "event_msg": 2, "turn_context": 1, "reasoning": 1}
+    assert s.turns[1].timestamp.isoformat() == "2025-10-29T00:59:40+00:00"
+
+
+def test_codex_flat_rollout_reads_bare_items_dated_by_the_session() -> None:
+    [s] = read_file(INGEST / "codex_flat.jsonl")
+    assert s.session == "7c1f0e9a-3b2d-4e5f-a6b7-c8d9e0f1a2b3"
+    assert _roles(s) == ["user", "assistant", "tool", "assistant"]
+    assert s.turns[2].text == "cli.py:12: --dry"
+    assert {t.timestamp.isoformat() for t in s.turns} == {"2025-05-01T10:00:00+00:00"}
+    assert s.skipped == {"state": 2}
+    assert s.keys[1] == "id:codex:fc_1"
+
+
+def test_chatgpt_export_follows_the_current_branch_and_pairs_tool_calls() -> None:
+    first, second = read_file(INGEST / "chatgpt_conversations.json")
+    assert first.session == "66a1b2c3-d4e5-4f60-8a9b-0c1d2e3f4a5b"
+    assert first.labels == {"title": "Croissant flour"}
+    assert _roles(first) == ["system", "user", "assistant", "assistant", "tool", "assistant"]
+    assert first.turns[0].text == "I am a baker in Lyon.\n\nAnswer in metric units."
+    # The regenerated answer (a1b) is on the current branch; the first draft (a1) is not.
+    assert first.turns[2].text == "Use 500 g of T45 flour for 12 croissants."
+    call = first.turns[3].blocks[0]
+    assert isinstance(call, ToolUseBlock) and (call.name, dict(call.input)) == ("python", {"code": "print(500 / 12)"})
+    result = first.turns[4].blocks[0]
+    assert isinstance(result, ToolResultBlock) and result.tool_use_id == call.id == "a2"
+    assert first.turns[4].name == "python"
+    assert first.turns[1].timestamp.isoformat() == "2024-04-24T23:06:50.500000+00:00"
+    assert first.turns[2].model == "gpt-4o"
+    assert first.skipped == {"hidden": 1, "other branch": 2}
+    assert first.keys[1] == "id:chatgpt:u1"
+    assert second.session == "77b2c3d4-e5f6-4a70-9b8c-1d2e3f4a5b6c" and second.turns[0].text == "Hello there"
+
+
+def test_responses_items_become_turns_with_developer_as_system() -> None:
+    [s] = read_file(INGEST / "responses.json")
+    assert _roles(s) == ["system", "user", "assistant", "tool", "assistant"]
+    assert s.turns[0].text == "You are a release assistant."
+    assert s.turns[2].tool_use_ids == ("call_9",) and s.turns[3].tool_result_ids == ("call_9",)
+    assert s.turns[4].text == "Yes: CI is green on v2.3." and s.turns[4].metadata == {"message_id": "msg_77"}
+    assert s.skipped == {"reasoning": 1}
+    assert s.keys[2] == "id:responses:fc_9" and s.keys[4] == "id:responses:msg_77"
+    assert s.keys[0].startswith("sha256:")
+
+
+def test_turns_jsonl_carries_sessions_labels_and_ids() -> None:
+    planning, review = read_file(INGEST / "turns.jsonl")
+    assert (planning.session, planning.platform, review.session) == ("planning", "cli", "review")
+    assert [t.metadata for t in planning.turns] == [{"message_id": f"t-{i}"} for i in (1, 2, 3)]
+    assert planning.keys == ("id:turns:t-1", "id:turns:t-2", "id:turns:t-3")
+    assert planning.turns[1].name == "ana" and planning.turns[2].model == "gpt-4o"
+
+
+@pytest.mark.parametrize(("name", "fmt"), [
+    ("claude_code.jsonl", "claude-code"), ("codex.jsonl", "codex"), ("codex_flat.jsonl", "codex"),
+    ("chatgpt_conversations.json", "chatgpt"), ("responses.json", "responses"), ("turns.jsonl", "turns")])
+def test_auto_detects_each_format(name: str, fmt: str) -> None:
+    def shape(sessions: list[IngestSession]) -> list[tuple[str | None, list[str], tuple[str, ...]]]:
+        return [(s.session, [t.text for t in s.turns], s.keys) for s in sessions]
+
+    auto, named = read_file(INGEST / name), read_file(INGEST / name, fmt)
+    if fmt == "responses":  # dated when read: compare all but the clock
+        assert shape(auto) == shape(named)
+    else:
+        assert auto == named
+
+
+def _write_lines(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def test_a_bad_claude_code_block_is_named_by_line_and_json_path(tmp_path: Path) -> None:
+    lines = (INGEST / "claude_code.jsonl").read_text().splitlines()
+    rec = json.loads(lines[8])
+    rec["message"]["content"].append({"type": "bogus"})
+    lines[8] = json.dumps(rec)
+    bad = tmp_path / "s.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DecodeError) as info:
+        read_file(bad)
+    assert str(info.value) == "line 9: message.content[1]: unsupported content block type 'bogus'"
+    assert info.value.line == 9
+
+
+def test_a_claude_code_record_without_a_message_is_refused(tmp_path: Path) -> None:
+    bad = _write_lines(tmp_path / "s.jsonl", [
+        {"type": "user", "sessionId": "abc", "uuid": "u1", "timestamp": "2025-01-01T00:00:00Z",
+         "message": {"role": "user", "content": "hi"}},
+        {"type": "assistant", "sessionId": "abc", "uuid": "u2", "timestamp": "2025-01-01T00:00:01Z", "message": 7}])
+    with pytest.raises(DecodeError, match=r"^line 2: message: a assistant record needs a 'message' object$"):
+        read_file(bad)
+
+
+def test_a_bad_codex_item_is_named_by_line_and_path(tmp_path: Path) -> None:
+    lines = (INGEST / "codex.jsonl").read_text().splitlines()
+    rec = json.loads(lines[2])
+    rec["payload"]["content"][0]["type"] = "video"
+    lines[2] = json.dumps(rec)
+    bad = tmp_path / "rollout.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DecodeError) as info:
+        read_file(bad)
+    assert str(info.value) == "line 3: payload.content[0]: unsupported content part type 'video'"
+
+
+def test_a_bad_chatgpt_message_is_named_by_file_and_json_path(tmp_path: Path) -> None:
+    data = json.loads((INGEST / "chatgpt_conversations.json").read_text())
+    data[0]["mapping"]["u1"]["message"]["author"]["role"] = "wizard"
+    bad = tmp_path / "conversations.json"
+    bad.write_text(json.dumps(data))
+    with pytest.raises(DecodeError) as info:
+        read_file(bad)
+    assert str(info.value) == ("conversations.json: [0].mapping[\"u1\"].message.author.role: "
+                               "unknown author role 'wizard'")
+
+
+def test_a_bad_responses_item_in_json_lines_names_its_line(tmp_path: Path) -> None:
+    bad = _write_lines(tmp_path / "items.jsonl", [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": 5, "output": "x"}])
+    with pytest.raises(DecodeError, match=r"^line 3: call_id: expected a string, got int$"):
+        read_file(bad)
+
+
+def test_a_tool_result_without_its_call_is_kept_as_text_not_refused(tmp_path: Path) -> None:
+    path = _write_lines(tmp_path / "resumed.jsonl", [
+        {"type": "user", "sessionId": "abc", "uuid": "u1", "timestamp": "2025-01-01T00:00:00Z",
+         "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_gone",
+                                                  "content": "old output"}]}},
+        {"type": "user", "sessionId": "abc", "uuid": "u2", "timestamp": "2025-01-01T00:00:01Z",
+         "message": {"role": "user", "content": "go on"}}])
+    [s] = read_file(path)
+    assert _roles(s) == ["user", "user"]
+    assert s.turns[0].text == "[result of tool call toolu_gone]\nold output"
+    assert s.turns[0].metadata["orphan_tool_results"] == ["toolu_gone"]
+
+
+def test_the_generated_claude_code_log_reads_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "session.jsonl"
+    lines = write_log(path)
+    assert lines == len(path.read_text().splitlines()) == 3244
+    side, main = read_file(path)
+    assert main.session == "3f6d2c1a-8b9e-4f70-a1b2-c3d4e5f60718"
+    # Per episode: ask, 2 x (read call + result), 1 x (command + result), answer = 8 turns;
+    # every fifth episode adds the Task call and its result; one compaction summary.
+    assert Counter(_roles(main)) == {"user": 201, "assistant": 200 * 4 + 40, "tool": 200 * 3 + 40}
+    assert len(main.turns) == 200 * 8 + 40 * 2 + 1
+    assert Counter(_roles(side)) == {"user": 40, "assistant": 80, "tool": 40}
+    assert side.skipped == {"file-history-snapshot": 400, "system": 201, "meta": 1, "summary": 1}
+    assert len(set(main.keys)) == len(main.keys)
+    compacted = [t for t in main.turns if t.metadata.get("compact_summary")]
+    assert len(compacted) == 1 and compacted[0].text.startswith("This session is being continued")
+
+
+def test_the_generated_log_ingests_once_and_answers_a_question(tmp_path: Path) -> None:
+    path = tmp_path / "session.jsonl"
+    write_log(path, episodes=30)
+    sessions = read_file(path)
+    with Memory(tmp_path / "m.db", namespace="dev") as mem:
+        first = mem.ingest(sessions)
+        again = mem.ingest(read_file(path))
+        assert (first.total_stored, first.total_skipped) == (30 * 8 + 6 * 2 + 1 + 6 * 4, 0)
+        assert (again.total_stored, again.total_skipped) == (0, first.total_stored)
+        ctx = mem.context("why did we move the session store to Redis?", budget=1200, format="text")
+        assert "move the session store to Redis (db 2, key prefix `sess:`)" in ctx.text
+        assert mem.store.latest_session("dev") == "3f6d2c1a-8b9e-4f70-a1b2-c3d4e5f60718"
