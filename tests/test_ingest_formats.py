@@ -226,3 +226,16 @@ def test_the_generated_log_ingests_once_and_answers_a_question(tmp_path: Path) -
         ctx = mem.context("why did we move the session store to Redis?", budget=1200, format="text")
         assert "move the session store to Redis (db 2, key prefix `sess:`)" in ctx.text
         assert mem.store.latest_session("dev") == "3f6d2c1a-8b9e-4f70-a1b2-c3d4e5f60718"
+
+
+def test_a_named_message_format_reads_json_lines(tmp_path: Path) -> None:
+    path = _write_lines(tmp_path / "chat.jsonl", [
+        {"role": "user", "content": "list files"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}])
+    [s] = read_file(path, "openai", session="chat")
+    assert (s.session, _roles(s)) == ("chat", ["user", "assistant", "tool"])
+    auto, named = read_file(path), read_file(path, "openai")
+    assert [(t.role, t.content) for t in auto[0].turns] == [(t.role, t.content) for t in named[0].turns]
+    assert auto[0].keys == named[0].keys

@@ -121,7 +121,7 @@ def read_file(path: str | Path, fmt: str = "auto", *, session: str | None = None
     except UnicodeDecodeError as exc:
         raise DecodeError(f"{p} is not valid UTF-8 (byte {exc.start})") from None
     where = p.name
-    if fmt in _LINE_FORMATS or (fmt in ("auto", "turns", "responses") and _is_lines(p, text)) or (
+    if fmt in _LINE_FORMATS or (fmt not in ("chatgpt", "locomo") and _is_lines(p, text)) or (
             fmt == "turns" and not text.lstrip().startswith("[")):
         records = _records(text)
         kind = detect_format(records, lines=True) if fmt == "auto" else fmt
