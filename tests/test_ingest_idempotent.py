@@ -183,3 +183,14 @@ def test_cli_import_twice_skips_what_is_there(tmp_path: Path) -> None:
     assert out.strip() == "imported 4 turns in 2 session(s) into 'copy'; 0 already stored (skipped)"
     code, out = _run(db, "-n", "copy", "import", str(export))
     assert out.strip() == "imported 0 turns in 2 session(s) into 'copy'; 4 already stored (skipped)"
+
+
+def test_imported_system_prompts_are_instructions_on_both_backends(mem: Memory) -> None:
+    mem.ingest(read_file(INGEST / "codex.jsonl"))
+    mem.ingest(read_file(INGEST / "turns.jsonl"))
+    ctx = mem.context(session="planning", budget=3000, format="openai")
+    head = ctx.messages[0]["content"]
+    assert head.startswith("## System prompt\nYou are the project's planning assistant.\n\n"
+                           "## System prompt\nAlways run the linter before committing.")
+    assert all(m["role"] != "system" for m in ctx.messages[1:])
+    assert [it.reason for it in ctx.manifest.items if it.kind == "instructions"] == ["system_prompt"] * 2
