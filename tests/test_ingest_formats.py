@@ -239,3 +239,22 @@ def test_a_named_message_format_reads_json_lines(tmp_path: Path) -> None:
     auto, named = read_file(path), read_file(path, "openai")
     assert [(t.role, t.content) for t in auto[0].turns] == [(t.role, t.content) for t in named[0].turns]
     assert auto[0].keys == named[0].keys
+
+
+def test_codex_user_instructions_and_developer_messages_are_system_turns(tmp_path: Path) -> None:
+    def item(ts: str, payload: dict) -> dict:
+        return {"timestamp": ts, "type": "response_item", "payload": payload}
+
+    path = _write_lines(tmp_path / "rollout.jsonl", [
+        {"timestamp": "2025-10-01T00:00:00Z", "type": "session_meta", "payload": {"id": "s1", "cwd": "/x"}},
+        item("2025-10-01T00:00:01Z", {"type": "message", "role": "developer",
+                                      "content": [{"type": "input_text", "text": "Sandbox: workspace-write."}]}),
+        item("2025-10-01T00:00:02Z", {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "<user_instructions>\nUse tabs.\n</user_instructions>"}]}),
+        item("2025-10-01T00:00:03Z", {"type": "message", "role": "user",
+                                      "content": [{"type": "input_text", "text": "Fix the build."}]}),
+        {"timestamp": "2025-10-01T00:00:04Z", "type": "compacted", "payload": {"message": "summary"}}])
+    [s] = read_file(path)
+    assert (s.session, _roles(s)) == ("s1", ["system", "system", "user"])
+    assert s.turns[1].text == "<user_instructions>\nUse tabs.\n</user_instructions>"
+    assert s.skipped == {"compacted": 1}
