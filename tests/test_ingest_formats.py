@@ -8,9 +8,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stratamem import DecodeError, Memory
 from stratamem.ingest import IngestSession, read_file
+from stratamem.ingest.chatgpt import read_chatgpt
 from stratamem.records import TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -258,3 +261,34 @@ def test_codex_user_instructions_and_developer_messages_are_system_turns(tmp_pat
     assert (s.session, _roles(s)) == ("s1", ["system", "system", "user"])
     assert s.turns[1].text == "<user_instructions>\nUse tabs.\n</user_instructions>"
     assert s.skipped == {"compacted": 1}
+
+
+@st.composite
+def _trees(draw: st.DrawFn) -> tuple[dict, str]:
+    """A ChatGPT mapping: a random tree of user/assistant messages, and a node to be current."""
+    n = draw(st.integers(min_value=1, max_value=15))
+    parents = [None] + [draw(st.integers(min_value=0, max_value=i - 1)) for i in range(1, n)]
+    mapping: dict[str, dict] = {}
+    for i, p in enumerate(parents):
+        mapping[f"n{i}"] = {"id": f"n{i}", "parent": None if p is None else f"n{p}", "children": [],
+                            "message": {"id": f"n{i}", "author": {"role": "user" if i % 2 else "assistant"},
+                                        "create_time": 1_700_000_000 + i, "content": {"content_type": "text",
+                                                                                      "parts": [f"text {i}"]},
+                                        "recipient": "all"}}
+    for i, p in enumerate(parents):
+        if p is not None:
+            mapping[f"n{p}"]["children"].append(f"n{i}")
+    return mapping, f"n{draw(st.integers(min_value=0, max_value=n - 1))}"
+
+
+@settings(max_examples=60, deadline=None)
+@given(tree=_trees())
+def test_chatgpt_keeps_exactly_the_path_from_the_root_to_the_current_node(tree: tuple[dict, str]) -> None:
+    mapping, current = tree
+    path, node = [], current
+    while node is not None:
+        path.append(node)
+        node = mapping[node]["parent"]
+    [s] = read_chatgpt([{"id": "c1", "mapping": mapping, "current_node": current}], None)
+    assert [t.text for t in s.turns] == [f"text {n[1:]}" for n in reversed(path)]
+    assert dict(s.skipped).get("other branch", 0) == len(mapping) - len(path)
