@@ -73,6 +73,11 @@ def inspect_manifest(mem: Memory, data: Mapping[str, Any]) -> dict[str, Any]:
     budget = max(int(data["budget_tokens"]), 1)
     bar = [{"name": s["name"], "color": s["color"], "tokens": s["tokens"],
             "pct": round(100.0 * s["tokens"] / budget, 2)} for s in sections.values()]
+    # Section titles and per-message framing count too but belong to no item.
+    framing = int(data["total_tokens"]) - sum(s["tokens"] for s in sections.values())
+    if framing > 0:
+        bar.append({"name": "framing", "color": SECTION_COLORS["other"], "tokens": framing,
+                    "pct": round(100.0 * framing / budget, 2)})
     free = budget - int(data["total_tokens"])
     return {"manifest": data, "sections": list(sections.values()), "bar": bar,
             "free": free, "free_pct": round(100.0 * free / budget, 2),
