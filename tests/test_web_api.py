@@ -312,6 +312,9 @@ def test_cors_is_sent_only_for_configured_origins(tmp_path: Path) -> None:
             ok = c.get("/api/v1/namespaces", headers={"origin": "http://app.example"})
             assert ok.headers["access-control-allow-origin"] == "http://app.example"
             assert c.get("/api/v1/namespaces", headers={"origin": "http://other.example"}).status_code == 403
+            pre = c.options("/api/v1/namespaces", headers={"origin": "http://app.example",
+                                                           "access-control-request-method": "POST"})
+            assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "http://app.example"
     finally:
         srv.stop()
 

@@ -44,6 +44,9 @@ def render_error(request: Request, status: int, kind: str, message: str) -> HTML
     return _page(request, "error.html", status, status=status, kind=kind, message=message, ns=None)
 
 
+_PER_PAGE = 50
+
+
 def _safe_next(value: str | None, fallback: str) -> str:
     """A same-site path to go back to (never an absolute URL: no open redirect)."""
     if value and value.startswith("/") and not value.startswith("//"):
@@ -145,13 +148,15 @@ def build_pages(spaces: Spaces) -> APIRouter:
 
     @r.get("/ns/{ns}/items", response_class=HTMLResponse)
     def items_page(request: Request, ns: str, type: str | None = None, tier: str | None = None,
-                   review: str | None = None) -> Response:
+                   review: str | None = None, page: int = Query(1, ge=1)) -> Response:
         m = mem(request, ns)
         rows = spaces.call(lambda: m.items.list(tier or None))
         rows = [i for i in rows if (not type or i.type == type) and (not review or (i.review or "none") == review)]
         rows.sort(key=lambda i: (i.review != "pending", -i.id))
         status = spaces.call(lambda: m.items.status())
-        return _page(request, "items.html", ns=ns, items=rows, type=type or "", tier=tier or "",
+        pages = max(1, -(-len(rows) // _PER_PAGE))
+        shown = rows[(page - 1) * _PER_PAGE:page * _PER_PAGE]
+        return _page(request, "items.html", ns=ns, items=shown, total=len(rows), page=page, pages=pages, type=type or "", tier=tier or "",
                      review=review or "", types=ITEM_TYPES, tiers=TIERS, status=status,
                      here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
 

@@ -180,7 +180,9 @@ class SecurityMiddleware:
             await _deny(send, 403, "Forbidden", f"origin {origin!r} may not call this server")
             return
         path = scope.get("path", "")
-        if not any(path.startswith(p) for p in self.open_paths):
+        # A CORS preflight carries no credentials by design; the CORS layer answers it.
+        preflight = scope.get("method") == "OPTIONS" and origin in self.security.cors_origins
+        if not preflight and not any(path.startswith(p) for p in self.open_paths):
             principal = self.security.authenticate(_presented_token(scope))
             if principal is None:
                 if scope.get("method") == "GET" and not path.startswith("/api/"):
