@@ -16,6 +16,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from webserver import Server, free_port, load_sample
 
 from stratamem import ConfigError, Memory
@@ -353,3 +355,48 @@ def test_stratamem_serve_runs_as_a_real_process(tmp_path: Path) -> None:
         proc.wait(10)
     with Memory(tmp_path / "m.db") as m:
         assert [t.text for t in m.turns()] == ["over a real process"]
+
+
+# --- invariants and docs ---------------------------------------------------------------------------
+
+def test_every_library_error_class_has_a_status() -> None:
+    import stratamem.errors as errors
+    from stratamem.web.errors import status_for
+
+    expected = {"ValidationError": 400, "InvalidTurnError": 400, "BudgetError": 400, "ConfigError": 400,
+                "DecodeError": 400, "NotFoundError": 404, "BackendError": 503, "MigrationError": 503,
+                "ArchiveError": 503, "ModelError": 503, "CompactionCancelled": 409, "StratamemError": 500}
+    assert {name: status_for(getattr(errors, name)("x")) for name in errors.__all__} == expected
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                 max_size=3), max_leaves=8)
+_turn_like = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool", "wizard", ""]),
+                                    "content": _json})
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.one_of(_json, st.fixed_dictionaries({"messages": st.lists(_turn_like, max_size=3)}),
+                      st.fixed_dictionaries({"messages": _json})))
+def test_any_body_gets_a_stored_answer_or_a_400_that_stores_nothing(client: httpx.Client, server: Server,
+                                                                    body: object) -> None:
+    before = counts(server.db, "fuzz")
+    r = client.post("/api/v1/namespaces/fuzz/turns", json=body)
+    if r.status_code == 201:
+        assert counts(server.db, "fuzz")[0] == before[0] + len(r.json()["turns"])
+        return
+    assert r.status_code == 400, r.text
+    assert set(r.json()) == {"error"} and r.json()["error"]["type"].endswith("Error")
+    assert counts(server.db, "fuzz") == before
+
+
+def test_the_api_reference_matches_the_schema() -> None:
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "api_docs.py"
+    spec = importlib.util.spec_from_file_location("api_docs", script)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod.render(mod.schema()) == mod.OUT.read_text(encoding="utf-8"), "run scripts/api_docs.py"
