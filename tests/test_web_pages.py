@@ -7,7 +7,9 @@ go to ``tests/artifacts/web/`` (gitignored) at laptop and phone widths.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,8 @@ from webserver import Server, load_sample
 
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(__file__).parent / "artifacts" / "web"
+# With STRATAMEM_WEB_DOCS_IMG=docs/img the run also refreshes the screenshots docs/web.md shows.
+DOC_SHOTS = {"overview", "context", "timeline-before-seal", "items", "phone-context"}
 
 
 @pytest.fixture(scope="session")
@@ -50,6 +54,9 @@ def shot(page: Page, name: str, *, full: bool = True) -> Path:
     SHOTS.mkdir(parents=True, exist_ok=True)
     path = SHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=full)
+    docs = os.environ.get("STRATAMEM_WEB_DOCS_IMG")
+    if docs and name in DOC_SHOTS:
+        shutil.copyfile(path, Path(docs) / f"web-{name}.png")
     return path
 
 
@@ -91,7 +98,7 @@ def test_context_inspector_runs_a_query_and_explains_it(page: Page, server: Serv
     section_tokens = page.locator("section.section h3 .muted").evaluate_all(
         "els => els.map(e => Number(e.textContent.split(' tokens')[0].replace(/,/g, '')))")
     assert sum(section_tokens) + parts.get("framing", 0) == latest["total_tokens"]
-    shot(page, "context")
+    shot(page, "context", full=False)
     page.click(f"#past a[href='/ns/default/manifests/{latest['id']}']")
     expect(page.locator("h1")).to_contain_text(f"Manifest #{latest['id']}")
 
@@ -116,7 +123,7 @@ def test_seal_button_makes_a_new_segment(page: Page, server: Server) -> None:
     page.click(f"#segment-{newest['id']} h3 a")
     expect(page.locator("#covered ol.turns li")).to_have_count(2)
     expect(page.locator("#covered")).to_contain_text("token bars per section")
-    shot(page, "node")
+    shot(page, "node", full=False)
 
 
 def test_confirm_an_extracted_item(page: Page, server: Server) -> None:
@@ -127,7 +134,7 @@ def test_confirm_an_extracted_item(page: Page, server: Server) -> None:
     expect(page).to_have_url(re.compile(r"/ns/default/items\?review=pending$"))
     expect(page.locator(f"#item-{item_id}")).to_have_count(0)
     assert api(server, "GET", f"/items/{item_id}")["review"] == "confirmed"
-    shot(page, "items")
+    shot(page, "items", full=False)
     page.goto(f"/ns/default/items/{item_id}")
     expect(page.locator(".review")).to_contain_text("confirmed")
 
@@ -152,7 +159,7 @@ def test_pages_fit_a_phone_screen(browser: Browser, server: Server) -> None:
             p.goto(path)
             overflow = p.evaluate("document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 0, f"{path} scrolls sideways by {overflow}px"
-            shot(p, name)
+            shot(p, name, full=False)
     finally:
         ctx.close()
 
