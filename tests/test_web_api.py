@@ -400,3 +400,19 @@ def test_the_api_reference_matches_the_schema() -> None:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod.render(mod.schema()) == mod.OUT.read_text(encoding="utf-8"), "run scripts/api_docs.py"
+
+
+def test_the_timeline_shows_the_newest_segments_of_a_long_session(tmp_path: Path) -> None:
+    from webserver import web_config
+
+    from stratamem.web.views import timeline
+
+    with Memory(tmp_path / "m.db", config=web_config()) as mem:
+        mem.add([{"role": "user" if i % 2 == 0 else "assistant", "content": f"message number {i}"}
+                 for i in range(63)], session="long")
+        tl = timeline(mem, "long", segments=4, open_limit=2)
+        shown = [g["segment"].seq_range for g in tl["groups"]]
+        assert shown == [(37, 42), (43, 48), (49, 54), (55, 60)]
+        assert tl["hidden_segments"] == 6
+        assert [[t.seq for t in g["turns"]] for g in tl["groups"]][0] == [37, 38, 39, 40, 41, 42]
+        assert tl["open_count"] == 3 and [t.seq for t in tl["open_turns"]] == [62, 63]

@@ -9,7 +9,7 @@ library calls under the spaces lock. Errors become the one JSON error body
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -18,7 +18,7 @@ from ..errors import NotFoundError, ValidationError
 from ..metrics import to_prometheus
 from .convert import context_json, session_json, turn_json
 from .errors import Conflict
-from .models import AddItem, AddTurns, ContextRequest, ErrorBody, RecallItems, StateChange, Supersede
+from .models import AddItem, ItemType, AddTurns, ContextRequest, ErrorBody, RecallItems, StateChange, Supersede
 from .spaces import Spaces
 
 __all__ = ["build_router"]
@@ -205,8 +205,10 @@ def build_router(spaces: Spaces) -> APIRouter:
     # --- memory items ----------------------------------------------------------------------
 
     @r.get("/namespaces/{namespace}/items", tags=["items"], summary="Memory items, filtered")
-    def items(request: Request, namespace: str, tier: str | None = None, type: str | None = None,
-              review: str | None = None, live: bool = False) -> dict[str, Any]:
+    def items(request: Request, namespace: str, tier: str | None = None, type: ItemType | None = None,
+              review: Literal["pending", "confirmed", "rejected", "none"] | None = None,
+              live: bool = Query(False, description="Only live items (not superseded, not rejected).")
+              ) -> dict[str, Any]:
         m = mem(request, namespace)
         rows = spaces.call(lambda: m.items.list(tier, include_dead=not live))
         if type is not None:

@@ -10,8 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["AddItem", "AddTurns", "ContextRequest", "ErrorBody", "ErrorDetail", "RecallItems", "StateChange",
-           "Supersede"]
+__all__ = ["AddItem", "AddTurns", "ContextRequest", "ErrorBody", "ErrorDetail", "ItemType", "RecallItems",
+           "StateChange", "Supersede", "Tier"]
 
 ItemType = Literal["fact", "decision", "entity", "preference", "context"]
 Tier = Literal["hot", "warm", "cold"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from importlib import resources
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -132,7 +133,7 @@ def build_pages(spaces: Spaces) -> APIRouter:
     def seal(request: Request, ns: str, session: str = Form(max_length=200)) -> Response:
         m = mem(request, ns)
         spaces.call(lambda: m.seal(session))
-        return RedirectResponse(f"/ns/{ns}/timeline?session={session}", status_code=303)
+        return RedirectResponse(f"/ns/{ns}/timeline?session={quote(session)}", status_code=303)
 
     @r.get("/ns/{ns}/nodes/{node_id}", response_class=HTMLResponse)
     def node_page(request: Request, ns: str, node_id: int) -> Response:

@@ -84,19 +84,37 @@ def inspect_manifest(mem: Memory, data: Mapping[str, Any]) -> dict[str, Any]:
             "near_misses": [{**n, "preview": previews.get(n["id"], "")} for n in data["near_misses"]]}
 
 
-def timeline(mem: Memory, session: str) -> dict[str, Any]:
-    """A session's turns grouped by segment, the consolidations above them, and its open topic."""
+def timeline(mem: Memory, session: str, *, segments: int = 40, open_limit: int = 200) -> dict[str, Any]:
+    """A session's newest ``segments`` segments with their turns, the consolidations above them, and its open topic.
+
+    Bounded for long sessions: older segments are counted, not shown, and at
+    most ``open_limit`` open turns (the newest) are listed.
+    """
     mem.store.session(mem.namespace, session)
-    turns = mem.turns(session)
-    total = max(len(turns), 1)
-    segments = mem.pyramid.nodes(level=1, session=session) if mem.config.pyramid.enabled else []
-    seg_of: dict[int, int] = {}
-    for seg in segments:
-        for tid in mem.pyramid.turn_ids(seg.id):
-            seg_of[tid] = seg.id
-    # Walk up the parent links: the consolidations covering this session's segments, by level.
+    pyramid_on = mem.config.pyramid.enabled
+    segs = list(reversed(mem.pyramid.nodes(level=1, session=session, newest_first=True, limit=segments))) \
+        if pyramid_on else []
+    hidden = (len(mem.pyramid.nodes(level=1, session=session)) - len(segs)) if pyramid_on and \
+        len(segs) == segments else 0
+    if pyramid_on:
+        open_turns = mem.pyramid.open_turns(session)
+    else:
+        open_turns = list(reversed(mem.turns(session, limit=open_limit, newest_first=True)))
+    open_count = len(open_turns)
+    open_turns = open_turns[-open_limit:]
+    turns = []
+    if segs:
+        first = segs[0].seq_range[0] if segs[0].seq_range else 1
+        last = segs[-1].seq_range[1] if segs[-1].seq_range else first
+        turns = mem.store.turns(mem.namespace, session, min_seq=first, max_seq=last)
+    groups = []
+    for seg in segs:
+        lo, hi = seg.seq_range or (0, -1)
+        groups.append({"segment": seg, "turns": [t for t in turns if lo <= t.seq <= hi]})
+    total = max(sum(s.turn_count for s in segs) + open_count, 1)
+    # Walk up the parent links: the consolidations covering the shown segments, by level.
     levels: dict[int, dict[int, Any]] = {}
-    frontier = {s.parent_id for s in segments if s.parent_id is not None}
+    frontier = {s.parent_id for s in segs if s.parent_id is not None}
     while frontier:
         nxt: set[int] = set()
         for nid in frontier:
@@ -105,12 +123,11 @@ def timeline(mem: Memory, session: str) -> dict[str, Any]:
             if node.parent_id is not None:
                 nxt.add(node.parent_id)
         frontier = nxt
-    open_turns = [t for t in turns if t.id not in seg_of]
-    groups = [{"segment": seg, "turns": [t for t in turns if seg_of.get(t.id) == seg.id]} for seg in segments]
     return {
-        "session": session, "turns": turns, "groups": groups, "open_turns": open_turns,
-        "segments": [{"node": s, "pct": round(100.0 * s.turn_count / total, 2)} for s in segments],
-        "open_pct": round(100.0 * len(open_turns) / total, 2),
+        "session": session, "pyramid": pyramid_on, "turn_count": sum(s.turn_count for s in segs) + open_count, "groups": groups,
+        "open_turns": open_turns, "open_count": open_count, "hidden_segments": hidden,
+        "segments": [{"node": s, "pct": round(100.0 * s.turn_count / total, 2)} for s in segs],
+        "open_pct": round(100.0 * open_count / total, 2),
         "levels": [{"level": lv, "nodes": sorted(levels[lv].values(), key=lambda n: n.id)}
                    for lv in sorted(levels, reverse=True)],
     }
