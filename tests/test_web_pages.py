@@ -168,3 +168,24 @@ def test_unknown_pages_render_an_html_error(page: Page) -> None:
     resp = page.goto("/ns/nowhere/timeline")
     assert resp is not None and resp.status == 404
     expect(page.locator("h1")).to_contain_text("404")
+
+
+def test_every_page_loads_nothing_from_other_hosts(page: Page, server: Server) -> None:
+    seen: list[str] = []
+    page.on("request", lambda req: seen.append(req.url))
+    node = api(server, "GET", "/nodes", params={"limit": 1})["nodes"][0]["id"]
+    for path in ("/", "/ns/default/context?q=budget", "/ns/default/timeline", f"/ns/default/nodes/{node}",
+                 "/ns/default/items", "/api/docs"):
+        resp = page.goto(path)
+        assert resp is not None and resp.status == 200, path
+    assert seen and all(u.startswith(server.url + "/") for u in seen), [u for u in seen if server.url not in u]
+    assert any(u.endswith("/static/style.css") for u in seen)
+
+
+def test_the_api_reference_page_lists_every_operation(page: Page, server: Server) -> None:
+    with server.client() as c:
+        schema = c.get("/api/openapi.json").json()
+    n_ops = sum(len(methods) for methods in schema["paths"].values())
+    page.goto("/api/docs")
+    expect(page.locator("section.op")).to_have_count(n_ops)
+    expect(page.locator("section.op", has_text="/api/v1/namespaces/{namespace}/context")).to_contain_text("budget")

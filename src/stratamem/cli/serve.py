@@ -50,7 +50,7 @@ def serve(settings: Settings, host: str, port: int, token: str | None, allow_nam
     try:
         app = create_app(mem, security=security, bind_host=host, project_dir=project_dir)
         click.echo(f"stratamem: serving {settings.db} on http://{host}:{port}/ (API at /api/v1, "
-                   f"docs at /api/docs){' with a token' if tokens else ''}", err=True)
+                   f"reference at /api/docs){' with a token' if tokens else ''}", err=True)
         uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
     finally:
         mem.close()

@@ -11,7 +11,8 @@ form or an HTML page. Parts, one concept each:
 * :mod:`~stratamem.web.spaces` — the open memories, one per namespace, and the
   lock that serializes library calls.
 * :mod:`~stratamem.web.api` — the JSON routes under ``/api/v1``.
-* :mod:`~stratamem.web.pages` and :mod:`~stratamem.web.views` — the dashboard.
+* :mod:`~stratamem.web.pages` and :mod:`~stratamem.web.views` — the dashboard;
+  :mod:`~stratamem.web.apiref` — the API reference page and ``docs/api.md``.
 * :mod:`~stratamem.web.app` — :func:`create_app`, wiring the above.
 
 The command is ``stratamem serve`` (:mod:`stratamem.cli.serve`). Requires the

@@ -58,7 +58,7 @@ def create_app(memory: Memory, *, security: Security | None = None, bind_host: s
                   description="Memory for LLM agents: turns, budgeted contexts with manifests, the pyramid of "
                               "summaries, memory items and working state. Errors use one body: "
                               '`{"error": {"type": ..., "message": ...}}`.',
-                  docs_url="/api/docs", redoc_url=None, openapi_url="/api/openapi.json")
+                  docs_url=None, redoc_url=None, openapi_url="/api/openapi.json")
     api.state.spaces = spaces
     api.state.security = security
     api.include_router(build_router(spaces))

@@ -23,6 +23,7 @@ from ..assemble import POLICIES
 from ..errors import NotFoundError
 from ..item_records import ITEM_TYPES, TIERS
 from .api import principal
+from .apiref import operations
 from .security import COOKIE
 from .spaces import Spaces
 from .views import SECTION_COLORS, inspect_manifest, item_page, overview, timeline
@@ -82,6 +83,13 @@ def build_pages(spaces: Spaces) -> APIRouter:
         cards = [spaces.call(lambda n=n: overview(spaces.get(n, principal(request)))) | {"name": n} for n in names]
         return _page(request, "overview.html", cards=cards, ns=None, store_bytes=spaces.call(
             lambda: spaces.default.store.size_bytes()))
+
+    @r.get("/api/docs", response_class=HTMLResponse)
+    def api_docs(request: Request) -> Response:
+        schema = request.app.openapi()
+        ops = operations(schema)
+        return _page(request, "apidocs.html", ns=None, ops=ops, version=schema["info"]["version"],
+                     tags=list(dict.fromkeys(o["tag"] for o in ops)))
 
     @r.get("/ns/{ns}/context", response_class=HTMLResponse)
     def context_page(request: Request, ns: str, q: str | None = Query(None, max_length=20_000),
