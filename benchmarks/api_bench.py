@@ -13,7 +13,8 @@ Per size and operation, 40 timed calls after a warm-up, library and HTTP
 calls interleaved so that load from other processes hits both alike:
 
 * ``context``: ``Memory.context(question, budget=4000)`` vs ``POST .../context``;
-* ``add``: ``Memory.add(one message)`` vs ``POST .../turns``.
+* ``add``: ``Memory.add(one message)`` vs ``POST .../turns``;
+* ``health``: ``GET /api/v1/health``, no library call: the round-trip floor.
 
 The server is a real ``stratamem serve`` subprocess on a free 127.0.0.1 port.
 The store is built once under /tmp (``/tmp/stratamem-apibench.db``) and reused.
@@ -95,7 +96,8 @@ def measure(size: int, texts: list[tuple[str, str]], questions: list[str], calls
                              "--config", str(config_path), "--embedding", "none", "serve", "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}/api/v1/namespaces/web{size}"
-    out: dict[str, list[float]] = {k: [] for k in ("lib context", "lib add", "web context", "web add")}
+    out: dict[str, list[float]] = {k: [] for k in ("lib context", "lib add", "web context", "web add",
+                                                   "web health")}
     mem = Memory(STORE, namespace=f"lib{size}", config=Config.from_dict(CONFIG))
     try:
         with httpx.Client(timeout=120) as c:
@@ -127,6 +129,9 @@ def measure(size: int, texts: list[tuple[str, str]], questions: list[str], calls
                 t0 = time.perf_counter()
                 c.post(f"{base}/turns", json={"session": "one", "messages": [msg]}).raise_for_status()
                 out["web add"].append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                c.get(f"http://127.0.0.1:{port}/api/v1/health").raise_for_status()
+                out["web health"].append(time.perf_counter() - t0)
     finally:
         mem.close()
         proc.terminate()
@@ -153,12 +158,20 @@ def main(argv: list[str] | None = None) -> None:
             for op in ("context", "add"):
                 lib, web = got[f"lib {op}"], got[f"web {op}"]
                 rows.append((size, op, _ms(lib, 50), _ms(lib, 95), _ms(web, 50), _ms(web, 95)))
+            floor = got["web health"]
+            rows.append((size, "health", 0.0, 0.0, _ms(floor, 50), _ms(floor, 95)))
     print(f"\n{args.calls} calls each, budget {BUDGET}, lexical recall, pyramid off; ms")
     print(f"{'turns':>8} {'op':<8} {'library p50':>12} {'library p95':>12} {'HTTP p50':>10} {'HTTP p95':>10} "
           f"{'overhead p50':>13} {'ratio p50':>10}")
     for size, op, lp50, lp95, hp50, hp95 in rows:
+        if op == "health":  # the round-trip floor: GET /health, no library call
+            print(f"{size:>8,} {op:<8} {'-':>12} {'-':>12} {hp50:>10.2f} {hp95:>10.2f} {'-':>13} {'-':>10}")
+            continue
         print(f"{size:>8,} {op:<8} {lp50:>12.2f} {lp95:>12.2f} {hp50:>10.2f} {hp95:>10.2f} {hp50 - lp50:>13.2f} "
               f"{hp50 / lp50:>9.2f}x")
+    import os
+
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")
 
 
 if __name__ == "__main__":

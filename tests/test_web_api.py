@@ -281,6 +281,8 @@ def test_the_right_token_works_by_header_and_by_login_cookie(guarded: Server) ->
     with guarded.client(headers={"authorization": f"Bearer {TOKEN}"}) as c:
         names = [s["namespace"] for s in c.get("/api/v1/namespaces").json()["namespaces"]]
         assert names == ["team-a", "team-b"]
+        no_state = c.get("/api/v1/namespaces/team-a/state")  # this server has no --project-dir
+        assert no_state.status_code == 404 and "--project-dir" in no_state.json()["error"]["message"]
     with guarded.client() as c:
         bad = c.post("/login", data={"token": "not it"}, follow_redirects=False)
         assert bad.status_code == 401 and "stratamem_token" not in bad.headers.get("set-cookie", "")
