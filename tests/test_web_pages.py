@@ -155,7 +155,8 @@ def test_pages_fit_a_phone_screen(browser: Browser, server: Server) -> None:
     p = ctx.new_page()
     try:
         for path, name in (("/", "phone-overview"), ("/ns/default/context?q=retry+policy&budget=800",
-                                                      "phone-context"), ("/ns/default/timeline", "phone-timeline")):
+                                                      "phone-context"), ("/ns/default/timeline", "phone-timeline"),
+                           ("/ns/default/items", "phone-items")):
             p.goto(path)
             overflow = p.evaluate("document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 0, f"{path} scrolls sideways by {overflow}px"
