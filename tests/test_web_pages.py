@@ -18,6 +18,8 @@ import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 from webserver import Server, load_sample
 
+from stratamem import Config
+
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = Path(__file__).parent / "artifacts" / "web"
 # With STRATAMEM_WEB_DOCS_IMG=docs/img the run also refreshes the screenshots docs/web.md shows.
@@ -190,3 +192,32 @@ def test_the_api_reference_page_lists_every_operation(page: Page, server: Server
     page.goto("/api/docs")
     expect(page.locator("section.op")).to_have_count(n_ops)
     expect(page.locator("section.op", has_text="/api/v1/namespaces/{namespace}/context")).to_contain_text("budget")
+
+
+def test_the_overview_reports_summarizer_failures(browser: Browser, tmp_path: Path) -> None:
+    from stratamem.llm import OpenAIChat
+    from stratamem.summarize.llm import LLMSummarizer
+    from stratamem.testing.llm_server import FakeLLMServer
+    from stratamem.tokens import get_tokenizer
+
+    config = Config().replace(pyramid={"summarizer": "llm", "micro_chunk_size": 2, "defer_summarization": False})
+    with FakeLLMServer(reply="unused") as llm:
+        llm.fail_next(5, status=500)
+        model = OpenAIChat("m", base_url=llm.openai_base_url, max_retries=0)
+        srv = Server(tmp_path / "m.db", config=config,
+                     summarizer=LLMSummarizer(model, get_tokenizer(config.tokenizer)))
+        try:
+            srv.memory.add([{"role": "user", "content": "the summarizer will fail on this topic"},
+                            {"role": "assistant", "content": "and the segment keeps an extractive summary"}])
+            [node] = api(srv, "GET", "/nodes")["nodes"]
+            assert node["summary_status"] == "failed"
+            ctx = browser.new_context(base_url=srv.url)
+            p = ctx.new_page()
+            p.goto("/")
+            failures = p.locator("#ns-default ul.small li.bad")
+            expect(failures.first).to_contain_text(f"summary of node {node['id']} failed: ModelError")
+            expect(p.locator("#ns-default")).to_contain_text("summarizer.failed")
+            shot(p, "overview-failures", full=False)
+            ctx.close()
+        finally:
+            srv.stop()

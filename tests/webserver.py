@@ -41,9 +41,9 @@ class Server:
     """``create_app`` served by uvicorn in a daemon thread until :meth:`stop`."""
 
     def __init__(self, db: Path, *, namespace: str = "default", security: Security | None = None,
-                 project_dir: Path | None = None, config: Config | None = None) -> None:
+                 project_dir: Path | None = None, config: Config | None = None, summarizer: Any = None) -> None:
         self.db = db
-        self.memory = Memory(db, namespace=namespace, config=config or web_config())
+        self.memory = Memory(db, namespace=namespace, config=config or web_config(), summarizer=summarizer)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         app = create_app(self.memory, security=security, project_dir=project_dir)
