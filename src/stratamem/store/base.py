@@ -79,6 +79,8 @@ class Store(Protocol):
     """Long-term memory items."""
     manifests: Any
     """Recorded context manifests."""
+    forgetting: Any
+    """Deleting turns and everything derived from them (``apply`` a forget plan)."""
 
     def append(self, namespace: str, batches: Sequence[TurnBatch]) -> list[StoredTurn]:
         """Store turns in one transaction: all of them or none.
@@ -120,6 +122,10 @@ class Store(Protocol):
 
     def has_namespace(self, namespace: str) -> bool:
         """Whether the namespace exists."""
+        ...
+
+    def namespace_stats(self) -> list[NamespaceStats]:
+        """Every namespace with its counts, sorted by name."""
         ...
 
     def turns(self, namespace: str, session: str | None = None, *, ids: Sequence[int] | None = None,
