@@ -181,8 +181,9 @@ def test_mcp_without_the_extra_prints_one_install_line_and_exits_2(tmp_path: Pat
 
 def test_the_server_announces_name_db_namespace_and_transport_on_stderr(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
-    proc = subprocess.Popen([STRATAMEM, "--db", str(db), "-n", "alice", "mcp"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    # The documented host form: options after `mcp`; a relative path is shown absolute.
+    proc = subprocess.Popen([STRATAMEM, "mcp", "--db", "m.db", "-n", "alice"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             env={**os.environ, "STRATAMEM_EMBEDDING": "none"})
     try:
         line = proc.stderr.readline()  # type: ignore[union-attr]

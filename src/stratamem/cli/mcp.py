@@ -45,9 +45,12 @@ def is_loopback(host: str) -> bool:
               help="Another namespace tool calls may name (repeatable; '*' allows any).")
 @click.option("--project", type=click.Path(file_okay=False), default=".", show_default=True,
               help="Project directory whose working state the state tools use.")
+@click.option("--db", "db", default=None, help="Database (SQLite file or postgresql:// URL); same as the global "
+              "--db, accepted here so host configurations can read `stratamem mcp --db /abs/path.db`.")
+@click.option("--namespace", "-n", "namespace", default=None, help="Namespace; same as the global --namespace.")
 @pass_settings
 def mcp_cmd(settings: Settings, http: bool, host: str, port: int, allow_remote: bool, allowed: tuple[str, ...],
-            project: str) -> None:
+            project: str, db: str | None, namespace: str | None) -> None:
     """Run the MCP server.
 
     Tools: add_turns, add_memory, search_memory, get_context, forget, list_namespaces,
@@ -65,6 +68,10 @@ def mcp_cmd(settings: Settings, http: bool, host: str, port: int, allow_remote: 
         raise SystemExit(2)
     from ..mcp import build_server
 
+    if db is not None:
+        settings.db = db
+    if namespace is not None:
+        settings.namespace = namespace
     mem = settings.memory()
     try:
         server = build_server(mem, allow_namespaces=allowed, project_dir=project)
