@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from .archive import Archive
 from .embed.cache import content_hash
-from .errors import ArchiveError, NotFoundError, StratamemError, ValidationError
+from .errors import ArchiveError, ConfigError, NotFoundError, StratamemError, ValidationError
 from .events import Event
 from .nodes import Node
 from .records import StoredTurn, check_name
@@ -171,6 +171,7 @@ def forget(mem: Memory, *, turns: Sequence[int] | None = None, session: str | No
 
     Raises:
         ValidationError: No target, more than one, or a malformed one.
+        ConfigError: The store has no ``forgetting`` feature store.
         NotFoundError: A turn id, the session or the namespace does not exist
             (nothing was forgotten).
         BackendError: The store failed; nothing was forgotten.
@@ -182,6 +183,8 @@ def forget(mem: Memory, *, turns: Sequence[int] | None = None, session: str | No
     if what == "session":
         check_name(session, "session")
     store, ns = mem.store, mem.namespace
+    if not hasattr(store, "forgetting"):
+        raise ConfigError(f"the {store.backend} store cannot forget (it has no forgetting feature store)")
     if not store.has_namespace(ns):
         raise NotFoundError(f"unknown namespace {ns!r}")
     archive = _archive_of(mem)
@@ -386,18 +389,12 @@ class _Planner:
         resourced: dict[int, tuple[int, ...]] = {}
         for it in self.store.items.select(self.ns):
             prov = tuple(it.provenance)
-            if whole or (it.session is not None and it.session in sessions):
+            left = tuple(p for p in prov if p not in forgotten)
+            if whole or (it.session is not None and it.session in sessions) or (prov and not left):
                 gone.append(it.id)
-            elif forgotten.intersection(prov):
-                left = tuple(p for p in prov if p not in forgotten)
-                if left:
-                    resourced[it.id] = left
-                else:
-                    gone.append(it.id)
-            else:
-                continue
-            if it.id in gone:
                 hashes.add(content_hash(it.content))
+            elif len(left) < len(prov):
+                resourced[it.id] = left
         return gone, resourced
 
     def _manifests(self, forgotten: set[int], nodes: set[int], items: set[int], whole: bool) -> list[int]:

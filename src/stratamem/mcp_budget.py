@@ -110,11 +110,20 @@ def context_result(mem: Memory, *, query: str | None, budget: int, session: str 
 
 def hits_result(hits: Sequence[SearchHit], *, budget: int | None, count: Any) -> str:
     """Search hits as JSON, best first, keeping only as many as fit ``budget`` tokens (all if ``None``)."""
-    kept: list[dict[str, Any]] = []
     dicts = [h.to_dict() for h in hits]
+    if budget is None:
+        return _dumps({"hits": dicts, "total": len(dicts)})
+    # Token counts are nearly additive over JSON pieces: estimate with one count per
+    # hit, then check the real text exactly and drop from the end while it is over.
+    room = budget - count(_dumps({"hits": [], "total": len(dicts)}))
+    kept: list[dict[str, Any]] = []
     for d in dicts:
-        trial = _dumps({"hits": [*kept, d], "total": len(dicts)})
-        if budget is not None and count(trial) > budget:
+        room -= count(_dumps(d)) + 1
+        if room < 0:
             break
         kept.append(d)
-    return _dumps({"hits": kept, "total": len(dicts)})
+    text = _dumps({"hits": kept, "total": len(dicts)})
+    while kept and count(text) > budget:
+        kept.pop()
+        text = _dumps({"hits": kept, "total": len(dicts)})
+    return text

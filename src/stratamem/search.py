@@ -91,7 +91,9 @@ def search(mem: Memory, query: str, *, k: int = 10, session: str | None = None) 
 
         raise NotFoundError(f"unknown namespace {mem.namespace!r}")
     index = mem._recall_index()
-    wide = k if session is None else min(len(index), max(k * 8, 200)) or k
+    # With a session, rank every turn and keep the session's: a few candidates
+    # from the whole namespace could all belong to other sessions.
+    wide = k if session is None else max(len(index), 1)
     turns = []
     for h in index.search(query, k=wide):
         if h.score.get("fused", 0.0) <= 0:
