@@ -374,3 +374,22 @@ def test_postgres_forget_of_a_session_and_a_namespace_matches_sqlite(pg_dsn: str
             mem.close()
     assert results[0] == results[1]
     assert results[0][-1] == [("bob", 4, 1)]
+
+
+def test_session_logs_of_a_project_are_rewritten_without_the_forgotten_turns(tmp_path: Path):
+    from stratamem.sessionlog import SessionLogs
+
+    project = tmp_path / "proj"
+    project.mkdir()
+    mem = Memory(tmp_path / "m.db", namespace="alice", config=CFG, project_dir=project)
+    fill(mem, 8, marker_at=3)
+    fill(mem, 3, session="s2", marker_at=None, start=50)
+    logs = SessionLogs(project, "alice")
+    logs.rebuild(mem.store)
+    assert marker_files(project) == ["s1.jsonl"]
+    mem.forget(turns=[marker_turn(mem)])
+    assert marker_files(project) == []
+    assert [r["id"] for r in logs.read("s1")] == [t.id for t in mem.turns("s1")]
+    mem.forget(session="s2")
+    assert not logs.path("s2").exists()
+    mem.close()
