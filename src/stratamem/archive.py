@@ -32,6 +32,7 @@ __all__ = ["Archive"]
 _REF = re.compile(r"^(\d{4}-\d{2}-\d{2})\.jsonl\.zst@(\d{1,15})\+(\d{1,12})$")
 _FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.jsonl\.zst$")
 _FORMAT_VERSION = 1
+_STAGED = ".rewrite"
 
 
 class Archive:
@@ -65,9 +66,7 @@ class Archive:
         Raises:
             ArchiveError: The archive cannot be written.
         """
-        payload = json.dumps({"v": _FORMAT_VERSION, "nodes": {str(k): list(v) for k, v in records.items()}},
-                             ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        frame = zstandard.ZstdCompressor(level=self.level, write_checksum=True).compress(payload)
+        frame = self._frame(records)
         name = f"{day.isoformat()}.jsonl.zst"
         try:
             folder = self._checked_dir()
@@ -83,6 +82,11 @@ class Archive:
         except OSError as exc:
             raise ArchiveError(f"cannot write archive {self.dir / name}: {exc}") from exc
         return f"{name}@{offset}+{len(frame)}"
+
+    def _frame(self, records: Mapping[int, Sequence[Mapping[str, Any]]]) -> bytes:
+        payload = json.dumps({"v": _FORMAT_VERSION, "nodes": {str(k): list(v) for k, v in records.items()}},
+                             ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        return zstandard.ZstdCompressor(level=self.level, write_checksum=True).compress(payload)
 
     def _resolve(self, ref: object) -> tuple[Path, int, int]:
         if not isinstance(ref, str):
@@ -194,3 +198,84 @@ class Archive:
     def size_bytes(self) -> int:
         """Bytes of the namespace's archive files."""
         return sum(p.stat().st_size for p in self.files())
+
+    # --- rewriting a day file (forget) ---------------------------------------------------
+    # A forget rewrites every day file holding a forgotten turn: the new content is
+    # staged beside the file (``<file>.rewrite``, a name files() never lists), the
+    # store commits references into the staged layout, then finish_rewrite() puts
+    # it in place with one atomic rename. See stratamem.forget for the journal.
+
+    def stage_rewrite(self, name: str, frames: Sequence[Mapping[int, Sequence[Mapping[str, Any]]]]) -> list[str]:
+        """Write the new content of day file ``name`` as ``name.rewrite``, one frame per mapping.
+
+        Returns:
+            The reference each frame will have once :meth:`finish_rewrite` puts the file in place.
+
+        Raises:
+            ArchiveError: Not a day file name, or the file cannot be written.
+        """
+        self.day_of(name)
+        refs, offset = [], 0
+        try:
+            folder = self._checked_dir()
+            staged = folder / f"{name}{_STAGED}"
+            with open(staged, "wb") as f:
+                for records in frames:
+                    frame = self._frame(records)
+                    f.write(frame)
+                    refs.append(f"{name}@{offset}+{len(frame)}")
+                    offset += len(frame)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            raise ArchiveError(f"cannot stage a rewrite of archive file {name}: {exc}") from exc
+        return refs
+
+    def finish_rewrite(self, name: str, action: str) -> None:
+        """Put a staged rewrite in place (``replace``) or delete the day file (``delete``); idempotent.
+
+        A ``replace`` whose staged file is gone was already done.
+
+        Raises:
+            ArchiveError: Bad name or action, or the file system refused.
+        """
+        self.day_of(name)
+        if action not in ("replace", "delete"):
+            raise ArchiveError(f"unknown archive action {action!r}")
+        folder = self._checked_dir()
+        staged, target = folder / f"{name}{_STAGED}", folder / name
+        try:
+            if action == "replace" and staged.exists():
+                os.replace(staged, target)
+            elif action == "delete":
+                staged.unlink(missing_ok=True)
+                if target.is_file() and not target.is_symlink():
+                    target.unlink()
+            if folder.is_dir():
+                # The rename or unlink must survive a crash as the store's commit does.
+                fd = os.open(folder, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        except OSError as exc:
+            raise ArchiveError(f"cannot finish the rewrite of archive file {name}: {exc}") from exc
+
+    def staged(self) -> list[str]:
+        """Day files with a staged rewrite (``<file>.rewrite`` present)."""
+        if not self.dir.is_dir():
+            return []
+        return sorted(p.name[: -len(_STAGED)] for p in self.dir.iterdir()
+                      if p.name.endswith(_STAGED) and _FILE.match(p.name[: -len(_STAGED)]))
+
+    def discard_staged(self, name: str) -> None:
+        """Delete a staged rewrite that no committed forget refers to.
+
+        Raises:
+            ArchiveError: Bad name, or the file system refused.
+        """
+        self.day_of(name)
+        try:
+            (self._checked_dir() / f"{name}{_STAGED}").unlink(missing_ok=True)
+        except OSError as exc:
+            raise ArchiveError(f"cannot delete staged archive file {name}{_STAGED}: {exc}") from exc

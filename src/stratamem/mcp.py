@@ -1,21 +1,32 @@
 """The MCP server: memory tools for agent hosts, over the official ``mcp`` SDK.
 
-A thin shell: each tool validates its arguments through its JSON schema
-(generated from the signature; the SDK rejects bad input before the tool
-runs), makes one library call and returns the result's JSON form. A
-:class:`~stratamem.errors.StratamemError` becomes an MCP tool error whose text
-names the error class and says what was wrong.
+A thin shell: each tool makes one library call and returns text. Arguments
+are checked strictly: every input schema says ``additionalProperties:
+false``, an unknown argument is refused with a one-line error naming it, and
+a schema violation comes back as one line (``ValidationError: <field>:
+<problem>``) instead of the SDK's multi-line dump. A
+:class:`~stratamem.errors.StratamemError` comes back as ``<ErrorClass>:
+<message>``.
+
+Results keep their budget: ``get_context`` returns text whose exact token
+count is within ``budget`` including everything it returns (the manifest is
+summarised in a few lines; the full manifest only with ``explain`` and only
+if it fits), and ``search_memory`` keeps its hits within ``budget`` when one
+is given (:mod:`stratamem.mcp_budget`).
 
 One server serves one namespace (the :class:`~stratamem.memory.Memory` it is
 built with). Tools take an optional ``namespace`` argument, accepted only for
 namespaces the server was configured to allow, so an agent cannot reach
-another agent's memory by naming it.
+another agent's memory by naming it; ``list_namespaces`` lists only those.
 
-Tools: ``memory_add``, ``memory_recall``, ``memory_spill``, ``memory_promote``,
-``memory_status`` (seed 003), ``memory_context`` (assembled context with its
-manifest), ``memory_seal_topic`` (manual topic boundary) and, when the server
-has a project directory, ``memory_state_read`` / ``memory_state_update`` (the
-working state of :mod:`stratamem.state`, one atomic operation per call). The CLI shell is ``stratamem mcp`` (:mod:`stratamem.cli.mcp`).
+Tools (:data:`TOOLS`): ``add_turns``, ``add_memory``, ``search_memory``,
+``get_context``, ``forget``, ``list_namespaces``, ``seal_topic`` and seed
+003's ``memory_recall``, ``memory_spill``, ``memory_promote``,
+``memory_status``; the earlier names ``memory_add``, ``memory_context`` and
+``memory_seal_topic`` stay as aliases (:data:`ALIASES`). With a project
+directory, ``memory_state_read`` / ``memory_state_update`` too. Each group
+of tools is registered by its own function, so another group is one more
+function. The CLI shell is ``stratamem mcp`` (:mod:`stratamem.cli.mcp`).
 Requires the ``mcp`` extra.
 """
 
@@ -26,18 +37,23 @@ import threading
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
-from .errors import ConfigError, StratamemError, ValidationError
+from .errors import ConfigError, NotFoundError, StratamemError, ValidationError
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
     from .memory import Memory
 
-__all__ = ["STATE_TOOLS", "TOOLS", "build_server"]
+__all__ = ["ALIASES", "STATE_TOOLS", "TOOLS", "build_server", "one_line"]
 
-TOOLS: tuple[str, ...] = ("memory_add", "memory_recall", "memory_spill", "memory_promote", "memory_status",
-                          "memory_context", "memory_seal_topic")
-"""Names of the tools every server registers."""
+ALIASES: dict[str, str] = {"memory_add": "add_memory", "memory_context": "get_context",
+                           "memory_seal_topic": "seal_topic"}
+"""Earlier tool names, kept for existing clients: ``old name -> tool it calls``."""
+
+TOOLS: tuple[str, ...] = ("add_turns", "add_memory", "search_memory", "get_context", "forget", "list_namespaces",
+                          "seal_topic", "memory_recall", "memory_spill", "memory_promote", "memory_status",
+                          *ALIASES)
+"""Names of the tools every server registers (aliases included)."""
 
 STATE_TOOLS: tuple[str, ...] = ("memory_state_read", "memory_state_update")
 """Working-state tools, registered when the server is given a project directory."""
@@ -45,10 +61,11 @@ STATE_TOOLS: tuple[str, ...] = ("memory_state_read", "memory_state_update")
 _T = TypeVar("_T")
 
 _INSTRUCTIONS = (
-    "Long-term memory for this agent. memory_add stores a fact/decision/entity/preference/context item in hot "
-    "memory (spilling older items when the hot token limit would be passed); memory_recall searches spilled "
-    "(warm and cold) items and may promote them back to hot; memory_status reports tiers and suggestions; "
-    "memory_context assembles the conversation context within a token budget, with a manifest."
+    "Long-term memory for this agent. add_turns stores conversation messages; get_context assembles what to "
+    "remember for the next call within a token budget (the whole result fits the budget); search_memory finds "
+    "past turns and summaries with scores; add_memory stores a fact/decision/entity/preference/context item; "
+    "memory_recall searches spilled items and may promote them; forget deletes turns, a session or the whole "
+    "namespace for good."
 )
 
 
@@ -61,6 +78,46 @@ def _import_sdk() -> tuple[Any, Any]:
     return MCPServer, ToolError
 
 
+def one_line(tool: str, exc: BaseException) -> str:
+    """A tool failure as one line: ``ValidationError: <field>: <problem>`` or ``<ErrorClass>: <message>``."""
+    from pydantic import ValidationError as PydanticError
+
+    cause = exc.__cause__
+    if isinstance(cause, PydanticError):
+        errors = cause.errors()
+        first = errors[0]
+        where = ".".join(str(p) for p in first["loc"]) or "arguments"
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return f"ValidationError: {where}: {first['msg']}{more}"
+    text = str(exc)
+    prefix = f"Error executing tool {tool}: "
+    if text.startswith(prefix):
+        text = text[len(prefix):]
+    return " ".join(text.split())
+
+
+def _strict(server_cls: Any, tool_error: Any) -> Any:
+    """``server_cls`` refusing unknown arguments and answering every tool error in one line."""
+
+    class StrictServer(server_cls):  # type: ignore[misc, valid-type]
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            tool = self._tool_manager.get_tool(name)
+            if tool is not None:
+                known = tool.parameters.get("properties", {})
+                unknown = [k for k in arguments or {} if k not in known]
+                if unknown:
+                    raise tool_error(f"ValidationError: {unknown[0]}: unknown argument of {name} "
+                                     f"(known: {', '.join(known) or 'none'})")
+            try:
+                return await super().call_tool(name, arguments, context)
+            except tool_error as exc:
+                if type(exc) is not tool_error:  # an unexpected crash: the SDK reports it without details
+                    raise
+                raise tool_error(one_line(name, exc)) from exc.__cause__
+
+    return StrictServer
+
+
 class _Namespaces:
     """The memories a server may use: its own namespace plus the configured extras."""
 
@@ -70,10 +127,13 @@ class _Namespaces:
         self._open: dict[str, "Memory"] = {memory.namespace: memory}
         self._lock = threading.Lock()
 
+    def may(self, namespace: str) -> bool:
+        return namespace == self.default.namespace or "*" in self.allowed or namespace in self.allowed
+
     def get(self, namespace: str | None) -> "Memory":
         if namespace is None or namespace == self.default.namespace:
             return self.default
-        if "*" not in self.allowed and namespace not in self.allowed:
+        if not self.may(namespace):
             raise ValidationError(f"this server serves namespace {self.default.namespace!r}; "
                                   f"{namespace!r} is not allowed", path="namespace")
         with self._lock:
@@ -82,9 +142,33 @@ class _Namespaces:
             return self._open[namespace]
 
 
+class _Kit:
+    """What every tool group needs: the SDK's ``Field``, the namespace guard and the error mapping."""
+
+    def __init__(self, server: Any, spaces: _Namespaces, tool_error: Any) -> None:
+        from pydantic import Field
+
+        self.server, self.spaces, self.tool_error, self.Field = server, spaces, tool_error, Field
+        self.Namespace = Annotated[str | None, Field(description="Namespace (default: the server's own).")]
+
+    def call(self, fn: Callable[[], _T]) -> _T:
+        try:
+            return fn()
+        except StratamemError as exc:
+            raise self.tool_error(f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
+
+    def register(self, fn: Callable[..., Any], name: str, description: str, *, text: bool = False) -> None:
+        """Register ``fn`` as ``name`` and under every earlier name that is an alias of it."""
+        kw = {"structured_output": False} if text else {}
+        self.server.tool(name=name, description=description, **kw)(fn)
+        for old, new in ALIASES.items():
+            if new == name:
+                self.server.tool(name=old, description=f"Alias of {name} (earlier name). {description}", **kw)(fn)
+
+
 def build_server(memory: "Memory", *, allow_namespaces: Collection[str] = (), name: str = "stratamem",
                  project_dir: "str | os.PathLike[str] | None" = None) -> "MCPServer":
-    """An MCP server exposing ``memory``'s items and context as tools.
+    """An MCP server exposing ``memory``'s turns, context, search, items and forgetting as tools.
 
     Args:
         memory: The memory to serve (its namespace is the server's).
@@ -100,26 +184,98 @@ def build_server(memory: "Memory", *, allow_namespaces: Collection[str] = (), na
     Raises:
         ConfigError: The ``mcp`` package is not installed.
     """
-    from pydantic import Field
-
     server_cls, tool_error = _import_sdk()
     from importlib.metadata import version
 
-    server = server_cls(name, instructions=_INSTRUCTIONS, version=version("stratamem"), log_level="WARNING")
-    spaces = _Namespaces(memory, allow_namespaces)
+    server = _strict(server_cls, tool_error)(name, instructions=_INSTRUCTIONS, version=version("stratamem"),
+                                             log_level="WARNING")
+    kit = _Kit(server, _Namespaces(memory, allow_namespaces), tool_error)
+    _add_turn_tools(kit)
+    _add_item_tools(kit)
+    _add_admin_tools(kit)
+    if project_dir is not None:
+        _add_state_tools(server, kit.spaces, project_dir, kit.call, kit.Namespace)
+    # Strict schemas: clients see that arguments outside the schema are refused.
+    for tool in server._tool_manager.list_tools():
+        tool.parameters["additionalProperties"] = False
+    return server
 
-    def call(fn: Callable[[], _T]) -> _T:
-        try:
-            return fn()
-        except StratamemError as exc:
-            raise tool_error(f"{type(exc).__name__}: {exc}") from exc
 
-    Namespace = Annotated[str | None, Field(description="Namespace (default: the server's own).")]
+def _add_turn_tools(kit: _Kit) -> None:
+    """Conversation turns: store them, assemble a budgeted context, search, seal a topic."""
+    from .mcp_budget import MIN_BUDGET, context_result, hits_result
+
+    Field, Namespace, spaces, call = kit.Field, kit.Namespace, kit.spaces, kit.call
+
+    def add_turns(messages: Annotated[list[dict[str, Any]], Field(min_length=1, description="Messages in order: "
+                                                                   "OpenAI chat, Anthropic or canonical turns.")],
+                  session: Annotated[str, Field(min_length=1, description="Session (conversation) name.")] = "default",
+                  format: Annotated[Literal["auto", "openai", "anthropic", "turns"],
+                                    Field(description="Message shape (auto detects).")] = "auto",
+                  namespace: Namespace = None) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            stored = spaces.get(namespace).add(messages, session=session, format=format)
+            return {"stored": len(stored), "session": session, "turn_ids": [t.id for t in stored],
+                    "tokens": sum(t.tokens for t in stored)}
+        return call(run)
+
+    kit.register(add_turns, "add_turns", "Store conversation messages (one call = one transaction) as turns of a "
+                 "session. Returns the new turn ids and their exact token count.")
+
+    def get_context(query: Annotated[str | None, Field(description="What the next call is about.")] = None,
+                    budget: Annotated[int, Field(ge=MIN_BUDGET, le=1_000_000, description="Token budget of the "
+                                                 "whole result (context and manifest).")] = 2000,
+                    session: Annotated[str | None, Field(description="Current session (default: the most "
+                                                         "recent).")] = None,
+                    format: Annotated[Literal["text", "openai", "anthropic"],
+                                      Field(description="text, or provider messages as JSON.")] = "text",
+                    explain: Annotated[bool, Field(description="Add the full manifest if it fits the "
+                                                   "budget.")] = False,
+                    namespace: Namespace = None) -> str:
+        return call(lambda: context_result(spaces.get(namespace), query=query, budget=budget, session=session,
+                                           fmt=format, explain=explain))
+
+    kit.register(get_context, "get_context", "The context for the next model call: recent turns, recalled "
+                 "history, summaries and memory items, within `budget` tokens counting everything returned, with "
+                 "a short manifest (the full one with explain=true, if it fits).", text=True)
+
+    def search_memory(query: Annotated[str, Field(min_length=1, description="What to look for.")],
+                      k: Annotated[int, Field(ge=1, le=100, description="Most hits.")] = 10,
+                      session: Annotated[str | None, Field(description="Only this session.")] = None,
+                      budget: Annotated[int | None, Field(ge=MIN_BUDGET, description="Token budget of the "
+                                                          "result: fewer hits when they do not fit.")] = None,
+                      namespace: Namespace = None) -> str:
+        def run() -> str:
+            mem = spaces.get(namespace)
+            return hits_result(mem.search(query, k=k, session=session), budget=budget, count=mem.tokenizer.count)
+        return call(run)
+
+    kit.register(search_memory, "search_memory", "Ranked past turns and summaries for a query, each with its "
+                 "score breakdown and the turn ids it covers.", text=True)
+
+    def seal_topic(session: Annotated[str | None, Field(description="Session (default: the most recently "
+                                                        "written one).")] = None,
+                   namespace: Namespace = None) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            mem = spaces.get(namespace)
+            name = session if session is not None else mem.store.latest_session(mem.namespace)
+            if name is None:
+                raise NotFoundError(f"namespace {mem.namespace!r} has no session to seal")
+            node = mem.seal(name)
+            return {"session": name, "sealed": node is not None,
+                    "segment": node.to_dict() if node is not None else None}
+        return call(run)
+
+    kit.register(seal_topic, "seal_topic", "Close the current topic of a session now: its open turns become a "
+                 "segment (summarized and searchable). Returns the segment, or null if no turn was open.")
+
+
+def _add_item_tools(kit: _Kit) -> None:
+    """Long-term memory items (seed 003)."""
+    Field, Namespace, spaces, call = kit.Field, kit.Namespace, kit.spaces, kit.call
     ItemType = Literal["fact", "decision", "entity", "preference", "context"]
 
-    @server.tool(name="memory_add", description="Add an item to hot memory; spills older items if the hot "
-                 "token limit would be exceeded. Returns the stored item.")
-    def memory_add(content: Annotated[str, Field(min_length=1, description="The knowledge, as text.")],
+    def add_memory(content: Annotated[str, Field(min_length=1, description="The knowledge, as text.")],
                    type: Annotated[ItemType, Field(description="Kind of item.")] = "fact",
                    session: Annotated[str | None, Field(description="Session label.")] = None,
                    key: Annotated[str | None, Field(description="Subject key: replaces live items with the same "
@@ -130,8 +286,9 @@ def build_server(memory: "Memory", *, allow_namespaces: Collection[str] = (), na
         return call(lambda: spaces.get(namespace).items.add(
             content, type, session=session, key=key, supersedes=supersedes or ()).to_dict())
 
-    @server.tool(name="memory_recall", description="Recall relevant items from warm and cold memory "
-                 "(semantic + lexical). Updates access counts; strong or frequent matches are promoted to hot.")
+    kit.register(add_memory, "add_memory", "Add a memory item (fact, decision, entity, preference, context) to "
+                 "hot memory; spills older items if the hot token limit would be exceeded. Returns the item.")
+
     def memory_recall(query: Annotated[str, Field(min_length=1, description="What to search for.")],
                       limit: Annotated[int, Field(ge=1, le=100, description="Most items to return.")] = 3,
                       auto_promote: Annotated[bool, Field(description="Promote matches to hot.")] = True,
@@ -140,52 +297,64 @@ def build_server(memory: "Memory", *, allow_namespaces: Collection[str] = (), na
         return call(lambda: spaces.get(namespace).items.recall(
             query, limit, auto_promote=auto_promote, types=types).to_dict())
 
-    @server.tool(name="memory_spill", description="Force items out of hot memory to warm/cold storage: "
-                 "the given ids, or `count` lowest-relevance/oldest items.")
+    kit.register(memory_recall, "memory_recall", "Recall relevant items from warm and cold memory (semantic + "
+                 "lexical). Updates access counts; strong or frequent matches are promoted to hot.")
+
     def memory_spill(count: Annotated[int | None, Field(ge=1, le=10_000, description="Number of items to "
                                                         "spill.")] = None,
                      ids: Annotated[list[int] | None, Field(description="Specific hot items to spill.")] = None,
                      namespace: Namespace = None) -> dict[str, Any]:
         return call(lambda: spaces.get(namespace).items.spill(count, ids=ids).to_dict())
 
-    @server.tool(name="memory_promote", description="Move one item to hot memory, spilling others if needed.")
+    kit.register(memory_spill, "memory_spill", "Force items out of hot memory to warm/cold storage: the given ids, "
+                 "or `count` lowest-relevance/oldest items.")
+
     def memory_promote(id: Annotated[int, Field(description="Item id.")],
                        namespace: Namespace = None) -> dict[str, Any]:
         return call(lambda: spaces.get(namespace).items.promote(id).to_dict())
 
-    @server.tool(name="memory_status", description="Memory tier status (items, tokens, hot utilization), "
-                 "suggestions (spill / recall / prune) and metrics.")
+    kit.register(memory_promote, "memory_promote", "Move one item to hot memory, spilling others if needed.")
+
     def memory_status(namespace: Namespace = None) -> dict[str, Any]:
         return call(lambda: spaces.get(namespace).items.status().to_dict())
 
-    @server.tool(name="memory_context", description="Assemble the context for the next model call within a "
-                 "token budget, with a manifest saying what is in it and why.")
-    def memory_context(query: Annotated[str | None, Field(description="What the next call is about.")] = None,
-                       budget: Annotated[int | None, Field(ge=1, description="Token budget.")] = None,
-                       session: Annotated[str | None, Field(description="Session to draw from.")] = None,
-                       format: Annotated[Literal["openai", "anthropic", "text"],
-                                         Field(description="Message format.")] = "openai",
-                       namespace: Namespace = None) -> dict[str, Any]:
+    kit.register(memory_status, "memory_status", "Memory tier status (items, tokens, hot utilization), "
+                 "suggestions (spill / recall / prune) and metrics.")
+
+
+def _add_admin_tools(kit: _Kit) -> None:
+    """Forgetting and the namespaces this server may serve."""
+    Field, Namespace, spaces, call = kit.Field, kit.Namespace, kit.spaces, kit.call
+
+    def forget(turns: Annotated[list[int] | None, Field(min_length=1, description="Turn ids to forget.")] = None,
+               session: Annotated[str | None, Field(description="Forget this whole session.")] = None,
+               all_namespace: Annotated[bool, Field(description="Forget the whole namespace (needs "
+                                                    "confirm).")] = False,
+               confirm: Annotated[str | None, Field(description="The namespace's name, required with "
+                                                    "all_namespace.")] = None,
+               namespace: Namespace = None) -> dict[str, Any]:
         def run() -> dict[str, Any]:
-            ctx = spaces.get(namespace).context(query, budget=budget, session=session, format=format)
-            return {"format": ctx.format, "messages": [dict(m) for m in ctx.messages], "system": ctx.system,
-                    "text": ctx.text if ctx.format == "text" else None, "tokens": ctx.tokens,
-                    "manifest": ctx.manifest.to_dict()}
+            mem = spaces.get(namespace)
+            if all_namespace and confirm != mem.namespace:
+                raise ValidationError(f"forgetting the whole namespace needs confirm={mem.namespace!r}",
+                                      path="confirm")
+            return mem.forget(turns=turns, session=session, all_namespace=all_namespace).to_dict()
         return call(run)
 
-    @server.tool(name="memory_seal_topic", description="Close the current topic of a session now: its open "
-                 "turns become a segment (summarized and searchable). Returns the segment, or null if no turn "
-                 "was open.")
-    def memory_seal_topic(session: Annotated[str, Field(min_length=1, description="Session.")] = "default",
-                          namespace: Namespace = None) -> dict[str, Any]:
+    kit.register(forget, "forget", "Delete turns (ids), a session, or the whole namespace, with everything "
+                 "derived from them (summaries rebuilt, items, archive, manifests). Irreversible. Give exactly one "
+                 "of turns, session, all_namespace.")
+
+    def list_namespaces() -> dict[str, Any]:
         def run() -> dict[str, Any]:
-            node = spaces.get(namespace).seal(session)
-            return {"sealed": node is not None, "segment": node.to_dict() if node is not None else None}
+            stats = [s for s in spaces.default.namespaces() if spaces.may(s.namespace)]
+            return {"served": spaces.default.namespace,
+                    "namespaces": [{"namespace": s.namespace, "sessions": s.sessions, "turns": s.turns,
+                                    "tokens": s.tokens} for s in stats]}
         return call(run)
 
-    if project_dir is not None:
-        _add_state_tools(server, spaces, project_dir, call, Namespace)
-    return server
+    kit.register(list_namespaces, "list_namespaces", "Namespaces this server may serve (its own and the allowed "
+                 "ones) with their sessions, turns and tokens.")
 
 
 def _add_state_tools(server: Any, spaces: _Namespaces, project_dir: "str | os.PathLike[str]",

@@ -31,10 +31,13 @@ from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_
 from .retrieve import HybridIndex
 from .sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks
 from .store import SQLiteStore, Store, TurnBatch
+from .store.base import NamespaceStats
 from .tokens import Tokenizer, count_turn, get_tokenizer
 
 if TYPE_CHECKING:
+    from .forget import ForgetReport
     from .pyramid import Pyramid
+    from .search import SearchHit
     from .state import WorkingState
     from .summarize import Summarizer
 
@@ -313,7 +316,17 @@ class Memory:
             self._pyramid = Pyramid(self.store, self.namespace, config=self.config, tokenizer=self.tokenizer,
                                     events=self.events, summarizer=self._summarizer, embedder=self.embedder,
                                     archive_dir=archive)
+            self._finish_forget(self._pyramid)
         return self._pyramid
+
+    def _finish_forget(self, pyramid: Pyramid) -> None:
+        """Finish archive files a forget committed but a crash left undone (never raises)."""
+        from .forget import finish_pending
+
+        try:
+            finish_pending(self.store, pyramid.archive, self.namespace)
+        except StratamemError as exc:
+            self._derived_failed("forget.finish_failed", exc, [])
 
     def seal(self, session: str = "default") -> Node | None:
         """Seal the open turns of ``session`` into a segment now (a manual topic boundary).
@@ -613,6 +626,48 @@ class Memory:
         # Only committed turns may reach the derived structures.
         self._after_add(stored)
         return len(data.sessions), len(stored), plan.skipped
+
+    # --- forget, search, namespaces (stratamem.forget, stratamem.search) ----------------
+
+    def forget(self, *, turns: Sequence[int] | None = None, session: str | None = None,
+               all_namespace: bool = False, vacuum: bool = False) -> ForgetReport:
+        """Delete turns and everything derived from them, leaving no copy (see :mod:`stratamem.forget`).
+
+        Exactly one target: ``turns`` (turn ids), ``session`` (a session name)
+        or ``all_namespace=True``. ``vacuum`` also rebuilds the storage files.
+
+        Raises:
+            ValidationError: No target, several, or a malformed one.
+            NotFoundError: A turn, the session or the namespace does not exist; nothing was forgotten.
+            BackendError: The store failed; nothing was forgotten.
+            ArchiveError: Committed, but an archive file is not finished yet (the next open finishes it).
+        """
+        from .forget import forget
+
+        return forget(self, turns=turns, session=session, all_namespace=all_namespace, vacuum=vacuum)
+
+    def search(self, query: str, *, k: int = 10, session: str | None = None) -> list[SearchHit]:
+        """The ``k`` best turns and summaries for ``query``, with score breakdowns (see :mod:`stratamem.search`).
+
+        Raises:
+            ValidationError: Empty query or ``k`` outside 1–1,000.
+            NotFoundError: Unknown namespace or session.
+        """
+        from .search import search
+
+        return search(self, query, k=k, session=session)
+
+    def namespaces(self) -> list[NamespaceStats]:
+        """Every namespace of the store with its counts, sorted by name."""
+        return self.store.namespace_stats()
+
+    def _reset_derived(self) -> None:
+        """Drop the in-memory indexes (recall, summaries, items): they may hold forgotten text."""
+        self._index = None
+        self._summary_index = SummaryIndex()
+        self.__dict__.pop("_items", None)
+        if self._pyramid is not None:
+            self._pyramid = None
 
     def close(self) -> None:
         """Close the store."""

@@ -340,8 +340,11 @@ class Pyramid:
             if not seal.turns:
                 continue
             turns = seal.turns
+            # A segment's span starts right after the last sealed one: sequence numbers
+            # of forgotten turns (stratamem.forget) stay accounted for, never a gap.
+            lo, sealed = sealed + 1, turns[-1].seq
             node_id = self._nodes.insert(self.namespace, NewNode(
-                level=1, kind=self.plan.segmenter.kind, session=session, seq_range=(turns[0].seq, turns[-1].seq),
+                level=1, kind=self.plan.segmenter.kind, session=session, seq_range=(lo, turns[-1].seq),
                 turn_ids=tuple(t.id for t in turns), tokens=sum(t.tokens for t in turns),
                 start=min(t.timestamp for t in turns), end=max(t.timestamp for t in turns),
                 reason=seal.reason, tier="hot"))
@@ -449,6 +452,19 @@ class Pyramid:
             if node.level == 1 and defer and node.tier == "hot":
                 continue
             done += self._summarize(node)
+        return done
+
+    def summarize_nodes(self, node_ids: Iterable[int]) -> int:
+        """Summarize the given nodes again now (after a forget rebuilt them); returns how many were summarized.
+
+        Nodes are taken lowest level first, so a consolidation merges its
+        children's new summaries. Unknown ids are skipped.
+        """
+        wanted = set(node_ids)
+        done = 0
+        for node in sorted((n for n in self._nodes.list(self.namespace) if n.id in wanted),
+                           key=lambda n: (n.level, n.id)):
+            done += self._summarize(self._nodes.get(self.namespace, node.id), force=True)
         return done
 
     def retry_failed(self) -> int:

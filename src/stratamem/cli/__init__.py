@@ -127,7 +127,7 @@ def emit_json(obj: Any) -> None:
 
 
 # Command modules of this package; each has ``register(group)``. Add yours here.
-_COMMAND_MODULES = ('core', 'migrate', 'items', 'mcp', 'pyramid', 'state', 'serve')
+_COMMAND_MODULES = ('core', 'migrate', 'items', 'mcp', 'pyramid', 'state', 'serve', 'admin')
 
 
 def _register() -> None:

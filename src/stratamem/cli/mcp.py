@@ -11,12 +11,13 @@ options or ``STRATAMEM_DB`` / ``STRATAMEM_NAMESPACE``.
 from __future__ import annotations
 
 import ipaddress
+import os
 
 import click
 
 from . import Settings, pass_settings
 
-__all__ = ["is_loopback", "register"]
+__all__ = ["is_loopback", "register", "sdk_installed"]
 
 
 def is_loopback(host: str) -> bool:
@@ -44,31 +45,63 @@ def is_loopback(host: str) -> bool:
               help="Another namespace tool calls may name (repeatable; '*' allows any).")
 @click.option("--project", type=click.Path(file_okay=False), default=".", show_default=True,
               help="Project directory whose working state the state tools use.")
+@click.option("--db", "db", default=None, help="Database (SQLite file or postgresql:// URL); same as the global "
+              "--db, accepted here so host configurations can read `stratamem mcp --db /abs/path.db`.")
+@click.option("--namespace", "-n", "namespace", default=None, help="Namespace; same as the global --namespace.")
 @pass_settings
 def mcp_cmd(settings: Settings, http: bool, host: str, port: int, allow_remote: bool, allowed: tuple[str, ...],
-            project: str) -> None:
+            project: str, db: str | None, namespace: str | None) -> None:
     """Run the MCP server.
 
-    Tools: memory_add, memory_recall, memory_spill, memory_promote, memory_status,
-    memory_context, memory_seal_topic, memory_state_read, memory_state_update.
+    Tools: add_turns, add_memory, search_memory, get_context, forget, list_namespaces,
+    seal_topic, memory_recall, memory_spill, memory_promote, memory_status (and the
+    aliases memory_add, memory_context, memory_seal_topic), memory_state_read,
+    memory_state_update.
     """
     # Checked before the store is opened: a refused bind must not create a database.
     if http and not allow_remote and not is_loopback(host):
         raise click.BadParameter(f"{host!r} is not a loopback address; the MCP server has no authentication. "
                                  "Pass --allow-remote to serve other hosts (behind an authenticating proxy)",
                                  param_hint="--host")
+    if not sdk_installed():
+        click.echo("stratamem mcp needs the 'mcp' extra: pip install 'stratamem[mcp]'", err=True)
+        raise SystemExit(2)
     from ..mcp import build_server
 
+    if db is not None:
+        settings.db = db
+    if namespace is not None:
+        settings.namespace = namespace
     mem = settings.memory()
     try:
         server = build_server(mem, allow_namespaces=allowed, project_dir=project)
-        if http:
-            click.echo(f"stratamem MCP on http://{host}:{port}/mcp (namespace {mem.namespace!r})", err=True)
-            server.run("streamable-http", host=host, port=port)
-        else:
-            server.run("stdio")
+        transport = f"streamable-http http://{host}:{port}/mcp" if http else "stdio"
+        # One line on stderr (stdout is the stdio transport): what this server serves, where.
+        click.echo(f"stratamem mcp: name=stratamem db={_shown_db(settings.db)} namespace={mem.namespace} "
+                   f"transport={transport}", err=True)
+        server.run("streamable-http", host=host, port=port) if http else server.run("stdio")
     finally:
         mem.close()
+
+
+def _shown_db(db: str) -> str:
+    """The database as the startup line shows it: an absolute path, or a DSN without its password."""
+    from ..store.open import is_postgres_url
+
+    if is_postgres_url(db):
+        from ..store.postgres import redact_dsn
+
+        return redact_dsn(db)
+    return os.path.abspath(db)
+
+
+def sdk_installed() -> bool:
+    """Whether the ``mcp`` SDK (the ``mcp`` extra) can be imported."""
+    try:
+        import mcp.server.mcpserver  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def register(group: click.Group) -> None:

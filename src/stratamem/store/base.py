@@ -81,6 +81,8 @@ class Store(Protocol):
     """Recorded context manifests."""
     ingest_keys: Any
     """Dedupe keys of ingested records (used by ``Memory.ingest``)."""
+    forgetting: Any
+    """Deleting turns and everything derived from them (``apply`` a forget plan)."""
 
     def append(self, namespace: str, batches: Sequence[TurnBatch]) -> list[StoredTurn]:
         """Store turns in one transaction: all of them or none.
@@ -122,6 +124,10 @@ class Store(Protocol):
 
     def has_namespace(self, namespace: str) -> bool:
         """Whether the namespace exists."""
+        ...
+
+    def namespace_stats(self) -> list[NamespaceStats]:
+        """Every namespace with its counts, sorted by name."""
         ...
 
     def turns(self, namespace: str, session: str | None = None, *, ids: Sequence[int] | None = None,

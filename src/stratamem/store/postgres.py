@@ -43,6 +43,7 @@ from .base import NamespaceStats, TurnBatch
 from .sqlite import turn_columns, turn_from_columns
 
 if TYPE_CHECKING:
+    from .postgres_forget import PostgresForget
     from .postgres_manifests import PostgresManifests
     from .postgres_conversations import PostgresConversations
     from .postgres_embeddings import PostgresEmbeddingCache
@@ -254,6 +255,13 @@ class PostgresStore:
 
         return PostgresIngestKeys(self)
 
+    @functools.cached_property
+    def forgetting(self) -> PostgresForget:
+        """Deleting turns and everything derived from them (:mod:`stratamem.store.postgres_forget`)."""
+        from .postgres_forget import PostgresForget
+
+        return PostgresForget(self)
+
     # --- namespaces and sessions ------------------------------------------------------
 
     def namespaces(self) -> list[str]:
@@ -263,6 +271,16 @@ class PostgresStore:
     def has_namespace(self, namespace: str) -> bool:
         """Whether the namespace exists."""
         return bool(self._query("SELECT 1 FROM namespaces WHERE namespace = %s", (namespace,)))
+
+    def namespace_stats(self) -> list[NamespaceStats]:
+        """Every namespace with its counts, sorted by name (one query)."""
+        rows = self._query(
+            "SELECT n.namespace, (SELECT COUNT(*) FROM sessions s WHERE s.namespace = n.namespace), COUNT(t.id), "
+            "COALESCE(SUM(t.tokens), 0), "
+            "COALESCE(SUM(octet_length(t.text) + COALESCE(octet_length(t.content), 0)), 0) "
+            "FROM namespaces n LEFT JOIN turns t ON t.namespace = n.namespace GROUP BY n.namespace "
+            "ORDER BY n.namespace COLLATE \"C\"")
+        return [NamespaceStats(r[0], int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
 
     def ensure_session(self, namespace: str, session: str, *, platform: str | None = None,
                        channel: str | None = None, created_at: datetime | None = None) -> Session:

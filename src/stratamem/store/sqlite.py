@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .sqlite_conversations import SQLiteConversations
     from .sqlite_embeddings import SQLiteEmbeddingCache
     from .sqlite_ingest_keys import SQLiteIngestKeys
+    from .sqlite_forget import SQLiteForget
     from .sqlite_items import SQLiteItemStore
     from .sqlite_nodes import SQLiteNodeStore
 
@@ -283,6 +284,13 @@ class SQLiteStore:
 
         return SQLiteIngestKeys(self)
 
+    @functools.cached_property
+    def forgetting(self) -> SQLiteForget:
+        """Deleting turns and everything derived from them (:mod:`stratamem.store.sqlite_forget`)."""
+        from .sqlite_forget import SQLiteForget
+
+        return SQLiteForget(self)
+
     # --- namespaces and sessions ------------------------------------------------------
 
     def namespaces(self) -> list[str]:
@@ -292,6 +300,15 @@ class SQLiteStore:
     def has_namespace(self, namespace: str) -> bool:
         """Whether the namespace exists."""
         return bool(self._query("SELECT 1 FROM namespaces WHERE name=?", (namespace,)))
+
+    def namespace_stats(self) -> list[NamespaceStats]:
+        """Every namespace with its counts, sorted by name (one query)."""
+        rows = self._query(
+            "SELECT ns.name, (SELECT COUNT(*) FROM sessions s WHERE s.namespace_id = ns.id), COUNT(t.id), "
+            "COALESCE(SUM(t.tokens), 0), COALESCE(SUM(LENGTH(CAST(t.text AS BLOB)) "
+            "+ COALESCE(LENGTH(CAST(t.content AS BLOB)), 0)), 0) "
+            "FROM namespaces ns LEFT JOIN turns t ON t.namespace_id = ns.id GROUP BY ns.id ORDER BY ns.name")
+        return [NamespaceStats(r[0], int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
 
     def ensure_session(self, namespace: str, session: str, *, platform: str | None = None,
                        channel: str | None = None, created_at: datetime | None = None) -> Session:
