@@ -80,6 +80,7 @@ class PostgresForget:
                               "DELETE FROM memory_items WHERE namespace = %s",
                               "DELETE FROM memory_item_metrics WHERE namespace = %s",
                               "DELETE FROM turns WHERE namespace = %s",
+                              "DELETE FROM ingest_keys WHERE namespace = %s",
                               "DELETE FROM sessions WHERE namespace = %s",
                               "DELETE FROM manifests WHERE namespace = %s",
                               "DELETE FROM conversations WHERE namespace = %s",
@@ -134,6 +135,8 @@ class PostgresForget:
             conn.execute("UPDATE memory_items SET provenance=%s WHERE namespace=%s AND id=%s",
                          (json.dumps(list(prov)), ns, int(item_id)))
         conn.execute("DELETE FROM turns WHERE namespace = %s AND id = ANY(%s)", (ns, turns))
+        # A forgotten message may be ingested again: its dedupe key goes with it.
+        conn.execute("DELETE FROM ingest_keys WHERE namespace = %s AND turn_id = ANY(%s)", (ns, turns))
         if p.sessions:
             conn.execute("DELETE FROM sessions WHERE namespace = %s AND name = ANY(%s)", (ns, sorted(set(p.sessions))))
 

@@ -123,6 +123,7 @@ class SQLiteForget:
         conn.execute("DELETE FROM memory_items WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM memory_item_metrics WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM turns WHERE namespace_id=?", (ns_id,))
+        conn.execute("DELETE FROM ingest_keys WHERE namespace=?", (ns,))
         conn.execute("DELETE FROM sessions WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM manifests WHERE namespace=?", (ns,))
         conn.execute("DELETE FROM conversations WHERE namespace=?", (ns,))
@@ -160,6 +161,8 @@ class SQLiteForget:
             conn.execute("UPDATE memory_items SET provenance=? WHERE id=? AND namespace_id=?",
                          (json.dumps(list(prov)), int(item_id), ns_id))
         conn.execute(f"DELETE FROM turns WHERE namespace_id=? AND {_in('id')}", (ns_id, turns))
+        # A forgotten message may be ingested again: its dedupe key goes with it.
+        conn.execute(f"DELETE FROM ingest_keys WHERE namespace=? AND {_in('turn_id')}", (ns, turns))
         if p.sessions:
             conn.execute("DELETE FROM sessions WHERE namespace_id=? AND name IN (SELECT value FROM json_each(?))",
                          (ns_id, json.dumps(sorted(set(p.sessions)))))
