@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import MigrationError
-from .postgres_conversations import m004_conversations
+from .postgres_conversations import m004_conversations, m008_conversation_loop
 from .postgres_embeddings import m002_embeddings
 from .postgres_items import m005_items, m007_item_ids
 from .postgres_manifests import m006_manifests
@@ -106,6 +106,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m005_items", m005_items),
     PgMigration("m006_manifests", m006_manifests),
     PgMigration("m007_item_ids", m007_item_ids),
+    PgMigration("m008_conversation_loop", m008_conversation_loop),
 ]
 
 
