@@ -15,7 +15,9 @@ Tools: ``memory_add``, ``memory_recall``, ``memory_spill``, ``memory_promote``,
 ``memory_status`` (seed 003), ``memory_context`` (assembled context with its
 manifest), ``memory_seal_topic`` (manual topic boundary) and, when the server
 has a project directory, ``memory_state_read`` / ``memory_state_update`` (the
-working state of :mod:`stratamem.state`, one atomic operation per call). The CLI shell is ``stratamem mcp`` (:mod:`stratamem.cli.mcp`).
+working state of :mod:`stratamem.state`, one atomic operation per call), and
+``conversation_show`` (agent-loop conversation state: checkpoint, compactions,
+failures, last usage). The CLI shell is ``stratamem mcp`` (:mod:`stratamem.cli.mcp`).
 Requires the ``mcp`` extra.
 """
 
@@ -38,6 +40,7 @@ __all__ = ["STATE_TOOLS", "TOOLS", "build_server"]
 TOOLS: tuple[str, ...] = ("memory_add", "memory_recall", "memory_spill", "memory_promote", "memory_status",
                           "memory_context", "memory_seal_topic")
 """Names of the tools every server registers."""
+TOOLS += ("conversation_show",)  # the agent-loop view (issue 17), registered by _add_conversation_tool
 
 STATE_TOOLS: tuple[str, ...] = ("memory_state_read", "memory_state_update")
 """Working-state tools, registered when the server is given a project directory."""
@@ -185,6 +188,7 @@ def build_server(memory: "Memory", *, allow_namespaces: Collection[str] = (), na
 
     if project_dir is not None:
         _add_state_tools(server, spaces, project_dir, call, Namespace)
+    _add_conversation_tool(server, spaces, call, Namespace)
     return server
 
 
@@ -248,3 +252,18 @@ def _add_state_tools(server: Any, spaces: _Namespaces, project_dir: "str | os.Pa
                 result = ws.set_convention(need(key, "key"), value)
             return {"op": op, "result": result}
         return call(run)
+
+
+def _add_conversation_tool(server: Any, spaces: _Namespaces, call: Callable[[Callable[[], Any]], Any],
+                           Namespace: Any) -> None:
+    """Register ``conversation_show``: the agent-loop state of a conversation (issue 17)."""
+    from pydantic import Field
+
+    from .agentloop.report import conversation_report
+
+    @server.tool(name="conversation_show", description="Agent-loop state of a conversation: its checkpoint, "
+                 "compaction count, last status and error, summarizer failures, deferred compactions and the "
+                 "last provider-reported usage. Without a session: every session that has state.")
+    def conversation_show(session: Annotated[str | None, Field(description="Session (default: all).")] = None,
+                          namespace: Namespace = None) -> dict[str, Any]:
+        return call(lambda: conversation_report(spaces.get(namespace), session))
