@@ -27,6 +27,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 import time
 from dataclasses import dataclass, field
@@ -90,7 +91,8 @@ def replay(name: str, all_msgs: list[dict], ccfg: CompactionConfig, pcfg: Prunin
                 last = res.tokens
             if m["role"] == "user" and isinstance(m["content"], str) and managed:
                 track.per_turn.append(last)
-            managed.append(dict(m))
+            # A deep copy: pruning edits tool-result blocks in place, and the tracks must not share them.
+            managed.append(copy.deepcopy(m))
         track.per_turn.append(last)
         comp.sync(managed)
         track.stored = len(mem.turns("replay"))
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             raw_total, pruned_total = raw_total + raw_running, pruned_total + p
             peak_raw, peak_pruned = max(peak_raw, raw_running), max(peak_pruned, p)
         raw_running += count_message(m, tok)
-        pruned.append(dict(m))
+        pruned.append(copy.deepcopy(m))
 
     t0 = time.perf_counter()
     with FakeLLMServer(reply=checkpoint_reply) as server:
