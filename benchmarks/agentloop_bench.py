@@ -64,6 +64,22 @@ class Track:
     per_turn: list[int] = field(default_factory=list)
 
 
+def one_turn(msgs: list[dict]) -> list[dict]:
+    """The transcript as one long autonomous turn: the first request, then every tool step.
+
+    Each later request and the answer before it are dropped, so the list stays
+    valid (a tool result is followed by the next step's assistant message).
+    """
+    out: list[dict] = []
+    for m in msgs:
+        if m["role"] == "user" and isinstance(m["content"], str) and out:
+            if out[-1]["role"] == "assistant" and isinstance(out[-1]["content"], str):
+                out.pop()
+            continue
+        out.append(m)
+    return out
+
+
 def replay(name: str, all_msgs: list[dict], ccfg: CompactionConfig, pcfg: PruningConfig,
            server: FakeLLMServer) -> Track:
     """Replay the transcript call by call through ``prepare_messages`` with ``ccfg``."""
@@ -109,10 +125,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint-max", type=int, default=2_000, help="checkpoint_max_tokens")
     ap.add_argument("--min-gain", type=float, default=0.2, help="min_gain_ratio of the ruled track")
     ap.add_argument("--cooldown", type=int, default=2, help="cooldown_calls of the ruled track")
+    ap.add_argument("--one-turn", action="store_true",
+                    help="replay the transcript as one long autonomous turn (every step after the first request)")
     args = ap.parse_args(argv)
 
     tok = get_tokenizer("o200k_base")
     all_msgs = list(transcript(args.turns))
+    if args.one_turn:
+        all_msgs = one_turn(all_msgs)
+        print("scenario: one long turn (the first request, then every tool step)")
     base = dict(threshold=args.threshold, keep_recent_tokens=args.keep_recent, output_reserve=args.reserve,
                 checkpoint_max_tokens=args.checkpoint_max)
     eager_cfg = CompactionConfig(**base, min_gain_ratio=0.0, cooldown_calls=0)

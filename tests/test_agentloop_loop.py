@@ -360,3 +360,24 @@ def test_replay_of_any_stored_prefix_or_suffix_stores_only_new_messages(tmp_path
         assert len(c.sync(replay)) == extra
         assert len(mem.turns("s")) == len(msgs) + extra
     db.unlink()
+
+
+def test_m008_adds_the_loop_fields_to_existing_conversation_rows(tmp_path: Path) -> None:
+    import sqlite3
+
+    from stratamem.store import SQLiteStore
+    from stratamem.store import migrations as mig
+    from stratamem.store.sqlite_schema import MIGRATIONS
+
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    mig.apply(conn, [m for m in MIGRATIONS if m.name != "m008_conversation_loop"])
+    conn.execute("INSERT INTO conversations (namespace, session, summary, compaction_count, updated_at) "
+                 "VALUES ('ns', 's', '## Goal', 2, '2025-01-01T00:00:00.000000Z')")
+    conn.close()
+    store = SQLiteStore(path)
+    state = store.conversations.get("ns", "s")
+    assert state is not None
+    assert (state.summary, state.compaction_count, state.resume_seq, state.deferred, dict(state.last_usage)) == (
+        "## Goal", 2, 0, 0, {})
+    store.close()

@@ -656,18 +656,20 @@ class Compactor:
             return None
         read, modified = track_files([messages[i] for i in old], self._state.files_read, self._state.files_modified)
         reserve = self._prefix_estimate(read, modified)
-        # With the minimum-gain rule on, aim that much below the budget, so the request
-        # has room to grow before the next compaction (hysteresis); fall back to the budget.
+        first = list(old)
+        kept_tail, split = self._fit_newest_turn(messages, cut, starts[-1], old, budget, reserve, system)
         slack = int(self.config.min_gain_ratio * self.config.threshold)
-        try:
-            trial = list(old)
-            kept_tail, split = self._fit_newest_turn(messages, cut, starts[-1], trial, budget - slack, reserve,
-                                                     system)
-            old[:] = trial
-        except BudgetError:
-            if not slack:
-                raise
-            kept_tail, split = self._fit_newest_turn(messages, cut, starts[-1], old, budget, reserve, system)
+        if split and slack:
+            # The newest turn had to be cut into anyway: with the minimum-gain rule on, cut
+            # that much deeper, so the request has room to grow before the next compaction
+            # (hysteresis); if that cannot fit, the cut at the budget stands.
+            try:
+                trial = list(first)
+                deeper = self._fit_newest_turn(messages, cut, starts[-1], trial, budget - slack, reserve, system)
+                kept_tail, split = deeper
+                old[:] = trial
+            except BudgetError:
+                pass
         head = [m for i, m in enumerate(messages[:cut]) if self._kept_always(m) and not is_synthetic(m)]
         after = self.count(head + [messages[i] for i in kept_tail], system=system) + reserve
         return _Plan(starts, cut, old, kept_tail, split, after)
