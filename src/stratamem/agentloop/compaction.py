@@ -25,6 +25,12 @@ still fits; ``compaction.failed`` is emitted and the state records the
 failure. If the newest turn alone does not fit, its oldest complete tool steps
 (each call with its results) move into the checkpoint too; if even the latest
 user request plus its newest step do not fit, :class:`~stratamem.errors.BudgetError`.
+
+Where a cut may go is decided in :mod:`stratamem.agentloop.cut`; what a compaction
+feeds the memory (pyramid seal, extracted items) in :mod:`stratamem.agentloop.feed`;
+how stored turns are recognised and rebuilt after a restart in
+:mod:`stratamem.agentloop.replay`. :meth:`Compactor.prepare_messages` also applies
+the minimum-gain rule (``min_gain_ratio``, cooldown, ``hard_limit``).
 """
 
 from __future__ import annotations
@@ -47,7 +53,6 @@ from .checkpoint import (
     CHECKPOINT_HEADER,
     CHECKPOINT_PROMPT,
     OMITTED_HEADER,
-    checkpoint_facts,
     UPDATE_PROMPT,
     files_section,
     missing_sections,
@@ -56,7 +61,9 @@ from .checkpoint import (
     strip_files_section,
     track_files,
 )
-from .pruning import PruneStats, is_tool_result_message, prune_tool_results
+from .cut import find_cut_point, history_text, is_synthetic, real_user_indices, tool_steps
+from .feed import feed_memory
+from .pruning import PruneStats, prune_tool_results
 from .replay import ReplayMatcher, stored_messages
 from .state import ConversationState, ConversationStore
 
@@ -122,83 +129,6 @@ class PrepareResult:
     """Compaction outcome (``not_needed`` when under the threshold)."""
     tokens: int
     """Calibrated tokens of the prepared request (without the output reserve)."""
-
-
-def is_synthetic(message: Mapping[str, Any]) -> bool:
-    """Whether ``message`` is one compaction inserted (checkpoint, note or acknowledgement)."""
-    content = message.get("content")
-    if not isinstance(content, str):
-        return False
-    if message.get("role") == "user":
-        return content.startswith((CHECKPOINT_HEADER, OMITTED_HEADER))
-    return message.get("role") == "assistant" and content == ACK_TEXT
-
-
-def real_user_indices(messages: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Indices of user messages a person wrote: the only places compaction may cut.
-
-    Excluded: tool-result messages (Anthropic user messages with ``tool_result``
-    blocks), OpenAI user messages that directly follow ``tool`` messages (they
-    carry tool output such as images), and compaction's own messages.
-    """
-    out = []
-    for i, m in enumerate(messages):
-        if m.get("role") != "user" or is_tool_result_message(m) or is_synthetic(m):
-            continue
-        if i and messages[i - 1].get("role") == "tool":
-            continue
-        out.append(i)
-    return out
-
-
-def find_cut_point(messages: Sequence[Mapping[str, Any]], keep_recent_tokens: int,
-                   tokenizer: Tokenizer) -> int:
-    """Index of the first message to keep: the earliest real user turn leaving ≤ ``keep_recent_tokens``.
-
-    Walks back over real user turns (see :func:`real_user_indices`) while the
-    messages from there to the end stay within ``keep_recent_tokens``. The
-    latest user turn is always kept, even if it alone is larger. Returns 0
-    when there is no real user turn.
-    """
-    starts = real_user_indices(messages)
-    if not starts:
-        return 0
-    suffix = [0] * (len(messages) + 1)
-    for i in range(len(messages) - 1, -1, -1):
-        suffix[i] = suffix[i + 1] + count_message(messages[i], tokenizer)
-    cut = starts[-1]
-    for s in reversed(starts[:-1]):
-        if suffix[s] > keep_recent_tokens:
-            break
-        cut = s
-    return cut
-
-
-def _steps(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> list[tuple[int, int]]:
-    """Complete steps in ``messages[start:end]``: an assistant message with all its tool results."""
-    out: list[tuple[int, int]] = []
-    i = start
-    while i < end:
-        j = i + 1
-        if messages[i].get("role") == "assistant":
-            while j < end and (messages[j].get("role") == "tool" or is_tool_result_message(messages[j])
-                               or (messages[j].get("role") == "user" and messages[j - 1].get("role") == "tool")):
-                j += 1
-        out.append((i, j))
-        i = j
-    return out
-
-
-def history_text(messages: Iterable[Mapping[str, Any]], summary: str | None, *, last: int = 20,
-                 tool_result_chars: int = 500) -> str:
-    """Text of a conversation for reflection: the checkpoint, then the last ``last`` messages.
-
-    Compaction's own messages are skipped (the checkpoint is given once, first).
-    """
-    msgs = [m for m in messages if not is_synthetic(m)][-last:] if last > 0 else []
-    parts = [f"[Summary of earlier conversation]\n{summary}"] if summary else []
-    body = serialize_messages(msgs, tool_result_chars=tool_result_chars)
-    return "\n\n".join(parts + ([body] if body else []))
 
 
 def _now() -> datetime:
@@ -676,41 +606,15 @@ class Compactor:
 
     def _after_compaction(self, status: str, checkpoint: str | None, old_ids: tuple[int, ...],
                           after: int) -> tuple[int | None, int]:
-        """Feed the memory: seal the pyramid segment, extract items; returns (segment id, items).
-
-        Seed 001 phase 3: a compaction is an episode boundary and the moment to keep
-        durable knowledge. Both steps are derived work over committed turns, so a
-        failure is reported (``compaction.feed_failed`` event, log, ``last_error``)
-        and never undoes or fails the compaction.
-        """
+        """Restart the cooldown and feed the memory (:func:`~stratamem.agentloop.feed.feed_memory`)."""
         self._calls_since, self._tokens_after_last = 0, after
-        mem = self.memory
-        if mem is None or status == "cancelled":
+        if self.memory is None or status == "cancelled":
             return None, 0
-        sealed: int | None = None
-        extracted = 0
-        problems: list[str] = []
-        if self.config.seal_segment and mem.config.pyramid.enabled:
-            try:
-                node = mem.seal(self.session)
-                sealed = node.id if node is not None else None
-            except Exception as exc:  # noqa: BLE001 - derived structure; reported below
-                problems.append(f"seal: {type(exc).__name__}: {exc}")
-        if self.config.extract_items and checkpoint and old_ids:
-            facts = checkpoint_facts(checkpoint)
-            if facts:
-                try:
-                    items = mem.items.extract_facts([(text, kind, old_ids) for text, kind in facts],
-                                                    session=self.session)
-                    extracted = len(items)
-                except Exception as exc:  # noqa: BLE001 - derived knowledge; reported below
-                    problems.append(f"items: {type(exc).__name__}: {exc}")
+        sealed, extracted, problems = feed_memory(self.memory, self.session, self.config, checkpoint, old_ids)
         if problems:
-            log.warning("compaction of %s/%s: feeding the memory failed: %s", self.namespace, self.session,
-                        "; ".join(p.split(":", 2)[0] + ":" + p.split(":", 2)[1] for p in problems))
             self._save(last_error="; ".join(problems)[:500])
             self.events.emit(Event("compaction.feed_failed", {"session": self.session, "errors": [
-                p.split(":", 2)[0] + ":" + p.split(":", 2)[1] for p in problems]}, namespace=self.namespace))
+                ":".join(p.split(":", 2)[:2]) for p in problems]}, namespace=self.namespace))
         return sealed, extracted
 
     def _kept_always(self, message: Mapping[str, Any]) -> bool:
@@ -735,7 +639,7 @@ class Compactor:
         if fits(tail):
             return tail, False
         old.extend(i for i in range(cut, last_start) if not self._kept_always(messages[i]))
-        steps = _steps(messages, last_start + 1, len(messages))
+        steps = tool_steps(messages, last_start + 1, len(messages))
         for k in range(len(steps)):
             keep = [last_start] + [i for a, b in steps[k:] for i in range(a, b)]
             if fits(keep):
