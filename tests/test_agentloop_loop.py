@@ -381,3 +381,24 @@ def test_m008_adds_the_loop_fields_to_existing_conversation_rows(tmp_path: Path)
     assert (state.summary, state.compaction_count, state.resume_seq, state.deferred, dict(state.last_usage)) == (
         "## Goal", 2, 0, 0, {})
     store.close()
+
+
+def test_a_failure_feeding_the_memory_is_reported_and_the_compaction_stands(model: OpenAIChat,
+                                                                             db_path: Path) -> None:
+    cfg = Config.from_dict({"pyramid": {"micro_chunk_size": 1000}, "compaction": {
+        "threshold": 12_000, "keep_recent_tokens": 3_000, "output_reserve": 1_000, "checkpoint_max_tokens": 800}})
+    with Memory(db_path, namespace="agent", config=cfg) as mem:
+        def broken_hook(e: Event) -> None:
+            raise RuntimeError("hook bug")
+
+        mem.events.subscribe("items.extracted", broken_hook)
+        failed: list[Event] = []
+        mem.events.subscribe("compaction.feed_failed", failed.append)
+        msgs = anthropic_conversation(8)
+        c = Compactor(model, provider="anthropic", memory=mem, session="s")
+        r = c.prepare_messages(msgs)
+        assert r.compaction.status == "compacted" and r.compaction.sealed_segment is not None
+        assert r.compaction.items_extracted == 0
+        assert c.state.last_status == "compacted" and (c.state.last_error or "").startswith("items: RuntimeError")
+        assert [e.data["errors"] for e in failed] == [["items: RuntimeError"]]
+        assert not structural_problems(msgs, "anthropic") and len(mem.turns("s")) == 48

@@ -22,7 +22,7 @@ So an ``async def`` hook behaves like a sync one everywhere: its return value
 Kinds in use (each component documents its data): ``turns.added``,
 ``segment.sealed``, ``node.consolidated``, ``tier.changed``,
 ``summarizer.failed``, ``compaction.before``, ``compaction.after``,
-``compaction.failed``, ``items.spilled``, ``items.promoted``.
+``compaction.failed``, ``compaction.feed_failed``, ``items.spilled``, ``items.promoted``.
 
 ``compaction.*`` (emitted by :class:`stratamem.agentloop.Compactor`): ``before``
 carries ``session``, ``provider``, ``compaction_number``, ``message_indices``,
@@ -31,7 +31,9 @@ carries ``session``, ``provider``, ``compaction_number``, ``message_indices``,
 (their turns stay verbatim) or raise ``CompactionCancelled``. ``after`` carries
 ``status``, ``messages_removed``, ``turn_ids``, ``tokens_before``/``tokens_after``,
 ``summary_calls``, ``summary_input_tokens``/``summary_output_tokens``, ``pinned``;
-``failed`` the same plus ``error`` (the exception type). See docs/agentloop.md.
+``failed`` the same plus ``error`` (the exception type); ``feed_failed`` carries
+``session`` and ``errors`` (sealing the pyramid segment or extracting items after a
+compaction failed). See docs/agentloop.md.
 """
 
 from __future__ import annotations
