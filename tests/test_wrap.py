@@ -283,3 +283,62 @@ def test_compaction_config_passes_through_wrap(server: FakeLLMServer, mem: Memor
                             config=CompactionConfig(threshold=50_000, keep_recent_tokens=10_000))
     assert client.stratamem.compactor.config.threshold == 50_000
     assert client.models is client.unwrapped.models  # everything else passes through
+
+
+# --- a real tool loop through the wrapper ----------------------------------------------------
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_openai_tool_loop_through_the_wrapper(stream: bool, server: FakeLLMServer, mem: Memory) -> None:
+    client = stratamem.wrap(oai(server), memory=mem, session="s")
+    history: list[Any] = [{"role": "user", "content": "Open a.py"}]
+    server.script_tool_call("read_file", {"path": "src/a.py", "lines": [1, 40]})
+    if stream:
+        chunks = list(client.chat.completions.create(model="m", messages=history, max_tokens=50, stream=True))
+        call_id = chunks[0].choices[0].delta.tool_calls[0].id
+        args = "".join(c.choices[0].delta.tool_calls[0].function.arguments or ""
+                       for c in chunks if c.choices and c.choices[0].delta.tool_calls)
+        history.append({"role": "assistant", "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": "read_file", "arguments": args}}]})
+    else:
+        resp = client.chat.completions.create(model="m", messages=history, max_tokens=50)
+        assert resp.choices[0].finish_reason == "tool_calls"
+        call_id = resp.choices[0].message.tool_calls[0].id
+        history.append(resp.choices[0].message)
+    history.append({"role": "tool", "tool_call_id": call_id, "content": "print('a')\n" * 30})
+    client.chat.completions.create(model="m", messages=history, max_tokens=50)
+    turns = mem.turns("s")
+    assert [t.role for t in turns] == ["user", "assistant", "tool", "assistant"]
+    (use,) = turns[1].turn.content
+    assert (use.id, use.name, dict(use.input)) == (call_id, "read_file", {"path": "src/a.py", "lines": [1, 40]})
+    sent = server.requests[-1].body["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool"]
+    assert sent[1]["tool_calls"][0]["id"] == call_id
+
+
+@pytest.mark.parametrize("how", ["create", "stream", "manager"])
+def test_anthropic_tool_loop_through_the_wrapper(how: str, server: FakeLLMServer, mem: Memory) -> None:
+    client = stratamem.wrap(ant(server), memory=mem, session="s")
+    history: list[Any] = [{"role": "user", "content": "Open a.py"}]
+    server.script_tool_call("read_file", {"path": "src/a.py"})
+    args: dict[str, Any] = {"model": "m", "max_tokens": 50, "system": "Use tools."}
+    if how == "create":
+        content = client.messages.create(messages=history, **args).content
+    elif how == "stream":
+        events = list(client.messages.create(messages=history, stream=True, **args))
+        assert [e.type for e in events if e.type == "content_block_delta"]
+        content = None
+    else:
+        with client.messages.stream(messages=history, **args) as st:
+            content = st.get_final_message().content
+    stored = mem.turns("s")[-1].turn.content
+    (use,) = stored
+    assert (use.name, dict(use.input)) == ("read_file", {"path": "src/a.py"})
+    history.append({"role": "assistant", "content": content if content is not None else [
+        {"type": "tool_use", "id": use.id, "name": use.name, "input": dict(use.input)}]})
+    history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id,
+                                                  "content": "print('a')\n" * 30}]})
+    client.messages.create(messages=history, **args)
+    assert [t.role for t in mem.turns("s")] == ["user", "assistant", "tool", "assistant"]
+    sent = server.requests[-1]
+    assert [m["role"] for m in sent.body["messages"]] == ["user", "assistant", "user"]
+    assert client.stratamem.compactor.state.last_usage["input_tokens"] == server.input_tokens(sent)

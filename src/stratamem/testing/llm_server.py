@@ -49,7 +49,7 @@ from typing import Any
 from ._http import JSONHandler, LocalHTTPServer
 
 __all__ = ["FRAME_MESSAGE", "FRAME_REQUEST", "FRAME_TOOL", "FRAME_TOOL_DEFINITION", "IMAGE_INPUT_TOKENS",
-           "FakeLLMServer", "Failure", "RecordedRequest", "checkpoint_reply", "request_input_tokens"]
+           "FakeLLMServer", "Failure", "RecordedRequest", "ToolCall", "checkpoint_reply", "request_input_tokens"]
 
 FRAME_REQUEST = 5
 """Tokens the fake provider charges once per request (reply priming and request framing)."""
@@ -162,6 +162,21 @@ class RecordedRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A scripted reply that calls one tool (see :meth:`FakeLLMServer.script_tool_call`)."""
+
+    name: str
+    """Tool name."""
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    """JSON arguments."""
+
+    @property
+    def json(self) -> str:
+        """The arguments as compact JSON (what is streamed and counted as output)."""
+        return json.dumps(dict(self.arguments), separators=(",", ":"))
+
+
+@dataclass(frozen=True, slots=True)
 class Failure:
     """An injected failure for one call."""
 
@@ -208,7 +223,7 @@ class FakeLLMServer(LocalHTTPServer):
         self.requests: list[RecordedRequest] = []
         """Every request received, in order (failed ones included)."""
         self._tokenizer = get_tokenizer(tokenizer)
-        self._script: deque[str] = deque()
+        self._script: deque[str | ToolCall] = deque()
         self._failures: deque[Failure] = deque()
         self._delays: deque[float] = deque()
         self._lock = threading.Lock()
@@ -219,6 +234,16 @@ class FakeLLMServer(LocalHTTPServer):
         """Answer the next calls with ``replies``, in order, before falling back to :attr:`reply`."""
         with self._lock:
             self._script.extend(replies)
+
+    def script_tool_call(self, name: str, arguments: Mapping[str, Any] | None = None) -> None:
+        """Answer the next call (after earlier scripted replies) with a call of tool ``name``.
+
+        OpenAI gets ``tool_calls`` with finish reason ``tool_calls``, Anthropic a
+        ``tool_use`` block with stop reason ``tool_use``; streamed, the arguments
+        arrive in JSON pieces (``tool_calls`` deltas / ``input_json_delta``).
+        """
+        with self._lock:
+            self._script.append(ToolCall(name, dict(arguments or {})))
 
     def fail_next(self, count: int = 1, *, status: int = 500, delay_s: float = 0.0) -> None:
         """Make the next ``count`` calls fail with ``status`` (0 = drop the connection)."""
@@ -247,7 +272,7 @@ class FakeLLMServer(LocalHTTPServer):
 
     # --- answering (called from handler threads) ----------------------------------------
 
-    def _next(self, req: RecordedRequest) -> tuple[Failure | None, str | None, float]:
+    def _next(self, req: RecordedRequest) -> tuple[Failure | None, str | ToolCall | None, float]:
         with self._lock:
             self.requests.append(req)
             if self._failures:
@@ -310,6 +335,51 @@ class FakeLLMServer(LocalHTTPServer):
                 ("message_stop", {"type": "message_stop"})]
         return out
 
+    def _tool_answer(self, api: str, req: RecordedRequest, call: ToolCall) -> dict[str, Any]:
+        model = req.model or self.model
+        n = len(self.requests)
+        n_in, n_out = self.input_tokens(req), self._tokenizer.count(call.name) + self._tokenizer.count(call.json)
+        if api == "openai":
+            message = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"call_fake_{n}", "type": "function", "function": {"name": call.name, "arguments": call.json}}]}
+            return {"id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
+                    "model": model, "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+                    "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}}
+        return {"id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": model,
+                "content": [{"type": "tool_use", "id": f"toolu_fake_{n}", "name": call.name,
+                             "input": dict(call.arguments)}],
+                "stop_reason": "tool_use", "stop_sequence": None, "usage": {"input_tokens": n_in, "output_tokens": n_out}}
+
+    def _tool_events(self, api: str, req: RecordedRequest, call: ToolCall) -> list[tuple[str | None, Any]]:
+        whole = self._tool_answer(api, req, call)
+        pieces = [call.json[i:i + 7] for i in range(0, len(call.json), 7)]
+        if api == "openai":
+            base = {k: whole[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+            tc = whole["choices"][0]["message"]["tool_calls"][0]
+            out: list[tuple[str | None, Any]] = [(None, {**base, "choices": [{"index": 0, "finish_reason": None,
+                "delta": {"role": "assistant", "content": None, "tool_calls": [
+                    {"index": 0, "id": tc["id"], "type": "function",
+                     "function": {"name": call.name, "arguments": ""}}]}}]})]
+            out += [(None, {**base, "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
+                {"index": 0, "function": {"arguments": p}}]}}]}) for p in pieces]
+            out.append((None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}))
+            if (req.body.get("stream_options") or {}).get("include_usage"):
+                out.append((None, {**base, "choices": [], "usage": whole["usage"]}))
+            return out + [(None, "[DONE]")]
+        block = whole["content"][0]
+        start = {**whole, "content": [], "stop_reason": None,
+                 "usage": {"input_tokens": whole["usage"]["input_tokens"], "output_tokens": 1}}
+        out = [("message_start", {"type": "message_start", "message": start}),
+               ("content_block_start", {"type": "content_block_start", "index": 0,
+                                        "content_block": {**block, "input": {}}})]
+        out += [("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                         "delta": {"type": "input_json_delta", "partial_json": p}}) for p in pieces]
+        return out + [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                      ("message_delta", {"type": "message_delta",
+                                         "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                                         "usage": {"output_tokens": whole["usage"]["output_tokens"]}}),
+                      ("message_stop", {"type": "message_stop"})]
+
     def _answer(self, api: str, req: RecordedRequest, text: str) -> dict[str, Any]:
         model = req.model or self.model
         text, finish = self._finish(api, req, text)
@@ -349,6 +419,12 @@ def _make_handler(server: FakeLLMServer) -> type[JSONHandler]:
                                                                             "message": "injected failure"}})
                 return
             time.sleep(delay)
+            if isinstance(text, ToolCall):
+                if body.get("stream"):
+                    self.send_events(server._tool_events(api, req, text))
+                else:
+                    self.send_json(200, server._tool_answer(api, req, text))
+                return
             if body.get("stream"):
                 self.send_events(server._events(api, req, text or ""))
                 return
