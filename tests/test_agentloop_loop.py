@@ -402,3 +402,25 @@ def test_a_failure_feeding_the_memory_is_reported_and_the_compaction_stands(mode
         assert c.state.last_status == "compacted" and (c.state.last_error or "").startswith("items: RuntimeError")
         assert [e.data["errors"] for e in failed] == [["items: RuntimeError"]]
         assert not structural_problems(msgs, "anthropic") and len(mem.turns("s")) == 48
+
+
+def test_deferral_never_lets_a_request_pass_the_hard_limit(model: OpenAIChat) -> None:
+    cfg = CompactionConfig(threshold=12_000, keep_recent_tokens=3_000, output_reserve=1_000,
+                           checkpoint_max_tokens=800, min_gain_ratio=0.9, cooldown_calls=0, hard_limit=16_000)
+    n, peak, results = run_loop(model, cfg)
+    statuses = [r.status for r in results]
+    assert statuses.count("deferred") >= 3 and n >= 1
+    assert peak <= 16_000
+    # Every compaction after the first was forced: the request was over the hard limit.
+    assert all(r.tokens_before + 1_000 > 16_000 for r in results[1:] if r.status == "compacted")
+
+
+def test_sync_handlers_still_work_in_async_loops(model: OpenAIChat) -> None:
+    msgs = anthropic_conversation(8)
+    bus = EventBus()
+    bus.subscribe("compaction.before", lambda e: [e.data["message_indices"][0]])
+    seen: list[str] = []
+    bus.subscribe("compaction.after", lambda e: seen.append(e.data["status"]))
+    c = Compactor(model, provider="anthropic", config=EAGER, events=bus)
+    result = asyncio.run(c.aprepare_messages(msgs))
+    assert result.compaction.pinned_indices[0] == 0 and seen == ["compacted"]
