@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["Event", "EventBus", "Handler", "bind_loop"]
+__all__ = ["Event", "EventBus", "Handler", "bind_loop", "run_to_completion"]
 
 log = logging.getLogger("stratamem.events")
 
@@ -91,8 +91,13 @@ def bind_loop(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
         _LOOP.reset(token)
 
 
-def _run_sync(awaitable: Any) -> Any:
-    """Run ``awaitable`` to completion from synchronous code (see the module docstring)."""
+def run_to_completion(awaitable: Any) -> Any:
+    """Run ``awaitable`` to completion from synchronous code and return its result.
+
+    On the loop bound by :func:`bind_loop` when called from a worker thread of it;
+    else with ``asyncio.run``, in a helper thread if this thread already runs a loop.
+    Its exception propagates.
+    """
     loop = _LOOP.get()
     try:
         running = asyncio.get_running_loop()
@@ -163,7 +168,7 @@ class EventBus:
         for h in self._record(event):
             result = h(event)
             if inspect.isawaitable(result):
-                result = _run_sync(result)
+                result = run_to_completion(result)
             out.append(result)
         return out
 

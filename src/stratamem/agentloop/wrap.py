@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..errors import ModelError, ValidationError
-from ..events import _run_sync, bind_loop
+from ..events import bind_loop, run_to_completion
 from ..llm import Completion, check_chat_input
 from .compaction import Compactor
 
@@ -124,6 +124,7 @@ class LoopSession:
         self._caller_len = 0
         self._caller_last: dict[str, Any] | None = None
         self._response_pending = False
+        self._resumed = False
 
     def resume_messages(self) -> list[dict[str, Any]]:
         """After a restart: adopt the stored checkpoint + recent turns as the live list and return a copy.
@@ -148,8 +149,7 @@ class LoopSession:
         if not msgs:
             raise ValidationError("messages must not be empty", path="messages")
         n = self._caller_len
-        resumed = getattr(self, "_resumed", False)
-        self._resumed = False
+        resumed, self._resumed = self._resumed, False
         if resumed and msgs and (len(msgs) < n or msgs[n - 1] != self._caller_last):
             # After resume_messages the caller may send only what is new.
             n = 0
@@ -250,8 +250,7 @@ class _OpenAIChunks:
         if self.calls:
             out["tool_calls"] = [self.calls[k] for k in sorted(self.calls)]
             if not out["content"]:
-                out["content"] = None
-                del out["content"]
+                del out["content"]  # a pure tool call has no text
         return out
 
 
@@ -562,7 +561,7 @@ class ClientChat:
                 extra = {"system": system} if system else {}
                 result = self.client.messages.create(model=self.model, messages=plain, max_tokens=max_tokens, **extra)
             if inspect.isawaitable(result):
-                result = _run_sync(result)
+                result = run_to_completion(result)
         except Exception as exc:  # the provider library's errors: the compactor falls back visibly
             raise ModelError(f"{self.provider} summary model {self.model!r} failed: {type(exc).__name__}") from exc
         if self.provider == "openai":
