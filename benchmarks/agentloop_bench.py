@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cooldown", type=int, default=2, help="cooldown_calls of the ruled track")
     ap.add_argument("--one-turn", action="store_true",
                     help="replay the transcript as one long autonomous turn (every step after the first request)")
+    ap.add_argument("--no-pruning", action="store_true", help="turn tool-output pruning off (compaction alone)")
     args = ap.parse_args(argv)
 
     tok = get_tokenizer("o200k_base")
@@ -138,11 +139,11 @@ def main(argv: list[str] | None = None) -> int:
                 checkpoint_max_tokens=args.checkpoint_max)
     eager_cfg = CompactionConfig(**base, min_gain_ratio=0.0, cooldown_calls=0)
     ruled_cfg = CompactionConfig(**base, min_gain_ratio=args.min_gain, cooldown_calls=args.cooldown)
-    pcfg = PruningConfig()
+    pcfg = PruningConfig(enabled=not args.no_pruning)
     tool_calls = sum(1 for m in all_msgs if m["role"] == "assistant" and isinstance(m["content"], list))
     print(f"transcript: {args.turns} user turns, {len(all_msgs)} messages, {tool_calls} tool calls, "
           f"{sum(len(str(m['content'])) for m in all_msgs):,} characters")
-    print(f"pruning: seed defaults; compaction: threshold {args.threshold:,}, keep_recent {args.keep_recent:,}, "
+    print(f"pruning: {'off' if args.no_pruning else 'seed defaults'}; compaction: threshold {args.threshold:,}, keep_recent {args.keep_recent:,}, "
           f"reserve {args.reserve:,}, checkpoint <= {args.checkpoint_max:,} tokens")
     print(f"minimum-gain rule: off (every call over the threshold compacts) vs on (min_gain_ratio "
           f"{args.min_gain}, cooldown {args.cooldown} calls, hard limit {int(args.threshold * (1 + args.min_gain)):,})")
@@ -174,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'track':<26} {'prompt tokens':>14} {'% raw':>6} {'largest':>8} {'over':>5} {'compactions':>11} "
           f"{'deferred':>8} {'summ. calls':>11} {'summ. in':>9} {'summ. out':>9}")
     print(f"{'raw':<26} {raw_total:>14,} {1:>6.1%} {peak_raw:>8,} {'':>5} {'':>11} {'':>8} {'':>11} {'':>9} {'':>9}")
-    print(f"{'pruned':<26} {pruned_total:>14,} {pruned_total / raw_total:>6.1%} {peak_pruned:>8,}")
+    print(f"{'pruned' if not args.no_pruning else 'pruning off':<26} {pruned_total:>14,} {pruned_total / raw_total:>6.1%} {peak_pruned:>8,}")
     for t in (eager, ruled):
         print(f"{'pruned + compacted, ' + t.name:<26} {t.prompt_total:>14,} {t.prompt_total / raw_total:>6.1%} "
               f"{t.peak:>8,} {t.over_budget:>5} {t.compactions:>11} {t.deferred:>8} {t.summary_calls:>11} "
