@@ -44,7 +44,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..config import CompactionConfig, LLMConfig, PruningConfig
-from ..errors import BudgetError, CompactionCancelled, ConfigError, StratamemError, ValidationError
+from ..errors import BudgetError, CompactionCancelled, ConfigError, NotFoundError, ValidationError
 from ..events import Event, EventBus, bind_loop
 from ..llm import ChatModel
 from ..tokens import Calibration, Tokenizer, count_message, count_messages, get_tokenizer, truncate_to_tokens
@@ -252,7 +252,7 @@ class Compactor:
             return prefix
         try:
             stored = self.memory.turns(self.session)
-        except StratamemError:  # no such session yet: nothing stored to resume
+        except NotFoundError:  # no such session yet: nothing stored to resume
             stored = []
         cut = self._state.resume_seq
         head = [t for t in stored if t.seq < cut and t.role == "system"] if self.provider == "openai" else []
@@ -318,6 +318,9 @@ class Compactor:
 
         The compactor remembers how far it has seen the live list; append to the
         list between calls, do not rewrite it. Compaction's own messages are not stored.
+        Messages that repeat stored turns of the session (a history fed back after a
+        restart) take those turns' ids instead of being stored again (see
+        :class:`~stratamem.agentloop.replay.ReplayMatcher`).
 
         Returns:
             Stored turn ids of the new messages (empty without a memory).
@@ -362,7 +365,7 @@ class Compactor:
             assert self.memory is not None
             try:
                 stored = self.memory.turns(self.session)
-            except StratamemError:  # unknown session: nothing to match
+            except NotFoundError:  # unknown session: nothing to match
                 stored = []
             self._replay = ReplayMatcher(stored, self.provider) if stored else None
         if self._replay is None:
