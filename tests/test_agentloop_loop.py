@@ -424,3 +424,20 @@ def test_sync_handlers_still_work_in_async_loops(model: OpenAIChat) -> None:
     c = Compactor(model, provider="anthropic", config=EAGER, events=bus)
     result = asyncio.run(c.aprepare_messages(msgs))
     assert result.compaction.pinned_indices[0] == 0 and seen == ["compacted"]
+
+
+def test_a_lone_new_request_compacts_instead_of_raising_when_the_recent_window_does_not_fit(
+        model: OpenAIChat) -> None:
+    # The recent window (turn 1) fits keep_recent_tokens by raw count but not the budget once
+    # calibrated, and the new request has no step yet: everything before it is summarized.
+    # (The newest turn with no step used to raise BudgetError here.)
+    msgs = anthropic_conversation(1, rows=200) + anthropic_conversation(2, rows=50)[6:]
+    msgs.append({"role": "user", "content": "Request 2: next."})
+    cfg = CompactionConfig(threshold=6_000, keep_recent_tokens=3_000, output_reserve=500,
+                           checkpoint_max_tokens=800, min_gain_ratio=0.0, cooldown_calls=0)
+    c = Compactor(model, provider="anthropic", config=cfg)
+    c.observe_usage(msgs, count_messages(msgs, TOK) * 3)
+    r = c.compact(msgs)
+    assert r.status == "compacted" and r.split_turn
+    assert msgs[2:] == [{"role": "user", "content": "Request 2: next."}] and len(msgs) == 3
+    assert not structural_problems(msgs, "anthropic")

@@ -643,6 +643,10 @@ class Compactor:
             return tail, False
         old.extend(i for i in range(cut, last_start) if not self._kept_always(messages[i]))
         steps = tool_steps(messages, last_start + 1, len(messages))
+        if not steps and fits([last_start]):
+            # The newest turn is the request alone (no step yet): it is all that must stay.
+            old.sort()
+            return [last_start], cut < last_start
         for k in range(len(steps)):
             keep = [last_start] + [i for a, b in steps[k:] for i in range(a, b)]
             if fits(keep):
