@@ -231,7 +231,7 @@ def test_large_input_is_summarized_in_parts(model: OpenAIChat, server: FakeLLMSe
     assert result.summary_calls == len(server.requests) > 1
     assert [r.system for r in server.requests] == [CHECKPOINT_PROMPT] + [UPDATE_PROMPT] * (result.summary_calls - 1)
     assert all(r.max_tokens == SMALL.checkpoint_max_tokens for r in server.requests)
-    assert result.summary_input_tokens == sum(TOK.count(r.system + "\n" + r.prompt_text) for r in server.requests)
+    assert result.summary_input_tokens == sum(server.input_tokens(r) for r in server.requests)
 
 
 def test_anthropic_client_writes_the_checkpoint(server: FakeLLMServer) -> None:

@@ -148,6 +148,8 @@ def test_conversation_state_round_trips_replaces_and_lists_by_namespace(store: A
     state = ConversationState("ns", "s1", summary="## Goal\nship ✓", compaction_count=2, turn_count=40,
                               compacted_messages=31, files_read=("a.py", "b é.py"), files_modified=("a.py",),
                               last_status="summarized", failures=1, calibration={"gpt-x": 1.07},
+                              resume_seq=17, deferred=3,
+                              last_usage={"input_tokens": 9_000, "output_tokens": 12, "model": "gpt-x"},
                               updated_at=datetime(2025, 2, 3, 4, 5, 6, 789012, tzinfo=timezone.utc))
     conv.put(state)
     assert conv.get("ns", "s1") == state

@@ -40,7 +40,9 @@ def test_client_returns_text_and_exact_usage(kind: str, server: FakeLLMServer) -
     out = model.complete("Be brief.", HELLO, max_tokens=50)
     tok = get_tokenizer("o200k_base")
     assert isinstance(model, ChatModel)
-    assert out == Completion("hello there", tok.count("Be brief.\n" + HELLO[0]["content"]), tok.count("hello there"),
+    # Request frame 5 + system (message frame 4 + text) + one message (4 + text): the documented fake costs.
+    expected_in = 5 + 4 + tok.count("Be brief.") + 4 + tok.count(HELLO[0]["content"])
+    assert out == Completion("hello there", expected_in, tok.count("hello there"),
                              model.model, "stop" if kind == "openai" else "end_turn", 1)
     req = server.requests[0]
     assert req.api == kind

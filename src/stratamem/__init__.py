@@ -31,6 +31,7 @@ from .errors import (
 from .manifest import Context, ContextItem, Manifest
 from .memory import Memory, Status
 from .records import Session, StoredTurn, Turn
+from .agentloop.wrap import wrap  # noqa: I001 - after the facade: it imports the agent loop
 
 try:
     __version__ = _metadata.version("stratamem")
@@ -57,8 +58,10 @@ __all__ = [
     "StratamemError",
     "Turn",
     "ValidationError",
+    "wrap",
 ]
 
-for _name in ("Config", "Context", "ContextItem", "Manifest", "Memory", "Session", "Status", "StoredTurn", "Turn"):
+for _name in ("Config", "Context", "ContextItem", "Manifest", "Memory", "Session", "Status", "StoredTurn", "Turn",
+              "wrap"):
     globals()[_name].__module__ = __name__
 del _name

@@ -222,6 +222,21 @@ class CompactionConfig:
     """Upper bound for the checkpoint summary."""
     summary_tool_result_chars: int = 2000
     """Tool results are clipped to this many characters (head + tail) in the summarizer's input."""
+    min_gain_ratio: float = 0.2
+    """``prepare_messages`` compacts only when that frees at least this share of ``threshold``
+    (estimated before any model call); 0 turns the rule off."""
+    cooldown_calls: int = 2
+    """After a compaction, ``prepare_messages`` does not compact again for this many calls (0: off)."""
+    cooldown_tokens: int = 0
+    """... nor before the request has grown by this many tokens since (0: off)."""
+    hard_limit: int | None = None
+    """A request (with ``output_reserve``) above this is compacted whatever the gain or cooldown
+    (default: ``threshold`` × (1 + ``min_gain_ratio``)); set it to the model's context window or below."""
+    seal_segment: bool = True
+    """With a :class:`~stratamem.Memory` whose pyramid is on, a compaction seals the session's open turns."""
+    extract_items: bool = True
+    """With a :class:`~stratamem.Memory`, a checkpoint's decisions, constraints and critical context
+    are stored as extracted memory items (cold, pending review), with the compacted turns as provenance."""
 
 
 @dataclass(frozen=True, slots=True)

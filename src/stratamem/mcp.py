@@ -24,7 +24,9 @@ Tools (:data:`TOOLS`): ``add_turns``, ``add_memory``, ``search_memory``,
 003's ``memory_recall``, ``memory_spill``, ``memory_promote``,
 ``memory_status``; the earlier names ``memory_add``, ``memory_context`` and
 ``memory_seal_topic`` stay as aliases (:data:`ALIASES`). With a project
-directory, ``memory_state_read`` / ``memory_state_update`` too. Each group
+directory, ``memory_state_read`` / ``memory_state_update`` too; ``conversation_show``
+gives a conversation's agent-loop state (checkpoint, compactions, failures,
+last usage). Each group
 of tools is registered by its own function, so another group is one more
 function. The CLI shell is ``stratamem mcp`` (:mod:`stratamem.cli.mcp`).
 Requires the ``mcp`` extra.
@@ -51,7 +53,7 @@ ALIASES: dict[str, str] = {"memory_add": "add_memory", "memory_context": "get_co
 """Earlier tool names, kept for existing clients: ``old name -> tool it calls``."""
 
 TOOLS: tuple[str, ...] = ("add_turns", "add_memory", "search_memory", "get_context", "forget", "list_namespaces",
-                          "seal_topic", "memory_recall", "memory_spill", "memory_promote", "memory_status",
+                          "seal_topic", "conversation_show", "memory_recall", "memory_spill", "memory_promote", "memory_status",
                           *ALIASES)
 """Names of the tools every server registers (aliases included)."""
 
@@ -193,6 +195,7 @@ def build_server(memory: "Memory", *, allow_namespaces: Collection[str] = (), na
     _add_turn_tools(kit)
     _add_item_tools(kit)
     _add_admin_tools(kit)
+    _add_conversation_tool(kit)
     if project_dir is not None:
         _add_state_tools(server, kit.spaces, project_dir, kit.call, kit.Namespace)
     # Strict schemas: clients see that arguments outside the schema are refused.
@@ -417,3 +420,18 @@ def _add_state_tools(server: Any, spaces: _Namespaces, project_dir: "str | os.Pa
                 result = ws.set_convention(need(key, "key"), value)
             return {"op": op, "result": result}
         return call(run)
+
+
+def _add_conversation_tool(kit: _Kit) -> None:
+    """Register ``conversation_show``: the agent-loop state of a conversation (issue 17)."""
+    from .agentloop.report import conversation_report
+
+    Field, Namespace, spaces, call = kit.Field, kit.Namespace, kit.spaces, kit.call
+
+    def conversation_show(session: Annotated[str | None, Field(description="Session (default: all).")] = None,
+                          namespace: Namespace = None) -> dict[str, Any]:
+        return call(lambda: conversation_report(spaces.get(namespace), session))
+
+    kit.register(conversation_show, "conversation_show", "Agent-loop state of a conversation: its checkpoint, "
+                 "compaction count, last status and error, summarizer failures, deferred compactions and the "
+                 "last provider-reported usage. Without a session: every session that has state.")

@@ -29,6 +29,7 @@ __all__ = [
     "OMITTED_HEADER",
     "SECTIONS",
     "UPDATE_PROMPT",
+    "checkpoint_facts",
     "files_section",
     "missing_sections",
     "serialize_messages",
@@ -290,3 +291,39 @@ def split_for_model(transcript: str, max_tokens: int, tokenizer: Tokenizer) -> l
     if current and any(current):
         parts.append("\n\n".join(current))
     return parts
+
+
+_FACT_SECTIONS = {"Constraints & Preferences": "preference", "Key Decisions": "decision",
+                  "Critical Context": "fact"}
+_EMPTY = ("none", "- none", "nothing", "n/a")
+
+
+def checkpoint_facts(text: str, *, limit: int = 30) -> list[tuple[str, str]]:
+    """Durable knowledge in a checkpoint, as ``(text, item type)`` pairs for memory items.
+
+    Bullets of ``## Constraints & Preferences`` become ``preference`` items, of
+    ``## Key Decisions`` ``decision`` items and of ``## Critical Context``
+    ``fact`` items (seed 001 phase 3: keep decisions and facts before context
+    is compressed). Goal, progress and next steps describe the moment, not
+    lasting knowledge, and are left out; so are "none" placeholders. Markdown
+    emphasis is removed; at most ``limit`` facts, in checkpoint order.
+    """
+    out: list[tuple[str, str]] = []
+    kind: str | None = None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            kind = _FACT_SECTIONS.get(line[3:].strip())
+            continue
+        if kind is None or line.startswith("#"):
+            continue
+        item = line.strip()
+        if not item.startswith(("- ", "* ")):
+            continue
+        item = item[2:].strip().replace("**", "").strip()
+        if not item or item.lower().rstrip(".").startswith(_EMPTY) or item.lower().startswith("none "):
+            continue
+        if (item, kind) not in out:
+            out.append((item, kind))
+        if len(out) >= limit:
+            break
+    return out

@@ -25,6 +25,12 @@ still fits; ``compaction.failed`` is emitted and the state records the
 failure. If the newest turn alone does not fit, its oldest complete tool steps
 (each call with its results) move into the checkpoint too; if even the latest
 user request plus its newest step do not fit, :class:`~stratamem.errors.BudgetError`.
+
+Where a cut may go is decided in :mod:`stratamem.agentloop.cut`; what a compaction
+feeds the memory (pyramid seal, extracted items) in :mod:`stratamem.agentloop.feed`;
+how stored turns are recognised and rebuilt after a restart in
+:mod:`stratamem.agentloop.replay`. :meth:`Compactor.prepare_messages` also applies
+the minimum-gain rule (``min_gain_ratio``, cooldown, ``hard_limit``).
 """
 
 from __future__ import annotations
@@ -38,8 +44,8 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..config import CompactionConfig, LLMConfig, PruningConfig
-from ..errors import BudgetError, CompactionCancelled, ConfigError, ValidationError
-from ..events import Event, EventBus
+from ..errors import BudgetError, CompactionCancelled, ConfigError, NotFoundError, ValidationError
+from ..events import Event, EventBus, bind_loop
 from ..llm import ChatModel
 from ..tokens import Calibration, Tokenizer, count_message, count_messages, get_tokenizer, truncate_to_tokens
 from .checkpoint import (
@@ -55,7 +61,10 @@ from .checkpoint import (
     strip_files_section,
     track_files,
 )
-from .pruning import PruneStats, is_tool_result_message, prune_tool_results
+from .cut import find_cut_point, history_text, is_synthetic, real_user_indices, tool_steps
+from .feed import feed_memory
+from .pruning import PruneStats, prune_tool_results
+from .replay import ReplayMatcher, stored_messages
 from .state import ConversationState, ConversationStore
 
 if TYPE_CHECKING:
@@ -72,7 +81,8 @@ class CompactionResult:
     """What one call of :meth:`Compactor.compact` did."""
 
     status: str
-    """``compacted``, ``fallback`` (model failed), ``truncated`` (no model), ``cancelled`` or ``not_needed``."""
+    """``compacted``, ``fallback`` (model failed), ``truncated`` (no model), ``cancelled``, ``not_needed``
+    or ``deferred`` (over the threshold, but the minimum-gain rule or the cooldown put it off)."""
     compaction_number: int = 0
     """The checkpoint generation this attempt was for."""
     tokens_before: int = 0
@@ -101,6 +111,12 @@ class CompactionResult:
     """Checkpoint sections the model left out."""
     error: str | None = None
     """Why the attempt fell back (error type and message), if it did."""
+    reason: str | None = None
+    """Why a needed compaction was ``deferred`` (the minimum-gain rule or the cooldown)."""
+    sealed_segment: int | None = None
+    """Id of the pyramid segment sealed at this compaction, if one was."""
+    items_extracted: int = 0
+    """Memory items extracted from the new checkpoint."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,85 +131,20 @@ class PrepareResult:
     """Calibrated tokens of the prepared request (without the output reserve)."""
 
 
-def is_synthetic(message: Mapping[str, Any]) -> bool:
-    """Whether ``message`` is one compaction inserted (checkpoint, note or acknowledgement)."""
-    content = message.get("content")
-    if not isinstance(content, str):
-        return False
-    if message.get("role") == "user":
-        return content.startswith((CHECKPOINT_HEADER, OMITTED_HEADER))
-    return message.get("role") == "assistant" and content == ACK_TEXT
-
-
-def real_user_indices(messages: Sequence[Mapping[str, Any]]) -> list[int]:
-    """Indices of user messages a person wrote: the only places compaction may cut.
-
-    Excluded: tool-result messages (Anthropic user messages with ``tool_result``
-    blocks), OpenAI user messages that directly follow ``tool`` messages (they
-    carry tool output such as images), and compaction's own messages.
-    """
-    out = []
-    for i, m in enumerate(messages):
-        if m.get("role") != "user" or is_tool_result_message(m) or is_synthetic(m):
-            continue
-        if i and messages[i - 1].get("role") == "tool":
-            continue
-        out.append(i)
-    return out
-
-
-def find_cut_point(messages: Sequence[Mapping[str, Any]], keep_recent_tokens: int,
-                   tokenizer: Tokenizer) -> int:
-    """Index of the first message to keep: the earliest real user turn leaving ≤ ``keep_recent_tokens``.
-
-    Walks back over real user turns (see :func:`real_user_indices`) while the
-    messages from there to the end stay within ``keep_recent_tokens``. The
-    latest user turn is always kept, even if it alone is larger. Returns 0
-    when there is no real user turn.
-    """
-    starts = real_user_indices(messages)
-    if not starts:
-        return 0
-    suffix = [0] * (len(messages) + 1)
-    for i in range(len(messages) - 1, -1, -1):
-        suffix[i] = suffix[i + 1] + count_message(messages[i], tokenizer)
-    cut = starts[-1]
-    for s in reversed(starts[:-1]):
-        if suffix[s] > keep_recent_tokens:
-            break
-        cut = s
-    return cut
-
-
-def _steps(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> list[tuple[int, int]]:
-    """Complete steps in ``messages[start:end]``: an assistant message with all its tool results."""
-    out: list[tuple[int, int]] = []
-    i = start
-    while i < end:
-        j = i + 1
-        if messages[i].get("role") == "assistant":
-            while j < end and (messages[j].get("role") == "tool" or is_tool_result_message(messages[j])
-                               or (messages[j].get("role") == "user" and messages[j - 1].get("role") == "tool")):
-                j += 1
-        out.append((i, j))
-        i = j
-    return out
-
-
-def history_text(messages: Iterable[Mapping[str, Any]], summary: str | None, *, last: int = 20,
-                 tool_result_chars: int = 500) -> str:
-    """Text of a conversation for reflection: the checkpoint, then the last ``last`` messages.
-
-    Compaction's own messages are skipped (the checkpoint is given once, first).
-    """
-    msgs = [m for m in messages if not is_synthetic(m)][-last:] if last > 0 else []
-    parts = [f"[Summary of earlier conversation]\n{summary}"] if summary else []
-    body = serialize_messages(msgs, tool_result_chars=tool_result_chars)
-    return "\n\n".join(parts + ([body] if body else []))
-
-
 def _now() -> datetime:
     return datetime.now(timezone.utc)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """Where a compaction would cut (see :meth:`Compactor._plan`)."""
+
+    starts: list[int]
+    cut: int
+    old: list[int]
+    kept_tail: list[int]
+    split: bool
+    estimate_after: int
 
 
 class Compactor:
@@ -247,11 +198,21 @@ class Compactor:
                 > self.config.threshold:
             raise ConfigError("compaction: keep_recent_tokens + checkpoint_max_tokens + output_reserve "
                               "must not exceed threshold")
+        if not 0 <= self.config.min_gain_ratio < 1:
+            raise ConfigError("compaction: min_gain_ratio must be in [0, 1)")
+        if self.config.hard_limit is not None and self.config.hard_limit < self.config.threshold:
+            raise ConfigError("compaction: hard_limit must not be below threshold")
         saved = states.get(self.namespace, self.session) if states is not None else None
         self._state = saved or ConversationState(self.namespace, self.session)
         self.calibration = calibration or Calibration.from_dict(self._state.calibration)
         self._ids: list[int | None] = []
+        self._seqs: list[int | None] = []
         self._seen = 0
+        self._replay: ReplayMatcher | None = None
+        self._replay_checked = False
+        # Cooldown bookkeeping of the minimum-gain rule (per process: a restart starts fresh).
+        self._calls_since: int | None = None
+        self._tokens_after_last = 0
 
     # --- state ------------------------------------------------------------------------
 
@@ -266,12 +227,56 @@ class Compactor:
         if self.states is not None:
             self.states.put(self._state)
 
-    def resume_messages(self) -> list[dict[str, Any]]:
-        """Messages that carry the saved checkpoint into a new list (after a restart); empty if none."""
-        if not self._state.summary:
-            return []
-        return [{"role": "user", "content": f"{CHECKPOINT_HEADER}\n\n{self._state.summary}"},
-                {"role": "assistant", "content": ACK_TEXT}]
+    def resume_messages(self, *, system: str | None = None) -> list[dict[str, Any]]:
+        """The live list to continue with after a restart: the checkpoint, then the recent turns.
+
+        Without a memory: the saved checkpoint pair (empty if there is none).
+        With one: the checkpoint pair, then the stored turns the latest
+        compaction kept verbatim and every turn stored since (all stored turns
+        if there was no compaction), in this compactor's provider shape, tool
+        calls and results intact; OpenAI system turns stored before the cut come
+        first. The compactor adopts the list (it is already stored, so nothing
+        is stored twice); append to it and pass it to :meth:`prepare_messages`.
+        If it would exceed the budget it is compacted before it is returned
+        (``threshold - output_reserve``), so the first call fits.
+
+        Args:
+            system: Anthropic system prompt, counted against the budget.
+
+        Raises:
+            BudgetError: The latest request with its newest tool step alone does not fit.
+        """
+        prefix = ([{"role": "user", "content": f"{CHECKPOINT_HEADER}\n\n{self._state.summary}"},
+                   {"role": "assistant", "content": ACK_TEXT}] if self._state.summary else [])
+        if self.memory is None:
+            return prefix
+        try:
+            stored = self.memory.turns(self.session)
+        except NotFoundError:  # no such session yet: nothing stored to resume
+            stored = []
+        cut = self._state.resume_seq
+        head = [t for t in stored if t.seq < cut and t.role == "system"] if self.provider == "openai" else []
+        recent = [t for t in stored if t.seq >= cut]
+        messages: list[dict[str, Any]] = []
+        ids: list[int | None] = []
+        seqs: list[int | None] = []
+        for group in (head, None, recent):
+            if group is None:
+                messages += prefix
+                ids += [None] * len(prefix)
+                seqs += [None] * len(prefix)
+                continue
+            for t in group:
+                rendered = stored_messages([t], self.provider)
+                messages += rendered
+                ids += [t.id] * len(rendered)
+                seqs += [t.seq] * len(rendered)
+        # The list is adopted as already stored; whatever is appended to it is new.
+        self._ids, self._seqs, self._seen = ids, seqs, len(messages)
+        self._replay, self._replay_checked = None, True
+        if self.should_compact(messages, system=system) and real_user_indices(messages):
+            self.compact(messages, system=system)
+        return messages
 
     def history_text(self, messages: Iterable[Mapping[str, Any]], *, last: int = 20) -> str:
         """Reflection text: the saved checkpoint, then the last ``last`` messages."""
@@ -290,15 +295,20 @@ class Compactor:
         return self.count(messages, system=system) + self.config.output_reserve > self.config.threshold
 
     def observe_usage(self, messages: Sequence[Mapping[str, Any]], input_tokens: int, *,
-                      system: str | None = None) -> float:
+                      system: str | None = None, output_tokens: int | None = None) -> float:
         """Learn from the input tokens the provider reported for a request of ``messages``.
+
+        The usage is also recorded as the state's ``last_usage`` (``conversation show``).
 
         Returns:
             The new correction factor for ``agent_model``.
         """
         estimate = count_messages(messages, self.tokenizer, system=system)
         factor = self.calibration.observe(self.agent_model, estimate, input_tokens)
-        self._save()
+        usage: dict[str, Any] = {"input_tokens": int(input_tokens), "estimated": estimate, "model": self.agent_model}
+        if output_tokens is not None:
+            usage["output_tokens"] = int(output_tokens)
+        self._save(last_usage=usage)
         return factor
 
     # --- storing ----------------------------------------------------------------------
@@ -308,6 +318,9 @@ class Compactor:
 
         The compactor remembers how far it has seen the live list; append to the
         list between calls, do not rewrite it. Compaction's own messages are not stored.
+        Messages that repeat stored turns of the session (a history fed back after a
+        restart) take those turns' ids instead of being stored again (see
+        :class:`~stratamem.agentloop.replay.ReplayMatcher`).
 
         Returns:
             Stored turn ids of the new messages (empty without a memory).
@@ -320,12 +333,15 @@ class Compactor:
                                   path="messages")
         new = [(i, m) for i, m in enumerate(messages[self._seen:], self._seen) if not is_synthetic(m)]
         self._ids.extend([None] * (len(messages) - self._seen))
+        self._seqs.extend([None] * (len(messages) - self._seen))
         ids: list[int] = []
         count = self._state.turn_count + len(new)
         if self.memory is not None and new:
+            new = self._match_replayed(new)
+        if self.memory is not None and new:
             stored = self.memory.add([dict(m) for _, m in new], session=self.session, format=self.provider)
             for (i, _), st in zip(new, stored, strict=True):
-                self._ids[i] = st.id
+                self._ids[i], self._seqs[i] = st.id, st.seq
             ids = [st.id for st in stored]
             # The store is the truth: a crash between the add above and the save below
             # must not leave the count short for good (sequences run 1..n per session).
@@ -334,6 +350,32 @@ class Compactor:
         if new:
             self._save(turn_count=count)
         return ids
+
+    def _match_replayed(self, new: list[tuple[int, Mapping[str, Any]]]) -> list[tuple[int, Mapping[str, Any]]]:
+        """Adopt messages that repeat stored turns (same content, same order); returns the rest.
+
+        A restarted agent that feeds its stored history (or :meth:`resume_messages`)
+        back must not store it twice. On the first sync the session's stored turns
+        are loaded once; the leading new messages that match a run of them take
+        their ids, and matching continues on later syncs until the run ends or a
+        message differs (a fork: from there on everything is stored as new).
+        """
+        if not self._replay_checked:
+            self._replay_checked = True
+            assert self.memory is not None
+            try:
+                stored = self.memory.turns(self.session)
+            except NotFoundError:  # unknown session: nothing to match
+                stored = []
+            self._replay = ReplayMatcher(stored, self.provider) if stored else None
+        if self._replay is None:
+            return new
+        matched, rest = self._replay.match(new)
+        for (i, _), st in matched:
+            self._ids[i], self._seqs[i] = st.id, st.seq
+        if self._replay.done:
+            self._replay = None
+        return rest
 
     # --- the gate ---------------------------------------------------------------------
 
@@ -350,16 +392,75 @@ class Compactor:
         """
         self.sync(messages)
         stats = prune_tool_results(messages, self.pruning, tokenizer=self.tokenizer, system=system)
+        if self._calls_since is not None:
+            self._calls_since += 1
+        result: CompactionResult | None = None
         if self.should_compact(messages, system=system):
-            result = self.compact(messages, system=system)
-        else:
+            result = self._defer(messages, system)
+            if result is None:
+                result = self.compact(messages, system=system)
+        if result is None:
             n = self.count(messages, system=system)
             result = CompactionResult("not_needed", self._state.compaction_count, n, n, len(messages), len(messages))
         return PrepareResult(stats, result, self.count(messages, system=system))
 
     async def aprepare_messages(self, messages: list[dict[str, Any]], *, system: str | None = None) -> PrepareResult:
-        """:meth:`prepare_messages` for async agent loops (the model call runs in a worker thread)."""
-        return await asyncio.to_thread(self.prepare_messages, messages, system=system)
+        """:meth:`prepare_messages` for async agent loops.
+
+        The blocking work (token counting, the store, the summarizer call) runs in
+        a worker thread; ``async def`` event handlers run on the calling loop and
+        are awaited (their results, e.g. indices to pin, count as a sync handler's).
+        """
+        with bind_loop(asyncio.get_running_loop()):
+            return await asyncio.to_thread(self.prepare_messages, messages, system=system)
+
+    async def acompact(self, messages: list[dict[str, Any]], *, system: str | None = None,
+                       aligned: list[Any] | None = None) -> CompactionResult:
+        """:meth:`compact` for async code (same rules as :meth:`aprepare_messages`)."""
+        with bind_loop(asyncio.get_running_loop()):
+            return await asyncio.to_thread(self.compact, messages, system=system, aligned=aligned)
+
+    @property
+    def hard_limit(self) -> int:
+        """Requests (with the output reserve) above this are compacted whatever the gain or cooldown."""
+        cfg = self.config
+        return cfg.hard_limit if cfg.hard_limit is not None else int(cfg.threshold * (1 + cfg.min_gain_ratio))
+
+    def _defer(self, messages: list[dict[str, Any]], system: str | None) -> CompactionResult | None:
+        """A ``deferred`` result if the minimum-gain rule or the cooldown puts this compaction off.
+
+        Every compaction is a paid summarizer call, so one that would free only
+        a little (the request hovers just over the threshold) is not worth it.
+        The estimate uses the checkpoint's upper bound, so the real gain is at
+        least the estimated one. Above :attr:`hard_limit` nothing is deferred.
+        """
+        cfg = self.config
+        before = self.count(messages, system=system)
+        if before + cfg.output_reserve > self.hard_limit:
+            return None
+        reason = None
+        if self._calls_since is not None and (
+                (cfg.cooldown_calls and self._calls_since < cfg.cooldown_calls)
+                or (cfg.cooldown_tokens and before - self._tokens_after_last < cfg.cooldown_tokens)):
+            reason = (f"cooldown: {self._calls_since} call(s) and {before - self._tokens_after_last:,} tokens "
+                      f"since the last compaction")
+        elif cfg.min_gain_ratio > 0:
+            try:
+                plan = self._plan(messages, system)
+            except BudgetError:
+                return None  # compact() raises it with the full story
+            if plan is None:
+                return None
+            gain = before - plan.estimate_after
+            need = int(cfg.min_gain_ratio * cfg.threshold)
+            if gain < need:
+                reason = f"min gain: would free about {gain:,} tokens, the rule asks for {need:,}"
+        if reason is None:
+            return None
+        self._save(deferred=self._state.deferred + 1)
+        log.info("compaction of %s/%s deferred (%s)", self.namespace, self.session, reason)
+        return CompactionResult("deferred", self._state.compaction_count, before, before, len(messages),
+                                len(messages), reason=reason)
 
     # --- compaction -------------------------------------------------------------------
 
@@ -386,15 +487,10 @@ class Compactor:
         self.sync(messages)
         number = self._state.compaction_count + 1
         before = self.count(messages, system=system)
-        budget = self.config.threshold - self.config.output_reserve
-        starts = real_user_indices(messages)
-        cut = find_cut_point(messages, self.config.keep_recent_tokens, self.tokenizer)
-        old = [i for i in range(cut) if not self._kept_always(messages[i])]
-        if not starts or (not old and before <= budget):
+        plan = self._plan(messages, system)
+        if plan is None:
             return CompactionResult("not_needed", number, before, before, len(messages), len(messages))
-        read, modified = track_files([messages[i] for i in old], self._state.files_read, self._state.files_modified)
-        reserve = self._prefix_estimate(read, modified)
-        kept_tail, split = self._fit_newest_turn(messages, cut, starts[-1], old, budget, reserve, system)
+        starts, cut, old, kept_tail, split = plan.starts, plan.cut, plan.old, plan.kept_tail, plan.split
         old_ids = tuple(i for i in (self._ids[i] for i in old) if i is not None)
         try:
             answers = self.events.emit(Event("compaction.before", {
@@ -444,24 +540,29 @@ class Compactor:
         kept = set(order)
         removed = tuple(i for i in range(len(messages)) if i not in kept)
         count_before = len(messages)
+        resume = next((self._seqs[i] for i in kept_tail if self._seqs[i] is not None), self._state.resume_seq)
+        new_seqs = [self._seqs[i] for i in head] + [None] * len(prefix) + [self._seqs[i] for i in middle + kept_tail]
         messages[:] = new
-        self._ids, self._seen = new_ids, len(new)
+        self._ids, self._seqs, self._seen = new_ids, new_seqs, len(new)
         after = self.count(messages, system=system)
         if status == "compacted":
             summary = checkpoint
             self._save(summary=summary, compaction_count=number, files_read=read, files_modified=modified,
                        compacted_messages=self._state.compacted_messages + len(removed), last_status=status,
-                       last_error=None)
+                       last_error=None, resume_seq=resume)
         else:
             self._save(compacted_messages=self._state.compacted_messages + len(removed), last_status=status,
                        last_error=error, failures=self._state.failures + (status == "fallback"),
-                       files_read=read, files_modified=modified)
+                       files_read=read, files_modified=modified, resume_seq=resume)
+        sealed, extracted = self._after_compaction(status, checkpoint, old_ids, after)
         result = CompactionResult(status, number, before, after, count_before, len(messages), removed, old_ids,
-                                  tuple(sorted(pinned)), split, calls, n_in, n_out, missing, error)
+                                  tuple(sorted(pinned)), split, calls, n_in, n_out, missing, error,
+                                  sealed_segment=sealed, items_extracted=extracted)
         data = {"session": self.session, "status": status, "compaction_number": number,
                 "messages_removed": len(removed), "turn_ids": old_ids, "tokens_before": before,
                 "tokens_after": after, "summary_calls": calls, "summary_input_tokens": n_in,
-                "summary_output_tokens": n_out, "split_turn": split, "pinned": result.pinned_indices}
+                "summary_output_tokens": n_out, "split_turn": split, "pinned": result.pinned_indices,
+                "sealed_segment": sealed, "items_extracted": extracted}
         if status == "fallback":
             # The error's type only: its message may quote model output.
             self.events.emit(Event("compaction.failed", {**data, "error": (error or "").split(":", 1)[0]},
@@ -472,6 +573,52 @@ class Compactor:
         return result
 
     # --- internals --------------------------------------------------------------------
+
+    def _plan(self, messages: Sequence[Mapping[str, Any]], system: str | None) -> _Plan | None:
+        """Where a compaction now would cut and what it would keep; ``None`` if nothing can go.
+
+        Raises:
+            BudgetError: The latest request with its newest step does not fit.
+        """
+        before = self.count(messages, system=system)
+        budget = self.config.threshold - self.config.output_reserve
+        starts = real_user_indices(messages)
+        cut = find_cut_point(messages, self.config.keep_recent_tokens, self.tokenizer)
+        old = [i for i in range(cut) if not self._kept_always(messages[i])]
+        if not starts or (not old and before <= budget):
+            return None
+        read, modified = track_files([messages[i] for i in old], self._state.files_read, self._state.files_modified)
+        reserve = self._prefix_estimate(read, modified)
+        first = list(old)
+        kept_tail, split = self._fit_newest_turn(messages, cut, starts[-1], old, budget, reserve, system)
+        slack = int(self.config.min_gain_ratio * self.config.threshold)
+        if split and slack:
+            # The newest turn had to be cut into anyway: with the minimum-gain rule on, cut
+            # that much deeper, so the request has room to grow before the next compaction
+            # (hysteresis); if that cannot fit, the cut at the budget stands.
+            try:
+                trial = list(first)
+                deeper = self._fit_newest_turn(messages, cut, starts[-1], trial, budget - slack, reserve, system)
+                kept_tail, split = deeper
+                old[:] = trial
+            except BudgetError:
+                pass
+        head = [m for i, m in enumerate(messages[:cut]) if self._kept_always(m) and not is_synthetic(m)]
+        after = self.count(head + [messages[i] for i in kept_tail], system=system) + reserve
+        return _Plan(starts, cut, old, kept_tail, split, after)
+
+    def _after_compaction(self, status: str, checkpoint: str | None, old_ids: tuple[int, ...],
+                          after: int) -> tuple[int | None, int]:
+        """Restart the cooldown and feed the memory (:func:`~stratamem.agentloop.feed.feed_memory`)."""
+        self._calls_since, self._tokens_after_last = 0, after
+        if self.memory is None or status == "cancelled":
+            return None, 0
+        sealed, extracted, problems = feed_memory(self.memory, self.session, self.config, checkpoint, old_ids)
+        if problems:
+            self._save(last_error="; ".join(problems)[:500])
+            self.events.emit(Event("compaction.feed_failed", {"session": self.session, "errors": [
+                ":".join(p.split(":", 2)[:2]) for p in problems]}, namespace=self.namespace))
+        return sealed, extracted
 
     def _kept_always(self, message: Mapping[str, Any]) -> bool:
         """System messages stay; compaction's own messages are replaced, never summarized."""
@@ -495,7 +642,11 @@ class Compactor:
         if fits(tail):
             return tail, False
         old.extend(i for i in range(cut, last_start) if not self._kept_always(messages[i]))
-        steps = _steps(messages, last_start + 1, len(messages))
+        steps = tool_steps(messages, last_start + 1, len(messages))
+        if not steps and fits([last_start]):
+            # The newest turn is the request alone (no step yet): it is all that must stay.
+            old.sort()
+            return [last_start], cut < last_start
         for k in range(len(steps)):
             keep = [last_start] + [i for a, b in steps[k:] for i in range(a, b)]
             if fits(keep):

@@ -56,6 +56,13 @@ class ConversationState:
     """Summarizer failures so far."""
     calibration: Mapping[str, float] = field(default_factory=dict)
     """Learned token-count correction per model (see :class:`~stratamem.tokens.Calibration`)."""
+    resume_seq: int = 0
+    """Sequence number of the first stored turn the latest compaction kept verbatim (0: none yet);
+    :meth:`~stratamem.agentloop.Compactor.resume_messages` restarts from there."""
+    deferred: int = 0
+    """Compactions the minimum-gain rule or the cooldown put off (no summarizer call made)."""
+    last_usage: Mapping[str, int | str] = field(default_factory=dict)
+    """The latest provider-reported usage seen: ``input_tokens``, ``output_tokens``, ``estimated``, ``model``."""
     updated_at: datetime = field(default_factory=_now)
     """When the state last changed."""
 

@@ -13,6 +13,8 @@ variable               meaning                                    default
 ``STRATAMEM_NAMESPACE`` namespace                                 ``default``
 ``STRATAMEM_CONFIG``   YAML config file                           none
 ``STRATAMEM_EMBEDDING`` embedding provider (local/openai/none)    from config: local
+``STRATAMEM_PRUNING_*`` one ``pruning`` setting each (upper case)  from config
+``STRATAMEM_COMPACTION_*`` one ``compaction`` setting each         from config
 =====================  =========================================  ===================
 
 Precedence: command-line option > environment variable > config file > default.
@@ -64,7 +66,9 @@ class Settings:
             config = Config.from_yaml(self.config_path) if self.config_path else Config()
             if self.embedding is not None:
                 config = config.replace(embedding={"provider": self.embedding})
-            self._config = config
+            from ._env import apply_agentloop_env  # STRATAMEM_PRUNING_* / STRATAMEM_COMPACTION_*
+
+            self._config = apply_agentloop_env(config)
         return self._config
 
     def memory(self, namespace: str | None = None) -> Memory:
@@ -127,7 +131,7 @@ def emit_json(obj: Any) -> None:
 
 
 # Command modules of this package; each has ``register(group)``. Add yours here.
-_COMMAND_MODULES = ('core', 'migrate', 'items', 'mcp', 'pyramid', 'state', 'serve', 'admin')
+_COMMAND_MODULES = ('core', 'migrate', 'items', 'mcp', 'pyramid', 'state', 'serve', 'admin', 'conversation')
 
 
 def _register() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
@@ -21,10 +21,10 @@ from ..records import check_name
 if TYPE_CHECKING:
     from .postgres import PostgresStore
 
-__all__ = ["PostgresConversations", "m004_conversations"]
+__all__ = ["PostgresConversations", "m004_conversations", "m009_conversation_loop"]
 
 _COLUMNS = ("namespace, session, summary, compaction_count, turn_count, compacted_messages, files_read, "
-            "files_modified, last_status, last_error, failures, calibration, updated_at")
+            "files_modified, last_status, last_error, failures, calibration, updated_at, loop")
 
 
 def m004_conversations(conn: psycopg.Connection) -> None:
@@ -45,6 +45,23 @@ def m004_conversations(conn: psycopg.Connection) -> None:
         updated_at TIMESTAMPTZ NOT NULL,
         PRIMARY KEY (namespace, session)
     )""")
+
+
+def m009_conversation_loop(conn: psycopg.Connection) -> None:
+    """Agent-loop fields (resume point, deferred compactions, last usage) as one JSON column."""
+    conn.execute("ALTER TABLE conversations ADD COLUMN loop TEXT NOT NULL DEFAULT '{}'")
+
+
+def _loop_json(state: ConversationState) -> str:
+    """The agent-loop fields added by ``m009_conversation_loop``, as one JSON object."""
+    return json.dumps({"resume_seq": state.resume_seq, "deferred": state.deferred,
+                       "last_usage": dict(state.last_usage)})
+
+
+def _loop_fields(text: str | None) -> dict[str, Any]:
+    data = json.loads(text or "{}")
+    return {"resume_seq": int(data.get("resume_seq", 0)), "deferred": int(data.get("deferred", 0)),
+            "last_usage": dict(data.get("last_usage") or {})}
 
 
 class PostgresConversations:
@@ -72,7 +89,7 @@ class PostgresConversations:
             namespace=row[0], session=row[1], summary=row[2], compaction_count=row[3], turn_count=row[4],
             compacted_messages=row[5], files_read=tuple(json.loads(row[6])),
             files_modified=tuple(json.loads(row[7])), last_status=row[8], last_error=row[9], failures=row[10],
-            calibration=json.loads(row[11]), updated_at=row[12].astimezone(timezone.utc))
+            calibration=json.loads(row[11]), **_loop_fields(row[13]), updated_at=row[12].astimezone(timezone.utc))
 
     def put(self, state: ConversationState) -> None:
         """Insert or replace the state of its (namespace, session), in one transaction.
@@ -86,7 +103,7 @@ class PostgresConversations:
         values = (state.namespace, state.session, state.summary, state.compaction_count, state.turn_count,
                   state.compacted_messages, json.dumps(list(state.files_read)),
                   json.dumps(list(state.files_modified)), state.last_status, state.last_error, state.failures,
-                  json.dumps(dict(state.calibration)), state.updated_at)
+                  json.dumps(dict(state.calibration)), state.updated_at, _loop_json(state))
         updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")[2:])
         with self._store.transaction(), self._store.connection() as conn, self._store._errors():
             conn.execute(f"INSERT INTO conversations ({_COLUMNS}) VALUES ({', '.join(['%s'] * len(values))}) "

@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import MigrationError
-from .postgres_conversations import m004_conversations
+from .postgres_conversations import m004_conversations, m009_conversation_loop
 from .postgres_embeddings import m002_embeddings
 from .postgres_ingest_keys import m008_ingest_keys
 from .postgres_items import m005_items, m007_item_ids
@@ -108,6 +108,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m006_manifests", m006_manifests),
     PgMigration("m007_item_ids", m007_item_ids),
     PgMigration("m008_ingest_keys", m008_ingest_keys),
+    PgMigration("m009_conversation_loop", m009_conversation_loop),
 ]
 
 

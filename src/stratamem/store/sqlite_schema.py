@@ -141,6 +141,11 @@ def m004_conversations(conn: sqlite3.Connection) -> None:
     ])
 
 
+def m009_conversation_loop(conn: sqlite3.Connection) -> None:
+    """Agent-loop fields of a conversation (resume point, deferred compactions, last usage), as JSON."""
+    _run_all(conn, ["ALTER TABLE conversations ADD COLUMN loop TEXT NOT NULL DEFAULT '{}'"])
+
+
 MIGRATIONS: list[Migration] = [
     Migration("m001_core", m001_core),
     Migration("m002_embeddings", m002_embeddings),
@@ -150,4 +155,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m006_manifests", m006_manifests),
     Migration("m007_item_ids", m007_item_ids),
     Migration("m008_ingest_keys", m008_ingest_keys),
+    Migration("m009_conversation_loop", m009_conversation_loop),
 ]

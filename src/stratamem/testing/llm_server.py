@@ -8,10 +8,20 @@ order, then a reply function of the request. Failures (HTTP status codes or
 a dropped connection) and delays can be injected for the next calls, and
 every request is recorded.
 
-Usage reported by the server is exact and reproducible: input tokens are the
-``o200k_base`` count of the system prompt and message texts, output tokens
-the count of the reply. (A real provider frames requests with a few extra
-tokens; tests of calibration can set :attr:`FakeLLMServer.input_overhead`.)
+Usage reported by the server is computed from the request actually received,
+with the real tokenizer (``o200k_base``) and fixed, documented framing costs
+(:func:`request_input_tokens`): every text, tool call (name + JSON arguments),
+tool result — Anthropic ``tool_result`` blocks included — thinking block,
+image and tool definition counts. The framing constants differ on purpose from
+:mod:`stratamem.tokens`' estimates, as a real provider's do, so calibration has
+something to learn; :attr:`FakeLLMServer.input_overhead` adds a fixed amount
+per request on top. Output tokens are the count of the reply.
+
+``"stream": true`` is answered with server-sent events in each provider's
+format: OpenAI ``chat.completion.chunk`` objects ending in ``data: [DONE]``
+(with a usage chunk when ``stream_options.include_usage`` is set), Anthropic
+``message_start`` / ``content_block_*`` / ``message_delta`` / ``message_stop``
+events (input tokens in ``message_start``, output tokens in ``message_delta``).
 
 Example::
 
@@ -38,7 +48,75 @@ from typing import Any
 
 from ._http import JSONHandler, LocalHTTPServer
 
-__all__ = ["FakeLLMServer", "Failure", "RecordedRequest", "checkpoint_reply"]
+__all__ = ["FRAME_MESSAGE", "FRAME_REQUEST", "FRAME_TOOL", "FRAME_TOOL_DEFINITION", "IMAGE_INPUT_TOKENS",
+           "FakeLLMServer", "Failure", "RecordedRequest", "ToolCall", "checkpoint_reply", "request_input_tokens"]
+
+FRAME_REQUEST = 5
+"""Tokens the fake provider charges once per request (reply priming and request framing)."""
+FRAME_MESSAGE = 4
+"""Tokens per message (role and separators); the system prompt counts as one message."""
+FRAME_TOOL = 10
+"""Tokens per tool call and per tool result (ids, type, wrapper), on top of their text."""
+FRAME_TOOL_DEFINITION = 12
+"""Tokens per tool definition in ``tools``, on top of its JSON."""
+IMAGE_INPUT_TOKENS = 1_200
+"""Tokens charged per image."""
+
+
+def _count_block(block: Any, count: Callable[[str], int]) -> int:
+    if isinstance(block, str):
+        return count(block)
+    if not isinstance(block, Mapping):
+        return 0
+    kind = block.get("type")
+    if kind == "text":
+        return count(str(block.get("text") or ""))
+    if kind in ("image", "image_url"):
+        return IMAGE_INPUT_TOKENS
+    if kind in ("thinking", "redacted_thinking"):
+        return count(str(block.get("thinking") or block.get("data") or ""))
+    if kind == "tool_use":
+        return FRAME_TOOL + count(str(block.get("name") or "")) + count(
+            json.dumps(block.get("input") or {}, ensure_ascii=False, separators=(",", ":")))
+    if kind == "tool_result":
+        inner = block.get("content")
+        parts = inner if isinstance(inner, list) else [inner or ""]
+        return FRAME_TOOL + sum(_count_block(p, count) for p in parts)
+    return count(json.dumps(block, ensure_ascii=False))
+
+
+def request_input_tokens(api: str, body: Mapping[str, Any], count: Callable[[str], int]) -> int:
+    """Input tokens the fake provider charges for a request body (see the module docstring).
+
+    ``FRAME_REQUEST``, plus per message ``FRAME_MESSAGE`` and its content:
+    text by the tokenizer, ``FRAME_TOOL`` + name + compact JSON arguments per
+    tool call (Anthropic ``tool_use`` blocks, OpenAI ``tool_calls``),
+    ``FRAME_TOOL`` + text per tool result (Anthropic ``tool_result`` blocks,
+    OpenAI ``tool`` messages), ``IMAGE_INPUT_TOKENS`` per image; the
+    Anthropic ``system`` prompt as one more message; each tool definition as
+    ``FRAME_TOOL_DEFINITION`` + its compact JSON.
+    """
+    total = FRAME_REQUEST
+    system = body.get("system")
+    if system:
+        total += FRAME_MESSAGE + sum(_count_block(b, count) for b in (system if isinstance(system, list) else [system]))
+    for m in body.get("messages") or ():
+        if not isinstance(m, Mapping):
+            continue
+        total += FRAME_MESSAGE
+        content = m.get("content")
+        if isinstance(content, list):
+            total += sum(_count_block(b, count) for b in content)
+        elif isinstance(content, str):
+            total += count(content)
+        if m.get("role") == "tool":
+            total += FRAME_TOOL
+        for call in m.get("tool_calls") or ():
+            fn = call.get("function") or {}
+            total += FRAME_TOOL + count(str(fn.get("name") or "")) + count(str(fn.get("arguments") or ""))
+    for tool in body.get("tools") or ():
+        total += FRAME_TOOL_DEFINITION + count(json.dumps(tool, ensure_ascii=False, separators=(",", ":")))
+    return total
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +159,21 @@ class RecordedRequest:
     def prompt_text(self) -> str:
         """The text of all non-system messages joined by blank lines."""
         return "\n\n".join(_text_of(m.get("content")) for m in self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A scripted reply that calls one tool (see :meth:`FakeLLMServer.script_tool_call`)."""
+
+    name: str
+    """Tool name."""
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+    """JSON arguments."""
+
+    @property
+    def json(self) -> str:
+        """The arguments as compact JSON (what is streamed and counted as output)."""
+        return json.dumps(dict(self.arguments), separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +223,7 @@ class FakeLLMServer(LocalHTTPServer):
         self.requests: list[RecordedRequest] = []
         """Every request received, in order (failed ones included)."""
         self._tokenizer = get_tokenizer(tokenizer)
-        self._script: deque[str] = deque()
+        self._script: deque[str | ToolCall] = deque()
         self._failures: deque[Failure] = deque()
         self._delays: deque[float] = deque()
         self._lock = threading.Lock()
@@ -141,6 +234,16 @@ class FakeLLMServer(LocalHTTPServer):
         """Answer the next calls with ``replies``, in order, before falling back to :attr:`reply`."""
         with self._lock:
             self._script.extend(replies)
+
+    def script_tool_call(self, name: str, arguments: Mapping[str, Any] | None = None) -> None:
+        """Answer the next call (after earlier scripted replies) with a call of tool ``name``.
+
+        OpenAI gets ``tool_calls`` with finish reason ``tool_calls``, Anthropic a
+        ``tool_use`` block with stop reason ``tool_use``; streamed, the arguments
+        arrive in JSON pieces (``tool_calls`` deltas / ``input_json_delta``).
+        """
+        with self._lock:
+            self._script.append(ToolCall(name, dict(arguments or {})))
 
     def fail_next(self, count: int = 1, *, status: int = 500, delay_s: float = 0.0) -> None:
         """Make the next ``count`` calls fail with ``status`` (0 = drop the connection)."""
@@ -169,7 +272,7 @@ class FakeLLMServer(LocalHTTPServer):
 
     # --- answering (called from handler threads) ----------------------------------------
 
-    def _next(self, req: RecordedRequest) -> tuple[Failure | None, str | None, float]:
+    def _next(self, req: RecordedRequest) -> tuple[Failure | None, str | ToolCall | None, float]:
         with self._lock:
             self.requests.append(req)
             if self._failures:
@@ -178,20 +281,108 @@ class FakeLLMServer(LocalHTTPServer):
             text = self._script.popleft() if self._script else None
         return None, text if text is not None else self.reply(req), delay
 
-    def _usage(self, req: RecordedRequest, text: str) -> tuple[int, int]:
-        prompt = req.system + "\n" + req.prompt_text
-        return self._tokenizer.count(prompt) + self.input_overhead, self._tokenizer.count(text)
+    def input_tokens(self, req: RecordedRequest) -> int:
+        """Input tokens this server reports for ``req`` (:func:`request_input_tokens` + :attr:`input_overhead`)."""
+        return request_input_tokens(req.api, req.body, self._tokenizer.count) + self.input_overhead
 
-    def _answer(self, api: str, req: RecordedRequest, text: str) -> dict[str, Any]:
-        model = req.model or self.model
+    def _usage(self, req: RecordedRequest, text: str) -> tuple[int, int]:
+        return self.input_tokens(req), self._tokenizer.count(text)
+
+    def _finish(self, api: str, req: RecordedRequest, text: str) -> tuple[str, str]:
+        """The answer cut to ``max_tokens`` (like a real model) and its finish reason."""
         max_tokens = req.max_tokens
         finish = "stop" if api == "openai" else "end_turn"
         if isinstance(max_tokens, int) and self._tokenizer.count(text) > max_tokens:
-            # Honour max_tokens like a real model: cut the answer and say so.
             from ..tokens import truncate_to_tokens
 
             text = truncate_to_tokens(text, max_tokens, self._tokenizer)
             finish = "length" if api == "openai" else "max_tokens"
+        return text, finish
+
+    def _events(self, api: str, req: RecordedRequest, text: str) -> list[tuple[str | None, Any]]:
+        """The server-sent events of a streamed answer: ``(event name, data)`` pairs."""
+        model = req.model or self.model
+        text, finish = self._finish(api, req, text)
+        n_in, n_out = self._usage(req, text)
+        # Deltas of a few words each, as providers send them.
+        words = re.findall(r"\S+\s*|\s+", text) or [""]
+        pieces = ["".join(words[i:i + 3]) for i in range(0, len(words), 3)]
+        if api == "openai":
+            base = {"id": f"chatcmpl-fake-{len(self.requests)}", "object": "chat.completion.chunk",
+                    "created": int(time.time()), "model": model}
+            out: list[tuple[str | None, Any]] = [(None, {**base, "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})]
+            out += [(None, {**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
+                    for p in pieces if p]
+            out.append((None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
+            if (req.body.get("stream_options") or {}).get("include_usage"):
+                out.append((None, {**base, "choices": [], "usage": {
+                    "prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}}))
+            out.append((None, "[DONE]"))
+            return out
+        start = {"id": f"msg_fake_{len(self.requests)}", "type": "message", "role": "assistant", "model": model,
+                 "content": [], "stop_reason": None, "stop_sequence": None,
+                 "usage": {"input_tokens": n_in, "output_tokens": 1}}
+        out = [("message_start", {"type": "message_start", "message": start}),
+               ("content_block_start", {"type": "content_block_start", "index": 0,
+                                        "content_block": {"type": "text", "text": ""}}),
+               ("ping", {"type": "ping"})]
+        out += [("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                         "delta": {"type": "text_delta", "text": p}}) for p in pieces if p]
+        out += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                ("message_delta", {"type": "message_delta", "delta": {"stop_reason": finish, "stop_sequence": None},
+                                   "usage": {"output_tokens": n_out}}),
+                ("message_stop", {"type": "message_stop"})]
+        return out
+
+    def _tool_answer(self, api: str, req: RecordedRequest, call: ToolCall) -> dict[str, Any]:
+        model = req.model or self.model
+        n = len(self.requests)
+        n_in, n_out = self.input_tokens(req), self._tokenizer.count(call.name) + self._tokenizer.count(call.json)
+        if api == "openai":
+            message = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"call_fake_{n}", "type": "function", "function": {"name": call.name, "arguments": call.json}}]}
+            return {"id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
+                    "model": model, "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+                    "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}}
+        return {"id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": model,
+                "content": [{"type": "tool_use", "id": f"toolu_fake_{n}", "name": call.name,
+                             "input": dict(call.arguments)}],
+                "stop_reason": "tool_use", "stop_sequence": None, "usage": {"input_tokens": n_in, "output_tokens": n_out}}
+
+    def _tool_events(self, api: str, req: RecordedRequest, call: ToolCall) -> list[tuple[str | None, Any]]:
+        whole = self._tool_answer(api, req, call)
+        pieces = [call.json[i:i + 7] for i in range(0, len(call.json), 7)]
+        if api == "openai":
+            base = {k: whole[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+            tc = whole["choices"][0]["message"]["tool_calls"][0]
+            out: list[tuple[str | None, Any]] = [(None, {**base, "choices": [{"index": 0, "finish_reason": None,
+                "delta": {"role": "assistant", "content": None, "tool_calls": [
+                    {"index": 0, "id": tc["id"], "type": "function",
+                     "function": {"name": call.name, "arguments": ""}}]}}]})]
+            out += [(None, {**base, "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
+                {"index": 0, "function": {"arguments": p}}]}}]}) for p in pieces]
+            out.append((None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}))
+            if (req.body.get("stream_options") or {}).get("include_usage"):
+                out.append((None, {**base, "choices": [], "usage": whole["usage"]}))
+            return out + [(None, "[DONE]")]
+        block = whole["content"][0]
+        start = {**whole, "content": [], "stop_reason": None,
+                 "usage": {"input_tokens": whole["usage"]["input_tokens"], "output_tokens": 1}}
+        out = [("message_start", {"type": "message_start", "message": start}),
+               ("content_block_start", {"type": "content_block_start", "index": 0,
+                                        "content_block": {**block, "input": {}}})]
+        out += [("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                         "delta": {"type": "input_json_delta", "partial_json": p}}) for p in pieces]
+        return out + [("content_block_stop", {"type": "content_block_stop", "index": 0}),
+                      ("message_delta", {"type": "message_delta",
+                                         "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                                         "usage": {"output_tokens": whole["usage"]["output_tokens"]}}),
+                      ("message_stop", {"type": "message_stop"})]
+
+    def _answer(self, api: str, req: RecordedRequest, text: str) -> dict[str, Any]:
+        model = req.model or self.model
+        text, finish = self._finish(api, req, text)
         n_in, n_out = self._usage(req, text)
         stamp = int(time.time())
         if api == "openai":
@@ -218,9 +409,6 @@ def _make_handler(server: FakeLLMServer) -> type[JSONHandler]:
                 self.send_json(400, {"error": {"type": "invalid_request_error", "message": "body is not JSON"}})
                 return
             req = RecordedRequest(api, self.path, body, {k.lower(): v for k, v in self.headers.items()})
-            if body.get("stream"):
-                self.send_json(400, {"error": {"type": "invalid_request_error", "message": "streaming is not faked"}})
-                return
             failure, text, delay = server._next(req)
             if failure is not None:
                 time.sleep(failure.delay_s)
@@ -231,7 +419,30 @@ def _make_handler(server: FakeLLMServer) -> type[JSONHandler]:
                                                                             "message": "injected failure"}})
                 return
             time.sleep(delay)
+            if isinstance(text, ToolCall):
+                if body.get("stream"):
+                    self.send_events(server._tool_events(api, req, text))
+                else:
+                    self.send_json(200, server._tool_answer(api, req, text))
+                return
+            if body.get("stream"):
+                self.send_events(server._events(api, req, text or ""))
+                return
             self.send_json(200, server._answer(api, req, text or ""))
+
+        def send_events(self, events: list[tuple[str | None, Any]]) -> None:
+            """Answer with server-sent events; the connection closes after the last one."""
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.close_connection = True
+            for name, data in events:
+                payload = data if isinstance(data, str) else json.dumps(data)
+                head = f"event: {name}\n" if name else ""
+                self.wfile.write(f"{head}data: {payload}\n\n".encode())
+                self.wfile.flush()
 
     return Handler
 
