@@ -9,8 +9,6 @@ from typing import Any
 
 import pytest
 
-agents = pytest.importorskip("agents")  # the extra is part of `test`; CI installs it
-
 from agents import Agent, RunContextWrapper, Runner, SQLiteSession, function_tool  # noqa: E402
 from agents.memory import Session, SessionSettings  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
