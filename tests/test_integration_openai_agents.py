@@ -226,3 +226,26 @@ def test_a_sync_memory_is_accepted_and_wrapped(tmp_path: Path) -> None:
     asyncio.run(session.add_items([{"role": "user", "content": "hi"}]))
     assert [t.text for t in mem.turns("w")] == ["hi"]
     mem.close()
+
+
+@pytest.mark.postgres
+def test_session_semantics_on_postgres(pg_dsn: str) -> None:
+    from pg import fresh_schema, schema_url
+
+    from stratamem.store.open import open_store
+
+    async def go() -> None:
+        amem = AsyncMemory(open_store(schema_url(pg_dsn, fresh_schema(pg_dsn, "oai"))), namespace="pg")
+        session = StratamemSession("s", amem)
+        items = [{"role": "user", "content": f"m{i}"} for i in range(4)]
+        await asyncio.gather(session.add_items(items[:2]), StratamemSession("t", amem).add_items(items))
+        await session.add_items(items[2:])
+        assert await session.pop_item() == items[3]
+        assert await session.get_items() == items[:3]
+        await session.add_items([{"role": "assistant", "content": "again"}])
+        assert [t.seq for t in await amem.turns("s")] == [1, 2, 3, 4]
+        await session.clear_session()
+        assert await session.get_items() == []
+        assert len(await StratamemSession("t", amem).get_items()) == 4
+        await amem.close()
+    asyncio.run(go())
