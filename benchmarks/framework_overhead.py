@@ -265,6 +265,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--long", type=int, default=200)
     ap.add_argument("--parts", nargs="+", default=["overhead", "tokens"], choices=["overhead", "tokens"])
     args = ap.parse_args(argv)
+    from agents import set_tracing_disabled
+
+    set_tracing_disabled(True)  # the SDK's tracing exports to OpenAI; this benchmark stays offline
     with tempfile.TemporaryDirectory(prefix="smfw-") as d:
         tmp = Path(d)
         if "overhead" in args.parts:

@@ -9,13 +9,15 @@ from typing import Any
 
 import pytest
 
-from agents import Agent, RunContextWrapper, Runner, SQLiteSession, function_tool  # noqa: E402
+from agents import Agent, RunContextWrapper, Runner, SQLiteSession, function_tool, set_tracing_disabled  # noqa: E402
 from agents.memory import Session, SessionSettings  # noqa: E402
 from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
 
 from stratamem import AsyncMemory, Config, InvalidTurnError, Memory, ValidationError  # noqa: E402
 from stratamem.integrations.openai_agents import StratamemSession  # noqa: E402
 from stratamem.tokens import count_messages, get_tokenizer  # noqa: E402
+
+set_tracing_disabled(True)  # the SDK's tracing would export to OpenAI: no network, no telemetry here
 
 _weather_calls: list[str] = []
 
