@@ -21,7 +21,13 @@ budget=4000)``. Reported: total prompt tokens over the run (o200k_base, the
 JSON of the items each model call received), the last call's prompt tokens, and
 whether the last call's input holds the planted fact.
 
-    .venv/bin/python benchmarks/framework_overhead.py [--turns 30] [--long 200] [--parts overhead tokens]
+Part ``pg`` (the AsyncMemory design decision, on a real PostgreSQL: ``STRATAMEM_PG_DSN``
+or a throwaway ``pgserver``): one INSERT + COMMIT per call through psycopg's
+``AsyncConnection`` (a native async path) vs a sync psycopg connection called
+through a worker thread (AsyncMemory's offload); and ``Memory.add`` vs
+``AsyncMemory.add`` of a user/assistant pair on the PostgreSQL store.
+
+    .venv/bin/python benchmarks/framework_overhead.py [--turns 30] [--long 200] [--parts overhead tokens pg]
 """
 
 from __future__ import annotations
@@ -67,6 +73,31 @@ def _time_sync(step: Callable[[int], Any], turns: int) -> float:
     return _median_ms(samples)
 
 
+def _pair_sync(base: Callable[[int], Any], ours: Callable[[int], Any], turns: int) -> tuple[float, float]:
+    """Median ms per turn of each, their turns interleaved so load drift hits both alike."""
+    a: list[float] = []
+    b: list[float] = []
+    for i in range(turns + WARMUP):
+        for step, out in ((base, a), (ours, b)):
+            t0 = time.perf_counter()
+            step(i)
+            out.append(time.perf_counter() - t0)
+    return _median_ms(a), _median_ms(b)
+
+
+async def _pair_async(base: Callable[[int], Awaitable[Any]], ours: Callable[[int], Awaitable[Any]],
+                      turns: int) -> tuple[float, float]:
+    """:func:`_pair_sync` for coroutines."""
+    a: list[float] = []
+    b: list[float] = []
+    for i in range(turns + WARMUP):
+        for step, out in ((base, a), (ours, b)):
+            t0 = time.perf_counter()
+            await step(i)
+            out.append(time.perf_counter() - t0)
+    return _median_ms(a), _median_ms(b)
+
+
 def _pair(i: int) -> list[dict[str, str]]:
     return [{"role": "user", "content": f"Turn {i}: please check item {i} in the inventory list"},
             {"role": "assistant", "content": f"Item {i} is in stock, {i * 3} units left."}]
@@ -78,23 +109,22 @@ def _pair(i: int) -> list[dict[str, str]]:
 def bench_aio(tmp: Path, turns: int) -> list[tuple[str, str, float, float]]:
     sync = Memory(tmp / "sync.db", namespace="b")
 
-    def sync_step(i: int) -> None:
+    async def sync_step(i: int) -> None:
         sync.add(_pair(i), session="s")
         sync.context(f"item {i}", budget=2000, session="s")
 
-    base = _time_sync(sync_step, turns)
-    sync.close()
-
-    async def go() -> float:
+    async def go() -> tuple[float, float]:
         amem = AsyncMemory(tmp / "async.db", namespace="b")
 
         async def step(i: int) -> None:
             await amem.add(_pair(i), session="s")
             await amem.context(f"item {i}", budget=2000, session="s")
-        ms = await _time_async(step, turns)
+        ms = await _pair_async(sync_step, step, turns)
         await amem.close()
         return ms
-    return [("stratamem", "Memory add+context vs AsyncMemory", base, asyncio.run(go()))]
+    base, ours = asyncio.run(go())
+    sync.close()
+    return [("stratamem", "Memory add+context vs AsyncMemory", base, ours)]
 
 
 def bench_openai_agents(tmp: Path, turns: int) -> list[tuple[str, str, float, float]]:
@@ -114,19 +144,19 @@ def bench_openai_agents(tmp: Path, turns: int) -> list[tuple[str, str, float, fl
             steps += [[function_call("stock", {"item": i}, call_id=f"c{i}")], [assistant_message(f"ok {i}")]]
         return steps
 
-    async def run(session: Any) -> float:
-        model = ScriptedModel(script(turns + WARMUP))
-        agent = Agent(name="b", model=model, tools=[stock])
-        return await _time_async(lambda i: Runner.run(agent, f"stock of item {i}?", session=session), turns)
+    def turn(session: Any) -> Callable[[int], Awaitable[Any]]:
+        agent = Agent(name="b", model=ScriptedModel(script(turns + WARMUP)), tools=[stock])
+        return lambda i: Runner.run(agent, f"stock of item {i}?", session=session)
 
     async def go() -> list[tuple[str, str, float, float]]:
-        base = await run(SQLiteSession("b", str(tmp / "sdk.db")))
         amem = AsyncMemory(tmp / "oai.db", namespace="b")
-        raw = await run(StratamemSession("b", amem))
-        ctx = await run(StratamemSession("c", amem, mode="context", budget=4000))
+        base1, raw = await _pair_async(turn(SQLiteSession("b", str(tmp / "sdk.db"))),
+                                       turn(StratamemSession("b", amem)), turns)
+        base2, ctx = await _pair_async(turn(SQLiteSession("c", str(tmp / "sdk.db"))),
+                                       turn(StratamemSession("c", amem, mode="context", budget=4000)), turns)
         await amem.close()
-        return [("openai-agents", "Runner.run turn: SQLiteSession vs StratamemSession (raw)", base, raw),
-                ("openai-agents", "Runner.run turn: SQLiteSession vs StratamemSession (context)", base, ctx)]
+        return [("openai-agents", "Runner.run turn: SQLiteSession vs StratamemSession (raw)", base1, raw),
+                ("openai-agents", "Runner.run turn: SQLiteSession vs StratamemSession (context)", base2, ctx)]
     return asyncio.run(go())
 
 
@@ -148,9 +178,8 @@ def bench_langgraph(tmp: Path, turns: int) -> list[tuple[str, str, float, float]
             store.search(("users",), query=f"colour {i % 7}", limit=5)
         return step
 
-    base = _time_sync(store_step(InMemoryStore()), turns)
     mem = Memory(tmp / "lg.db", namespace="b")
-    ours = _time_sync(store_step(StratamemStore(mem)), turns)
+    base, ours = _pair_sync(store_step(InMemoryStore()), store_step(StratamemStore(mem)), turns)
 
     class Fake(GenericFakeChatModel):
         def bind_tools(self, tools: Any, **kw: Any) -> Fake:
@@ -171,8 +200,7 @@ def bench_langgraph(tmp: Path, turns: int) -> list[tuple[str, str, float, float]
         cfg = {"configurable": {"thread_id": "t"}}
         return lambda i: agent.invoke({"messages": [HumanMessage(f"stock of item {i}?")]}, cfg)
 
-    plain = _time_sync(agent_step([]), turns)
-    with_mw = _time_sync(agent_step([StratamemMiddleware(mem)]), turns)
+    plain, with_mw = _pair_sync(agent_step([]), agent_step([StratamemMiddleware(mem)]), turns)
     mem.close()
     return [("langgraph", "store put+get+search: InMemoryStore vs StratamemStore", base, ours),
             ("langchain", "create_agent turn: no middleware vs StratamemMiddleware", plain, with_mw)]
@@ -190,9 +218,8 @@ def bench_llamaindex(tmp: Path, turns: int) -> list[tuple[str, str, float, float
         engine = SimpleChatEngine.from_defaults(llm=MockLLM(max_tokens=8), memory=memory)
         return lambda i: engine.chat(f"Turn {i}: please check item {i} in the inventory list")
 
-    base = _time_sync(step_for([], "a"), turns)
     mem = Memory(tmp / "li.db", namespace="b")
-    ours = _time_sync(step_for([StratamemMemoryBlock(memory=mem, session="b")], "b"), turns)
+    base, ours = _pair_sync(step_for([], "a"), step_for([StratamemMemoryBlock(memory=mem, session="b")], "b"), turns)
     mem.close()
     return [("llamaindex", "SimpleChatEngine turn: default Memory vs + StratamemMemoryBlock", base, ours)]
 
@@ -214,10 +241,9 @@ def bench_pydantic_ai(tmp: Path, turns: int) -> list[tuple[str, str, float, floa
             result = await plain.run(f"Turn {i}: check item {i}", message_history=history)
             history[:] = result.all_messages()
 
-        base = await _time_async(plain_step, turns)
         amem = AsyncMemory(tmp / "pai.db", namespace="b")
         ours_agent = Agent(model, capabilities=[StratamemHistory(amem, session="s", budget=4000).capability()])
-        ours = await _time_async(lambda i: ours_agent.run(f"Turn {i}: check item {i}"), turns)
+        base, ours = await _pair_async(plain_step, lambda i: ours_agent.run(f"Turn {i}: check item {i}"), turns)
         await amem.close()
         return [("pydantic-ai", "Agent.run turn: message_history vs StratamemHistory", base, ours)]
     return asyncio.run(go())
@@ -259,11 +285,72 @@ def bench_tokens(tmp: Path, long: int) -> list[tuple[str, int, int, bool]]:
     return asyncio.run(go())
 
 
+def bench_pg(turns: int) -> list[tuple[str, str, float, float]]:
+    import concurrent.futures
+    import os
+
+    import psycopg
+
+    from stratamem.store.open import open_store
+
+    server = None
+    dsn = os.environ.get("STRATAMEM_PG_DSN")
+    if not dsn:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from pg import LocalPostgres
+
+        server = LocalPostgres()
+        dsn = server.dsn
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("DROP TABLE IF EXISTS smfw_bench; CREATE TABLE smfw_bench (id serial, v text)")
+        n = max(turns * 10, 100)
+
+        async def native() -> float:
+            aconn = await psycopg.AsyncConnection.connect(dsn)
+            async def step(i: int) -> None:
+                async with aconn.transaction():
+                    await aconn.execute("INSERT INTO smfw_bench (v) VALUES (%s)", (f"row {i}",))
+            ms = await _time_async(step, n)
+            await aconn.close()
+            return ms
+
+        async def offload() -> float:
+            conn = psycopg.connect(dsn)
+            pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+
+            def insert(i: int) -> None:
+                with conn.transaction():
+                    conn.execute("INSERT INTO smfw_bench (v) VALUES (%s)", (f"row {i}",))
+            ms = await _time_async(lambda i: asyncio.wrap_future(pool.submit(insert, i)), n)
+            pool.shutdown()
+            conn.close()
+            return ms
+        rows = [("postgres", "INSERT+COMMIT: psycopg AsyncConnection vs sync conn on a worker",
+                 asyncio.run(native()), asyncio.run(offload()))]
+        sync = Memory(open_store(f"{dsn}{'&' if '?' in dsn else '?'}schema=smfw_sync"), namespace="b")
+
+        async def sync_add(i: int) -> None:
+            sync.add(_pair(i), session="s")
+
+        async def amem_add() -> tuple[float, float]:
+            amem = AsyncMemory(open_store(f"{dsn}{'&' if '?' in dsn else '?'}schema=smfw_async"), namespace="b")
+            ms = await _pair_async(sync_add, lambda i: amem.add(_pair(i), session="s"), turns)
+            await amem.close()
+            return ms
+        rows.append(("postgres", "add of a pair: Memory vs AsyncMemory", *asyncio.run(amem_add())))
+        sync.close()
+        return rows
+    finally:
+        if server is not None:
+            server.stop()
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--turns", type=int, default=30)
     ap.add_argument("--long", type=int, default=200)
-    ap.add_argument("--parts", nargs="+", default=["overhead", "tokens"], choices=["overhead", "tokens"])
+    ap.add_argument("--parts", nargs="+", default=["overhead", "tokens"], choices=["overhead", "tokens", "pg"])
     args = ap.parse_args(argv)
     from agents import set_tracing_disabled
 
@@ -279,6 +366,12 @@ def main(argv: list[str] | None = None) -> None:
             print(f"|{'-' * 16}|{'-' * 68}|---------:|-------:|-------:|")
             for fw, what, base, ours in rows:
                 print(f"| {fw:<14} | {what:<66} | {base:8.2f} | {ours:6.2f} | {ours / base:6.2f} |")
+        if "pg" in args.parts:
+            print(f"\nPostgreSQL per-call wall time, median (ms)")
+            print("| backend | what (baseline vs ours) | baseline | ours | ratio |")
+            print("|---|---|---:|---:|---:|")
+            for fw, what, base, ours in bench_pg(args.turns):
+                print(f"| {fw} | {what} | {base:.2f} | {ours:.2f} | {ours / base:.2f} |")
         if "tokens" in args.parts:
             print(f"\nPrompt tokens over a {args.long}-turn tool-heavy Agents SDK run (o200k_base)")
             print("| session | total prompt tokens | last-question prompt tokens | fact from turn 1 in it |")

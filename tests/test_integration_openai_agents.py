@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agents import Agent, RunContextWrapper, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from agents.memory import Session, SessionSettings
+from agents.testing import ScriptedModel, assistant_message, function_call
 
-from agents import Agent, RunContextWrapper, Runner, SQLiteSession, function_tool, set_tracing_disabled  # noqa: E402
-from agents.memory import Session, SessionSettings  # noqa: E402
-from agents.testing import ScriptedModel, assistant_message, function_call  # noqa: E402
-
-from stratamem import AsyncMemory, Config, InvalidTurnError, Memory, ValidationError  # noqa: E402
-from stratamem.integrations.openai_agents import StratamemSession  # noqa: E402
-from stratamem.tokens import count_messages, get_tokenizer  # noqa: E402
+from stratamem import AsyncMemory, Config, InvalidTurnError, Memory, ValidationError
+from stratamem.integrations.openai_agents import StratamemSession
+from stratamem.tokens import count_messages, get_tokenizer
 
 set_tracing_disabled(True)  # the SDK's tracing would export to OpenAI: no network, no telemetry here
 
