@@ -236,3 +236,35 @@ def test_the_event_loop_keeps_running_while_the_store_works(tmp_path: Path) -> N
         return ticks
 
     assert asyncio.run(go()) >= 30  # the loop ran other tasks during every store call
+
+
+def test_wrapping_one_memory_twice_shares_one_worker_and_sync_callers_use_it(tmp_path: Path) -> None:
+    import threading
+
+    mem = Memory(tmp_path / "w.db", namespace="w")
+    a, b = AsyncMemory.wrap(mem), AsyncMemory.wrap(mem)
+    assert a is b
+    worker_threads: set[int] = set()
+
+    def add(m: Memory, i: int) -> None:
+        worker_threads.add(threading.get_ident())
+        m.add(_msgs(f"sync{i}", 2), session="s")
+
+    # Sync callers on several threads and async tasks, all on the one worker.
+    threads = [threading.Thread(target=lambda i=i: a.run_sync(lambda m: add(m, i))) for i in range(4)]
+    for t in threads:
+        t.start()
+
+    async def go() -> None:
+        await asyncio.gather(*(a.run(lambda m, i=i: add(m, 10 + i)) for i in range(4)))
+        # run_sync from inside the worker runs directly instead of deadlocking.
+        assert await a.run(lambda m: a.run_sync(lambda m2: m2 is m)) is True
+    asyncio.run(go())
+    for t in threads:
+        t.join()
+    assert len(worker_threads) == 1 and threading.get_ident() not in worker_threads
+    assert len(mem.turns("s")) == 16 and [t.seq for t in mem.turns("s")] == list(range(1, 17))
+    with pytest.raises(ValidationError):
+        a.run_sync("nope")  # type: ignore[arg-type]
+    asyncio.run(a.close())
+    assert AsyncMemory.wrap(Memory(tmp_path / "w.db", namespace="w")) is not a  # a closed one is not reused

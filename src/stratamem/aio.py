@@ -29,6 +29,8 @@ import concurrent.futures
 import functools
 import inspect
 import itertools
+import threading
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -84,9 +86,17 @@ class _Worker:
     """One thread that runs every call of the ``AsyncMemory`` objects sharing it, in order."""
 
     def __init__(self) -> None:
+        self.thread_id: int | None = None
         self.pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=f"stratamem-aio-{next(_names)}")
+            max_workers=1, thread_name_prefix=f"stratamem-aio-{next(_names)}", initializer=self._mark)
         self.users = 0
+
+    def _mark(self) -> None:
+        self.thread_id = threading.get_ident()
+
+
+_WRAPPED: weakref.WeakKeyDictionary[Memory, AsyncMemory] = weakref.WeakKeyDictionary()
+"""The ``AsyncMemory`` of each wrapped ``Memory``: wrapping one twice gives the same worker."""
 
 
 class AsyncMemory:
@@ -120,16 +130,21 @@ class AsyncMemory:
     def wrap(cls, memory: Memory) -> AsyncMemory:
         """An ``AsyncMemory`` over an existing ``Memory``.
 
-        Do not call the ``Memory`` directly from other threads afterwards: the
-        worker assumes it is the only one using it.
+        Wrapping the same ``Memory`` again (e.g. by several adapters) returns the
+        same ``AsyncMemory``, so one worker serializes all of them. Do not call
+        the ``Memory`` directly from other threads afterwards; sync code that
+        shares it uses :meth:`run_sync`.
 
         Raises:
             ValidationError: ``memory`` is not a :class:`~stratamem.Memory`.
         """
         if not isinstance(memory, Memory):
             raise ValidationError(f"AsyncMemory.wrap needs a Memory, got {type(memory).__name__}")
-        out = cls.__new__(cls)
-        out._init(memory, _Worker())
+        out = _WRAPPED.get(memory)
+        if out is None or out._closed:
+            out = cls.__new__(cls)
+            out._init(memory, _Worker())
+            _WRAPPED[memory] = out
         return out
 
     @property
@@ -154,6 +169,19 @@ class AsyncMemory:
         if not callable(fn):
             raise ValidationError(f"run needs a callable, got {type(fn).__name__}")
         return await self._call(fn, self._memory)
+
+    def run_sync(self, fn: Callable[[Memory], T]) -> T:
+        """Run ``fn(memory)`` on the worker and wait for it, from sync code that shares this memory.
+
+        Called on the worker itself (from inside :meth:`run`), it runs ``fn`` directly.
+        """
+        if not callable(fn):
+            raise ValidationError(f"run_sync needs a callable, got {type(fn).__name__}")
+        if self._closed:
+            raise StratamemError("this AsyncMemory is closed")
+        if threading.get_ident() == self._worker.thread_id:
+            return fn(self._memory)
+        return self._worker.pool.submit(fn, self._memory).result()
 
     def for_namespace(self, namespace: str) -> AsyncMemory:
         """An ``AsyncMemory`` for another namespace on the same store, worker and settings.

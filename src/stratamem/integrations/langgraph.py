@@ -113,8 +113,8 @@ class StratamemStore(BaseStore):
             (each LangGraph namespace gets its own ``Memory`` on that store). Not closed by the store.
         prefix: First label of every stratamem namespace this store writes (default ``lg``).
 
-    ``batch`` runs on the calling thread; ``abatch`` runs on the ``AsyncMemory`` worker.
-    Both are serialized by one lock, so the store is safe to share.
+    ``batch`` and ``abatch`` both run on the ``AsyncMemory`` worker (``batch`` waits
+    for it), so the store is safe to share with the other adapters of that memory.
     """
 
     supports_ttl = False
@@ -179,8 +179,11 @@ class StratamemStore(BaseStore):
     # --- operations -------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """Run the operations in order; puts to the same key in one batch: the last wins."""
+        """Run the operations in order on the memory's worker; puts to the same key: the last wins."""
         ops = list(ops)
+        return self._amem.run_sync(lambda _m: self._batch(ops))
+
+    def _batch(self, ops: list[Op]) -> list[Result]:
         with self._lock:
             results: list[Result] = []
             for op in ops:
@@ -199,7 +202,7 @@ class StratamemStore(BaseStore):
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """:meth:`batch` on the ``AsyncMemory`` worker thread (the event loop never blocks on I/O)."""
         ops = list(ops)
-        return await self._amem.run(lambda _m: self.batch(ops))
+        return await self._amem.run(lambda _m: self._batch(ops))
 
     def _get(self, op: GetOp) -> Item | None:
         ns_name = self._ns_name(op.namespace)
@@ -382,8 +385,10 @@ class StratamemMiddleware(AgentMiddleware):
             return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *convert_to_messages(live)]}
 
     def before_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Store, prune and compact ``state["messages"]`` (see the class docs)."""
-        return self._prepare(self._session(), list(state["messages"]))
+        """Store, prune and compact ``state["messages"]`` (see the class docs), on the memory's worker."""
+        session = self._session()  # read the run's config here: the worker has no run context
+        messages = list(state["messages"])
+        return self.memory.run_sync(lambda _m: self._prepare(session, messages))
 
     async def abefore_model(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         """:meth:`before_model` on the ``AsyncMemory`` worker thread."""

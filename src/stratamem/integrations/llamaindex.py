@@ -26,6 +26,7 @@ from ..aio import AsyncMemory
 from ..errors import ValidationError
 from ..memory import Memory
 from ..records import check_name
+from ._sessions import session_exists
 
 __all__ = ["StratamemMemoryBlock"]
 
@@ -91,8 +92,7 @@ class StratamemMemoryBlock(BaseMemoryBlock[str]):
         query = next((m.content for m in reversed(messages or []) if m.role == MessageRole.USER and m.content), None)
 
         def build(mem: Memory) -> str:
-            if not mem.store.has_namespace(mem.namespace) or self.session not in {
-                    s.name for s in mem.store.sessions(mem.namespace)}:
+            if not session_exists(mem, self.session):
                 return ""
             # The short-term FIFO already holds the newest messages: only recall and summaries add anything,
             # so the window is skipped (policy "recall").

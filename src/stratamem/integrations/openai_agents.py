@@ -37,6 +37,7 @@ from ..memory import Memory
 from ..records import check_name
 from ._forget import forget_session_tail
 from ._responses import item_to_turn, messages_to_items, turn_to_item
+from ._sessions import session_exists
 
 __all__ = ["MODES", "StratamemSession"]
 
@@ -127,8 +128,7 @@ class StratamemSession:
 
     def _raw(self, mem: Memory, limit: int | None) -> list[dict[str, Any]]:
         thread = self._thread(mem)
-        if not mem.store.has_namespace(mem.namespace) or thread not in {s.name for s in
-                                                                      mem.store.sessions(mem.namespace)}:
+        if not session_exists(mem, thread):
             return []
         rows = mem.turns(thread, limit=limit, newest_first=True)
         return [turn_to_item(st) for st in reversed(rows)]
@@ -165,7 +165,7 @@ class StratamemSession:
         """Remove and return the newest item (``None`` if the session is empty)."""
         def pop(m: Memory) -> dict[str, Any] | None:
             thread = self._thread(m)
-            if thread not in {s.name for s in m.store.sessions(m.namespace)} or not m.turns(thread, limit=1):
+            if not session_exists(m, thread) or not m.turns(thread, limit=1):
                 return None
             return turn_to_item(forget_session_tail(m, thread, 1)[0])
         return await self._memory(wrapper).run(pop)
@@ -174,7 +174,7 @@ class StratamemSession:
         """Start a new, empty thread for this session id (earlier turns stay as history)."""
         def clear(m: Memory) -> None:
             thread = self._thread(m)
-            if thread not in {s.name for s in m.store.sessions(m.namespace)} or not m.turns(thread, limit=1):
+            if not session_exists(m, thread) or not m.turns(thread, limit=1):
                 return
             n = int(thread[len(self.session_id + _GEN):]) + 1 if _GEN in thread[len(self.session_id):] else 1
             name = check_name(f"{self.session_id}{_GEN}{n}", "session")

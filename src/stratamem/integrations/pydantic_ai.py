@@ -47,6 +47,7 @@ from ..aio import AsyncMemory
 from ..errors import ValidationError
 from ..memory import Memory
 from ..records import check_name
+from ._sessions import session_exists
 
 __all__ = ["StratamemCapability", "StratamemHistory", "from_openai_messages", "to_openai_messages"]
 
@@ -177,9 +178,7 @@ class StratamemHistory:
 
     def _prefix(self, mem: Memory, earlier: list[ModelMessage], prompt: str | None) -> list[ModelMessage]:
         """The earlier runs as stratamem's budgeted context (runs on the memory's worker)."""
-        known = mem.store.has_namespace(mem.namespace) and \
-            self.session in {s.name for s in mem.store.sessions(mem.namespace)}
-        if not known or not mem.turns(self.session, limit=1):
+        if not session_exists(mem, self.session) or not mem.turns(self.session, limit=1):
             if not earlier:
                 return []
             mem.add(to_openai_messages(earlier), session=self.session, format="openai")
