@@ -100,6 +100,9 @@ def test_concurrent_tasks_lose_and_duplicate_nothing_on_postgres(pg_dsn: str) ->
             assert [t.text for t in await other.turns()] == ["o part 0", "o part 1"]
             await other.close()
             assert (await amem.status()).turns == 12 * 4 * 3 + 2  # the sibling's close left the store open
+            third = amem.for_namespace("third")
+        with pytest.raises(StratamemError, match="closed"):
+            await third.turns()  # closing the root closed its siblings
     asyncio.run(go())
     mem = Memory(open_store(url), namespace="n")
     try:

@@ -89,7 +89,8 @@ class _Worker:
         self.thread_id: int | None = None
         self.pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f"stratamem-aio-{next(_names)}", initializer=self._mark)
-        self.users = 0
+        self.members: weakref.WeakSet[AsyncMemory] = weakref.WeakSet()
+        """Every AsyncMemory on this worker (the root and its ``for_namespace`` siblings)."""
 
     def _mark(self) -> None:
         self.thread_id = threading.get_ident()
@@ -124,7 +125,8 @@ class AsyncMemory:
         self._memory = memory
         self._worker = worker
         self._closed = False
-        worker.users += 1
+        self._root = not worker.members
+        worker.members.add(self)
 
     @classmethod
     def wrap(cls, memory: Memory) -> AsyncMemory:
@@ -187,23 +189,31 @@ class AsyncMemory:
         """An ``AsyncMemory`` for another namespace on the same store, worker and settings.
 
         Sharing the worker keeps calls on one store serialized, as ``Memory`` expects.
+        Closing this (the root) ``AsyncMemory`` closes the siblings too.
         """
         out = AsyncMemory.__new__(AsyncMemory)
         out._init(self._memory.for_namespace(namespace), self._worker)
         return out
 
     async def close(self) -> None:
-        """Wait for queued calls, close the store, and stop the worker (when no sibling uses it). Idempotent."""
+        """Close this memory. Idempotent.
+
+        The ``AsyncMemory`` that opened the store (not one made by :meth:`for_namespace`)
+        waits for queued calls, closes the store, stops the worker and closes its
+        siblings; a sibling only stops accepting calls (the store stays open for the others).
+        """
         if self._closed:
             return
         self._closed = True
+        if not self._root:
+            return
         worker = self._worker
-        worker.users -= 1
-        if worker.users == 0:
-            try:
-                await asyncio.wrap_future(worker.pool.submit(self._memory.close))
-            finally:
-                worker.pool.shutdown(wait=False)
+        for member in list(worker.members):
+            member._closed = True
+        try:
+            await asyncio.wrap_future(worker.pool.submit(self._memory.close))
+        finally:
+            worker.pool.shutdown(wait=False)
 
     async def __aenter__(self) -> AsyncMemory:
         return self
