@@ -153,7 +153,9 @@ class StratamemHistory:
             prompt = next((_text(p.content) for m in reversed(mine) if isinstance(m, ModelRequest)
                            for p in m.parts if isinstance(p, UserPromptPart)), None)
             prefix = await self.memory.run(lambda mem: self._prefix(mem, earlier, prompt))
-            self._runs = {key: (prefix, 0)}  # only the live run is kept
+            self._runs[key] = (prefix, 0)
+            while len(self._runs) > 16:  # concurrent runs are fine; finished ones are forgotten
+                del self._runs[next(iter(self._runs))]
         prefix, stored = self._runs[key]
         new = to_openai_messages(mine[stored:])
         if new:
