@@ -44,7 +44,7 @@ from langgraph.store.base import (
 from ..agentloop import Compactor
 from ..aio import AsyncMemory
 from ..config import CompactionConfig, PruningConfig
-from ..errors import ModelError, StratamemError, ValidationError
+from ..errors import ModelError, ValidationError
 from ..llm import Completion
 from ..memory import Memory
 from ..records import StoredTurn, Turn, check_name
@@ -374,10 +374,7 @@ class StratamemMiddleware(AgentMiddleware):
                     self.model, provider="openai", memory=self.memory.memory, session=session,
                     config=self.compaction, pruning=self.pruning)
             live = [dict(m) for m in convert_to_openai_messages(messages)]
-            try:
-                result = compactor.prepare_messages(live)
-            except StratamemError:
-                raise
+            result = compactor.prepare_messages(live)
             self.last_results[session] = result
             changed = result.pruning.changed or result.compaction.status != "not_needed"
             if not changed:
