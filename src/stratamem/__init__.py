@@ -30,6 +30,7 @@ from .errors import (
 )
 from .manifest import Context, ContextItem, Manifest
 from .memory import Memory, Status
+from .aio import AsyncMemory  # noqa: E402 - async twin of Memory (issue 15)
 from .records import Session, StoredTurn, Turn
 from .agentloop.wrap import wrap  # noqa: I001 - after the facade: it imports the agent loop
 
@@ -39,6 +40,7 @@ except _metadata.PackageNotFoundError:  # running from a source tree that is not
     __version__ = "0.0.0+source"
 
 __all__ = [
+    "AsyncMemory",
     "BackendError",
     "BudgetError",
     "Config",
