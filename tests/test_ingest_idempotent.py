@@ -194,3 +194,18 @@ def test_imported_system_prompts_are_instructions_on_both_backends(mem: Memory) 
                            "## System prompt\nAlways run the linter before committing.")
     assert all(m["role"] != "system" for m in ctx.messages[1:])
     assert [it.reason for it in ctx.manifest.items if it.kind == "instructions"] == ["system_prompt"] * 2
+
+
+def test_a_forgotten_message_can_be_ingested_again(mem: Memory) -> None:
+    sessions = read_file(INGEST / "claude_code.jsonl")
+    mem.ingest(sessions)
+    main_session = "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10"
+    newest = mem.turns(main_session, limit=1, newest_first=True)[0]
+    mem.forget(turns=[newest.id])
+    assert mem.status().turns == 7
+    assert _keys(mem) == 4  # the forgotten turn's key went with it
+    again = mem.ingest(read_file(INGEST / "claude_code.jsonl"))
+    assert (again.total_stored, again.total_skipped) == (1, 7)
+    assert mem.turns(main_session, limit=1, newest_first=True)[0].content == newest.content
+    mem.forget(all_namespace=True)
+    assert (mem.ingest(read_file(INGEST / "claude_code.jsonl")).total_stored) == 8

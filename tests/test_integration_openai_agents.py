@@ -114,8 +114,8 @@ def test_session_protocol_semantics_match_the_sdk_session(tmp_path: Path) -> Non
         names = [s.name for s in amem.memory.store.sessions("p")]
         assert names == ["s", "s@gen1", "s@gen2"]
         assert await StratamemSession("s", amem).get_items() == []
-        # Sequences stay gap-free after the pop.
-        assert [t.seq for t in await amem.turns("s")] == [1, 2, 3, 4]
+        # The pop forgot turn 4 (Memory.forget); a sequence number is never reused.
+        assert [t.seq for t in await amem.turns("s")] == [1, 2, 3, 5]
         # limit from the SDK's SessionSettings
         limited = StratamemSession("t", amem, session_settings=SessionSettings(limit=1))
         await limited.add_items([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
@@ -208,15 +208,18 @@ def test_run_context_routes_each_tenant_to_its_namespace(tmp_path: Path) -> None
     asyncio.run(go())
 
 
-def test_pop_refuses_a_turn_sealed_into_the_pyramid(tmp_path: Path) -> None:
+def test_pop_forgets_a_turn_sealed_into_the_pyramid_and_its_segment_follows(tmp_path: Path) -> None:
     async def go() -> None:
         amem = AsyncMemory(tmp_path / "s.db", namespace="s")
         session = StratamemSession("x", amem)
         await session.add_items([{"role": "user", "content": "one"}, {"role": "assistant", "content": "two"}])
-        await amem.seal("x")
-        with pytest.raises(ValidationError, match="sealed"):
-            await session.pop_item()
-        assert len(await session.get_items()) == 2
+        segment = await amem.seal("x")
+        assert segment is not None and segment.turn_count == 2
+        assert await session.pop_item() == {"role": "assistant", "content": "two"}
+        assert await session.get_items() == [{"role": "user", "content": "one"}]
+        # The segment that covered both turns now covers only the one that is left.
+        (node,) = [n for n in amem.memory.pyramid.nodes(level=1)]
+        assert node.turn_count == 1
         await amem.close()
     asyncio.run(go())
 
@@ -244,7 +247,7 @@ def test_session_semantics_on_postgres(pg_dsn: str) -> None:
         assert await session.pop_item() == items[3]
         assert await session.get_items() == items[:3]
         await session.add_items([{"role": "assistant", "content": "again"}])
-        assert [t.seq for t in await amem.turns("s")] == [1, 2, 3, 4]
+        assert [t.seq for t in await amem.turns("s")] == [1, 2, 3, 5]
         await session.clear_session()
         assert await session.get_items() == []
         assert len(await StratamemSession("t", amem).get_items()) == 4

@@ -162,7 +162,7 @@ class SQLiteForget:
                          (json.dumps(list(prov)), int(item_id), ns_id))
         conn.execute(f"DELETE FROM turns WHERE namespace_id=? AND {_in('id')}", (ns_id, turns))
         # A forgotten message may be ingested again: its dedupe key goes with it.
-        conn.execute(f"DELETE FROM ingest_keys WHERE namespace=? AND {_in('turn_id')}", (ns, turns))
+        conn.execute(f"DELETE FROM ingest_keys WHERE namespace=? AND {_in('turn_id')}", (p.namespace, turns))
         if p.sessions:
             conn.execute("DELETE FROM sessions WHERE namespace_id=? AND name IN (SELECT value FROM json_each(?))",
                          (ns_id, json.dumps(sorted(set(p.sessions)))))
