@@ -206,6 +206,6 @@ def test_a_forgotten_message_can_be_ingested_again(mem: Memory) -> None:
     assert _keys(mem) == 4  # the forgotten turn's key went with it
     again = mem.ingest(read_file(INGEST / "claude_code.jsonl"))
     assert (again.total_stored, again.total_skipped) == (1, 7)
-    assert mem.turns(main_session, limit=1, newest_first=True)[0].content == newest.content
+    assert mem.turns(main_session, limit=1, newest_first=True)[0].text == newest.text
     mem.forget(all_namespace=True)
     assert (mem.ingest(read_file(INGEST / "claude_code.jsonl")).total_stored) == 8
