@@ -72,9 +72,11 @@ def ingest(settings: Settings, path: str, fmt: str, session: str | None) -> None
         for ns, group in by_ns.items():
             # One add_sessions per namespace: one transaction, and summaries and
             # indexes are updated only after it commits.
+            goal = bar.n + sum(len(s.turns) for s in group)
             with settings.memory(ns) as mem:
-                written += len(mem.add_sessions(group))
-            bar.update(sum(len(s.turns) for s in group))
+                # The bar counts turns as they are embedded and indexed (batches after the commit).
+                written += len(mem.add_sessions(group, progress=bar.update))
+            bar.update(goal - bar.n)
     finally:
         bar.close()
     click.echo(f"ingested {written} turns in {len(sessions)} session(s) into "

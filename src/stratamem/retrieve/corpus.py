@@ -37,7 +37,22 @@ from ..errors import ModelError
 from ..records import StoredTurn
 from .lexical import BM25Index, analyze
 
-__all__ = ["TurnCorpus"]
+__all__ = ["ANALYZER", "TurnCorpus"]
+
+# Exercises every rule of the word analysis (case, apostrophes, stop words, stems, digits).
+_PROBE = ("Caroline: I've been running the LGBTQ support groups since 7 May 2023 - they're "
+          "amazing! Melanie's kids loved the pottery classes, painting & hiking trips.")
+
+
+def _fingerprint() -> str:
+    """A short hash of how a probe text is indexed: changes whenever the analysis does."""
+    import hashlib
+
+    return hashlib.sha256(" ".join(analyze(_PROBE)).encode()).hexdigest()[:16]
+
+
+ANALYZER = "a1:" + _fingerprint()
+"""Identifies the word analysis; a persisted index made with another one is re-analysed."""
 
 _BLOCK = 1024
 
@@ -107,21 +122,43 @@ class TurnCorpus:
 
     # --- growing -----------------------------------------------------------------------
 
-    def add(self, turns: Iterable[StoredTurn]) -> list[int]:
+    def add(self, turns: Iterable[StoredTurn], *, terms: Sequence[list[str]] | None = None,
+            vectors: np.ndarray | None = None) -> list[int]:
         """Index turns not seen before (in stored order); returns their positions.
 
         The new texts are embedded before anything changes: if the embedder
         fails, its error propagates and the corpus is as it was, so the same
         turns can be added again later.
+
+        Args:
+            turns: Stored turns.
+            terms: Their analysed terms (:func:`analyze` of :meth:`text`), when
+                already known (a persisted index); one list per turn.
+            vectors: Their unit vectors, when already known; one row per turn.
+                With both given, nothing is analysed or embedded.
         """
-        fresh = list({st.id: st for st in turns if st.id not in self.pos}.values())
-        if not fresh:
+        given = list(turns)
+        if terms is not None and len(terms) != len(given):
+            raise ValueError(f"{len(terms)} term lists for {len(given)} turns")
+        if vectors is not None and len(vectors) != len(given):
+            raise ValueError(f"{len(vectors)} vectors for {len(given)} turns")
+        keep: dict[int, int] = {}
+        for j, st in enumerate(given):
+            if st.id not in self.pos and st.id not in keep:
+                keep[st.id] = j
+        if not keep:
             return []
-        texts = [self.text(st) for st in fresh]
-        vec = np.asarray(self.embed(texts), dtype=np.float32) if self.embed is not None else None
-        if vec is not None and (vec.ndim != 2 or len(vec) != len(texts)
+        picked = list(keep.values())
+        fresh = [given[j] for j in picked]
+        texts = [self.text(st) for st in fresh] if terms is None or (vectors is None and self.embed is not None) \
+            else []
+        if vectors is not None and self.embed is not None:
+            vec: np.ndarray | None = np.asarray(vectors, dtype=np.float32)[picked]
+        else:
+            vec = np.asarray(self.embed(texts), dtype=np.float32) if self.embed is not None else None
+        if vec is not None and (vec.ndim != 2 or len(vec) != len(fresh)
                                 or (self.vectors is not None and vec.shape[1] != self.vectors.view.shape[1])):
-            raise ModelError(f"embedder returned shape {vec.shape} for {len(texts)} texts")
+            raise ModelError(f"embedder returned shape {vec.shape} for {len(fresh)} texts")
         new: list[int] = []
         sessions, places, speakers = [], [], []
         for st in fresh:
@@ -140,7 +177,7 @@ class TurnCorpus:
             speakers.append(self.speakers.setdefault(name, len(self.speakers)) if name else -1)
             self.turns.append(st)
             new.append(i)
-        fresh_terms = [analyze(t) for t in texts]
+        fresh_terms = [analyze(t) for t in texts] if terms is None else [terms[j] for j in picked]
         for terms in fresh_terms:
             self.bm25.add(terms)
         self.terms.extend(fresh_terms)

@@ -143,12 +143,15 @@ class HybridIndex:
         """Whether recall runs without vectors."""
         return self.embedder is None
 
-    def add_turns(self, turns: Iterable[StoredTurn]) -> None:
+    def add_turns(self, turns: Iterable[StoredTurn], *, terms: Sequence[list[str]] | None = None,
+                  vectors: np.ndarray | None = None) -> None:
         """Add stored turns (in stored order); already indexed ids are ignored.
 
-        Only the new turns are analysed and embedded.
+        Only the new turns are analysed and embedded; ``terms`` and ``vectors``
+        (one per turn, from a persisted index) skip that work
+        (:meth:`~stratamem.retrieve.corpus.TurnCorpus.add`).
         """
-        self._corpus.add(turns)
+        self._corpus.add(turns, terms=terms, vectors=vectors)
 
     def turn(self, turn_id: int) -> StoredTurn:
         """The indexed turn with this id.

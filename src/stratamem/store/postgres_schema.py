@@ -30,6 +30,7 @@ from .postgres_embeddings import m002_embeddings
 from .postgres_items import m005_items, m007_item_ids
 from .postgres_manifests import m006_manifests
 from .postgres_nodes import m003_pyramid
+from .postgres_turn_embeddings import m008_recall_index
 
 __all__ = ["MIGRATIONS", "PgMigration", "applied", "apply", "ensure_schema"]
 
@@ -106,6 +107,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m005_items", m005_items),
     PgMigration("m006_manifests", m006_manifests),
     PgMigration("m007_item_ids", m007_item_ids),
+    PgMigration("m008_recall_index", m008_recall_index),
 ]
 
 

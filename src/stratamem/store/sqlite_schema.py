@@ -14,6 +14,7 @@ from .sqlite_embeddings import m002_embeddings
 from .sqlite_items import m007_item_ids
 from .sqlite_manifests import m006_manifests
 from .sqlite_nodes import m003_pyramid
+from .sqlite_turn_embeddings import m008_recall_index
 
 __all__ = ["MIGRATIONS"]
 
@@ -148,4 +149,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m005_items", m005_items),
     Migration("m006_manifests", m006_manifests),
     Migration("m007_item_ids", m007_item_ids),
+    Migration("m008_recall_index", m008_recall_index),
 ]
