@@ -26,7 +26,7 @@ def db_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def memory(db_path: Path) -> Iterator[Memory]:
     """A Memory on a fresh SQLite file, namespace 'test'."""
-    mem = Memory(db_path, namespace="test")
+    mem = Memory(db_path, namespace="test", embedder=None)
     yield mem
     mem.close()
 

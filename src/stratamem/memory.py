@@ -183,7 +183,7 @@ class Memory:
         if self._configured:
             from .embed.default import configured_model
 
-            model = configured_model(self.config)
+            model = embedder = configured_model(self.config)
             if model is not None and self.config.embedding.cache:
                 from .embed import CachedEmbedder
 
