@@ -49,6 +49,8 @@ def pg_dsn() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def minilm() -> LocalMiniLM:
     """The real local all-MiniLM-L6-v2 embedder, loaded once per test run (read-only: share it)."""
-    from stratamem.embed import LocalMiniLM
+    from stratamem import Config
+    from stratamem.embed.default import configured_model
 
-    return LocalMiniLM().load()
+    # The process-wide default model: Memory(path) without an embedder shares it.
+    return configured_model(Config()).load()

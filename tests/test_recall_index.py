@@ -271,3 +271,53 @@ def test_a_corrupt_vector_blob_is_refused() -> None:
         decode_int8([blob[:-1]], 8)
     with pytest.raises(ValueError, match="NaN"):
         encode_int8(np.array([[np.nan, 1.0]], dtype=np.float32))
+
+
+# --- bulk paths used when an index opens ---------------------------------------------------------
+
+_words = st.lists(st.sampled_from(["deploy", "key", "vault", "cat", "lisbon", "june", "x"]), max_size=8)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_words, min_size=0, max_size=200), st.integers(0, 5))
+def test_bm25_bulk_extend_builds_the_same_postings_as_adding_one_by_one(docs: list[list[str]], before: int) -> None:
+    from stratamem.retrieve.lexical import BM25Index
+
+    one, bulk = BM25Index(), BM25Index()
+    for d in docs[:before]:
+        one.add(d)
+        bulk.add(d)
+    for d in docs[before:]:
+        one.add(d)
+    bulk.extend(docs[before:])
+    assert len(one) == len(bulk)
+    assert one._postings == bulk._postings
+    for term in ("deploy", "vault", "x", "absent"):
+        np.testing.assert_array_equal(one.posting(term)[0], bulk.posting(term)[0])
+        np.testing.assert_array_equal(one.posting(term)[1], bulk.posting(term)[1])
+    np.testing.assert_array_equal(one.scores(["deploy", "x"]), bulk.scores(["deploy", "x"]))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=60), st.integers(1, 3))
+def test_window_norms_of_an_opened_index_equal_those_grown_turn_by_turn(sessions: list[int], window: int) -> None:
+    from datetime import datetime, timezone
+
+    from stratamem.records import StoredTurn, Turn
+    from stratamem.retrieve.corpus import TurnCorpus
+
+    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    seqs: dict[int, int] = {}
+    turns = []
+    for i, s in enumerate(sessions):
+        seqs[s] = seqs.get(s, 0) + 1
+        turns.append(StoredTurn(id=i + 1, namespace="n", session=f"s{s}", seq=seqs[s], tokens=3,
+                                turn=Turn(role="user", content=f"turn {i} about {s}", timestamp=t0)))
+    emb = HashEmbedder(16)
+    grown, opened = TurnCorpus(window, emb.embed_batch), TurnCorpus(window, emb.embed_batch)
+    for st_ in turns:
+        grown.add([st_])
+    opened.add(turns)
+    assert grown.window_norms is not None and opened.window_norms is not None
+    np.testing.assert_array_equal(grown.window_norms.view, opened.window_norms.view)
+    np.testing.assert_allclose(grown.session_vectors(), opened.session_vectors(), rtol=0, atol=1e-12)

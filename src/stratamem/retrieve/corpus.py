@@ -17,7 +17,7 @@ is rebuilt from scratch when a turn arrives:
   query one matrix–vector product over the turns is enough (window sums by
   the same prefix sums); only the norms are stored, and a new turn changes
   those of at most ``window`` earlier turns of its session. Session vectors
-  are running sums.
+  are summed when first asked for (their weight is 0 by default).
 
 The structure arrays (session order, window bounds, neighbours) are redone
 with O(N) numpy when turns were added, never with per-turn Python loops.
@@ -178,8 +178,7 @@ class TurnCorpus:
             self.turns.append(st)
             new.append(i)
         fresh_terms = [analyze(t) for t in texts] if terms is None else [terms[j] for j in picked]
-        for terms in fresh_terms:
-            self.bm25.add(terms)
+        self.bm25.extend(fresh_terms)
         self.terms.extend(fresh_terms)
         self._session_of.extend(np.asarray(sessions, dtype=np.int64))
         self._place.extend(np.asarray(places, dtype=np.int64))
@@ -194,21 +193,43 @@ class TurnCorpus:
         if self.vectors is None:
             dim = vec.shape[1]
             self.vectors, self.window_norms = _Rows(np.float32, dim), _Rows(np.float64)
-            self._session_sums = _Rows(np.float64, dim)
-        assert self.window_norms is not None and self._session_sums is not None
+        assert self.window_norms is not None
         self.vectors.extend(vec)
         self.window_norms.extend(np.ones(len(vec)))
-        if self._session_sums.n < len(self._sizes):
-            self._session_sums.extend(np.zeros((len(self._sizes) - self._session_sums.n, vec.shape[1])))
-        # Unbuffered and in index order: a session's sum is accumulated turn by turn in
-        # stored order whatever the batching, so incremental and fresh sums are bit-equal.
-        np.add.at(self._session_sums.view, self.session_of[new], vec.astype(np.float64))
+        # Session sums are made when first asked for (their weight is 0 by default).
+        self._session_sums = None
         self._refresh()
+        if len(new) == len(self.turns):
+            # Everything is new (an index opened from the store): all norms at once.
+            self.window_norms.view[:] = self._all_summed_norms()
+            return
         # A new turn enters the windows of the (at most `window`) turns before it in its session.
         first = self.start[self.session_of[new]]
         back = [self.order[np.maximum(self.rank[new] - d, first)] for d in range(1, self.window + 1)]
         touched = np.unique(np.concatenate([new, *back]))
         self.window_norms.view[touched] = self._summed_norm(touched)
+
+    def _all_summed_norms(self) -> np.ndarray:
+        """:meth:`_summed_norm` of every row, with contiguous slices in session order.
+
+        The same float32 additions in the same offset order as the per-row
+        version, so the norms are bit-equal to an index grown turn by turn.
+        """
+        assert self.vectors is not None
+        ordered = self.vectors.view[self.order]
+        n, rank = len(ordered), np.arange(len(ordered))
+        lo, hi = self.lo[self.order], self.hi[self.order]
+        acc = np.zeros_like(ordered)
+        for d in range(-self.window, self.window + 1):
+            a, b = max(0, -d), min(n, n - d)
+            if a >= b:
+                continue
+            ok = ((rank[a:b] + d >= lo[a:b]) & (rank[a:b] + d < hi[a:b]))[:, None]
+            np.add(acc[a:b], ordered[a + d:b + d], out=acc[a:b], where=ok)
+        norms = np.maximum(np.linalg.norm(acc, axis=1).astype(np.float64), 1e-12)
+        out = np.empty(n)
+        out[self.order] = norms
+        return out
 
     def _summed_norm(self, rows: np.ndarray) -> np.ndarray:
         """Length of each row's summed window vector (summed in a fixed offset order), floored at 1e-12."""
@@ -355,6 +376,13 @@ class TurnCorpus:
 
     def session_vectors(self) -> np.ndarray:
         """Unit mean vector of each session (float64)."""
-        assert self._session_sums is not None
+        if self._session_sums is None:
+            assert self.vectors is not None
+            sums = np.zeros((len(self._sizes), self.vectors.view.shape[1]))
+            # Unbuffered and in index order: each session's sum is accumulated turn by turn
+            # in stored order, so it does not depend on how the turns were batched.
+            np.add.at(sums, self.session_of, self.vectors.view.astype(np.float64))
+            self._session_sums = _Rows(np.float64, sums.shape[1])
+            self._session_sums.extend(sums)
         sums = self._session_sums.view
         return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)

@@ -119,9 +119,37 @@ class BM25Index:
         return doc
 
     def extend(self, docs: Iterable[Sequence[str]]) -> None:
-        """Add many documents."""
-        for terms in docs:
-            self.add(terms)
+        """Add many documents (postings built in bulk: the same index as adding them one by one)."""
+        docs = list(docs)
+        if len(docs) < 64:
+            for terms in docs:
+                self.add(terms)
+            return
+        base, count = self._n, len(docs)
+        need = base + count
+        if need > len(self._lengths):
+            grown = np.zeros(max(need, 2 * len(self._lengths)))
+            grown[:base] = self._lengths[:base]
+            self._lengths = grown
+        lengths = np.fromiter((len(d) for d in docs), np.int64, count)
+        self._lengths[base:need] = lengths
+        self._n = need
+        self._norm = None
+        vocab: dict[str, int] = {}
+        ids = np.fromiter((vocab.setdefault(t, len(vocab)) for d in docs for t in d), np.int64, int(lengths.sum()))
+        if not len(ids):
+            return
+        doc = np.repeat(np.arange(base, need, dtype=np.int64), lengths)
+        # One (term, doc) key per occurrence; unique keys sorted by term then doc give the postings.
+        keys, tf = np.unique(ids * need + doc, return_counts=True)
+        term_of, doc_of = keys // need, keys % need
+        cuts = np.flatnonzero(np.diff(term_of)) + 1
+        names = list(vocab)
+        for lo, hi in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(keys)])).tolist()):
+            term = names[int(term_of[lo])]
+            docs_list, tfs_list = self._postings.setdefault(term, ([], []))
+            docs_list.extend(doc_of[lo:hi].tolist())
+            tfs_list.extend(tf[lo:hi].tolist())
 
     def __contains__(self, term: str) -> bool:
         return term in self._postings
