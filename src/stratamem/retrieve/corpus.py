@@ -173,7 +173,7 @@ class TurnCorpus:
             sessions.append(s)
             places.append(self._sizes[s])
             self._sizes[s] += 1
-            name = st.turn.name
+            name = st.turn.name if isinstance(st, StoredTurn) else st.name
             speakers.append(self.speakers.setdefault(name, len(self.speakers)) if name else -1)
             self.turns.append(st)
             new.append(i)

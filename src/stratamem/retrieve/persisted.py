@@ -150,7 +150,9 @@ class TurnIndexer:
         Raises:
             ModelError: Turns need embedding and the embedder failed.
         """
-        turns = list(self.store.iter_turns(self.namespace))
+        # Keys, not turns: ranking needs only ids, sessions, speakers and times; a
+        # recalled turn is read in full when it is a hit (HybridIndex's loader).
+        turns: list[Any] = self._rows.keys(self.namespace)
         try:
             self._check_meta()
         except StratamemError as exc:
@@ -171,13 +173,20 @@ class TurnIndexer:
         todo = [i for i in range(len(turns))
                 if terms[i] is None or (self.embedder is not None and (blobs[i] is None or i in stale))]
         if todo:
+            full = {st.id: st for lo in range(0, len(todo), 500)
+                    for st in self.store.turns(self.namespace, ids=[turns[i].id for i in todo[lo:lo + 500]])}
+            for i in todo:
+                turns[i] = full[turns[i].id]
             self._fill(turns, terms, blobs, todo, on_store_error)
-        index = HybridIndex(self.embedder, weights)
+        index = HybridIndex(self.embedder, weights, loader=self._load_turns)
         vectors = None
         if self.embedder is not None and turns:
             vectors = decode_int8(blobs, len(blobs[0]) - 4)  # type: ignore[arg-type]
         index.add_turns(turns, terms=terms, vectors=vectors)  # type: ignore[arg-type]
         return index
+
+    def _load_turns(self, ids: Sequence[int]) -> list[StoredTurn]:
+        return self.store.turns(self.namespace, ids=list(ids))
 
     def _fill(self, turns: list[StoredTurn], terms: list[list[str] | None], blobs: list[bytes | None],
               todo: list[int], on_store_error: Callable[[Exception], None] | None) -> None:

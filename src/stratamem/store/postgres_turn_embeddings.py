@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from .base_turn_index import IndexMeta, TurnIndexRow
+from .base_turn_index import IndexMeta, TurnIndexRow, TurnKey
 
 if TYPE_CHECKING:
     from .postgres import PostgresStore
@@ -103,6 +103,16 @@ class PostgresTurnIndex:
             rows = self._store._query("SELECT turn_id, terms, vector FROM recall_index WHERE namespace = %s "
                                       "AND turn_id = ANY(%s)", (namespace, [int(i) for i in turn_ids]))
         return {int(r[0]): TurnIndexRow(int(r[0]), r[1], None if r[2] is None else bytes(r[2])) for r in rows}
+
+    def keys(self, namespace: str) -> list[TurnKey]:
+        """Id, session, speaker and timestamp of every turn of the namespace, in (session, sequence) order.
+
+        The order of :meth:`~stratamem.store.postgres.PostgresStore.iter_turns`; no content is read.
+        """
+        rows = self._store._query(
+            "SELECT t.id, s.name, t.name, t.ts FROM turns t JOIN sessions s ON s.namespace = t.namespace "
+            "AND s.id = t.session_id WHERE t.namespace = %s ORDER BY t.session_id, t.seq", (namespace,))
+        return [TurnKey(int(r[0]), namespace, r[1], r[2], r[3]) for r in rows]
 
     def counts(self, namespace: str) -> tuple[int, int]:
         """``(rows, rows with a vector)`` of the namespace."""

@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from .base_turn_index import IndexMeta, TurnIndexRow
+from .base_turn_index import IndexMeta, TurnIndexRow, TurnKey
 
 if TYPE_CHECKING:
     from .sqlite import SQLiteStore
@@ -122,6 +122,16 @@ class SQLiteTurnIndex:
                     "SELECT turn_id, terms, vector FROM recall_index WHERE namespace_id=? "
                     f"AND turn_id IN ({','.join('?' * len(part))})", [ns, *part])
         return {r[0]: TurnIndexRow(r[0], r[1], r[2]) for r in rows}
+
+    def keys(self, namespace: str) -> list[TurnKey]:
+        """Id, session, speaker and timestamp of every turn of the namespace, in (session, sequence) order.
+
+        The order of :meth:`~stratamem.store.sqlite.SQLiteStore.iter_turns`; no content is read.
+        """
+        rows = self._store._query(
+            "SELECT t.id, s.name, t.name, t.ts FROM turns t JOIN sessions s ON s.id = t.session_id "
+            "JOIN namespaces n ON n.id = t.namespace_id WHERE n.name = ? ORDER BY t.session_id, t.seq", (namespace,))
+        return [TurnKey(r[0], namespace, r[1], r[2], r[3]) for r in rows]
 
     def counts(self, namespace: str) -> tuple[int, int]:
         """``(rows, rows with a vector)`` of the namespace."""
