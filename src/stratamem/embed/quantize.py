@@ -58,8 +58,9 @@ def decode_int8(blobs: Sequence[bytes], dims: int) -> np.ndarray:
         bad = next(len(b) for b in blobs if len(b) != size)
         raise BackendError(f"stored vector is {bad} bytes, expected {size} for {dims} dimensions")
     raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), size)
-    scale = raw[:, :4].copy().view("<f4")[:, 0].astype(np.float32)
-    codes = raw[:, 4:].view(np.int8).astype(np.float32)
-    out = codes * scale[:, None]
-    norms = np.linalg.norm(out, axis=1, keepdims=True)
-    return (out / np.maximum(norms, np.float32(1e-12))).astype(np.float32)
+    # The scale is positive and the result is re-normalised, so it cancels: unit(codes * scale)
+    # is unit(codes). It stays in the blob so the magnitude can be restored if ever needed.
+    out = raw[:, 4:].view(np.int8).astype(np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", out, out))
+    out *= (1.0 / np.maximum(norms, np.float32(1e-12)))[:, None].astype(np.float32)
+    return out

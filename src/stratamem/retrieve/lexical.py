@@ -11,6 +11,7 @@ Fusion with vectors lives in :mod:`stratamem.retrieve.engine`.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections import Counter
@@ -135,10 +136,12 @@ class BM25Index:
         self._lengths[base:need] = lengths
         self._n = need
         self._norm = None
-        vocab: dict[str, int] = {}
-        ids = np.fromiter((vocab.setdefault(t, len(vocab)) for d in docs for t in d), np.int64, int(lengths.sum()))
-        if not len(ids):
+        tokens = list(itertools.chain.from_iterable(docs))
+        if not tokens:
             return
+        # C-level passes only: distinct terms in first-seen order, then each token's number.
+        vocab = {t: i for i, t in enumerate(dict.fromkeys(tokens))}
+        ids = np.fromiter(map(vocab.__getitem__, tokens), np.int64, len(tokens))
         doc = np.repeat(np.arange(base, need, dtype=np.int64), lengths)
         # One (term, doc) key per occurrence; unique keys sorted by term then doc give the postings.
         keys, tf = np.unique(ids * need + doc, return_counts=True)
