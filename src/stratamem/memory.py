@@ -140,8 +140,9 @@ class Memory:
 
     Raises:
         ValidationError: Invalid namespace name.
-        ConfigError: The pyramid is enabled but the store keeps no pyramid nodes, or
-            the store's token counts were made with another tokenizer.
+        ConfigError: The pyramid is enabled but the store keeps no pyramid nodes,
+            the store's token counts were made with another tokenizer, or the
+            configured embedding provider is ``openai`` without ``embedding.dimensions``.
         BackendError: The store cannot be opened.
         MigrationError: The store was written by a newer stratamem.
     """
