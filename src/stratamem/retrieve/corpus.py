@@ -66,6 +66,11 @@ class _Rows:
 
     def extend(self, rows: np.ndarray) -> None:
         need = self.n + len(rows)
+        if self.n == 0 and len(rows) > len(self._buf) and rows.dtype == self._buf.dtype \
+                and rows.shape[1:] == self._buf.shape[1:] and rows.flags.c_contiguous and rows.flags.owndata:
+            # A first large batch (an index opened from the store) becomes the buffer: no copy.
+            self._buf, self.n = rows, need
+            return
         if need > len(self._buf):
             grown = np.zeros((max(need, 2 * len(self._buf)),) + self._buf.shape[1:], dtype=self._buf.dtype)
             grown[: self.n] = self._buf[: self.n]
@@ -153,7 +158,9 @@ class TurnCorpus:
         texts = [self.text(st) for st in fresh] if terms is None or (vectors is None and self.embed is not None) \
             else []
         if vectors is not None and self.embed is not None:
-            vec: np.ndarray | None = np.asarray(vectors, dtype=np.float32)[picked]
+            vec: np.ndarray | None = np.asarray(vectors, dtype=np.float32)
+            if len(picked) != len(vec) or picked[-1] != len(vec) - 1:
+                vec = vec[picked]  # (picked is increasing: all of them means in order, no copy needed)
         else:
             vec = np.asarray(self.embed(texts), dtype=np.float32) if self.embed is not None else None
         if vec is not None and (vec.ndim != 2 or len(vec) != len(fresh)
@@ -216,19 +223,25 @@ class TurnCorpus:
         version, so the norms are bit-equal to an index grown turn by turn.
         """
         assert self.vectors is not None
-        ordered = self.vectors.view[self.order]
-        n, rank = len(ordered), np.arange(len(ordered))
-        lo, hi = self.lo[self.order], self.hi[self.order]
-        acc = np.zeros_like(ordered)
-        for d in range(-self.window, self.window + 1):
-            a, b = max(0, -d), min(n, n - d)
-            if a >= b:
-                continue
-            ok = ((rank[a:b] + d >= lo[a:b]) & (rank[a:b] + d < hi[a:b]))[:, None]
-            np.add(acc[a:b], ordered[a + d:b + d], out=acc[a:b], where=ok)
-        norms = np.maximum(np.linalg.norm(acc, axis=1).astype(np.float64), 1e-12)
+        vec, w = self.vectors.view, self.window
+        n = len(vec)
+        lo_all, hi_all = self.lo[self.order], self.hi[self.order]
         out = np.empty(n)
-        out[self.order] = norms
+        # In blocks of rows (session order), so the working set stays small.
+        for p0 in range(0, n, 4096):
+            p1 = min(n, p0 + 4096)
+            g0, g1 = max(0, p0 - w), min(n, p1 + w)
+            ordered = vec[self.order[g0:g1]]  # rows g0 .. g1-1 in session order
+            rank = np.arange(p0, p1)
+            lo, hi = lo_all[p0:p1], hi_all[p0:p1]
+            acc = np.zeros((p1 - p0, vec.shape[1]), dtype=vec.dtype)
+            for d in range(-w, w + 1):
+                a, b = max(p0, -d), min(p1, n - d)
+                if a >= b:
+                    continue
+                ok = ((rank[a - p0:b - p0] + d >= lo[a - p0:b - p0]) & (rank[a - p0:b - p0] + d < hi[a - p0:b - p0]))
+                np.add(acc[a - p0:b - p0], ordered[a + d - g0:b + d - g0], out=acc[a - p0:b - p0], where=ok[:, None])
+            out[self.order[p0:p1]] = np.maximum(np.linalg.norm(acc, axis=1).astype(np.float64), 1e-12)
         return out
 
     def _summed_norm(self, rows: np.ndarray) -> np.ndarray:
