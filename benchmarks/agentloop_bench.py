@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     budget = ccfg.threshold - ccfg.output_reserve
     t0 = time.perf_counter()
     with FakeLLMServer(reply=checkpoint_reply) as server, Memory(":memory:", namespace="bench",
-                                                                 config=Config(compaction=ccfg)) as mem:
+                                                                 config=Config(compaction=ccfg), embedder=None) as mem:
         model = OpenAIChat("fake-summarizer", base_url=server.openai_base_url, max_retries=0)
         comp = Compactor(model, provider="anthropic", memory=mem, session="replay", config=ccfg, pruning=pcfg)
         print(f"{'turn':>4} {'calls':>5} {'raw':>9} {'pruned':>8} {'managed':>8} {'compactions':>11}")
