@@ -85,7 +85,7 @@ def replay(name: str, all_msgs: list[dict], ccfg: CompactionConfig, pcfg: Prunin
     """Replay the transcript call by call through ``prepare_messages`` with ``ccfg``."""
     track = Track(name)
     budget = ccfg.threshold - ccfg.output_reserve
-    with Memory(":memory:", namespace="bench", config=Config(compaction=ccfg)) as mem:
+    with Memory(":memory:", namespace="bench", config=Config(compaction=ccfg), embedder=None) as mem:
         model = OpenAIChat("fake-summarizer", base_url=server.openai_base_url, max_retries=0)
         comp = Compactor(model, provider="anthropic", memory=mem, session="replay", config=ccfg, pruning=pcfg)
         managed: list[dict] = []

@@ -102,7 +102,7 @@ def example(data: list[dict[str, Any]], sample_no: int, embedder: Any) -> None:
     modes = [("lexical", None)] + ([("hybrid", embedder)] if embedder is not None else [])
     for mode, emb in modes:
         with tempfile.TemporaryDirectory() as tmp:
-            mem = Memory(Path(tmp) / "m.db", namespace="conv")
+            mem = Memory(Path(tmp) / "m.db", namespace="conv", embedder=None)
             items = Items(mem.store, "conv", tokenizer=mem.tokenizer, config=Config().items, embedder=emb)
             by_dia: dict[str, int] = {}
             spilled_at: dict[int, int] = {}
@@ -181,7 +181,7 @@ def latency(data: list[dict[str, Any]], sizes: list[int], embedder: Any, queries
     rng = np.random.default_rng(7)
     for size in sizes:
         with tempfile.TemporaryDirectory() as tmp:
-            mem = Memory(Path(tmp) / "m.db", namespace="big")
+            mem = Memory(Path(tmp) / "m.db", namespace="big", embedder=None)
             tok = mem.tokenizer
             now = format_timestamp(time_now())
             t0 = time.perf_counter()
@@ -259,7 +259,7 @@ def mcp_roundtrip(data: list[dict[str, Any]], calls: int) -> None:
     print(f"\n== MCP round trip per tool call (SDK client, real server subprocess, {calls} calls each)")
     with tempfile.TemporaryDirectory() as tmp:
         seed_db = Path(tmp) / "seed.db"
-        with Memory(seed_db, namespace="agent") as mem:
+        with Memory(seed_db, namespace="agent", embedder=None) as mem:
             turns = conversation_turns(data[0])[:200]
             mem.add([{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, (_, _, t) in
                      enumerate(turns)], session="s1")

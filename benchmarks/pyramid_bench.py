@@ -89,7 +89,7 @@ def run(preset: str, summarizer: str, data, *, cap: int | None = None) -> dict:
     for sample, sessions in data:
         conv = sample["conversation"]
         names = {conv["speaker_a"].lower(), conv["speaker_b"].lower()}
-        mem = Memory(":memory:", namespace=sessions[0].namespace, config=config)
+        mem = Memory(":memory:", namespace=sessions[0].namespace, config=config, embedder=None)
         turns += ingest(mem, sessions)
         for lv in mem.pyramid.level_stats():
             acc = levels.setdefault(lv.level, [0, 0, 0, 0])
@@ -139,7 +139,7 @@ def storage(data, target: int = 1000) -> dict:
             config = Config().replace(pyramid={"enabled": enabled, "warm_max_age_hours": 24 * 30.0})
             mems: dict[str, Memory] = {}
             for ns, s in picked:
-                mem = mems.setdefault(ns, Memory(db, namespace=ns, config=config))
+                mem = mems.setdefault(ns, Memory(db, namespace=ns, config=config, embedder=None))
                 mem.add_sessions([s])
                 if enabled:
                     mem.seal(s.session or "default")

@@ -44,7 +44,7 @@ def _history(mem: Memory, turns: int) -> None:
 def measure(size: int, seals: int, folder: Path) -> dict[str, float]:
     """Median ms of a sealing add, and of the old full-scan reads, at ``size`` turns of history."""
     config = Config().replace(pyramid={"summarizer": "heuristic", "auto_extract_facts": False})
-    with Memory(folder / f"seal{size}.db", namespace="bench", config=config) as mem:
+    with Memory(folder / f"seal{size}.db", namespace="bench", config=config, embedder=None) as mem:
         t = time.perf_counter()
         _history(mem, size)
         setup = time.perf_counter() - t

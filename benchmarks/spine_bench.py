@@ -101,7 +101,7 @@ def bench_tokenizers(turns: list[Turn], runs: int) -> list[dict[str, Any]]:
 def _ingest_batches(path: Path, sessions: list[IngestSession], config: Config) -> None:
     mems: dict[str, Memory] = {}
     # The tokenizer is built once outside the timing: its tables load in ~0.3-1 s per process.
-    base = Memory(path, config=config, tokenizer=get_tokenizer(config.tokenizer))
+    base = Memory(path, config=config, tokenizer=get_tokenizer(config.tokenizer), embedder=None)
     for s in sessions:
         mem = mems.setdefault(s.namespace, base.for_namespace(s.namespace))
         mem.add_sessions([s])
@@ -110,7 +110,7 @@ def _ingest_batches(path: Path, sessions: list[IngestSession], config: Config) -
 
 def _ingest_turns(path: Path, sessions: list[IngestSession], config: Config) -> None:
     mems: dict[str, Memory] = {}
-    base = Memory(path, config=config, tokenizer=get_tokenizer(config.tokenizer))
+    base = Memory(path, config=config, tokenizer=get_tokenizer(config.tokenizer), embedder=None)
     for s in sessions:
         mem = mems.setdefault(s.namespace, base.for_namespace(s.namespace))
         for t in s.turns:
@@ -181,7 +181,7 @@ def bench_ingest(sessions: list[IngestSession], runs: int, workdir: Path) -> tup
         n = _FSYNC_SLICE if unit.startswith("per turn (first") else n_turns
         rows.append({"method": method, "unit": unit, "seconds": seconds, "turns_per_s": n / seconds})
     db_path = workdir / "run0.db"
-    with Memory(db_path) as mem:
+    with Memory(db_path, embedder=None) as mem:
         text_bytes = sum(mem.for_namespace(ns).status().text_bytes for ns in {s.namespace for s in sessions})
     size_rows = {
         "turns": n_turns,

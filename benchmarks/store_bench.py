@@ -82,7 +82,7 @@ def fill(target: str, n: int, texts: list[tuple[str, str]], session_len: int = 5
 def context_latency(target: str, sessions: int, calls: int) -> tuple[float, float]:
     """p50 and p95 (ms) of ``Memory.context`` at budget 4096 on random sessions."""
     rng = random.Random(1)
-    mem = Memory(open_store(target), namespace="bench")
+    mem = Memory(open_store(target), namespace="bench", embedder=None)
     mem.context("warm up", budget=4096)
     times = []
     for _ in range(calls):

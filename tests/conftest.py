@@ -26,7 +26,7 @@ def db_path(tmp_path: Path) -> Path:
 @pytest.fixture
 def memory(db_path: Path) -> Iterator[Memory]:
     """A Memory on a fresh SQLite file, namespace 'test'."""
-    mem = Memory(db_path, namespace="test")
+    mem = Memory(db_path, namespace="test", embedder=None)
     yield mem
     mem.close()
 
@@ -49,6 +49,8 @@ def pg_dsn() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def minilm() -> LocalMiniLM:
     """The real local all-MiniLM-L6-v2 embedder, loaded once per test run (read-only: share it)."""
-    from stratamem.embed import LocalMiniLM
+    from stratamem import Config
+    from stratamem.embed.default import configured_model
 
-    return LocalMiniLM().load()
+    # The process-wide default model: Memory(path) without an embedder shares it.
+    return configured_model(Config()).load()

@@ -92,7 +92,7 @@ def test_corrupt_truncated_and_missing_frames_raise_archive_error(tmp_path: Path
 def _memory(tmp_path: Path, **pyramid) -> Memory:
     config = Config().replace(pyramid={"micro_chunk_size": 5, "mini_chunk_size": 10, "macro_chunk_size": 20,
                                        **pyramid})
-    return Memory(tmp_path / "m.db", namespace="t", config=config)
+    return Memory(tmp_path / "m.db", namespace="t", config=config, embedder=None)
 
 
 def test_cold_segments_expand_from_the_archive(tmp_path: Path):
@@ -154,7 +154,7 @@ def _clocked(tmp_path: Path, clock, **pyramid) -> Memory:
 
     config = Config().replace(pyramid={"micro_chunk_size": 2, "hot_chunks": 1, "warm_max_age_hours": 1,
                                        "cold_retention_days": 30, **pyramid})
-    mem = Memory(tmp_path / "m.db", namespace="t", config=config)
+    mem = Memory(tmp_path / "m.db", namespace="t", config=config, embedder=None)
     mem._pyramid = Pyramid(mem.store, mem.namespace, config=config, tokenizer=mem.tokenizer, events=mem.events,
                            archive_dir=tmp_path / "m.db.archive", clock=clock)
     return mem

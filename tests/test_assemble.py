@@ -32,7 +32,7 @@ def _long_history(mem: Memory) -> None:
 
 @pytest.fixture
 def history(tmp_path: Path) -> Memory:
-    mem = Memory(tmp_path / "h.db", namespace="team")
+    mem = Memory(tmp_path / "h.db", namespace="team", embedder=None)
     _long_history(mem)
     return mem
 
@@ -92,7 +92,7 @@ _MEM: dict[str, Memory] = {}
 def test_assembly_never_exceeds_the_budget_and_stays_valid(tmp_path_factory: pytest.TempPathFactory, budget: int,
                                                            fmt: str, policy: str, query: str) -> None:
     if "m" not in _MEM:
-        _MEM["m"] = Memory(tmp_path_factory.mktemp("prop") / "p.db", namespace="p")
+        _MEM["m"] = Memory(tmp_path_factory.mktemp("prop") / "p.db", namespace="p", embedder=None)
         _long_history(_MEM["m"])
     ctx = _MEM["m"].context(query, budget=budget, session="week2", format=fmt, policy=policy)
     assert ctx.tokens <= budget
@@ -143,7 +143,7 @@ def _topic_memory(tmp_path: Path) -> Memory:
     from stratamem import Config
 
     mem = Memory(tmp_path / "topics.db", namespace="t",
-                 config=Config().replace(pyramid={"preset": "topics", "segmenter": "topic", "max_message_chars": 40}))
+                 config=Config().replace(pyramid={"preset": "topics", "segmenter": "topic", "max_message_chars": 40}), embedder=None)
     t = T0
     for topic in range(6):
         msgs = [{"role": "user", "content": f"new topic: subject {topic} " + "detail " * 3,

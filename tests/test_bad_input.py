@@ -31,7 +31,7 @@ GOOD = {"role": "user", "content": "fine"}
 
 
 def _export_text(tmp_path: Path) -> str:
-    src = Memory(tmp_path / "src.db", namespace="src")
+    src = Memory(tmp_path / "src.db", namespace="src", embedder=None)
     src.add([GOOD, {"role": "assistant", "content": "ok"}], session="s")
     buf = io.StringIO()
     src.export(buf)
@@ -171,13 +171,13 @@ def test_a_truncated_json_file_is_a_decode_error_naming_the_line(tmp_path: Path)
 
 def test_a_database_from_a_newer_schema_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "future.db"
-    Memory(path).close()
+    Memory(path, embedder=None).close()
     conn = sqlite3.connect(path)
     conn.execute("INSERT INTO _stratamem_migrations VALUES ('m900_future', 'x')")
     conn.commit()
     conn.close()
     with pytest.raises(MigrationError, match="newer than this stratamem"):
-        Memory(path)
+        Memory(path, embedder=None)
 
 
 def test_a_file_that_is_not_a_database_is_a_backend_error(tmp_path: Path) -> None:
@@ -186,7 +186,7 @@ def test_a_file_that_is_not_a_database_is_a_backend_error(tmp_path: Path) -> Non
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(BackendError, match="file is not a database"):
-        Memory(path)
+        Memory(path, embedder=None)
 
 
 def test_an_import_twice_adds_nothing_the_second_time(memory: Memory, tmp_path: Path) -> None:
@@ -217,8 +217,8 @@ def test_a_store_object_counted_with_another_tokenizer_is_refused(tmp_path: Path
     store = SQLiteStore(tmp_path / "tk.db")  # records o200k_base
     assert store.tokenizer == "o200k_base"
     with pytest.raises(ConfigError, match="made with 'o200k_base', but this Memory counts with 'cl100k_base'"):
-        Memory(store, config=Config(tokenizer="cl100k_base"))
-    assert Memory(store).tokenizer.name == "o200k_base"
+        Memory(store, config=Config(tokenizer="cl100k_base"), embedder=None)
+    assert Memory(store, embedder=None).tokenizer.name == "o200k_base"
     store.close()
 
 
@@ -232,6 +232,6 @@ def test_a_postgres_store_counted_with_another_tokenizer_is_refused(pg_dsn: str)
     try:
         assert store.tokenizer == "cl100k_base"
         with pytest.raises(ConfigError, match="made with 'cl100k_base', but this Memory counts with 'o200k_base'"):
-            Memory(store, config=Config().replace(pyramid={"enabled": False}))
+            Memory(store, config=Config().replace(pyramid={"enabled": False}), embedder=None)
     finally:
         store.close()

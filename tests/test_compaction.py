@@ -247,7 +247,7 @@ def test_anthropic_client_writes_the_checkpoint(server: FakeLLMServer) -> None:
 @pytest.mark.parametrize("failure", ["status", "timeout"])
 def test_summarization_failure_fallback(failure: str, server: FakeLLMServer, db_path: Path) -> None:
     server.requests.clear()
-    mem = Memory(db_path, namespace="agent")
+    mem = Memory(db_path, namespace="agent", embedder=None)
     bus = mem.events
     model = OpenAIChat("summarizer", base_url=server.openai_base_url, max_retries=1, backoff_s=0, timeout_s=0.3)
     if failure == "status":
@@ -300,7 +300,7 @@ class _Broken:
 
 
 def test_any_summarizer_exception_falls_back_and_loses_no_stored_turn(db_path: Path) -> None:
-    mem = Memory(db_path, namespace="agent")
+    mem = Memory(db_path, namespace="agent", embedder=None)
     msgs = anthropic_conversation(8)
     c = compactor(_Broken(), memory=mem, session="s1")
     result = c.compact(msgs)
@@ -360,7 +360,7 @@ def test_no_model_truncates_visibly() -> None:
 # --- events, pinning, cancel -------------------------------------------------------------------
 
 def test_before_event_carries_metadata_and_pins_turns(model: OpenAIChat, db_path: Path) -> None:
-    mem = Memory(db_path, namespace="agent")
+    mem = Memory(db_path, namespace="agent", embedder=None)
     seen: list[Any] = []
 
     def handler(event: Any) -> list[int]:
@@ -405,7 +405,7 @@ def test_handler_can_cancel(model: OpenAIChat, server: FakeLLMServer) -> None:
 # --- state -----------------------------------------------------------------------------------
 
 def test_conversation_state_updated_and_restored_after_restart(model: OpenAIChat, db_path: Path) -> None:
-    mem = Memory(db_path, namespace="agent")
+    mem = Memory(db_path, namespace="agent", embedder=None)
     msgs = anthropic_conversation(8)
     c = compactor(model, memory=mem, session="s")
     c.prepare_messages(msgs)
@@ -415,7 +415,7 @@ def test_conversation_state_updated_and_restored_after_restart(model: OpenAIChat
     summary = c.state.summary
     mem.close()
 
-    mem2 = Memory(db_path, namespace="agent")  # a new process
+    mem2 = Memory(db_path, namespace="agent", embedder=None)  # a new process
     c2 = compactor(model, memory=mem2, session="s")
     assert (c2.state.summary, c2.state.compaction_count, c2.state.turn_count) == (summary, 1, 48)
     assert c2.resume_messages()[0]["content"] == f"{CHECKPOINT_HEADER}\n\n{summary}"

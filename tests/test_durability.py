@@ -69,7 +69,7 @@ def test_derived_check_reports_a_broken_archive_frame(tmp_path: Path) -> None:
     from stratamem.testing.workload import drill_config
 
     db = tmp_path / "d.db"
-    with Memory(db, namespace="ns", config=drill_config()) as mem:
+    with Memory(db, namespace="ns", config=drill_config(), embedder=None) as mem:
         for i in range(40):
             mem.add({"role": "user", "content": f"turn {i}: the budget for search is ${i}K."}, session="s")
         assert check_derived(mem).ok
@@ -143,7 +143,7 @@ def test_derived_check_reports_a_segment_that_no_longer_matches_its_range(tmp_pa
     from stratamem.testing.workload import drill_config
 
     db = tmp_path / "d.db"
-    with Memory(db, namespace="ns", config=drill_config()) as mem:
+    with Memory(db, namespace="ns", config=drill_config(), embedder=None) as mem:
         mem.add([{"role": "user", "content": f"turn {i}"} for i in range(12)], session="s")
         segments = sorted(mem.pyramid.nodes(level=1, session="s"), key=lambda n: n.seq_range)
         assert [n.seq_range for n in segments] == [(1, 4), (5, 8), (9, 12)]
@@ -151,7 +151,7 @@ def test_derived_check_reports_a_segment_that_no_longer_matches_its_range(tmp_pa
     # Damage the file behind the library's back: the second segment now claims to start one turn later.
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE nodes SET seq_lo = seq_lo + 1 WHERE id = ?", (segments[1].id,))
-    with Memory(db, namespace="ns", config=drill_config()) as mem:
+    with Memory(db, namespace="ns", config=drill_config(), embedder=None) as mem:
         result = check_derived(mem)
     assert (result.ok, result.gaps, result.bad_provenance, result.overlaps, result.unreadable) == (False, 1, 1, 0, 0)
     seg = segments[1].id

@@ -44,7 +44,7 @@ def msgs() -> list[dict]:
 
 def memory(path: Path | str, **pyramid) -> Memory:
     return Memory(path, namespace="shop", config=Config().replace(pyramid={"defer_summarization": False,
-                                                                            **pyramid}))
+                                                                            **pyramid}), embedder=None)
 
 
 def sealed(mem: Memory):
@@ -160,7 +160,7 @@ def test_a_fallback_summary_is_not_mined_the_retried_model_summary_is(tmp_path):
         model = OpenAIChat("m", base_url=server.openai_base_url, max_retries=0)
         mem = Memory(tmp_path / "m.db", namespace="shop",
                      config=Config().replace(pyramid={"summarizer": "llm", "defer_summarization": False}),
-                     summarizer=LLMSummarizer(model, Memory(":memory:").tokenizer))
+                     summarizer=LLMSummarizer(model, Memory(":memory:", embedder=None).tokenizer), embedder=None)
         node = sealed(mem)
         assert (node.summary_status, node.summary.summarizer) == ("failed", "extractive")
         assert mem.items.list() == []

@@ -325,7 +325,7 @@ def test_differential_the_pyramid_builds_the_same_tree_tiers_and_expansions(both
 
 
 def test_memory_add_runs_the_pyramid_on_every_backend(store: Any) -> None:
-    mem = Memory(store, namespace="t", config=pyramid_config(micro_chunk_size=5))
+    mem = Memory(store, namespace="t", config=pyramid_config(micro_chunk_size=5), embedder=None)
     mem.add(msgs(12))
     assert [(n.level, n.seq_range) for n in mem.pyramid.nodes(level=1)] == [(1, (1, 5)), (1, (6, 10))]
 
@@ -338,15 +338,15 @@ def test_memory_refuses_a_store_missing_the_feature_stores_its_config_uses(tmp_p
         tokenizer = "o200k_base"
 
     with pytest.raises(ConfigError, match="core-only store has no items, conversations, nodes, manifests feature"):
-        Memory(CoreOnly(), namespace="t")  # type: ignore[arg-type]
+        Memory(CoreOnly(), namespace="t", embedder=None)  # type: ignore[arg-type]
 
     class NoPyramid(CoreOnly):
         items = conversations = object()
 
     lean = Config().replace(pyramid={"enabled": False}, context={"record_manifests": False})
-    assert Memory(NoPyramid(), namespace="t", config=lean).store.backend == "core-only"  # type: ignore[arg-type]
+    assert Memory(NoPyramid(), namespace="t", config=lean, embedder=None).store.backend == "core-only"  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="has no nodes, manifests feature"):
-        Memory(NoPyramid(), namespace="t")  # type: ignore[arg-type]
+        Memory(NoPyramid(), namespace="t", embedder=None)  # type: ignore[arg-type]
 
 
 # --- memory items ------------------------------------------------------------------------------
@@ -663,7 +663,7 @@ def _snapshot(store: Any, ns: str) -> tuple[Any, ...]:
 def test_feature_operations_never_read_or_change_another_namespace(shared: Any, operations: list[tuple]) -> None:
     prefix = f"x{next(_example)}-"
     config = pyramid_config(micro_chunk_size=2).replace(items={"hot_token_limit": 30, "spill_count": 1})
-    mems = {n: Memory(shared, namespace=prefix + n, config=config) for n in _NAMES}
+    mems = {n: Memory(shared, namespace=prefix + n, config=config, embedder=None) for n in _NAMES}
     for kind, name, arg in operations:
         ns = prefix + name
         before = {other: _snapshot(shared, prefix + other) for other in _NAMES if other != name}

@@ -44,7 +44,7 @@ class Clock:
 def make(tmp_path: Path | None = None, namespace: str = "t", embedder: object | None = None,
          clock: Clock | None = None, **items_cfg: object) -> tuple[Memory, Items]:
     config = Config().replace(items=items_cfg) if items_cfg else Config()
-    mem = Memory(tmp_path / "m.db" if tmp_path else ":memory:", namespace=namespace, config=config)
+    mem = Memory(tmp_path / "m.db" if tmp_path else ":memory:", namespace=namespace, config=config, embedder=None)
     items = Items(mem.store, namespace, tokenizer=mem.tokenizer, config=config.items, embedder=embedder,  # type: ignore[arg-type]
                   events=mem.events, clock=clock)
     return mem, items

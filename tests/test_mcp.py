@@ -63,7 +63,7 @@ def test_stdio_server_lists_tools_with_validated_schemas_and_round_trips_items(t
     assert out["status"]["hot"] == {"items": 1, "tokens": 6, "limit": 4000, "utilization_percent": 0.15}
     assert out["status"]["metrics"]["recalls"] == 1 and out["status"]["metrics"]["promotions"] == 1
     # The subprocess wrote the same file the library reads.
-    with Memory(db, namespace="agent-a") as mem:
+    with Memory(db, namespace="agent-a", embedder=None) as mem:
         assert [i.content for i in mem.items.hot()] == ["The budget is $50K"]
 
 
@@ -88,7 +88,7 @@ def test_bad_input_and_library_errors_come_back_as_clear_tool_errors(tmp_path: P
 
 def test_context_seal_and_working_state_tools(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
-    with Memory(db, namespace="agent-a") as mem:
+    with Memory(db, namespace="agent-a", embedder=None) as mem:
         mem.add([{"role": "user", "content": "Our budget is $50K."},
                  {"role": "assistant", "content": "Noted: $50K."}], session="s1")
 
@@ -116,7 +116,7 @@ def test_context_seal_and_working_state_tools(tmp_path: Path) -> None:
 
 
 def test_allowed_namespaces_are_reachable_and_stay_apart(tmp_path: Path) -> None:
-    mem = Memory(tmp_path / "m.db", namespace="a")
+    mem = Memory(tmp_path / "m.db", namespace="a", embedder=None)
     server = build_server(mem, allow_namespaces=["b"])
 
     async def body(client: Client) -> Any:

@@ -62,7 +62,7 @@ def _wait_until_listening(proc: subprocess.Popen[bytes], port: int, log: Path) -
 def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """``stratamem mcp --http`` on a free loopback port; yields (URL, database path)."""
     db = tmp_path / "m.db"
-    with Memory(db, namespace="agent-h") as mem:
+    with Memory(db, namespace="agent-h", embedder=None) as mem:
         mem.add([{"role": "user", "content": "Our budget is $50K."},
                  {"role": "assistant", "content": "Noted: $50K."}], session="s1")
     port = _free_port()
@@ -126,7 +126,7 @@ def test_http_server_round_trips_add_spill_recall_status_context(http_server: tu
     assert ctx["manifest"].startswith("[manifest] 3 items")
     assert [i["id"] for i in ctx["manifest_full"]["items"] if i["kind"] == "item"] == [f"item:{item}"]
     # The server wrote the file the library reads.
-    with Memory(db, namespace="agent-h") as mem:
+    with Memory(db, namespace="agent-h", embedder=None) as mem:
         assert [i.content for i in mem.items.hot()] == ["The budget is $50K"]
 
 

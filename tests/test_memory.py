@@ -34,9 +34,9 @@ def test_add_assigns_gap_free_sequences_and_exact_tokens(memory: Memory) -> None
 
 
 def test_turns_round_trip_through_the_file(db_path: Path) -> None:
-    with Memory(db_path, namespace="a") as mem:
+    with Memory(db_path, namespace="a", embedder=None) as mem:
         written = mem.add(_chat(4), session="s")
-    with Memory(db_path, namespace="a") as mem:
+    with Memory(db_path, namespace="a", embedder=None) as mem:
         read = mem.turns("s")
     assert [t.turn for t in read] == [t.turn for t in written]
     assert [t.id for t in read] == [t.id for t in written]
@@ -94,7 +94,7 @@ _SHARED: dict[str, Memory] = {}
 
 def _shared_memory(factory: pytest.TempPathFactory) -> Memory:
     if "m" not in _SHARED:
-        mem = Memory(factory.mktemp("budget") / "m.db", namespace="p")
+        mem = Memory(factory.mktemp("budget") / "m.db", namespace="p", embedder=None)
         msgs = []
         for i in range(30):
             msgs.append({"role": "user", "content": f"step {i}: " + "word " * (i * 7 % 50)})
@@ -109,7 +109,7 @@ def _shared_memory(factory: pytest.TempPathFactory) -> Memory:
 
 
 def test_namespaces_do_not_see_each_other(db_path: Path) -> None:
-    with Memory(db_path, namespace="alice") as alice:
+    with Memory(db_path, namespace="alice", embedder=None) as alice:
         alice.add(_chat(3), session="s")
         bob = alice.for_namespace("bob")
         bob.add(_chat(2), session="s")
@@ -121,12 +121,12 @@ def test_namespaces_do_not_see_each_other(db_path: Path) -> None:
 
 
 def test_export_then_import_reproduces_the_namespace(tmp_path: Path) -> None:
-    src = Memory(tmp_path / "src.db", namespace="x")
+    src = Memory(tmp_path / "src.db", namespace="x", embedder=None)
     src.add(_chat(6), session="one", platform="cli")
     src.add([{"role": "user", "content": [{"type": "text", "text": "multi\npart"}]}], session="two")
     buf = io.StringIO()
     assert src.export(buf) == (2, 7)
-    dst = Memory(tmp_path / "dst.db", namespace="y")
+    dst = Memory(tmp_path / "dst.db", namespace="y", embedder=None)
     assert dst.import_(io.StringIO(buf.getvalue())) == (2, 7, 0)
     assert [t.turn for t in dst.turns()] == [t.turn for t in src.turns()]
     assert [(s.name, s.platform) for s in dst.store.sessions("y")] == [("one", "cli"), ("two", None)]
@@ -137,7 +137,7 @@ def test_export_then_import_reproduces_the_namespace(tmp_path: Path) -> None:
 
 
 def test_store_reports_integrity_and_size(db_path: Path) -> None:
-    with Memory(db_path) as mem:
+    with Memory(db_path, embedder=None) as mem:
         mem.add(_chat(10))
         assert isinstance(mem.store, SQLiteStore)
         assert mem.store.integrity_check() == "ok"
@@ -161,7 +161,7 @@ def _call(call_id: str) -> dict:
 
 
 def _no_pyramid() -> Memory:
-    return Memory(":memory:", config=Config().replace(pyramid={"enabled": False}))
+    return Memory(":memory:", config=Config().replace(pyramid={"enabled": False}), embedder=None)
 
 
 def test_a_trailing_tool_call_without_its_result_leaves_the_window() -> None:

@@ -73,7 +73,7 @@ def check_tree(mem: Memory) -> None:
 
 
 def test_fixed_segments_and_mini_chunks_follow_the_pyramid_preset():
-    mem = Memory(":memory:", namespace="t", config=cfg(summarizer="heuristic"))
+    mem = Memory(":memory:", namespace="t", config=cfg(summarizer="heuristic"), embedder=None)
     for m in msgs(95):
         mem.add(m)
     segs = mem.pyramid.nodes(level=1)
@@ -90,7 +90,7 @@ def test_fixed_segments_and_mini_chunks_follow_the_pyramid_preset():
 
 
 def test_macro_consolidation_covers_at_least_one_hundred_turns():
-    mem = Memory(":memory:", namespace="t", config=cfg(summarizer="heuristic"))
+    mem = Memory(":memory:", namespace="t", config=cfg(summarizer="heuristic"), embedder=None)
     mem.add(msgs(130))
     [macro] = mem.pyramid.nodes(level=3)
     assert macro.kind == "macro" and macro.turn_count == 120
@@ -113,7 +113,7 @@ def test_every_turn_belongs_to_exactly_one_node_per_level(ops, preset):
     else:
         config = cfg(micro_chunk_size=3, mini_chunk_size=5, macro_chunk_size=11, summarizer="heuristic",
                      hot_chunks=1)
-    mem = Memory(":memory:", namespace="p", config=config)
+    mem = Memory(":memory:", namespace="p", config=config, embedder=None)
     clock = 0
     for op, session, n, gap in ops:
         if op == "seal":
@@ -135,7 +135,7 @@ def test_every_turn_belongs_to_exactly_one_node_per_level(ops, preset):
 
 def test_topics_preset_seals_on_phrases_and_merges_the_three_oldest_topics_into_a_bulk():
     config = cfg(preset="topics", summarizer="extractive").replace(context={"default_budget": 1000})
-    mem = Memory(":memory:", namespace="t", config=config)
+    mem = Memory(":memory:", namespace="t", config=config, embedder=None)
     for k in range(7):
         mem.add([{"role": "user", "content": f"{'New topic: ' if k else ''}subject {k} is about the harvest of lot {k} "
                                              f"in Huila, Colombia, picked on 3 May {2020 + k}."},
@@ -146,7 +146,7 @@ def test_topics_preset_seals_on_phrases_and_merges_the_three_oldest_topics_into_
     # 6 sealed topics x ~24 estimated summary tokens exceed 30% of 1000 tokens? No: 144 < 300,
     # so nothing is merged until the allocation is exceeded.
     assert mem.pyramid.nodes(level=2) == []
-    small = Memory(":memory:", namespace="t", config=config.replace(context={"default_budget": 200}))
+    small = Memory(":memory:", namespace="t", config=config.replace(context={"default_budget": 200}), embedder=None)
     for k in range(7):
         small.add([{"role": "user", "content": f"{'New topic: ' if k else ''}lot {k} from Huila, May {2020 + k}."},
                    {"role": "assistant", "content": f"Noted lot {k}."}])
@@ -158,7 +158,7 @@ def test_topics_preset_seals_on_phrases_and_merges_the_three_oldest_topics_into_
 
 
 def test_a_manual_seal_closes_the_open_turns_and_is_recorded():
-    mem = Memory(":memory:", namespace="t")
+    mem = Memory(":memory:", namespace="t", embedder=None)
     mem.add(msgs(4))
     seen = []
     mem.events.subscribe("segment.sealed", seen.append)
@@ -172,7 +172,7 @@ def test_a_manual_seal_closes_the_open_turns_and_is_recorded():
 
 def test_tiers_move_hot_to_warm_to_cold_and_expand_gives_back_the_turns(tmp_path: Path):
     mem = Memory(tmp_path / "m.db", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=10,
-                                                               macro_chunk_size=30, hot_chunks=2))
+                                                               macro_chunk_size=30, hot_chunks=2), embedder=None)
     stored = mem.add(msgs(47))
     by_tier = {t: [n.id for n in mem.pyramid.nodes(level=1, tier=t)] for t in ("hot", "warm", "cold")}
     # 9 segments (ids 1-9, then 4 minis, 1 macro); the 6 under the macro chunk (turns 1-30)
@@ -191,7 +191,7 @@ def test_tiers_move_hot_to_warm_to_cold_and_expand_gives_back_the_turns(tmp_path
 
 
 def test_segments_older_than_the_warm_age_go_cold():
-    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, warm_max_age_hours=2, hot_chunks=1))
+    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, warm_max_age_hours=2, hot_chunks=1), embedder=None)
     mem.add(msgs(10, minutes=1))
     mem.add(msgs(10, start=10, minutes=20))  # the last turns are hours later
     tiers = [n.tier for n in mem.pyramid.nodes(level=1)]
@@ -199,12 +199,12 @@ def test_segments_older_than_the_warm_age_go_cold():
 
 
 def test_defer_summarization_leaves_hot_segments_pending():
-    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=100, hot_chunks=2))
+    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=100, hot_chunks=2), embedder=None)
     mem.add(msgs(15))
     assert [(n.tier, n.summary_status) for n in mem.pyramid.nodes(level=1)] == [
         ("warm", "ok"), ("hot", "pending"), ("hot", "pending")]
     eager = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=100,
-                                                          defer_summarization=False))
+                                                          defer_summarization=False), embedder=None)
     eager.add(msgs(15))
     assert [n.summary_status for n in eager.pyramid.nodes(level=1)] == ["ok", "ok", "ok"]
 
@@ -214,7 +214,7 @@ def test_a_failing_model_keeps_the_node_with_an_extractive_summary_and_a_visible
         model = OpenAIChat("m", base_url=server.openai_base_url, max_retries=0)
         mem = Memory(":memory:", namespace="t", config=cfg(summarizer="llm", micro_chunk_size=5,
                                                             defer_summarization=False),
-                     summarizer=LLMSummarizer(model, Memory(":memory:").tokenizer))
+                     summarizer=LLMSummarizer(model, Memory(":memory:", embedder=None).tokenizer), embedder=None)
         failures = []
         mem.events.subscribe("summarizer.failed", failures.append)
         stored = mem.add(msgs(5))
@@ -235,7 +235,7 @@ def test_a_failing_model_keeps_the_node_with_an_extractive_summary_and_a_visible
 def test_the_llm_strategy_needs_a_summarizer_instance():
     # Refused when the memory is built, before any turn could be stored without summaries.
     with pytest.raises(ConfigError, match="LLMSummarizer"):
-        Memory(":memory:", namespace="t", config=cfg(summarizer="llm"))
+        Memory(":memory:", namespace="t", config=cfg(summarizer="llm"), embedder=None)
 
 
 class _Embedder:
@@ -260,7 +260,7 @@ def test_summaries_are_embedded_when_an_embedder_is_given():
 
 def test_tier_statistics_count_every_turn_once(tmp_path: Path):
     mem = Memory(tmp_path / "m.db", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=10,
-                                                               macro_chunk_size=30))
+                                                               macro_chunk_size=30), embedder=None)
     mem.add(msgs(47))
     stats = {s.tier: s for s in mem.pyramid.stats()}
     assert {k: (s.nodes, s.turns) for k, s in stats.items()} == {
@@ -276,7 +276,7 @@ def test_tier_statistics_count_every_turn_once(tmp_path: Path):
 
 def test_prompt_view_escalates_in_seed_two_order():
     config = cfg(preset="topics", max_message_chars=40).replace(context={"default_budget": 200})
-    mem = Memory(":memory:", namespace="t", config=config)
+    mem = Memory(":memory:", namespace="t", config=config, embedder=None)
     for k in range(20):
         mem.add([{"role": "user", "content": f"{'New topic: ' if k else ''}lot {k} from Huila, May {2020 + k}."},
                  {"role": "assistant", "content": f"Noted lot {k}."}])
@@ -328,7 +328,7 @@ def test_a_chat_client_validation_error_falls_back_and_add_does_not_raise():
         model = OpenAIChat("m", base_url=server.openai_base_url, max_input_chars=200, max_retries=0)
         mem = Memory(":memory:", namespace="t", config=cfg(summarizer="llm", micro_chunk_size=2,
                                                             defer_summarization=False),
-                     summarizer=LLMSummarizer(model, Memory(":memory:").tokenizer))
+                     summarizer=LLMSummarizer(model, Memory(":memory:", embedder=None).tokenizer), embedder=None)
         failures = []
         mem.events.subscribe("summarizer.failed", failures.append)
         stored = mem.add([{"role": "user", "content": "hello " * 100},
@@ -342,10 +342,10 @@ def test_a_chat_client_validation_error_falls_back_and_add_does_not_raise():
 
 
 def test_any_custom_summarizer_exception_falls_back_once_and_only_retry_failed_tries_again():
-    tokenizer = Memory(":memory:").tokenizer
+    tokenizer = Memory(":memory:", embedder=None).tokenizer
     flaky = _FlakySummarizer(tokenizer)
     mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, defer_summarization=False),
-                 summarizer=flaky)
+                 summarizer=flaky, embedder=None)
     failures = []
     mem.events.subscribe("summarizer.failed", failures.append)
     mem.add(msgs(5))
@@ -366,7 +366,7 @@ def test_any_custom_summarizer_exception_falls_back_once_and_only_retry_failed_t
 
 
 def test_a_failing_event_handler_is_reported_and_the_pyramid_finishes_its_work():
-    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, defer_summarization=False))
+    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, defer_summarization=False), embedder=None)
     hook_failures = []
     mem.events.subscribe("hook.failed", hook_failures.append)
 
@@ -416,7 +416,7 @@ def test_an_embedder_failure_marks_the_node_and_retry_failed_embeds_it():
 def test_warm_segments_are_stored_as_ctf():
     from stratamem.formats import ctf
 
-    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, hot_chunks=1, mini_chunk_size=100))
+    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, hot_chunks=1, mini_chunk_size=100), embedder=None)
     stored = mem.add(msgs(10))
     [warm] = mem.pyramid.nodes(tier="warm")
     fmt, content = mem.store.nodes.warm_content("t", warm.id)
@@ -446,7 +446,7 @@ def _full_plan_moves(mem: Memory) -> dict:
 def test_reading_only_unsettled_segments_moves_tiers_exactly_like_a_full_scan(ops, hot, hot_tokens):
     mem = Memory(":memory:", namespace="p", config=cfg(micro_chunk_size=3, mini_chunk_size=5, macro_chunk_size=11,
                                                         hot_chunks=hot, hot_max_tokens=hot_tokens,
-                                                        warm_max_age_hours=2, summarizer="heuristic"))
+                                                        warm_max_age_hours=2, summarizer="heuristic"), embedder=None)
     clock = 0.0
     for session, n, gap, words in ops:
         batch = []
@@ -477,7 +477,7 @@ def test_concurrent_writers_of_one_namespace_on_postgres_queue_on_the_pyramid_lo
     returned: list[int] = []
 
     def writer(w: int) -> None:
-        with Memory(open_store(url), namespace="shared", config=config) as mem:
+        with Memory(open_store(url), namespace="shared", config=config, embedder=None) as mem:
             for i in range(12):
                 try:
                     returned.extend(t.id for t in mem.add([{"role": "user", "content": f"w{w} q{i}"},
@@ -492,7 +492,7 @@ def test_concurrent_writers_of_one_namespace_on_postgres_queue_on_the_pyramid_lo
     for t in threads:
         t.join()
     assert errors == []
-    with Memory(open_store(url), namespace="shared", config=config) as mem:
+    with Memory(open_store(url), namespace="shared", config=config, embedder=None) as mem:
         assert sorted(t.id for t in mem.turns()) == sorted(returned) and len(returned) == 72
         assert sum(n.turn_count for n in mem.pyramid.nodes(level=1)) + sum(
             len(mem.pyramid.open_turns(s)) for s in ("s0", "s1")) == 72

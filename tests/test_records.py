@@ -179,14 +179,14 @@ def test_every_timestamp_survives_its_canonical_string(ts: datetime) -> None:
 def test_a_year_before_1000_is_stored_zero_padded_and_reads_back(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     config = Config().replace(pyramid={"enabled": False})
-    with Memory(path, config=config) as mem:
+    with Memory(path, config=config, embedder=None) as mem:
         mem.add({"role": "user", "content": "old", "timestamp": "0999-05-01T00:00:00Z"})
         mem.add({"role": "user", "content": "new", "timestamp": "2026-01-01T00:00:00Z"})
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT ts FROM turns ORDER BY id").fetchall() == [
         ("0999-05-01T00:00:00.000000Z",), ("2026-01-01T00:00:00.000000Z",)]
     conn.close()
-    with Memory(path, config=config) as mem:
+    with Memory(path, config=config, embedder=None) as mem:
         assert [st.timestamp for st in mem.turns()] == [datetime(999, 5, 1, tzinfo=timezone.utc),
                                                          datetime(2026, 1, 1, tzinfo=timezone.utc)]
         assert mem.context(budget=200, format="text").text == (
@@ -243,7 +243,7 @@ def test_the_store_serializer_never_writes_nan() -> None:
 
 
 def test_a_nan_turn_is_refused_before_the_store_so_the_namespace_stays_readable(tmp_path: Path) -> None:
-    with Memory(tmp_path / "m.db", config=Config().replace(pyramid={"enabled": False})) as mem:
+    with Memory(tmp_path / "m.db", config=Config().replace(pyramid={"enabled": False}), embedder=None) as mem:
         mem.add({"role": "user", "content": "before"})
         with pytest.raises(InvalidTurnError, match=r"messages\[0\]\.content\[0\]\.input"):
             mem.add({"role": "assistant", "content": [

@@ -241,7 +241,7 @@ _TOPICS = ["paid rent in Paris", "baked bread with rye", "fixed the bike chain",
 
 def test_the_summary_index_follows_the_pyramid_as_a_fresh_one_would(tmp_path) -> None:
     cfg = Config().replace(pyramid={"micro_chunk_size": 4, "mini_chunk_size": 3, "hot_chunks": 1})
-    mem = Memory(str(tmp_path / "m.db"), config=cfg)
+    mem = Memory(str(tmp_path / "m.db"), config=cfg, embedder=None)
     queries = ["Paris rent", "rye bread", "bike", "Rome trip", "nothing matches"]
     seen: set[tuple[str, str | None]] = set()
     for step in range(12):

@@ -111,7 +111,7 @@ def test_early_decisions_are_not_restated_in_the_last_sessions(sessions):
 
 
 def test_sample_ingests_into_a_file_database(db_path, sessions):
-    with Memory(db_path, namespace="sample") as mem:
+    with Memory(db_path, namespace="sample", embedder=None) as mem:
         stored = mem.add_sessions(sessions)
         status = mem.status()
     assert len(stored) == TOTAL_TURNS

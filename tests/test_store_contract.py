@@ -312,7 +312,7 @@ def test_a_writer_that_cannot_get_the_lock_gets_backend_error_and_stores_nothing
 
 
 def test_memory_facade_runs_on_the_store(store: Store) -> None:
-    mem = Memory(store, namespace="agent")
+    mem = Memory(store, namespace="agent", embedder=None)
     mem.add([{"role": "user", "content": "hello there"}, {"role": "assistant", "content": "hi!"}], session="s")
     ctx = mem.context("greeting", budget=200)
     assert [m["content"] for m in ctx.messages] == ["hello there", "hi!"]

@@ -345,7 +345,7 @@ def test_the_bundled_agent_sample_summaries_quote_prose_and_mention_tools_briefl
     from stratamem import Memory
     from stratamem.ingest import read_file
 
-    mem = Memory(":memory:", namespace="default")
+    mem = Memory(":memory:", namespace="default", embedder=None)
     with resources.as_file(resources.files("stratamem") / "data" / "sample_conversation.jsonl") as path:
         for session in read_file(path):
             mem.add_sessions([session])

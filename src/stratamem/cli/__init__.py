@@ -83,7 +83,8 @@ class Settings:
             target = open_store(self.db, config=self.config.store, tokenizer=tokenizer.name)
         mem = Memory(target, namespace=namespace or self.namespace, config=self.config, tokenizer=tokenizer,
                      summarizer=build_summarizer(self.config, tokenizer))
-        mem.embedder = self.embedder(mem.store)
+        # Memory builds the configured embedder itself (shared per process); say once if it cannot.
+        self.embedder(mem.store)
         return mem
 
     def embedder(self, store: Any) -> Any:

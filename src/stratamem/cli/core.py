@@ -80,9 +80,11 @@ def ingest(settings: Settings, path: str, fmt: str, session: str | None, dedupe:
         for ns, group in by_ns.items():
             # One ingest per namespace: one transaction, and summaries and
             # indexes are updated only after it commits.
+            goal = bar.n + sum(len(s.turns) for s in group)
             with settings.memory(ns) as mem:
-                reports[ns] = mem.ingest(group, dedupe=dedupe == "on")
-            bar.update(sum(len(s.turns) for s in group))
+                # The bar counts turns as they are embedded and indexed (batches after the commit).
+                reports[ns] = mem.ingest(group, dedupe=dedupe == "on", progress=bar.update)
+            bar.update(goal - bar.n)
     finally:
         bar.close()
     stored = sum(r.total_stored for r in reports.values())

@@ -17,7 +17,7 @@ is rebuilt from scratch when a turn arrives:
   query one matrix–vector product over the turns is enough (window sums by
   the same prefix sums); only the norms are stored, and a new turn changes
   those of at most ``window`` earlier turns of its session. Session vectors
-  are running sums.
+  are summed when first asked for (their weight is 0 by default).
 
 The structure arrays (session order, window bounds, neighbours) are redone
 with O(N) numpy when turns were added, never with per-turn Python loops.
@@ -37,7 +37,22 @@ from ..errors import ModelError
 from ..records import StoredTurn
 from .lexical import BM25Index, analyze
 
-__all__ = ["TurnCorpus"]
+__all__ = ["ANALYZER", "TurnCorpus"]
+
+# Exercises every rule of the word analysis (case, apostrophes, stop words, stems, digits).
+_PROBE = ("Caroline: I've been running the LGBTQ support groups since 7 May 2023 - they're "
+          "amazing! Melanie's kids loved the pottery classes, painting & hiking trips.")
+
+
+def _fingerprint() -> str:
+    """A short hash of how a probe text is indexed: changes whenever the analysis does."""
+    import hashlib
+
+    return hashlib.sha256(" ".join(analyze(_PROBE)).encode()).hexdigest()[:16]
+
+
+ANALYZER = "a1:" + _fingerprint()
+"""Identifies the word analysis; a persisted index made with another one is re-analysed."""
 
 _BLOCK = 1024
 
@@ -51,6 +66,11 @@ class _Rows:
 
     def extend(self, rows: np.ndarray) -> None:
         need = self.n + len(rows)
+        if self.n == 0 and len(rows) > len(self._buf) and rows.dtype == self._buf.dtype \
+                and rows.shape[1:] == self._buf.shape[1:] and rows.flags.c_contiguous and rows.flags.owndata:
+            # A first large batch (an index opened from the store) becomes the buffer: no copy.
+            self._buf, self.n = rows, need
+            return
         if need > len(self._buf):
             grown = np.zeros((max(need, 2 * len(self._buf)),) + self._buf.shape[1:], dtype=self._buf.dtype)
             grown[: self.n] = self._buf[: self.n]
@@ -107,21 +127,45 @@ class TurnCorpus:
 
     # --- growing -----------------------------------------------------------------------
 
-    def add(self, turns: Iterable[StoredTurn]) -> list[int]:
+    def add(self, turns: Iterable[StoredTurn], *, terms: Sequence[list[str]] | None = None,
+            vectors: np.ndarray | None = None) -> list[int]:
         """Index turns not seen before (in stored order); returns their positions.
 
         The new texts are embedded before anything changes: if the embedder
         fails, its error propagates and the corpus is as it was, so the same
         turns can be added again later.
+
+        Args:
+            turns: Stored turns.
+            terms: Their analysed terms (:func:`analyze` of :meth:`text`), when
+                already known (a persisted index); one list per turn.
+            vectors: Their unit vectors, when already known; one row per turn.
+                With both given, nothing is analysed or embedded.
         """
-        fresh = list({st.id: st for st in turns if st.id not in self.pos}.values())
-        if not fresh:
+        given = list(turns)
+        if terms is not None and len(terms) != len(given):
+            raise ValueError(f"{len(terms)} term lists for {len(given)} turns")
+        if vectors is not None and len(vectors) != len(given):
+            raise ValueError(f"{len(vectors)} vectors for {len(given)} turns")
+        keep: dict[int, int] = {}
+        for j, st in enumerate(given):
+            if st.id not in self.pos and st.id not in keep:
+                keep[st.id] = j
+        if not keep:
             return []
-        texts = [self.text(st) for st in fresh]
-        vec = np.asarray(self.embed(texts), dtype=np.float32) if self.embed is not None else None
-        if vec is not None and (vec.ndim != 2 or len(vec) != len(texts)
+        picked = list(keep.values())
+        fresh = [given[j] for j in picked]
+        texts = [self.text(st) for st in fresh] if terms is None or (vectors is None and self.embed is not None) \
+            else []
+        if vectors is not None and self.embed is not None:
+            vec: np.ndarray | None = np.asarray(vectors, dtype=np.float32)
+            if len(picked) != len(vec) or picked[-1] != len(vec) - 1:
+                vec = vec[picked]  # (picked is increasing: all of them means in order, no copy needed)
+        else:
+            vec = np.asarray(self.embed(texts), dtype=np.float32) if self.embed is not None else None
+        if vec is not None and (vec.ndim != 2 or len(vec) != len(fresh)
                                 or (self.vectors is not None and vec.shape[1] != self.vectors.view.shape[1])):
-            raise ModelError(f"embedder returned shape {vec.shape} for {len(texts)} texts")
+            raise ModelError(f"embedder returned shape {vec.shape} for {len(fresh)} texts")
         new: list[int] = []
         sessions, places, speakers = [], [], []
         for st in fresh:
@@ -136,13 +180,12 @@ class TurnCorpus:
             sessions.append(s)
             places.append(self._sizes[s])
             self._sizes[s] += 1
-            name = st.turn.name
+            name = st.turn.name if isinstance(st, StoredTurn) else st.name
             speakers.append(self.speakers.setdefault(name, len(self.speakers)) if name else -1)
             self.turns.append(st)
             new.append(i)
-        fresh_terms = [analyze(t) for t in texts]
-        for terms in fresh_terms:
-            self.bm25.add(terms)
+        fresh_terms = [analyze(t) for t in texts] if terms is None else [terms[j] for j in picked]
+        self.bm25.extend(fresh_terms)
         self.terms.extend(fresh_terms)
         self._session_of.extend(np.asarray(sessions, dtype=np.int64))
         self._place.extend(np.asarray(places, dtype=np.int64))
@@ -157,21 +200,49 @@ class TurnCorpus:
         if self.vectors is None:
             dim = vec.shape[1]
             self.vectors, self.window_norms = _Rows(np.float32, dim), _Rows(np.float64)
-            self._session_sums = _Rows(np.float64, dim)
-        assert self.window_norms is not None and self._session_sums is not None
+        assert self.window_norms is not None
         self.vectors.extend(vec)
         self.window_norms.extend(np.ones(len(vec)))
-        if self._session_sums.n < len(self._sizes):
-            self._session_sums.extend(np.zeros((len(self._sizes) - self._session_sums.n, vec.shape[1])))
-        # Unbuffered and in index order: a session's sum is accumulated turn by turn in
-        # stored order whatever the batching, so incremental and fresh sums are bit-equal.
-        np.add.at(self._session_sums.view, self.session_of[new], vec.astype(np.float64))
+        # Session sums are made when first asked for (their weight is 0 by default).
+        self._session_sums = None
         self._refresh()
+        if len(new) == len(self.turns):
+            # Everything is new (an index opened from the store): all norms at once.
+            self.window_norms.view[:] = self._all_summed_norms()
+            return
         # A new turn enters the windows of the (at most `window`) turns before it in its session.
         first = self.start[self.session_of[new]]
         back = [self.order[np.maximum(self.rank[new] - d, first)] for d in range(1, self.window + 1)]
         touched = np.unique(np.concatenate([new, *back]))
         self.window_norms.view[touched] = self._summed_norm(touched)
+
+    def _all_summed_norms(self) -> np.ndarray:
+        """:meth:`_summed_norm` of every row, with contiguous slices in session order.
+
+        The same float32 additions in the same offset order as the per-row
+        version, so the norms are bit-equal to an index grown turn by turn.
+        """
+        assert self.vectors is not None
+        vec, w = self.vectors.view, self.window
+        n = len(vec)
+        lo_all, hi_all = self.lo[self.order], self.hi[self.order]
+        out = np.empty(n)
+        # In blocks of rows (session order), so the working set stays small.
+        for p0 in range(0, n, 4096):
+            p1 = min(n, p0 + 4096)
+            g0, g1 = max(0, p0 - w), min(n, p1 + w)
+            ordered = vec[self.order[g0:g1]]  # rows g0 .. g1-1 in session order
+            rank = np.arange(p0, p1)
+            lo, hi = lo_all[p0:p1], hi_all[p0:p1]
+            acc = np.zeros((p1 - p0, vec.shape[1]), dtype=vec.dtype)
+            for d in range(-w, w + 1):
+                a, b = max(p0, -d), min(p1, n - d)
+                if a >= b:
+                    continue
+                ok = ((rank[a - p0:b - p0] + d >= lo[a - p0:b - p0]) & (rank[a - p0:b - p0] + d < hi[a - p0:b - p0]))
+                np.add(acc[a - p0:b - p0], ordered[a + d - g0:b + d - g0], out=acc[a - p0:b - p0], where=ok[:, None])
+            out[self.order[p0:p1]] = np.maximum(np.linalg.norm(acc, axis=1).astype(np.float64), 1e-12)
+        return out
 
     def _summed_norm(self, rows: np.ndarray) -> np.ndarray:
         """Length of each row's summed window vector (summed in a fixed offset order), floored at 1e-12."""
@@ -318,6 +389,13 @@ class TurnCorpus:
 
     def session_vectors(self) -> np.ndarray:
         """Unit mean vector of each session (float64)."""
-        assert self._session_sums is not None
+        if self._session_sums is None:
+            assert self.vectors is not None
+            sums = np.zeros((len(self._sizes), self.vectors.view.shape[1]))
+            # Unbuffered and in index order: each session's sum is accumulated turn by turn
+            # in stored order, so it does not depend on how the turns were batched.
+            np.add.at(sums, self.session_of, self.vectors.view.astype(np.float64))
+            self._session_sums = _Rows(np.float64, sums.shape[1])
+            self._session_sums.extend(sums)
         sums = self._session_sums.view
         return sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)

@@ -17,7 +17,7 @@ packing live in :mod:`stratamem.retrieve.render`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
@@ -125,30 +125,55 @@ class HybridIndex:
         weights: Signal weights.
     """
 
-    def __init__(self, embedder: Embedder | None = None, weights: Weights | None = None) -> None:
+    def __init__(self, embedder: Embedder | None = None, weights: Weights | None = None,
+                 loader: Callable[[Sequence[int]], list[StoredTurn]] | None = None) -> None:
         self.embedder = embedder
         self.weights = weights or Weights()
         self._corpus = TurnCorpus(self.weights.window, embedder.embed_batch if embedder is not None else None)
+        # Reads full turns by id: an index opened from the store holds only turn keys
+        # (id, session, speaker, time) and reads a turn when it is recalled.
+        self._loader = loader
 
     def __len__(self) -> int:
         return len(self._corpus)
 
     @property
     def turns(self) -> list[StoredTurn]:
-        """The indexed turns, in the order they were added (read-only by convention)."""
+        """The indexed turns, in the order they were added (read-only by convention).
+
+        In an index opened from the store (:mod:`stratamem.retrieve.persisted`),
+        turns not recalled yet are :class:`~stratamem.store.base_turn_index.TurnKey`
+        values (``id``, ``session``, ``name``, ``timestamp``); :meth:`turn` always
+        returns the full turn.
+        """
         return self._corpus.turns
+
+    def _materialize(self, positions: Sequence[int]) -> None:
+        """Replace turn keys at ``positions`` with the full turns (one read)."""
+        c = self._corpus
+        want = [int(i) for i in positions if not isinstance(c.turns[i], StoredTurn)]
+        if not want or self._loader is None:
+            return
+        full = {st.id: st for st in self._loader([c.turns[i].id for i in want])}
+        for i in want:
+            got = full.get(c.turns[i].id)
+            if got is not None:
+                c.turns[i] = got
 
     @property
     def lexical_only(self) -> bool:
         """Whether recall runs without vectors."""
         return self.embedder is None
 
-    def add_turns(self, turns: Iterable[StoredTurn]) -> None:
+    def add_turns(self, turns: Iterable[StoredTurn], *, terms: Sequence[list[str]] | None = None,
+                  vectors: np.ndarray | None = None) -> None:
         """Add stored turns (in stored order); already indexed ids are ignored.
 
-        Only the new turns are analysed and embedded.
+        Only the new turns are analysed and embedded; ``terms`` and ``vectors``
+        (one per turn, from a persisted index) skip that work
+        (:meth:`~stratamem.retrieve.corpus.TurnCorpus.add`).
         """
-        self._corpus.add(turns)
+        self._corpus.add(turns, terms=terms, vectors=vectors)
 
     def turn(self, turn_id: int) -> StoredTurn:
         """The indexed turn with this id.
@@ -156,7 +181,9 @@ class HybridIndex:
         Raises:
             KeyError: The id is not indexed.
         """
-        return self._corpus.turns[self._corpus.pos[turn_id]]
+        at = self._corpus.pos[turn_id]
+        self._materialize([at])
+        return self._corpus.turns[at]
 
     # --- searching ----------------------------------------------------------------------
 
@@ -279,6 +306,7 @@ class HybridIndex:
             top = cand[np.lexsort((cand, -fused[cand]))]
         else:
             top = np.argsort(-fused, kind="stable")
+        self._materialize(top)
         # Breakdowns only for the hits: the per-signal arrays are never materialised.
         return [Hit(f"turn:{self.turns[i].id}", "turn", (self.turns[i].id,),
                     {**{n: f * float(sig[n][i]) for n, f in factors.items()},

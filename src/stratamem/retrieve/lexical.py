@@ -11,6 +11,7 @@ Fusion with vectors lives in :mod:`stratamem.retrieve.engine`.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from collections import Counter
@@ -119,9 +120,39 @@ class BM25Index:
         return doc
 
     def extend(self, docs: Iterable[Sequence[str]]) -> None:
-        """Add many documents."""
-        for terms in docs:
-            self.add(terms)
+        """Add many documents (postings built in bulk: the same index as adding them one by one)."""
+        docs = list(docs)
+        if len(docs) < 64:
+            for terms in docs:
+                self.add(terms)
+            return
+        base, count = self._n, len(docs)
+        need = base + count
+        if need > len(self._lengths):
+            grown = np.zeros(max(need, 2 * len(self._lengths)))
+            grown[:base] = self._lengths[:base]
+            self._lengths = grown
+        lengths = np.fromiter((len(d) for d in docs), np.int64, count)
+        self._lengths[base:need] = lengths
+        self._n = need
+        self._norm = None
+        tokens = list(itertools.chain.from_iterable(docs))
+        if not tokens:
+            return
+        # C-level passes only: distinct terms in first-seen order, then each token's number.
+        vocab = {t: i for i, t in enumerate(dict.fromkeys(tokens))}
+        ids = np.fromiter(map(vocab.__getitem__, tokens), np.int64, len(tokens))
+        doc = np.repeat(np.arange(base, need, dtype=np.int64), lengths)
+        # One (term, doc) key per occurrence; unique keys sorted by term then doc give the postings.
+        keys, tf = np.unique(ids * need + doc, return_counts=True)
+        term_of, doc_of = keys // need, keys % need
+        cuts = np.flatnonzero(np.diff(term_of)) + 1
+        names = list(vocab)
+        for lo, hi in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(keys)])).tolist()):
+            term = names[int(term_of[lo])]
+            docs_list, tfs_list = self._postings.setdefault(term, ([], []))
+            docs_list.extend(doc_of[lo:hi].tolist())
+            tfs_list.extend(tf[lo:hi].tolist())
 
     def __contains__(self, term: str) -> bool:
         return term in self._postings

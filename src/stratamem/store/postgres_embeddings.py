@@ -16,6 +16,7 @@ Reach it as ``PostgresStore(...).embeddings``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING
@@ -26,6 +27,7 @@ import psycopg
 from ..errors import BackendError
 
 if TYPE_CHECKING:
+    from .postgres_turn_embeddings import PostgresTurnIndex
     from .postgres import PostgresStore
 
 __all__ = ["PostgresEmbeddingCache", "m002_embeddings"]
@@ -55,6 +57,13 @@ class PostgresEmbeddingCache:
 
     def __init__(self, store: PostgresStore) -> None:
         self._store = store
+
+    @functools.cached_property
+    def turns(self) -> PostgresTurnIndex:
+        """The persisted recall index: per-turn terms and int8 vectors (:mod:`stratamem.store.postgres_turn_embeddings`)."""
+        from .postgres_turn_embeddings import PostgresTurnIndex
+
+        return PostgresTurnIndex(self._store)
 
     def get_many(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """The cached vectors among ``hashes`` for ``model``.

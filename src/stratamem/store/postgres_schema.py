@@ -31,6 +31,7 @@ from .postgres_ingest_keys import m008_ingest_keys
 from .postgres_items import m005_items, m007_item_ids
 from .postgres_manifests import m006_manifests
 from .postgres_nodes import m003_pyramid
+from .postgres_turn_embeddings import m010_recall_index
 
 __all__ = ["MIGRATIONS", "PgMigration", "applied", "apply", "ensure_schema"]
 
@@ -109,6 +110,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m007_item_ids", m007_item_ids),
     PgMigration("m008_ingest_keys", m008_ingest_keys),
     PgMigration("m009_conversation_loop", m009_conversation_loop),
+    PgMigration("m010_recall_index", m010_recall_index),
 ]
 
 

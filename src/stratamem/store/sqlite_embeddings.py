@@ -14,6 +14,7 @@ Implements :class:`stratamem.embed.EmbeddingCache`; reach it as
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
@@ -24,6 +25,7 @@ import numpy as np
 from ..errors import BackendError
 
 if TYPE_CHECKING:
+    from .sqlite_turn_embeddings import SQLiteTurnIndex
     from .sqlite import SQLiteStore
 
 __all__ = ["SQLiteEmbeddingCache", "m002_embeddings"]
@@ -59,6 +61,13 @@ class SQLiteEmbeddingCache:
 
     def __init__(self, store: SQLiteStore) -> None:
         self._store = store
+
+    @functools.cached_property
+    def turns(self) -> SQLiteTurnIndex:
+        """The persisted recall index: per-turn terms and int8 vectors (:mod:`stratamem.store.sqlite_turn_embeddings`)."""
+        from .sqlite_turn_embeddings import SQLiteTurnIndex
+
+        return SQLiteTurnIndex(self._store)
 
     def get_many(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """The cached vectors among ``hashes`` for ``model``.

@@ -15,6 +15,7 @@ from .sqlite_ingest_keys import m008_ingest_keys
 from .sqlite_items import m007_item_ids
 from .sqlite_manifests import m006_manifests
 from .sqlite_nodes import m003_pyramid
+from .sqlite_turn_embeddings import m010_recall_index
 
 __all__ = ["MIGRATIONS"]
 
@@ -156,4 +157,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m007_item_ids", m007_item_ids),
     Migration("m008_ingest_keys", m008_ingest_keys),
     Migration("m009_conversation_loop", m009_conversation_loop),
+    Migration("m010_recall_index", m010_recall_index),
 ]

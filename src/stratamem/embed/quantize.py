@@ -1,0 +1,66 @@
+"""Compact vector storage: int8 codes with one float32 scale per vector.
+
+A unit-length float32 vector of 384 dimensions takes 1,536 bytes; stored as
+int8 codes (each component divided by the vector's largest magnitude, times
+127, rounded) plus that scale, it takes 388 — a quarter — and LoCoMo recall
+does not move (``benchmarks/first_query.py`` measures it). Decoded vectors
+are scaled back and normalised to unit length again, so dot products stay
+cosines.
+
+A blob is ``<f4 scale`` followed by ``dims`` int8 codes; its length alone
+gives ``dims``, so a corrupt blob is detected on read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import BackendError
+
+__all__ = ["decode_int8", "encode_int8", "int8_blob_size"]
+
+
+def int8_blob_size(dims: int) -> int:
+    """Bytes of one encoded vector of ``dims`` components."""
+    return 4 + dims
+
+
+def encode_int8(vectors: np.ndarray) -> list[bytes]:
+    """Encode the rows of a 2-d float array as int8 blobs (one per row).
+
+    Raises:
+        ValueError: ``vectors`` is not 2-dimensional or holds a non-finite value.
+    """
+    vec = np.asarray(vectors, dtype=np.float32)
+    if vec.ndim != 2:
+        raise ValueError(f"expected a 2-d array of vectors, got shape {vec.shape}")
+    if not np.isfinite(vec).all():
+        raise ValueError("vectors hold a NaN or infinite value")
+    scale = np.abs(vec).max(axis=1) if vec.shape[1] else np.zeros(len(vec), np.float32)
+    safe = np.where(scale > 0, scale, 1.0).astype(np.float32)
+    codes = np.clip(np.rint(vec / safe[:, None] * 127.0), -127, 127).astype(np.int8)
+    head = (scale / 127.0).astype("<f4")
+    return [head[i].tobytes() + codes[i].tobytes() for i in range(len(vec))]
+
+
+def decode_int8(blobs: Sequence[bytes], dims: int) -> np.ndarray:
+    """Decode blobs made by :func:`encode_int8` into unit-length float32 rows.
+
+    Raises:
+        BackendError: A blob's length does not match ``dims`` (corrupt data).
+    """
+    size = int8_blob_size(dims)
+    if not blobs:
+        return np.zeros((0, dims), dtype=np.float32)
+    if any(len(b) != size for b in blobs):
+        bad = next(len(b) for b in blobs if len(b) != size)
+        raise BackendError(f"stored vector is {bad} bytes, expected {size} for {dims} dimensions")
+    raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), size)
+    # The scale is positive and the result is re-normalised, so it cancels: unit(codes * scale)
+    # is unit(codes). It stays in the blob so the magnitude can be restored if ever needed.
+    out = raw[:, 4:].view(np.int8).astype(np.float32)
+    norms = np.sqrt(np.einsum("ij,ij->i", out, out))
+    out *= (1.0 / np.maximum(norms, np.float32(1e-12)))[:, None].astype(np.float32)
+    return out

@@ -1,0 +1,212 @@
+"""The recall index kept in the store, so a new process opens it instead of rebuilding it.
+
+Turns are analysed and embedded when they are written (:meth:`TurnIndexer.index`,
+called by ``Memory`` right after each commit, in batches), and what that
+produced — each turn's index terms and its vector as int8 codes
+(:mod:`stratamem.embed.quantize`) — is stored beside the turns
+(``store.embeddings.turns``, migration ``m010_recall_index``). Opening the
+index (:meth:`TurnIndexer.open`) then reads turns, terms and vectors and
+only rebuilds the derived arrays (postings, window norms, session sums) in
+numpy; turns without a row (written before this existed, by a process whose
+embedder failed, or lost to a crash between the two commits) are analysed
+and embedded then, and their rows stored.
+
+The in-memory index of the writing process is fed the *decoded* vectors, so
+it scores exactly like an index opened from the store later.
+
+A namespace's rows record which model made the vectors and which word
+analysis made the terms (:data:`~stratamem.retrieve.corpus.ANALYZER`):
+opening with another model re-embeds, and a changed analysis re-analyses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..embed.quantize import decode_int8, encode_int8
+from ..errors import ModelError, StratamemError
+from ..records import StoredTurn
+from .corpus import ANALYZER, TurnCorpus
+from .engine import HybridIndex
+from .lexical import analyze
+
+__all__ = ["IndexedBatch", "TurnIndexer"]
+
+BATCH = 256
+"""Turns analysed, embedded and stored per transaction."""
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedBatch:
+    """What :meth:`TurnIndexer.index` produced for a list of turns."""
+
+    terms: list[list[str]]
+    """Index terms per turn."""
+    vectors: np.ndarray | None
+    """Decoded unit vectors per turn; ``None`` without an embedder or when embedding failed."""
+    error: Exception | None = None
+    """Why the vectors are missing, if the embedder failed (the terms were still stored)."""
+
+
+def _embed(embedder: Any, texts: Sequence[str]) -> np.ndarray:
+    """Embed texts as unit float32 rows; any failure of the pluggable model is a :class:`ModelError`."""
+    try:
+        vec = np.asarray(embedder.embed_batch(list(texts)), dtype=np.float32)
+    except Exception as exc:  # a pluggable model may raise anything: one error type for callers
+        raise ModelError(f"embedding {len(texts)} turn(s) failed: {type(exc).__name__}: {exc}") from exc
+    if vec.ndim != 2 or len(vec) != len(texts) or not np.isfinite(vec).all():
+        raise ModelError(f"embedder returned shape {vec.shape} (or non-finite values) for {len(texts)} turn(s)")
+    return vec
+
+
+class TurnIndexer:
+    """Persists and opens one namespace's recall index.
+
+    Args:
+        store: The store (its ``embeddings.turns`` feature store keeps the rows).
+        namespace: The namespace.
+        embedder: Embeddings for the vector signals, or ``None`` (terms only).
+    """
+
+    def __init__(self, store: Any, namespace: str, embedder: Any) -> None:
+        self.store, self.namespace, self.embedder = store, namespace, embedder
+        self._meta_checked = False
+
+    @property
+    def _rows(self) -> Any:
+        return self.store.embeddings.turns
+
+    @property
+    def model(self) -> str:
+        """Name the vectors are recorded under (``""`` without an embedder)."""
+        if self.embedder is None:
+            return ""
+        return str(getattr(self.embedder, "name", type(self.embedder).__name__))
+
+    def _check_meta(self) -> None:
+        """Make the namespace's recorded model and analyser this indexer's (stale rows are dropped)."""
+        if self._meta_checked:
+            return
+        from ..store.base_turn_index import IndexMeta
+
+        old = self._rows.meta(self.namespace)
+        if self.embedder is None:
+            # Terms only: vectors another process made stay valid for it.
+            want = IndexMeta(old.model, old.dims, ANALYZER) if old is not None else IndexMeta("", 0, ANALYZER)
+        else:
+            want = IndexMeta(self.model, int(getattr(self.embedder, "dimensions", 0) or 0), ANALYZER)
+        if old != want:
+            self._rows.set_meta(self.namespace, want)
+        self._meta_checked = True
+
+    def index(self, turns: Sequence[StoredTurn], progress: Callable[[int], None] | None = None) -> IndexedBatch:
+        """Analyse, embed and store the index rows of newly committed turns, in batches.
+
+        An embedder failure does not stop the terms from being stored: the
+        rest of the turns get rows without vectors (embedded when the index
+        is next opened) and the failure is returned, not raised.
+
+        Raises:
+            BackendError: Storing the rows failed.
+        """
+        self._check_meta()
+        all_terms: list[list[str]] = []
+        blobs: list[bytes | None] = []
+        error: Exception | None = None
+        from ..store.base_turn_index import TurnIndexRow
+
+        for lo in range(0, len(turns), BATCH):
+            chunk = turns[lo:lo + BATCH]
+            texts = [TurnCorpus.text(st) for st in chunk]
+            terms = [analyze(t) for t in texts]
+            coded: list[bytes | None] = [None] * len(chunk)
+            if self.embedder is not None and error is None:
+                try:
+                    coded = list(encode_int8(_embed(self.embedder, texts)))
+                except ModelError as exc:
+                    error = exc
+            self._rows.put(self.namespace, [TurnIndexRow(st.id, " ".join(t), b)
+                                            for st, t, b in zip(chunk, terms, coded, strict=True)])
+            all_terms.extend(terms)
+            blobs.extend(coded)
+            if progress is not None:
+                progress(len(chunk))
+        vectors = None
+        if self.embedder is not None and error is None and blobs:
+            vectors = decode_int8([b for b in blobs if b is not None], len(blobs[0]) - 4)  # type: ignore[arg-type]
+        return IndexedBatch(all_terms, vectors, error)
+
+    def open(self, weights: Any = None, on_store_error: Callable[[Exception], None] | None = None) -> HybridIndex:
+        """The namespace's recall index, from its turns and stored rows.
+
+        Rows missing or stale are made now and stored; if storing them fails
+        (a read-only store), ``on_store_error`` is told and the index is still
+        returned.
+
+        Raises:
+            ModelError: Turns need embedding and the embedder failed.
+        """
+        # Keys, not turns: ranking needs only ids, sessions, speakers and times; a
+        # recalled turn is read in full when it is a hit (HybridIndex's loader).
+        turns: list[Any] = self._rows.keys(self.namespace)
+        try:
+            self._check_meta()
+        except StratamemError as exc:
+            if on_store_error is not None:
+                on_store_error(exc)
+        rows = self._rows.load(self.namespace) if turns else {}
+        if rows and (meta := self._rows.meta(self.namespace)) is not None and meta.analyzer != ANALYZER:
+            rows = {}  # made by another analysis (read-only store: the meta could not be updated)
+        terms: list[list[str] | None] = [None] * len(turns)
+        blobs: list[bytes | None] = [None] * len(turns)
+        for i, st in enumerate(turns):
+            row = rows.get(st.id)
+            if row is not None:
+                terms[i] = row.terms.split()
+                blobs[i] = row.vector
+        dims = getattr(self.embedder, "dimensions", None) if self.embedder is not None else None
+        stale = {i for i, b in enumerate(blobs) if b is not None and dims and len(b) != int(dims) + 4}
+        todo = [i for i in range(len(turns))
+                if terms[i] is None or (self.embedder is not None and (blobs[i] is None or i in stale))]
+        if todo:
+            full = {st.id: st for lo in range(0, len(todo), 500)
+                    for st in self.store.turns(self.namespace, ids=[turns[i].id for i in todo[lo:lo + 500]])}
+            for i in todo:
+                turns[i] = full[turns[i].id]
+            self._fill(turns, terms, blobs, todo, on_store_error)
+        index = HybridIndex(self.embedder, weights, loader=self._load_turns)
+        vectors = None
+        if self.embedder is not None and turns:
+            vectors = decode_int8(blobs, len(blobs[0]) - 4)  # type: ignore[arg-type]
+        index.add_turns(turns, terms=terms, vectors=vectors)  # type: ignore[arg-type]
+        return index
+
+    def _load_turns(self, ids: Sequence[int]) -> list[StoredTurn]:
+        return self.store.turns(self.namespace, ids=list(ids))
+
+    def _fill(self, turns: list[StoredTurn], terms: list[list[str] | None], blobs: list[bytes | None],
+              todo: list[int], on_store_error: Callable[[Exception], None] | None) -> None:
+        from ..store.base_turn_index import TurnIndexRow
+
+        store_ok = True
+        for lo in range(0, len(todo), BATCH):
+            part = todo[lo:lo + BATCH]
+            texts = [TurnCorpus.text(turns[i]) for i in part]
+            for i, text in zip(part, texts, strict=True):
+                if terms[i] is None:
+                    terms[i] = analyze(text)
+            if self.embedder is not None:
+                for i, blob in zip(part, encode_int8(_embed(self.embedder, texts)), strict=True):
+                    blobs[i] = blob
+            if store_ok:
+                try:
+                    self._rows.put(self.namespace, [TurnIndexRow(turns[i].id, " ".join(terms[i] or []), blobs[i])
+                                                    for i in part])
+                except StratamemError as exc:
+                    store_ok = False
+                    if on_store_error is not None:
+                        on_store_error(exc)

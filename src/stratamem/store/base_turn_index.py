@@ -1,0 +1,63 @@
+"""The records the persisted recall index exchanges with its stores (both backends).
+
+See :mod:`stratamem.store.sqlite_turn_embeddings` and
+:mod:`stratamem.store.postgres_turn_embeddings`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from ..records import parse_timestamp
+
+__all__ = ["IndexMeta", "TurnIndexRow", "TurnKey"]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexMeta:
+    """What a namespace's persisted index rows were made with."""
+
+    model: str
+    """Embedding model of the vectors (``""``: none yet)."""
+    dims: int
+    """Vector length (0 with no model)."""
+    analyzer: str
+    """Fingerprint of the word analysis that made the terms."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnIndexRow:
+    """One turn's persisted index entry."""
+
+    turn_id: int
+    """The turn."""
+    terms: str
+    """Its analysed index terms, space-separated."""
+    vector: bytes | None
+    """Its vector as an int8 blob (:func:`stratamem.embed.quantize.encode_int8`), or ``None`` if not embedded."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnKey:
+    """What the recall index needs of a turn to rank it; the full turn is read when it is recalled.
+
+    Opening an index of 100k turns reads these few columns instead of
+    decoding and validating every turn.
+    """
+
+    id: int
+    """The turn's id."""
+    namespace: str
+    """Its namespace."""
+    session: str
+    """Its session's name."""
+    name: str | None
+    """Its speaker's name, if any."""
+    ts: datetime | str
+    """Its timestamp as stored (parsed on access: only a session's first turn is ever asked)."""
+
+    @property
+    def timestamp(self) -> datetime:
+        """The turn's timestamp."""
+        return parse_timestamp(self.ts) if isinstance(self.ts, str) else self.ts
