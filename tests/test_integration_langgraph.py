@@ -98,7 +98,7 @@ def test_store_keeps_history_timestamps_and_persists(tmp_path: Path) -> None:
 
 
 def test_search_query_ranks_by_hybrid_recall(tmp_path: Path) -> None:
-    mem = Memory(tmp_path / "q.db", namespace="base")
+    mem = Memory(tmp_path / "q.db", namespace="base", embedder=None)  # lexical: scores are exact
     store = StratamemStore(mem)
     store.put(("facts",), "1", {"text": "The user's dog is called Biscuit"})
     store.put(("facts",), "2", {"text": "The user prefers window seats on flights"})

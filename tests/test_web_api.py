@@ -157,16 +157,27 @@ def test_working_state_read_and_change(client: httpx.Client) -> None:
     assert bad.status_code == 400 and bad.json()["error"]["path"] == "text"
 
 
-def test_export_then_import_round_trips_and_reimport_conflicts(client: httpx.Client, server: Server) -> None:
+def test_export_then_import_round_trips_reimport_skips_and_a_differing_session_conflicts(
+        client: httpx.Client, server: Server) -> None:
     exported = client.get("/api/v1/namespaces/pages/export")
     assert exported.headers["content-type"].startswith("application/x-ndjson")
     r = client.post("/api/v1/namespaces/pages-copy/import", content=exported.content,
                     headers={"content-type": "application/x-ndjson"})
-    assert r.status_code == 201 and r.json() == {"sessions": 1, "turns": 5}
+    assert r.status_code == 201 and r.json() == {"sessions": 1, "turns": 5, "skipped": 0}
     before = counts(server.db, "pages-copy")
     again = client.post("/api/v1/namespaces/pages-copy/import", content=exported.content)
-    assert again.status_code == 409 and "already exist" in again.json()["error"]["message"]
+    assert again.status_code == 201 and again.json() == {"sessions": 1, "turns": 0, "skipped": 5}
     assert counts(server.db, "pages-copy") == before
+    # Two namespaces whose session "s" starts differently: importing one into the other is a conflict.
+    for ns, text in (("clash-a", "alpha"), ("clash-b", "beta")):
+        assert client.post(f"/api/v1/namespaces/{ns}/turns", json={"messages": [{"role": "user", "content": text}],
+                                                                    "session": "s"}).status_code == 201
+    before = counts(server.db, "clash-b")
+    clash = client.post("/api/v1/namespaces/clash-b/import",
+                        content=client.get("/api/v1/namespaces/clash-a/export").content)
+    assert clash.status_code == 409 and clash.json()["error"]["type"] == "ConflictError"
+    assert "differs from the export at seq 1" in clash.json()["error"]["message"]
+    assert counts(server.db, "clash-b") == before
     garbage = client.post("/api/v1/namespaces/pages-copy2/import", content=b'{"not": "an export"}\n')
     assert garbage.status_code == 400 and garbage.json()["error"]["type"] == "DecodeError"
 
@@ -367,7 +378,7 @@ def test_every_library_error_class_has_a_status() -> None:
 
     expected = {"ValidationError": 400, "InvalidTurnError": 400, "BudgetError": 400, "ConfigError": 400,
                 "DecodeError": 400, "NotFoundError": 404, "BackendError": 503, "MigrationError": 503,
-                "ArchiveError": 503, "ModelError": 503, "CompactionCancelled": 409, "StratamemError": 500}
+                "ArchiveError": 503, "ModelError": 503, "CompactionCancelled": 409, "ConflictError": 409, "StratamemError": 500}
     assert {name: status_for(getattr(errors, name)("x")) for name in errors.__all__} == expected
 
 

@@ -46,6 +46,8 @@ EXCLUDED: dict[str, str] = {
     "close": "AsyncMemory.close also stops the worker thread",
     "items": "a live sync object (Items); use `await amem.run(lambda m: m.items.add(...))`",
     "pyramid": "a live sync object (Pyramid); use `await amem.run(lambda m: m.pyramid.nodes())`",
+    "embedder": "a plain attribute (readable on AsyncMemory); set it on the sync Memory before sharing it",
+    "indexer": "a live sync object (the persisted recall index); use `await amem.run(lambda m: m.indexer...)`",
 }
 """Public ``Memory`` names without a generated async twin, and why (documented in docs/integrations/async.md)."""
 

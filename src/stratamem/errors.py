@@ -28,6 +28,7 @@ __all__ = [
     "BackendError",
     "BudgetError",
     "CompactionCancelled",
+    "ConflictError",
     "ConfigError",
     "DecodeError",
     "InvalidTurnError",
@@ -72,6 +73,10 @@ class InvalidTurnError(ValidationError):
 
 class BudgetError(ValidationError):
     """A token budget is zero, negative, or too small for what must be included."""
+
+
+class ConflictError(ValidationError):
+    """The request clashes with what is stored (e.g. an import whose session differs from the stored one)."""
 
 
 class NotFoundError(StratamemError, LookupError):

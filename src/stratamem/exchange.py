@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from ._jsonio import parse_object_line
-from .errors import DecodeError, StratamemError, ValidationError
+from .errors import ConflictError, DecodeError, StratamemError, ValidationError
 from .records import Session, StoredTurn, Turn, check_name, check_text, format_timestamp, parse_timestamp
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportPlan", "ImportedNamespace", "plan_import", "read_export",
@@ -197,13 +197,13 @@ def plan_import(store: Any, namespace: str, data: ImportedNamespace, *, dedupe: 
     as before.
 
     Raises:
-        ValidationError: An existing session holds different turns than the export
+        ConflictError: An existing session holds different turns than the export
             at some seq (or exists at all, without ``dedupe``).
     """
     existing = {s.name for s in store.sessions(namespace)}
     clash = [s.name for s in data.sessions if s.name in existing]
     if clash and not dedupe:
-        raise ValidationError(f"sessions already exist in namespace {namespace!r}: {', '.join(clash[:5])}")
+        raise ConflictError(f"sessions already exist in namespace {namespace!r}: {', '.join(clash[:5])}")
     out: dict[str, list[Turn]] = {}
     skipped = 0
     for s in data.sessions:
@@ -211,7 +211,7 @@ def plan_import(store: Any, namespace: str, data: ImportedNamespace, *, dedupe: 
         held = [st.turn for st in store.turns(namespace, s.name)] if s.name in existing else []
         for seq, (mine, theirs) in enumerate(zip(held, turns), 1):
             if mine.to_dict() != theirs.to_dict():
-                raise ValidationError(f"session {s.name!r} of namespace {namespace!r} differs from the export "
+                raise ConflictError(f"session {s.name!r} of namespace {namespace!r} differs from the export "
                                       f"at seq {seq}; import into another namespace")
         skipped += min(len(held), len(turns))
         out[s.name] = turns[len(held):]

@@ -711,7 +711,7 @@ class Memory:
 
         Raises:
             DecodeError: Truncated, corrupt or unsupported file.
-            ValidationError: An existing session holds different turns than the
+            ConflictError: An existing session holds different turns than the
                 file (or, without ``dedupe``, exists at all).
             BackendError: The store failed; nothing was stored.
         """

@@ -122,6 +122,8 @@ class SQLiteForget:
         conn.execute("DELETE FROM nodes WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM memory_items WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM memory_item_metrics WHERE namespace_id=?", (ns_id,))
+        conn.execute("DELETE FROM recall_index WHERE namespace_id=?", (ns_id,))
+        conn.execute("DELETE FROM recall_index_meta WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM turns WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM ingest_keys WHERE namespace=?", (ns,))
         conn.execute("DELETE FROM sessions WHERE namespace_id=?", (ns_id,))
@@ -160,6 +162,8 @@ class SQLiteForget:
         for item_id, prov in p.item_provenance.items():
             conn.execute("UPDATE memory_items SET provenance=? WHERE id=? AND namespace_id=?",
                          (json.dumps(list(prov)), int(item_id), ns_id))
+        # The stored recall index holds each turn's analysed terms and vector.
+        conn.execute(f"DELETE FROM recall_index WHERE namespace_id=? AND {_in('turn_id')}", (ns_id, turns))
         conn.execute(f"DELETE FROM turns WHERE namespace_id=? AND {_in('id')}", (ns_id, turns))
         # A forgotten message may be ingested again: its dedupe key goes with it.
         conn.execute(f"DELETE FROM ingest_keys WHERE namespace=? AND {_in('turn_id')}", (p.namespace, turns))

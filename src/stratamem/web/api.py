@@ -323,18 +323,13 @@ def build_router(spaces: Spaces) -> APIRouter:
             raise ValidationError("the import body is not UTF-8") from exc
         m = mem(request, namespace, must_exist=False)
 
-        def run() -> tuple[int, int]:
-            existing = {s.name for s in m.store.sessions(namespace)} if m.store.has_namespace(namespace) else set()
-            if existing:
-                from ..exchange import read_export
-
-                clash = [s.name for s in read_export(io.StringIO(text)).sessions if s.name in existing]
-                if clash:
-                    raise Conflict(f"sessions already exist in namespace {namespace!r}: {', '.join(clash[:5])}")
+        def run() -> tuple[int, int, int]:
+            # Idempotent like the library: turns a session already holds are skipped;
+            # a session holding different turns is a ConflictError (409).
             return m.import_(io.StringIO(text))
         from starlette.concurrency import run_in_threadpool
 
-        n_sessions, n_turns = await run_in_threadpool(spaces.call, run)
-        return {"sessions": n_sessions, "turns": n_turns}
+        n_sessions, n_turns, n_skipped = await run_in_threadpool(spaces.call, run)
+        return {"sessions": n_sessions, "turns": n_turns, "skipped": n_skipped}
 
     return r

@@ -29,6 +29,7 @@ from ..errors import (
     ModelError,
     NotFoundError,
     StratamemError,
+    ConflictError,
     ValidationError,
 )
 
@@ -56,6 +57,7 @@ _STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (Unauthorized, 401),
     (Forbidden, 403),
     (Conflict, 409),
+    (ConflictError, 409),
     (CompactionCancelled, 409),
     (PayloadTooLarge, 413),
     (ValidationError, 400),
