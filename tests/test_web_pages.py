@@ -26,9 +26,14 @@ SHOTS = Path(__file__).parent / "artifacts" / "web"
 DOC_SHOTS = {"overview", "context", "timeline-before-seal", "items", "phone-context"}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """One headless Chromium for the whole test run."""
+    """One headless Chromium for this module.
+
+    Module scope, not session: Playwright's sync API keeps an event loop marked
+    running on the main thread while it is active, so a later test's
+    ``asyncio.run`` would fail if the browser outlived this module.
+    """
     with sync_playwright() as pw:
         b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
         yield b
