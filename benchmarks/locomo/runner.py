@@ -50,13 +50,13 @@ def run(systems: Sequence[System], conversations: Sequence[Conversation], store:
             result.fit_seconds += time.perf_counter() - t0
             for q in conv.questions:
                 t0 = time.perf_counter()
-                ranked = system.rank(q.text, DEPTH)
+                ranked = system.rank(q.text, DEPTH, now=q.question_date)
                 result.latencies.append(time.perf_counter() - t0)
                 units = [Unit((st.id,)) for st in ranked]
                 walks = {}
                 for b in budgets:
                     if hasattr(system, "budget_turns"):
-                        kept = system.budget_turns(q.text, b)
+                        kept = system.budget_turns(q.text, b, now=q.question_date)
                     else:
                         kept = list(pack_turns(ranked, b, tokenizer, system.renderer).turns)
                     walks[b] = [Unit((st.id,)) for st in kept]
