@@ -72,11 +72,14 @@ def _cv_weights(convs: list, embedder: object | None, points: int) -> tuple[dict
 
 def _folds_table(results: list[Result]) -> str:
     """Mean over questions and the worst conversation, r@10 and b@1024, and per type."""
-    out = ["\nper conversation (fold): mean / worst fold", f"{'system':<30}{'r@10':>14}{'b@1024':>16}"]
+    out = ["\nper conversation (fold): mean / worst fold", f"{'system':<30}{'r@10':>14}{'b@1024':>16}{'b@2048':>16}"]
     for r in results:
         qs = r.scores.questions
         row = []
-        for m in ("r@10", "b@1024"):
+        for m in ("r@10", "b@1024", "b@2048"):
+            if m not in r.scores.strict:
+                row.append("-")
+                continue
             vals = np.array(r.scores.strict[m])
             per = [vals[[i for i, q in enumerate(qs) if q.sample == s]].mean() for s in dict.fromkeys(q.sample for q in qs)]
             row.append(f"{vals.mean():>7.3f} / {min(per):.3f}")
@@ -108,7 +111,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.ours:
             systems = []
         elif embedder is not None:
-            dense = DenseTurns(embedder.embed_batch)
+            # Synthetic set: the engine's `role: text` strings, so long answers are embedded once, not twice.
+            dense = DenseTurns(embedder.embed_batch, speaker_prefix=args.dataset == "synth")
             systems += [dense, RRFTurns(bm25, dense), RRFTurns(bm25, dense, CompactRenderer())]
             systems[-1].name = "BM25+dense RRF (compact)"
         systems.append(Hybrid(embedder))
@@ -117,6 +121,7 @@ def main(argv: list[str] | None = None) -> None:
             systems.append(Hybrid(embedder, fold_weights=per_fold))
             systems[-1].name = "stratamem hybrid (CV weights)"
         systems += [MemoryContext(embedder, "recall"), MemoryContext(embedder, "hybrid")]
+        systems[-1].budgets = (2048,)  # the default policy, end to end, beside recall
         results = run(systems, convs, store)
         store.close()
         if embedder is not None:

@@ -242,7 +242,7 @@ class _Haystack:
         rng, p = self.rng, self.plan
         topic, subject = p.topics[s], p.subjects[s]
         bank = B.TOPICS[topic]
-        target = int(500 * 4 ** rng.random() / 1.3)  # words for ~500–2,000 tokens
+        target = int(420 * 3.5 ** rng.random())  # words; ~1.2 o200k tokens each: ~500–2,000 tokens
         pool = bank["sentences"] + B.ELABORATIONS
         order: list[str] = []
         heads = rng.sample(bank["heads"], len(bank["heads"]))

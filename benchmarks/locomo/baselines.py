@@ -147,14 +147,17 @@ class DenseTurns:
 
     name = "dense MiniLM turns"
 
-    def __init__(self, embed: Callable[[list[str]], np.ndarray], renderer: TurnRenderer | None = None) -> None:
+    def __init__(self, embed: Callable[[list[str]], np.ndarray], renderer: TurnRenderer | None = None,
+                 speaker_prefix: bool = False) -> None:
         self.embed = embed
         self.renderer = renderer or PlainRenderer()
+        self.speaker_prefix = speaker_prefix
 
     def fit(self, conv: Conversation, store: Any) -> None:
-        """Embed the turns."""
+        """Embed the turns (as ``role: text`` with ``speaker_prefix``, the texts our engine embeds)."""
         self.turns = list(conv.turns)
-        self.matrix = self.embed([st.text for st in self.turns])
+        self.matrix = self.embed([f"{st.turn.name or st.role}: {st.text}" if self.speaker_prefix else st.text
+                                  for st in self.turns])
 
     def order(self, query: str) -> list[int]:
         """Turn positions by descending cosine."""
