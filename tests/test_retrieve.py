@@ -17,6 +17,7 @@ from stratamem.records import StoredTurn, Turn
 from stratamem.assemble import ItemUnit, Recalled, assemble
 from stratamem.retrieve import (BM25Index, CompactRenderer, HybridIndex, PlainRenderer, Weights, analyze, pack_turns,
                                 read_query, stem)
+from stratamem.retrieve.engine import passages
 from stratamem.sources import SummaryIndex
 from stratamem.tokens import get_tokenizer
 
@@ -337,3 +338,49 @@ def test_a_failing_embedder_leaves_the_index_as_it_was_and_the_turns_can_be_adde
     fresh.add_turns(turns)
     assert [(h.id, h.score) for h in index.search("pottery class lake", k=5)] == [
         (h.id, h.score) for h in fresh.search("pottery class lake", k=5)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(min_value=0, max_value=300), size=st.integers(min_value=1, max_value=80))
+def test_passages_cover_every_term_with_runs_no_longer_than_the_size(n: int, size: int) -> None:
+    terms = [f"t{i}" for i in range(n)]
+    runs = passages(terms, size)
+    assert all(len(r) <= size for r in runs)
+    assert {t for r in runs for t in r} == set(terms)
+    if n <= size:
+        assert runs == [terms]
+
+
+def _long_and_short() -> list[StoredTurn]:
+    filler = " ".join(f"word{i} thing{i % 7}" for i in range(300))
+    long_answer = f"{filler} For the dough use seventy two percent hydration with a long cold proof. {filler}"
+    chat = [("Ana", "How do I bake bread at home?"), ("Bot", long_answer),
+            ("Ana", "Hydration matters for houseplants too, my neighbour says.")]
+    chat += [("Ana", f"Unrelated note number {i} about my week.") for i in range(10)]
+    return _turns([(T0, chat)])
+
+
+def test_a_long_answer_is_found_by_its_best_passage() -> None:
+    turns = _long_and_short()
+    off = dict(lexical_window=0, lexical_session=0, lexical_prev=0, lexical_next=0, speaker=0, substance=0)
+    whole = HybridIndex(weights=Weights(**off, lexical=1.0))
+    whole.add_turns(turns)
+    # Whole-turn BM25: 1,200 words of answer drown its one relevant sentence.
+    assert whole.search("what hydration percent for the dough?", k=1)[0].id == "turn:3"
+    best = HybridIndex(weights=Weights(**off, lexical=0.0, lexical_passage=1.0, passage_terms=64))
+    best.add_turns(turns)
+    hits = best.search("what hydration percent for the dough?", k=3)
+    assert hits[0].id == "turn:2" and hits[0].score["lexical_passage"] == 1.0
+
+
+def test_normalisations_put_signals_on_one_scale() -> None:
+    from stratamem.retrieve.engine import _normalised
+
+    x = np.array([0.0, 2.0, 8.0, 4.0])
+    assert _normalised(x, "max", 10).tolist() == [0.0, 0.25, 1.0, 0.5]
+    assert _normalised(x, "rank", 10).tolist() == [0.0, 10 / 12, 1.0, 10 / 11]
+    z = _normalised(x, "z", 10)
+    assert z[0] == 0.0 and z[2] == pytest.approx((8 - 3.5) / np.std(x)) and z[3] == pytest.approx(0.5 / np.std(x))
+    assert not _normalised(np.zeros(3), "z", 10).any() and not _normalised(np.zeros(3), "max", 10).any()
+    with pytest.raises(ValidationError):
+        Weights(normalise="softmax")
