@@ -125,7 +125,7 @@ def test_vectors_join_the_fusion_when_an_embedder_is_given() -> None:
     index.add_turns(_turns(CHAT))
     hit = index.search("pottery class", k=1)[0]
     assert not index.lexical_only
-    assert hit.turn_ids == (3,) and hit.score["vector"] == pytest.approx(1.0)
+    assert hit.turn_ids == (3,) and hit.score["vector"] == pytest.approx(Weights().vector)  # cosine 1, weighted
 
 
 def test_the_index_grows_and_ignores_turns_it_already_holds() -> None:
@@ -270,8 +270,9 @@ def test_substance_ranks_the_fuller_of_two_equal_matches_first_and_never_invents
     # Only the speaker boost matches (equally) Ana's two turns; substance orders them; Ben's turn stays at 0.
     hits = index.search("What did Ana say?", k=3)
     assert [h.turn_ids[0] for h in hits] == [3, 1, 2]
-    assert hits[0].score["substance"] == pytest.approx(1.3 * (1 - math.exp(-len(analyze(f"Ana: {long}")) / 24)))
-    assert hits[1].score["substance"] == pytest.approx(1.3 * (1 - math.exp(-2 / 24)))
+    w = Weights()
+    assert hits[0].score["substance"] == pytest.approx(w.substance * (1 - math.exp(-len(analyze(f"Ana: {long}")) / w.substance_terms)))
+    assert hits[1].score["substance"] == pytest.approx(w.substance * (1 - math.exp(-2 / w.substance_terms)))
     assert hits[2].score["fused"] == 0.0 and hits[2].score["substance"] == 0.0
     assert all(h.score["fused"] == 0.0 for h in index.search("volcano", k=3))
     with pytest.raises(ValidationError, match="substance_terms"):

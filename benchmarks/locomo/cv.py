@@ -92,12 +92,27 @@ def collect(convs: Sequence[Conversation], embedder: object | None, passage_term
     return out
 
 
+CANDIDATES = (
+    {},  # the defaults
+    {"vector": 1.5},
+    {"vector": 1.5, "lexical_window": 0.4, "lexical_session": 0.25},
+    {"vector": 1.5, "lexical_passage": 0.5, "lexical": 0.5},
+    {"vector": 1.5, "lexical_passage": 0.5, "lexical": 0.5, "lexical_window": 0.4, "lexical_session": 0.25},
+    {"vector": 1.5, "vector_window": 0.5, "lexical_window": 0.4, "substance_terms": 12.0},
+    {"normalise": "rank", "vector": 1.5, "lexical": 0.5, "lexical_passage": 0.5, "lexical_window": 0.0,
+     "lexical_session": 0.25, "lexical_prev": 0.25, "lexical_next": 0.0, "vector_window": 0.0, "substance_terms": 12.0},
+    {"normalise": "rank", "vector": 1.5},
+)
+"""Hand-written settings scored beside the random grid (edits of the defaults toward what each set preferred)."""
+
+
 def grid(points: int, seed: int = 0, normalisers: Sequence[str] = ("max", "z", "rank"),
          base: Weights | None = None) -> list[Weights]:
-    """A seeded random grid: per normaliser, ``base`` itself, ``base`` minus each signal, and random points."""
+    """A seeded random grid: the :data:`CANDIDATES`; per normaliser, ``base`` itself, ``base`` minus each
+    signal, and random points."""
     rng = random.Random(seed)
     base = base or Weights()
-    out: list[Weights] = []
+    out: list[Weights] = [replace(base, passage_terms=64, **c) for c in CANDIDATES]
     for how in normalisers:
         start = replace(base, normalise=how, passage_terms=64)
         out.append(start)
@@ -264,6 +279,7 @@ def main(argv: list[str] | None = None) -> None:
             r10, bud, samples = score_points(data, points)
             counts = np.array([sum(q.sample == s for q in data) for s in samples], dtype=np.float64)
             per[name] = (r10, bud, counts)
+            np.savez(f"/tmp/stratamem-cv-{name}.npz", r10=r10, bud=bud, counts=counts)
             print(f"\n{name}: {len(data)} questions, {len(points)} settings; CV r@10 / b@1024 estimate")
             for key, (r, b) in ablation(points, r10, bud, counts).items():
                 print(f"  {key:<20}{r:.3f} / {b:.3f}")
@@ -274,6 +290,10 @@ def main(argv: list[str] | None = None) -> None:
         store.close()
     # One setting for all data: each dataset's mean objective, datasets weighted equally.
     total = sum((r10.sum(axis=1) + bud.sum(axis=1)) / counts.sum() for r10, bud, counts in per.values())
+    for c in range(len(CANDIDATES)):
+        print(f"candidate {c} {CANDIDATES[c]}: joint {total[c]:.3f}  " + "  ".join(
+            f"{n}: r@10 {per[n][0][c].sum() / per[n][2].sum():.3f} b~ {per[n][1][c].sum() / per[n][2].sum():.3f}"
+            for n in per))
     for rank, p in enumerate(np.argsort(-total)[:5]):
         w = points[p]
         parts = "  ".join(f"{n}: r@10 {per[n][0][p].sum() / per[n][2].sum():.3f} b~ {per[n][1][p].sum() / per[n][2].sum():.3f}"
