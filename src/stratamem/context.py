@@ -9,6 +9,7 @@ will be sent, and the budget is never exceeded.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from .errors import BudgetError, ValidationError
@@ -22,6 +23,7 @@ __all__ = [
     "attach_sections",
     "check_budget",
     "check_format",
+    "check_now",
     "recent_window",
     "render",
     "snap_end",
@@ -45,6 +47,19 @@ def check_budget(budget: object) -> int:
     if budget <= 0:
         raise BudgetError(f"budget must be positive, got {budget}")
     return budget
+
+
+def check_now(now: object) -> datetime | None:
+    """Validate the moment a query is asked; a naive datetime is taken as UTC.
+
+    Raises:
+        ValidationError: ``now`` is neither ``None`` nor a datetime.
+    """
+    if now is None:
+        return None
+    if not isinstance(now, datetime):
+        raise ValidationError(f"now must be a datetime, got {type(now).__name__}")
+    return now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now
 
 
 def check_format(fmt: object) -> str:

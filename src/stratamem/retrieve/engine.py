@@ -18,7 +18,8 @@ packing live in :mod:`stratamem.retrieve.render`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -28,6 +29,7 @@ from ..records import StoredTurn
 from .corpus import TurnCorpus
 from .lexical import analyze
 from .query import QueryFacts, read_query
+from .timewords import resolve_anchor
 
 __all__ = ["Embedder", "Hit", "HybridIndex", "Weights"]
 
@@ -67,6 +69,9 @@ class Weights:
     """Boost for turns spoken by a person the query names."""
     date: float = 0.5
     """Boost for turns whose session date matches a date the query names."""
+    date_window: float = 0.5
+    """Boost for turns whose session falls in a relative time the query names ("two weeks
+    ago", "last Saturday"), resolved against ``now``; softened outside the window."""
     substance: float = 1.3
     """Prior for turns with more to say: ``1 - exp(-terms / substance_terms)`` of the turn's
     content words, added only to turns that match the query at all (greetings and
@@ -160,18 +165,41 @@ class HybridIndex:
 
     # --- searching ----------------------------------------------------------------------
 
-    def signals(self, query: str, *, weighted_only: bool = False) -> tuple[dict[str, np.ndarray], QueryFacts]:
+    def query_facts(self, query: str, now: datetime | None = None) -> QueryFacts:
+        """Speakers, dates and relative-time windows of ``query``, resolved against ``now``.
+
+        ``now`` defaults to the newest indexed turn's time. An event anchor
+        ("before my trip") is dated by the session of the turn that matches
+        its words best (BM25); an event found nowhere gives no window.
+        """
+        c = self._corpus
+        c.ready()
+        if now is None and self.turns:
+            now = self.turns[-1].timestamp
+        facts = read_query(query, c.speakers, now)
+        windows = list(facts.windows)
+        for anchor in facts.anchors:
+            scores = c.lexical(analyze(anchor.event))[0]
+            if scores.size and float(scores.max()) > 0:
+                at = int(np.argmax(scores))
+                windows.append(resolve_anchor(anchor, c.session_dates[int(c.session_of[at])]))
+        return replace(facts, windows=tuple(windows))
+
+    def signals(self, query: str, *, weighted_only: bool = False,
+                now: datetime | None = None) -> tuple[dict[str, np.ndarray], QueryFacts]:
         """Each signal's raw per-turn scores for ``query`` (for tuning and the manifest).
 
         Args:
             query: The query text.
             weighted_only: Skip the vector signals whose weight is 0 (they cannot
                 change the ranking; saves O(N·d) work per query).
+            now: When the query is asked, for relative times (default: the newest turn's time).
         """
         c = self._corpus
-        c.ready()
-        facts = read_query(query, c.speakers)
-        terms = analyze(query)
+        facts = self.query_facts(query, now)
+        # "two weeks ago" is carried by the date window; as words it only matches
+        # turns that happen to say "week" (a month name stays: turns name months).
+        terms = analyze(facts.without_relative_words(query))
         sig = self._lexical(terms, None)
         w = self.weights
         if c.vectors is not None:
@@ -191,6 +219,9 @@ class HybridIndex:
         if facts.dates:
             per_session = np.array([facts.date_match(d) for d in c.session_dates])
             sig["date"] = per_session[c.session_of]
+        if facts.windows:
+            per_session = np.array([facts.window_match(d) for d in c.session_dates])
+            sig["date_window"] = per_session[c.session_of]
         if self.weights.feedback_docs:
             sig.update(self._feedback(terms, sig))
         return sig, facts
@@ -223,7 +254,7 @@ class HybridIndex:
             w = getattr(self.weights, name)
             if w <= 0:
                 continue
-            if name in ("speaker", "date"):
+            if name in ("speaker", "date", "date_window"):
                 out[name] = w  # 0/1 boosts already
             else:
                 top = float(v.max()) if v.size else 0.0
@@ -258,19 +289,25 @@ class HybridIndex:
             parts["substance"] = prior
         return fused, parts
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
+    def search(self, query: str, k: int = 10, *, now: datetime | None = None) -> list[Hit]:
         """The ``k`` best turns for ``query``, best first, with score breakdowns.
 
+        ``now`` is when the query is asked: relative times in it ("last month")
+        are resolved against it (default: the newest indexed turn's time).
+
         Raises:
-            ValidationError: ``query`` is not a string or ``k`` is not positive.
+            ValidationError: ``query`` is not a string, ``k`` is not positive or
+                ``now`` is not a datetime.
         """
+        if now is not None and not isinstance(now, datetime):
+            raise ValidationError(f"now must be a datetime, got {type(now).__name__}")
         if not isinstance(query, str):
             raise ValidationError(f"query must be a string, got {type(query).__name__}")
         if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
             raise ValidationError(f"k must be a positive integer, got {k!r}")
         if not self.turns:
             return []
-        sig, _ = self.signals(query, weighted_only=True)
+        sig, _ = self.signals(query, weighted_only=True, now=now)
         factors = self._factors(sig)
         fused, prior = self._fused(sig, factors)
         if k < len(fused):
