@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-dense", action="store_true", help="skip every embedding-based system")
     ap.add_argument("--ours", action="store_true", help="only our engine and Memory.context (no baselines)")
     ap.add_argument("--data", type=Path, default=LOCOMO_PATH)
+    ap.add_argument("--policies", nargs="+", default=["recall"],
+                    help="Memory.context policies to run end to end (e.g. recall hybrid)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -52,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
             dense = DenseTurns(embedder.embed_batch)
             systems += [dense, RRFTurns(bm25, dense), RRFTurns(bm25, dense, CompactRenderer())]
             systems[-1].name = "BM25+dense RRF (compact)"
-        systems += [Hybrid(embedder), MemoryContext(embedder)]
+        systems += [Hybrid(embedder)] + [MemoryContext(embedder, p) for p in args.policies]
         results = run(systems, convs, store)
         store.close()
         if embedder is not None:

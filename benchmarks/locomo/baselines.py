@@ -80,8 +80,11 @@ class MemoryContext:
     name = "Memory.context (recall)"
     renderer: TurnRenderer = CompactRenderer()
 
-    def __init__(self, embedder: Any | None) -> None:
+    def __init__(self, embedder: Any | None, policy: str = "recall") -> None:
         self.embedder = embedder
+        self.policy = policy
+        if policy != "recall":
+            self.name = f"Memory.context ({policy})"
 
     def fit(self, conv: Conversation, store: Any) -> None:
         """A ``Memory`` on the conversation's namespace (its index builds on first query)."""
@@ -94,7 +97,7 @@ class MemoryContext:
 
     def budget_turns(self, query: str, budget: int) -> list[StoredTurn]:
         """The verbatim turns in the assembled context's manifest."""
-        ctx = self.memory.context(query, budget=budget, format="text", policy="recall")
+        ctx = self.memory.context(query, budget=budget, format="text", policy=self.policy)
         return [self.by_id[i] for item in ctx.manifest.items if item.kind == "turn" for i in item.turn_ids]
 
 

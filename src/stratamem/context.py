@@ -73,12 +73,16 @@ def check_format(fmt: object) -> str:
     return str(fmt)
 
 
-def turn_line(turn: Turn) -> str:
-    """One turn as a line of plain text: ``[2023-05-08 13:56] Caroline: text``."""
+def turn_line(turn: Turn, text: str | None = None) -> str:
+    """One turn as a line of plain text: ``[2023-05-08 13:56] Caroline: text``.
+
+    ``text`` replaces the turn's own text (an excerpt, a labelled line).
+    """
     who = turn.name or turn.role
     ts = turn.timestamp
     # Not strftime("%Y"): it does not zero-pad years before 1000 on glibc.
-    return f"[{ts.year:04d}-{ts.month:02d}-{ts.day:02d} {ts.hour:02d}:{ts.minute:02d}] {who}: {turn.text}"
+    return (f"[{ts.year:04d}-{ts.month:02d}-{ts.day:02d} {ts.hour:02d}:{ts.minute:02d}] {who}: "
+            f"{turn.text if text is None else text}")
 
 
 def render(turns: Sequence[Turn], fmt: str) -> tuple[tuple[dict[str, Any], ...], str | None, str]:
