@@ -28,6 +28,7 @@ from .manifest import Context
 from .nodes import Node
 from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
 from .retrieve import HybridIndex
+from .retrieve.updates import find_updates, order_updates, update_labels
 from .sources import SummaryIndex, checkpoint_block, project_blocks
 from .store import SQLiteStore, Store, TurnBatch
 from .tokens import Tokenizer, count_turn, get_tokenizer
@@ -423,8 +424,13 @@ class Memory:
             facts = index.query_facts(query, now)
             notes += [f"time window: {w.describe()} (now {facts.now:%Y-%m-%d %H:%M} UTC)" for w in facts.windows]
             # A hit with no signal at all (fused score 0) is not a match.
-            recalled = [Recalled(index.turn(h.turn_ids[0]), h.score)
-                        for h in index.search(query, k=k, now=now) if h.score.get("fused", 0.0) > 0]
+            hits = [h for h in index.search(query, k=k, now=now) if h.score.get("fused", 0.0) > 0]
+            # Turns about the same thing said at different times: the newest first, labelled.
+            hits, labels = order_updates(hits, find_updates(hits, index.turn, index.similarity,
+                                                            lexical=index.lexical_only))
+            if labels:
+                notes.append(f"knowledge updates: {update_labels(labels)}")
+            recalled = [Recalled(index.turn(h.turn_ids[0]), h.score, labels.get(h.turn_ids[0])) for h in hits]
         fixed = self._fixed_blocks(session)
         summaries = (self._summary_index.rank(self.pyramid, query)
                      if self.config.pyramid.enabled else [])

@@ -163,6 +163,20 @@ class HybridIndex:
         """
         return self._corpus.turns[self._corpus.pos[turn_id]]
 
+    def similarity(self, a: int, b: int) -> float:
+        """How alike two indexed turns are: embedding cosine, or content-word Jaccard when lexical only.
+
+        Raises:
+            KeyError: An id is not indexed.
+        """
+        c = self._corpus
+        i, j = c.pos[a], c.pos[b]
+        if c.vectors is not None:
+            vec = c.vectors.view
+            return float(vec[i] @ vec[j])
+        x, y = set(c.terms[i]), set(c.terms[j])
+        return len(x & y) / len(x | y) if x or y else 0.0
+
     # --- searching ----------------------------------------------------------------------
 
     def query_facts(self, query: str, now: datetime | None = None) -> QueryFacts:
