@@ -65,6 +65,11 @@ def main(argv: list[str] | None = None) -> None:
           f"{sum(len(c.questions) for c in convs)} questions scored "
           f"({sum(c.skipped for c in convs)} skipped: no existing evidence id)")
     print(format_tables(results, tuned_on=tuned or None, held_out=(set(samples) - tuned) or None))
+    print("\nMemory.context marks per context (budget: knowledge-update labels / their tokens / excerpts)")
+    for system in systems:
+        if isinstance(system, MemoryContext):
+            print(f"{system.name:<28}" + "  ".join(
+                f"{b}: {n / c:.2f} / {t / c:.1f} / {e / c:.2f}" for b, (c, n, t, e) in sorted(system.marks.items())))
     print(f"\ntotal {time.perf_counter() - t0:.1f} s")
 
 

@@ -85,6 +85,8 @@ class MemoryContext:
         self.policy = policy
         if policy != "recall":
             self.name = f"Memory.context ({policy})"
+        # Per budget: contexts, update labels shown, their tokens, excerpts shown.
+        self.marks: dict[int, list[int]] = {}
 
     def fit(self, conv: Conversation, store: Any) -> None:
         """A ``Memory`` on the conversation's namespace (its index builds on first query)."""
@@ -98,6 +100,12 @@ class MemoryContext:
     def budget_turns(self, query: str, budget: int) -> list[StoredTurn]:
         """The verbatim turns in the assembled context's manifest."""
         ctx = self.memory.context(query, budget=budget, format="text", policy=self.policy)
+        tally = self.marks.setdefault(budget, [0, 0, 0, 0])
+        newer, older = ctx.text.count(" (newer) "), ctx.text.count(" (superseded?) ")
+        tally[0] += 1
+        tally[1] += newer + older
+        tally[2] += 4 * newer + 5 * older  # o200k tokens each label adds to its line
+        tally[3] += sum(1 for i in ctx.manifest.items if i.format == "excerpt")
         return [self.by_id[i] for item in ctx.manifest.items if item.kind == "turn" for i in item.turn_ids]
 
 

@@ -33,6 +33,7 @@ a section's unused share flows on to the next:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -44,7 +45,8 @@ from .retrieve.lexical import analyze
 from .retrieve.render import CompactRenderer, pack_turns
 from .tokens import MESSAGE_TOKENS, REPLY_TOKENS, Tokenizer, count_messages
 
-__all__ = ["POLICIES", "FixedBlock", "ItemUnit", "Recalled", "SummaryUnit", "assemble", "window_fraction"]
+__all__ = ["POLICIES", "FixedBlock", "ItemUnit", "Recalled", "SummaryUnit", "assemble", "is_follow_up",
+           "window_fraction"]
 
 POLICIES = ("hybrid", "topics", "pyramid", "state_first", "recall")
 
@@ -163,6 +165,24 @@ WINDOW_FLOOR = 0.1
 exchange or so stays for continuity)."""
 
 
+_PAST_CUE = re.compile(r"\b(did|was|were|had|ago|last|previous(ly)?|earlier|before|remember|told|mentioned|used to|"
+                       r"first|when)\b", re.IGNORECASE)
+
+
+def is_follow_up(query: str) -> bool:
+    """A short turn-of-the-conversation query: "go on", "make it shorter", "what about the second option?".
+
+    Such a query has fewer than three content words, names nothing
+    (no capitalised word after the first) and no past cue ("did", "last",
+    "ago", "remember", …); its words say little about which history it
+    needs, so the window, where the thread is, keeps its share.
+    """
+    words = query.split()
+    if any(w[:1].isupper() for w in words[1:]) or _PAST_CUE.search(query):
+        return False
+    return len(analyze(query)) < 3
+
+
 def window_fraction(query: str | None, recalled: Sequence[Recalled], window_ids: set[int]) -> tuple[float, float]:
     """How much of its share the hybrid window keeps, and the window match it was read from.
 
@@ -170,10 +190,10 @@ def window_fraction(query: str | None, recalled: Sequence[Recalled], window_ids:
     prospective window, divided by the best fused score of any recalled turn:
     1 when the query's best evidence is in the window (a follow-up about the
     current thread), 0 when none of it is (a question about the past). No
-    query, nothing recalled, or a query with no content words ("go on", "and
-    then?") keeps the whole window.
+    query, nothing recalled, or a follow-up (:func:`is_follow_up`) keeps the
+    whole window.
     """
-    if not query or not recalled or not window_ids or not analyze(query):
+    if not query or not recalled or not window_ids or is_follow_up(query):
         return 1.0, 1.0
     best = max(r.score.get("fused", 0.0) for r in recalled)
     if best <= 0:
