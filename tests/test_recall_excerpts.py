@@ -53,6 +53,8 @@ def test_packing_shows_a_long_hit_as_an_excerpt_instead_of_skipping_or_spending_
     ex = packed.excerpts[1]
     assert NEEDLE in ex.text and ex.tokens <= 64 and ex.total_tokens == TOK.count(LONG)
     assert f"Bot: (excerpt: {ex.tokens} of {ex.total_tokens:,} tokens) … " in packed.text
+    # Without a query there is no passage to prefer: skipped, as before.
+    assert [t.id for t in pack_turns([long, short], 512, TOK).turns] == [2]
     # Opted out (long_share 1): the long turn does not fit and is skipped, as before.
     plain = pack_turns([long, short], 512, TOK, query="rye starter", long_share=1.0)
     assert [t.id for t in plain.turns] == [2] and plain.skipped == (1,) and not plain.excerpts

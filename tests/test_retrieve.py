@@ -185,6 +185,8 @@ def test_packing_never_exceeds_the_budget(texts: list[str], budget: int, plain: 
             assert ex.text.strip("… ") == t.text[ex.start:ex.end].strip("… ")
         elif labels and t.id in labels:
             assert packed.texts[t.id] == f"(newer) {t.text}"
+    if not query:
+        assert not packed.excerpts  # no query words: nothing to excerpt for
 
 
 _WORDS = "dog cat lake camping pottery dance paint rome marathon beagle puppy class june book".split()

@@ -140,7 +140,8 @@ def pack_turns(ranked: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer,
     A turn that does not fit is skipped and the walk goes on, so a long turn
     does not block shorter ones below it. A turn whose line costs more than
     ``long_share`` of the budget is shown as an excerpt instead: the passage
-    best matching ``query`` (its opening without one), at most
+    best matching ``query`` (its opening when no sentence matches; no
+    excerpts without query words), at most
     :data:`EXCERPT_SHARE` of the budget, announced by :func:`excerpt_label`.
     Each addition is charged its line plus a newline, plus a header when it
     opens a new group; the result is then counted exactly and trimmed from the
@@ -166,7 +167,8 @@ def pack_turns(ranked: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer,
     labels = labels or {}
     terms = analyze(query) if query else []
     # A turn of a sentence or two is never cut, however small the budget.
-    long_line = max(MIN_EXCERPT, int(budget * long_share)) if long_share < 1 else None
+    # Without query words there is no passage to prefer: long turns are skipped as before.
+    long_line = max(MIN_EXCERPT, int(budget * long_share)) if long_share < 1 and terms else None
     excerpt_cap = max(MIN_EXCERPT, int(budget * EXCERPT_SHARE))
     texts: dict[int, str] = {}
     excerpts: dict[int, Excerpt] = {}
