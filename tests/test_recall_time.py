@@ -46,6 +46,16 @@ def test_relative_phrases_resolve_to_exact_windows() -> None:
     assert _spans("In May I went hiking") == [(_day(2023, 5, 1), _day(2023, 6, 1), 7)]
 
 
+def test_an_explicit_day_in_the_query_is_what_its_relative_phrases_count_from() -> None:
+    # 23 January 2022 was a Sunday: "last Friday" is the 21st, whatever now is.
+    assert _spans("What did Joanna finish last Friday on 23 January, 2022?") == \
+        [(_day(2022, 1, 21), _day(2022, 1, 22), 1)]
+    assert _spans("Tim's issue last week, as mentioned on November 6, 2023?") == \
+        [(_day(2023, 10, 30), _day(2023, 11, 6), 3)]
+    # "the last week of August 2023" is a date, not a time relative to now.
+    assert _spans("Where was Jolene during the last week of August 2023?") == []
+
+
 def test_durations_modal_may_and_explicit_years_give_no_window() -> None:
     assert read_windows("How many days ago did I buy the bag?", NOW) == ()
     assert read_windows("How long ago did we move?", NOW) == ()

@@ -38,7 +38,11 @@ _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 _AGO = re.compile(rf"\b{_NUM}\s+{_UNIT}\s+ago\b")
 _DURATION = re.compile(r"\bhow\s+(many|long|much)\b[^?.!]*$")
 _YESTERDAY = re.compile(r"\b(the\s+day\s+before\s+yesterday|yesterday|today|tonight|this\s+morning)\b")
-_LAST_UNIT = re.compile(r"\b(last|this|past|previous)\s+(week|weekend|month|year)\b")
+_LAST_UNIT = re.compile(r"(?<!the )\b(last|this|past|previous)\s+(week|weekend|month|year)\b(?!\s+of\b)")
+_MONTH_ALT = "|".join(_MONTH_NAMES)
+# An explicit day in the query ("… last week, as mentioned on 6 November, 2023") is the
+# moment its relative phrases count from.
+_EXPLICIT_DAY = re.compile(rf"\b(\d{{1,2}})\s+({_MONTH_ALT}),?\s+(\d{{4}})\b|\b({_MONTH_ALT})\s+(\d{{1,2}}),?\s+(\d{{4}})\b")
 _WEEKDAY = re.compile(r"\b(?:(last|this\s+past|past|on|this)\s+)(" + "|".join(_WEEKDAYS) + r")\b")
 _IN_MONTH = re.compile(r"\b(in|during|since|early|late|mid|back\s+in)\s+(" + "|".join(_MONTH_NAMES)
                        + r")\b(?!\s*,?\s*\d{4})")
@@ -148,6 +152,14 @@ def read_windows(query: str, now: datetime) -> tuple[DateWindow, ...]:
     text = query.lower()
     if _DURATION.search(text) and ("ago" in text or "since" in text):
         return ()
+    day = _EXPLICIT_DAY.search(text)
+    if day:
+        d, month, y = (day.group(1), day.group(2), day.group(3)) if day.group(1) else \
+            (day.group(5), day.group(4), day.group(6))
+        try:
+            now = datetime(int(y), _MONTH_NAMES.index(month) + 1, int(d), 23, 59, tzinfo=timezone.utc)
+        except ValueError:
+            pass  # "31 February": keep now
     today = _midnight(now)
     out: list[DateWindow] = []
     for m in _AGO.finditer(text):
