@@ -16,7 +16,8 @@ a section's unused share flows on to the next:
   thread. The window's share is sized by how well the query matches it
   (:func:`window_fraction`): a query whose best recalled turns lie outside the
   window (a question about the past) keeps only a small window, and recalled
-  history then draws before summaries, as under ``recall``. Without a query
+  history then draws as under ``recall`` (verbatim turns before summaries and
+  before memory items extracted from turns). Without a query
   the window keeps its share.
 * ``topics`` (seed 002): the current topic's messages 50% (oversized messages
   truncated with a marker), historical topic summaries 30% (newest first), bulk
@@ -322,7 +323,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     # Under recall, an item extracted from turns (it has provenance) waits for the
     # packing: verbatim evidence comes first, and if its turns are shown the item
     # would only restate them (seed 004). Items added as knowledge go first.
-    defer = policy == "recall"
+    defer = policy == "recall" or past_query
     deferred: list[ItemUnit] = []
     for it in items:
         if it.turn_ids and set(it.turn_ids) <= in_window:
