@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from stratamem import Memory
 from stratamem.ingest import IngestSession
 from stratamem.records import StoredTurn, Turn
@@ -76,3 +79,33 @@ def test_memory_context_marks_the_excerpt_in_the_manifest_and_keeps_the_full_tur
     assert NEEDLE in ctx.text and FILLER[0] not in ctx.text and ctx.tokens <= 600
     assert mem.turns("old")[1].text == LONG  # the stored turn is whole
     mem.close()
+
+
+_MEM: dict[str, Memory] = {}
+
+
+def _shared_memory(tmp_path_factory) -> Memory:  # noqa: ANN001
+    if "m" not in _MEM:
+        mem = Memory(tmp_path_factory.mktemp("ex") / "p.db", namespace="p")
+        mem.add([{"role": "user", "content": "Where is the vault code written down?"},
+                 {"role": "assistant", "content": LONG.replace(NEEDLE, "The vault code is 4471, on the card.")}],
+                session="old")
+        mem.add([{"role": "user", "content": f"Status update {i}: the build is green."} for i in range(30)]
+                + [{"role": "assistant", "content": " ".join(FILLER[:20])}], session="now")
+        _MEM["m"] = mem
+    return _MEM["m"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(budget=st.integers(min_value=3, max_value=2500), policy=st.sampled_from(["hybrid", "recall", "pyramid"]),
+       fmt=st.sampled_from(["text", "openai", "anthropic"]),
+       query=st.sampled_from([None, "vault code", "What is the vault code?", "build status"]))
+def test_contexts_with_long_turns_never_exceed_the_budget(tmp_path_factory, budget: int, policy: str, fmt: str,
+                                                          query: str | None) -> None:
+    mem = _shared_memory(tmp_path_factory)
+    ctx = mem.context(query, budget=budget, session="now", format=fmt, policy=policy)
+    assert ctx.tokens <= budget
+    excerpts = [i for i in ctx.manifest.items if i.format == "excerpt"]
+    for item in excerpts:  # every excerpt shown is announced in the text and explained in the notes
+        assert any(n.startswith(f"{item.id} shown as an excerpt: ") for n in ctx.manifest.notes)
+    assert ctx.text.count("(excerpt: ") == len(excerpts)

@@ -90,4 +90,4 @@ def test_window_fraction_is_read_from_the_best_match_inside_the_window() -> None
     assert window_fraction(q, [], {3}) == (1.0, 1.0)
     assert window_fraction("and then?", hits, {3}) == (1.0, 1.0)
     assert is_follow_up("what about the second option?") and not is_follow_up("What is Caroline's job?")
-    assert not is_follow_up("what did I say last time")
+    assert not is_follow_up("what did I say last time") and not is_follow_up("What is the vault code?")

@@ -170,18 +170,25 @@ _PAST_CUE = re.compile(r"\b(did|was|were|had|ago|last|previous(ly)?|earlier|befo
                        r"first|when)\b", re.IGNORECASE)
 
 
+_THREAD_CUE = re.compile(r"\b(it|that|this|these|those|them|above|again|more|less|shorter|longer|continue|go on|"
+                         r"next|then|instead|what about|how about|and)\b", re.IGNORECASE)
+
+
 def is_follow_up(query: str) -> bool:
     """A short turn-of-the-conversation query: "go on", "make it shorter", "what about the second option?".
 
     Such a query has fewer than three content words, names nothing
-    (no capitalised word after the first) and no past cue ("did", "last",
-    "ago", "remember", …); its words say little about which history it
-    needs, so the window, where the thread is, keeps its share.
+    (no capitalised word after the first), has no past cue ("did", "last",
+    "ago", "remember", …) and either no content word at all or a word that
+    points at the thread ("it", "that", "again", "what about", …). Its words
+    say little about which history it needs, so the window, where the thread
+    is, keeps its share. "What is the vault code?" is not one.
     """
     words = query.split()
     if any(w[:1].isupper() for w in words[1:]) or _PAST_CUE.search(query):
         return False
-    return len(analyze(query)) < 3
+    terms = analyze(query)
+    return not terms or (len(terms) < 3 and bool(_THREAD_CUE.search(query)))
 
 
 def window_fraction(query: str | None, recalled: Sequence[Recalled], window_ids: set[int]) -> tuple[float, float]:
