@@ -39,7 +39,7 @@ class System(Protocol):
     def fit(self, conv: Conversation, store: Any) -> None:
         """Index one conversation (its stored turns only)."""
 
-    def rank(self, query: str, depth: int) -> list[StoredTurn]:
+    def rank(self, query: str, depth: int, now: Any = None) -> list[StoredTurn]:
         """The best ``depth`` turns for ``query``, best first."""
 
 
@@ -49,6 +49,12 @@ def _rrf(rankings: Sequence[Sequence[int]], k: int = 60) -> list[int]:
         for r, i in enumerate(ranking):
             score[i] = score.get(i, 0.0) + 1.0 / (k + r + 1)
     return sorted(score, key=lambda i: -score[i])
+
+
+def _takes_now(fn: Callable[..., Any]) -> bool:
+    import inspect
+
+    return "now" in inspect.signature(fn).parameters
 
 
 class RecentWindow:
@@ -64,27 +70,27 @@ class RecentWindow:
         self.newest = [st for st in reversed(conv.turns) if st.session == latest]
         self.tokenizer = get_tokenizer("o200k_base")
 
-    def rank(self, query: str, depth: int) -> list[StoredTurn]:
+    def rank(self, query: str, depth: int, now: Any = None) -> list[StoredTurn]:
         """Newest first; the query is ignored."""
         return self.newest[:depth]
 
-    def budget_turns(self, query: str, budget: int) -> list[StoredTurn]:
+    def budget_turns(self, query: str, budget: int, now: Any = None) -> list[StoredTurn]:
         """The turns the recent window places within ``budget`` (text format)."""
         ctx = recent_window(iter(self.newest), budget, self.tokenizer, "text", query=query)
         return [self.by_id[i] for item in ctx.manifest.items for i in item.turn_ids]
 
 
 class MemoryContext:
-    """The whole library path: ``Memory.context(query, budget, policy="recall", format="text")``."""
+    """The whole library path: ``Memory.context(query, budget, policy=..., format="text")``.
 
-    name = "Memory.context (recall)"
+    ``now`` (the question date) is passed on when ``Memory.context`` accepts it.
+    """
+
     renderer: TurnRenderer = CompactRenderer()
 
     def __init__(self, embedder: Any | None, policy: str = "recall") -> None:
-        self.embedder = embedder
-        self.policy = policy
-        if policy != "recall":
-            self.name = f"Memory.context ({policy})"
+        self.embedder, self.policy = embedder, policy
+        self.name = f"Memory.context ({policy})"
         # Per budget: contexts, update labels shown, their tokens, excerpts shown.
         self.marks: dict[int, list[int]] = {}
 
@@ -93,13 +99,16 @@ class MemoryContext:
         self.memory = Memory(store, namespace=conv.namespace, embedder=self.embedder)
         self.by_id = {st.id: st for st in conv.turns}
 
-    def rank(self, query: str, depth: int) -> list[StoredTurn]:
+    def rank(self, query: str, depth: int, now: Any = None) -> list[StoredTurn]:
         """The hits ``Memory`` recalls for ``query``."""
-        return [self.by_id[h.turn_ids[0]] for h in self.memory._recall_index().search(query, k=depth)]
+        index = self.memory._recall_index()
+        extra = {"now": now} if now is not None and _takes_now(index.search) else {}
+        return [self.by_id[h.turn_ids[0]] for h in index.search(query, k=depth, **extra)]
 
-    def budget_turns(self, query: str, budget: int) -> list[StoredTurn]:
+    def budget_turns(self, query: str, budget: int, now: Any = None) -> list[StoredTurn]:
         """The verbatim turns in the assembled context's manifest."""
-        ctx = self.memory.context(query, budget=budget, format="text", policy=self.policy)
+        extra = {"now": now} if now is not None and _takes_now(self.memory.context) else {}
+        ctx = self.memory.context(query, budget=budget, format="text", policy=self.policy, **extra)
         tally = self.marks.setdefault(budget, [0, 0, 0, 0])
         newer, older = ctx.text.count(" (newer) "), ctx.text.count(" (superseded?) ")
         tally[0] += 1
@@ -136,7 +145,7 @@ class BM25Turns:
         scores = self.bm25.get_scores(q)
         return [int(i) for i in np.argsort(-scores, kind="stable")]
 
-    def rank(self, query: str, depth: int) -> list[StoredTurn]:
+    def rank(self, query: str, depth: int, now: Any = None) -> list[StoredTurn]:
         """Top turns by BM25."""
         return [self.turns[i] for i in self.order(query)[:depth]]
 
@@ -146,21 +155,24 @@ class DenseTurns:
 
     name = "dense MiniLM turns"
 
-    def __init__(self, embed: Callable[[list[str]], np.ndarray], renderer: TurnRenderer | None = None) -> None:
+    def __init__(self, embed: Callable[[list[str]], np.ndarray], renderer: TurnRenderer | None = None,
+                 speaker_prefix: bool = False) -> None:
         self.embed = embed
         self.renderer = renderer or PlainRenderer()
+        self.speaker_prefix = speaker_prefix
 
     def fit(self, conv: Conversation, store: Any) -> None:
-        """Embed the turns."""
+        """Embed the turns (as ``role: text`` with ``speaker_prefix``, the texts our engine embeds)."""
         self.turns = list(conv.turns)
-        self.matrix = self.embed([st.text for st in self.turns])
+        self.matrix = self.embed([f"{st.turn.name or st.role}: {st.text}" if self.speaker_prefix else st.text
+                                  for st in self.turns])
 
     def order(self, query: str) -> list[int]:
         """Turn positions by descending cosine."""
         q = self.embed([query])[0]
         return [int(i) for i in np.argsort(-(self.matrix @ q), kind="stable")]
 
-    def rank(self, query: str, depth: int) -> list[StoredTurn]:
+    def rank(self, query: str, depth: int, now: Any = None) -> list[StoredTurn]:
         """Top turns by cosine."""
         return [self.turns[i] for i in self.order(query)[:depth]]
 
@@ -178,7 +190,7 @@ class RRFTurns:
         """Reuse the fitted parts (the runner fits them first)."""
         self.turns = list(conv.turns)
 
-    def rank(self, query: str, depth: int) -> list[StoredTurn]:
+    def rank(self, query: str, depth: int, now: Any = None) -> list[StoredTurn]:
         """Top turns by fused rank."""
         return [self.turns[i] for i in _rrf([self.bm25.order(query), self.dense.order(query)])[:depth]]
 
@@ -188,17 +200,23 @@ class Hybrid:
 
     name = "stratamem hybrid"
 
-    def __init__(self, embedder: Any | None, renderer: TurnRenderer | None = None, **options: Any) -> None:
+    def __init__(self, embedder: Any | None, renderer: TurnRenderer | None = None,
+                 fold_weights: dict[str, Any] | None = None, **options: Any) -> None:
         self.embedder = embedder
         self.options = options
+        self.fold_weights = fold_weights
         self.renderer = renderer or CompactRenderer()
 
     def fit(self, conv: Conversation, store: Any) -> None:
-        """Build the index from the stored turns."""
-        self.index = HybridIndex(embedder=self.embedder, **self.options)
+        """Build the index from the stored turns (with this conversation's fold weights, if any)."""
+        options = dict(self.options)
+        if self.fold_weights is not None:
+            options["weights"] = self.fold_weights[conv.sample]
+        self.index = HybridIndex(embedder=self.embedder, **options)
         self.index.add_turns(conv.turns)
         self.by_id = {st.id: st for st in conv.turns}
 
-    def rank(self, query: str, depth: int) -> list[StoredTurn]:
+    def rank(self, query: str, depth: int, now: Any = None) -> list[StoredTurn]:
         """Top turns of the engine's hits."""
-        return [self.by_id[h.turn_ids[0]] for h in self.index.search(query, k=depth)]
+        extra = {"now": now} if now is not None and _takes_now(self.index.search) else {}
+        return [self.by_id[h.turn_ids[0]] for h in self.index.search(query, k=depth, **extra)]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CachedEmbedder", "cached_embedder"]
+__all__ = ["CACHE", "SYNTH_CACHE", "CachedEmbedder", "cached_embedder"]
 
 CACHE = Path("/tmp/stratamem-locomo-embeddings.npz")
 
@@ -47,10 +47,13 @@ class CachedEmbedder:
             self.dirty = False
 
 
-def cached_embedder() -> CachedEmbedder | None:
-    """The library's local MiniLM behind the cache, or ``None`` while it is not available."""
+SYNTH_CACHE = Path("/tmp/stratamem-synth-embeddings.npz")
+
+
+def cached_embedder(path: Path = CACHE) -> CachedEmbedder | None:
+    """The library's local MiniLM behind the cache at ``path``, or ``None`` while it is not available."""
     try:
         from stratamem.embed import LocalMiniLM
     except ImportError:
         return None
-    return CachedEmbedder(LocalMiniLM())
+    return CachedEmbedder(LocalMiniLM(), path)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from .protocol import CATEGORIES, Question
 
-__all__ = ["BUDGETS", "KS", "Scores", "Unit", "covered", "recall_frac", "summarise"]
+__all__ = ["BUDGETS", "KS", "Scores", "Unit", "category_label", "covered", "recall_frac", "summarise"]
 
 KS = (1, 5, 10, 25)
 BUDGETS = (512, 1024, 2048, 4096)
@@ -63,6 +63,11 @@ class Scores:
                 table[f"b@{b}"].append(recall_frac(q.gold, covered(units, dia_of, strict=strict)))
 
 
+def category_label(category: int | str) -> str:
+    """``"4 single-hop"`` for a LoCoMo category number; a type name as it is."""
+    return category if isinstance(category, str) else f"{category} {CATEGORIES[category]}"
+
+
 def summarise(scores: Scores, *, strict: bool = True,
               samples: set[str] | None = None) -> dict[str, dict[str, float]]:
     """Mean of every metric, overall and per category: ``{group: {metric: mean}}``.
@@ -78,7 +83,7 @@ def summarise(scores: Scores, *, strict: bool = True,
         if samples is not None and q.sample not in samples:
             continue
         groups["all"].append(i)
-        groups[f"{q.category} {CATEGORIES[q.category]}"].append(i)
+        groups[category_label(q.category)].append(i)
     out = {}
     for g, idx in groups.items():
         out[g] = {m: sum(vals[i] for i in idx) / len(idx) for m, vals in table.items()}

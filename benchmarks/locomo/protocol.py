@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -41,10 +42,12 @@ class Question:
     """Position of the question in the sample's ``qa`` list."""
     text: str
     """The question: the only thing the engine is given."""
-    category: int
-    """LoCoMo category (see :data:`CATEGORIES`)."""
+    category: int | str
+    """LoCoMo category (see :data:`CATEGORIES`), or a question type name (synthetic set)."""
     gold: tuple[str, ...]
     """Normalised evidence ``dia_id``s that exist in the conversation."""
+    question_date: datetime | None = None
+    """When the question is asked (synthetic set; LoCoMo gives none)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from stratamem.retrieve import pack_turns
 from stratamem.tokens import get_tokenizer
@@ -38,10 +39,31 @@ class Result:
     """Total indexing time."""
 
 
+class _CountCache:
+    """The o200k tokenizer with its ``count`` memoised: the budget walks count the same
+    2,000-token answers for every question, budget and system."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name, self._memo = inner, inner.name, {}
+
+    def count(self, text: str) -> int:
+        n = self._memo.get(text)
+        if n is None:
+            n = self._memo[text] = self.inner.count(text)
+        return n
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self.inner, attr)
+
+
 def run(systems: Sequence[System], conversations: Sequence[Conversation], store: object,
         budgets: Sequence[int] = BUDGETS) -> list[Result]:
-    """Score every system on every conversation's questions."""
-    tokenizer = get_tokenizer("o200k_base")
+    """Score every system on every conversation's questions.
+
+    A system with a ``budgets`` attribute is walked at those budgets only (the
+    end-to-end ``Memory.context`` rows are slow on long turns).
+    """
+    tokenizer = _CountCache(get_tokenizer("o200k_base"))
     results = [Result(s.name) for s in systems]
     for conv in conversations:
         for system, result in zip(systems, results, strict=True):
@@ -50,13 +72,13 @@ def run(systems: Sequence[System], conversations: Sequence[Conversation], store:
             result.fit_seconds += time.perf_counter() - t0
             for q in conv.questions:
                 t0 = time.perf_counter()
-                ranked = system.rank(q.text, DEPTH)
+                ranked = system.rank(q.text, DEPTH, now=q.question_date)
                 result.latencies.append(time.perf_counter() - t0)
                 units = [Unit((st.id,)) for st in ranked]
                 walks = {}
-                for b in budgets:
+                for b in getattr(system, "budgets", budgets):
                     if hasattr(system, "budget_turns"):
-                        kept = system.budget_turns(q.text, b)
+                        kept = system.budget_turns(q.text, b, now=q.question_date)
                     else:
                         kept = list(pack_turns(ranked, b, tokenizer, system.renderer).turns)
                     walks[b] = [Unit((st.id,)) for st in kept]
@@ -80,7 +102,8 @@ def format_tables(results: Sequence[Result], *, held_out: set[str] | None = None
         out.append(f"\n{title}\n{head}")
         for r in results:
             row = summarise(r.scores, strict=strict, samples=samples)["all"]
-            out.append(f"{r.name:<28}" + "".join(f"{row[m]:>8.3f}" for m in metrics) + f"   n={int(row['n'])}")
+            out.append(f"{r.name:<28}" + "".join(f"{row[m]:>8.3f}" if m in row else f"{'-':>8}" for m in metrics)
+                       + f"   n={int(row['n'])}")
 
     n = len({q.sample for q in results[0].scores.questions})
     table(f"all {n} conversations — strict (verbatim turns only)", True, None)
@@ -95,7 +118,7 @@ def format_tables(results: Sequence[Result], *, held_out: set[str] | None = None
     for r in results:
         s = summarise(r.scores)
         out.append(f"{r.name:<28}" + "".join(
-            f"{s[c]['r@10']:>15.3f} / {s[c]['b@1024']:.3f}" for c in cats))
+            f"{s[c]['r@10']:>15.3f} / {s[c].get('b@1024', float('nan')):.3f}" for c in cats))
     out.append("\nper category n: " + ", ".join(f"{c}={int(summarise(results[0].scores)[c]['n'])}" for c in cats))
     out.append("\nquery latency (rank only, ms)   p50      p95    index build s")
     for r in results:

@@ -27,11 +27,14 @@ import numpy as np
 from ..errors import ValidationError
 from ..records import StoredTurn
 from .corpus import TurnCorpus
-from .lexical import analyze
+from .lexical import BM25Index, analyze
 from .query import QueryFacts, read_query
 from .timewords import resolve_anchor
 
-__all__ = ["Embedder", "Hit", "HybridIndex", "Weights"]
+__all__ = ["NORMALISERS", "Embedder", "Hit", "HybridIndex", "Weights", "fuse_signals", "passages"]
+
+NORMALISERS = ("max", "z", "rank")
+_BOOSTS = ("speaker", "date", "date_window")
 
 
 class Embedder(Protocol):
@@ -78,6 +81,11 @@ class Weights:
     acknowledgements rarely hold the answer)."""
     substance_terms: float = 24.0
     """Content words at which the substance prior reaches 63% of its weight (must be positive)."""
+    lexical_passage: float = 0.0
+    """BM25 of the turn's best passage (``passage_terms`` content words, half overlapping):
+    a long answer is scored by the part that talks about the query, not by its whole length."""
+    passage_terms: int = 0
+    """Content words per passage; turns longer than this are split (0: no passage index)."""
     window: int = 3
     """Neighbours on each side that form a turn's window."""
     feedback_docs: int = 0
@@ -86,9 +94,19 @@ class Weights:
     """Expansion terms taken from those turns."""
     feedback_weight: float = 0.3
     """Weight of each expansion term relative to a query term."""
+    normalise: str = "max"
+    """How each similarity signal is put on a common scale per query before weighting:
+    ``max`` (divide by its maximum over the turns), ``z`` (z-score over the turns, clipped
+    at 0) or ``rank`` (``rank_k / (rank_k + rank)`` for turns that score above 0)."""
+    rank_k: float = 10.0
+    """Rank offset of the ``rank`` normalisation."""
 
     def __post_init__(self) -> None:
+        if self.normalise not in NORMALISERS:
+            raise ValidationError(f"normalise must be one of {NORMALISERS}, got {self.normalise!r}")
         for f in fields(self):
+            if f.name == "normalise":
+                continue
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ValidationError(f"weight {f.name} must be a non-negative number, got {value!r}")
@@ -110,9 +128,61 @@ class Hit:
     """Per-signal contributions and ``fused``, the sum they rank by."""
 
 
-def _scaled(x: np.ndarray) -> np.ndarray:
-    top = float(x.max()) if x.size else 0.0
-    return x / top if top > 0 else np.zeros_like(x)
+def _normalised(x: np.ndarray, how: str, rank_k: float) -> np.ndarray:
+    """One signal on the common per-query scale (see :attr:`Weights.normalise`)."""
+    if not x.size:
+        return x.astype(np.float64)
+    if how == "max":
+        top = float(x.max())
+        return x / top if top > 0 else np.zeros(len(x))
+    if how == "z":
+        sd = float(x.std())
+        return np.clip((x - float(x.mean())) / sd, 0, None) if sd > 0 else np.zeros(len(x))
+    out = np.zeros(len(x))
+    hit = np.flatnonzero(x > 0)
+    ranks = np.empty(len(hit))
+    ranks[np.argsort(-x[hit], kind="stable")] = np.arange(len(hit))
+    out[hit] = rank_k / (rank_k + ranks)
+    return out
+
+
+def fuse_signals(sig: Mapping[str, np.ndarray], weights: Weights, substance: np.ndarray | None
+                 ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+    """Fused per-turn scores from raw signals: ``(fused, weighted parts, prior)``.
+
+    Every weighted similarity signal is normalised per query (``weights.normalise``)
+    and multiplied by its weight; the speaker and date boosts are 0/1 already. The
+    substance prior (``substance``: the turns' ``1 - exp(-terms / scale)``, or
+    ``None``) is added last, only to turns whose fused score is already positive, so
+    a query that matches nothing still recalls nothing. Pure: the tuning scripts
+    call it on cached signals.
+    """
+    n = len(next(iter(sig.values()))) if sig else 0
+    fused = np.zeros(n)
+    parts: dict[str, np.ndarray] = {}
+    for name, v in sig.items():
+        w = getattr(weights, name, 0.0)
+        if w <= 0:
+            continue
+        part = v * w if name in _BOOSTS else _normalised(v, weights.normalise, weights.rank_k)
+        if name not in _BOOSTS:
+            part *= w  # in place: _normalised returned a fresh array
+        parts[name] = part
+        fused += part
+    prior = np.zeros(0)
+    if weights.substance > 0 and n and substance is not None:
+        prior = weights.substance * substance
+        prior[fused <= 0] = 0.0
+        fused += prior
+    return fused, parts, prior
+
+
+def passages(terms: Sequence[str], size: int) -> list[Sequence[str]]:
+    """``terms`` cut into runs of ``size`` starting every ``size // 2`` (one run if it is short)."""
+    if len(terms) <= size:
+        return [terms]
+    step = max(1, size // 2)
+    return [terms[i: i + size] for i in range(0, len(terms) - size + step, step)]
 
 
 class HybridIndex:
@@ -134,6 +204,9 @@ class HybridIndex:
         self.embedder = embedder
         self.weights = weights or Weights()
         self._corpus = TurnCorpus(self.weights.window, embedder.embed_batch if embedder is not None else None)
+        self._passages = BM25Index(self._corpus.k1, self._corpus.b)
+        self._passage_turn: list[int] = []
+        self._passage_array = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self._corpus)
@@ -153,7 +226,13 @@ class HybridIndex:
 
         Only the new turns are analysed and embedded.
         """
-        self._corpus.add(turns)
+        new = self._corpus.add(turns)
+        size = self.weights.passage_terms
+        if size:
+            for i in new:
+                for chunk in passages(self._corpus.terms[i], size):
+                    self._passages.add(chunk)
+                    self._passage_turn.append(i)
 
     def turn(self, turn_id: int) -> StoredTurn:
         """The indexed turn with this id.
@@ -244,9 +323,19 @@ class HybridIndex:
         c = self._corpus
         turn, window, session = c.lexical(terms, weights)
         sig = {"lexical": turn, "lexical_window": window, "lexical_session": session[c.session_of]}
+        if self.weights.passage_terms:
+            sig["lexical_passage"] = self._best_passage(terms, weights)
         padded = np.append(turn, 0.0)
         sig["lexical_prev"], sig["lexical_next"] = padded[c.prev], padded[c.next]
         return sig
+
+    def _best_passage(self, terms: list[str], weights: dict[str, float] | None) -> np.ndarray:
+        """Each turn's best passage BM25 (passages of all turns form one collection)."""
+        if len(self._passage_array) != len(self._passage_turn):
+            self._passage_array = np.asarray(self._passage_turn, dtype=np.int64)
+        out = np.zeros(len(self.turns))
+        np.maximum.at(out, self._passage_array, self._passages.scores(terms, weights))
+        return out
 
     def _feedback(self, terms: list[str], sig: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Lexical signals again, with terms borrowed from the first pass's best turns (RM-style)."""
@@ -261,44 +350,13 @@ class HybridIndex:
         weights = {t: w.feedback_weight for t in extra}
         return self._lexical(terms + extra, weights)
 
-    def _factors(self, sig: Mapping[str, np.ndarray]) -> dict[str, float]:
-        """What each weighted signal's raw scores are multiplied by in the fused score."""
-        out: dict[str, float] = {}
-        for name, v in sig.items():
-            w = getattr(self.weights, name)
-            if w <= 0:
-                continue
-            if name in ("speaker", "date", "date_window"):
-                out[name] = w  # 0/1 boosts already
-            else:
-                top = float(v.max()) if v.size else 0.0
-                out[name] = w / top if top > 0 else 0.0
-        return out
-
-    def _fused(self, sig: Mapping[str, np.ndarray], factors: Mapping[str, float]) -> tuple[np.ndarray, np.ndarray]:
-        """Fused scores (prior included) and the prior each turn received."""
-        fused, tmp = np.zeros(len(self.turns)), np.empty(len(self.turns))
-        for name, f in factors.items():
-            if f:
-                fused += np.multiply(sig[name], f, out=tmp)
-        prior = np.zeros(0)
-        if self.weights.substance > 0 and len(fused):
-            prior = self.weights.substance * self._corpus.substance(self.weights.substance_terms)
-            prior[fused <= 0] = 0.0
-            fused += prior
-        return fused, prior
+    def _substance(self) -> np.ndarray | None:
+        w = self.weights
+        return self._corpus.substance(w.substance_terms) if w.substance > 0 else None
 
     def fuse(self, sig: Mapping[str, np.ndarray]) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Fused scores and the weighted part each signal contributes.
-
-        Similarity signals are scaled to [0, 1] by their maximum; the speaker and
-        date boosts are 0/1 already. The substance prior is added last, to turns
-        whose fused score is already positive, so a query that matches nothing
-        still recalls nothing.
-        """
-        factors = self._factors(sig)
-        fused, prior = self._fused(sig, factors)
-        parts = {name: f * sig[name] for name, f in factors.items()}
+        """Fused scores and the weighted part each signal contributes (see :func:`fuse_signals`)."""
+        fused, parts, prior = fuse_signals(sig, self.weights, self._substance())
         if prior.size:
             parts["substance"] = prior
         return fused, parts
@@ -322,8 +380,7 @@ class HybridIndex:
         if not self.turns:
             return []
         sig, _ = self.signals(query, weighted_only=True, now=now)
-        factors = self._factors(sig)
-        fused, prior = self._fused(sig, factors)
+        fused, parts, prior = fuse_signals(sig, self.weights, self._substance())
         if k < len(fused):
             # Partial selection first: a full sort of 100k scores costs more than the scoring.
             cand = np.argpartition(-fused, k - 1)[:k]
@@ -332,7 +389,7 @@ class HybridIndex:
             top = np.argsort(-fused, kind="stable")
         # Breakdowns only for the hits: the per-signal arrays are never materialised.
         return [Hit(f"turn:{self.turns[i].id}", "turn", (self.turns[i].id,),
-                    {**{n: f * float(sig[n][i]) for n, f in factors.items()},
+                    {**{n: float(v[i]) for n, v in parts.items()},
                      **({"substance": float(prior[i])} if prior.size else {}), "fused": float(fused[i])})
                 for i in top]
 
