@@ -44,6 +44,11 @@ def test_relative_phrases_resolve_to_exact_windows() -> None:
     assert _spans("What did I do in March?") == [(_day(2023, 3, 1), _day(2023, 4, 1), 7)]
     assert _spans("What did I do in June?") == [(_day(2022, 6, 1), _day(2022, 7, 1), 7)]
     assert _spans("In May I went hiking") == [(_day(2023, 5, 1), _day(2023, 6, 1), 7)]
+    # A day without a year: the most recent one not after now.
+    assert _spans("What did I do on March 14?") == [(_day(2023, 3, 14), _day(2023, 3, 15), 1)]
+    assert _spans("What did I do on July 4th?") == [(_day(2022, 7, 4), _day(2022, 7, 5), 1)]
+    assert _spans("Running since May 3") == [(_day(2023, 5, 3), _day(2023, 5, 4), 1)]
+    assert _spans("What did I do this past Tuesday?") == [(_day(2023, 5, 16), _day(2023, 5, 17), 1)]
 
 
 def test_an_explicit_day_in_the_query_is_what_its_relative_phrases_count_from() -> None:
@@ -67,7 +72,9 @@ def test_durations_modal_may_and_explicit_years_give_no_window() -> None:
 def test_window_scores_are_soft_outside_and_the_description_is_readable() -> None:
     w = DateWindow(_day(2023, 5, 1), _day(2023, 5, 8), "two weeks ago", timedelta(days=4))
     assert w.score(_day(2023, 5, 1)) == 1.0 and w.score(datetime(2023, 5, 7, 23)) == 1.0
-    assert w.score(_day(2023, 5, 10)) == pytest.approx(0.5)
+    # Up to two days after the window a turn may still tell of it ("yesterday I …"): full score.
+    assert w.score(datetime(2023, 5, 9, 23)) == 1.0
+    assert w.score(_day(2023, 5, 12)) == pytest.approx(0.5)
     assert w.score(_day(2023, 4, 29)) == pytest.approx(0.5)
     assert w.score(_day(2023, 4, 1)) == 0.0
     assert w.describe() == "'two weeks ago' → 2023-05-01..2023-05-07 (±4 d)"

@@ -22,9 +22,12 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-__all__ = ["DateWindow", "EventAnchor", "read_anchors", "read_windows", "resolve_anchor", "utc"]
+__all__ = ["REPORT_LAG", "DateWindow", "EventAnchor", "read_anchors", "read_windows", "resolve_anchor", "utc"]
 
 _DAY = timedelta(days=1)
+REPORT_LAG = timedelta(days=2)
+"""A turn tells of a day up to two days later ("yesterday I…", "the day before yesterday…"),
+so a session that soon after a window still scores fully."""
 _MONTH_NAMES = "january february march april may june july august september october november december".split()
 _WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -44,6 +47,8 @@ _MONTH_ALT = "|".join(_MONTH_NAMES)
 # moment its relative phrases count from.
 _EXPLICIT_DAY = re.compile(rf"\b(\d{{1,2}})\s+({_MONTH_ALT}),?\s+(\d{{4}})\b|\b({_MONTH_ALT})\s+(\d{{1,2}}),?\s+(\d{{4}})\b")
 _WEEKDAY = re.compile(r"\b(?:(last|this\s+past|past|on|this)\s+)(" + "|".join(_WEEKDAYS) + r")\b")
+_ON_DAY = re.compile(r"\b(on|since|around|by)\s+(" + "|".join(_MONTH_NAMES) + r")\s+(\d{1,2})(?:st|nd|rd|th)?\b"
+                     r"(?!,?\s*\d{4})")
 _IN_MONTH = re.compile(r"\b(in|during|since|early|late|mid|back\s+in)\s+(" + "|".join(_MONTH_NAMES)
                        + r")\b(?!\s*,?\s*\d{4})")
 _ANCHOR = re.compile(rf"\b(?:{_NUM}\s+{_UNIT}\s+)?(before|after)\s+((?:my|our|i|we|the)\b[^?.!,;]*)")
@@ -80,11 +85,11 @@ class DateWindow:
     """Distance outside the window over which the score falls from 1 to 0."""
 
     def score(self, when: datetime) -> float:
-        """1.0 inside the window, falling linearly to 0 at ``slack`` outside it."""
+        """1.0 inside the window or up to :data:`REPORT_LAG` after it, falling linearly to 0 at ``slack`` beyond."""
         when = utc(when)
-        if self.start <= when < self.end:
+        if self.start <= when < self.end + REPORT_LAG:
             return 1.0
-        gap = self.start - when if when < self.start else when - self.end
+        gap = self.start - when if when < self.start else when - self.end - REPORT_LAG
         slack = self.slack.total_seconds()
         return max(0.0, 1.0 - gap.total_seconds() / slack) if slack > 0 else 0.0
 
@@ -175,7 +180,19 @@ def read_windows(query: str, now: datetime) -> tuple[DateWindow, ...]:
         back = (today.weekday() - target) % 7 or 7
         day = today - timedelta(days=back)
         out.append(DateWindow(day, day + _DAY, m.group(0), _DAY))
+    days_named: list[tuple[int, int]] = []
+    for m in _ON_DAY.finditer(text):
+        days_named.append(m.span())
+        month, d = _MONTH_NAMES.index(m.group(2)) + 1, int(m.group(3))
+        year = today.year if (month, d) <= (today.month, today.day) else today.year - 1
+        try:
+            day = datetime(year, month, d, tzinfo=timezone.utc)
+        except ValueError:
+            continue
+        out.append(DateWindow(day, day + _DAY, m.group(0), _DAY))
     for m in _IN_MONTH.finditer(text):
+        if any(a <= m.start() < b for a, b in days_named):
+            continue  # "since May 3" is a day, not the month
         if m.group(2) == "may" and not re.search(r"\b(?i:in|during|since)\s+May\b", query):
             continue  # the modal verb, not the month
         month = _MONTH_NAMES.index(m.group(2)) + 1
