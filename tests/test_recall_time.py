@@ -170,3 +170,21 @@ def test_cli_context_now_flag(tmp_path: Path) -> None:
     assert "time window: 'last saturday' → 2023-05-13..2023-05-13 (±1 d) (now 2023-05-17 15:00 UTC)" in notes
     bad = CliRunner().invoke(main, [*args, "--now", "last tuesday"])
     assert bad.exit_code != 0 and "not an ISO 8601 date/time" in bad.output
+
+
+def test_a_question_about_the_present_prefers_newer_sessions_softly() -> None:
+    turns = [StoredTurn(id=i, namespace="ns", session=f"s{i}", seq=1, tokens=1,
+                        turn=Turn(role="user", content=text, timestamp=day))
+             for i, (day, text) in enumerate([(_day(2023, 1, 5), "I live in Denver, close to the mountains."),
+                                              (_day(2023, 3, 1), "Lunch was a salad with extra feta."),
+                                              (_day(2023, 6, 1), "We live in Austin and it is hot.")], 1)]
+    index = HybridIndex()
+    index.add_turns(turns)
+    assert read_query("Which city do I live in these days?").current
+    assert not read_query("Which city did I live in?").current
+    hits = index.search("Which city do I live in these days?", k=3)
+    assert hits[0].turn_ids == (3,) and hits[0].score["recency"] == pytest.approx(0.3)
+    assert hits[1].turn_ids == (1,) and hits[1].score["recency"] == 0.0
+    # Half-way between the oldest and the newest session: half the boost.
+    assert next(h for h in hits if h.turn_ids == (2,)).score["recency"] == pytest.approx(0.3 * 55 / 147)
+    assert "recency" not in index.search("Which city did I live in?", k=1)[0].score

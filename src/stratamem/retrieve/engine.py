@@ -34,7 +34,7 @@ from .timewords import resolve_anchor
 __all__ = ["NORMALISERS", "Embedder", "Hit", "HybridIndex", "Weights", "fuse_signals", "passages"]
 
 NORMALISERS = ("max", "z", "rank")
-_BOOSTS = ("speaker", "date", "date_window")
+_BOOSTS = ("speaker", "date", "date_window", "recency")
 
 
 class Embedder(Protocol):
@@ -75,6 +75,10 @@ class Weights:
     date_window: float = 0.5
     """Boost for turns whose session falls in a relative time the query names ("two weeks
     ago", "last Saturday"), resolved against ``now``; softened outside the window."""
+    recency: float = 0.3
+    """For a query about the present ("now", "currently", "these days", "most recent"): a boost
+    growing linearly with the session's date from the oldest (0) to the newest (1), so the
+    latest statement of a changed fact outranks the superseded one."""
     substance: float = 1.3
     """Prior for turns with more to say: ``1 - exp(-terms / substance_terms)`` of the turn's
     content words, added only to turns that match the query at all (greetings and
@@ -315,6 +319,11 @@ class HybridIndex:
         if facts.windows:
             per_session = np.array([facts.window_match(d) for d in c.session_dates])
             sig["date_window"] = per_session[c.session_of]
+        if facts.current and len(c.session_dates) > 1:
+            when = np.array([d.timestamp() for d in c.session_dates])
+            span = float(when.max() - when.min())
+            if span > 0:
+                sig["recency"] = ((when - when.min()) / span)[c.session_of]
         if self.weights.feedback_docs:
             sig.update(self._feedback(terms, sig))
         return sig, facts

@@ -23,6 +23,8 @@ _MONTHS = {m: i for i, m in enumerate(
     "january february march april may june july august september october november december".split(), 1)}
 _MONTH_RE = re.compile(r"\b(" + "|".join(_MONTHS) + r")\b(?:\s*,?\s*(\d{4}))?", re.IGNORECASE)
 _YEAR_RE = re.compile(r"\b(19\d\d|20\d\d)\b")
+_CURRENT_RE = re.compile(r"\b(now|currently|current|these days|nowadays|at the moment|at present|right now|"
+                         r"most recent(ly)?|latest|anymore|still|up to date)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +41,9 @@ class QueryFacts:
     """Times named by an event ("before my trip"), still to be dated by the index."""
     now: datetime | None = None
     """The moment relative times were resolved against (``None``: not resolved)."""
+    current: bool = False
+    """The query asks about the present state of something ("now", "currently", "these
+    days", "most recently", …): newer statements should win over older ones."""
 
     def without_relative_words(self, query: str) -> str:
         """``query`` without the words of its relative-time phrases ("two weeks ago", "last Saturday").
@@ -86,7 +91,8 @@ def read_query(query: str, speakers: Iterable[str] = (), now: datetime | None = 
     for m in _YEAR_RE.finditer(query):
         if not any(a <= m.start() < b for a, b in spans):
             dates.append((int(m.group(1)), None))
+    current = bool(_CURRENT_RE.search(query))
     if now is None:
-        return QueryFacts(named, tuple(dates))
+        return QueryFacts(named, tuple(dates), current=current)
     now = utc(now)
-    return QueryFacts(named, tuple(dates), read_windows(query, now), read_anchors(query), now)
+    return QueryFacts(named, tuple(dates), read_windows(query, now), read_anchors(query), now, current)
