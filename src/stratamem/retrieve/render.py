@@ -35,6 +35,8 @@ EXCERPT_SHARE = 0.125
 """Tokens an excerpt may take, as a share of the packing budget (at least :data:`MIN_EXCERPT`)."""
 MIN_EXCERPT = 48
 """Smallest cap an excerpt is given (a sentence or two)."""
+MIN_PASSAGE = 12
+"""Fewest tokens of passage (after the speaker and the excerpt mark) worth showing."""
 
 
 class TurnRenderer(Protocol):
@@ -235,6 +237,8 @@ def _excerpted(st: StoredTurn, label: str | None, terms: list[str], room: int, t
     prefix = f"{label} " if label else ""
     # What the line costs around the passage: speaker, label, excerpt mark (at its widest), newline.
     frame = tokenizer.count(renderer.line(st, f"{prefix}(excerpt: 999,999 of 999,999 tokens) ")) + 1
+    if room - frame < MIN_PASSAGE:
+        return None, text, line  # no room for a useful passage: do not split the text at all
     ex = excerpt(st.text, terms, room - frame, tokenizer)
     if ex is None or (ex.start, ex.end) == (0, len(st.text)) or ex.tokens >= ex.total_tokens:
         return None, text, line  # nothing fits, or the "excerpt" would be the whole turn
