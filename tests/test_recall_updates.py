@@ -86,3 +86,11 @@ def test_weak_hits_and_dissimilar_turns_are_left_alone() -> None:
     assert find_updates(hits, by_id.__getitem__, lambda a, b: 0.29) == []
     assert find_updates(hits, by_id.__getitem__, lambda a, b: 0.3) == [Update(2, (1,))]
     assert find_updates([], by_id.__getitem__, lambda a, b: 1.0) == []
+
+
+def test_a_large_cluster_is_a_topic_not_an_update() -> None:
+    turns = [_st(i, "Ana", f"My manager at work is person {i} on the data team.", 10 * i) for i in range(1, 6)]
+    by_id = {t.id: t for t in turns}
+    hits = [Hit(f"turn:{t.id}", "turn", (t.id,), {"fused": 1.0}) for t in turns]
+    assert find_updates(hits, by_id.__getitem__, lambda a, b: 0.9) == []
+    assert find_updates(hits[:3], by_id.__getitem__, lambda a, b: 0.9) == [Update(3, (2, 1))]

@@ -32,7 +32,11 @@ __all__ = ["LONG_SHARE", "CompactRenderer", "Packed", "PlainRenderer", "TurnRend
 LONG_SHARE = 0.25
 """A turn whose line costs more than this share of the packing budget is shown as an excerpt."""
 EXCERPT_SHARE = 0.125
-"""Tokens an excerpt may take, as a share of the packing budget (at least :data:`MIN_EXCERPT`)."""
+"""Tokens an excerpt may take, as a share of the packing budget (at least :data:`MIN_EXCERPT`,
+at most :data:`MAX_EXCERPT`)."""
+MAX_EXCERPT = 192
+"""Largest cap an excerpt is given: the passage that answers is a few sentences, and a large
+budget is better spent on more turns than on longer excerpts."""
 MIN_EXCERPT = 48
 """Smallest cap an excerpt is given (a sentence or two)."""
 MIN_PASSAGE = 12
@@ -171,7 +175,7 @@ def pack_turns(ranked: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer,
     # A turn of a sentence or two is never cut, however small the budget.
     # Without query words there is no passage to prefer: long turns are skipped as before.
     long_line = max(MIN_EXCERPT, int(budget * long_share)) if long_share < 1 and terms else None
-    excerpt_cap = max(MIN_EXCERPT, int(budget * EXCERPT_SHARE))
+    excerpt_cap = min(MAX_EXCERPT, max(MIN_EXCERPT, int(budget * EXCERPT_SHARE)))
     texts: dict[int, str] = {}
     excerpts: dict[int, Excerpt] = {}
     kept: list[StoredTurn] = []

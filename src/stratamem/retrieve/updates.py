@@ -21,7 +21,9 @@ are grouped when
   :data:`MIN_COSINE`, or, without an embedder, overlap (Jaccard) of their
   content words at least :data:`MIN_OVERLAP`.
 
-Groups are the connected components of that relation.
+Groups are the connected components of that relation; one of more than
+:data:`MAX_GROUP` turns is a topic many turns discuss (long answers on one
+subject), not a changed fact, and is left alone.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 from ..records import StoredTurn
 from .engine import Hit
 
-__all__ = ["MIN_COSINE", "MIN_OVERLAP", "MIN_SHARE", "NEWER", "SUPERSEDED", "TOP", "Update", "find_updates",
+__all__ = ["MAX_GROUP", "MIN_COSINE", "MIN_OVERLAP", "MIN_SHARE", "NEWER", "SUPERSEDED", "TOP", "Update", "find_updates",
            "order_updates"]
 
 TOP = 10
@@ -41,8 +43,11 @@ MIN_SHARE = 0.6
 """A hit takes part when its fused score is at least this share of the best hit's."""
 MIN_COSINE = 0.3
 """Embedding cosine from which two same-speaker hits are about the same thing."""
-MIN_OVERLAP = 0.2
+MIN_OVERLAP = 0.25
 """Content-word Jaccard from which they are, when there are no embeddings."""
+MAX_GROUP = 3
+"""A larger group is a topic many turns talk about (long answers on one subject), not one
+fact that changed: it is left unmarked."""
 NEWER = "(newer)"
 """Label of the newest turn of a group."""
 SUPERSEDED = "(superseded?)"
@@ -101,7 +106,7 @@ def find_updates(hits: Sequence[Hit], turn: Callable[[int], StoredTurn],
         groups.setdefault(root(i), []).append(i)
     out = []
     for members in groups.values():
-        if len(members) < 2:
+        if not 2 <= len(members) <= MAX_GROUP:
             continue
         members.sort(key=lambda i: (turns[i].timestamp, i), reverse=True)
         out.append(Update(members[0], tuple(members[1:])))
