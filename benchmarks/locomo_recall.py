@@ -111,8 +111,8 @@ def main(argv: list[str] | None = None) -> None:
         if args.ours:
             systems = []
         elif embedder is not None:
-            # Synthetic set: the engine's `role: text` strings, so long answers are embedded once, not twice.
-            dense = DenseTurns(embedder.embed_batch, speaker_prefix=args.dataset == "synth")
+            # The engine's `Speaker: text` strings, so every turn is embedded once, not twice.
+            dense = DenseTurns(embedder.embed_batch, speaker_prefix=True)
             systems += [dense, RRFTurns(bm25, dense), RRFTurns(bm25, dense, CompactRenderer())]
             systems[-1].name = "BM25+dense RRF (compact)"
         systems.append(Hybrid(embedder))

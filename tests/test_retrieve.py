@@ -17,6 +17,7 @@ from stratamem.records import StoredTurn, Turn
 from stratamem.assemble import ItemUnit, Recalled, assemble
 from stratamem.retrieve import (BM25Index, CompactRenderer, HybridIndex, PlainRenderer, Weights, analyze, pack_turns,
                                 read_query, stem)
+from stratamem.retrieve.engine import passages
 from stratamem.sources import SummaryIndex
 from stratamem.tokens import get_tokenizer
 
@@ -124,7 +125,7 @@ def test_vectors_join_the_fusion_when_an_embedder_is_given() -> None:
     index.add_turns(_turns(CHAT))
     hit = index.search("pottery class", k=1)[0]
     assert not index.lexical_only
-    assert hit.turn_ids == (3,) and hit.score["vector"] == pytest.approx(1.0)
+    assert hit.turn_ids == (3,) and hit.score["vector"] == pytest.approx(Weights().vector)  # cosine 1, weighted
 
 
 def test_the_index_grows_and_ignores_turns_it_already_holds() -> None:
@@ -290,8 +291,9 @@ def test_substance_ranks_the_fuller_of_two_equal_matches_first_and_never_invents
     # Only the speaker boost matches (equally) Ana's two turns; substance orders them; Ben's turn stays at 0.
     hits = index.search("What did Ana say?", k=3)
     assert [h.turn_ids[0] for h in hits] == [3, 1, 2]
-    assert hits[0].score["substance"] == pytest.approx(1.3 * (1 - math.exp(-len(analyze(f"Ana: {long}")) / 24)))
-    assert hits[1].score["substance"] == pytest.approx(1.3 * (1 - math.exp(-2 / 24)))
+    w = Weights()
+    assert hits[0].score["substance"] == pytest.approx(w.substance * (1 - math.exp(-len(analyze(f"Ana: {long}")) / w.substance_terms)))
+    assert hits[1].score["substance"] == pytest.approx(w.substance * (1 - math.exp(-2 / w.substance_terms)))
     assert hits[2].score["fused"] == 0.0 and hits[2].score["substance"] == 0.0
     assert all(h.score["fused"] == 0.0 for h in index.search("volcano", k=3))
     with pytest.raises(ValidationError, match="substance_terms"):
@@ -358,3 +360,49 @@ def test_a_failing_embedder_leaves_the_index_as_it_was_and_the_turns_can_be_adde
     fresh.add_turns(turns)
     assert [(h.id, h.score) for h in index.search("pottery class lake", k=5)] == [
         (h.id, h.score) for h in fresh.search("pottery class lake", k=5)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(min_value=0, max_value=300), size=st.integers(min_value=1, max_value=80))
+def test_passages_cover_every_term_with_runs_no_longer_than_the_size(n: int, size: int) -> None:
+    terms = [f"t{i}" for i in range(n)]
+    runs = passages(terms, size)
+    assert all(len(r) <= size for r in runs)
+    assert {t for r in runs for t in r} == set(terms)
+    if n <= size:
+        assert runs == [terms]
+
+
+def _long_and_short() -> list[StoredTurn]:
+    filler = " ".join(f"word{i} thing{i % 7}" for i in range(300))
+    long_answer = f"{filler} For the dough use seventy two percent hydration with a long cold proof. {filler}"
+    chat = [("Ana", "How do I bake bread at home?"), ("Bot", long_answer),
+            ("Ana", "Hydration matters for houseplants too, my neighbour says.")]
+    chat += [("Ana", f"Unrelated note number {i} about my week.") for i in range(10)]
+    return _turns([(T0, chat)])
+
+
+def test_a_long_answer_is_found_by_its_best_passage() -> None:
+    turns = _long_and_short()
+    off = dict(lexical_window=0, lexical_session=0, lexical_prev=0, lexical_next=0, speaker=0, substance=0)
+    whole = HybridIndex(weights=Weights(**off, lexical=1.0))
+    whole.add_turns(turns)
+    # Whole-turn BM25: 1,200 words of answer drown its one relevant sentence.
+    assert whole.search("what hydration percent for the dough?", k=1)[0].id == "turn:3"
+    best = HybridIndex(weights=Weights(**off, lexical=0.0, lexical_passage=1.0, passage_terms=64))
+    best.add_turns(turns)
+    hits = best.search("what hydration percent for the dough?", k=3)
+    assert hits[0].id == "turn:2" and hits[0].score["lexical_passage"] == 1.0
+
+
+def test_normalisations_put_signals_on_one_scale() -> None:
+    from stratamem.retrieve.engine import _normalised
+
+    x = np.array([0.0, 2.0, 8.0, 4.0])
+    assert _normalised(x, "max", 10).tolist() == [0.0, 0.25, 1.0, 0.5]
+    assert _normalised(x, "rank", 10).tolist() == [0.0, 10 / 12, 1.0, 10 / 11]
+    z = _normalised(x, "z", 10)
+    assert z[0] == 0.0 and z[2] == pytest.approx((8 - 3.5) / np.std(x)) and z[3] == pytest.approx(0.5 / np.std(x))
+    assert not _normalised(np.zeros(3), "z", 10).any() and not _normalised(np.zeros(3), "max", 10).any()
+    with pytest.raises(ValidationError):
+        Weights(normalise="softmax")
