@@ -138,6 +138,11 @@ def main(argv: list[str] | None = None) -> None:
     print(format_tables(results, tuned_on=tuned, held_out=(set(samples) - tuned) if tuned else None))
     print(_folds_table(results))
     print("\ncategories:", ", ".join(sorted({category_label(q.category) for c in convs for q in c.questions})))
+    print("\nMemory.context marks per context (budget: knowledge-update labels / their tokens / excerpts)")
+    for system in systems:
+        if isinstance(system, MemoryContext):
+            print(f"{system.name:<28}" + "  ".join(
+                f"{b}: {n / c:.2f} / {t / c:.1f} / {e / c:.2f}" for b, (c, n, t, e) in sorted(system.marks.items())))
     print(f"\ntotal {time.perf_counter() - t0:.1f} s")
 
 

@@ -155,18 +155,39 @@ def test_bad_arguments_raise_clear_errors() -> None:
 _TOK = get_tokenizer("o200k_base")
 
 
-@settings(max_examples=60, deadline=None)
-@given(texts=st.lists(st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=60), min_size=1, max_size=12),
-       budget=st.integers(min_value=1, max_value=200), plain=st.booleans())
-def test_packing_never_exceeds_the_budget(texts: list[str], budget: int, plain: bool) -> None:
+_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+# Long texts made of sentences (words, punctuation, newlines) so some turns are excerpted.
+_SENTENCES = st.lists(st.lists(st.sampled_from(["dog", "lake", "the", "pottery", "a", "ok", "!", "\n", "é"]),
+                               min_size=1, max_size=30).map(" ".join), max_size=40).map(". ".join)
+
+
+@settings(max_examples=80, deadline=None)
+@given(texts=st.lists(st.one_of(st.text(_CHARS, max_size=60), _SENTENCES), min_size=1, max_size=12),
+       budget=st.integers(min_value=1, max_value=400), plain=st.booleans(),
+       query=st.sampled_from([None, "", "dog lake", "pottery"]), labelled=st.booleans())
+def test_packing_never_exceeds_the_budget(texts: list[str], budget: int, plain: bool, query: str | None,
+                                          labelled: bool) -> None:
     lines = [("Ana" if i % 2 else "Ben", t) for i, t in enumerate(texts)]
     turns = _turns([(T0, lines[: len(lines) // 2]), (T0 + timedelta(days=1), lines[len(lines) // 2:])])
-    packed = pack_turns(reversed(turns), budget, _TOK, PlainRenderer() if plain else None)
+    labels = {t.id: "(newer)" for t in turns[::2]} if labelled else None
+    packed = pack_turns(reversed(turns), budget, _TOK, PlainRenderer() if plain else None, query=query,
+                        labels=labels)
     assert packed.tokens <= budget
     assert packed.tokens == (_TOK.count(packed.text) if packed.turns else 0)
     assert {t.id for t in packed.turns} | set(packed.skipped) == {t.id for t in turns}
     renderer = PlainRenderer() if plain else CompactRenderer()
-    assert all(packed.costs[t.id] == _TOK.count(renderer.line(t)) + 1 for t in packed.turns)
+    assert all(packed.costs[t.id] == _TOK.count(renderer.line(t, packed.texts.get(t.id))) + 1
+               for t in packed.turns)
+    for t in packed.turns:
+        ex = packed.excerpts.get(t.id)
+        if ex is not None:  # an excerpt is announced, counted and a real passage of the turn
+            assert f"(excerpt: {ex.tokens:,} of {ex.total_tokens:,} tokens) " in packed.texts[t.id]
+            assert ex.total_tokens == _TOK.count(t.text) and ex.tokens == _TOK.count(ex.text) < ex.total_tokens
+            assert ex.text.strip("… ") == t.text[ex.start:ex.end].strip("… ")
+        elif labels and t.id in labels:
+            assert packed.texts[t.id] == f"(newer) {t.text}"
+    if not query:
+        assert not packed.excerpts  # no query words: nothing to excerpt for
 
 
 _WORDS = "dog cat lake camping pottery dance paint rome marathon beagle puppy class june book".split()

@@ -91,6 +91,8 @@ class MemoryContext:
     def __init__(self, embedder: Any | None, policy: str = "recall") -> None:
         self.embedder, self.policy = embedder, policy
         self.name = f"Memory.context ({policy})"
+        # Per budget: contexts, update labels shown, their tokens, excerpts shown.
+        self.marks: dict[int, list[int]] = {}
 
     def fit(self, conv: Conversation, store: Any) -> None:
         """A ``Memory`` on the conversation's namespace (its index builds on first query)."""
@@ -107,6 +109,12 @@ class MemoryContext:
         """The verbatim turns in the assembled context's manifest."""
         extra = {"now": now} if now is not None and _takes_now(self.memory.context) else {}
         ctx = self.memory.context(query, budget=budget, format="text", policy=self.policy, **extra)
+        tally = self.marks.setdefault(budget, [0, 0, 0, 0])
+        newer, older = ctx.text.count(" (newer) "), ctx.text.count(" (superseded?) ")
+        tally[0] += 1
+        tally[1] += newer + older
+        tally[2] += 4 * newer + 5 * older  # o200k tokens each label adds to its line
+        tally[3] += sum(1 for i in ctx.manifest.items if i.format == "excerpt")
         return [self.by_id[i] for item in ctx.manifest.items if item.kind == "turn" for i in item.turn_ids]
 
 

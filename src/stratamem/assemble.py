@@ -12,7 +12,13 @@ Policies name the order in which sections draw on the budget and their shares;
 a section's unused share flows on to the next:
 
 * ``hybrid`` (default): recent window 50%, recalled history (memory items and
-  verbatim turns) 30%, summaries 20%.
+  verbatim turns) 30%, summaries 20% — when the query is about the current
+  thread. The window's share is sized by how well the query matches it
+  (:func:`window_fraction`): a query whose best recalled turns lie outside the
+  window (a question about the past) keeps only a small window, and recalled
+  history then draws as under ``recall`` (verbatim turns before summaries and
+  before memory items extracted from turns). Without a query
+  the window keeps its share.
 * ``topics`` (seed 002): the current topic's messages 50% (oversized messages
   truncated with a marker), historical topic summaries 30% (newest first), bulk
   summaries 20% (newest first: when bulks do not fit, the oldest is dropped first);
@@ -28,6 +34,7 @@ a section's unused share flows on to the next:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -35,10 +42,12 @@ from .context import attach_sections, check_budget, check_format, render, snap_w
 from .errors import BudgetError, StratamemError
 from .manifest import Context, ContextItem, Manifest, NearMiss
 from .records import StoredTurn
+from .retrieve.lexical import analyze
 from .retrieve.render import CompactRenderer, pack_turns
 from .tokens import MESSAGE_TOKENS, REPLY_TOKENS, Tokenizer, count_messages
 
-__all__ = ["POLICIES", "FixedBlock", "ItemUnit", "Recalled", "SummaryUnit", "assemble"]
+__all__ = ["POLICIES", "FixedBlock", "ItemUnit", "Recalled", "SummaryUnit", "assemble", "is_follow_up",
+           "window_fraction"]
 
 POLICIES = ("hybrid", "topics", "pyramid", "state_first", "recall")
 
@@ -73,6 +82,8 @@ class Recalled:
     """The verbatim turn."""
     score: Mapping[str, float] = field(default_factory=dict)
     """Per-signal scores and ``fused``."""
+    label: str | None = None
+    """Shown before the turn's text, e.g. ``(newer)`` (:mod:`stratamem.retrieve.updates`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +156,65 @@ def _shares(policy: str, shares: tuple[float, float, float], has_recall: bool,
     return current / total, history / total, bulk / total
 
 
+WINDOW_KEEP = 0.8
+"""Window match (best recalled score inside the window / best overall) at and above
+which the hybrid window keeps its whole share."""
+WINDOW_DROP = 0.5
+"""Window match at and below which the hybrid window shrinks to :data:`WINDOW_FLOOR`."""
+WINDOW_FLOOR = 0.1
+"""Fraction of its share a hybrid window keeps for a query about the past (the last
+exchange or so stays for continuity)."""
+
+
+_PAST_CUE = re.compile(r"\b(did|was|were|had|ago|last|previous(ly)?|earlier|before|remember|told|mentioned|used to|"
+                       r"first|when)\b", re.IGNORECASE)
+
+
+_THREAD_CUE = re.compile(r"\b(it|that|this|these|those|them|above|again|more|less|shorter|longer|continue|go on|"
+                         r"next|then|instead|what about|how about|and)\b", re.IGNORECASE)
+
+
+def is_follow_up(query: str) -> bool:
+    """A short turn-of-the-conversation query: "go on", "make it shorter", "what about the second option?".
+
+    Such a query has fewer than three content words, names nothing
+    (no capitalised word after the first), has no past cue ("did", "last",
+    "ago", "remember", …) and either no content word at all or a word that
+    points at the thread ("it", "that", "again", "what about", …). Its words
+    say little about which history it needs, so the window, where the thread
+    is, keeps its share. "What is the vault code?" is not one.
+    """
+    words = query.split()
+    if any(w[:1].isupper() for w in words[1:]) or _PAST_CUE.search(query):
+        return False
+    terms = analyze(query)
+    return not terms or (len(terms) < 3 and bool(_THREAD_CUE.search(query)))
+
+
+def window_fraction(query: str | None, recalled: Sequence[Recalled], window_ids: set[int]) -> tuple[float, float]:
+    """How much of its share the hybrid window keeps, and the window match it was read from.
+
+    The match is the best fused score of a recalled turn that lies in the
+    prospective window, divided by the best fused score of any recalled turn:
+    1 when the query's best evidence is in the window (a follow-up about the
+    current thread), 0 when none of it is (a question about the past). No
+    query, nothing recalled, or a follow-up (:func:`is_follow_up`) keeps the
+    whole window.
+    """
+    if not query or not recalled or not window_ids or is_follow_up(query):
+        return 1.0, 1.0
+    best = max(r.score.get("fused", 0.0) for r in recalled)
+    if best <= 0:
+        return 1.0, 1.0
+    inside = max((r.score.get("fused", 0.0) for r in recalled if r.turn.id in window_ids), default=0.0)
+    match = inside / best
+    if match >= WINDOW_KEEP:
+        return 1.0, match
+    if match <= WINDOW_DROP:
+        return WINDOW_FLOOR, match
+    return WINDOW_FLOOR + (1 - WINDOW_FLOOR) * (match - WINDOW_DROP) / (WINDOW_KEEP - WINDOW_DROP), match
+
+
 def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: str = "hybrid",
              shares: tuple[float, float, float] = (0.5, 0.3, 0.2), fixed: Sequence[FixedBlock] = (),
              recent: Iterable[StoredTurn] = (), recalled: Sequence[Recalled] = (),
@@ -206,6 +276,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     # 1. Recent window: contiguous from the newest turn back, within its share.
     window: list[StoredTurn] = []
     costs: dict[int, int] = {}
+    past_query = False
     if current > 0:
         # seed 000's order puts the hot window first, with all it can use.
         cap = _Budget(after_fixed if policy == "pyramid" else int(after_fixed * current))
@@ -216,6 +287,20 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
                 break
             window.append(st)
             costs[st.id] = cost
+        if policy == "hybrid" and window:
+            keep, match = window_fraction(query, recalled, {st.id for st in window})
+            if keep < 1:
+                # The query is about older history: shrink the window to ``keep`` of its share.
+                past_query = True
+                room, n = int(after_fixed * current * keep), 0
+                while n < len(window) and costs[window[n].id] <= room:
+                    room -= costs[window[n].id]
+                    n += 1
+                for st in window[n:]:
+                    misses.append(NearMiss(f"turn:{st.id}", "turn", costs.pop(st.id), "window_shrunk_for_recall"))
+                window = window[:n]
+                notes_out.append(f"hybrid: window match {match:.2f} (best recalled turn inside the window / best "
+                                 f"overall): window keeps {keep:.0%} of its share; recalled history draws first")
         window.reverse()
         window = snap_window(window, fmt)
         b.left -= sum(costs[st.id] for st in window)
@@ -226,7 +311,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     #    packed compactly, skipping what the window holds.
     # pyramid and recall give recalled history strict priority over summaries: a
     # verbatim turn is evidence, a summary only points at it (summaries get the rest).
-    strict = policy in ("pyramid", "recall")
+    strict = policy in ("pyramid", "recall") or past_query
     recall_cap = b.left if strict else int(b.left * history / (history + bulk)) if history else 0
     item_lines: list[str] = []
     item_header = tokenizer.count(_ITEMS_TITLE) + 2 + (0 if sections else section_overhead)
@@ -245,7 +330,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     # Under recall, an item extracted from turns (it has provenance) waits for the
     # packing: verbatim evidence comes first, and if its turns are shown the item
     # would only restate them (seed 004). Items added as knowledge go first.
-    defer = policy == "recall"
+    defer = policy == "recall" or past_query
     deferred: list[ItemUnit] = []
     for it in items:
         if it.turn_ids and set(it.turn_ids) <= in_window:
@@ -256,16 +341,20 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
             recall_cap -= take_item(it, recall_cap)
     fresh: list[StoredTurn] = []
     score_of: dict[int, Mapping[str, float]] = {}
+    labels: dict[int, str] = {}
     for r in recalled:
         if r.turn.id in in_window or r.turn.text in window_texts:
             misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "duplicate_of_window", r.score))
             continue
         fresh.append(r.turn)
         score_of[r.turn.id] = r.score
+        if r.label:
+            labels[r.turn.id] = r.label
     header_cost = tokenizer.count(_HISTORY_TITLE) + 2 + (0 if sections or item_lines else section_overhead)
     packed = None
     if fresh and recall_cap > header_cost:
-        packed = pack_turns(fresh, recall_cap - header_cost, tokenizer, CompactRenderer())
+        packed = pack_turns(fresh, recall_cap - header_cost, tokenizer, CompactRenderer(), query=query,
+                            labels=labels)
         if packed.turns:
             b.left -= packed.tokens + header_cost
     kept_ids = {st.id for st in packed.turns} if packed else set()
@@ -335,12 +424,17 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     misses.extend(NearMiss(su.id, su.kind, cost, "over_budget", su.score) for su, cost in left_out)
 
     out_items.extend(items_in)
+    excerpt_notes: dict[str, str] = {}
     if packed and packed.turns:
         sections.append(f"{_HISTORY_TITLE}\n{packed.text}")
         section_ids.append({f"turn:{st.id}" for st in packed.turns})
-        out_items.extend(ContextItem(f"turn:{st.id}", "turn", line_cost[st.id], "recalled", format="text",
-                                 score=score_of[st.id], turn_ids=(st.id,))
-                     for st in sorted(packed.turns, key=lambda t: t.id))
+        out_items.extend(ContextItem(f"turn:{st.id}", "turn", line_cost[st.id], "recalled",
+                                     format="excerpt" if st.id in packed.excerpts else "text",
+                                     score=score_of[st.id], turn_ids=(st.id,))
+                         for st in sorted(packed.turns, key=lambda t: t.id))
+        excerpt_notes = {f"turn:{tid}": f"turn:{tid} shown as an excerpt: {ex.tokens} of {ex.total_tokens} tokens "
+                                        f"(characters {ex.start}–{ex.end}; expand the turn for the full text)"
+                         for tid, ex in sorted(packed.excerpts.items())}
     if summary_lines:
         sections.append(_SUMMARY_TITLE + "\n" + "\n".join(summary_lines))
         section_ids.append({i.id for i in summary_items})
@@ -363,6 +457,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     for gone in [i for i in out_items if i.id not in shown]:
         misses.append(NearMiss(gone.id, gone.kind, gone.tokens, "over_budget", gone.score))
     out_items = [i for i in out_items if i.id in shown]
+    notes_out.extend(note for tid, note in excerpt_notes.items() if tid in shown)
     messages, system, text, total = ctx
     manifest = Manifest(budget=budget, total_tokens=total, items=tuple(out_items), near_misses=tuple(misses),
                         policy=policy, query=query, tokenizer=tokenizer.name, notes=tuple(notes) + tuple(notes_out))

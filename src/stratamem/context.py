@@ -9,6 +9,7 @@ will be sent, and the budget is never exceeded.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 from .errors import BudgetError, ValidationError
@@ -22,6 +23,7 @@ __all__ = [
     "attach_sections",
     "check_budget",
     "check_format",
+    "check_now",
     "recent_window",
     "render",
     "snap_end",
@@ -47,6 +49,19 @@ def check_budget(budget: object) -> int:
     return budget
 
 
+def check_now(now: object) -> datetime | None:
+    """Validate the moment a query is asked; a naive datetime is taken as UTC.
+
+    Raises:
+        ValidationError: ``now`` is neither ``None`` nor a datetime.
+    """
+    if now is None:
+        return None
+    if not isinstance(now, datetime):
+        raise ValidationError(f"now must be a datetime, got {type(now).__name__}")
+    return now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now
+
+
 def check_format(fmt: object) -> str:
     """Validate an output format name.
 
@@ -58,12 +73,16 @@ def check_format(fmt: object) -> str:
     return str(fmt)
 
 
-def turn_line(turn: Turn) -> str:
-    """One turn as a line of plain text: ``[2023-05-08 13:56] Caroline: text``."""
+def turn_line(turn: Turn, text: str | None = None) -> str:
+    """One turn as a line of plain text: ``[2023-05-08 13:56] Caroline: text``.
+
+    ``text`` replaces the turn's own text (an excerpt, a labelled line).
+    """
     who = turn.name or turn.role
     ts = turn.timestamp
     # Not strftime("%Y"): it does not zero-pad years before 1000 on glibc.
-    return f"[{ts.year:04d}-{ts.month:02d}-{ts.day:02d} {ts.hour:02d}:{ts.minute:02d}] {who}: {turn.text}"
+    return (f"[{ts.year:04d}-{ts.month:02d}-{ts.day:02d} {ts.hour:02d}:{ts.minute:02d}] {who}: "
+            f"{turn.text if text is None else text}")
 
 
 def render(turns: Sequence[Turn], fmt: str) -> tuple[tuple[dict[str, Any], ...], str | None, str]:

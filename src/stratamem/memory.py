@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from .assemble import POLICIES, FixedBlock, ItemUnit, Recalled, assemble
 from .config import Config
-from .context import check_budget, check_format
+from .context import check_budget, check_format, check_now
 from .errors import ConfigError, InvalidTurnError, NotFoundError, StratamemError, ValidationError
 from .events import Event, EventBus
 from .exchange import plan_import, read_export, write_export
@@ -29,6 +29,7 @@ from .manifest import Context
 from .nodes import Node
 from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
 from .retrieve import HybridIndex
+from .retrieve.updates import find_updates, order_updates, update_labels
 from .sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks
 from .store import SQLiteStore, Store, TurnBatch
 from .store.base import NamespaceStats
@@ -478,7 +479,7 @@ class Memory:
         return self.store.turns(self.namespace, session, limit=limit, newest_first=newest_first)
 
     def context(self, query: str | None = None, *, budget: int | None = None, session: str | None = None,
-                format: str = "openai", policy: str | None = None) -> Context:
+                format: str = "openai", policy: str | None = None, now: datetime | None = None) -> Context:
         """Assemble the context for the next model call within ``budget`` tokens.
 
         The current session's most recent turns form the window; older turns
@@ -495,14 +496,20 @@ class Memory:
             format: ``openai``, ``anthropic`` or ``text``.
             policy: ``hybrid``, ``topics``, ``pyramid``, ``state_first`` or
                 ``recall`` (default: ``config.context.policy``).
+            now: When the query is asked: relative times in it ("two weeks ago",
+                "last Saturday") are resolved against it (default: the time of the
+                namespace's newest turn; a naive datetime is UTC). The manifest
+                notes the windows read.
 
         Raises:
             BudgetError: ``budget`` is not a positive integer.
-            ValidationError: Unknown format or policy, or ``query`` not a string.
+            ValidationError: Unknown format or policy, ``query`` not a string or
+                ``now`` not a datetime.
             NotFoundError: Unknown namespace or session.
         """
         budget = check_budget(self.config.context.default_budget if budget is None else budget)
         check_format(format)
+        now = check_now(now)
         policy = policy or self.config.context.policy
         if policy not in POLICIES:
             raise ValidationError(f"unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
@@ -527,10 +534,18 @@ class Memory:
                 notes.append(self._lexical_note())
             # Enough candidates to fill the budget with short turns, and never fewer than 25.
             k = max(25, budget // 12)
+            facts = index.query_facts(query, now)
+            notes += [f"time window: {w.describe()} (now {facts.now:%Y-%m-%d %H:%M} UTC)" for w in facts.windows]
             # A hit with no signal at all (fused score 0) is not a match.
-            recalled = [Recalled(index.turn(h.turn_ids[0]), h.score)
-                        for h in index.search(query, k=k) if h.score.get("fused", 0.0) > 0]
-            recalled = [r for r in recalled if r.turn.role != "system"]
+            # System prompts are shown as instructions (fixed section), never as recalled history.
+            hits = [h for h in index.search(query, k=k, now=now)
+                    if h.score.get("fused", 0.0) > 0 and index.turn(h.turn_ids[0]).role != "system"]
+            # Turns about the same thing said at different times: the newest first, labelled.
+            hits, labels = order_updates(hits, find_updates(hits, index.turn, index.similarity,
+                                                            lexical=index.lexical_only))
+            if labels:
+                notes.append(f"knowledge updates: {update_labels(labels)}")
+            recalled = [Recalled(index.turn(h.turn_ids[0]), h.score, labels.get(h.turn_ids[0])) for h in hits]
         fixed = self._fixed_blocks(session)
         summaries = (self._summary_index.rank(self.pyramid, query)
                      if self.config.pyramid.enabled else [])

@@ -12,6 +12,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from importlib import resources
 from typing import IO
 
@@ -134,12 +135,21 @@ def add(settings: Settings, role: str, content: str, session: str, name: str | N
               help="Budget policy (default from config: hybrid).")
 @click.option("--explain", is_flag=True, help="Print the manifest: every item, its tokens and reason.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rendered context and manifest as JSON.")
+@click.option("--now", "now", default=None, metavar="ISO",
+              help="When the query is asked (ISO 8601; naive = UTC) for relative times such as "
+                   "'two weeks ago' (default: the newest turn's time).")
 @pass_settings
 def context(settings: Settings, query: str | None, budget: int | None, session: str | None, fmt: str,
-            policy: str | None, explain: bool, as_json: bool) -> None:
+            policy: str | None, explain: bool, as_json: bool, now: str | None = None) -> None:
     """Assemble the context for the next model call within a token budget."""
+    when = None
+    if now is not None:
+        try:
+            when = datetime.fromisoformat(now)
+        except ValueError as exc:
+            raise click.BadParameter(f"not an ISO 8601 date/time: {now!r}", param_hint="--now") from exc
     with settings.memory() as mem:
-        ctx = mem.context(query, budget=budget, session=session, format=fmt, policy=policy)
+        ctx = mem.context(query, budget=budget, session=session, format=fmt, policy=policy, now=when)
     if as_json:
         emit_json({"format": ctx.format, "system": ctx.system, "messages": list(ctx.messages),
                    "text": ctx.text if fmt == "text" else None, "manifest": ctx.manifest.to_dict()})

@@ -18,7 +18,8 @@ packing live in :mod:`stratamem.retrieve.render`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
+from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -28,11 +29,12 @@ from ..records import StoredTurn
 from .corpus import TurnCorpus
 from .lexical import BM25Index, analyze
 from .query import QueryFacts, read_query
+from .timewords import resolve_anchor
 
 __all__ = ["NORMALISERS", "Embedder", "Hit", "HybridIndex", "Weights", "fuse_signals", "passages"]
 
 NORMALISERS = ("max", "z", "rank")
-_BOOSTS = ("speaker", "date")
+_BOOSTS = ("speaker", "date", "date_window", "recency")
 
 
 class Embedder(Protocol):
@@ -75,6 +77,13 @@ class Weights:
     """Boost for turns spoken by a person the query names."""
     date: float = 0.5
     """Boost for turns whose session date matches a date the query names."""
+    date_window: float = 0.5
+    """Boost for turns whose session falls in a relative time the query names ("two weeks
+    ago", "last Saturday"), resolved against ``now``; softened outside the window."""
+    recency: float = 0.3
+    """For a query about the present ("now", "currently", "these days", "most recent"): a boost
+    growing linearly with the session's date from the oldest (0) to the newest (1), so the
+    latest statement of a changed fact outranks the superseded one."""
     substance: float = 1.3
     """Prior for turns with more to say: ``1 - exp(-terms / substance_terms)`` of the turn's
     content words, added only to turns that match the query at all (greetings and
@@ -269,20 +278,57 @@ class HybridIndex:
         self._materialize([at])
         return self._corpus.turns[at]
 
+    def similarity(self, a: int, b: int) -> float:
+        """How alike two indexed turns are: embedding cosine, or content-word Jaccard when lexical only.
+
+        Raises:
+            KeyError: An id is not indexed.
+        """
+        c = self._corpus
+        i, j = c.pos[a], c.pos[b]
+        if c.vectors is not None:
+            vec = c.vectors.view
+            return float(vec[i] @ vec[j])
+        x, y = set(c.terms[i]), set(c.terms[j])
+        return len(x & y) / len(x | y) if x or y else 0.0
+
     # --- searching ----------------------------------------------------------------------
 
-    def signals(self, query: str, *, weighted_only: bool = False) -> tuple[dict[str, np.ndarray], QueryFacts]:
+    def query_facts(self, query: str, now: datetime | None = None) -> QueryFacts:
+        """Speakers, dates and relative-time windows of ``query``, resolved against ``now``.
+
+        ``now`` defaults to the newest indexed turn's time. An event anchor
+        ("before my trip") is dated by the session of the turn that matches
+        its words best (BM25); an event found nowhere gives no window.
+        """
+        c = self._corpus
+        c.ready()
+        if now is None and self.turns:
+            now = self.turns[-1].timestamp
+        facts = read_query(query, c.speakers, now)
+        windows = list(facts.windows)
+        for anchor in facts.anchors:
+            scores = c.lexical(analyze(anchor.event))[0]
+            if scores.size and float(scores.max()) > 0:
+                at = int(np.argmax(scores))
+                windows.append(resolve_anchor(anchor, c.session_dates[int(c.session_of[at])]))
+        return replace(facts, windows=tuple(windows))
+
+    def signals(self, query: str, *, weighted_only: bool = False,
+                now: datetime | None = None) -> tuple[dict[str, np.ndarray], QueryFacts]:
         """Each signal's raw per-turn scores for ``query`` (for tuning and the manifest).
 
         Args:
             query: The query text.
             weighted_only: Skip the vector signals whose weight is 0 (they cannot
                 change the ranking; saves O(N·d) work per query).
+            now: When the query is asked, for relative times (default: the newest turn's time).
         """
         c = self._corpus
-        c.ready()
-        facts = read_query(query, c.speakers)
-        terms = analyze(query)
+        facts = self.query_facts(query, now)
+        # "two weeks ago" is carried by the date window; as words it only matches
+        # turns that happen to say "week" (a month name stays: turns name months).
+        terms = analyze(facts.without_relative_words(query))
         sig = self._lexical(terms, None)
         w = self.weights
         if c.vectors is not None:
@@ -302,6 +348,14 @@ class HybridIndex:
         if facts.dates:
             per_session = np.array([facts.date_match(d) for d in c.session_dates])
             sig["date"] = per_session[c.session_of]
+        if facts.windows:
+            per_session = np.array([facts.window_match(d) for d in c.session_dates])
+            sig["date_window"] = per_session[c.session_of]
+        if facts.current and len(c.session_dates) > 1:
+            when = np.array([d.timestamp() for d in c.session_dates])
+            span = float(when.max() - when.min())
+            if span > 0:
+                sig["recency"] = ((when - when.min()) / span)[c.session_of]
         if self.weights.feedback_docs:
             sig.update(self._feedback(terms, sig))
         return sig, facts
@@ -348,19 +402,25 @@ class HybridIndex:
             parts["substance"] = prior
         return fused, parts
 
-    def search(self, query: str, k: int = 10) -> list[Hit]:
+    def search(self, query: str, k: int = 10, *, now: datetime | None = None) -> list[Hit]:
         """The ``k`` best turns for ``query``, best first, with score breakdowns.
 
+        ``now`` is when the query is asked: relative times in it ("last month")
+        are resolved against it (default: the newest indexed turn's time).
+
         Raises:
-            ValidationError: ``query`` is not a string or ``k`` is not positive.
+            ValidationError: ``query`` is not a string, ``k`` is not positive or
+                ``now`` is not a datetime.
         """
+        if now is not None and not isinstance(now, datetime):
+            raise ValidationError(f"now must be a datetime, got {type(now).__name__}")
         if not isinstance(query, str):
             raise ValidationError(f"query must be a string, got {type(query).__name__}")
         if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
             raise ValidationError(f"k must be a positive integer, got {k!r}")
         if not self.turns:
             return []
-        sig, _ = self.signals(query, weighted_only=True)
+        sig, _ = self.signals(query, weighted_only=True, now=now)
         fused, parts, prior = fuse_signals(sig, self.weights, self._substance())
         if k < len(fused):
             # Partial selection first: a full sort of 100k scores costs more than the scoring.

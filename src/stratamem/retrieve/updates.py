@@ -1,0 +1,135 @@
+"""Knowledge updates: when two recalled turns say different things about the same topic, the newer first.
+
+"I moved to Denver" in March and "we just settled into our new place in
+Austin" in September both answer "Where do I live?". Shown without a hint,
+a model may take either. :func:`find_updates` groups the recalled turns that
+speak about the same thing at different times; :func:`order_updates` gives
+the newest of each group the best rank the group held (the others keep
+theirs, in time order, newest first) and labels the lines: ``(newer)`` on the
+newest, ``(superseded?)`` on the others — a question mark because a later
+turn on the same topic often adds to an earlier one rather than replacing it.
+The compact renderer's session date headers say when each was said.
+
+"The same thing" is read generally, not from verbs like "moved": two hits
+are grouped when
+
+* both match the query well (fused score at least :data:`MIN_SHARE` of the
+  best hit's, among the top :data:`TOP` hits),
+* the same speaker said them (a user's fact is updated by the user),
+* they were said on different days, and
+* they resemble each other: cosine of their embeddings at least
+  :data:`MIN_COSINE`, or, without an embedder, overlap (Jaccard) of their
+  content words at least :data:`MIN_OVERLAP`.
+
+Groups are the connected components of that relation; one of more than
+:data:`MAX_GROUP` turns is a topic many turns discuss (long answers on one
+subject), not a changed fact, and is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ..records import StoredTurn
+from .engine import Hit
+
+__all__ = ["MAX_GROUP", "MIN_COSINE", "MIN_OVERLAP", "MIN_SHARE", "NEWER", "SUPERSEDED", "TOP", "Update", "find_updates",
+           "order_updates"]
+
+TOP = 10
+"""Only the best hits are compared (an update is worth showing only if both sides are recalled)."""
+MIN_SHARE = 0.6
+"""A hit takes part when its fused score is at least this share of the best hit's."""
+MIN_COSINE = 0.3
+"""Embedding cosine from which two same-speaker hits are about the same thing."""
+MIN_OVERLAP = 0.25
+"""Content-word Jaccard from which they are, when there are no embeddings."""
+MAX_GROUP = 3
+"""A larger group is a topic many turns talk about (long answers on one subject), not one
+fact that changed: it is left unmarked."""
+NEWER = "(newer)"
+"""Label of the newest turn of a group."""
+SUPERSEDED = "(superseded?)"
+"""Label of the older turns of a group."""
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """Recalled turns about the same thing, said at different times."""
+
+    newest: int
+    """Turn id of the newest."""
+    older: tuple[int, ...]
+    """Turn ids of the others, newest first."""
+
+
+def _speaker(st: StoredTurn) -> str:
+    return st.turn.name or st.role
+
+
+def find_updates(hits: Sequence[Hit], turn: Callable[[int], StoredTurn],
+                 similarity: Callable[[int, int], float], *, lexical: bool = False) -> list[Update]:
+    """Groups of recalled turns that speak about the same thing on different days.
+
+    Args:
+        hits: Ranked hits, best first (turn hits: one turn id each).
+        turn: The stored turn of an id.
+        similarity: Cosine of two turns' embeddings, or their content-word Jaccard.
+        lexical: ``similarity`` is a word overlap (no embedder): use :data:`MIN_OVERLAP`.
+    """
+    if not hits:
+        return []
+    best = hits[0].score.get("fused", 0.0)
+    if best <= 0:
+        return []
+    ids = [h.turn_ids[0] for h in hits[:TOP] if h.score.get("fused", 0.0) >= MIN_SHARE * best]
+    turns = {i: turn(i) for i in ids}
+    threshold = MIN_OVERLAP if lexical else MIN_COSINE
+    parent = {i: i for i in ids}
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for n, a in enumerate(ids):
+        for b in ids[n + 1:]:
+            ta, tb = turns[a], turns[b]
+            if _speaker(ta) != _speaker(tb) or ta.timestamp.date() == tb.timestamp.date():
+                continue
+            if similarity(a, b) >= threshold:
+                parent[root(a)] = root(b)
+    groups: dict[int, list[int]] = {}
+    for i in ids:
+        groups.setdefault(root(i), []).append(i)
+    out = []
+    for members in groups.values():
+        if not 2 <= len(members) <= MAX_GROUP:
+            continue
+        members.sort(key=lambda i: (turns[i].timestamp, i), reverse=True)
+        out.append(Update(members[0], tuple(members[1:])))
+    return out
+
+
+def order_updates(hits: Sequence[Hit], updates: Sequence[Update]) -> tuple[list[Hit], dict[int, str]]:
+    """The hits with each group's rank slots refilled newest first, and the labels by turn id."""
+    out = list(hits)
+    pos = {h.turn_ids[0]: n for n, h in enumerate(hits)}
+    labels: dict[int, str] = {}
+    for up in updates:
+        members = [up.newest, *up.older]
+        slots = sorted(pos[i] for i in members)
+        by_id = {i: hits[pos[i]] for i in members}
+        for slot, i in zip(slots, members, strict=True):
+            out[slot] = by_id[i]
+        labels[up.newest] = NEWER
+        labels.update((i, SUPERSEDED) for i in up.older)
+    return out, labels
+
+
+def update_labels(labels: Mapping[int, str]) -> str:
+    """A one-line summary for the manifest, e.g. ``2 turn(s) newer, 3 superseded?``."""
+    newer = sum(1 for v in labels.values() if v == NEWER)
+    return f"{newer} turn(s) marked {NEWER}, {len(labels) - newer} marked {SUPERSEDED}"

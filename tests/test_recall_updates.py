@@ -1,0 +1,97 @@
+"""Knowledge updates: the newer of two turns about the same thing ranks first, both labelled."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from stratamem import Memory
+from stratamem.ingest import IngestSession
+from stratamem.records import StoredTurn, Turn
+from stratamem.retrieve import Hit, HybridIndex
+from stratamem.retrieve.updates import NEWER, SUPERSEDED, Update, find_updates, order_updates
+
+UTC = timezone.utc
+MARCH, SEPT = datetime(2023, 3, 2, 10, tzinfo=UTC), datetime(2023, 9, 14, 10, tzinfo=UTC)
+DENVER = "I moved to Denver last month for the new job."
+AUSTIN = "We just settled into our new place in Austin, finally unpacked."
+
+
+def _sessions() -> list[IngestSession]:
+    def s(name: str, when: datetime, user: str, bot: str) -> IngestSession:
+        return IngestSession(name, [Turn(role="user", content=user, timestamp=when),
+                                    Turn(role="assistant", content=bot, timestamp=when + timedelta(seconds=30))])
+    return [s("s1", MARCH, DENVER, "Congratulations on the move and the job!"),
+            s("s2", MARCH + timedelta(days=40), "I made a lasagna for dinner with my sister.", "Sounds tasty."),
+            s("s3", SEPT, AUSTIN, "Welcome to Texas! How is the new neighbourhood?"),
+            s("s4", SEPT + timedelta(days=3), "Any tips for growing basil indoors?", "Give it plenty of light.")]
+
+
+def test_the_newer_of_two_turns_about_where_i_live_ranks_first_and_both_are_labelled(tmp_path: Path,
+                                                                                       minilm) -> None:
+    mem = Memory(tmp_path / "u.db", namespace="u", embedder=minilm)
+    mem.add_sessions(_sessions())
+    denver, austin = (next(st.id for st in mem.turns() if st.text == t) for t in (DENVER, AUSTIN))
+    ctx = mem.context("Where do I live now?", budget=300, format="text", policy="recall")
+    recalled = [i.id for i in ctx.manifest.items if i.reason == "recalled"]
+    assert {f"turn:{denver}", f"turn:{austin}"} <= set(recalled)
+    assert f"user: {NEWER} {AUSTIN}" in ctx.text and f"user: {SUPERSEDED} {DENVER}" in ctx.text
+    # The date headers say when each was said.
+    assert ctx.text.index("## 2 March 2023") < ctx.text.index(DENVER) < ctx.text.index("## 14 September 2023")
+    # The note counts the labels shown (the assistant's replies may form a second group, by ranking).
+    newer, older = ctx.text.count(f": {NEWER} "), ctx.text.count(f": {SUPERSEDED} ")
+    assert newer >= 1 and older >= 1
+    assert f"knowledge updates: {newer} turn(s) marked (newer), {older} marked (superseded?)" in ctx.manifest.notes
+    # The ranking itself puts Austin first (what a tight budget keeps).
+    tight = mem.context("Where do I live now?", budget=40, format="text", policy="recall")
+    assert AUSTIN in tight.text and DENVER not in tight.text
+    # Unrelated turns of the same speaker are not grouped.
+    assert "lasagna" not in "".join(line for line in ctx.text.splitlines() if NEWER in line or SUPERSEDED in line)
+    mem.close()
+
+
+def _st(i: int, who: str, text: str, day: int) -> StoredTurn:
+    return StoredTurn(id=i, namespace="n", session=f"s{i}", seq=1, tokens=1,
+                      turn=Turn(role="user", content=text, name=who, timestamp=MARCH + timedelta(days=day)))
+
+
+TURNS = [_st(1, "Ana", "My manager at work is Sarah, she runs the data team.", 0),
+         _st(2, "Ana", "My new manager at work is Tom since the reorg of the data team.", 90),
+         _st(3, "Ben", "My manager at work is Priya, she runs the data team.", 95),
+         _st(4, "Ana", "Sarah is my manager at work and the data team lead.", 0)]
+
+
+def test_grouping_needs_the_same_speaker_a_different_day_and_similar_words() -> None:
+    index = HybridIndex()
+    index.add_turns(TURNS)
+    hits = index.search("Who is Ana's manager at work on the data team?", k=4)
+    assert {h.turn_ids[0] for h in hits} == {1, 2, 3, 4}
+    updates = find_updates(hits, index.turn, index.similarity, lexical=True)
+    # Ben's turn is another person's fact; turns 1 and 4 were said the same day (no update between them),
+    # but both are linked to turn 2, said 90 days later.
+    assert updates == [Update(2, (4, 1))] or updates == [Update(2, (1, 4))]
+    ordered, labels = order_updates(hits, updates)
+    assert labels == {2: NEWER, 1: SUPERSEDED, 4: SUPERSEDED}
+    slots = sorted(n for n, h in enumerate(hits) if h.turn_ids[0] in (1, 2, 4))
+    assert ordered[slots[0]].turn_ids == (2,)  # the newest takes the group's best slot
+    assert [h.turn_ids for h in ordered if h.turn_ids[0] == 3] == [(3,)]
+    assert sorted(h.turn_ids for h in ordered) == sorted(h.turn_ids for h in hits)
+
+
+def test_weak_hits_and_dissimilar_turns_are_left_alone() -> None:
+    hits = [Hit("turn:1", "turn", (1,), {"fused": 1.0}), Hit("turn:2", "turn", (2,), {"fused": 0.5})]
+    by_id = {t.id: t for t in TURNS}
+    # Turn 2 scores below 60% of the best: not compared.
+    assert find_updates(hits, by_id.__getitem__, lambda a, b: 1.0) == []
+    hits[1] = Hit("turn:2", "turn", (2,), {"fused": 0.9})
+    assert find_updates(hits, by_id.__getitem__, lambda a, b: 0.29) == []
+    assert find_updates(hits, by_id.__getitem__, lambda a, b: 0.3) == [Update(2, (1,))]
+    assert find_updates([], by_id.__getitem__, lambda a, b: 1.0) == []
+
+
+def test_a_large_cluster_is_a_topic_not_an_update() -> None:
+    turns = [_st(i, "Ana", f"My manager at work is person {i} on the data team.", 10 * i) for i in range(1, 6)]
+    by_id = {t.id: t for t in turns}
+    hits = [Hit(f"turn:{t.id}", "turn", (t.id,), {"fused": 1.0}) for t in turns]
+    assert find_updates(hits, by_id.__getitem__, lambda a, b: 0.9) == []
+    assert find_updates(hits[:3], by_id.__getitem__, lambda a, b: 0.9) == [Update(3, (2, 1))]
