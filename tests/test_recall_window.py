@@ -61,6 +61,9 @@ def test_without_a_query_or_with_a_follow_up_the_window_keeps_its_share(mem: Mem
         ctx = mem.context(query, budget=600, session="week2", format="text")
         assert _window_tokens(ctx) == full, query
         assert not any(n.startswith("hybrid: window match") for n in ctx.manifest.notes)
+        # With MiniLM every turn scores a little; a follow-up still recalls nothing and says so.
+        assert "follow-up query: nothing recalled, the recent window holds the thread" in ctx.manifest.notes
+        assert not any(i.reason == "recalled" for i in ctx.manifest.items)
 
 
 def test_a_question_about_the_last_turns_keeps_the_window(mem: Memory) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
-from .assemble import POLICIES, FixedBlock, ItemUnit, Recalled, assemble
+from .assemble import POLICIES, FixedBlock, ItemUnit, Recalled, assemble, is_follow_up
 from .config import Config
 from .context import check_budget, check_format, check_now
 from .errors import ConfigError, InvalidTurnError, NotFoundError, StratamemError, ValidationError
@@ -528,7 +528,13 @@ class Memory:
         recent = (st for st in recent if st.role != "system")
         recalled: list[Recalled] = []
         notes: list[str] = []
-        if query and query.strip():
+        # A follow-up ("go on", "make it shorter") says nothing about which history it
+        # needs, and with vectors every turn scores a little: the thread is in the
+        # recent window, so such a query recalls nothing (the recall policy still does).
+        follow_up = bool(query) and policy != "recall" and bool(session) and is_follow_up(query)
+        if follow_up:
+            notes.append("follow-up query: nothing recalled, the recent window holds the thread")
+        if query and query.strip() and not follow_up:
             index = self._recall_index()
             if index.lexical_only:
                 notes.append(self._lexical_note())
