@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import IO, Any
 
 from ._jsonio import parse_object_line
-from .errors import ConflictError, DecodeError, StratamemError, ValidationError
+from .errors import ConflictError, DecodeError, StratamemError
 from .records import Session, StoredTurn, Turn, check_name, check_text, format_timestamp, parse_timestamp
 
 __all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportPlan", "ImportedNamespace", "plan_import", "read_export",

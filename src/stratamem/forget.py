@@ -52,7 +52,7 @@ from .nodes import Node
 from .records import StoredTurn, check_name
 from .retrieve.corpus import TurnCorpus
 from .store.forgetting import ForgetPlan, NodeRewrite
-from .tiers import encode_turns, turn_record
+from .tiers import encode_turns
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -362,8 +362,10 @@ class _Planner:
             for ref in sorted(holders, key=_offset):
                 try:
                     frame = self.archive.read(ref)
-                except ArchiveError:
-                    frame = {}  # unreadable already: its nodes keep their canonical turns only
+                except ArchiveError as exc:
+                    # Unreadable already: its nodes keep their canonical turns only.
+                    log.warning("archive frame %s unreadable while forgetting; dropped: %s", ref, exc)
+                    frame = {}
                 keep = {nid: [r for r in frame.get(nid, []) if r.get("id") not in forgotten]
                         for nid in holders[ref] if nid not in deleted}
                 keep = {nid: recs for nid, recs in keep.items() if recs}

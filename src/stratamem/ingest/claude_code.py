@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import StratamemError
+from ..providers import _anthropic_block as anthropic_block
 from ..records import (
     Block,
     ImageBlock,
@@ -59,16 +60,6 @@ def looks_like_claude_code(records: list[tuple[int, dict[str, Any]]]) -> bool:
     return False
 
 
-def _image(d: Mapping[str, Any], path: str) -> ImageBlock:
-    src = d.get("source")
-    if isinstance(src, Mapping) and src.get("type") == "base64":
-        return ImageBlock(media_type=check_text(src.get("media_type"), f"{path}.source.media_type"),
-                          data=check_text(src.get("data"), f"{path}.source.data"))
-    if isinstance(src, Mapping) and src.get("type") == "url":
-        return ImageBlock(url=check_text(src.get("url"), f"{path}.source.url"))
-    raise bad("image block needs a base64 or url source", f"{path}.source")
-
-
 def _result_parts(raw: Any, path: str) -> tuple[TextBlock | ImageBlock, ...]:
     if raw is None:
         return ()
@@ -84,7 +75,7 @@ def _result_parts(raw: Any, path: str) -> tuple[TextBlock | ImageBlock, ...]:
         if p.get("type") == "text":
             parts.append(TextBlock(check_text(p.get("text"), f"{ppath}.text")))
         elif p.get("type") == "image":
-            parts.append(_image(p, ppath))
+            parts.append(anthropic_block(p, ppath))  # type: ignore[arg-type]
         else:
             # Rare part kinds (tool references, documents): keep that they were there.
             parts.append(TextBlock(f"[{p.get('type')}]"))
@@ -92,34 +83,24 @@ def _result_parts(raw: Any, path: str) -> tuple[TextBlock | ImageBlock, ...]:
 
 
 def _blocks(raw: list[Any], path: str, dropped: Counter[str]) -> list[Block]:
+    """A message's content blocks: the Messages API's own reader, plus what logs add.
+
+    Logs carry block kinds a client never sends (dropped and counted) and tool
+    results with part kinds the API reader refuses (kept as a marker).
+    """
     out: list[Block] = []
     for i, d in enumerate(raw):
         bpath = f"{path}[{i}]"
         if not isinstance(d, Mapping):
             raise bad("a content block must be an object", bpath)
         kind = d.get("type")
-        if kind == "text":
-            out.append(TextBlock(check_text(d.get("text"), f"{bpath}.text")))
-        elif kind == "thinking":
-            sig = d.get("signature")
-            out.append(ThinkingBlock(check_text(d.get("thinking"), f"{bpath}.thinking"),
-                                     check_text(sig, f"{bpath}.signature") if sig else None))
-        elif kind == "tool_use":
-            args = d.get("input", {})
-            if not isinstance(args, Mapping):
-                raise bad("tool_use input must be an object", f"{bpath}.input")
-            out.append(ToolUseBlock(check_text(d.get("id"), f"{bpath}.id"), check_text(d.get("name"), f"{bpath}.name"),
-                                    dict(args)))
-        elif kind == "tool_result":
-            is_error = d.get("is_error") is True
-            out.append(ToolResultBlock(check_text(d.get("tool_use_id"), f"{bpath}.tool_use_id"),
-                                       _result_parts(d.get("content"), f"{bpath}.content"), is_error))
-        elif kind == "image":
-            out.append(_image(d, bpath))
-        elif kind in _DROPPED_BLOCKS:
+        if kind in _DROPPED_BLOCKS:
             dropped[f"block:{kind}"] += 1
+        elif kind == "tool_result":
+            out.append(ToolResultBlock(check_text(d.get("tool_use_id"), f"{bpath}.tool_use_id"),
+                                       _result_parts(d.get("content"), f"{bpath}.content"), d.get("is_error") is True))
         else:
-            raise bad(f"unsupported content block type {kind!r}", bpath)
+            out.append(anthropic_block(d, bpath))
     return out
 
 

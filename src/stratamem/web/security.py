@@ -23,7 +23,7 @@ import ipaddress
 import json
 from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
 from dataclasses import dataclass, field
-from http.cookies import SimpleCookie
+from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -134,7 +134,7 @@ def _presented_token(scope: Scope) -> str | None:
         jar: SimpleCookie = SimpleCookie()
         try:
             jar.load(cookie)
-        except Exception:  # noqa: BLE001 - a malformed cookie header is treated as no cookie
+        except CookieError:  # a malformed cookie header is treated as no cookie
             return None
         if COOKIE in jar:
             return jar[COOKIE].value

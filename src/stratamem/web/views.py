@@ -12,7 +12,7 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import NotFoundError, StratamemError
+from ..errors import NotFoundError
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -53,7 +53,7 @@ def _preview(mem: Memory, items: list[Mapping[str, Any]], limit: int = 240) -> d
                 text = node.summary.text if node.summary else "(summary pending)"
             elif i["id"].startswith("item:"):
                 text = mem.items.get(int(i["id"].split(":")[1])).content
-        except (StratamemError, ValueError):
+        except NotFoundError:  # forgotten or pruned since the manifest was recorded
             text = "(no longer stored)"
         out[i["id"]] = text if len(text) <= limit else text[:limit] + " …"
     return out
