@@ -384,7 +384,7 @@ def test_search_works_on_a_store_that_refuses_writes(tmp_path: Path) -> None:
 
 def test_m007_keeps_every_item_and_its_search_and_stops_id_reuse(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    before_m007 = [m for m in MIGRATIONS if m.name != "m007_item_ids"]
+    before_m007 = MIGRATIONS[:[m.name for m in MIGRATIONS].index("m007_item_ids")]
     conn = sqlite3.connect(path, isolation_level=None)
     mig.apply(conn, before_m007)
     conn.execute("INSERT INTO namespaces (id, name, created_at) VALUES (1, 't', '2025-01-01T00:00:00.000000Z')")
@@ -398,7 +398,9 @@ def test_m007_keeps_every_item_and_its_search_and_stops_id_reuse(tmp_path: Path)
     store = SQLiteStore(path)
     items = Items(store, "t", tokenizer=get_tokenizer())
     with store.lock:
-        assert store.connection.execute("SELECT * FROM memory_items ORDER BY id").fetchall() == old_rows
+        # m013_item_scope adds the scope column after them: every old item is namespace-wide.
+        assert store.connection.execute("SELECT * FROM memory_items ORDER BY id").fetchall() == [
+            (*row, "namespace") for row in old_rows]
     assert [i.id for i in items.search("budget", include_superseded=True).items] == [2, 1]
     assert items.prune([3]) == 1
     assert items.add("a new fact").id == 4  # not 3 again

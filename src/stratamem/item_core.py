@@ -132,21 +132,43 @@ class ItemsCore:
             raise NotFoundError(f"no memory item {item_id} in namespace {self.namespace!r}")
         return found[0]
 
-    def list(self, tier: str | None = None, *, include_dead: bool = True) -> list[MemoryItem]:
+    def list(self, tier: str | None = None, *, include_dead: bool = True,
+             session: str | None = None) -> list[MemoryItem]:
         """Items of this namespace by id, optionally one tier; ``include_dead=False`` drops superseded/rejected.
 
+        Args:
+            tier: Only this tier.
+            include_dead: Keep superseded and rejected items.
+            session: Only what a read in this session sees (namespace-wide items and
+                its own); default every item of the namespace (an inventory).
+
         Raises:
-            ValidationError: Unknown tier.
+            ValidationError: Unknown tier, invalid session name.
         """
         tiers = None if tier is None else (check_choice(tier, TIERS, "tier"),)
-        return self._db.select(self.namespace, tiers=tiers, live_only=not include_dead)
+        view = None if session is None else _view(session)
+        return self._db.select(self.namespace, tiers=tiers, live_only=not include_dead, view=view)
 
-    def hot(self) -> list[MemoryItem]:
-        """The hot items (what belongs in the prompt), newest first."""
-        return sorted(self._hot(), key=lambda i: (i.created_at, i.id), reverse=True)
+    def hot(self, session: str | None = None) -> list[MemoryItem]:
+        """The hot items a read in ``session`` sees (what belongs in its prompt), newest first.
+
+        Args:
+            session: The reading session: namespace-wide items plus its own; without
+                one, namespace-wide items only.
+
+        Raises:
+            ValidationError: Invalid session name.
+        """
+        rows = self._db.select(self.namespace, tiers=("hot",), view=_view(session))
+        return sorted(rows, key=lambda i: (i.created_at, i.id), reverse=True)
 
     def __repr__(self) -> str:
         return f"Items({self.namespace!r})"
+
+
+def _view(session: str | None) -> tuple[str, ...]:
+    """The store's view for a read in ``session`` (checked): namespace-wide items, plus its own."""
+    return () if session is None else (check_name(session, "session"),)
 
 
 def embedder_name(embedder: Embedder) -> str:

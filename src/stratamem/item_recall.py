@@ -2,7 +2,7 @@
 
 Part of :class:`stratamem.items.Items`. Both entry points rank the same way
 (one function, :meth:`RecallOps._rank`): warm and cold items that are live
-(unless ``include_superseded``), found by FTS and by exact cosine over the
+(unless ``include_superseded``) and visible in the reading session, found by FTS and by exact cosine over the
 namespace's vectors, scored ``0.6 * cosine + 0.4 * word coverage`` (word
 coverage alone without an embedder), kept above ``recall_min_score``, best
 first. What differs is what happens next:
@@ -28,11 +28,11 @@ import numpy as np
 
 from .errors import ConfigError, ValidationError
 from .item_core import embedder_name
-from .item_records import ITEM_TYPES, MemoryItem, RecallResult, Refusal, check_choice, check_content
+from .item_records import ITEM_TYPES, MemoryItem, RecallResult, Refusal, check_choice, check_content, visible_in
 from .item_search import content_terms, fts_query, lexical_score
 from .item_tiers import TierOps
 from .metrics import latency_deltas
-from .records import format_timestamp, parse_timestamp
+from .records import check_name, format_timestamp, parse_timestamp
 
 __all__ = ["RecallOps"]
 
@@ -81,13 +81,14 @@ class RecallOps(TierOps):
         return qvec, (time.perf_counter() - started) * 1000
 
     def _rank(self, query: str, limit: int, qvec: np.ndarray | None, embed_ms: float,
-              types: Sequence[str] | None, include_superseded: bool, when: datetime | None) -> _Ranking:
+              types: Sequence[str] | None, include_superseded: bool, when: datetime | None,
+              session: str | None) -> _Ranking:
         """Rank eligible items for ``query`` (arguments already checked); reads only."""
         kinds = None if types is None else set(types)
         terms = content_terms(query)
 
         def eligible(it: MemoryItem) -> bool:
-            if it.tier == "hot" or it.review == "rejected":
+            if it.tier == "hot" or it.review == "rejected" or not visible_in(it, session):
                 return False
             if it.superseded_by is not None and not include_superseded:
                 return False
@@ -109,9 +110,11 @@ class RecallOps(TierOps):
                         {i: s for i, s in sem.items() if i in keep}, {i: s for i, s in lex.items() if i in keep},
                         qvec is not None, embed_ms)
 
-    def _checked(self, query: str, limit: int, types: Sequence[str] | None,
-                 as_of: datetime | str | None) -> tuple[str, tuple[str, ...] | None, datetime | None]:
+    def _checked(self, query: str, limit: int, types: Sequence[str] | None, as_of: datetime | str | None,
+                 session: str | None) -> tuple[str, tuple[str, ...] | None, datetime | None]:
         query = check_content(query, "query")
+        if session is not None:
+            check_name(session, "session")
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValidationError(f"limit must be a positive integer, got {limit!r}", path="limit")
         kinds = None if types is None else tuple(check_choice(t, ITEM_TYPES, "types") for t in types)
@@ -126,7 +129,8 @@ class RecallOps(TierOps):
         return qvec, embed_ms
 
     def search(self, query: str, limit: int = 3, *, types: Sequence[str] | None = None,
-               include_superseded: bool = False, as_of: datetime | str | None = None) -> RecallResult:
+               include_superseded: bool = False, as_of: datetime | str | None = None,
+               session: str | None = None) -> RecallResult:
         """Rank warm and cold items for ``query`` exactly as :meth:`recall` does, and change nothing.
 
         No access is recorded, nothing is promoted, no metric is written, so it
@@ -139,6 +143,8 @@ class RecallOps(TierOps):
             types: Only these item types.
             include_superseded: Also return superseded (not rejected) items.
             as_of: Only items valid at this time.
+            session: The reading session: namespace-wide items plus its own; without
+                one, namespace-wide items only.
 
         Returns:
             Items best first (as stored) with their scores; ``promoted``,
@@ -149,14 +155,14 @@ class RecallOps(TierOps):
             ModelError: The embedder failed on the query.
         """
         started = time.perf_counter()
-        query, kinds, when = self._checked(query, limit, types, as_of)
+        query, kinds, when = self._checked(query, limit, types, as_of, session)
         qvec, embed_ms = self._prepare(query)
-        r = self._rank(query, limit, qvec, embed_ms, kinds, include_superseded, when)
+        r = self._rank(query, limit, qvec, embed_ms, kinds, include_superseded, when, session)
         return self._result(r, r.ranked, (), (), (), (time.perf_counter() - started) * 1000)
 
     def recall(self, query: str, limit: int = 3, *, auto_promote: bool | None = None,
                types: Sequence[str] | None = None, include_superseded: bool = False,
-               as_of: datetime | str | None = None) -> RecallResult:
+               as_of: datetime | str | None = None, session: str | None = None) -> RecallResult:
         """Find the warm and cold items that match ``query``; track access; promote by the rules.
 
         Args:
@@ -166,6 +172,8 @@ class RecallOps(TierOps):
             types: Only these item types.
             include_superseded: Also return superseded (not rejected) items.
             as_of: Only items valid at this time.
+            session: The reading session: namespace-wide items plus its own; without
+                one, namespace-wide items only.
 
         Returns:
             Items best first (their state after the recall), scores, promotions and refusals.
@@ -175,14 +183,14 @@ class RecallOps(TierOps):
             ModelError: The embedder failed on the query.
         """
         started = time.perf_counter()
-        query, kinds, when = self._checked(query, limit, types, as_of)
+        query, kinds, when = self._checked(query, limit, types, as_of, session)
         promote = self.config.auto_promote if auto_promote is None else auto_promote
         qvec, embed_ms = self._prepare(query)
         promoted: list[int] = []
         refused: list[Refusal] = []
         spilled: list[int] = []
         with self._db.transaction():
-            r = self._rank(query, limit, qvec, embed_ms, kinds, include_superseded, when)
+            r = self._rank(query, limit, qvec, embed_ms, kinds, include_superseded, when, session)
             now = self._now()
             self._db.record_access(self.namespace, {i.id: (i.relevance + r.score[i.id]) / 2 for i in r.ranked},
                                    format_timestamp(now))

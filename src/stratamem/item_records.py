@@ -20,6 +20,7 @@ from .records import check_text, format_timestamp
 __all__ = [
     "ITEM_TYPES",
     "REVIEW_STATES",
+    "SCOPES",
     "TIERS",
     "ItemStatus",
     "MemoryItem",
@@ -32,10 +33,16 @@ __all__ = [
     "check_content",
     "check_item_id",
     "check_metadata",
+    "check_scope",
+    "visible_in",
 ]
 
-ITEM_TYPES: tuple[str, ...] = ("fact", "decision", "entity", "preference", "context")
-"""Kinds of memory item (seed 003's list, with ``preference``; turns themselves are not items)."""
+ITEM_TYPES: tuple[str, ...] = ("fact", "decision", "entity", "preference", "context", "message")
+"""Kinds of memory item: seed 003's list (``message`` for a conversation turn kept as an item,
+as in its Example 1), with ``preference``."""
+
+SCOPES: tuple[str, ...] = ("namespace", "session")
+"""Who sees an item: the whole namespace, or only its own session (``session`` names it)."""
 
 TIERS: tuple[str, ...] = ("hot", "warm", "cold")
 """Hot items are in the prompt; warm and cold are recalled on demand (warm ones are accessed more)."""
@@ -101,6 +108,8 @@ class MemoryItem:
     """Caller's JSON metadata."""
     embedded: bool = False
     """Whether the item has a vector (semantic recall can find it)."""
+    scope: str = "namespace"
+    """``namespace`` (every session sees it) or ``session`` (only reads in ``session`` see it)."""
 
     @property
     def live(self) -> bool:
@@ -118,7 +127,7 @@ class MemoryItem:
             "valid_from": _ts(self.valid_from), "valid_to": _ts(self.valid_to),
             "superseded_by": self.superseded_by, "supersedes": list(self.supersedes),
             "promoted_at": _ts(self.promoted_at), "demoted_at": _ts(self.demoted_at),
-            "metadata": dict(self.metadata), "embedded": self.embedded,
+            "metadata": dict(self.metadata), "embedded": self.embedded, "scope": self.scope,
         }
 
 
@@ -282,6 +291,24 @@ def check_content(value: object, what: str = "content") -> str:
     if not text.strip():
         raise ValidationError("must not be empty", path=what)
     return text
+
+
+def check_scope(scope: object, session: str | None) -> str:
+    """``scope`` if it is one of :data:`SCOPES` and a session-scoped item names its session, else ValidationError."""
+    scope = check_choice(scope, SCOPES, "scope")
+    if scope == "session" and session is None:
+        raise ValidationError("a session-scoped item needs session=<name>", path="session")
+    return scope
+
+
+def visible_in(item: MemoryItem, session: str | None) -> bool:
+    """Whether a read in ``session`` (``None``: no session) sees ``item``.
+
+    Namespace-wide items are seen everywhere in their namespace; a session-scoped
+    item only by reads in its own session. The store's ``visible_in`` filter says
+    the same in SQL; this is the one rule both follow.
+    """
+    return item.scope == "namespace" or (session is not None and item.session == session)
 
 
 def check_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

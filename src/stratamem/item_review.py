@@ -32,15 +32,20 @@ __all__ = ["ReviewOps"]
 class ReviewOps(ItemsCore):
     """Supersession, review and prune (a part of :class:`stratamem.items.Items`)."""
 
-    def _supersession_targets(self, older: Sequence[int], key: str | None) -> list[MemoryItem]:
+    def _supersession_targets(self, older: Sequence[int], key: str | None, scope: str = "namespace",
+                              session: str | None = None) -> list[MemoryItem]:
         """Inside a transaction: the items a new item replaces (named ones, live same-key ones).
+
+        A key replaces only items of the new item's own scope: a session's item never
+        replaces another session's, nor a namespace-wide one (which other sessions see).
 
         Raises:
             NotFoundError: A named id is not an item here.
         """
         targets = {t.id: t for t in (self.get(i) for i in older)}
         if key is not None:
-            targets.update((i.id, i) for i in self._db.select(self.namespace, key=key, live_only=True))
+            targets.update((i.id, i) for i in self._db.select(self.namespace, key=key, live_only=True)
+                           if i.scope == scope and (scope == "namespace" or i.session == session))
         return sorted(targets.values(), key=lambda t: t.id)
 
     def _demote_replaced(self, targets: Sequence[MemoryItem]) -> None:

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from .errors import BudgetError, ValidationError
 from .item_core import ItemsCore
 from .item_records import MemoryItem, SpillResult
-from .records import format_timestamp
+from .records import check_name, format_timestamp
 
 __all__ = ["TierOps"]
 
@@ -33,8 +33,13 @@ class TierOps(ItemsCore):
         self._db.add_metrics(self.namespace, {"spills": 1, "spilled_items": len(items)})
         return SpillResult(tuple(i.id for i in items), tuple(warm), tuple(cold), sum(i.tokens for i in items))
 
-    def _make_room(self, tokens: int) -> SpillResult | None:
-        """Inside a transaction: spill so ``tokens`` more fit in hot, or raise BudgetError."""
+    def _make_room(self, tokens: int, *, batch: bool = True) -> SpillResult | None:
+        """Inside a transaction: spill so ``tokens`` more fit in hot, or raise BudgetError.
+
+        The hot items go in spill order until enough tokens are free; with ``batch``
+        (an add) at least ``spill_count`` of them go, as seed 003 spills, without it
+        (a promotion) no more than are needed.
+        """
         limit = self.config.hot_token_limit
         if tokens > limit:
             raise BudgetError(f"item has {tokens} tokens, more than the hot limit of {limit}")
@@ -46,8 +51,9 @@ class TierOps(ItemsCore):
             raise BudgetError(f"hot memory is full ({limit} tokens) and auto_spill is off: spill first")
         chosen: list[MemoryItem] = []
         freed = 0
+        at_least = self.config.spill_count if batch else 0
         for item in hot:
-            if freed >= need and len(chosen) >= self.config.spill_count:
+            if freed >= need and len(chosen) >= at_least:
                 break
             chosen.append(item)
             freed += item.tokens
@@ -57,17 +63,22 @@ class TierOps(ItemsCore):
         self._emit("items.spilled", ids=list(result.spilled), to_warm=len(result.to_warm),
                    to_cold=len(result.to_cold), tokens=result.tokens, automatic=automatic)
 
-    def spill(self, count: int | None = None, *, ids: Sequence[int] | None = None) -> SpillResult:
+    def spill(self, count: int | None = None, *, ids: Sequence[int] | None = None,
+              session: str | None = None) -> SpillResult:
         """Move hot items to warm or cold: the given ``ids``, or ``count`` chosen by spill order.
 
         Args:
             count: How many to spill (default ``spill_count``); ignored when ``ids`` is given.
             ids: Specific hot items to spill.
+            session: Choose the ``count`` items among those a read in this session sees
+                (namespace-wide items and its own); default among every hot item.
 
         Raises:
-            ValidationError: ``count`` is not a positive integer, or an id is not hot.
+            ValidationError: ``count`` is not a positive integer, an id is not hot, or
+                the session name is invalid.
             NotFoundError: An id is not an item of this namespace.
         """
+        view = None if session is None else (check_name(session, "session"),)
         with self._db.transaction():
             if ids is not None:
                 chosen = [self.get(i) for i in ids]
@@ -78,7 +89,7 @@ class TierOps(ItemsCore):
                 n = self.config.spill_count if count is None else count
                 if isinstance(n, bool) or not isinstance(n, int) or n < 1:
                     raise ValidationError(f"count must be a positive integer, got {count!r}", path="count")
-                chosen = self._hot()[:n]
+                chosen = self._db.select(self.namespace, tiers=("hot",), order="spill", limit=n, view=view)
             result = self._spill_rows(chosen, self._now()) if chosen else SpillResult((), (), (), 0)
         if result.spilled:
             self._emit_spill(result, automatic=False)
@@ -88,7 +99,8 @@ class TierOps(ItemsCore):
         """Move an item to hot on request, spilling others (lowest relevance first) to make room.
 
         An explicit promotion ignores the cooldown (the caller asked for it) but
-        never exceeds the hot limit.
+        never exceeds the hot limit. It spills only as many hot items, in spill
+        order, as free the tokens the item needs (not a ``spill_count`` batch).
 
         Raises:
             NotFoundError: No such item here.
@@ -101,7 +113,7 @@ class TierOps(ItemsCore):
                 raise ValidationError(f"item {item.id} is superseded or rejected; it cannot be hot")
             if item.tier == "hot":
                 return item
-            spill = self._make_room(item.tokens)
+            spill = self._make_room(item.tokens, batch=False)
             self._db.update(self.namespace, [item.id], tier="hot", relevance=1.0,
                             promoted_at=format_timestamp(self._now()))
             self._db.add_metrics(self.namespace, {"promotions": 1})

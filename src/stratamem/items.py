@@ -34,6 +34,16 @@ The rules:
   makes room there) and are out of recall by default — for good, even once the
   newer item is pruned.
 * **ids** are never reused (not even after a prune), so an id names one item forever.
+* **session scope**: an item is namespace-wide (``scope="namespace"``, the
+  default) or belongs to its session (``scope="session"``). A read made in a
+  session (``session=``) sees namespace-wide items plus that session's own; a
+  read without one sees namespace-wide items only. That holds for what reaches
+  an agent (``hot``, ``search``, ``recall``, the context); the inventory reads
+  (``get``, ``list``, ``status``) see every item unless given a session. The
+  hot tier's token limit is one budget for the namespace.
+* **promotion spills the minimum**: making room for a promoted item spills the
+  shortest run of hot items, in spill order, that frees enough tokens (an
+  ``add`` spills at least ``spill_count``, seed 003's batch).
 """
 
 from __future__ import annotations
@@ -55,6 +65,7 @@ from .item_records import (
     check_content,
     check_item_id,
     check_metadata,
+    check_scope,
 )
 from .item_recall import RecallOps
 from .item_review import ReviewOps
@@ -91,24 +102,28 @@ class Items(RecallOps, ReviewOps):
 
     def add(self, content: str, type: str = "fact", *, session: str | None = None, key: str | None = None,
             supersedes: Sequence[int] = (), metadata: Mapping[str, Any] | None = None,
-            valid_from: datetime | str | None = None, tier: str = "hot") -> MemoryItem:
+            valid_from: datetime | str | None = None, tier: str = "hot", scope: str = "namespace") -> MemoryItem:
         """Add an item (to hot by default), spilling first if it would not fit.
 
         Args:
             content: The knowledge, as text.
-            type: One of ``fact``, ``decision``, ``entity``, ``preference``, ``context``.
-            session: Session label to record.
-            key: Subject key; live items with the same key are superseded by this one.
+            type: One of ``fact``, ``decision``, ``entity``, ``preference``, ``context``, ``message``.
+            session: Session the item was added in (the one it belongs to with ``scope="session"``).
+            key: Subject key; live items with the same key and the same scope (and, for
+                session-scoped items, the same session) are superseded by this one.
             supersedes: Ids of older items this one replaces.
             metadata: JSON-serializable metadata.
             valid_from: When the knowledge starts to hold (default: now).
             tier: Where to put it (``hot``, ``warm`` or ``cold``).
+            scope: ``namespace`` (every session sees it) or ``session`` (only reads in
+                ``session`` see it; needs ``session``).
 
         Returns:
             The stored item.
 
         Raises:
-            ValidationError: Empty or invalid content, unknown type/tier, bad key.
+            ValidationError: Empty or invalid content, unknown type/tier/scope, bad key,
+                ``scope="session"`` without a session.
             BudgetError: The item is larger than the hot limit, or hot is full and
                 ``auto_spill`` is off. Nothing is stored.
             NotFoundError: A ``supersedes`` id is not an item of this namespace.
@@ -119,6 +134,7 @@ class Items(RecallOps, ReviewOps):
         tier = check_choice(tier, TIERS, "tier")
         if session is not None:
             check_name(session, "session")
+        scope = check_scope(scope, session)
         if key is not None and (not isinstance(key, str) or not key.strip() or len(key) > 200):
             raise ValidationError("key must be a non-empty string of at most 200 characters", path="key")
         if metadata is not None and not isinstance(metadata, Mapping):
@@ -130,9 +146,9 @@ class Items(RecallOps, ReviewOps):
         ((vector, model),) = self._embed_for_storage([text])
         new = NewItem(content=text, type=kind, tier=tier, tokens=tokens, relevance=1.0, source="api",
                       created_at=format_timestamp(now), session=session, key=key, valid_from=format_timestamp(start),
-                      metadata=check_metadata(metadata), embedding=vector, embedding_model=model)
+                      metadata=check_metadata(metadata), embedding=vector, embedding_model=model, scope=scope)
         with self._db.transaction():
-            targets = self._supersession_targets(older, key)
+            targets = self._supersession_targets(older, key, scope, session)
             # Replaced items leave hot first, so their room counts before anything else is spilled.
             self._demote_replaced(targets)
             spill = self._make_room(tokens) if tier == "hot" else None
@@ -245,9 +261,19 @@ class Items(RecallOps, ReviewOps):
         return ItemMetrics.from_values(self.namespace, self._db.metrics(self.namespace), hot_tokens,
                                        self.config.hot_token_limit)
 
-    def status(self) -> ItemStatus:
-        """Per-tier items and tokens, hot utilization, flags, suggestions and metrics."""
-        totals = self._db.tier_totals(self.namespace)
+    def status(self, session: str | None = None) -> ItemStatus:
+        """Per-tier items and tokens, hot utilization, flags, suggestions and metrics.
+
+        Args:
+            session: Count only the items a read in this session sees (namespace-wide
+                ones and its own); default every item. Flags, suggestions and metrics
+                are the namespace's either way (the tiers are one budget).
+
+        Raises:
+            ValidationError: Invalid session name.
+        """
+        view = None if session is None else (check_name(session, "session"),)
+        totals = self._db.tier_totals(self.namespace, view)
 
         def tier(name: str) -> TierStatus:
             n, t = totals.get(name, (0, 0))

@@ -276,29 +276,36 @@ def _add_turn_tools(kit: _Kit) -> None:
 def _add_item_tools(kit: _Kit) -> None:
     """Long-term memory items (seed 003)."""
     Field, Namespace, spaces, call = kit.Field, kit.Namespace, kit.spaces, kit.call
-    ItemType = Literal["fact", "decision", "entity", "preference", "context"]
+    ItemType = Literal["fact", "decision", "entity", "preference", "context", "message"]
+    Session = Annotated[str | None, Field(description="The session reading: sees namespace-wide items and its "
+                                          "own session-scoped ones (default: namespace-wide items only).")]
 
     def add_memory(content: Annotated[str, Field(min_length=1, description="The knowledge, as text.")],
                    type: Annotated[ItemType, Field(description="Kind of item.")] = "fact",
-                   session: Annotated[str | None, Field(description="Session label.")] = None,
+                   session: Annotated[str | None, Field(description="Session the item is added in.")] = None,
+                   scope: Annotated[Literal["namespace", "session"],
+                                    Field(description="namespace: every session sees it; session: only "
+                                          "`session` does (needs session).")] = "namespace",
                    key: Annotated[str | None, Field(description="Subject key: replaces live items with the same "
-                                                    "key (e.g. 'project.budget').")] = None,
+                                                    "key and scope (e.g. 'project.budget').")] = None,
                    supersedes: Annotated[list[int] | None, Field(description="Ids of older items this one "
                                                                  "replaces.")] = None,
                    namespace: Namespace = None) -> dict[str, Any]:
         return call(lambda: spaces.get(namespace).items.add(
-            content, type, session=session, key=key, supersedes=supersedes or ()).to_dict())
+            content, type, session=session, key=key, supersedes=supersedes or (), scope=scope).to_dict())
 
-    kit.register(add_memory, "add_memory", "Add a memory item (fact, decision, entity, preference, context) to "
-                 "hot memory; spills older items if the hot token limit would be exceeded. Returns the item.")
+    kit.register(add_memory, "add_memory", "Add a memory item (fact, decision, entity, preference, context, "
+                 "message) to hot memory, for the namespace or only its session; spills older items if the hot "
+                 "token limit would be exceeded. Returns the item.")
 
     def memory_recall(query: Annotated[str, Field(min_length=1, description="What to search for.")],
                       limit: Annotated[int, Field(ge=1, le=100, description="Most items to return.")] = 3,
                       auto_promote: Annotated[bool, Field(description="Promote matches to hot.")] = True,
                       types: Annotated[list[ItemType] | None, Field(description="Only these types.")] = None,
+                      session: Session = None,
                       namespace: Namespace = None) -> dict[str, Any]:
         return call(lambda: spaces.get(namespace).items.recall(
-            query, limit, auto_promote=auto_promote, types=types).to_dict())
+            query, limit, auto_promote=auto_promote, types=types, session=session).to_dict())
 
     kit.register(memory_recall, "memory_recall", "Recall relevant items from warm and cold memory (semantic + "
                  "lexical). Updates access counts; strong or frequent matches are promoted to hot.")
@@ -306,8 +313,10 @@ def _add_item_tools(kit: _Kit) -> None:
     def memory_spill(count: Annotated[int | None, Field(ge=1, le=10_000, description="Number of items to "
                                                         "spill.")] = None,
                      ids: Annotated[list[int] | None, Field(description="Specific hot items to spill.")] = None,
+                     session: Annotated[str | None, Field(description="Choose the `count` items among those this "
+                                                          "session sees (default: every hot item).")] = None,
                      namespace: Namespace = None) -> dict[str, Any]:
-        return call(lambda: spaces.get(namespace).items.spill(count, ids=ids).to_dict())
+        return call(lambda: spaces.get(namespace).items.spill(count, ids=ids, session=session).to_dict())
 
     kit.register(memory_spill, "memory_spill", "Force items out of hot memory to warm/cold storage: the given ids, "
                  "or `count` lowest-relevance/oldest items.")
@@ -316,10 +325,13 @@ def _add_item_tools(kit: _Kit) -> None:
                        namespace: Namespace = None) -> dict[str, Any]:
         return call(lambda: spaces.get(namespace).items.promote(id).to_dict())
 
-    kit.register(memory_promote, "memory_promote", "Move one item to hot memory, spilling others if needed.")
+    kit.register(memory_promote, "memory_promote", "Move one item to hot memory, spilling only as many others as "
+                 "needed to make room.")
 
-    def memory_status(namespace: Namespace = None) -> dict[str, Any]:
-        return call(lambda: spaces.get(namespace).items.status().to_dict())
+    def memory_status(session: Annotated[str | None, Field(description="Count only what this session sees "
+                                                           "(default: every item).")] = None,
+                      namespace: Namespace = None) -> dict[str, Any]:
+        return call(lambda: spaces.get(namespace).items.status(session).to_dict())
 
     kit.register(memory_status, "memory_status", "Memory tier status (items, tokens, hot utilization), "
                  "suggestions (spill / recall / prune) and metrics.")

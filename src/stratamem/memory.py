@@ -555,7 +555,7 @@ class Memory:
         fixed = self._fixed_blocks(session)
         summaries = (self._summary_index.rank(self.pyramid, query)
                      if self.config.pyramid.enabled else [])
-        items = self._item_units(query)
+        items = self._item_units(query, session)
         cfg = self.config.context
         ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=format, policy=policy,
                         shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), fixed=fixed,
@@ -617,8 +617,11 @@ class Memory:
         self._record(session, ctx)
         return ctx
 
-    def _item_units(self, query: str | None) -> list[ItemUnit]:
+    def _item_units(self, query: str | None, session: str | None = None) -> list[ItemUnit]:
         """Hot memory items (kept in the prompt), then warm/cold items found for ``query``.
+
+        Only items ``session`` sees: namespace-wide ones and its own (session-scoped
+        items of other sessions never enter this session's context).
 
         Assembling a context reads only: item search here tracks no access and
         promotes nothing (use :meth:`Items.recall` for that), so building a
@@ -626,9 +629,9 @@ class Memory:
         """
         units = [ItemUnit(f"item:{it.id}", f"- ({it.type}) {it.content}", "hot_item", "hot", it.provenance,
                           {"relevance": it.relevance})
-                 for it in self.items.hot() if it.superseded_by is None and it.review != "rejected"]
+                 for it in self.items.hot(session) if it.superseded_by is None and it.review != "rejected"]
         if query and query.strip():
-            found = self.items.search(query, limit=10)
+            found = self.items.search(query, limit=10, session=session)
             seen = {u.id for u in units}
             units += [ItemUnit(f"item:{it.id}", f"- ({it.type}) {it.content}", "recalled_item", it.tier,
                                it.provenance, {"match": found.scores.get(it.id, 0.0)})

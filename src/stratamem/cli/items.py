@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from ..item_records import ITEM_TYPES, TIERS
+from ..item_records import ITEM_TYPES, SCOPES, TIERS
 from ..metrics import to_prometheus
 from . import Settings, emit_json, pass_settings
 
@@ -37,14 +37,16 @@ def items() -> None:
 @click.option("--type", "kind", type=click.Choice(ITEM_TYPES), default="fact", show_default=True, help="Item type.")
 @click.option("--key", default=None, help="Subject key; replaces live items with the same key.")
 @click.option("--supersedes", type=int, multiple=True, help="Id of an older item this one replaces (repeatable).")
-@click.option("--session", "-s", default=None, help="Session label.")
+@click.option("--session", "-s", default=None, help="Session the item is added in.")
+@click.option("--scope", type=click.Choice(SCOPES), default="namespace", show_default=True,
+              help="namespace: every session sees it; session: only --session does.")
 @click.option("--tier", type=click.Choice(TIERS), default="hot", show_default=True, help="Tier to add to.")
 @pass_settings
 def add_cmd(settings: Settings, content: str, kind: str, key: str | None, supersedes: tuple[int, ...],
-            session: str | None, tier: str) -> None:
+            session: str | None, scope: str, tier: str) -> None:
     """Add CONTENT as an item (spilling older hot items if the hot limit would be passed)."""
     emit_json(_with_items(settings, lambda it: it.add(content, kind, key=key, supersedes=supersedes,
-                                                      session=session, tier=tier).to_dict()))
+                                                      session=session, tier=tier, scope=scope).to_dict()))
 
 
 @items.command("recall")
@@ -53,22 +55,25 @@ def add_cmd(settings: Settings, content: str, kind: str, key: str | None, supers
 @click.option("--no-promote", is_flag=True, help="Do not promote matches to hot.")
 @click.option("--type", "types", type=click.Choice(ITEM_TYPES), multiple=True, help="Only this type (repeatable).")
 @click.option("--include-superseded", is_flag=True, help="Also return superseded items.")
+@click.option("--session", "-s", default=None,
+              help="The session reading: namespace-wide items and its own (default: namespace-wide only).")
 @pass_settings
 def recall_cmd(settings: Settings, query: str, limit: int, no_promote: bool, types: tuple[str, ...],
-               include_superseded: bool) -> None:
+               include_superseded: bool, session: str | None) -> None:
     """Search warm and cold items for QUERY (access counts are updated; matches may be promoted)."""
     emit_json(_with_items(settings, lambda it: it.recall(
         query, limit, auto_promote=False if no_promote else None, types=types or None,
-        include_superseded=include_superseded).to_dict()))
+        include_superseded=include_superseded, session=session).to_dict()))
 
 
 @items.command("spill")
 @click.option("--count", type=click.IntRange(min=1), default=None, help="How many (default: config spill_count).")
 @click.option("--id", "ids", type=int, multiple=True, help="A specific hot item (repeatable).")
+@click.option("--session", "-s", default=None, help="Choose among the hot items this session sees.")
 @pass_settings
-def spill_cmd(settings: Settings, count: int | None, ids: tuple[int, ...]) -> None:
+def spill_cmd(settings: Settings, count: int | None, ids: tuple[int, ...], session: str | None) -> None:
     """Move hot items to warm/cold: lowest relevance and oldest first, or the given ids."""
-    emit_json(_with_items(settings, lambda it: it.spill(count, ids=ids or None).to_dict()))
+    emit_json(_with_items(settings, lambda it: it.spill(count, ids=ids or None, session=session).to_dict()))
 
 
 @items.command("promote")
@@ -80,19 +85,23 @@ def promote_cmd(settings: Settings, item_id: int) -> None:
 
 
 @items.command("status")
+@click.option("--session", "-s", default=None, help="Count only what this session sees (default: every item).")
 @pass_settings
-def status_cmd(settings: Settings) -> None:
+def status_cmd(settings: Settings, session: str | None) -> None:
     """Items and tokens per tier, hot utilization, suggestions and metrics."""
-    emit_json(_with_items(settings, lambda it: it.status().to_dict()))
+    emit_json(_with_items(settings, lambda it: it.status(session).to_dict()))
 
 
 @items.command("list")
 @click.option("--tier", type=click.Choice(TIERS), default=None, help="Only this tier.")
 @click.option("--live", is_flag=True, help="Leave out superseded and rejected items.")
+@click.option("--session", "-s", default=None,
+              help="Only what this session sees: namespace-wide items and its own (default: every item).")
 @pass_settings
-def list_cmd(settings: Settings, tier: str | None, live: bool) -> None:
+def list_cmd(settings: Settings, tier: str | None, live: bool, session: str | None) -> None:
     """Items of the namespace, by id."""
-    emit_json(_with_items(settings, lambda it: [i.to_dict() for i in it.list(tier, include_dead=not live)]))
+    emit_json(_with_items(settings, lambda it: [i.to_dict() for i in it.list(tier, include_dead=not live,
+                                                                               session=session)]))
 
 
 @items.command("confirm")

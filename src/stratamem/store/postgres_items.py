@@ -40,17 +40,17 @@ import psycopg
 from psycopg import sql
 
 from .postgres_search import fts_to_tsquery, index_terms, require_pgvector, vector_from_binary, vector_literal
-from .sqlite_items import NewItem
+from .sqlite_items import NewItem, view_clause
 
 if TYPE_CHECKING:
     from ..items import MemoryItem
     from .postgres import PostgresStore
 
-__all__ = ["NewItem", "PostgresItemStore", "m005_items", "m007_item_ids"]
+__all__ = ["NewItem", "PostgresItemStore", "m005_items", "m007_item_ids", "m013_item_scope"]
 
 _COLUMNS = ("id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, relevance, "
             "source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, demoted_at, "
-            "metadata, embedding IS NOT NULL")
+            "metadata, embedding IS NOT NULL, scope")
 # First key of the two-key advisory lock serializing one namespace's item writers ("It").
 _LOCK_CLASS = 0x4974
 
@@ -121,6 +121,13 @@ def m007_item_ids(conn: psycopg.Connection) -> None:
     )""")
 
 
+def m013_item_scope(conn: psycopg.Connection) -> None:
+    """Items may be scoped to their session (see the SQLite twin): a column and an index."""
+    conn.execute("ALTER TABLE memory_items ADD COLUMN scope TEXT NOT NULL DEFAULT 'namespace' "
+                 "CHECK (scope IN ('namespace', 'session'))")
+    conn.execute("CREATE INDEX memory_items_scope ON memory_items (namespace, session) WHERE scope = 'session'")
+
+
 def _ts(value: datetime | None) -> datetime | None:
     return value.astimezone(timezone.utc) if value is not None else None
 
@@ -158,7 +165,8 @@ class PostgresItemStore:
             provenance=tuple(json.loads(row[11])), review=row[12], key=row[13], valid_from=_ts(row[14]),
             valid_to=_ts(row[15]), superseded_by=int(row[16]) if row[16] is not None else None,
             promoted_at=_ts(row[17]), demoted_at=_ts(row[18]),
-            metadata=json.loads(row[19]) if row[19] else {}, embedded=bool(row[20]), supersedes=supersedes)
+            metadata=json.loads(row[19]) if row[19] else {}, embedded=bool(row[20]), supersedes=supersedes,
+            scope=row[21])
 
     def _items(self, namespace: str, where: str, params: Sequence[Any], order: str = "id") -> list[MemoryItem]:
         rows = self._rows(f"SELECT {_COLUMNS} FROM memory_items WHERE namespace = %s AND ({where}) ORDER BY {order}",
@@ -182,10 +190,12 @@ class PostgresItemStore:
         return self._items(namespace, "id = ANY(%s)", [wanted])
 
     def select(self, namespace: str, *, tiers: Sequence[str] | None = None, key: str | None = None,
-               live_only: bool = False, order: str = "id", limit: int | None = None) -> list[MemoryItem]:
-        """Items of the namespace, optionally by tier or key; ``live_only`` drops superseded and rejected."""
-        where: list[str] = ["TRUE"]
-        params: list[Any] = []
+               live_only: bool = False, order: str = "id", limit: int | None = None,
+               view: Sequence[str] | None = None) -> list[MemoryItem]:
+        """Items of the namespace, optionally by tier, key or session view (see
+        :func:`~stratamem.store.sqlite_items.view_clause`); ``live_only`` drops superseded and rejected."""
+        seen, params = view_clause(view, "%s")
+        where: list[str] = ["TRUE", seen]
         if tiers is not None:
             where.append("tier = ANY(%s)")
             params.append(list(tiers))
@@ -201,10 +211,12 @@ class PostgresItemStore:
             sql_order += f" LIMIT {int(limit)}"
         return self._items(namespace, " AND ".join(where), params, sql_order)
 
-    def tier_totals(self, namespace: str) -> dict[str, tuple[int, int]]:
-        """``{tier: (items, tokens)}`` over every item of the namespace."""
+    def tier_totals(self, namespace: str, view: Sequence[str] | None = None) -> dict[str, tuple[int, int]]:
+        """``{tier: (items, tokens)}`` over the namespace's items (those in ``view``, see
+        :func:`~stratamem.store.sqlite_items.view_clause`)."""
+        seen, params = view_clause(view, "%s")
         rows = self._rows("SELECT tier, COUNT(*), COALESCE(SUM(tokens), 0) FROM memory_items "
-                          "WHERE namespace = %s GROUP BY tier", (namespace,))
+                          f"WHERE namespace = %s AND {seen} GROUP BY tier", (namespace, *params))
         return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
     def flag_counts(self, namespace: str) -> dict[str, int]:
@@ -297,13 +309,13 @@ class PostgresItemStore:
             row = conn.execute(
                 "INSERT INTO memory_items (namespace, session, content, type, tier, tokens, access_count, "
                 "created_at, relevance, source, provenance, review, key, valid_from, valid_to, metadata, "
-                "embedding, embedding_model, terms) VALUES (%s, %s, %s, %s, %s, %s, 0, %s, %s, %s, %s, %s, %s, %s, "
-                "%s, %s, %s::vector, %s, array_to_tsvector(%s::text[])) RETURNING id",
+                "embedding, embedding_model, terms, scope) VALUES (%s, %s, %s, %s, %s, %s, 0, %s, %s, %s, %s, %s, "
+                "%s, %s, %s, %s, %s::vector, %s, array_to_tsvector(%s::text[]), %s) RETURNING id",
                 (namespace, item.session, item.content, item.type, item.tier, item.tokens, item.created_at,
                  item.relevance, item.source, json.dumps(list(item.provenance)), item.review, item.key,
                  item.valid_from, item.valid_to,
                  json.dumps(dict(item.metadata), ensure_ascii=False) if item.metadata else None,
-                 vector, item.embedding_model, index_terms(item.content))).fetchone()
+                 vector, item.embedding_model, index_terms(item.content), item.scope)).fetchone()
             return int(row[0])
 
     def update(self, namespace: str, ids: Sequence[int], **columns: Any) -> int:

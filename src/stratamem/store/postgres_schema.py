@@ -28,7 +28,7 @@ from ..errors import MigrationError
 from .postgres_conversations import m004_conversations, m009_conversation_loop
 from .postgres_embeddings import m002_embeddings
 from .postgres_ingest_keys import m008_ingest_keys
-from .postgres_items import m005_items, m007_item_ids
+from .postgres_items import m005_items, m007_item_ids, m013_item_scope
 from .postgres_manifests import m006_manifests
 from .postgres_nodes import m003_pyramid
 from .postgres_turn_embeddings import m010_recall_index
@@ -111,6 +111,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m008_ingest_keys", m008_ingest_keys),
     PgMigration("m009_conversation_loop", m009_conversation_loop),
     PgMigration("m010_recall_index", m010_recall_index),
+    PgMigration("m013_item_scope", m013_item_scope),
 ]
 
 

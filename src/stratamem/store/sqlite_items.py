@@ -22,11 +22,26 @@ if TYPE_CHECKING:
     from ..items import MemoryItem
     from .sqlite import SQLiteStore
 
-__all__ = ["NewItem", "SQLiteItemStore", "m007_item_ids"]
+__all__ = ["NewItem", "SQLiteItemStore", "m007_item_ids", "m013_item_scope", "view_clause"]
 
 _COLUMNS = ("id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, relevance, "
             "source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, demoted_at, "
-            "metadata, embedding IS NOT NULL")
+            "metadata, embedding IS NOT NULL, scope")
+
+
+def view_clause(view: Sequence[str] | None, mark: str = "?") -> tuple[str, list[Any]]:
+    """SQL condition (and its parameters) for the items a read sees.
+
+    ``view`` ``None``: every item. Otherwise namespace-wide items plus the
+    session-scoped items of the sessions named (an empty ``view``: namespace-wide
+    items only). The rule is :func:`stratamem.item_records.visible_in`; both
+    backends build their filter here (``mark`` is the parameter placeholder).
+    """
+    if view is None:
+        return "1 = 1", []
+    if not view:
+        return "scope = 'namespace'", []
+    return f"(scope = 'namespace' OR session IN ({', '.join(mark for _ in view)}))", list(view)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +64,7 @@ class NewItem:
     metadata: Mapping[str, Any] | None = None
     embedding: bytes | None = None
     embedding_model: str | None = None
+    scope: str = "namespace"
 
 
 def _ts(value: str | None) -> Any:
@@ -96,7 +112,8 @@ class SQLiteItemStore:
             created_at=parse_timestamp(row[8]), relevance=float(row[9]), source=row[10],
             provenance=tuple(json.loads(row[11])), review=row[12], key=row[13], valid_from=_ts(row[14]),
             valid_to=_ts(row[15]), superseded_by=row[16], promoted_at=_ts(row[17]), demoted_at=_ts(row[18]),
-            metadata=json.loads(row[19]) if row[19] else {}, embedded=bool(row[20]), supersedes=supersedes)
+            metadata=json.loads(row[19]) if row[19] else {}, embedded=bool(row[20]), supersedes=supersedes,
+            scope=row[21])
 
     def _items(self, namespace: str, where: str, params: Sequence[Any], order: str = "id") -> list[MemoryItem]:
         ns_id = self._ns(namespace)
@@ -128,9 +145,12 @@ class SQLiteItemStore:
         return sorted(out, key=lambda i: i.id)
 
     def select(self, namespace: str, *, tiers: Sequence[str] | None = None, key: str | None = None,
-             live_only: bool = False, order: str = "id", limit: int | None = None) -> list[MemoryItem]:
-        """Items of the namespace, optionally by tier or key; ``live_only`` drops superseded and rejected."""
-        where, params = ["1"], []  # type: ignore[var-annotated]
+             live_only: bool = False, order: str = "id", limit: int | None = None,
+             view: Sequence[str] | None = None) -> list[MemoryItem]:
+        """Items of the namespace, optionally by tier, key or session view (see :func:`view_clause`);
+        ``live_only`` drops superseded and rejected."""
+        seen, params = view_clause(view)
+        where = ["1", seen]
         if tiers is not None:
             where.append(f"tier IN ({','.join('?' * len(tiers))})")
             params.extend(tiers)
@@ -146,13 +166,14 @@ class SQLiteItemStore:
             sql_order += f" LIMIT {int(limit)}"
         return self._items(namespace, " AND ".join(where), params, sql_order)
 
-    def tier_totals(self, namespace: str) -> dict[str, tuple[int, int]]:
-        """``{tier: (items, tokens)}`` over every item of the namespace."""
+    def tier_totals(self, namespace: str, view: Sequence[str] | None = None) -> dict[str, tuple[int, int]]:
+        """``{tier: (items, tokens)}`` over the namespace's items (those in ``view``, see :func:`view_clause`)."""
         ns_id = self._ns(namespace)
         if ns_id is None:
             return {}
+        seen, params = view_clause(view)
         rows = self._rows("SELECT tier, COUNT(*), COALESCE(SUM(tokens), 0) FROM memory_items "
-                          "WHERE namespace_id = ? GROUP BY tier", (ns_id,))
+                          f"WHERE namespace_id = ? AND {seen} GROUP BY tier", (ns_id, *params))
         return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
     def flag_counts(self, namespace: str) -> dict[str, int]:
@@ -237,13 +258,13 @@ class SQLiteItemStore:
             row = self._store.connection.execute(
                 "INSERT INTO memory_items (namespace_id, session, content, type, tier, tokens, access_count, "
                 "created_at, relevance, source, provenance, review, key, valid_from, valid_to, metadata, "
-                "embedding, embedding_model) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "embedding, embedding_model, scope) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "RETURNING id",
                 (ns_id, item.session, item.content, item.type, item.tier, item.tokens, item.created_at,
                  item.relevance, item.source, json.dumps(list(item.provenance)), item.review, item.key,
                  item.valid_from, item.valid_to,
                  json.dumps(dict(item.metadata), ensure_ascii=False) if item.metadata else None,
-                 item.embedding, item.embedding_model)).fetchone()
+                 item.embedding, item.embedding_model, item.scope)).fetchone()
             return int(row[0])
 
     def update(self, namespace: str, ids: Sequence[int], **columns: Any) -> int:
@@ -388,6 +409,17 @@ def m007_item_ids(conn: sqlite3.Connection) -> None:
         END""",
     ):
         conn.execute(sql)
+
+
+def m013_item_scope(conn: sqlite3.Connection) -> None:
+    """Items may be scoped to their session: ``scope`` is ``namespace`` (every existing item) or ``session``.
+
+    A column and an index, nothing rebuilt: existing items stay visible to the
+    whole namespace, as they were.
+    """
+    conn.execute("ALTER TABLE memory_items ADD COLUMN scope TEXT NOT NULL DEFAULT 'namespace' "
+                 "CHECK (scope IN ('namespace', 'session'))")
+    conn.execute("CREATE INDEX memory_items_scope ON memory_items (namespace_id, session) WHERE scope = 'session'")
 
 
 def _chunks(values: Sequence[int], size: int) -> Iterable[Sequence[int]]:

@@ -207,10 +207,12 @@ def build_router(spaces: Spaces) -> APIRouter:
     @r.get("/namespaces/{namespace}/items", tags=["items"], summary="Memory items, filtered")
     def items(request: Request, namespace: str, tier: str | None = None, type: ItemType | None = None,
               review: Literal["pending", "confirmed", "rejected", "none"] | None = None,
-              live: bool = Query(False, description="Only live items (not superseded, not rejected).")
+              live: bool = Query(False, description="Only live items (not superseded, not rejected)."),
+              session: str | None = Query(None, description="Only what this session sees: namespace-wide items "
+                                          "and its own (default: every item).")
               ) -> dict[str, Any]:
         m = mem(request, namespace)
-        rows = spaces.call(lambda: m.items.list(tier, include_dead=not live))
+        rows = spaces.call(lambda: m.items.list(tier, include_dead=not live, session=session))
         if type is not None:
             rows = [i for i in rows if i.type == type]
         if review is not None:
@@ -222,7 +224,7 @@ def build_router(spaces: Spaces) -> APIRouter:
         m = mem(request, namespace, must_exist=False)
         return spaces.call(lambda: m.items.add(body.content, body.type, session=body.session, key=body.key,
                                                supersedes=body.supersedes, metadata=body.metadata,
-                                               tier=body.tier).to_dict())
+                                               tier=body.tier, scope=body.scope).to_dict())
 
     @r.get("/namespaces/{namespace}/items/{item_id}", tags=["items"], summary="One memory item")
     def get_item(request: Request, namespace: str, item_id: int) -> dict[str, Any]:
@@ -235,7 +237,8 @@ def build_router(spaces: Spaces) -> APIRouter:
         m = mem(request, namespace)
         return spaces.call(lambda: m.items.recall(body.query, body.limit, auto_promote=body.auto_promote,
                                                   types=body.types,
-                                                  include_superseded=body.include_superseded).to_dict())
+                                                  include_superseded=body.include_superseded,
+                                                  session=body.session).to_dict())
 
     @r.post("/namespaces/{namespace}/items/{item_id}/confirm", tags=["items"], summary="Confirm an extracted item")
     def confirm(request: Request, namespace: str, item_id: int) -> dict[str, Any]:

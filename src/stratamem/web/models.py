@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = ["AddItem", "AddTurns", "ContextRequest", "ErrorBody", "ErrorDetail", "ItemType", "RecallItems",
            "StateChange", "Supersede", "Tier"]
 
-ItemType = Literal["fact", "decision", "entity", "preference", "context"]
+ItemType = Literal["fact", "decision", "entity", "preference", "context", "message"]
 Tier = Literal["hot", "warm", "cold"]
 
 
@@ -66,6 +66,8 @@ class AddItem(_Body):
     supersedes: list[int] = Field(default_factory=list, description="Ids of older items this one replaces.")
     metadata: dict[str, Any] | None = None
     tier: Tier = "hot"
+    scope: Literal["namespace", "session"] = Field(
+        default="namespace", description="namespace: every session sees it; session: only `session` does.")
 
 
 class RecallItems(_Body):
@@ -76,6 +78,8 @@ class RecallItems(_Body):
     auto_promote: bool | None = None
     types: list[ItemType] | None = None
     include_superseded: bool = False
+    session: str | None = Field(default=None, description="The session reading: namespace-wide items and its "
+                                "own (default: namespace-wide items only).")
 
 
 class Supersede(_Body):
