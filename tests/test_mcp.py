@@ -55,7 +55,7 @@ def test_stdio_server_lists_tools_with_validated_schemas_and_round_trips_items(t
     assert set(out["tools"]) == set(TOOLS) | set(STATE_TOOLS)
     schema = out["tools"]["memory_add"].input_schema
     assert schema["required"] == ["content"]
-    assert schema["properties"]["type"]["enum"] == ["fact", "decision", "entity", "preference", "context"]
+    assert schema["properties"]["type"]["enum"] == ["fact", "decision", "entity", "preference", "context", "message"]
     assert out["added"]["tier"] == "hot" and out["added"]["namespace"] == "agent-a"
     assert out["spilled"]["to_cold"] == [out["added"]["id"]]
     assert [i["content"] for i in out["recalled"]["items"]] == ["The budget is $50K"]
@@ -79,7 +79,7 @@ def test_bad_input_and_library_errors_come_back_as_clear_tool_errors(tmp_path: P
 
     bad_type, bad_limit, missing, other_ns, blank = _run(_params(tmp_path / "m.db", "agent-a"), body)
     assert all(r.is_error for r in (bad_type, bad_limit, missing, other_ns, blank))
-    assert "Input should be 'fact', 'decision', 'entity', 'preference' or 'context'" in bad_type.content[0].text
+    assert "Input should be 'fact', 'decision', 'entity', 'preference', 'context' or 'message'" in bad_type.content[0].text
     assert "greater than or equal to 1" in bad_limit.content[0].text
     assert "NotFoundError: no memory item 999 in namespace 'agent-a'" in missing.content[0].text
     assert "ValidationError: namespace: this server serves namespace 'agent-a'" in other_ns.content[0].text
