@@ -84,7 +84,7 @@ class MemoryItem:
     provenance: tuple[int, ...] = ()
     """Turn ids it was extracted from (empty for API items)."""
     session: str | None = None
-    """Session label it was added in, if any."""
+    """Session it was added in, if any (the one it belongs to when ``scope == "session"``)."""
     review: str | None = None
     """For extracted items: ``pending``, ``confirmed`` or ``rejected``; ``None`` for API items."""
     key: str | None = None

@@ -5,7 +5,10 @@ Part of :class:`stratamem.items.Items` (the rules are stated in full in
 spilled item accessed more than ``warm_access_threshold`` times goes warm,
 others cold. An explicit :meth:`TierOps.promote` ignores the promotion
 cooldown; a recall-driven promotion (:meth:`TierOps._try_promote`) may only
-evict hot items not themselves promoted within ``promote_cooldown_s``.
+evict hot items not themselves promoted within ``promote_cooldown_s``. Either
+promotion spills only the shortest run of hot items, in spill order, that
+frees the tokens it needs; an add spills at least ``spill_count`` (seed 003's
+batch), more if needed to fit.
 """
 
 from __future__ import annotations
