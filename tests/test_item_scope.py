@@ -140,7 +140,8 @@ def test_the_context_of_a_session_holds_its_items_and_never_another_sessions(tmp
 _scopes = st.sampled_from([None, "s1", "s2", "s3"])
 _word = st.sampled_from(["budget", "tea", "rocket", "lisbon"])
 _op = st.one_of(
-    st.tuples(st.just("add"), st.sampled_from(["a", "b"]), _scopes, st.booleans(), _word, st.sampled_from(["hot", "cold"])),
+    st.tuples(st.just("add"), st.sampled_from(["a", "b"]), _scopes, st.booleans(), _word,
+              st.sampled_from(["hot", "cold"])),
     st.tuples(st.just("recall"), st.sampled_from(["a", "b"]), _scopes, st.booleans(), _word, st.just("")),
     st.tuples(st.just("spill"), st.sampled_from(["a", "b"]), _scopes, st.booleans(), _word, st.just("")),
 )
