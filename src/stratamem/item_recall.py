@@ -58,12 +58,13 @@ class RecallOps(TierOps):
     """Search and recall (a part of :class:`stratamem.items.Items`)."""
 
     def _candidates(self, query: str, terms: list[str], qvec: np.ndarray | None, want: int,
-                    eligible: Callable[[MemoryItem], bool]) -> list[MemoryItem]:
+                    eligible: Callable[[MemoryItem], bool], session: str | None) -> list[MemoryItem]:
         """Union of lexical and semantic top lists, widened until ``want`` eligible items or exhaustion."""
         fetch = max(30, want * 5)
         match = fts_query(query) if terms else ""
+        view = () if session is None else (session,)
         while True:
-            lex = self._db.lexical(self.namespace, match, limit=fetch) if match else []
+            lex = self._db.lexical(self.namespace, match, limit=fetch, view=view) if match else []
             sem = self._index.search(qvec, fetch) if qvec is not None else []
             ids = {i for i, _ in lex} | {i for i, _ in sem}
             found = [it for it in self._db.get(self.namespace, ids) if eligible(it)]
@@ -98,7 +99,7 @@ class RecallOps(TierOps):
                 return False
             return True
 
-        found = self._candidates(query, terms, qvec, limit, eligible)
+        found = self._candidates(query, terms, qvec, limit, eligible, session)
         sem = dict(self._index.scores_for([i.id for i in found], qvec)) if qvec is not None else {}
         lex = {i.id: lexical_score(terms, i.content) for i in found}
         score = {i.id: (_SEMANTIC_WEIGHT * max(sem.get(i.id, 0.0), 0.0) + (1 - _SEMANTIC_WEIGHT) * lex[i.id]

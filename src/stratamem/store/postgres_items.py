@@ -228,8 +228,9 @@ class PostgresItemStore:
         return {"superseded": int(row[0]), "pending_review": int(row[1]), "rejected": int(row[2]),
                 "unembedded": int(row[3])}
 
-    def lexical(self, namespace: str, match: str, *, limit: int) -> list[tuple[int, float]]:
-        """``(id, score)`` of the namespace's items matching an FTS5 expression, best first.
+    def lexical(self, namespace: str, match: str, *, limit: int,
+                view: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """``(id, score)`` of the namespace's items in ``view`` matching an FTS5 expression, best first.
 
         The score is ``-ts_rank`` (more negative is better, like FTS5's bm25).
         Tier and liveness are filtered by the caller, which over-fetches.
@@ -240,9 +241,11 @@ class PostgresItemStore:
         query = fts_to_tsquery(match) if match else ""
         if not query:
             return []
+        seen, params = view_clause(view, "%s")
         rows = self._rows(
             "SELECT id, -ts_rank(terms, q, 1) AS score FROM memory_items, CAST(%s AS tsquery) AS q "
-            "WHERE namespace = %s AND terms @@ q ORDER BY score, id LIMIT %s", (query, namespace, int(limit)))
+            f"WHERE namespace = %s AND terms @@ q AND {seen} ORDER BY score, id LIMIT %s",
+            (query, namespace, *params, int(limit)))
         return [(int(r[0]), float(r[1])) for r in rows]
 
     def vectors_after(self, namespace: str, after_id: int) -> list[tuple[int, bytes, str | None]]:

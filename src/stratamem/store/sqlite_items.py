@@ -188,20 +188,23 @@ class SQLiteItemStore:
         return {"superseded": int(row[0]), "pending_review": int(row[1]), "rejected": int(row[2]),
                 "unembedded": int(row[3])}
 
-    def lexical(self, namespace: str, match: str, *, limit: int) -> list[tuple[int, float]]:
-        """``(id, bm25)`` of the namespace's items matching an FTS5 expression, best first.
+    def lexical(self, namespace: str, match: str, *, limit: int,
+                view: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """``(id, bm25)`` of the namespace's items in ``view`` matching an FTS5 expression, best first.
 
         bm25 is FTS5's score (more negative is better). Tier and liveness are
-        filtered by the caller, which over-fetches.
+        filtered by the caller, which over-fetches; the session view is filtered
+        here, so other sessions' items do not crowd the top ``limit``.
         """
         ns_id = self._ns(namespace)
         if ns_id is None or not match:
             return []
+        seen, params = view_clause(view)
         rows = self._rows(
             "SELECT m.id, bm25(memory_items_fts) AS score FROM memory_items_fts "
             "JOIN memory_items m ON m.id = memory_items_fts.rowid "
-            "WHERE memory_items_fts MATCH ? AND m.namespace_id = ? ORDER BY score LIMIT ?",
-            (match, ns_id, int(limit)))
+            f"WHERE memory_items_fts MATCH ? AND m.namespace_id = ? AND {seen} ORDER BY score LIMIT ?",
+            (match, ns_id, *params, int(limit)))
         return [(int(r[0]), float(r[1])) for r in rows]
 
     def vectors_after(self, namespace: str, after_id: int) -> list[tuple[int, bytes, str | None]]:
