@@ -2,8 +2,8 @@
 
 Part of :class:`stratamem.items.Items`. Both entry points rank the same way
 (one function, :meth:`RecallOps._rank`): warm and cold items that are live
-(unless ``include_superseded``) and visible in the reading session, found by FTS and by exact cosine over the
-namespace's vectors, scored ``0.6 * cosine + 0.4 * word coverage`` (word
+(unless ``include_superseded``) and visible in the reading session, found by
+FTS and by exact cosine over the namespace's vectors, scored ``0.6 * cosine + 0.4 * word coverage`` (word
 coverage alone without an embedder), kept above ``recall_min_score``, best
 first. What differs is what happens next:
 

@@ -305,8 +305,8 @@ def visible_in(item: MemoryItem, session: str | None) -> bool:
     """Whether a read in ``session`` (``None``: no session) sees ``item``.
 
     Namespace-wide items are seen everywhere in their namespace; a session-scoped
-    item only by reads in its own session. The store's ``visible_in`` filter says
-    the same in SQL; this is the one rule both follow.
+    item only by reads in its own session. The stores' SQL filter
+    (:func:`stratamem.store.sqlite_items.view_clause`) says the same.
     """
     return item.scope == "namespace" or (session is not None and item.session == session)
 
