@@ -108,7 +108,7 @@ def example(data: list[dict[str, Any]], sample_no: int, embedder: Any) -> None:
             spilled_at: dict[int, int] = {}
             t0 = time.perf_counter()
             for n, (dia, session, text) in enumerate(turns, 1):
-                it = items.add(text, "context", session=session)
+                it = items.add(text, "message", session=session)  # turns as items (seed 003)
                 by_dia[dia] = it.id
                 for ev in items.events.recent("items.spilled")[-1:]:
                     for i in ev.data["ids"]:
