@@ -28,6 +28,7 @@ from ..errors import ValidationError
 from ..records import StoredTurn
 from .corpus import TurnCorpus
 from .lexical import BM25Index, analyze
+from .passages import PassageVectors, is_long, passage_texts
 from .query import QueryFacts, read_query
 from .timewords import resolve_anchor
 
@@ -63,6 +64,10 @@ class Weights:
     """Cosine of the turn's embedding."""
     vector_window: float = 0.5
     """Cosine of the window's embedding."""
+    vector_passage: float = 1.0
+    """Best cosine over the turn's own embedding and its passages' (long turns only,
+    :mod:`stratamem.retrieve.passages`): a fact deep in a long answer is seen by the vectors.
+    Non-zero makes the index embed the passages of long turns."""
     vector_session: float = 0.0
     """Cosine of the session's mean embedding."""
     lexical_prev: float = 0.5
@@ -220,6 +225,7 @@ class HybridIndex:
         self._passages = BM25Index(self._corpus.k1, self._corpus.b)
         self._passage_turn: list[int] = []
         self._passage_array = np.zeros(0, dtype=np.int64)
+        self._passage_vectors = PassageVectors()
 
     def __len__(self) -> int:
         return len(self._corpus)
@@ -253,13 +259,51 @@ class HybridIndex:
         return self.embedder is None
 
     def add_turns(self, turns: Iterable[StoredTurn], *, terms: Sequence[list[str]] | None = None,
-                  vectors: np.ndarray | None = None) -> None:
+                  vectors: np.ndarray | None = None, passages: Mapping[int, np.ndarray] | None = None) -> None:
         """Add stored turns (in stored order); already indexed ids are ignored.
 
         Only the new turns are analysed and embedded; ``terms`` and ``vectors``
         (one per turn, from a persisted index) skip that work
-        (:meth:`~stratamem.retrieve.corpus.TurnCorpus.add`).
+        (:meth:`~stratamem.retrieve.corpus.TurnCorpus.add`). With
+        :attr:`Weights.vector_passage` on, long turns also get passage vectors:
+        ``passages`` (turn id -> its passage vectors, from a persisted index)
+        gives them; the others are embedded here when the full turn is at hand.
+        Everything is embedded before the index changes, so an embedder error
+        leaves it as it was.
         """
+        given = list(turns)
+        if self.embedder is None or self.weights.vector_passage <= 0:
+            self._add(given, terms, vectors)
+            return
+        if terms is None:
+            terms = [analyze(TurnCorpus.text(st)) for st in given]
+        want = self.passage_texts(given, terms, skip=passages)
+        made = dict(passages or {})
+        if want:
+            flat = [t for _, texts in want for t in texts]
+            vec = np.asarray(self.embedder.embed_batch(flat), dtype=np.float32)
+            at = 0
+            for tid, texts in want:
+                made[tid] = vec[at: at + len(texts)]
+                at += len(texts)
+        new = self._add(given, terms, vectors)
+        self._passage_vectors.add(new, [made.get(self._corpus.turns[i].id, np.zeros((0, 0))) for i in new])
+
+    def passage_texts(self, turns: Sequence[StoredTurn], terms: Sequence[list[str]],
+                      skip: Mapping[int, np.ndarray] | None = None) -> list[tuple[int, list[str]]]:
+        """``(turn id, passage texts)`` of the long, not yet indexed full turns among ``turns``
+        (those in ``skip`` left out): what :meth:`add_turns` embeds as passages."""
+        out = []
+        seen: set[int] = set()
+        for st, t in zip(turns, terms, strict=True):
+            if st.id in self._corpus.pos or st.id in seen or (skip and st.id in skip) \
+                    or not isinstance(st, StoredTurn) or not is_long(len(t)):
+                continue
+            seen.add(st.id)
+            out.append((st.id, passage_texts(st)))
+        return out
+
+    def _add(self, turns: list[StoredTurn], terms: Sequence[list[str]] | None, vectors: np.ndarray | None) -> list[int]:
         new = self._corpus.add(turns, terms=terms, vectors=vectors)
         size = self.weights.passage_terms
         if size:
@@ -267,6 +311,7 @@ class HybridIndex:
                 for chunk in passages(self._corpus.terms[i], size):
                     self._passages.add(chunk)
                     self._passage_turn.append(i)
+        return new
 
     def turn(self, turn_id: int) -> StoredTurn:
         """The indexed turn with this id.
@@ -335,6 +380,8 @@ class HybridIndex:
             q = np.asarray(self.embedder.embed_batch([query]), dtype=np.float32)[0]  # type: ignore[union-attr]
             dots = c.dots(q)
             sig["vector"] = np.clip(dots, 0, None)
+            if w.vector_passage > 0:
+                sig["vector_passage"] = np.clip(self._passage_vectors.best(q, dots), 0, None)
             if not weighted_only or w.vector_window > 0:
                 sig["vector_window"] = np.clip(c.window_cosines(dots), 0, None)
             if not weighted_only or w.vector_session > 0:
