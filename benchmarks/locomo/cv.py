@@ -30,14 +30,14 @@ from .protocol import Conversation
 __all__ = ["LEVELS", "Cached", "ablation", "choose", "collect", "folds", "grid", "score_points"]
 
 SIGNALS = ("lexical", "lexical_passage", "lexical_window", "lexical_session", "lexical_prev", "lexical_next",
-           "vector", "vector_passage", "vector_window", "vector_session", "vector_prev", "vector_next", "speaker", "date")
+           "vector", "vector_passage", "vector_window", "vector_session", "vector_prev", "vector_next", "speaker", "date", "role")
 """Every signal the engine can compute (weights of other names are not tuned here)."""
 
 LEVELS: dict[str, tuple[float, ...]] = {
     "lexical": (0.0, 0.5, 1.0), "lexical_passage": (0.0, 0.5, 1.0), "lexical_window": (0.0, 0.4, 0.8),
     "lexical_session": (0.0, 0.25, 0.5), "lexical_prev": (0.0, 0.25, 0.5), "lexical_next": (0.0, 0.1),
     "vector": (0.0, 0.5, 1.0, 1.5), "vector_passage": (0.0, 0.5, 1.0, 1.5), "vector_window": (0.0, 0.5, 1.0), "vector_session": (0.0,),
-    "vector_prev": (0.0,), "vector_next": (0.0,), "speaker": (0.0, 0.5), "date": (0.0, 0.5),
+    "vector_prev": (0.0,), "vector_next": (0.0,), "speaker": (0.0, 0.5), "date": (0.0, 0.5), "role": (0.0, 0.3, 0.6),
 }
 """Values each weight may take in the random grid (0 switches a signal off)."""
 
@@ -313,12 +313,32 @@ def collect_cached(name: str, store: object, embedder_on: bool) -> list[Cached]:
 
     path = Path(f"/tmp/stratamem-cv-signals-{name}-{'dense' if embedder_on else 'lex'}-v2.pkl")
     if path.exists():
-        return pickle.loads(path.read_bytes())
-    convs, emb = _dataset(name, store, embedder_on)
-    data = collect(convs, emb)
-    if emb is not None:
-        emb.save()  # type: ignore[attr-defined]
-    path.write_bytes(pickle.dumps(data))
+        data = pickle.loads(path.read_bytes())
+        convs, _ = _dataset(name, store, False)
+    else:
+        convs, emb = _dataset(name, store, embedder_on)
+        data = collect(convs, emb)
+        if emb is not None:
+            emb.save()  # type: ignore[attr-defined]
+        path.write_bytes(pickle.dumps(data))
+    return _with_roles(data, convs)
+
+
+def _with_roles(data: list[Cached], convs: Sequence[Conversation]) -> list[Cached]:
+    """Add the role-routing boost to cached signals (cheap: no model; signals cached before it existed)."""
+    from stratamem.retrieve.corpus import TurnCorpus
+    from stratamem.retrieve.lexical import analyze
+    from stratamem.retrieve.roles import ROLE_CODES, role_code, role_cue
+
+    at = 0
+    for conv in convs:
+        roles = np.array([role_code(analyze(TurnCorpus.text(st))) for st in conv.turns])
+        for q in conv.questions:
+            cue = role_cue(q.text)
+            if cue is not None and (roles == ROLE_CODES[cue]).any():
+                data[at].signals["role"] = (roles == ROLE_CODES[cue]).astype(np.float64)
+            at += 1
+    assert at == len(data)
     return data
 
 

@@ -30,12 +30,13 @@ from .corpus import TurnCorpus
 from .lexical import BM25Index, analyze
 from .passages import PassageVectors, is_long, passage_texts
 from .query import QueryFacts, read_query
+from .roles import ROLE_CODES, role_code, role_cue
 from .timewords import resolve_anchor
 
 __all__ = ["NORMALISERS", "Embedder", "Hit", "HybridIndex", "Weights", "fuse_signals", "passages"]
 
 NORMALISERS = ("max", "z", "rank")
-_BOOSTS = ("speaker", "date", "date_window", "recency")
+_BOOSTS = ("speaker", "date", "date_window", "recency", "role")
 
 
 class Embedder(Protocol):
@@ -80,6 +81,9 @@ class Weights:
     """Cosine of the turn after."""
     speaker: float = 0.5
     """Boost for turns spoken by a person the query names."""
+    role: float = 0.0
+    """Boost for the turns of the role a query asks about (:mod:`stratamem.retrieve.roles`): "what did
+    you suggest" → the assistant's turns, "what car do I drive" → the user's (unnamed speakers only)."""
     date: float = 0.5
     """Boost for turns whose session date matches a date the query names."""
     date_window: float = 0.5
@@ -226,6 +230,8 @@ class HybridIndex:
         self._passage_turn: list[int] = []
         self._passage_array = np.zeros(0, dtype=np.int64)
         self._passage_vectors = PassageVectors()
+        self._roles: list[int] = []
+        self._role_array = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self._corpus)
@@ -305,6 +311,7 @@ class HybridIndex:
 
     def _add(self, turns: list[StoredTurn], terms: Sequence[list[str]] | None, vectors: np.ndarray | None) -> list[int]:
         new = self._corpus.add(turns, terms=terms, vectors=vectors)
+        self._roles.extend(role_code(self._corpus.terms[i]) for i in new)
         size = self.weights.passage_terms
         if size:
             for i in new:
@@ -389,6 +396,13 @@ class HybridIndex:
             if not weighted_only or w.vector_prev > 0 or w.vector_next > 0:
                 padded = np.append(sig["vector"], 0.0)
                 sig["vector_prev"], sig["vector_next"] = padded[c.prev], padded[c.next]
+        cue = role_cue(query) if not weighted_only or w.role > 0 else None
+        if cue is not None:
+            if len(self._role_array) != len(self._roles):
+                self._role_array = np.asarray(self._roles, dtype=np.int64)
+            routed = self._role_array == ROLE_CODES[cue]
+            if routed.any():
+                sig["role"] = routed.astype(np.float64)
         if facts.speakers:
             codes = [c.speakers[name] for name in facts.speakers]
             sig["speaker"] = np.isin(c.speaker_of, codes).astype(np.float64)
