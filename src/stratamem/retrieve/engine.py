@@ -61,11 +61,12 @@ class Weights:
     """BM25 of the turn with its neighbours."""
     lexical_session: float = 0.5
     """BM25 of the turn's whole session."""
-    vector: float = 1.5
-    """Cosine of the turn's embedding."""
+    vector: float = 0.0
+    """Cosine of the turn's embedding (the default scores it through ``vector_passage``, which
+    equals it for every turn that is not long)."""
     vector_window: float = 0.5
     """Cosine of the window's embedding."""
-    vector_passage: float = 1.0
+    vector_passage: float = 1.5
     """Best cosine over the turn's own embedding and its passages' (long turns only,
     :mod:`stratamem.retrieve.passages`): a fact deep in a long answer is seen by the vectors.
     Non-zero makes the index embed the passages of long turns."""
