@@ -23,7 +23,8 @@ from stratamem.errors import BackendError
 from stratamem.records import StoredTurn, Turn
 from stratamem.retrieve import HybridIndex, Weights
 from stratamem.retrieve.passages import (
-    LONG_TERMS, PASSAGE_WORDS, PassageVectors, decode_blob, encode_blob, is_long, split_passages)
+    LONG_TERMS, MAX_PASSAGES, PASSAGE_WORDS, PassageVectors, decode_blob, encode_blob, is_long, passage_texts,
+    split_passages)
 from stratamem.store.open import open_store
 from stratamem.store.sqlite import SQLiteStore
 from stratamem.testing.hash_embedder import HashEmbedder
@@ -76,6 +77,13 @@ def test_a_short_text_is_one_passage_and_an_empty_one_none() -> None:
 def test_long_is_decided_on_content_words() -> None:
     assert not is_long(LONG_TERMS) and is_long(LONG_TERMS + 1)
     assert PASSAGE_WORDS < 180  # inside the 256 word pieces MiniLM reads, speaker prefix included
+
+
+def test_a_turn_embeds_at_most_max_passages_the_first_ones() -> None:
+    text = " ".join(f"Sentence number {i} says something about topic {i}." for i in range(400))
+    st = _stored(0, "assistant", text)
+    assert len(split_passages(text)) > MAX_PASSAGES
+    assert passage_texts(st) == [f"assistant: {p}" for p in split_passages(text)[:MAX_PASSAGES]]
 
 
 def test_passage_blobs_round_trip_and_a_torn_blob_is_refused() -> None:
@@ -157,7 +165,7 @@ def test_passages_are_stored_at_write_time_and_a_new_process_does_not_re_embed_t
     mem = Memory(store, namespace="n", config=NO_PYRAMID, embedder=emb)
     ids = [t.id for t in mem.add(_chat(), session="s")]
     rows, size = store.embeddings.passages.size("n")
-    n_passages = len(split_passages(_chat()[1]["content"])) + len(split_passages(_chat()[3]["content"]))
+    n_passages = sum(min(MAX_PASSAGES, len(split_passages(_chat()[i]["content"]))) for i in (1, 3))
     assert (rows, size) == (2, n_passages * (32 + 4))  # only the two long answers
     assert sorted(store.embeddings.passages.load("n", f"{emb.name}/32")) == [ids[1], ids[3]]
     fresh = HashEmbedder(32)
@@ -185,7 +193,7 @@ def test_missing_passage_rows_are_made_when_the_index_opens(tmp_path: Path) -> N
     with Memory(path, namespace="n", config=NO_PYRAMID, embedder=emb) as mem:
         mem.context("visa appointment", budget=300, policy="recall")
         long_texts = [t for c in emb.calls for t in c if t != "visa appointment"]
-        want = len(split_passages(_chat()[1]["content"])) + len(split_passages(_chat()[3]["content"]))
+        want = sum(min(MAX_PASSAGES, len(split_passages(_chat()[i]["content"]))) for i in (1, 3))
         assert len(long_texts) == want  # the passages of the two long turns, nothing else
         assert sorted(mem.store.embeddings.passages.load("n", f"{emb.name}/32")) == [ids[1], ids[3]]
     # Rows of another model (or vector length) are not used: that index makes and stores its own.

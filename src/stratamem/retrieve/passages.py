@@ -29,11 +29,16 @@ from ..embed.quantize import decode_int8, encode_int8, int8_blob_size
 from ..errors import BackendError
 from ..records import StoredTurn
 
-__all__ = ["LONG_TERMS", "PASSAGE_WORDS", "PassageVectors", "decode_blob", "encode_blob", "is_long", "passage_texts",
+__all__ = ["LONG_TERMS", "MAX_PASSAGES", "PASSAGE_WORDS", "PassageVectors", "decode_blob", "encode_blob", "is_long", "passage_texts",
            "split_passages"]
 
 PASSAGE_WORDS = 140
 """Most whitespace words per passage: ~190 word pieces with the speaker prefix, inside MiniLM's 256."""
+
+MAX_PASSAGES = 8
+"""Most passages embedded per turn (the first ones: ~1,100 words, ~1,500 tokens of text). Bounds the
+embedding work a long tool output or pasted document adds at write time; past them BM25 still sees
+every word."""
 
 LONG_TERMS = 80
 """Content words above which a turn is split: about 160+ words of text, past what one vector reads well."""
@@ -87,7 +92,7 @@ def split_passages(text: str, words: int = PASSAGE_WORDS) -> list[str]:
 def passage_texts(st: StoredTurn) -> list[str]:
     """What a long turn's passages are embedded as: ``Speaker: passage``, like the turn itself."""
     speaker = st.turn.name or st.role
-    return [f"{speaker}: {p}" for p in split_passages(st.text)]
+    return [f"{speaker}: {p}" for p in split_passages(st.text)[:MAX_PASSAGES]]
 
 
 def encode_blob(vectors: np.ndarray) -> bytes:
