@@ -117,7 +117,7 @@ def test_hits_carry_provenance_and_a_score_breakdown() -> None:
     hit = index.search("pottery class", k=1)[0]
     assert hit.id == "turn:3" and hit.kind == "turn" and hit.turn_ids == (3,)
     assert hit.score["fused"] == pytest.approx(sum(v for k, v in hit.score.items() if k != "fused"))
-    assert index.lexical_only and "vector" not in hit.score
+    assert index.lexical_only and "vector" not in hit.score and "vector_passage" not in hit.score
 
 
 def test_vectors_join_the_fusion_when_an_embedder_is_given() -> None:
@@ -125,7 +125,8 @@ def test_vectors_join_the_fusion_when_an_embedder_is_given() -> None:
     index.add_turns(_turns(CHAT))
     hit = index.search("pottery class", k=1)[0]
     assert not index.lexical_only
-    assert hit.turn_ids == (3,) and hit.score["vector"] == pytest.approx(Weights().vector)  # cosine 1, weighted
+    # Cosine 1, weighted (a short turn's passage score is its own cosine).
+    assert hit.turn_ids == (3,) and hit.score["vector_passage"] == pytest.approx(Weights().vector_passage)
 
 
 def test_the_index_grows_and_ignores_turns_it_already_holds() -> None:

@@ -30,14 +30,14 @@ from .protocol import Conversation
 __all__ = ["LEVELS", "Cached", "ablation", "choose", "collect", "folds", "grid", "score_points"]
 
 SIGNALS = ("lexical", "lexical_passage", "lexical_window", "lexical_session", "lexical_prev", "lexical_next",
-           "vector", "vector_window", "vector_session", "vector_prev", "vector_next", "speaker", "date")
+           "vector", "vector_passage", "vector_window", "vector_session", "vector_prev", "vector_next", "speaker", "date", "role")
 """Every signal the engine can compute (weights of other names are not tuned here)."""
 
 LEVELS: dict[str, tuple[float, ...]] = {
     "lexical": (0.0, 0.5, 1.0), "lexical_passage": (0.0, 0.5, 1.0), "lexical_window": (0.0, 0.4, 0.8),
     "lexical_session": (0.0, 0.25, 0.5), "lexical_prev": (0.0, 0.25, 0.5), "lexical_next": (0.0, 0.1),
-    "vector": (0.0, 0.5, 1.0, 1.5), "vector_window": (0.0, 0.5, 1.0), "vector_session": (0.0,),
-    "vector_prev": (0.0,), "vector_next": (0.0,), "speaker": (0.0, 0.5), "date": (0.0, 0.5),
+    "vector": (0.0, 0.5, 1.0, 1.5), "vector_passage": (0.0, 0.5, 1.0, 1.5), "vector_window": (0.0, 0.5, 1.0), "vector_session": (0.0,),
+    "vector_prev": (0.0,), "vector_next": (0.0,), "speaker": (0.0, 0.5), "date": (0.0, 0.5), "role": (0.0, 0.3, 0.6),
 }
 """Values each weight may take in the random grid (0 switches a signal off)."""
 
@@ -79,7 +79,7 @@ class Cached:
 def collect(convs: Sequence[Conversation], embedder: object | None, passage_terms: int = 64) -> list[Cached]:
     """Every signal of every question, computed once with the passage index on."""
     out = []
-    base = replace(Weights(), passage_terms=passage_terms)
+    base = replace(Weights(), passage_terms=passage_terms, vector_passage=1.0)
     for conv in convs:
         index = HybridIndex(embedder=embedder, weights=base)
         index.add_turns(conv.turns)
@@ -240,6 +240,58 @@ def drop_one(data: Sequence[Cached], points: Sequence[Weights], chosen: Sequence
     return out
 
 
+def joint_choose(per: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], held: int | None,
+                 allowed: np.ndarray | None = None) -> int:
+    """The point with the best summed objective over datasets (each its mean over its training questions).
+
+    ``per`` holds each dataset's ``(r10, bud, counts)``; column ``held`` of every dataset is left out
+    (``None``: all columns), so one setting is chosen on both sets together.
+    """
+    total = 0.0
+    for r10, bud, counts in per:
+        train = np.array([i for i in range(len(counts)) if i != held])
+        total = total + (r10[:, train].sum(axis=1) + bud[:, train].sum(axis=1)) / counts[train].sum()
+    if allowed is not None:
+        total = np.where(allowed, total, -np.inf)
+    return int(np.argmax(total))
+
+
+def joint_cross_validate(per: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                         allowed: np.ndarray | None = None) -> tuple[list[int], list[tuple[np.ndarray, np.ndarray]]]:
+    """Fold ``f`` holds out conversation ``f`` of *every* dataset and chooses on the rest of all of them.
+
+    Returns the chosen point per fold and, per dataset, the held-out per-conversation
+    ``(r@10, budget estimate)`` means. Datasets with fewer conversations than folds
+    are scored on the folds they have.
+    """
+    folds_n = max(len(c) for _, _, c in per)
+    chosen = [joint_choose(per, f, allowed) for f in range(folds_n)]
+    out = []
+    for r10, bud, counts in per:
+        r = np.array([r10[chosen[f], f] / counts[f] for f in range(len(counts))])
+        b = np.array([bud[chosen[f], f] / counts[f] for f in range(len(counts))])
+        out.append((r, b))
+    return chosen, out
+
+
+def joint_ablation(points: Sequence[Weights], per: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]
+                   ) -> dict[str, list[tuple[float, float]]]:
+    """Joint CV (question-weighted r@10, budget estimate per dataset) with each signal forced off."""
+    def run(mask: np.ndarray | None) -> list[tuple[float, float]]:
+        _, res = joint_cross_validate(per, mask)
+        return [(float((r * c).sum() / c.sum()), float((b * c).sum() / c.sum()))
+                for (r, b), (_, _, c) in zip(res, per, strict=True)]
+
+    out = {"all": run(None)}
+    for name in [*LEVELS, "substance"]:
+        mask = np.array([getattr(w, name) == 0 for w in points])
+        if mask.any() and not mask.all():
+            out[f"-{name}"] = run(mask)
+    for how in dict.fromkeys(w.normalise for w in points):
+        out[f"norm={how}"] = run(np.array([w.normalise == how for w in points]))
+    return out
+
+
 def _dataset(name: str, store: object, embedder_on: bool) -> tuple[list[Conversation], object | None]:
     from .embedcache import CACHE, SYNTH_CACHE, cached_embedder
     from .protocol import load_conversations
@@ -254,8 +306,50 @@ def _dataset(name: str, store: object, embedder_on: bool) -> tuple[list[Conversa
     return convs, cached_embedder(CACHE if name == "locomo" else SYNTH_CACHE) if embedder_on else None
 
 
+def collect_cached(name: str, store: object, embedder_on: bool) -> list[Cached]:
+    """:func:`collect` of one dataset, kept in a /tmp pickle so reruns of the search skip the engine."""
+    import pickle
+    from pathlib import Path
+
+    path = Path(f"/tmp/stratamem-cv-signals-{name}-{'dense' if embedder_on else 'lex'}-v2.pkl")
+    if path.exists():
+        data = pickle.loads(path.read_bytes())
+        convs, _ = _dataset(name, store, False)
+    else:
+        convs, emb = _dataset(name, store, embedder_on)
+        data = collect(convs, emb)
+        if emb is not None:
+            emb.save()  # type: ignore[attr-defined]
+        path.write_bytes(pickle.dumps(data))
+    return _with_roles(data, convs)
+
+
+def _with_roles(data: list[Cached], convs: Sequence[Conversation]) -> list[Cached]:
+    """Add the role-routing boost to cached signals (cheap: no model; signals cached before it existed)."""
+    from stratamem.retrieve.corpus import TurnCorpus
+    from stratamem.retrieve.lexical import analyze
+    from stratamem.retrieve.roles import ROLE_CODES, role_code, role_cue
+
+    at = 0
+    for conv in convs:
+        roles = np.array([role_code(analyze(TurnCorpus.text(st))) for st in conv.turns])
+        for q in conv.questions:
+            cue = role_cue(q.text)
+            if cue is not None and (roles == ROLE_CODES[cue]).any():
+                data[at].signals["role"] = (roles == ROLE_CODES[cue]).astype(np.float64)
+            at += 1
+    assert at == len(data)
+    return data
+
+
+def _nonzero(w: Weights) -> str:
+    return f"norm={w.normalise} " + ", ".join(f"{n}={getattr(w, n):g}" for n in [*LEVELS, "substance", "substance_terms"]
+                                              if getattr(w, n) > 0)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Per dataset: CV ablation; then the one setting best on both sets together (the shipped default)."""
+    """Per dataset: CV ablation; then joint CV over both sets (one setting per fold, chosen on 9+9
+    conversations) with its ablation; then the one setting best on both sets together (the shipped default)."""
     import argparse
     import tempfile
     from pathlib import Path
@@ -266,39 +360,47 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--datasets", nargs="*", default=["locomo", "synth"])
     ap.add_argument("--no-dense", action="store_true")
     ap.add_argument("--points", type=int, default=120)
+    ap.add_argument("--per-set", action="store_true", help="also each dataset's own CV ablation")
     args = ap.parse_args(argv)
     points = grid(args.points)
     per: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLiteStore(Path(tmp) / "cv.db")
         for name in args.datasets:
-            convs, emb = _dataset(name, store, not args.no_dense)
-            data = collect(convs, emb)
-            if emb is not None:
-                emb.save()
+            data = collect_cached(name, store, not args.no_dense)
             r10, bud, samples = score_points(data, points)
             counts = np.array([sum(q.sample == s for q in data) for s in samples], dtype=np.float64)
             per[name] = (r10, bud, counts)
-            np.savez(f"/tmp/stratamem-cv-{name}.npz", r10=r10, bud=bud, counts=counts)
+            if not args.per_set:
+                continue
             print(f"\n{name}: {len(data)} questions, {len(points)} settings; CV r@10 / b@1024 estimate")
             for key, (r, b) in ablation(points, r10, bud, counts).items():
                 print(f"  {key:<20}{r:.3f} / {b:.3f}")
-            chosen, _, _ = cross_validate(r10, bud, counts)
-            print("  drop one signal from each fold's chosen setting (held out): gain r@10, gain b~, folds helped")
-            for key, (dr, db, k) in drop_one(data, points, chosen, samples).items():
-                print(f"    {key:<18}{dr:+.3f} {db:+.3f}  {k}/{len(samples)}")
         store.close()
-    # One setting for all data: each dataset's mean objective, datasets weighted equally.
-    total = sum((r10.sum(axis=1) + bud.sum(axis=1)) / counts.sum() for r10, bud, counts in per.values())
-    for c in range(len(CANDIDATES)):
-        print(f"candidate {c} {CANDIDATES[c]}: joint {total[c]:.3f}  " + "  ".join(
-            f"{n}: r@10 {per[n][0][c].sum() / per[n][2].sum():.3f} b~ {per[n][1][c].sum() / per[n][2].sum():.3f}"
-            for n in per))
-    for rank, p in enumerate(np.argsort(-total)[:5]):
-        w = points[p]
+    names = list(per)
+    sets = [per[n] for n in names]
+    chosen, res = joint_cross_validate(sets)
+    print(f"\njoint leave-one-conversation-out over {', '.join(names)} ({len(points)} settings): held out per fold")
+    print("fold  " + "".join(f"{n + ' r@10':>14}{n + ' b~':>14}" for n in names) + "   chosen")
+    for f, p in enumerate(chosen):
+        cells = "".join(f"{r[f]:>14.3f}{b[f]:>14.3f}" if f < len(r) else f"{'-':>28}" for r, b in res)
+        print(f"{f:<6}{cells}   {_nonzero(points[p])}")
+    print("\njoint CV ablation (question-weighted r@10 / b~ per dataset; '-x' = grid without x)")
+    for key, vals in joint_ablation(points, sets).items():
+        print(f"  {key:<20}" + "   ".join(f"{n}: {r:.3f} / {b:.3f}" for n, (r, b) in zip(names, vals, strict=True)))
+    total = sum((r10.sum(axis=1) + bud.sum(axis=1)) / counts.sum() for r10, bud, counts in sets)
+    best = np.argsort(-total)[:5]
+    for rank, p in enumerate(best):
         parts = "  ".join(f"{n}: r@10 {per[n][0][p].sum() / per[n][2].sum():.3f} b~ {per[n][1][p].sum() / per[n][2].sum():.3f}"
-                          for n in per)
-        print(f"\n#{rank + 1} joint {total[p]:.3f}  {parts}\n   {w}")
+                          for n in names)
+        print(f"\n#{rank + 1} joint {total[p]:.3f}  {parts}\n   {_nonzero(points[p])}")
+    shipped = Weights()
+    for p, w in enumerate(points):
+        if w == replace(shipped, passage_terms=64):
+            print(f"\nshipped default (grid point {p}): " + "  ".join(
+                f"{n}: r@10 {per[n][0][p].sum() / per[n][2].sum():.3f} b~ {per[n][1][p].sum() / per[n][2].sum():.3f}"
+                for n in names))
+            break
 
 
 if __name__ == "__main__":

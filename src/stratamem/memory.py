@@ -339,7 +339,7 @@ class Memory:
         if batch is not None and index is not None and (not len(index) or stored[0].id > index.turns[-1].id) \
                 and self._index_in_step(len(index) + len(stored)):
             try:
-                index.add_turns(stored, terms=batch.terms, vectors=batch.vectors)
+                index.add_turns(stored, terms=batch.terms, vectors=batch.vectors, passages=batch.passages)
             except Exception as exc:  # noqa: BLE001 - reported below; the index is rebuilt on next use
                 self._index = None
                 self._derived_failed("recall.index_failed", exc, stored)

@@ -28,13 +28,15 @@ from ..errors import ValidationError
 from ..records import StoredTurn
 from .corpus import TurnCorpus
 from .lexical import BM25Index, analyze
+from .passages import PassageVectors, is_long, passage_texts
 from .query import QueryFacts, read_query
+from .roles import ROLE_CODES, role_code, role_cue
 from .timewords import resolve_anchor
 
 __all__ = ["NORMALISERS", "Embedder", "Hit", "HybridIndex", "Weights", "fuse_signals", "passages"]
 
 NORMALISERS = ("max", "z", "rank")
-_BOOSTS = ("speaker", "date", "date_window", "recency")
+_BOOSTS = ("speaker", "date", "date_window", "recency", "role")
 
 
 class Embedder(Protocol):
@@ -59,10 +61,15 @@ class Weights:
     """BM25 of the turn with its neighbours."""
     lexical_session: float = 0.5
     """BM25 of the turn's whole session."""
-    vector: float = 1.5
-    """Cosine of the turn's embedding."""
+    vector: float = 0.0
+    """Cosine of the turn's embedding (the default scores it through ``vector_passage``, which
+    equals it for every turn that is not long)."""
     vector_window: float = 0.5
     """Cosine of the window's embedding."""
+    vector_passage: float = 1.5
+    """Best cosine over the turn's own embedding and its passages' (long turns only,
+    :mod:`stratamem.retrieve.passages`): a fact deep in a long answer is seen by the vectors.
+    Non-zero makes the index embed the passages of long turns."""
     vector_session: float = 0.0
     """Cosine of the session's mean embedding."""
     lexical_prev: float = 0.5
@@ -75,6 +82,9 @@ class Weights:
     """Cosine of the turn after."""
     speaker: float = 0.5
     """Boost for turns spoken by a person the query names."""
+    role: float = 0.0
+    """Boost for the turns of the role a query asks about (:mod:`stratamem.retrieve.roles`): "what did
+    you suggest" → the assistant's turns, "what car do I drive" → the user's (unnamed speakers only)."""
     date: float = 0.5
     """Boost for turns whose session date matches a date the query names."""
     date_window: float = 0.5
@@ -220,6 +230,9 @@ class HybridIndex:
         self._passages = BM25Index(self._corpus.k1, self._corpus.b)
         self._passage_turn: list[int] = []
         self._passage_array = np.zeros(0, dtype=np.int64)
+        self._passage_vectors = PassageVectors()
+        self._roles: list[int] = []
+        self._role_array = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self._corpus)
@@ -253,20 +266,60 @@ class HybridIndex:
         return self.embedder is None
 
     def add_turns(self, turns: Iterable[StoredTurn], *, terms: Sequence[list[str]] | None = None,
-                  vectors: np.ndarray | None = None) -> None:
+                  vectors: np.ndarray | None = None, passages: Mapping[int, np.ndarray] | None = None) -> None:
         """Add stored turns (in stored order); already indexed ids are ignored.
 
         Only the new turns are analysed and embedded; ``terms`` and ``vectors``
         (one per turn, from a persisted index) skip that work
-        (:meth:`~stratamem.retrieve.corpus.TurnCorpus.add`).
+        (:meth:`~stratamem.retrieve.corpus.TurnCorpus.add`). With
+        :attr:`Weights.vector_passage` on, long turns also get passage vectors:
+        ``passages`` (turn id -> its passage vectors, from a persisted index)
+        gives them; the others are embedded here when the full turn is at hand.
+        Everything is embedded before the index changes, so an embedder error
+        leaves it as it was.
         """
+        given = list(turns)
+        if self.embedder is None or self.weights.vector_passage <= 0:
+            self._add(given, terms, vectors)
+            return
+        if terms is None:
+            terms = [analyze(TurnCorpus.text(st)) for st in given]
+        want = self.passage_texts(given, terms, skip=passages)
+        made = dict(passages or {})
+        if want:
+            flat = [t for _, texts in want for t in texts]
+            vec = np.asarray(self.embedder.embed_batch(flat), dtype=np.float32)
+            at = 0
+            for tid, texts in want:
+                made[tid] = vec[at: at + len(texts)]
+                at += len(texts)
+        new = self._add(given, terms, vectors)
+        self._passage_vectors.add(new, [made.get(self._corpus.turns[i].id, np.zeros((0, 0))) for i in new])
+
+    def passage_texts(self, turns: Sequence[StoredTurn], terms: Sequence[list[str]],
+                      skip: Mapping[int, np.ndarray] | None = None) -> list[tuple[int, list[str]]]:
+        """``(turn id, passage texts)`` of the long, not yet indexed full turns among ``turns``
+        (those in ``skip`` left out): what :meth:`add_turns` embeds as passages."""
+        out = []
+        seen: set[int] = set()
+        for st, t in zip(turns, terms, strict=True):
+            if st.id in self._corpus.pos or st.id in seen or (skip and st.id in skip) \
+                    or not isinstance(st, StoredTurn) or not is_long(len(t)):
+                continue
+            seen.add(st.id)
+            out.append((st.id, passage_texts(st)))
+        return out
+
+    def _add(self, turns: list[StoredTurn], terms: Sequence[list[str]] | None, vectors: np.ndarray | None) -> list[int]:
         new = self._corpus.add(turns, terms=terms, vectors=vectors)
+        self._roles.extend(role_code(self._corpus.terms[i]) for i in new)
         size = self.weights.passage_terms
         if size:
             for i in new:
                 for chunk in passages(self._corpus.terms[i], size):
                     self._passages.add(chunk)
                     self._passage_turn.append(i)
+        return new
 
     def turn(self, turn_id: int) -> StoredTurn:
         """The indexed turn with this id.
@@ -335,6 +388,8 @@ class HybridIndex:
             q = np.asarray(self.embedder.embed_batch([query]), dtype=np.float32)[0]  # type: ignore[union-attr]
             dots = c.dots(q)
             sig["vector"] = np.clip(dots, 0, None)
+            if w.vector_passage > 0:
+                sig["vector_passage"] = np.clip(self._passage_vectors.best(q, dots), 0, None)
             if not weighted_only or w.vector_window > 0:
                 sig["vector_window"] = np.clip(c.window_cosines(dots), 0, None)
             if not weighted_only or w.vector_session > 0:
@@ -342,6 +397,13 @@ class HybridIndex:
             if not weighted_only or w.vector_prev > 0 or w.vector_next > 0:
                 padded = np.append(sig["vector"], 0.0)
                 sig["vector_prev"], sig["vector_next"] = padded[c.prev], padded[c.next]
+        cue = role_cue(query) if not weighted_only or w.role > 0 else None
+        if cue is not None:
+            if len(self._role_array) != len(self._roles):
+                self._role_array = np.asarray(self._roles, dtype=np.int64)
+            routed = self._role_array == ROLE_CODES[cue]
+            if routed.any():
+                sig["role"] = routed.astype(np.float64)
         if facts.speakers:
             codes = [c.speakers[name] for name in facts.speakers]
             sig["speaker"] = np.isin(c.speaker_of, codes).astype(np.float64)

@@ -31,8 +31,9 @@ from ..embed.quantize import decode_int8, encode_int8
 from ..errors import ModelError, StratamemError
 from ..records import StoredTurn
 from .corpus import ANALYZER, TurnCorpus
-from .engine import HybridIndex
+from .engine import HybridIndex, Weights
 from .lexical import analyze
+from .passage_rows import PassageRows
 
 __all__ = ["IndexedBatch", "TurnIndexer"]
 
@@ -50,6 +51,8 @@ class IndexedBatch:
     """Decoded unit vectors per turn; ``None`` without an embedder or when embedding failed."""
     error: Exception | None = None
     """Why the vectors are missing, if the embedder failed (the terms were still stored)."""
+    passages: dict[int, np.ndarray] | None = None
+    """Decoded passage vectors of the long turns, by turn id (:mod:`stratamem.retrieve.passage_rows`)."""
 
 
 def _embed(embedder: Any, texts: Sequence[str]) -> np.ndarray:
@@ -138,7 +141,16 @@ class TurnIndexer:
         vectors = None
         if self.embedder is not None and error is None and blobs:
             vectors = decode_int8([b for b in blobs if b is not None], len(blobs[0]) - 4)  # type: ignore[arg-type]
-        return IndexedBatch(all_terms, vectors, error)
+        passages = None
+        if vectors is not None and Weights().vector_passage > 0:
+            try:
+                passages = self._passage_rows().write(turns, all_terms, vectors.shape[1])
+            except ModelError as exc:  # the turn rows are stored; passages are made when the index opens
+                error = exc
+        return IndexedBatch(all_terms, vectors, error, passages)
+
+    def _passage_rows(self) -> PassageRows:
+        return PassageRows(self.store, self.namespace, self.embedder, self.model)
 
     def open(self, weights: Any = None, on_store_error: Callable[[Exception], None] | None = None) -> HybridIndex:
         """The namespace's recall index, from its turns and stored rows.
@@ -182,7 +194,10 @@ class TurnIndexer:
         vectors = None
         if self.embedder is not None and turns:
             vectors = decode_int8(blobs, len(blobs[0]) - 4)  # type: ignore[arg-type]
-        index.add_turns(turns, terms=terms, vectors=vectors)  # type: ignore[arg-type]
+        passages = None
+        if vectors is not None and index.weights.vector_passage > 0:
+            passages = self._passage_rows().read(turns, terms, vectors.shape[1], on_store_error)  # type: ignore[arg-type]
+        index.add_turns(turns, terms=terms, vectors=vectors, passages=passages)  # type: ignore[arg-type]
         return index
 
     def _load_turns(self, ids: Sequence[int]) -> list[StoredTurn]:

@@ -27,6 +27,7 @@ import psycopg
 from ..errors import BackendError
 
 if TYPE_CHECKING:
+    from .postgres_passages import PostgresPassages
     from .postgres_turn_embeddings import PostgresTurnIndex
     from .postgres import PostgresStore
 
@@ -64,6 +65,13 @@ class PostgresEmbeddingCache:
         from .postgres_turn_embeddings import PostgresTurnIndex
 
         return PostgresTurnIndex(self._store)
+
+    @functools.cached_property
+    def passages(self) -> PostgresPassages:
+        """Passage vectors of long turns (:mod:`stratamem.store.postgres_passages`)."""
+        from .postgres_passages import PostgresPassages
+
+        return PostgresPassages(self._store)
 
     def get_many(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """The cached vectors among ``hashes`` for ``model``.

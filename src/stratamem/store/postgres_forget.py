@@ -39,7 +39,7 @@ __all__ = ["FORGET_TABLES", "PostgresForget"]
 FORGET_TABLES: tuple[str, ...] = ("turns", "sessions", "nodes", "node_turns", "memory_items",
                                   "memory_item_metrics", "manifests", "conversations", "embeddings",
                                   "namespaces", "store_meta", "recall_index", "recall_index_meta",
-                                  "ingest_keys")
+                                  "ingest_keys", "recall_passages")
 """Tables a forget may delete from or rewrite (what :meth:`PostgresForget.vacuum_full` rewrites)."""
 
 
@@ -82,6 +82,7 @@ class PostgresForget:
                               "DELETE FROM memory_item_metrics WHERE namespace = %s",
                               "DELETE FROM recall_index WHERE namespace = %s",
                               "DELETE FROM recall_index_meta WHERE namespace = %s",
+                              "DELETE FROM recall_passages WHERE namespace = %s",
                               "DELETE FROM turns WHERE namespace = %s",
                               "DELETE FROM ingest_keys WHERE namespace = %s",
                               "DELETE FROM sessions WHERE namespace = %s",
@@ -139,6 +140,7 @@ class PostgresForget:
                          (json.dumps(list(prov)), ns, int(item_id)))
         # The stored recall index holds each turn's analysed terms and vector.
         conn.execute("DELETE FROM recall_index WHERE namespace = %s AND turn_id = ANY(%s)", (ns, turns))
+        conn.execute("DELETE FROM recall_passages WHERE namespace = %s AND turn_id = ANY(%s)", (ns, turns))
         conn.execute("DELETE FROM turns WHERE namespace = %s AND id = ANY(%s)", (ns, turns))
         # A forgotten message may be ingested again: its dedupe key goes with it.
         conn.execute("DELETE FROM ingest_keys WHERE namespace = %s AND turn_id = ANY(%s)", (ns, turns))

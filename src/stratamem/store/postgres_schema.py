@@ -32,6 +32,7 @@ from .postgres_items import m005_items, m007_item_ids, m013_item_scope
 from .postgres_manifests import m006_manifests
 from .postgres_nodes import m003_pyramid
 from .postgres_turn_embeddings import m010_recall_index
+from .postgres_passages import m011_passages
 
 __all__ = ["MIGRATIONS", "PgMigration", "applied", "apply", "ensure_schema"]
 
@@ -111,6 +112,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m008_ingest_keys", m008_ingest_keys),
     PgMigration("m009_conversation_loop", m009_conversation_loop),
     PgMigration("m010_recall_index", m010_recall_index),
+    PgMigration("m011_passages", m011_passages),
     PgMigration("m013_item_scope", m013_item_scope),
 ]
 

@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import BackendError
 
 if TYPE_CHECKING:
+    from .sqlite_passages import SQLitePassages
     from .sqlite_turn_embeddings import SQLiteTurnIndex
     from .sqlite import SQLiteStore
 
@@ -68,6 +69,13 @@ class SQLiteEmbeddingCache:
         from .sqlite_turn_embeddings import SQLiteTurnIndex
 
         return SQLiteTurnIndex(self._store)
+
+    @functools.cached_property
+    def passages(self) -> SQLitePassages:
+        """Passage vectors of long turns (:mod:`stratamem.store.sqlite_passages`)."""
+        from .sqlite_passages import SQLitePassages
+
+        return SQLitePassages(self._store)
 
     def get_many(self, model: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """The cached vectors among ``hashes`` for ``model``.

@@ -124,6 +124,7 @@ class SQLiteForget:
         conn.execute("DELETE FROM memory_item_metrics WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM recall_index WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM recall_index_meta WHERE namespace_id=?", (ns_id,))
+        conn.execute("DELETE FROM recall_passages WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM turns WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM ingest_keys WHERE namespace=?", (ns,))
         conn.execute("DELETE FROM sessions WHERE namespace_id=?", (ns_id,))
@@ -164,6 +165,7 @@ class SQLiteForget:
                          (json.dumps(list(prov)), int(item_id), ns_id))
         # The stored recall index holds each turn's analysed terms and vector.
         conn.execute(f"DELETE FROM recall_index WHERE namespace_id=? AND {_in('turn_id')}", (ns_id, turns))
+        conn.execute(f"DELETE FROM recall_passages WHERE namespace_id=? AND {_in('turn_id')}", (ns_id, turns))
         conn.execute(f"DELETE FROM turns WHERE namespace_id=? AND {_in('id')}", (ns_id, turns))
         # A forgotten message may be ingested again: its dedupe key goes with it.
         conn.execute(f"DELETE FROM ingest_keys WHERE namespace=? AND {_in('turn_id')}", (p.namespace, turns))

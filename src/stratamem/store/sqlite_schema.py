@@ -16,6 +16,7 @@ from .sqlite_items import m007_item_ids, m013_item_scope
 from .sqlite_manifests import m006_manifests
 from .sqlite_nodes import m003_pyramid
 from .sqlite_turn_embeddings import m010_recall_index
+from .sqlite_passages import m011_passages
 
 __all__ = ["MIGRATIONS"]
 
@@ -158,5 +159,6 @@ MIGRATIONS: list[Migration] = [
     Migration("m008_ingest_keys", m008_ingest_keys),
     Migration("m009_conversation_loop", m009_conversation_loop),
     Migration("m010_recall_index", m010_recall_index),
+    Migration("m011_passages", m011_passages),
     Migration("m013_item_scope", m013_item_scope),
 ]

@@ -1,0 +1,149 @@
+"""Passage vectors for long turns: the vector signal sees the whole answer, not its opening.
+
+MiniLM reads at most 256 word pieces, so a turn's vector describes only
+its first ~180 words; a fact in the middle of a 1,500-token assistant
+answer is invisible to it. A *long* turn (more than :data:`LONG_TERMS`
+content words, which puts its text past what the model reads) is therefore
+also cut into passages — runs of whole sentences of at most
+:data:`PASSAGE_WORDS` words, each starting with the last sentence of the
+one before, so two sentences that belong together across a cut are whole
+in some passage — and each passage
+is embedded as ``Speaker: passage``. The turn's passage score for a query
+is the best cosine over its own vector and its passages' vectors.
+
+Whether a turn is long is decided on its content-word count, which a
+persisted index holds without reading the text
+(:mod:`stratamem.retrieve.persisted`): an index opened from the store knows
+which turns should have passage rows. Short turns (all of LoCoMo) get none,
+so their storage does not grow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..embed.quantize import decode_int8, encode_int8, int8_blob_size
+from ..errors import BackendError
+from ..records import StoredTurn
+
+__all__ = ["LONG_TERMS", "MAX_PASSAGES", "PASSAGE_WORDS", "PassageVectors", "decode_blob", "encode_blob", "is_long", "passage_texts",
+           "split_passages"]
+
+PASSAGE_WORDS = 140
+"""Most whitespace words per passage: ~190 word pieces with the speaker prefix, inside MiniLM's 256."""
+
+MAX_PASSAGES = 8
+"""Most passages embedded per turn (the first ones: ~1,100 words, ~1,500 tokens of text). Bounds the
+embedding work a long tool output or pasted document adds at write time; past them BM25 still sees
+every word."""
+
+LONG_TERMS = 80
+"""Content words above which a turn is split: about 160+ words of text, past what one vector reads well."""
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def is_long(term_count: int) -> bool:
+    """Whether a turn with ``term_count`` content words gets passage vectors."""
+    return term_count > LONG_TERMS
+
+
+def _sentences(text: str, size: int) -> list[list[str]]:
+    """Sentences as word lists; a sentence longer than a passage is cut into passage-sized runs."""
+    out: list[list[str]] = []
+    for part in _SENTENCE.split(text):
+        words = part.split()
+        for lo in range(0, len(words), size):
+            out.append(words[lo:lo + size])
+    return [s for s in out if s]
+
+
+def split_passages(text: str, words: int = PASSAGE_WORDS) -> list[str]:
+    """``text`` as overlapping runs of whole sentences, each at most ``words`` words.
+
+    A passage starts at a sentence boundary and takes sentences while they
+    fit; the next one starts with the last sentence of the previous (so
+    consecutive passages share one sentence). The
+    result depends on the text alone (deterministic) and covers every word.
+    A text of at most ``words`` words is one passage.
+    """
+    if words <= 0:
+        raise ValueError(f"words must be positive, got {words}")
+    sents = _sentences(text, words)
+    if not sents:
+        return []
+    out: list[str] = []
+    start = 0
+    while True:
+        end, size = start, 0
+        while end < len(sents) and (end == start or size + len(sents[end]) <= words):
+            size += len(sents[end])
+            end += 1
+        out.append(" ".join(w for s in sents[start:end] for w in s))
+        if end >= len(sents):
+            return out
+        # The next passage repeats the last sentence: a fact spread over a cut is whole in one of them.
+        start = max(end - 1, start + 1)
+
+
+def passage_texts(st: StoredTurn) -> list[str]:
+    """What a long turn's passages are embedded as: ``Speaker: passage``, like the turn itself."""
+    speaker = st.turn.name or st.role
+    return [f"{speaker}: {p}" for p in split_passages(st.text)[:MAX_PASSAGES]]
+
+
+def encode_blob(vectors: np.ndarray) -> bytes:
+    """One turn's passage vectors as one blob: their int8 encodings, concatenated."""
+    return b"".join(encode_int8(vectors))
+
+
+def decode_blob(blob: bytes, dims: int) -> np.ndarray:
+    """The unit passage vectors of a blob made by :func:`encode_blob`.
+
+    Raises:
+        BackendError: The blob's length is not a whole number of ``dims``-vectors (corrupt data).
+    """
+    size = int8_blob_size(dims)
+    if not blob or len(blob) % size:
+        raise BackendError(f"stored passage vectors are {len(blob)} bytes, not a multiple of {size}")
+    return decode_int8([blob[i:i + size] for i in range(0, len(blob), size)], dims)
+
+
+class PassageVectors:
+    """Passage vectors of the long turns of one index, and the per-turn best cosine for a query."""
+
+    def __init__(self) -> None:
+        self._vectors: list[np.ndarray] = []
+        self._owners: list[np.ndarray] = []
+        self._matrix: np.ndarray | None = None
+        self._owner: np.ndarray | None = None
+        self.turns: set[int] = set()
+        """Positions of the turns that have passages."""
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._vectors)
+
+    def add(self, positions: Sequence[int], vectors: Sequence[np.ndarray]) -> None:
+        """Passages of turns at ``positions`` (one ``(passages, dims)`` array each; empty ones skipped)."""
+        for pos, vec in zip(positions, vectors, strict=True):
+            if len(vec):
+                self._vectors.append(np.asarray(vec, dtype=np.float32))
+                self._owners.append(np.full(len(vec), int(pos), dtype=np.int64))
+                self.turns.add(int(pos))
+        self._matrix = None
+
+    def best(self, q: np.ndarray, turn_cosines: np.ndarray) -> np.ndarray:
+        """Per turn: the larger of its own cosine and its best passage's (turns without passages keep theirs)."""
+        out = np.asarray(turn_cosines, dtype=np.float64).copy()
+        if not self._vectors:
+            return out
+        if self._matrix is None:
+            self._matrix = np.concatenate(self._vectors)
+            self._owner = np.concatenate(self._owners)
+            self._vectors, self._owners = [self._matrix], [self._owner]
+        assert self._owner is not None
+        np.maximum.at(out, self._owner, (self._matrix @ q).astype(np.float64))
+        return out
