@@ -62,9 +62,13 @@ def test_nothing_appears_twice(history: Memory) -> None:
 def test_recall_policy_spends_the_whole_budget_on_history(history: Memory) -> None:
     ctx = history.context("staging password rotation", budget=500, policy="recall", format="text")
     reasons = {i.reason for i in ctx.manifest.items}
-    # No recent window under this policy, and recalled turns come before summaries:
-    # here they use the whole budget, so no summary is left room.
-    assert reasons == {"recalled"}
+    # No recent window under this policy, and recalled turns come before summaries.
+    # The filler turns repeat each other: one copy of each is shown, and the room
+    # the repeats would have taken goes to summaries.
+    assert reasons == {"recalled", "summary"}
+    dupes = [m for m in ctx.manifest.near_misses if m.reason == "duplicate"]
+    shown = {i.id for i in ctx.manifest.items}
+    assert dupes and all(m.duplicate_of in shown for m in dupes)
     assert NEEDLE in ctx.text
     assert ctx.text.startswith("## Earlier conversation (recalled, verbatim)\n## 5 January 2026\n")
 

@@ -34,16 +34,18 @@ a section's unused share flows on to the next:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .context import attach_sections, check_budget, check_format, render, snap_window, unit_cost
+from .dedup import Shown, fact_tokens
 from .errors import BudgetError, StratamemError
 from .manifest import Context, ContextItem, Manifest, NearMiss
 from .records import StoredTurn
 from .retrieve.lexical import analyze
-from .retrieve.render import CompactRenderer, pack_turns
+from .retrieve.render import CompactRenderer, Packed, pack_turns
 from .tokens import MESSAGE_TOKENS, REPLY_TOKENS, Tokenizer, count_messages
 
 __all__ = ["POLICIES", "FixedBlock", "ItemUnit", "Recalled", "SummaryUnit", "assemble", "is_follow_up",
@@ -219,7 +221,8 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
              shares: tuple[float, float, float] = (0.5, 0.3, 0.2), fixed: Sequence[FixedBlock] = (),
              recent: Iterable[StoredTurn] = (), recalled: Sequence[Recalled] = (),
              summaries: Sequence[SummaryUnit] = (), bulks: Sequence[SummaryUnit] = (),
-             items: Sequence[ItemUnit] = (), query: str | None = None, notes: Sequence[str] = ()) -> Context:
+             items: Sequence[ItemUnit] = (), query: str | None = None, notes: Sequence[str] = (),
+             dedup: bool = True) -> Context:
     """Fill ``budget`` from the sections in the policy's order and render the result.
 
     Args:
@@ -238,6 +241,9 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
             draw on the history share before recalled turns.
         query: Recorded in the manifest.
         notes: Degradations to report (e.g. recall without an embedder).
+        dedup: Show one copy of each fact (:mod:`stratamem.dedup`): a recalled
+            turn, item or summary sentence already shown is left out, and its
+            manifest entry says ``duplicate_of`` the kept copy.
 
     Raises:
         BudgetError: ``budget`` is not a positive integer or below the request overhead.
@@ -257,6 +263,9 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     misses: list[NearMiss] = []
     sections: list[str] = []
     section_ids: list[set[str]] = []  # manifest item ids each section holds, in step with ``sections``
+    # Everything shown, in priority order: fixed blocks and the window, recalled turns,
+    # items, summaries; a later unit loses what an earlier one already shows.
+    shown = Shown(enabled=dedup)
 
     for blk in fixed:
         body = f"{blk.title}\n{blk.text}"
@@ -265,6 +274,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
             sections.append(body)
             section_ids.append({blk.id})
             out_items.append(ContextItem(blk.id, blk.kind, cost, blk.reason, format=blk.format))
+            shown.add(blk.id, blk.text)
         else:
             misses.append(NearMiss(blk.id, blk.kind, cost, "over_budget"))
 
@@ -306,6 +316,8 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         b.left -= sum(costs[st.id] for st in window)
     in_window = {st.id for st in window}
     window_texts = {st.text for st in window}
+    for st in window:
+        shown.add(f"turn:{st.id}", st.text)
 
     # 2. Recalled history: memory items first (compact facts), then verbatim turns
     #    packed compactly, skipping what the window holds.
@@ -316,7 +328,14 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     item_lines: list[str] = []
     item_header = tokenizer.count(_ITEMS_TITLE) + 2 + (0 if sections else section_overhead)
 
+    taken_items: list[ItemUnit] = []
+    item_shown = Shown(enabled=dedup)  # items among themselves; turns beat items, so they are checked later
+
     def take_item(it: ItemUnit, cap: int) -> int:
+        dup = shown.restates(it.text) or item_shown.restates(it.text) or _restated_by_turns(it, full_turns, dedup)
+        if dup:
+            misses.append(NearMiss(it.id, "item", 0, "duplicate", it.score, duplicate_of=dup))
+            return 0
         cost = tokenizer.count(it.text) + 1 + (0 if item_lines else item_header)
         if cost > cap:
             misses.append(NearMiss(it.id, "item", cost, "over_budget", it.score))
@@ -325,6 +344,8 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         item_lines.append(it.text)
         items_in.append(ContextItem(it.id, "item", cost, it.reason, tier=it.tier, format="text",
                                     score=it.score, turn_ids=it.turn_ids))
+        taken_items.append(it)
+        item_shown.add(it.id, it.text)
         return cost
 
     # Under recall, an item extracted from turns (it has provenance) waits for the
@@ -332,6 +353,8 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     # would only restate them (seed 004). Items added as knowledge go first.
     defer = policy == "recall" or past_query
     deferred: list[ItemUnit] = []
+    # Turns shown whole (window now, recalled turns once packed), by id: an item they restate goes.
+    full_turns: dict[int, str] = {st.id: st.text for st in window}
     for it in items:
         if it.turn_ids and set(it.turn_ids) <= in_window:
             misses.append(NearMiss(it.id, "item", 0, "restates_window_turns", it.score))
@@ -346,6 +369,10 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         if r.turn.id in in_window or r.turn.text in window_texts:
             misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "duplicate_of_window", r.score))
             continue
+        dup = shown.restates(r.turn.text)
+        if dup:
+            misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "duplicate", r.score, duplicate_of=dup))
+            continue
         fresh.append(r.turn)
         score_of[r.turn.id] = r.score
         if r.label:
@@ -353,10 +380,35 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     header_cost = tokenizer.count(_HISTORY_TITLE) + 2 + (0 if sections or item_lines else section_overhead)
     packed = None
     if fresh and recall_cap > header_cost:
-        packed = pack_turns(fresh, recall_cap - header_cost, tokenizer, CompactRenderer(), query=query,
-                            labels=labels)
+        packed, shown, fresh = _pack_once(fresh, recall_cap - header_cost, tokenizer, query, labels, shown,
+                                          misses, score_of)
         if packed.turns:
             b.left -= packed.tokens + header_cost
+            full_turns.update((st.id, st.text) for st in packed.turns if st.id not in packed.excerpts)
+        if dedup and taken_items:
+            # Items taken before the packing lose to the verbatim turns that restate them:
+            # they leave, and their tokens go back to what follows (deferred items, summaries).
+            keep = []
+            for it in taken_items:
+                dup = shown.restates(it.text) or _restated_by_turns(it, full_turns, dedup)
+                if dup:
+                    misses.append(NearMiss(it.id, "item", 0, "duplicate", it.score, duplicate_of=dup))
+                else:
+                    keep.append(it)
+            if len(keep) < len(taken_items):
+                b.left += sum(i.tokens for i in items_in)
+                old = {i.id: i for i in items_in}
+                item_lines.clear()
+                items_in.clear()
+                taken_items.clear()
+                for it in keep:
+                    cost = tokenizer.count(it.text) + 1 + (0 if item_lines else item_header)
+                    b.left -= cost
+                    item_lines.append(it.text)
+                    items_in.append(dataclasses.replace(old[it.id], tokens=cost))
+                    taken_items.append(it)
+    for it in taken_items:
+        shown.add(it.id, it.text)
     kept_ids = {st.id for st in packed.turns} if packed else set()
     # A turn's cost is its rendered line as packed (counted once, during packing).
     line_cost = dict(packed.costs) if packed else {}
@@ -368,8 +420,8 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     for it in deferred:
         if set(it.turn_ids) <= kept_ids:
             misses.append(NearMiss(it.id, "item", 0, "restates_included_turns", it.score))
-        else:
-            take_item(it, b.left)
+        elif take_item(it, b.left):
+            shown.add(it.id, it.text)
     if item_lines:
         sections.append(_ITEMS_TITLE + "\n" + "\n".join(item_lines))
         section_ids.append({i.id for i in items_in})
@@ -403,13 +455,22 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
                 misses.append(NearMiss(su.id, su.kind, su.expanded_tokens, "not_summarized_and_too_big", su.score))
                 continue
             text, reason, fmt_name = (expanded, "expanded", "text") if expanded else (su.text, "summary", "summary")
+            # A summary never restates what is shown: its sentences already shown go.
+            cut = shown.strip(text)
+            if cut.removed and not cut.facts_left:
+                misses.append(NearMiss(su.id, su.kind, 0, "duplicate", su.score, duplicate_of=cut.duplicate_of[0]
+                                       if cut.duplicate_of else su.id))
+                continue
+            text = cut.text
             cost = tokenizer.count(text) + 1 + framing
             if cap.take(cost):
                 b.left -= cost
                 summary_lines.append(text)
                 summary_items.append(ContextItem(su.id, su.kind, cost, reason, tier=su.tier, format=fmt_name,
-                                                 score=su.score, turn_ids=su.turn_ids))
+                                                 score=su.score, turn_ids=su.turn_ids,
+                                                 duplicate_of=cut.duplicate_of))
                 summarized.update(covered)
+                shown.add(su.id, text)
             else:
                 left_out.append((su, cost))
         return left_out
@@ -462,6 +523,68 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     manifest = Manifest(budget=budget, total_tokens=total, items=tuple(out_items), near_misses=tuple(misses),
                         policy=policy, query=query, tokenizer=tokenizer.name, notes=tuple(notes) + tuple(notes_out))
     return Context(format=fmt, messages=messages, system=system, text=text, manifest=manifest)
+
+
+def _restated_by_turns(it: ItemUnit, full_turns: Mapping[int, str], dedup: bool) -> str | None:
+    """``turn:<id>`` when the item's source turns are all shown whole and hold every number it has.
+
+    An item extracted from shown turns only restates them, unless it carries a
+    value they lack (a corrected or newer figure): then it stays.
+    """
+    if not dedup or not it.turn_ids or not all(t in full_turns for t in it.turn_ids):
+        return None
+    said = set().union(*(fact_tokens(full_turns[t]) for t in it.turn_ids))
+    numbers = {t for t in fact_tokens(it.text) if any(c.isdigit() for c in t)}
+    return f"turn:{min(it.turn_ids)}" if numbers <= said else None
+
+
+def _pack_once(fresh: list[StoredTurn], cap: int, tokenizer: Tokenizer, query: str | None,
+               labels: Mapping[int, str], shown: Shown, misses: list[NearMiss],
+               score_of: Mapping[int, Mapping[str, float]]) -> tuple[Packed, Shown, list[StoredTurn]]:
+    """Pack recalled turns so that none repeats a sentence shown before it.
+
+    Packed turns are checked best ranked first against what is shown (fixed
+    blocks, window) and the turns above them: a turn that only restates them
+    leaves, one that partly does loses those sentences (plain-text turns; an
+    excerpt or a block turn stays whole or leaves). The freed room is packed
+    again, a few rounds at most; the last round packs only turns already checked.
+
+    Returns:
+        ``(packed, shown with the packed turns registered, the candidates left)``.
+    """
+    checked: list[StoredTurn] | None = None
+    for attempt in range(4):
+        last = attempt == 3
+        packed = pack_turns(checked if last and checked is not None else fresh, cap, tokenizer, CompactRenderer(),
+                            query=query, labels=labels)
+        trial = shown.copy()
+        if not shown.enabled:
+            return packed, trial, fresh
+        replace: dict[int, StoredTurn | None] = {}
+        ok: list[StoredTurn] = []
+        for st in packed.turns:
+            text = packed.texts.get(st.id, st.text)
+            editable = (st.id not in packed.excerpts and isinstance(st.turn.content, str) and st.role != "tool"
+                        and st.id not in labels)
+            cut = trial.strip(text)
+            if cut.removed and (not cut.facts_left or not editable):
+                dup = cut.duplicate_of[0] if cut.duplicate_of else f"turn:{st.id}"
+                if not cut.facts_left:
+                    misses.append(NearMiss(f"turn:{st.id}", "turn", 0, "duplicate", score_of.get(st.id, {}),
+                                           duplicate_of=dup))
+                    replace[st.id] = None
+                    continue
+            if cut.removed and editable:
+                st = dataclasses.replace(st, turn=dataclasses.replace(st.turn, content=cut.text))
+                replace[st.id] = st
+                text = cut.text
+            trial.add(f"turn:{st.id}", text)
+            ok.append(st)
+        if not replace or last:
+            return packed, trial, fresh
+        fresh = [replace.get(t.id, t) for t in fresh if replace.get(t.id, t) is not None]
+        checked = ok
+    raise AssertionError("unreachable")
 
 
 def _expansion(su: SummaryUnit, room: int, tokenizer: Tokenizer, notes: list[str]) -> str | None:
