@@ -352,12 +352,13 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     # packing: verbatim evidence comes first, and if its turns are shown the item
     # would only restate them (seed 004). Items added as knowledge go first.
     defer = policy == "recall" or past_query
-    deferred: list[ItemUnit] = []
     # Turns shown whole (window now, recalled turns once packed), by id: an item they restate goes.
     full_turns: dict[int, str] = {st.id: st.text for st in window}
+    deferred: list[ItemUnit] = []
     for it in items:
-        if it.turn_ids and set(it.turn_ids) <= in_window:
-            misses.append(NearMiss(it.id, "item", 0, "restates_window_turns", it.score))
+        if it.turn_ids and set(it.turn_ids) <= in_window and not _new_value(it, full_turns):
+            misses.append(NearMiss(it.id, "item", 0, "restates_window_turns", it.score,
+                                   duplicate_of=f"turn:{min(it.turn_ids)}"))
         elif defer and it.turn_ids:
             deferred.append(it)
         else:
@@ -367,7 +368,9 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     labels: dict[int, str] = {}
     for r in recalled:
         if r.turn.id in in_window or r.turn.text in window_texts:
-            misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "duplicate_of_window", r.score))
+            twin = r.turn.id if r.turn.id in in_window else next(st.id for st in window if st.text == r.turn.text)
+            misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "duplicate_of_window", r.score,
+                                   duplicate_of=f"turn:{twin}"))
             continue
         dup = shown.restates(r.turn.text)
         if dup:
@@ -418,8 +421,9 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
             misses.append(NearMiss(f"turn:{st.id}", "turn", tokenizer.count(st.text) if cost is None else cost,
                                    "over_budget", score_of[st.id]))
     for it in deferred:
-        if set(it.turn_ids) <= kept_ids:
-            misses.append(NearMiss(it.id, "item", 0, "restates_included_turns", it.score))
+        if set(it.turn_ids) <= kept_ids and not _new_value(it, {st.id: st.text for st in packed.turns}):
+            misses.append(NearMiss(it.id, "item", 0, "restates_included_turns", it.score,
+                                   duplicate_of=f"turn:{min(it.turn_ids)}"))
         elif take_item(it, b.left):
             shown.add(it.id, it.text)
     if item_lines:
@@ -440,11 +444,13 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         for su in units:
             covered = set(su.turn_ids)
             if covered and covered <= included:
-                misses.append(NearMiss(su.id, su.kind, 0, "restates_included_turns", su.score))
+                misses.append(NearMiss(su.id, su.kind, 0, "restates_included_turns", su.score,
+                                       duplicate_of=f"turn:{min(covered)}"))
                 continue
             if covered & summarized:
                 # A consolidation and its own child segment say the same thing twice.
-                misses.append(NearMiss(su.id, su.kind, 0, "overlaps_included_summary", su.score))
+                holder = next(i.id for i in summary_items if covered & set(i.turn_ids))
+                misses.append(NearMiss(su.id, su.kind, 0, "overlaps_included_summary", su.score, duplicate_of=holder))
                 continue
             first = not summary_lines
             framing = (sum_header if first else 0) + (section_overhead if first and not sections and not kept_ids
@@ -518,11 +524,34 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     for gone in [i for i in out_items if i.id not in shown]:
         misses.append(NearMiss(gone.id, gone.kind, gone.tokens, "over_budget", gone.score))
     out_items = [i for i in out_items if i.id in shown]
+    misses = _resolve_duplicates(misses, shown)
     notes_out.extend(note for tid, note in excerpt_notes.items() if tid in shown)
     messages, system, text, total = ctx
     manifest = Manifest(budget=budget, total_tokens=total, items=tuple(out_items), near_misses=tuple(misses),
                         policy=policy, query=query, tokenizer=tokenizer.name, notes=tuple(notes) + tuple(notes_out))
     return Context(format=fmt, messages=messages, system=system, text=text, manifest=manifest)
+
+
+def _resolve_duplicates(misses: list[NearMiss], shown: set[str]) -> list[NearMiss]:
+    """Point every ``duplicate_of`` at a copy that is shown.
+
+    A unit can lose to one that later loses in turn (an item to an earlier
+    item that a recalled turn then restates): follow the chain to the kept copy.
+    """
+    link = {m.id: m.duplicate_of for m in misses if m.duplicate_of is not None}
+    out = []
+    for m in misses:
+        target, steps = m.duplicate_of, 0
+        while target is not None and target not in shown and target in link and steps < len(link):
+            target, steps = link[target], steps + 1
+        out.append(m if target == m.duplicate_of else dataclasses.replace(m, duplicate_of=target))
+    return out
+
+
+def _new_value(it: ItemUnit, texts: Mapping[int, str]) -> bool:
+    """The item holds a number none of its source turns (those in ``texts``) says: a corrected or newer value."""
+    said = set().union(*(fact_tokens(texts[t]) for t in it.turn_ids if t in texts))
+    return any(any(c.isdigit() for c in t) and t not in said for t in fact_tokens(it.text))
 
 
 def _restated_by_turns(it: ItemUnit, full_turns: Mapping[int, str], dedup: bool) -> str | None:
@@ -533,9 +562,7 @@ def _restated_by_turns(it: ItemUnit, full_turns: Mapping[int, str], dedup: bool)
     """
     if not dedup or not it.turn_ids or not all(t in full_turns for t in it.turn_ids):
         return None
-    said = set().union(*(fact_tokens(full_turns[t]) for t in it.turn_ids))
-    numbers = {t for t in fact_tokens(it.text) if any(c.isdigit() for c in t)}
-    return f"turn:{min(it.turn_ids)}" if numbers <= said else None
+    return None if _new_value(it, full_turns) else f"turn:{min(it.turn_ids)}"
 
 
 def _pack_once(fresh: list[StoredTurn], cap: int, tokenizer: Tokenizer, query: str | None,
@@ -564,9 +591,8 @@ def _pack_once(fresh: list[StoredTurn], cap: int, tokenizer: Tokenizer, query: s
         ok: list[StoredTurn] = []
         for st in packed.turns:
             text = packed.texts.get(st.id, st.text)
-            editable = (st.id not in packed.excerpts and isinstance(st.turn.content, str) and st.role != "tool"
-                        and st.id not in labels)
-            cut = trial.strip(text)
+            editable = st.id not in packed.excerpts and isinstance(st.turn.content, str) and st.role != "tool"
+            cut = trial.strip(st.text if editable else text)
             if cut.removed and (not cut.facts_left or not editable):
                 dup = cut.duplicate_of[0] if cut.duplicate_of else f"turn:{st.id}"
                 if not cut.facts_left:
@@ -577,7 +603,7 @@ def _pack_once(fresh: list[StoredTurn], cap: int, tokenizer: Tokenizer, query: s
             if cut.removed and editable:
                 st = dataclasses.replace(st, turn=dataclasses.replace(st.turn, content=cut.text))
                 replace[st.id] = st
-                text = cut.text
+                text = f"{labels[st.id]} {cut.text}" if st.id in labels else cut.text
             trial.add(f"turn:{st.id}", text)
             ok.append(st)
         if not replace or last:

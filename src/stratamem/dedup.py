@@ -40,7 +40,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["CONTAINMENT", "MIN_FACT_TOKENS", "Shown", "Stripped", "fact_sentences", "fact_tokens", "sentences"]
+__all__ = ["CONTAINMENT", "FACT_TEXT_TOKENS", "MIN_FACT_TOKENS", "Shown", "Stripped", "fact_sentences", "fact_tokens",
+           "repeated_facts", "sentences"]
 
 MIN_FACT_TOKENS = 4
 """Word tokens a sentence needs to count as a fact (shorter: acknowledgements, headers)."""
@@ -49,12 +50,19 @@ CONTAINMENT = 0.8
 """Share of a sentence's distinct tokens a shown sentence must hold for it to be a
 near-duplicate (chosen from ``benchmarks/duplicate_rate.py --thresholds``; see docs/context.md)."""
 
+FACT_TEXT_TOKENS = 5
+"""Tokens a sentence needs to count as *fact text* when a rendered prompt is checked for
+repeats (:func:`repeated_facts`); one more than the pass acts from, so what is checked is
+never finer than what the pass removes."""
+
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _TOKEN = re.compile(r"[^\W_]+")
 _NUMBER = re.compile(r"\d")
-# A summary line opens with its span, "- [8 May 2023, session_3, 10 turns] ", and an
-# item with its type, "- (decision) ": framing, not fact.
-_FRAME = re.compile(r"^\s*-\s*(\[[^\]\n]*\]|\([^)\n]*\))\s*")
+# A summary line opens with its span, "- [8 May 2023, session_3, 10 turns] ", an item
+# with its type, "- (decision) ", a window line with its time, "[2026-03-03 14:00] ",
+# an excerpt with its mark, and turn lines with the speaker, "dana: ": framing, not fact.
+_FRAME = re.compile(r"^\s*(-\s*)?(\[[^\]\n]*\]\s*|\([^)\n]*\)\s*)?")
+_SPEAKER = re.compile(r"^[^\W\d][\w .'-]{0,38}:\s+(\([^)\n]*\)\s*)?")
 
 
 def sentences(text: str) -> list[str]:
@@ -63,8 +71,13 @@ def sentences(text: str) -> list[str]:
 
 
 def fact_tokens(sentence: str) -> tuple[str, ...]:
-    """The sentence's word tokens, lower-cased, with a leading list/summary/item frame removed."""
-    return tuple(_TOKEN.findall(_FRAME.sub("", sentence).lower()))
+    """The sentence's word tokens, lower-cased, without its leading frame.
+
+    The frame is what the prompt puts before a unit's own words: a list dash, a
+    bracketed span or time (``[8 May 2023, s1, 10 turns]``), a parenthesised type
+    or excerpt mark, and a speaker label (``dana:``).
+    """
+    return tuple(_TOKEN.findall(_SPEAKER.sub("", _FRAME.sub("", sentence, count=1), count=1).lower()))
 
 
 def fact_sentences(text: str, min_tokens: int = MIN_FACT_TOKENS) -> list[tuple[str, ...]]:
@@ -186,9 +199,10 @@ class Shown:
                 removed += 1
                 if owner and owner not in owners:
                     owners.append(owner)
-                if not kept and _FRAME.match(s):
+                frame = _FRAME.match(s)
+                if not kept and frame and frame.group(0).strip():
                     # Keep the line's frame ("- [8 May 2023, ...] ") for what follows.
-                    kept.append(_FRAME.match(s).group(0).rstrip())
+                    kept.append(frame.group(0).rstrip())
             if any(k.strip() for k in kept):
                 kept_lines.append(" ".join(kept))
         if removed == 0:
@@ -198,3 +212,21 @@ class Shown:
 
 def _sentences_in_line(line: str) -> list[str]:
     return [s for s in re.split(r"(?<=[.!?])\s+", line) if s.strip()]
+
+
+def repeated_facts(text: str, min_tokens: int = FACT_TEXT_TOKENS) -> dict[str, int]:
+    """Fact texts that occur more than once in a rendered prompt, with their counts.
+
+    The measure of the property test and ``benchmarks/duplicate_rate.py``: the
+    prompt is cut into lines and sentences (:func:`sentences`); a sentence
+    reduced to its tokens without its frame (:func:`fact_tokens`) is *fact text*
+    when it has at least ``min_tokens`` tokens; the keys are fact texts
+    (tokens joined by spaces) seen twice or more, exactly after that normalisation.
+    """
+    seen: dict[str, int] = {}
+    for s in sentences(text):
+        toks = fact_tokens(s)
+        if len(toks) >= min_tokens:
+            key = " ".join(toks)
+            seen[key] = seen.get(key, 0) + 1
+    return {k: n for k, n in seen.items() if n > 1}

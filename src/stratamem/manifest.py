@@ -67,7 +67,9 @@ class NearMiss:
     score: Mapping[str, float] = field(default_factory=dict)
     """Its score breakdown."""
     duplicate_of: str | None = None
-    """For reason ``duplicate``: the id of the unit that shows its content (the kept copy)."""
+    """For a unit left out as a repeat (reason ``duplicate``, ``duplicate_of_window``,
+    ``restates_window_turns``, ``restates_included_turns``, ``overlaps_included_summary``):
+    the id of the unit that shows its content (the kept copy)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``duplicate_of`` only for a duplicate)."""
