@@ -572,8 +572,9 @@ def _pack_once(fresh: list[StoredTurn], cap: int, tokenizer: Tokenizer, query: s
 
     Packed turns are checked best ranked first against what is shown (fixed
     blocks, window) and the turns above them: a turn that only restates them
-    leaves, one that partly does loses those sentences (plain-text turns; an
-    excerpt or a block turn stays whole or leaves). The freed room is packed
+    leaves, one that partly does loses those sentences (plain-text turns, an
+    excerpt being cut again from the shorter text; a turn of content blocks,
+    e.g. a tool result, stays whole or leaves). The freed room is packed
     again, a few rounds at most; the last round packs only turns already checked.
 
     Returns:
@@ -591,19 +592,21 @@ def _pack_once(fresh: list[StoredTurn], cap: int, tokenizer: Tokenizer, query: s
         ok: list[StoredTurn] = []
         for st in packed.turns:
             text = packed.texts.get(st.id, st.text)
-            editable = st.id not in packed.excerpts and isinstance(st.turn.content, str) and st.role != "tool"
+            excerpted = st.id in packed.excerpts
+            editable = isinstance(st.turn.content, str) and st.role != "tool"
             cut = trial.strip(st.text if editable else text)
-            if cut.removed and (not cut.facts_left or not editable):
-                dup = cut.duplicate_of[0] if cut.duplicate_of else f"turn:{st.id}"
-                if not cut.facts_left:
-                    misses.append(NearMiss(f"turn:{st.id}", "turn", 0, "duplicate", score_of.get(st.id, {}),
-                                           duplicate_of=dup))
-                    replace[st.id] = None
-                    continue
+            if cut.removed and not cut.facts_left:
+                misses.append(NearMiss(f"turn:{st.id}", "turn", 0, "duplicate", score_of.get(st.id, {}),
+                                       duplicate_of=cut.duplicate_of[0] if cut.duplicate_of else f"turn:{st.id}"))
+                replace[st.id] = None
+                continue
             if cut.removed and editable:
                 st = dataclasses.replace(st, turn=dataclasses.replace(st.turn, content=cut.text))
                 replace[st.id] = st
-                text = f"{labels[st.id]} {cut.text}" if st.id in labels else cut.text
+                # An excerpt is cut again from the shorter text by the next packing
+                # (and checked then); until then what is shown is the old excerpt.
+                if not excerpted:
+                    text = f"{labels[st.id]} {cut.text}" if st.id in labels else cut.text
             trial.add(f"turn:{st.id}", text)
             ok.append(st)
         if not replace or last:
