@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from stratamem import Config, Memory
 from stratamem.assemble import POLICIES, ItemUnit, Recalled, SummaryUnit, assemble
 from stratamem.context import FORMATS
-from stratamem.dedup import CONTAINMENT, FACT_TEXT_TOKENS, MIN_FACT_TOKENS, Shown, fact_tokens
+from stratamem.dedup import CONTAINMENT, FACT_TEXT_TOKENS, MIN_FACT_TOKENS, Shown, fact_tokens, sentences
 from stratamem.dedup import repeated_facts as dedup_repeated
 from stratamem.records import StoredTurn, Turn
 from stratamem.tokens import get_tokenizer
@@ -87,6 +87,27 @@ def test_strip_keeps_new_sentences_and_names_the_kept_copy() -> None:
     off = Shown(enabled=False)
     off.add("turn:3", FACT)
     assert off.strip(FACT).text == FACT and off.restates(FACT) is None
+
+
+_POOL = [FACT, "The migration script needs care today.", "Backups come first, before every copy.",
+         "Ines Duarte is the contact at Northbeam Logistics.", "Thanks!", "The vault code is 4812 for now.",
+         "The vault code is 5150 for now.", "dana: We decided to ship with PostgreSQL 16 on 20 March."]
+_texts = st.lists(st.lists(st.sampled_from(_POOL), max_size=4).map(" ".join), max_size=3).map("\n".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=_texts, second=_texts)
+def test_what_strip_leaves_is_never_shown_and_never_repeated(first: str, second: str) -> None:
+    shown = Shown()
+    kept_first = shown.strip(first).text
+    shown.add("a", kept_first)
+    cut = shown.strip(second)
+    assert repeated_facts(kept_first + "\n" + cut.text) == []
+    for toks in (fact_tokens(x) for x in sentences(cut.text)):
+        if len(toks) >= MIN_FACT_TOKENS:
+            assert shown.find(toks) is None
+    assert shown.strip(cut.text).removed == 0 or not cut.facts_left
+    assert set(cut.duplicate_of) <= {"a"}
 
 
 # -- the three copies: item, source turn, summary --------------------------------------------------
