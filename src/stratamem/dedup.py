@@ -62,7 +62,9 @@ _NUMBER = re.compile(r"\d")
 # with its type, "- (decision) ", a window line with its time, "[2026-03-03 14:00] ",
 # an excerpt with its mark, and turn lines with the speaker, "dana: ": framing, not fact.
 _FRAME = re.compile(r"^\s*(-\s*)?(\[[^\]\n]*\]\s*|\([^)\n]*\)\s*)?")
-_SPEAKER = re.compile(r"^[^\W\d][\w .'-]{0,38}:\s+(\([^)\n]*\)\s*)?")
+# A speaker is one to three words of letters ("dana", "Wei Zhang"): no digits, so
+# "Section 3: ..." keeps its number and is not a speaker label.
+_SPEAKER = re.compile(r"^[^\W\d_][^\W\d_.'-]*(?:[ .'-][^\W\d_]+){0,2}:\s+(\([^)\n]*\)\s*)?")
 
 
 def sentences(text: str) -> list[str]:
