@@ -63,15 +63,24 @@ def test_recall_policy_spends_the_whole_budget_on_history(history: Memory) -> No
     ctx = history.context("staging password rotation", budget=500, policy="recall", format="text")
     reasons = {i.reason for i in ctx.manifest.items}
     # No recent window under this policy, and recalled turns come before summaries:
-    # here they use the whole budget, so no summary is left room.
+    # here they use the whole budget, so no summary is left room. The filler turns
+    # repeat each other: one copy of each is shown, the room freed goes to more turns.
     assert reasons == {"recalled"}
+    dupes = [m for m in ctx.manifest.near_misses if m.reason == "duplicate"]
+    shown = {i.id for i in ctx.manifest.items}
+    assert dupes and all(m.duplicate_of in shown for m in dupes)
     assert NEEDLE in ctx.text
     assert ctx.text.startswith("## Earlier conversation (recalled, verbatim)\n## 5 January 2026\n")
 
 
 def test_without_a_query_the_window_shares_with_summaries_only(history: Memory) -> None:
     ctx = history.context(budget=400, session="week2")
-    assert {i.reason for i in ctx.manifest.items} == {"recent_window", "summary"}
+    # The filler history repeats itself: every summary only restates sentences the
+    # window shows, so none is shown (one copy of each fact), and each says which.
+    assert {i.reason for i in ctx.manifest.items} == {"recent_window"}
+    window_ids = {i.id for i in ctx.manifest.items}
+    dupes = [m for m in ctx.manifest.near_misses if m.kind in ("segment", "consolidation")]
+    assert dupes and all(m.reason == "duplicate" and m.duplicate_of in window_ids for m in dupes)
     window = sum(i.tokens for i in ctx.manifest.items if i.reason == "recent_window")
     # With nothing recalled, the window gets current / (current + bulk) of the budget.
     assert 0.5 * 400 < window <= 0.5 / 0.7 * (400 - 3)

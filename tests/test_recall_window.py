@@ -49,9 +49,14 @@ def test_a_question_about_the_past_gets_a_small_window_and_the_budget_goes_to_re
     [note] = [n for n in ctx.manifest.notes if n.startswith("hybrid: window match")]
     assert "window keeps 10% of its share; recalled history draws first" in note
     assert any(m.reason == "window_shrunk_for_recall" for m in ctx.manifest.near_misses)
-    # Recall takes what the window gave up: more recalled turns than under the old 30% share.
-    recalled = sum(i.tokens for i in ctx.manifest.items if i.reason == "recalled")
-    assert recalled > 0.3 * 1200
+    # Recall takes what the window gave up. The filler repeats itself: one copy of each
+    # sentence is recalled and the repeats are left out as duplicates of the shown copy
+    # (docs/context.md), so a few distinct turns hold everything that matched.
+    recalled = [i for i in ctx.manifest.items if i.reason == "recalled"]
+    assert len(recalled) >= 9
+    shown = {i.id for i in ctx.manifest.items}
+    dupes = [m for m in ctx.manifest.near_misses if m.reason == "duplicate"]
+    assert len(dupes) > 50 and all(m.duplicate_of in shown for m in dupes)
 
 
 def test_without_a_query_or_with_a_follow_up_the_window_keeps_its_share(mem: Memory) -> None:

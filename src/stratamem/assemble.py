@@ -34,16 +34,18 @@ a section's unused share flows on to the next:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .context import attach_sections, check_budget, check_format, render, snap_window, unit_cost
+from .dedup import Shown, fact_tokens
 from .errors import BudgetError, StratamemError
 from .manifest import Context, ContextItem, Manifest, NearMiss
 from .records import StoredTurn
 from .retrieve.lexical import analyze
-from .retrieve.render import CompactRenderer, pack_turns
+from .retrieve.render import CompactRenderer, Packed, pack_turns
 from .tokens import MESSAGE_TOKENS, REPLY_TOKENS, Tokenizer, count_messages
 
 __all__ = ["POLICIES", "FixedBlock", "ItemUnit", "Recalled", "SummaryUnit", "assemble", "is_follow_up",
@@ -219,7 +221,8 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
              shares: tuple[float, float, float] = (0.5, 0.3, 0.2), fixed: Sequence[FixedBlock] = (),
              recent: Iterable[StoredTurn] = (), recalled: Sequence[Recalled] = (),
              summaries: Sequence[SummaryUnit] = (), bulks: Sequence[SummaryUnit] = (),
-             items: Sequence[ItemUnit] = (), query: str | None = None, notes: Sequence[str] = ()) -> Context:
+             items: Sequence[ItemUnit] = (), query: str | None = None, notes: Sequence[str] = (),
+             dedup: bool = True) -> Context:
     """Fill ``budget`` from the sections in the policy's order and render the result.
 
     Args:
@@ -238,6 +241,9 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
             draw on the history share before recalled turns.
         query: Recorded in the manifest.
         notes: Degradations to report (e.g. recall without an embedder).
+        dedup: Show one copy of each fact (:mod:`stratamem.dedup`): a recalled
+            turn, item or summary sentence already shown is left out, and its
+            manifest entry says ``duplicate_of`` the kept copy.
 
     Raises:
         BudgetError: ``budget`` is not a positive integer or below the request overhead.
@@ -257,6 +263,9 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     misses: list[NearMiss] = []
     sections: list[str] = []
     section_ids: list[set[str]] = []  # manifest item ids each section holds, in step with ``sections``
+    # Everything shown, in priority order: fixed blocks and the window, recalled turns,
+    # items, summaries; a later unit loses what an earlier one already shows.
+    shown = Shown(enabled=dedup)
 
     for blk in fixed:
         body = f"{blk.title}\n{blk.text}"
@@ -265,6 +274,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
             sections.append(body)
             section_ids.append({blk.id})
             out_items.append(ContextItem(blk.id, blk.kind, cost, blk.reason, format=blk.format))
+            shown.add(blk.id, blk.text)
         else:
             misses.append(NearMiss(blk.id, blk.kind, cost, "over_budget"))
 
@@ -306,6 +316,8 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         b.left -= sum(costs[st.id] for st in window)
     in_window = {st.id for st in window}
     window_texts = {st.text for st in window}
+    for st in window:
+        shown.add(f"turn:{st.id}", st.text)
 
     # 2. Recalled history: memory items first (compact facts), then verbatim turns
     #    packed compactly, skipping what the window holds.
@@ -316,7 +328,14 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     item_lines: list[str] = []
     item_header = tokenizer.count(_ITEMS_TITLE) + 2 + (0 if sections else section_overhead)
 
+    taken_items: list[ItemUnit] = []
+    item_shown = Shown(enabled=dedup)  # items among themselves; turns beat items, so they are checked later
+
     def take_item(it: ItemUnit, cap: int) -> int:
+        dup = shown.restates(it.text) or item_shown.restates(it.text) or _restated_by_turns(it, full_turns, dedup)
+        if dup:
+            misses.append(NearMiss(it.id, "item", 0, "duplicate", it.score, duplicate_of=dup))
+            return 0
         cost = tokenizer.count(it.text) + 1 + (0 if item_lines else item_header)
         if cost > cap:
             misses.append(NearMiss(it.id, "item", cost, "over_budget", it.score))
@@ -325,16 +344,21 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         item_lines.append(it.text)
         items_in.append(ContextItem(it.id, "item", cost, it.reason, tier=it.tier, format="text",
                                     score=it.score, turn_ids=it.turn_ids))
+        taken_items.append(it)
+        item_shown.add(it.id, it.text)
         return cost
 
     # Under recall, an item extracted from turns (it has provenance) waits for the
     # packing: verbatim evidence comes first, and if its turns are shown the item
     # would only restate them (seed 004). Items added as knowledge go first.
     defer = policy == "recall" or past_query
+    # Turns shown whole (window now, recalled turns once packed), by id: an item they restate goes.
+    full_turns: dict[int, str] = {st.id: st.text for st in window}
     deferred: list[ItemUnit] = []
     for it in items:
-        if it.turn_ids and set(it.turn_ids) <= in_window:
-            misses.append(NearMiss(it.id, "item", 0, "restates_window_turns", it.score))
+        if it.turn_ids and set(it.turn_ids) <= in_window and not _new_value(it, full_turns):
+            misses.append(NearMiss(it.id, "item", 0, "restates_window_turns", it.score,
+                                   duplicate_of=f"turn:{min(it.turn_ids)}"))
         elif defer and it.turn_ids:
             deferred.append(it)
         else:
@@ -344,7 +368,13 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     labels: dict[int, str] = {}
     for r in recalled:
         if r.turn.id in in_window or r.turn.text in window_texts:
-            misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "duplicate_of_window", r.score))
+            twin = r.turn.id if r.turn.id in in_window else next(st.id for st in window if st.text == r.turn.text)
+            misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "duplicate_of_window", r.score,
+                                   duplicate_of=f"turn:{twin}"))
+            continue
+        dup = shown.restates(r.turn.text)
+        if dup:
+            misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "duplicate", r.score, duplicate_of=dup))
             continue
         fresh.append(r.turn)
         score_of[r.turn.id] = r.score
@@ -353,10 +383,35 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     header_cost = tokenizer.count(_HISTORY_TITLE) + 2 + (0 if sections or item_lines else section_overhead)
     packed = None
     if fresh and recall_cap > header_cost:
-        packed = pack_turns(fresh, recall_cap - header_cost, tokenizer, CompactRenderer(), query=query,
-                            labels=labels)
+        packed, shown, fresh = _pack_once(fresh, recall_cap - header_cost, tokenizer, query, labels, shown,
+                                          misses, score_of)
         if packed.turns:
             b.left -= packed.tokens + header_cost
+            full_turns.update((st.id, st.text) for st in packed.turns if st.id not in packed.excerpts)
+        if dedup and taken_items:
+            # Items taken before the packing lose to the verbatim turns that restate them:
+            # they leave, and their tokens go back to what follows (deferred items, summaries).
+            keep = []
+            for it in taken_items:
+                dup = shown.restates(it.text) or _restated_by_turns(it, full_turns, dedup)
+                if dup:
+                    misses.append(NearMiss(it.id, "item", 0, "duplicate", it.score, duplicate_of=dup))
+                else:
+                    keep.append(it)
+            if len(keep) < len(taken_items):
+                b.left += sum(i.tokens for i in items_in)
+                old = {i.id: i for i in items_in}
+                item_lines.clear()
+                items_in.clear()
+                taken_items.clear()
+                for it in keep:
+                    cost = tokenizer.count(it.text) + 1 + (0 if item_lines else item_header)
+                    b.left -= cost
+                    item_lines.append(it.text)
+                    items_in.append(dataclasses.replace(old[it.id], tokens=cost))
+                    taken_items.append(it)
+    for it in taken_items:
+        shown.add(it.id, it.text)
     kept_ids = {st.id for st in packed.turns} if packed else set()
     # A turn's cost is its rendered line as packed (counted once, during packing).
     line_cost = dict(packed.costs) if packed else {}
@@ -366,10 +421,11 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
             misses.append(NearMiss(f"turn:{st.id}", "turn", tokenizer.count(st.text) if cost is None else cost,
                                    "over_budget", score_of[st.id]))
     for it in deferred:
-        if set(it.turn_ids) <= kept_ids:
-            misses.append(NearMiss(it.id, "item", 0, "restates_included_turns", it.score))
-        else:
-            take_item(it, b.left)
+        if set(it.turn_ids) <= kept_ids and not _new_value(it, {st.id: st.text for st in packed.turns}):
+            misses.append(NearMiss(it.id, "item", 0, "restates_included_turns", it.score,
+                                   duplicate_of=f"turn:{min(it.turn_ids)}"))
+        elif take_item(it, b.left):
+            shown.add(it.id, it.text)
     if item_lines:
         sections.append(_ITEMS_TITLE + "\n" + "\n".join(item_lines))
         section_ids.append({i.id for i in items_in})
@@ -388,11 +444,13 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         for su in units:
             covered = set(su.turn_ids)
             if covered and covered <= included:
-                misses.append(NearMiss(su.id, su.kind, 0, "restates_included_turns", su.score))
+                misses.append(NearMiss(su.id, su.kind, 0, "restates_included_turns", su.score,
+                                       duplicate_of=f"turn:{min(covered)}"))
                 continue
             if covered & summarized:
                 # A consolidation and its own child segment say the same thing twice.
-                misses.append(NearMiss(su.id, su.kind, 0, "overlaps_included_summary", su.score))
+                holder = next(i.id for i in summary_items if covered & set(i.turn_ids))
+                misses.append(NearMiss(su.id, su.kind, 0, "overlaps_included_summary", su.score, duplicate_of=holder))
                 continue
             first = not summary_lines
             framing = (sum_header if first else 0) + (section_overhead if first and not sections and not kept_ids
@@ -403,13 +461,22 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
                 misses.append(NearMiss(su.id, su.kind, su.expanded_tokens, "not_summarized_and_too_big", su.score))
                 continue
             text, reason, fmt_name = (expanded, "expanded", "text") if expanded else (su.text, "summary", "summary")
+            # A summary never restates what is shown: its sentences already shown go.
+            cut = shown.strip(text)
+            if cut.removed and not cut.facts_left:
+                misses.append(NearMiss(su.id, su.kind, 0, "duplicate", su.score, duplicate_of=cut.duplicate_of[0]
+                                       if cut.duplicate_of else su.id))
+                continue
+            text = cut.text
             cost = tokenizer.count(text) + 1 + framing
             if cap.take(cost):
                 b.left -= cost
                 summary_lines.append(text)
                 summary_items.append(ContextItem(su.id, su.kind, cost, reason, tier=su.tier, format=fmt_name,
-                                                 score=su.score, turn_ids=su.turn_ids))
+                                                 score=su.score, turn_ids=su.turn_ids,
+                                                 duplicate_of=cut.duplicate_of))
                 summarized.update(covered)
+                shown.add(su.id, text)
             else:
                 left_out.append((su, cost))
         return left_out
@@ -457,11 +524,96 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     for gone in [i for i in out_items if i.id not in shown]:
         misses.append(NearMiss(gone.id, gone.kind, gone.tokens, "over_budget", gone.score))
     out_items = [i for i in out_items if i.id in shown]
+    misses = _resolve_duplicates(misses, shown)
     notes_out.extend(note for tid, note in excerpt_notes.items() if tid in shown)
     messages, system, text, total = ctx
     manifest = Manifest(budget=budget, total_tokens=total, items=tuple(out_items), near_misses=tuple(misses),
                         policy=policy, query=query, tokenizer=tokenizer.name, notes=tuple(notes) + tuple(notes_out))
     return Context(format=fmt, messages=messages, system=system, text=text, manifest=manifest)
+
+
+def _resolve_duplicates(misses: list[NearMiss], shown: set[str]) -> list[NearMiss]:
+    """Point every ``duplicate_of`` at a copy that is shown.
+
+    A unit can lose to one that later loses in turn (an item to an earlier
+    item that a recalled turn then restates): follow the chain to the kept copy.
+    """
+    link = {m.id: m.duplicate_of for m in misses if m.duplicate_of is not None}
+    out = []
+    for m in misses:
+        target, steps = m.duplicate_of, 0
+        while target is not None and target not in shown and target in link and steps < len(link):
+            target, steps = link[target], steps + 1
+        out.append(m if target == m.duplicate_of else dataclasses.replace(m, duplicate_of=target))
+    return out
+
+
+def _new_value(it: ItemUnit, texts: Mapping[int, str]) -> bool:
+    """The item holds a number none of its source turns (those in ``texts``) says: a corrected or newer value."""
+    said = set().union(*(fact_tokens(texts[t]) for t in it.turn_ids if t in texts))
+    return any(any(c.isdigit() for c in t) and t not in said for t in fact_tokens(it.text))
+
+
+def _restated_by_turns(it: ItemUnit, full_turns: Mapping[int, str], dedup: bool) -> str | None:
+    """``turn:<id>`` when the item's source turns are all shown whole and hold every number it has.
+
+    An item extracted from shown turns only restates them, unless it carries a
+    value they lack (a corrected or newer figure): then it stays.
+    """
+    if not dedup or not it.turn_ids or not all(t in full_turns for t in it.turn_ids):
+        return None
+    return None if _new_value(it, full_turns) else f"turn:{min(it.turn_ids)}"
+
+
+def _pack_once(fresh: list[StoredTurn], cap: int, tokenizer: Tokenizer, query: str | None,
+               labels: Mapping[int, str], shown: Shown, misses: list[NearMiss],
+               score_of: Mapping[int, Mapping[str, float]]) -> tuple[Packed, Shown, list[StoredTurn]]:
+    """Pack recalled turns so that none repeats a sentence shown before it.
+
+    Packed turns are checked best ranked first against what is shown (fixed
+    blocks, window) and the turns above them: a turn that only restates them
+    leaves, one that partly does loses those sentences (plain-text turns, an
+    excerpt being cut again from the shorter text; a turn of content blocks,
+    e.g. a tool result, stays whole or leaves). The freed room is packed
+    again, a few rounds at most; the last round packs only turns already checked.
+
+    Returns:
+        ``(packed, shown with the packed turns registered, the candidates left)``.
+    """
+    checked: list[StoredTurn] | None = None
+    for attempt in range(4):
+        last = attempt == 3
+        packed = pack_turns(checked if last and checked is not None else fresh, cap, tokenizer, CompactRenderer(),
+                            query=query, labels=labels)
+        trial = shown.copy()
+        if not shown.enabled:
+            return packed, trial, fresh
+        replace: dict[int, StoredTurn | None] = {}
+        ok: list[StoredTurn] = []
+        for st in packed.turns:
+            text = packed.texts.get(st.id, st.text)
+            excerpted = st.id in packed.excerpts
+            editable = isinstance(st.turn.content, str) and st.role != "tool"
+            cut = trial.strip(st.text if editable else text)
+            if cut.removed and not cut.facts_left:
+                misses.append(NearMiss(f"turn:{st.id}", "turn", 0, "duplicate", score_of.get(st.id, {}),
+                                       duplicate_of=cut.duplicate_of[0] if cut.duplicate_of else f"turn:{st.id}"))
+                replace[st.id] = None
+                continue
+            if cut.removed and editable:
+                st = dataclasses.replace(st, turn=dataclasses.replace(st.turn, content=cut.text))
+                replace[st.id] = st
+                # An excerpt is cut again from the shorter text by the next packing
+                # (and checked then); until then what is shown is the old excerpt.
+                if not excerpted:
+                    text = f"{labels[st.id]} {cut.text}" if st.id in labels else cut.text
+            trial.add(f"turn:{st.id}", text)
+            ok.append(st)
+        if not replace or last:
+            return packed, trial, fresh
+        fresh = [replace.get(t.id, t) for t in fresh if replace.get(t.id, t) is not None]
+        checked = ok
+    raise AssertionError("unreachable")
 
 
 def _expansion(su: SummaryUnit, room: int, tokenizer: Tokenizer, notes: list[str]) -> str | None:

@@ -138,6 +138,9 @@ class ContextConfig:
     """Store every assembled context's manifest (``stratamem manifests``); off for read-only stores."""
     keep_manifests: int = 1000
     """Newest manifests kept per namespace."""
+    dedup: bool = True
+    """One copy of each fact in a context: a recalled turn, memory item or summary sentence
+    already shown is left out, its manifest entry saying ``duplicate_of`` (docs/context.md)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,12 +38,18 @@ class ContextItem:
     """Score breakdown (e.g. ``vector``, ``lexical``, ``recency``, ``fused``)."""
     turn_ids: tuple[int, ...] = ()
     """Turns this unit covers (a turn covers itself; a summary its provenance)."""
+    duplicate_of: tuple[str, ...] = ()
+    """Ids of the units already showing sentences this one had and lost to them
+    (:mod:`stratamem.dedup`); empty when it is shown whole."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"id": self.id, "kind": self.kind, "tier": self.tier, "format": self.format,
-                "tokens": self.tokens, "reason": self.reason, "score": dict(self.score),
-                "turn_ids": list(self.turn_ids)}
+        """JSON form (``duplicate_of`` only when some sentences were left out as shown elsewhere)."""
+        out = {"id": self.id, "kind": self.kind, "tier": self.tier, "format": self.format,
+               "tokens": self.tokens, "reason": self.reason, "score": dict(self.score),
+               "turn_ids": list(self.turn_ids)}
+        if self.duplicate_of:
+            out["duplicate_of"] = list(self.duplicate_of)
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,14 +63,21 @@ class NearMiss:
     tokens: int
     """Tokens it would have cost."""
     reason: str
-    """Why it was left out, e.g. ``over_budget``, ``duplicate_of:turn:42``."""
+    """Why it was left out, e.g. ``over_budget``, ``duplicate`` (see :attr:`duplicate_of`)."""
     score: Mapping[str, float] = field(default_factory=dict)
     """Its score breakdown."""
+    duplicate_of: str | None = None
+    """For a unit left out as a repeat (reason ``duplicate``, ``duplicate_of_window``,
+    ``restates_window_turns``, ``restates_included_turns``, ``overlaps_included_summary``):
+    the id of the unit that shows its content (the kept copy)."""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        return {"id": self.id, "kind": self.kind, "tokens": self.tokens, "reason": self.reason,
-                "score": dict(self.score)}
+        """JSON form (``duplicate_of`` only for a duplicate)."""
+        out = {"id": self.id, "kind": self.kind, "tokens": self.tokens, "reason": self.reason,
+               "score": dict(self.score)}
+        if self.duplicate_of is not None:
+            out["duplicate_of"] = self.duplicate_of
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -560,7 +560,7 @@ class Memory:
         ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=format, policy=policy,
                         shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), fixed=fixed,
                         recent=recent, recalled=recalled, summaries=summaries, items=items, query=query,
-                        notes=notes)
+                        notes=notes, dedup=cfg.dedup)
         self._record(session, ctx)
         return ctx
 
@@ -613,7 +613,7 @@ class Memory:
         cfg = self.config.context
         ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=fmt, policy="topics",
                        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), recent=window,
-                       summaries=topics, bulks=bulks, query=query, fixed=self._fixed_blocks(session))
+                       summaries=topics, bulks=bulks, query=query, fixed=self._fixed_blocks(session), dedup=cfg.dedup)
         self._record(session, ctx)
         return ctx
 

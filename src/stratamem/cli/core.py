@@ -170,7 +170,8 @@ def context(settings: Settings, query: str | None, budget: int | None, session: 
             click.echo(f"#  {it.id:<16} {it.kind:<13} {it.tier or '-':<5} {it.format:<8} {it.tokens:>6} "
                        f"{it.reason} {score}".rstrip())
         for nm in m.near_misses:
-            click.echo(f"#  (left out) {nm.id:<16} {nm.kind:<13} {nm.tokens:>6} {nm.reason}")
+            dup = f" duplicate_of={nm.duplicate_of}" if nm.duplicate_of else ""
+            click.echo(f"#  (left out) {nm.id:<16} {nm.kind:<13} {nm.tokens:>6} {nm.reason}{dup}")
 
 
 @click.command()
