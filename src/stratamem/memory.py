@@ -609,7 +609,7 @@ class Memory:
                 current = self.pyramid.expand(sealed[-1].id) if sealed else []
         limit = self.config.pyramid.max_message_chars
         window = [_truncated(st, limit) for st in reversed(current) if st.role != "system"]
-        topics, bulks = self._summary_index.topics(self.pyramid)
+        topics, bulks = self._summary_index.topics(self.pyramid, session)
         cfg = self.config.context
         ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=fmt, policy="topics",
                        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), recent=window,

@@ -301,7 +301,7 @@ class Pyramid:
             for s in sessions:
                 created += self._seal(s, manual, events)
             if created:
-                created += self._consolidate(events)
+                created += self._consolidate(sessions, events)
                 self._move_tiers(events)
         for e in events:
             self._emit(e)
@@ -353,18 +353,36 @@ class Pyramid:
                                       reason=seal.reason))
         return out
 
-    def _consolidate(self, events: list[Event]) -> list[int]:
+    def _consolidate(self, sessions: Sequence[str], events: list[Event]) -> list[int]:
+        """Consolidate pending nodes level by level: per session (default) or namespace-wide.
+
+        Per session, a consolidation merges nodes of one session only and records
+        that session, so a bulk never mixes conversations nor shows up in another
+        session's view; ``consolidation_scope = "namespace"`` merges consecutive
+        nodes of every session (seed 000's single-conversation pyramid).
+        """
+        if self.config.pyramid.consolidation_scope == "namespace":
+            return self._consolidate_in(None, events)
+        out: list[int] = []
+        for s in dict.fromkeys(sessions):
+            out += self._consolidate_in(s, events)
+        return out
+
+    def _consolidate_in(self, session: str | None, events: list[Event]) -> list[int]:
         out = []
         for level, rule in enumerate(self.plan.levels, start=2):
-            # Only nodes newer than the last consolidated child can be pending (the levels
-            # are gap-free prefixes), so the read stays small however long the history is.
-            pending = self._nodes.list(self.namespace, level=level - 1, unparented=True,
-                                       after_id=self._nodes.last_child_id(self.namespace, level))
+            if session is None:
+                # Only nodes newer than the last consolidated child can be pending (the levels
+                # are gap-free prefixes), so the read stays small however long the history is.
+                pending = self._nodes.list(self.namespace, level=level - 1, unparented=True,
+                                           after_id=self._nodes.last_child_id(self.namespace, level))
+            else:
+                pending = self._nodes.list(self.namespace, level=level - 1, unparented=True, session=session)
             while (n := rule.take(pending, self._estimate)) > 0:
                 children, pending = pending[:n], pending[n:]
                 ids = tuple(sorted(t for c in children for t in self._nodes.turn_ids(self.namespace, c.id)))
                 node_id = self._nodes.insert(self.namespace, NewNode(
-                    level=level, kind=rule.kind, session=None, seq_range=None, turn_ids=ids,
+                    level=level, kind=rule.kind, session=session, seq_range=None, turn_ids=ids,
                     tokens=sum(c.tokens for c in children), start=min(c.start for c in children),
                     end=max(c.end for c in children), reason="consolidation", tier=None))
                 self._nodes.set_parent(self.namespace, [c.id for c in children], node_id)
@@ -380,7 +398,9 @@ class Pyramid:
         # cost of a seal does not grow with the namespace's history.
         live = self._nodes.list(ns, level=1, tier_not="cold")
         newest = self._nodes.list(ns, level=1, newest_first=True, limit=p.hot_chunks) if p.hot_chunks > 0 else []
-        segments = sorted({n.id: n for n in (*live, *newest)}.values(), key=lambda n: n.id)
+        # Cold segments newer than the oldest live one still count in the warm window's depth.
+        colder = self._nodes.list(ns, level=1, tier="cold", after_id=live[0].id) if live else []
+        segments = sorted({n.id: n for n in (*live, *newest, *colder)}.values(), key=lambda n: n.id)
         reference = self._reference() or self.clock()
         covered_nodes: set[int] = set()
         if self.plan.levels:
@@ -389,7 +409,7 @@ class Pyramid:
             covered_nodes = {n.id for n in live if n.first_turn_id in covered}
         moves = plan_tiers(segments, hot_chunks=p.hot_chunks, hot_max_tokens=p.hot_max_tokens,
                            covered_by_top=covered_nodes, reference=reference,
-                           warm_max_age=timedelta(hours=p.warm_max_age_hours))
+                           warm_max_age=timedelta(hours=p.warm_max_age_hours), warm_max_turns=p.warm_max_turns)
         if not moves:
             return
         by_id = {n.id: n for n in segments}

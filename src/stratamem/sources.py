@@ -232,16 +232,20 @@ class SummaryIndex:
             expand=(lambda nid=node.id: pyramid.expand(nid)) if segment else None,
             expanded_tokens=node.tokens if segment else 0, expand_only=node.summary is None)
 
-    def topics(self, pyramid: Any) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
+    def topics(self, pyramid: Any, session: str | None = None) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
         """Seed 002's view: topic (segment) summaries and bulk (consolidation) summaries, newest first.
 
         Only top-level consolidations are bulks, and only topics no bulk covers
-        are listed, so nothing is said twice.
+        are listed, so nothing is said twice. With ``session`` and per-session
+        consolidation (the default ``consolidation_scope``), only that session's
+        topics and bulks are listed: another conversation's history is not its topic.
         """
         self._refresh(pyramid)
         # The index leaves hot segments out (in other policies the window holds
         # them); here the window is only the current topic, so they are listed too.
         nodes = [self._nodes[d] for d in self._docs] + pyramid.nodes(level=1, tier="hot")
+        if session is not None and pyramid.config.pyramid.consolidation_scope == "session":
+            nodes = [n for n in nodes if n.session == session]
         top = [n for n in nodes if n.level >= 2 and n.parent_id is None]
         bulked = {t for n in top for t in self._unit(pyramid, n, {}).turn_ids}
         topics = [n for n in nodes if n.level == 1 and not set(self._unit(pyramid, n, {}).turn_ids) <= bulked]
