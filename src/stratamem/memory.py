@@ -78,6 +78,14 @@ class Status:
     """Length of its vectors (0 without one)."""
     embedded_turns: int = 0
     """Turns whose vectors are stored in the recall index (the rest are embedded when it opens)."""
+    summary_calls: int = 0
+    """Model calls made to summarize this namespace's history (0 with a local summarizer)."""
+    summary_input_tokens: int = 0
+    """Input tokens those calls cost, as the provider reported them."""
+    summary_output_tokens: int = 0
+    """Output tokens those calls cost."""
+    summary_tokens_saved: int = 0
+    """Prompt tokens one prompt saves by showing the summarized segments as summaries (see ``stratamem.spend``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -698,7 +706,19 @@ class Memory:
                       self.store.size_bytes(), self.tokenizer.name, tuple(self._warnings),
                       embedder=self.indexer.model or "none",
                       embedding_dims=int(getattr(model, "dimensions", 0) or 0) if model is not None else 0,
-                      embedded_turns=embedded)
+                      embedded_turns=embedded, **self._spend_fields())
+
+    def _spend_fields(self) -> dict[str, int]:
+        """Summarization spend and savings for :meth:`status` (zeros where the store keeps no pyramid)."""
+        nodes = getattr(self.store, "nodes", None)
+        if nodes is None:
+            return {}
+        from .spend import LevelSpend, SummarySpend
+
+        spend = SummarySpend(self.namespace, tuple(LevelSpend(*r) for r in nodes.spend(self.namespace)),
+                             *nodes.summarized_tokens(self.namespace))
+        return {"summary_calls": spend.calls, "summary_input_tokens": spend.input_tokens,
+                "summary_output_tokens": spend.output_tokens, "summary_tokens_saved": spend.tokens_saved}
 
     def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:
         """The working state of this namespace, kept under ``project_dir`` (see ``docs/state.md``).

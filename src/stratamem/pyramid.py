@@ -60,6 +60,7 @@ from .item_search import embed_texts
 from .nodes import Node, TierStats
 from .records import StoredTurn
 from .segment import FixedSegmenter, Seal, Segmenter, TopicSegmenter, UserTurnSegmenter
+from .spend import LevelSpend, SummarySpend
 from .store.sqlite_nodes import NewNode
 from .summarize import Summarizer, Summary
 from .summarize.extractive import ExtractiveSummarizer
@@ -531,6 +532,7 @@ class Pyramid:
         try:
             summary = run(self.summarizer)
         except Exception as exc:  # any failure of a pluggable summarizer: fall back, keep it visible
+            self._record_spend(node.level)  # a failed answer still cost its tokens
             errors.append(f"{type(exc).__name__}: {exc}")
             self._emit(self._event("summarizer.failed", node_id=node.id, level=node.level,
                                    summarizer=self.summarizer.name, error=type(exc).__name__))
@@ -541,6 +543,8 @@ class Pyramid:
                 self._nodes.set_status(self.namespace, node.id, "failed",
                                        f"{errors[0]}; fallback {type(again).__name__}: {again}")
                 return done
+        if not errors:
+            self._record_spend(node.level)
         if not errors and node.level == 1:
             # Only a summary that stands is mined for items: a fallback's facts would be
             # joined by the retry's, two wordings of the same knowledge.
@@ -555,6 +559,25 @@ class Pyramid:
                                 status="failed" if errors else "ok", error="; ".join(errors) or None,
                                 view_tokens=view, embedding=embedding)
         return done + 1
+
+    def _record_spend(self, level: int) -> None:
+        """Add the summarizer's model usage since the last record to the level's spend."""
+        take = getattr(self.summarizer, "take_usage", None)
+        if take is None:
+            return  # a local strategy: no model, no spend
+        calls, n_in, n_out = take()
+        if calls or n_in or n_out:
+            self._nodes.add_spend(self.namespace, level, calls=calls, input_tokens=n_in, output_tokens=n_out)
+
+    def spend(self) -> SummarySpend:
+        """Model calls and tokens spent on summaries (per level), beside the prompt tokens they save."""
+        turn_tokens, summary_tokens = self._nodes.summarized_tokens(self.namespace)
+        return SummarySpend(self.namespace, tuple(LevelSpend(*row) for row in self._nodes.spend(self.namespace)),
+                            turn_tokens, summary_tokens)
+
+    def failed_count(self) -> int:
+        """Nodes whose summary failed (an extractive fallback stands in until :meth:`retry_failed`)."""
+        return self._nodes.failed_count(self.namespace)
 
     def _failed(self, node: Node, error: str, exc: BaseException) -> int:
         """Record that no summary could be made at all (the node keeps what it had); returns 0."""

@@ -30,7 +30,7 @@ from .postgres_embeddings import m002_embeddings
 from .postgres_ingest_keys import m008_ingest_keys
 from .postgres_items import m005_items, m007_item_ids
 from .postgres_manifests import m006_manifests
-from .postgres_nodes import m003_pyramid
+from .postgres_nodes import m003_pyramid, m014_summary_spend
 from .postgres_turn_embeddings import m010_recall_index
 
 __all__ = ["MIGRATIONS", "PgMigration", "applied", "apply", "ensure_schema"]
@@ -111,6 +111,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m008_ingest_keys", m008_ingest_keys),
     PgMigration("m009_conversation_loop", m009_conversation_loop),
     PgMigration("m010_recall_index", m010_recall_index),
+    PgMigration("m014_summary_spend", m014_summary_spend),
 ]
 
 

@@ -14,7 +14,7 @@ from .sqlite_embeddings import m002_embeddings
 from .sqlite_ingest_keys import m008_ingest_keys
 from .sqlite_items import m007_item_ids
 from .sqlite_manifests import m006_manifests
-from .sqlite_nodes import m003_pyramid
+from .sqlite_nodes import m003_pyramid, m014_summary_spend
 from .sqlite_turn_embeddings import m010_recall_index
 
 __all__ = ["MIGRATIONS"]
@@ -158,4 +158,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m008_ingest_keys", m008_ingest_keys),
     Migration("m009_conversation_loop", m009_conversation_loop),
     Migration("m010_recall_index", m010_recall_index),
+    Migration("m014_summary_spend", m014_summary_spend),
 ]
