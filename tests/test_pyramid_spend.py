@@ -112,3 +112,64 @@ def test_prometheus_text_has_tier_sizes_seals_failures_and_spend(tmp_path: Path)
     assert samples['stratamem_pyramid_summary_output_tokens_total{namespace="t",level="1"}'] == str(
         spend.output_tokens)
     assert "# TYPE stratamem_pyramid_segments_sealed_total counter" in text
+
+
+def _topics_memory(scope: str) -> Memory:
+    from datetime import timedelta
+
+    from test_pyramid import T0
+
+    config = Config().replace(pyramid={"preset": "topics", "summarizer": "extractive", "bulk_merge_size": 3,
+                                       "consolidation_scope": scope},
+                              context={"default_budget": 400})
+    mem = Memory(":memory:", namespace="t", config=config, embedder=None)
+    t = T0
+    for topic in range(8):
+        for name in ("a", "b"):
+            batch = []
+            for i in range(4):
+                t += timedelta(minutes=1)
+                batch.append({"role": "user" if i % 2 == 0 else "assistant",
+                              "content": f"{name} subject {topic} point {i}: Alice paid {topic * 10 + i} euros "
+                                         f"for the {name}{topic} project in Paris and Rome.",
+                              "timestamp": t.isoformat()})
+            mem.add(batch, session=name)
+        t += timedelta(hours=1)  # a silence seals each topic
+    return mem
+
+
+def test_topics_context_reports_tokens_per_tier_and_the_compression_ratio():
+    mem = _topics_memory("session")
+    bulks = mem.pyramid.nodes(level=2)
+    assert bulks and all(n.session in ("a", "b") for n in bulks)
+    for n in bulks:
+        assert {c.session for c in mem.pyramid.children(n.id)} == {n.session}
+    ctx = mem.context("what did Alice pay?", budget=1500, session="a", policy="topics", format="text")
+    m = ctx.manifest
+    by_kind: dict[str, int] = {"turn": 0, "segment": 0, "consolidation": 0}
+    source = 0
+    for item in m.items:
+        by_kind[item.kind] += item.tokens
+        if item.kind == "turn":
+            source += mem.store.turns("t", ids=[item.turn_ids[0]])[0].tokens
+        else:
+            node = mem.pyramid.node(int(item.id.split(":")[1]))
+            assert node.session == "a"  # nothing of session b's history in session a's topics context
+            source += node.tokens
+    assert dict(m.tier_tokens) == {"current": by_kind["turn"], "topics": by_kind["segment"],
+                                   "bulks": by_kind["consolidation"]}
+    assert m.tier_tokens["bulks"] > 0 and m.tier_tokens["current"] > 0
+    assert m.source_tokens == source
+    assert m.compression_ratio == source / sum(by_kind.values())
+    d = m.to_dict()
+    assert (d["tier_tokens"], d["source_tokens"], d["compression_ratio"]) == (
+        dict(m.tier_tokens), source, round(source / sum(by_kind.values()), 3))
+    # Other policies report no tiers.
+    assert mem.context("what did Alice pay?", budget=1500, session="a").manifest.tier_tokens == {}
+
+
+def test_namespace_wide_bulks_mix_sessions_when_asked():
+    mem = _topics_memory("namespace")
+    bulks = mem.pyramid.nodes(level=2)
+    assert bulks and all(n.session is None for n in bulks)
+    assert any(len({c.session for c in mem.pyramid.children(n.id)}) == 2 for n in bulks)

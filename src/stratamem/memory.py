@@ -30,7 +30,7 @@ from .nodes import Node
 from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
 from .retrieve import HybridIndex
 from .retrieve.updates import find_updates, order_updates, update_labels
-from .sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks
+from .sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks, topic_tiers
 from .store import SQLiteStore, Store, TurnBatch
 from .store.base import NamespaceStats
 from .tokens import Tokenizer, count_turn, get_tokenizer
@@ -622,6 +622,9 @@ class Memory:
         ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=fmt, policy="topics",
                        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), recent=window,
                        summaries=topics, bulks=bulks, query=query, fixed=self._fixed_blocks(session))
+        tiers, source = topic_tiers(ctx.manifest, self.pyramid, {st.id: st.tokens for st in current})
+        ctx = dataclasses.replace(ctx, manifest=dataclasses.replace(ctx.manifest, tier_tokens=tiers,
+                                                                    source_tokens=source))
         self._record(session, ctx)
         return ctx
 

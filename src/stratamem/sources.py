@@ -17,13 +17,14 @@ from typing import Any
 import numpy as np
 
 from .assemble import FixedBlock, SummaryUnit
+from .manifest import Manifest
 from .errors import NotFoundError
 from .instructions import load_instructions
 from .nodes import Node
 from .retrieve.lexical import BM25Index, analyze
 from .tokens import Tokenizer
 
-__all__ = ["SummaryIndex", "checkpoint_block", "project_blocks", "summary_line", "system_blocks"]
+__all__ = ["SummaryIndex", "checkpoint_block", "project_blocks", "summary_line", "system_blocks", "topic_tiers"]
 
 
 def project_blocks(project_dir: str | os.PathLike[str], namespace: str, tokenizer: Tokenizer,
@@ -252,3 +253,29 @@ class SummaryIndex:
         newest = lambda ns: sorted(ns, key=lambda n: n.last_turn_id, reverse=True)  # noqa: E731
         return ([self._unit(pyramid, n, {"recency": float(-i)}) for i, n in enumerate(newest(topics))],
                 [self._unit(pyramid, n, {"recency": float(-i)}) for i, n in enumerate(newest(top))])
+
+
+_TOPIC_TIERS = {"turn": "current", "segment": "topics", "consolidation": "bulks"}
+
+
+def topic_tiers(manifest: Manifest, pyramid: Any, turn_tokens: dict[int, int]) -> tuple[dict[str, int], int]:
+    """Seed 002's per-tier totals of a ``topics`` context: ``({tier: tokens shown}, source tokens)``.
+
+    Tiers are ``current`` (the current topic's turns), ``topics`` (segment
+    summaries, or segments expanded) and ``bulks`` (consolidation summaries);
+    source tokens are the exact tokens of the stored turns they stand for
+    (``turn_tokens`` for the current turns, the node's tokens for a summary).
+    Fixed blocks (instructions, state) belong to no tier.
+    """
+    tiers = {"current": 0, "topics": 0, "bulks": 0}
+    source = 0
+    for item in manifest.items:
+        tier = _TOPIC_TIERS.get(item.kind)
+        if tier is None:
+            continue
+        tiers[tier] += item.tokens
+        if item.kind == "turn":
+            source += turn_tokens.get(item.turn_ids[0], item.tokens)
+        else:
+            source += pyramid.node(int(item.id.split(":", 1)[1])).tokens
+    return tiers, source
