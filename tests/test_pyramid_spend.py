@@ -173,3 +173,38 @@ def test_namespace_wide_bulks_mix_sessions_when_asked():
     bulks = mem.pyramid.nodes(level=2)
     assert bulks and all(n.session is None for n in bulks)
     assert any(len({c.session for c in mem.pyramid.children(n.id)}) == 2 for n in bulks)
+
+
+def test_pyramid_policy_at_1500_tokens_shows_hot_window_relevant_warm_chunks_and_macro_summaries(minilm):
+    from test_pyramid import T0
+
+    from datetime import timedelta
+
+    config = Config().replace(pyramid={"summarizer": "extractive"}, context={"policy": "pyramid"})
+    mem = Memory(":memory:", namespace="t", config=config, embedder=minilm)
+    topics = ["gardening tomatoes", "car repair brakes", "cooking pasta", "piano lessons", "tax forms",
+              "hiking boots", "birthday party", "moving flat", "job interview", "dog training",
+              "guitar strings", "budget spreadsheet", "wedding plans", "kitchen paint"]
+    turns = []
+    for i in range(140):
+        topic = topics[i // 10]
+        turns.append({"role": "user" if i % 2 == 0 else "assistant",
+                      "content": f"About {topic}: note {i} on the {topic} plan, step {i % 10}.",
+                      "timestamp": (T0 + timedelta(minutes=i)).isoformat()})
+    mem.add(turns, session="s")
+    ctx = mem.context("what did we decide about the dog training?", budget=1500, session="s")
+    m = ctx.manifest
+    assert ctx.tokens <= 1500
+    window = [i for i in m.items if i.reason == "recent_window"]
+    chunks = [i for i in m.items if i.kind == "segment"]
+    macros = [i for i in m.items if i.kind == "consolidation"]
+    assert window and chunks and macros
+    # The window keeps to its share (50% of what the fixed blocks leave), not the whole budget.
+    assert sum(i.tokens for i in window) <= 1500 * 0.5
+    # The most relevant warm chunk is the dog-training one (turns 90-99), expanded to its turns.
+    dog = mem.pyramid.nodes(level=1)[9]
+    assert chunks[0].id == f"node:{dog.id}" and chunks[0].reason == "expanded"
+    assert len(chunks) <= 3
+    # Macro summaries are the top-level consolidations.
+    assert {i.id for i in macros} <= {f"node:{n.id}" for n in mem.pyramid.nodes() if n.level >= 2
+                                      and n.parent_id is None}

@@ -561,14 +561,20 @@ class Memory:
                 notes.append(f"knowledge updates: {update_labels(labels)}")
             recalled = [Recalled(index.turn(h.turn_ids[0]), h.score, labels.get(h.turn_ids[0])) for h in hits]
         fixed = self._fixed_blocks(session)
-        summaries = (self._summary_index.rank(self.pyramid, query)
-                     if self.config.pyramid.enabled else [])
+        bulks: list[Any] = []
+        if not self.config.pyramid.enabled:
+            summaries = []
+        elif policy == "pyramid":
+            # Seed 000: hot window, the top-3 relevant warm chunks expanded, macro summaries.
+            summaries, bulks = self._summary_index.pyramid_parts(self.pyramid, query)
+        else:
+            summaries = self._summary_index.rank(self.pyramid, query)
         items = self._item_units(query)
         cfg = self.config.context
         ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=format, policy=policy,
                         shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), fixed=fixed,
-                        recent=recent, recalled=recalled, summaries=summaries, items=items, query=query,
-                        notes=notes)
+                        recent=recent, recalled=recalled, summaries=summaries, bulks=bulks, items=items,
+                        query=query, notes=notes)
         self._record(session, ctx)
         return ctx
 
