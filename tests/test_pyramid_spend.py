@@ -208,3 +208,16 @@ def test_pyramid_policy_at_1500_tokens_shows_hot_window_relevant_warm_chunks_and
     # Macro summaries are the top-level consolidations.
     assert {i.id for i in macros} <= {f"node:{n.id}" for n in mem.pyramid.nodes() if n.level >= 2
                                       and n.parent_id is None}
+
+
+def test_prompt_view_lists_only_the_sessions_own_topics_and_bulks_when_consolidation_is_per_session():
+    from stratamem.escalation import prompt_view
+
+    for scope, expect_other in (("session", False), ("namespace", True)):
+        mem = _topics_memory(scope)
+        view = prompt_view(mem.pyramid, "a", 4000)
+        shown = [mem.pyramid.node(i.node_id) for i in (*view.topics, *view.bulks)]
+        assert view.bulks
+        others = [n for n in shown if n.session not in ("a", None)
+                  or (n.session is None and any(c.session == "b" for c in mem.pyramid.children(n.id)))]
+        assert bool(others) is expect_other
