@@ -369,6 +369,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
             misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "duplicate_of_window", r.score))
             continue
         if r.turn.id in chunk_turns:
+            misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "in_warm_chunk", r.score))
             continue
         fresh.append(r.turn)
         score_of[r.turn.id] = r.score
