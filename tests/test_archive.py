@@ -90,8 +90,9 @@ def test_corrupt_truncated_and_missing_frames_raise_archive_error(tmp_path: Path
 
 
 def _memory(tmp_path: Path, **pyramid) -> Memory:
+    # Warm holds the newest 10 turns' segments: with hot_chunks=2 (10 turns) every older segment is cold.
     config = Config().replace(pyramid={"micro_chunk_size": 5, "mini_chunk_size": 10, "macro_chunk_size": 20,
-                                       **pyramid})
+                                       "warm_max_turns": 10, **pyramid})
     return Memory(tmp_path / "m.db", namespace="t", config=config, embedder=None)
 
 

@@ -306,7 +306,8 @@ def test_differential_the_pyramid_builds_the_same_tree_tiers_and_expansions(both
     for store in both:
         mem = Memory(store, namespace="t", embedder=HashEmbedder(16),
                      config=pyramid_config(micro_chunk_size=5, mini_chunk_size=10, macro_chunk_size=30,
-                                           defer_summarization=False, archive_cold_content=False))
+                                           defer_summarization=False, archive_cold_content=False,
+                                           consolidation_scope="namespace", warm_max_turns=0))
         # (Memory keeps a file archive beside a SQLite file only; without it both keep
         # cold content in the canonical turns, so everything else must match.)
         mem.add(msgs(23), session="a")
@@ -681,3 +682,19 @@ def test_feature_operations_never_read_or_change_another_namespace(shared: Any, 
         assert {other: _snapshot(shared, prefix + other) for other in before} == before, (kind, name)
         assert all(i.content.startswith(ns + " ") for i in shared.items.select(ns))
         assert all((state.summary or ns) == ns for _, state in _snapshot(shared, ns)[2])
+
+
+def test_summary_spend_adds_up_per_level_and_goes_with_its_namespace(store: Any) -> None:
+    store.append("ns", [TurnBatch("s", [turn("t")], [1])])
+    store.append("other", [TurnBatch("s", [turn("t")], [1])])
+    assert store.nodes.spend("ns") == []
+    store.nodes.add_spend("ns", 1, calls=2, input_tokens=300, output_tokens=40)
+    store.nodes.add_spend("ns", 2, calls=1, input_tokens=90, output_tokens=25)
+    store.nodes.add_spend("ns", 1, calls=1, input_tokens=150, output_tokens=20)
+    store.nodes.add_spend("other", 1, calls=5, input_tokens=1, output_tokens=1)
+    assert store.nodes.spend("ns") == [(1, 3, 450, 60), (2, 1, 90, 25)]
+    assert store.nodes.spend("other") == [(1, 5, 1, 1)]
+    # Forgetting the namespace forgets what it spent; the other namespace keeps its rows.
+    Memory(store, namespace="ns", embedder=None).forget(all_namespace=True)
+    assert store.nodes.spend("ns") == []
+    assert store.nodes.spend("other") == [(1, 5, 1, 1)]

@@ -62,12 +62,18 @@ def check_tree(mem: Memory) -> None:
                     expect = hi + 1
                 assert mem.pyramid._nodes.sealed_seq(mem.namespace, session) == expect - 1
         else:
-            below = [n for n in nodes if n.level == level - 1]
-            parented = [n for n in below if n.parent_id is not None]
-            # The consolidated children are the oldest nodes of the level below, with no hole.
-            assert [n.id for n in parented] == [n.id for n in below[: len(parented)]]
+            per_session = mem.config.pyramid.consolidation_scope == "session"
+            below_all = [n for n in nodes if n.level == level - 1]
+            for group in ({n.session for n in below_all} if per_session else {None}):
+                below = [n for n in below_all if not per_session or n.session == group]
+                parented = [n for n in below if n.parent_id is not None]
+                # The consolidated children are the oldest nodes of the level below (of the
+                # session, when consolidation is per session), with no hole.
+                assert [n.id for n in parented] == [n.id for n in below[: len(parented)]]
             for n in at:
                 kids = mem.pyramid.children(n.id)
+                if per_session:
+                    assert {k.session for k in kids} == {n.session}
                 assert sorted(t for k in kids for t in mem.pyramid.turn_ids(k.id)) == mem.pyramid.turn_ids(n.id)
                 assert n.tokens == sum(k.tokens for k in kids)
 
@@ -102,8 +108,8 @@ def test_macro_consolidation_covers_at_least_one_hundred_turns():
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(st.tuples(st.sampled_from(["add", "add", "add", "seal"]), st.sampled_from(["a", "b", "c"]),
                               st.integers(1, 9), st.floats(0, 50)), min_size=1, max_size=14),
-       preset=st.sampled_from(["pyramid", "topics", "user_turn"]))
-def test_every_turn_belongs_to_exactly_one_node_per_level(ops, preset):
+       preset=st.sampled_from(["pyramid", "topics", "user_turn"]), scope=st.sampled_from(["session", "namespace"]))
+def test_every_turn_belongs_to_exactly_one_node_per_level(ops, preset, scope):
     if preset == "user_turn":
         config = cfg(preset="custom", segmenter="user_turn", mini_chunk_size=4, macro_chunk_size=9,
                      summarizer="heuristic")
@@ -113,6 +119,7 @@ def test_every_turn_belongs_to_exactly_one_node_per_level(ops, preset):
     else:
         config = cfg(micro_chunk_size=3, mini_chunk_size=5, macro_chunk_size=11, summarizer="heuristic",
                      hot_chunks=1)
+    config = config.replace(pyramid={"consolidation_scope": scope})
     mem = Memory(":memory:", namespace="p", config=config, embedder=None)
     clock = 0
     for op, session, n, gap in ops:
@@ -172,7 +179,7 @@ def test_a_manual_seal_closes_the_open_turns_and_is_recorded():
 
 def test_tiers_move_hot_to_warm_to_cold_and_expand_gives_back_the_turns(tmp_path: Path):
     mem = Memory(tmp_path / "m.db", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=10,
-                                                               macro_chunk_size=30, hot_chunks=2), embedder=None)
+                                                               macro_chunk_size=30, hot_chunks=2, warm_max_turns=0), embedder=None)
     stored = mem.add(msgs(47))
     by_tier = {t: [n.id for n in mem.pyramid.nodes(level=1, tier=t)] for t in ("hot", "warm", "cold")}
     # 9 segments (ids 1-9, then 4 minis, 1 macro); the 6 under the macro chunk (turns 1-30)
@@ -260,7 +267,7 @@ def test_summaries_are_embedded_when_an_embedder_is_given():
 
 def test_tier_statistics_count_every_turn_once(tmp_path: Path):
     mem = Memory(tmp_path / "m.db", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=10,
-                                                               macro_chunk_size=30), embedder=None)
+                                                               macro_chunk_size=30, warm_max_turns=0), embedder=None)
     mem.add(msgs(47))
     stats = {s.tier: s for s in mem.pyramid.stats()}
     assert {k: (s.nodes, s.turns) for k, s in stats.items()} == {
@@ -435,17 +442,17 @@ def _full_plan_moves(mem: Memory) -> dict:
     return plan_tiers(segments, hot_chunks=p.hot_chunks, hot_max_tokens=p.hot_max_tokens,
                       covered_by_top={n.id for n in segments if n.first_turn_id in covered},
                       reference=mem.store.nodes.newest_turn_time(mem.namespace),
-                      warm_max_age=timedelta(hours=p.warm_max_age_hours))
+                      warm_max_age=timedelta(hours=p.warm_max_age_hours), warm_max_turns=p.warm_max_turns)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(1, 7),
                               st.sampled_from([0.5, 30, 400, -600]),  # minutes; imported history may go back
                               st.sampled_from([1, 40])), min_size=1, max_size=12),
-       hot=st.integers(0, 3), hot_tokens=st.sampled_from([60, 50_000]))
-def test_reading_only_unsettled_segments_moves_tiers_exactly_like_a_full_scan(ops, hot, hot_tokens):
+       hot=st.integers(0, 3), hot_tokens=st.sampled_from([60, 50_000]), warm=st.sampled_from([0, 9, 100]))
+def test_reading_only_unsettled_segments_moves_tiers_exactly_like_a_full_scan(ops, hot, hot_tokens, warm):
     mem = Memory(":memory:", namespace="p", config=cfg(micro_chunk_size=3, mini_chunk_size=5, macro_chunk_size=11,
-                                                        hot_chunks=hot, hot_max_tokens=hot_tokens,
+                                                        hot_chunks=hot, hot_max_tokens=hot_tokens, warm_max_turns=warm,
                                                         warm_max_age_hours=2, summarizer="heuristic"), embedder=None)
     clock = 0.0
     for session, n, gap, words in ops:
@@ -519,3 +526,42 @@ def test_the_postgres_pyramid_lock_holds_one_namespace_until_commit(pg_dsn):
     finally:
         holder.close()
         other.close()
+
+
+def test_warm_holds_the_turns_20_to_100_back_and_older_segments_are_cold():
+    # Seed 000: hot = the last 20 turns (2 micro chunks), warm = turns 20-100 back, cold = 100+.
+    mem = Memory(":memory:", namespace="t", config=cfg(summarizer="heuristic"), embedder=None)
+    mem.add(msgs(130))
+    by_tier = {t: [n.seq_range for n in mem.pyramid.nodes(level=1, tier=t)] for t in ("hot", "warm", "cold")}
+    assert by_tier == {"hot": [(111, 120), (121, 130)],
+                       "warm": [(i * 10 + 1, i * 10 + 10) for i in range(3, 11)],
+                       "cold": [(1, 10), (11, 20), (21, 30)]}
+    assert [n.turn_count for n in mem.pyramid.nodes(level=3)] == [120]  # 4 minis of 30
+    stats = {s.tier: (s.nodes, s.turns) for s in mem.pyramid.stats()}
+    assert stats == {"hot": (2, 20), "warm": (8, 80), "cold": (3, 30), "open": (0, 0)}
+    # Ten more turns push one more segment past the window.
+    mem.add(msgs(10, start=130))
+    stats = {s.tier: (s.nodes, s.turns) for s in mem.pyramid.stats()}
+    assert stats == {"hot": (2, 20), "warm": (8, 80), "cold": (4, 40), "open": (0, 0)}
+
+
+def test_consolidations_merge_one_session_unless_the_scope_is_the_namespace():
+    def build(scope: str) -> Memory:
+        mem = Memory(":memory:", namespace="t", config=cfg(summarizer="heuristic", consolidation_scope=scope),
+                     embedder=None)
+        # Two interleaved sessions: 30 turns each, added 15 at a time.
+        for part in range(2):
+            for name, base in (("a", 0), ("b", 1000)):
+                mem.add(msgs(15, start=base + part * 15), session=name)
+        return mem
+
+    mem = build("session")
+    minis = mem.pyramid.nodes(level=2)
+    assert [(n.session, n.turn_count) for n in minis] == [("a", 30), ("b", 30)]
+    for n in minis:
+        assert {c.session for c in mem.pyramid.children(n.id)} == {n.session}
+    mem = build("namespace")
+    minis = mem.pyramid.nodes(level=2)
+    assert [(n.session, n.turn_count) for n in minis] == [(None, 30), (None, 30)]
+    # Namespace-wide, a chunk mixes the sessions' segments in the order they were sealed.
+    assert [{c.session for c in mem.pyramid.children(n.id)} for n in minis] == [{"a", "b"}, {"a", "b"}]

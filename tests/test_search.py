@@ -47,7 +47,8 @@ def test_search_ranks_turns_and_summaries_with_breakdowns(mem: Memory) -> None:
     assert turns[0].scores["fused"] > 0 and "lexical" in turns[0].scores
     assert turns[0].turn_ids == (int(turns[0].id.split(":")[1]),)
     assert summaries and summaries[0].score == 1.0 and summaries[0].tier in ("warm", "cold")
-    assert set(summaries[0].scores) == {"lexical", "level", "fused"}
+    # Summaries are ranked by words and, with an embedder, by their stored vectors too.
+    assert set(summaries[0].scores) == {"lexical", "vector", "level", "fused"}
     assert all(h.to_dict()["id"] == h.id for h in hits)
 
 

@@ -23,8 +23,11 @@ a section's unused share flows on to the next:
   truncated with a marker), historical topic summaries 30% (newest first), bulk
   summaries 20% (newest first: when bulks do not fit, the oldest is dropped first);
   no verbatim recall and no memory items, as in the seed.
-* ``pyramid`` (seed 000): the hot recent window first, then relevant older
-  turns, then summaries for broad context.
+* ``pyramid`` (seed 000): the hot recent window (current share), the three
+  warm chunks most relevant to the query, expanded to their turns when they fit
+  (history share), and macro summaries for broad context (bulk share); recalled
+  verbatim turns take what those parts leave. A part with nothing to show gives
+  its share to the others.
 * ``state_first`` (seed 004): instructions and working state, then the
   conversation window, then recalled history.
 * ``recall``: no recent window; memory items, then recalled verbatim turns
@@ -236,7 +239,9 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         recalled: Older turns, best first.
         summaries: Summaries, best first. A summary that wins a slot is replaced by
             its verbatim turns when they fit what is left (lazy expansion).
-        bulks: Bulk summaries for the ``topics`` policy, newest first (its 20% share).
+        bulks: Bulk summaries for the ``topics`` policy, newest first (its 20% share); macro
+            summaries for the ``pyramid`` policy (seed 000), whose ``summaries`` are then the
+            relevant warm chunks (history share) and whose window keeps the current share.
         items: Memory items, hot ones first, then recalled ones best first; they
             draw on the history share before recalled turns.
         query: Recorded in the manifest.
@@ -279,8 +284,15 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
             misses.append(NearMiss(blk.id, blk.kind, cost, "over_budget"))
 
     topics = policy == "topics"
-    has_history = bool(summaries) if topics else bool(recalled) or bool(items)
-    current, history, bulk = _shares(policy, shares, has_history, bool(bulks) if topics else bool(summaries))
+    # seed 000 (pyramid): hot window, relevant warm chunks (``summaries``), macro summaries (``bulks``).
+    seed000 = policy == "pyramid"
+    if topics:
+        has_history, has_bulk = bool(summaries), bool(bulks)
+    elif seed000:
+        has_history, has_bulk = bool(summaries) or bool(recalled) or bool(items), bool(bulks)
+    else:
+        has_history, has_bulk = bool(recalled) or bool(items), bool(summaries)
+    current, history, bulk = _shares(policy, shares, has_history, has_bulk)
     after_fixed = b.left
 
     # 1. Recent window: contiguous from the newest turn back, within its share.
@@ -288,8 +300,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     costs: dict[int, int] = {}
     past_query = False
     if current > 0:
-        # seed 000's order puts the hot window first, with all it can use.
-        cap = _Budget(after_fixed if policy == "pyramid" else int(after_fixed * current))
+        cap = _Budget(int(after_fixed * current))
         for st in recent:
             cost = unit_cost(st.turn, fmt, tokenizer)
             if not cap.take(cost):
@@ -325,6 +336,14 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     # verbatim turn is evidence, a summary only points at it (summaries get the rest).
     strict = policy in ("pyramid", "recall") or past_query
     recall_cap = b.left if strict else int(b.left * history / (history + bulk)) if history else 0
+    macro_reserve = 0
+    if seed000:
+        # The warm chunks keep their history share and the macros their bulk share:
+        # recalled turns take what those parts will not use.
+        warm_need = sum(su.expanded_tokens if su.expand is not None else tokenizer.count(su.text)
+                        for su in summaries)
+        macro_reserve = min(int(after_fixed * bulk), sum(tokenizer.count(su.text) + 1 for su in bulks))
+        recall_cap = max(0, b.left - min(int(after_fixed * history), warm_need) - macro_reserve)
     item_lines: list[str] = []
     item_header = tokenizer.count(_ITEMS_TITLE) + 2 + (0 if sections else section_overhead)
 
@@ -366,6 +385,9 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     fresh: list[StoredTurn] = []
     score_of: dict[int, Mapping[str, float]] = {}
     labels: dict[int, str] = {}
+    # seed 000: turns of a warm chunk that will be expanded are shown there, not recalled twice.
+    chunk_turns = {t for su in summaries if seed000 and su.expand is not None
+                   and 0 < su.expanded_tokens <= int(after_fixed * history) for t in su.turn_ids}
     for r in recalled:
         if r.turn.id in in_window or r.turn.text in window_texts:
             twin = r.turn.id if r.turn.id in in_window else next(st.id for st in window if st.text == r.turn.text)
@@ -375,6 +397,9 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         dup = shown.restates(r.turn.text)
         if dup:
             misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "duplicate", r.score, duplicate_of=dup))
+            continue
+        if r.turn.id in chunk_turns:
+            misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "in_warm_chunk", r.score))
             continue
         fresh.append(r.turn)
         score_of[r.turn.id] = r.score
@@ -437,9 +462,16 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
     summary_items: list[ContextItem] = []
     sum_header = tokenizer.count(_SUMMARY_TITLE) + 2
     summarized: set[int] = set()
+    as_summary: set[int] = set()  # turns under the units shown as summaries (not expanded)
 
-    def take_summaries(units: Sequence[SummaryUnit], cap: _Budget) -> list[tuple[SummaryUnit, int]]:
-        """Take what fits ``cap``; return the units left out for lack of room, with their cost."""
+    def take_summaries(units: Sequence[SummaryUnit], cap: _Budget,
+                       overlap: bool = False) -> list[tuple[SummaryUnit, int]]:
+        """Take what fits ``cap``; return the units left out for lack of room, with their cost.
+
+        ``overlap``: a unit may cover turns of a unit already shown expanded (seed 000's
+        macro summaries give the broad view around the warm chunks shown in full), never
+        those of another summary.
+        """
         left_out: list[tuple[SummaryUnit, int]] = []
         for su in units:
             covered = set(su.turn_ids)
@@ -447,7 +479,7 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
                 misses.append(NearMiss(su.id, su.kind, 0, "restates_included_turns", su.score,
                                        duplicate_of=f"turn:{min(covered)}"))
                 continue
-            if covered & summarized:
+            if covered & (as_summary if overlap else summarized):
                 # A consolidation and its own child segment say the same thing twice.
                 holder = next(i.id for i in summary_items if covered & set(i.turn_ids))
                 misses.append(NearMiss(su.id, su.kind, 0, "overlaps_included_summary", su.score, duplicate_of=holder))
@@ -477,6 +509,8 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
                                                  duplicate_of=cut.duplicate_of))
                 summarized.update(covered)
                 shown.add(su.id, text)
+                if reason == "summary":
+                    as_summary.update(covered)
             else:
                 left_out.append((su, cost))
         return left_out
@@ -486,6 +520,12 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
         # to the topics that did not fit their share.
         waiting = take_summaries(summaries, _Budget(min(b.left, int(after_fixed * history) if history else 0)))
         left_out = take_summaries(bulks, _Budget(b.left)) + take_summaries([su for su, _ in waiting], _Budget(b.left))
+    elif seed000:
+        # Warm chunks first (leaving the macros their share), then macros, then any
+        # chunk that did not fit gets what is still free.
+        waiting = take_summaries(summaries, _Budget(max(0, b.left - macro_reserve)))
+        left_out = (take_summaries(bulks, _Budget(b.left), overlap=True)
+                    + take_summaries([su for su, _ in waiting], _Budget(b.left)))
     else:
         left_out = take_summaries(summaries, _Budget(b.left))
     misses.extend(NearMiss(su.id, su.kind, cost, "over_budget", su.score) for su, cost in left_out)

@@ -116,6 +116,12 @@ class PyramidConfig:
     """A summary may use up to this share of its node's turn tokens (capped by the two targets above)."""
     retention_purges_turns: bool = False
     """Retention also deletes the canonical turns of expired cold segments (summaries and provenance stay)."""
+    warm_max_turns: int = 100
+    """Warm holds the segments beyond hot that lie within the namespace's newest N turns (seed 000: turns
+    20-100); older segments are cold. 0: a segment is cold as soon as a top-level consolidation covers it."""
+    consolidation_scope: str = "session"
+    """``session``: consolidations (mini/macro chunks, bulks) merge one session's nodes only;
+    ``namespace``: consecutive nodes of the whole namespace, across sessions."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,6 +441,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("PyramidConfig", "segmenter"): ("fixed", "topic", "user_turn"),
     ("PyramidConfig", "warm_format"): ("ctf", "json"),
     ("PyramidConfig", "summarizer"): ("heuristic", "extractive", "llm"),
+    ("PyramidConfig", "consolidation_scope"): ("session", "namespace"),
     ("ContextConfig", "policy"): ("hybrid", "topics", "state_first", "pyramid"),
     ("EmbeddingConfig", "provider"): ("local", "openai", "none"),
     ("LLMConfig", "provider"): ("openai", "anthropic"),

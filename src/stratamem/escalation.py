@@ -88,6 +88,9 @@ def _fit_newest(items: list[ViewItem], budget: int) -> tuple[list[ViewItem], lis
 def prompt_view(pyramid: Pyramid, session: str, budget: int) -> PromptView:
     """Lay out ``session``'s history within ``budget`` tokens, escalating as seed 002 does.
 
+    With per-session consolidation (``consolidation_scope = "session"``) only the
+    session's own topics and bulks are listed; namespace-wide, every session's.
+
     Raises:
         NotFoundError: Unknown session.
         BudgetError: ``budget`` is not a positive integer.
@@ -112,12 +115,18 @@ def prompt_view(pyramid: Pyramid, session: str, budget: int) -> PromptView:
                             i.turn_ids, role=i.role, truncated=True) if len(i.text) > limit else i for i in current]
     current, dropped_turns = _fit_newest(current, alloc[0])
 
-    roots = [n for n in pyramid.nodes() if n.parent_id is None]
+    # Per-session consolidation (the default): the view holds this session's history only.
+    every = cfg.pyramid.consolidation_scope != "session"
+
+    def roots_now() -> list:
+        return [n for n in pyramid.nodes() if n.parent_id is None and (every or n.session == session)]
+
+    roots = roots_now()
     pending = [n for n in roots if n.summary is None]
     if pending:
         steps.append("summarize")
         pyramid.summarize_pending(include_hot=True)
-        roots = [n for n in pyramid.nodes() if n.parent_id is None]
+        roots = roots_now()
 
     def item(kind: str, n: object) -> ViewItem:
         text = n.summary.text if n.summary else ""  # type: ignore[attr-defined]

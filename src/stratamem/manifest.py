@@ -102,6 +102,17 @@ class Manifest:
     """Degradations and warnings, e.g. recall running lexical-only without an embedder."""
     created_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     """When the context was assembled."""
+    tier_tokens: Mapping[str, int] = field(default_factory=dict)
+    """``topics`` policy: tokens each of seed 002's tiers takes (``current``, ``topics``, ``bulks``); else empty."""
+    source_tokens: int = 0
+    """``topics`` policy: exact tokens of the stored turns those tiers stand for (0 otherwise)."""
+
+    @property
+    def compression_ratio(self) -> float:
+        """``source_tokens`` per token shown in the tiers (1.0 when there are none): how much history each
+        prompt token carries."""
+        shown = sum(self.tier_tokens.values())
+        return self.source_tokens / shown if shown and self.source_tokens else 1.0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (as stored and shown by ``stratamem context --explain``)."""
@@ -109,7 +120,9 @@ class Manifest:
                 "total_tokens": self.total_tokens, "policy": self.policy, "query": self.query,
                 "tokenizer": self.tokenizer, "notes": list(self.notes),
                 "items": [i.to_dict() for i in self.items],
-                "near_misses": [n.to_dict() for n in self.near_misses]}
+                "near_misses": [n.to_dict() for n in self.near_misses],
+                **({"tier_tokens": dict(self.tier_tokens), "source_tokens": self.source_tokens,
+                    "compression_ratio": round(self.compression_ratio, 3)} if self.tier_tokens else {})}
 
 
 @dataclass(frozen=True, slots=True)

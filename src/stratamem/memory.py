@@ -30,7 +30,7 @@ from .nodes import Node
 from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
 from .retrieve import HybridIndex
 from .retrieve.updates import find_updates, order_updates, update_labels
-from .sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks
+from .sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks, topic_tiers
 from .store import SQLiteStore, Store, TurnBatch
 from .store.base import NamespaceStats
 from .tokens import Tokenizer, count_turn, get_tokenizer
@@ -78,6 +78,14 @@ class Status:
     """Length of its vectors (0 without one)."""
     embedded_turns: int = 0
     """Turns whose vectors are stored in the recall index (the rest are embedded when it opens)."""
+    summary_calls: int = 0
+    """Model calls made to summarize this namespace's history (0 with a local summarizer)."""
+    summary_input_tokens: int = 0
+    """Input tokens those calls cost, as the provider reported them."""
+    summary_output_tokens: int = 0
+    """Output tokens those calls cost."""
+    summary_tokens_saved: int = 0
+    """Prompt tokens one prompt saves by showing the summarized segments as summaries (see ``stratamem.spend``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -553,14 +561,20 @@ class Memory:
                 notes.append(f"knowledge updates: {update_labels(labels)}")
             recalled = [Recalled(index.turn(h.turn_ids[0]), h.score, labels.get(h.turn_ids[0])) for h in hits]
         fixed = self._fixed_blocks(session)
-        summaries = (self._summary_index.rank(self.pyramid, query)
-                     if self.config.pyramid.enabled else [])
+        bulks: list[Any] = []
+        if not self.config.pyramid.enabled:
+            summaries = []
+        elif policy == "pyramid":
+            # Seed 000: hot window, the top-3 relevant warm chunks expanded, macro summaries.
+            summaries, bulks = self._summary_index.pyramid_parts(self.pyramid, query)
+        else:
+            summaries = self._summary_index.rank(self.pyramid, query)
         items = self._item_units(query, session)
         cfg = self.config.context
         ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=format, policy=policy,
                         shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), fixed=fixed,
-                        recent=recent, recalled=recalled, summaries=summaries, items=items, query=query,
-                        notes=notes, dedup=cfg.dedup)
+                        recent=recent, recalled=recalled, summaries=summaries, bulks=bulks, items=items,
+                        query=query, notes=notes, dedup=cfg.dedup)
         self._record(session, ctx)
         return ctx
 
@@ -609,11 +623,14 @@ class Memory:
                 current = self.pyramid.expand(sealed[-1].id) if sealed else []
         limit = self.config.pyramid.max_message_chars
         window = [_truncated(st, limit) for st in reversed(current) if st.role != "system"]
-        topics, bulks = self._summary_index.topics(self.pyramid)
+        topics, bulks = self._summary_index.topics(self.pyramid, session)
         cfg = self.config.context
         ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=fmt, policy="topics",
                        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), recent=window,
                        summaries=topics, bulks=bulks, query=query, fixed=self._fixed_blocks(session), dedup=cfg.dedup)
+        tiers, source = topic_tiers(ctx.manifest, self.pyramid, {st.id: st.tokens for st in current})
+        ctx = dataclasses.replace(ctx, manifest=dataclasses.replace(ctx.manifest, tier_tokens=tiers,
+                                                                    source_tokens=source))
         self._record(session, ctx)
         return ctx
 
@@ -701,7 +718,19 @@ class Memory:
                       self.store.size_bytes(), self.tokenizer.name, tuple(self._warnings),
                       embedder=self.indexer.model or "none",
                       embedding_dims=int(getattr(model, "dimensions", 0) or 0) if model is not None else 0,
-                      embedded_turns=embedded)
+                      embedded_turns=embedded, **self._spend_fields())
+
+    def _spend_fields(self) -> dict[str, int]:
+        """Summarization spend and savings for :meth:`status` (zeros where the store keeps no pyramid)."""
+        nodes = getattr(self.store, "nodes", None)
+        if nodes is None:
+            return {}
+        from .spend import LevelSpend, SummarySpend
+
+        spend = SummarySpend(self.namespace, tuple(LevelSpend(*r) for r in nodes.spend(self.namespace)),
+                             *nodes.summarized_tokens(self.namespace))
+        return {"summary_calls": spend.calls, "summary_input_tokens": spend.input_tokens,
+                "summary_output_tokens": spend.output_tokens, "summary_tokens_saved": spend.tokens_saved}
 
     def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:
         """The working state of this namespace, kept under ``project_dir`` (see ``docs/state.md``).

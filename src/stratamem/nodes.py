@@ -3,7 +3,8 @@
 A :class:`Node` is one node of the tree. Level 1 nodes are *segments*: sealed
 runs of consecutive turns of one session. Nodes of level 2 and up are
 *consolidations* of consecutive nodes of the level below (seed 000's mini and
-macro chunks, seed 002's bulks); they may span sessions of the namespace.
+macro chunks, seed 002's bulks); they merge one session's nodes (the default
+``consolidation_scope``) or may span sessions of the namespace.
 Every turn belongs to at most one node per level; the covered turns of each
 level form a gap-free prefix (see :mod:`stratamem.pyramid`). Nodes are built
 and stored by :mod:`stratamem.pyramid`; their SQL lives in
@@ -40,7 +41,7 @@ class Node:
     kind: str
     """``micro``, ``topic`` or ``request`` (segments); ``mini``, ``macro``, ``bulk`` … (consolidations)."""
     session: str | None
-    """Session of a segment; ``None`` for consolidations (they may span sessions)."""
+    """Session of a segment, and of a per-session consolidation; ``None`` for a namespace-wide one."""
     seq_range: tuple[int, int] | None
     """First and last session sequence numbers of a segment; ``None`` for consolidations."""
     turn_count: int

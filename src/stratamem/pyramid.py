@@ -60,6 +60,7 @@ from .item_search import embed_texts
 from .nodes import Node, TierStats
 from .records import StoredTurn
 from .segment import FixedSegmenter, Seal, Segmenter, TopicSegmenter, UserTurnSegmenter
+from .spend import LevelSpend, SummarySpend
 from .store.sqlite_nodes import NewNode
 from .summarize import Summarizer, Summary
 from .summarize.extractive import ExtractiveSummarizer
@@ -301,7 +302,7 @@ class Pyramid:
             for s in sessions:
                 created += self._seal(s, manual, events)
             if created:
-                created += self._consolidate(events)
+                created += self._consolidate(sessions, events)
                 self._move_tiers(events)
         for e in events:
             self._emit(e)
@@ -353,18 +354,36 @@ class Pyramid:
                                       reason=seal.reason))
         return out
 
-    def _consolidate(self, events: list[Event]) -> list[int]:
+    def _consolidate(self, sessions: Sequence[str], events: list[Event]) -> list[int]:
+        """Consolidate pending nodes level by level: per session (default) or namespace-wide.
+
+        Per session, a consolidation merges nodes of one session only and records
+        that session, so a bulk never mixes conversations nor shows up in another
+        session's view; ``consolidation_scope = "namespace"`` merges consecutive
+        nodes of every session (seed 000's single-conversation pyramid).
+        """
+        if self.config.pyramid.consolidation_scope == "namespace":
+            return self._consolidate_in(None, events)
+        out: list[int] = []
+        for s in dict.fromkeys(sessions):
+            out += self._consolidate_in(s, events)
+        return out
+
+    def _consolidate_in(self, session: str | None, events: list[Event]) -> list[int]:
         out = []
         for level, rule in enumerate(self.plan.levels, start=2):
-            # Only nodes newer than the last consolidated child can be pending (the levels
-            # are gap-free prefixes), so the read stays small however long the history is.
-            pending = self._nodes.list(self.namespace, level=level - 1, unparented=True,
-                                       after_id=self._nodes.last_child_id(self.namespace, level))
+            if session is None:
+                # Only nodes newer than the last consolidated child can be pending (the levels
+                # are gap-free prefixes), so the read stays small however long the history is.
+                pending = self._nodes.list(self.namespace, level=level - 1, unparented=True,
+                                           after_id=self._nodes.last_child_id(self.namespace, level))
+            else:
+                pending = self._nodes.list(self.namespace, level=level - 1, unparented=True, session=session)
             while (n := rule.take(pending, self._estimate)) > 0:
                 children, pending = pending[:n], pending[n:]
                 ids = tuple(sorted(t for c in children for t in self._nodes.turn_ids(self.namespace, c.id)))
                 node_id = self._nodes.insert(self.namespace, NewNode(
-                    level=level, kind=rule.kind, session=None, seq_range=None, turn_ids=ids,
+                    level=level, kind=rule.kind, session=session, seq_range=None, turn_ids=ids,
                     tokens=sum(c.tokens for c in children), start=min(c.start for c in children),
                     end=max(c.end for c in children), reason="consolidation", tier=None))
                 self._nodes.set_parent(self.namespace, [c.id for c in children], node_id)
@@ -380,7 +399,9 @@ class Pyramid:
         # cost of a seal does not grow with the namespace's history.
         live = self._nodes.list(ns, level=1, tier_not="cold")
         newest = self._nodes.list(ns, level=1, newest_first=True, limit=p.hot_chunks) if p.hot_chunks > 0 else []
-        segments = sorted({n.id: n for n in (*live, *newest)}.values(), key=lambda n: n.id)
+        # Cold segments newer than the oldest live one still count in the warm window's depth.
+        colder = self._nodes.list(ns, level=1, tier="cold", after_id=live[0].id) if live else []
+        segments = sorted({n.id: n for n in (*live, *newest, *colder)}.values(), key=lambda n: n.id)
         reference = self._reference() or self.clock()
         covered_nodes: set[int] = set()
         if self.plan.levels:
@@ -389,7 +410,7 @@ class Pyramid:
             covered_nodes = {n.id for n in live if n.first_turn_id in covered}
         moves = plan_tiers(segments, hot_chunks=p.hot_chunks, hot_max_tokens=p.hot_max_tokens,
                            covered_by_top=covered_nodes, reference=reference,
-                           warm_max_age=timedelta(hours=p.warm_max_age_hours))
+                           warm_max_age=timedelta(hours=p.warm_max_age_hours), warm_max_turns=p.warm_max_turns)
         if not moves:
             return
         by_id = {n.id: n for n in segments}
@@ -511,6 +532,7 @@ class Pyramid:
         try:
             summary = run(self.summarizer)
         except Exception as exc:  # any failure of a pluggable summarizer: fall back, keep it visible
+            self._record_spend(node.level)  # a failed answer still cost its tokens
             errors.append(f"{type(exc).__name__}: {exc}")
             self._emit(self._event("summarizer.failed", node_id=node.id, level=node.level,
                                    summarizer=self.summarizer.name, error=type(exc).__name__))
@@ -521,6 +543,8 @@ class Pyramid:
                 self._nodes.set_status(self.namespace, node.id, "failed",
                                        f"{errors[0]}; fallback {type(again).__name__}: {again}")
                 return done
+        if not errors:
+            self._record_spend(node.level)
         if not errors and node.level == 1:
             # Only a summary that stands is mined for items: a fallback's facts would be
             # joined by the retry's, two wordings of the same knowledge.
@@ -535,6 +559,25 @@ class Pyramid:
                                 status="failed" if errors else "ok", error="; ".join(errors) or None,
                                 view_tokens=view, embedding=embedding)
         return done + 1
+
+    def _record_spend(self, level: int) -> None:
+        """Add the summarizer's model usage since the last record to the level's spend."""
+        take = getattr(self.summarizer, "take_usage", None)
+        if take is None:
+            return  # a local strategy: no model, no spend
+        calls, n_in, n_out = take()
+        if calls or n_in or n_out:
+            self._nodes.add_spend(self.namespace, level, calls=calls, input_tokens=n_in, output_tokens=n_out)
+
+    def spend(self) -> SummarySpend:
+        """Model calls and tokens spent on summaries (per level), beside the prompt tokens they save."""
+        turn_tokens, summary_tokens = self._nodes.summarized_tokens(self.namespace)
+        return SummarySpend(self.namespace, tuple(LevelSpend(*row) for row in self._nodes.spend(self.namespace)),
+                            turn_tokens, summary_tokens)
+
+    def failed_count(self) -> int:
+        """Nodes whose summary failed (an extractive fallback stands in until :meth:`retry_failed`)."""
+        return self._nodes.failed_count(self.namespace)
 
     def _failed(self, node: Node, error: str, exc: BaseException) -> int:
         """Record that no summary could be made at all (the node keeps what it had); returns 0."""

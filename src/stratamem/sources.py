@@ -17,13 +17,15 @@ from typing import Any
 import numpy as np
 
 from .assemble import FixedBlock, SummaryUnit
-from .errors import NotFoundError
+from .manifest import Manifest
+from .errors import ModelError, NotFoundError
+from .item_search import embed_texts
 from .instructions import load_instructions
 from .nodes import Node
 from .retrieve.lexical import BM25Index, analyze
 from .tokens import Tokenizer
 
-__all__ = ["SummaryIndex", "checkpoint_block", "project_blocks", "summary_line", "system_blocks"]
+__all__ = ["SummaryIndex", "checkpoint_block", "project_blocks", "summary_line", "system_blocks", "topic_tiers"]
 
 
 def project_blocks(project_dir: str | os.PathLike[str], namespace: str, tokenizer: Tokenizer,
@@ -81,6 +83,10 @@ def summary_line(node: Node) -> str:
     return f"- [{day}, {where}{node.turn_count} turns] {text}"
 
 
+VECTOR_FLOOR = 0.25
+"""Cosine at or below which a summary's vector says nothing about a query (unrelated text scores about 0-0.2)."""
+
+
 class SummaryIndex:
     """Lexical ranking of the pyramid's summaries, kept current without re-reading every node.
 
@@ -116,6 +122,7 @@ class SummaryIndex:
         self._doc_of: dict[int, int] = {}
         self._levels: list[float] = []
         self._bm25 = BM25Index()
+        self._vectors: dict[int, np.ndarray | None] = {}
 
     def _on_event(self, namespace: str, event: Any) -> None:
         if event.namespace != namespace:
@@ -180,6 +187,7 @@ class SummaryIndex:
         known = self._text.get(node.id)
         if known is not None and known[0] == text:
             return False
+        self._vectors.pop(node.id, None)  # a new summary has a new vector
         self._text[node.id] = (text, analyze(text))
         if node.id in self._doc_of:
             return True
@@ -198,27 +206,83 @@ class SummaryIndex:
         self._bm25.extend(self._text[i][1] for i in keep)
 
     def rank(self, pyramid: Any, query: str | None, *, limit: int = 40) -> list[SummaryUnit]:
-        """Summaries best first: lexical relevance to ``query``, then level."""
+        """Summaries best first: relevance to ``query``, then level.
+
+        Relevance is lexical (BM25 over summary and key facts, scaled to the
+        best match) and, when the pyramid has an embedder and the summaries
+        their stored vectors, semantic too: the cosine of the query with each
+        summary's vector (seed 000's relevant-chunk search), rescaled so a
+        cosine at or below :data:`VECTOR_FLOOR` (what unrelated text scores
+        with MiniLM) counts nothing. Each signal weighs half; a summary without
+        a vector scores on words alone.
+        """
         self._refresh(pyramid)
         if not self._docs:
             return []
+        n = len(self._docs)
+        lexical, vector = np.zeros(n), None
         if query and query.strip():
             scores = self._bm25.scores(analyze(query))
             top = float(scores.max()) if scores.size else 0.0
-            rel = scores / top if top > 0 else np.zeros(len(self._docs))
-        else:
-            rel = np.zeros(len(self._docs))
+            lexical = scores / top if top > 0 else np.zeros(n)
+            vector = self._cosines(pyramid, query)
+        rel = lexical if vector is None else 0.5 * lexical + 0.5 * vector
         level = np.asarray(self._levels)
         fused = rel + level
         order = np.argsort(-fused, kind="stable")[:limit]
         units = []
         for i in order:
             node = self._nodes[self._docs[int(i)]]
-            if query and rel[i] == 0 and node.level == 1:
+            if query and rel[i] <= 0 and node.level == 1:
                 continue  # an unrelated segment summary is noise; consolidations still give broad context
-            units.append(self._unit(pyramid, node, {"lexical": float(rel[i]), "level": float(level[i]),
-                                                     "fused": float(fused[i])}))
+            score = {"lexical": float(lexical[i]), "level": float(level[i]), "fused": float(fused[i])}
+            if vector is not None:
+                score["vector"] = float(vector[i])
+            units.append(self._unit(pyramid, node, score))
         return units
+
+    def pyramid_parts(self, pyramid: Any, query: str | None, *, chunks: int = 3) -> tuple[list[SummaryUnit],
+                                                                                          list[SummaryUnit]]:
+        """Seed 000's view beyond the hot window: the ``chunks`` segments most relevant to ``query``
+        (expandable to their turns) and the top-level consolidations (macro summaries), best first.
+
+        Without a query no segment is relevant: only the macro summaries are given.
+        """
+        ranked = self.rank(pyramid, query, limit=max(40, len(self._docs)))
+        segments = [u for u in ranked if u.kind == "segment"][:chunks] if query and query.strip() else []
+        roots = [u for u in ranked if u.kind == "consolidation"
+                 and self._nodes[int(u.id.split(":", 1)[1])].parent_id is None]
+        return segments, roots
+
+    def _cosines(self, pyramid: Any, query: str) -> np.ndarray | None:
+        """Cosine of ``query`` with each indexed summary's stored vector (0 where none); ``None`` without vectors.
+
+        Vectors are read once per summary (a changed summary is read again); a
+        failing embedder makes the ranking lexical, never an error.
+        """
+        embedder = getattr(pyramid, "embedder", None)
+        if embedder is None or not pyramid.config.pyramid.auto_embed:
+            return None
+        for node_id in self._docs:
+            if node_id not in self._vectors:
+                self._vectors[node_id] = pyramid.embedding(node_id) if self._nodes[node_id].has_embedding else None
+        vecs = [self._vectors[d] for d in self._docs]
+        dims = {v.shape[0] for v in vecs if v is not None}
+        if len(dims) != 1:
+            return None  # no vectors yet (or vectors of two models): words only
+        try:
+            q = embed_texts(embedder, [query])[0]
+        except ModelError:
+            return None
+        if q.shape[0] not in dims:
+            return None
+        out = np.zeros(len(vecs))
+        for i, v in enumerate(vecs):
+            if v is not None:
+                norm = float(np.linalg.norm(v))
+                cos = float(v @ q) / norm if norm > 0 else 0.0
+                out[i] = max(0.0, (cos - VECTOR_FLOOR) / (1.0 - VECTOR_FLOOR))
+        return out
 
     def _unit(self, pyramid: Any, node: Node, score: dict[str, float]) -> SummaryUnit:
         if node.id not in self._turn_ids:
@@ -232,19 +296,49 @@ class SummaryIndex:
             expand=(lambda nid=node.id: pyramid.expand(nid)) if segment else None,
             expanded_tokens=node.tokens if segment else 0, expand_only=node.summary is None)
 
-    def topics(self, pyramid: Any) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
+    def topics(self, pyramid: Any, session: str | None = None) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
         """Seed 002's view: topic (segment) summaries and bulk (consolidation) summaries, newest first.
 
         Only top-level consolidations are bulks, and only topics no bulk covers
-        are listed, so nothing is said twice.
+        are listed, so nothing is said twice. With ``session`` and per-session
+        consolidation (the default ``consolidation_scope``), only that session's
+        topics and bulks are listed: another conversation's history is not its topic.
         """
         self._refresh(pyramid)
         # The index leaves hot segments out (in other policies the window holds
         # them); here the window is only the current topic, so they are listed too.
         nodes = [self._nodes[d] for d in self._docs] + pyramid.nodes(level=1, tier="hot")
+        if session is not None and pyramid.config.pyramid.consolidation_scope == "session":
+            nodes = [n for n in nodes if n.session == session]
         top = [n for n in nodes if n.level >= 2 and n.parent_id is None]
         bulked = {t for n in top for t in self._unit(pyramid, n, {}).turn_ids}
         topics = [n for n in nodes if n.level == 1 and not set(self._unit(pyramid, n, {}).turn_ids) <= bulked]
         newest = lambda ns: sorted(ns, key=lambda n: n.last_turn_id, reverse=True)  # noqa: E731
         return ([self._unit(pyramid, n, {"recency": float(-i)}) for i, n in enumerate(newest(topics))],
                 [self._unit(pyramid, n, {"recency": float(-i)}) for i, n in enumerate(newest(top))])
+
+
+_TOPIC_TIERS = {"turn": "current", "segment": "topics", "consolidation": "bulks"}
+
+
+def topic_tiers(manifest: Manifest, pyramid: Any, turn_tokens: dict[int, int]) -> tuple[dict[str, int], int]:
+    """Seed 002's per-tier totals of a ``topics`` context: ``({tier: tokens shown}, source tokens)``.
+
+    Tiers are ``current`` (the current topic's turns), ``topics`` (segment
+    summaries, or segments expanded) and ``bulks`` (consolidation summaries);
+    source tokens are the exact tokens of the stored turns they stand for
+    (``turn_tokens`` for the current turns, the node's tokens for a summary).
+    Fixed blocks (instructions, state) belong to no tier.
+    """
+    tiers = {"current": 0, "topics": 0, "bulks": 0}
+    source = 0
+    for item in manifest.items:
+        tier = _TOPIC_TIERS.get(item.kind)
+        if tier is None:
+            continue
+        tiers[tier] += item.tokens
+        if item.kind == "turn":
+            source += turn_tokens.get(item.turn_ids[0], item.tokens)
+        else:
+            source += pyramid.node(int(item.id.split(":", 1)[1])).tokens
+    return tiers, source

@@ -3,7 +3,8 @@
 * **hot** — the newest ``hot_chunks`` segments, while they fit ``hot_max_tokens``:
   the prompt sees their full turns (read from the canonical turns table).
 * **warm** — older segments: a compact encoding of their turns plus the summary.
-* **cold** — segments covered by a top-level consolidation or older than
+* **cold** — segments beyond the newest ``warm_max_turns`` turns (seed 000:
+  hot is the last 20 turns, warm turns 20–100, cold 100+) or older than
   ``warm_max_age_hours``: summary and key facts only; the full content goes to
   the zstd archive (:mod:`stratamem.archive`), expandable on demand.
 
@@ -86,7 +87,7 @@ def decode_turns(fmt: str, content: str, namespace: str, ids: Sequence[StoredTur
 
 
 def plan_tiers(segments: Sequence[Node], *, hot_chunks: int, hot_max_tokens: int, covered_by_top: Iterable[int],
-               reference: datetime, warm_max_age: timedelta) -> dict[int, Tier]:
+               reference: datetime, warm_max_age: timedelta, warm_max_turns: int = 0) -> dict[int, Tier]:
     """Target tier of each segment that must move (segments staying put are left out).
 
     Args:
@@ -96,6 +97,10 @@ def plan_tiers(segments: Sequence[Node], *, hot_chunks: int, hot_max_tokens: int
         covered_by_top: Ids of segments under a top-level consolidation.
         reference: "Now" for ages (the namespace's newest turn).
         warm_max_age: Age past which a segment is cold.
+        warm_max_turns: Seed 000's warm window: a segment beyond hot stays warm while
+            it lies within the newest ``warm_max_turns`` turns of ``segments``
+            (counted with the hot ones); older ones are cold. 0: a segment is cold
+            once a top-level consolidation covers it.
 
     Returns:
         ``node_id -> tier`` for every segment whose tier changes; never a move to a hotter tier.
@@ -109,11 +114,18 @@ def plan_tiers(segments: Sequence[Node], *, hot_chunks: int, hot_max_tokens: int
             break
         hot_ids.add(node.id)
         used += node.tokens
+    # The turns from the newest segment back to each one (inclusive).
+    depth: dict[int, int] = {}
+    seen = 0
+    for node in reversed(segments):
+        seen += node.turn_count
+        depth[node.id] = seen
     moves: dict[int, Tier] = {}
     for node in segments:
+        beyond = depth[node.id] > warm_max_turns if warm_max_turns else node.id in top
         if node.id in hot_ids:
             target: Tier = "hot"
-        elif node.id in top or reference - node.end > warm_max_age:
+        elif beyond or reference - node.end > warm_max_age:
             target = "cold"
         else:
             target = "warm"

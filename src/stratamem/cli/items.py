@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ..item_records import ITEM_TYPES, SCOPES, TIERS
-from ..metrics import to_prometheus
+from ..metrics import PyramidMetrics, pyramid_prometheus, to_prometheus
 from . import Settings, emit_json, pass_settings
 
 __all__ = ["register"]
@@ -131,12 +131,14 @@ def metrics_cmd(settings: Settings, fmt: str, all_namespaces: bool) -> None:
     try:
         names = mem.store.namespaces() if all_namespaces else [mem.namespace]
         found = [mem.for_namespace(n).items.metrics() for n in names]
+        pyramids = ([PyramidMetrics.of(mem.for_namespace(n).pyramid) for n in names]
+                    if mem.config.pyramid.enabled and hasattr(mem.store, "nodes") else [])
     finally:
         mem.close()
     if fmt == "json":
         emit_json([m.to_dict() for m in found])
     else:
-        click.echo(to_prometheus(found), nl=False)
+        click.echo(to_prometheus(found) + (pyramid_prometheus(pyramids) if pyramids else ""), nl=False)
 
 
 def register(group: click.Group) -> None:

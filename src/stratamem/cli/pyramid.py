@@ -31,9 +31,10 @@ def tiers(settings: Settings, as_json: bool) -> None:
     mem = settings.memory()
     stats = [s.to_dict() for s in mem.pyramid.stats()]
     levels = [s.to_dict() for s in mem.pyramid.level_stats()]
+    spend = mem.pyramid.spend().to_dict()
     mem.close()
     if as_json:
-        emit_json({"tiers": stats, "levels": levels})
+        emit_json({"tiers": stats, "levels": levels, "summary_spend": spend})
         return
     click.echo(f"{'tier':<6} {'nodes':>6} {'turns':>7} {'tokens':>9} {'view':>9} {'bytes':>10} {'ratio':>7}")
     for s in stats:
@@ -43,6 +44,12 @@ def tiers(settings: Settings, as_json: bool) -> None:
     for lv in levels:
         click.echo(f"{lv['level']:<6} {lv['nodes']:>6} {lv['turns']:>7} {lv['tokens']:>9} {lv['summary_tokens']:>9} "
                    f"{lv['compression_ratio']:>7}")
+    # Seed 000: what summarizing cost beside what it saves per prompt.
+    click.echo(f"summary spend: {spend['calls']} calls, {spend['input_tokens']} input + {spend['output_tokens']} "
+               f"output tokens; saved per prompt: {spend['tokens_saved']} tokens")
+    for lv in spend["levels"]:
+        click.echo(f"  level {lv['level']}: {lv['calls']} calls, {lv['input_tokens']} input + "
+                   f"{lv['output_tokens']} output tokens")
 
 
 @click.command()

@@ -78,6 +78,7 @@ class PostgresForget:
             for statement in ("DELETE FROM node_turns WHERE namespace = %s",
                               "UPDATE nodes SET parent_id = NULL WHERE namespace = %s",
                               "DELETE FROM nodes WHERE namespace = %s",
+                              "DELETE FROM summary_spend WHERE namespace = %s",
                               "DELETE FROM memory_items WHERE namespace = %s",
                               "DELETE FROM memory_item_metrics WHERE namespace = %s",
                               "DELETE FROM recall_index WHERE namespace = %s",

@@ -41,7 +41,7 @@ from .sqlite_nodes import NewNode
 if TYPE_CHECKING:
     from .postgres import PostgresStore
 
-__all__ = ["NewNode", "PostgresNodeStore", "m003_pyramid"]
+__all__ = ["NewNode", "PostgresNodeStore", "m003_pyramid", "m014_summary_spend"]
 
 # First key of the two-key advisory lock serializing one namespace's pyramid writers ("Py").
 _LOCK_CLASS = 0x5079
@@ -104,6 +104,18 @@ def m003_pyramid(conn: psycopg.Connection) -> None:
 _COLS = ("id, namespace, level, kind, session, seq_lo, seq_hi, turn_count, tokens, first_turn_id, last_turn_id, "
          "ts_start, ts_end, parent_id, reason, tier, summary, summary_status, summary_error, summary_tokens, "
          "view_tokens, archive_ref, embedding IS NOT NULL, created_at")
+
+
+def m014_summary_spend(conn: psycopg.Connection) -> None:
+    """What summarizing cost, per namespace and level: model calls and the provider's token usage."""
+    conn.execute("""CREATE TABLE summary_spend (
+        namespace TEXT NOT NULL,
+        level INTEGER NOT NULL CHECK (level >= 1),
+        calls BIGINT NOT NULL DEFAULT 0,
+        input_tokens BIGINT NOT NULL DEFAULT 0,
+        output_tokens BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (namespace, level)
+    )""")
 
 
 def _utc(value: datetime) -> datetime:
@@ -379,3 +391,33 @@ class PostgresNodeStore:
         """
         with self._store.connection() as conn, self._store._errors():
             conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS, namespace))
+
+    # --- summarization spend (m014_summary_spend) ---------------------------------------
+
+    def add_spend(self, namespace: str, level: int, *, calls: int, input_tokens: int, output_tokens: int) -> None:
+        """Add one summarization's model calls and provider-reported tokens to the level's totals."""
+        with self._store.transaction(), self._store.connection() as conn, self._store._errors():
+            conn.execute(
+                "INSERT INTO summary_spend (namespace, level, calls, input_tokens, output_tokens) "
+                "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (namespace, level) DO UPDATE SET "
+                "calls = summary_spend.calls + excluded.calls, "
+                "input_tokens = summary_spend.input_tokens + excluded.input_tokens, "
+                "output_tokens = summary_spend.output_tokens + excluded.output_tokens",
+                (namespace, int(level), int(calls), int(input_tokens), int(output_tokens)))
+
+    def spend(self, namespace: str) -> list[tuple[int, int, int, int]]:
+        """``(level, calls, input_tokens, output_tokens)`` per level with any spend, ascending."""
+        return [(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in self._q(
+            "SELECT level, calls, input_tokens, output_tokens FROM summary_spend WHERE namespace = %s "
+            "ORDER BY level", (namespace,))]
+
+    def failed_count(self, namespace: str) -> int:
+        """Nodes whose summary is ``failed`` (the model failed; an extractive fallback stands in)."""
+        return int(self._q("SELECT COUNT(*) FROM nodes WHERE namespace = %s AND summary_status = 'failed'",
+                           (namespace,))[0][0])
+
+    def summarized_tokens(self, namespace: str) -> tuple[int, int]:
+        """``(turn tokens, summary tokens)`` over the summarized segments (level 1) of the namespace."""
+        row = self._q("SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(summary_tokens), 0) FROM nodes "
+                      "WHERE namespace = %s AND level = 1 AND summary_tokens IS NOT NULL", (namespace,))[0]
+        return int(row[0]), int(row[1])

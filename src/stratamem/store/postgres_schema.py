@@ -30,7 +30,7 @@ from .postgres_embeddings import m002_embeddings
 from .postgres_ingest_keys import m008_ingest_keys
 from .postgres_items import m005_items, m007_item_ids, m013_item_scope
 from .postgres_manifests import m006_manifests
-from .postgres_nodes import m003_pyramid
+from .postgres_nodes import m003_pyramid, m014_summary_spend
 from .postgres_turn_embeddings import m010_recall_index
 from .postgres_passages import m011_passages
 
@@ -114,6 +114,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m010_recall_index", m010_recall_index),
     PgMigration("m011_passages", m011_passages),
     PgMigration("m013_item_scope", m013_item_scope),
+    PgMigration("m014_summary_spend", m014_summary_spend),
 ]
 
 

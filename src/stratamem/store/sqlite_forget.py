@@ -120,6 +120,7 @@ class SQLiteForget:
         conn.execute("DELETE FROM node_turns WHERE node_id IN (SELECT id FROM nodes WHERE namespace_id=?)", (ns_id,))
         conn.execute("UPDATE nodes SET parent_id = NULL WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM nodes WHERE namespace_id=?", (ns_id,))
+        conn.execute("DELETE FROM summary_spend WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM memory_items WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM memory_item_metrics WHERE namespace_id=?", (ns_id,))
         conn.execute("DELETE FROM recall_index WHERE namespace_id=?", (ns_id,))

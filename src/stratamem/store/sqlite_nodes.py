@@ -31,7 +31,7 @@ from ..summarize import Summary
 if TYPE_CHECKING:
     from .sqlite import SQLiteStore
 
-__all__ = ["NewNode", "SQLiteNodeStore", "m003_pyramid"]
+__all__ = ["NewNode", "SQLiteNodeStore", "m003_pyramid", "m014_summary_spend"]
 
 
 def m003_pyramid(conn: sqlite3.Connection) -> None:
@@ -79,6 +79,18 @@ def m003_pyramid(conn: sqlite3.Connection) -> None:
         "CREATE INDEX node_turns_node ON node_turns (node_id)",
     ):
         conn.execute(sql)
+
+
+def m014_summary_spend(conn: sqlite3.Connection) -> None:
+    """What summarizing cost, per namespace and level: model calls and the provider's token usage."""
+    conn.execute("""CREATE TABLE summary_spend (
+        namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
+        level INTEGER NOT NULL CHECK (level >= 1),
+        calls INTEGER NOT NULL DEFAULT 0,
+        input_tokens INTEGER NOT NULL DEFAULT 0,
+        output_tokens INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (namespace_id, level)
+    )""")
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,3 +404,32 @@ class SQLiteNodeStore:
         Nothing to do on SQLite: ``BEGIN IMMEDIATE`` already takes the database's
         write lock at the start of every write transaction.
         """
+
+    # --- summarization spend (m014_summary_spend) ---------------------------------------
+
+    def add_spend(self, namespace: str, level: int, *, calls: int, input_tokens: int, output_tokens: int) -> None:
+        """Add one summarization's model calls and provider-reported tokens to the level's totals."""
+        with self._store.transaction():
+            self._store.connection.execute(
+                f"INSERT INTO summary_spend (namespace_id, level, calls, input_tokens, output_tokens) "
+                f"VALUES ({_NS}, ?, ?, ?, ?) ON CONFLICT (namespace_id, level) DO UPDATE SET "
+                "calls = calls + excluded.calls, input_tokens = input_tokens + excluded.input_tokens, "
+                "output_tokens = output_tokens + excluded.output_tokens",
+                (namespace, int(level), int(calls), int(input_tokens), int(output_tokens)))
+
+    def spend(self, namespace: str) -> list[tuple[int, int, int, int]]:
+        """``(level, calls, input_tokens, output_tokens)`` per level with any spend, ascending."""
+        return [tuple(r) for r in self._q(  # type: ignore[misc]
+            f"SELECT level, calls, input_tokens, output_tokens FROM summary_spend WHERE namespace_id={_NS} "
+            "ORDER BY level", (namespace,))]
+
+    def failed_count(self, namespace: str) -> int:
+        """Nodes whose summary is ``failed`` (the model failed; an extractive fallback stands in)."""
+        return int(self._q(f"SELECT COUNT(*) FROM nodes WHERE namespace_id={_NS} AND summary_status='failed'",
+                           (namespace,))[0][0])
+
+    def summarized_tokens(self, namespace: str) -> tuple[int, int]:
+        """``(turn tokens, summary tokens)`` over the summarized segments (level 1) of the namespace."""
+        row = self._q(f"SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(summary_tokens), 0) FROM nodes "
+                      f"WHERE namespace_id={_NS} AND level = 1 AND summary_tokens IS NOT NULL", (namespace,))[0]
+        return int(row[0]), int(row[1])

@@ -14,7 +14,7 @@ from .sqlite_embeddings import m002_embeddings
 from .sqlite_ingest_keys import m008_ingest_keys
 from .sqlite_items import m007_item_ids, m013_item_scope
 from .sqlite_manifests import m006_manifests
-from .sqlite_nodes import m003_pyramid
+from .sqlite_nodes import m003_pyramid, m014_summary_spend
 from .sqlite_turn_embeddings import m010_recall_index
 from .sqlite_passages import m011_passages
 
@@ -161,4 +161,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m010_recall_index", m010_recall_index),
     Migration("m011_passages", m011_passages),
     Migration("m013_item_scope", m013_item_scope),
+    Migration("m014_summary_spend", m014_summary_spend),
 ]

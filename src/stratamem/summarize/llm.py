@@ -48,13 +48,32 @@ class LLMSummarizer:
         self.model = model
         self.tokenizer = tokenizer
         self.max_input_tokens = max_input_tokens
+        # Calls answered and the tokens they cost since the last take_usage() (the pyramid's spend).
+        self._usage = [0, 0, 0]
+
+    def take_usage(self) -> tuple[int, int, int]:
+        """``(calls, input_tokens, output_tokens)`` of the model calls since the last take, then reset.
+
+        Tokens are the provider's usage numbers; an answer without them is
+        counted with the tokenizer (the prompt sent, the text received). An
+        answer that was no JSON summary still cost its tokens and is counted.
+        """
+        out = (self._usage[0], self._usage[1], self._usage[2])
+        self._usage = [0, 0, 0]
+        return out
 
     # --- helpers -----------------------------------------------------------------------
 
     def _call(self, system: str, user: str, max_tokens: int) -> dict[str, Any]:
         # JSON framing costs tokens beyond the summary itself: leave room for it.
-        answer = self.model.complete(system, [{"role": "user", "content": user}],
-                                     max_tokens=max_tokens * 2 + 400).text
+        completion = self.model.complete(system, [{"role": "user", "content": user}],
+                                         max_tokens=max_tokens * 2 + 400)
+        answer = completion.text
+        self._usage[0] += 1
+        self._usage[1] += (completion.input_tokens if completion.input_tokens is not None
+                           else self.tokenizer.count(system) + self.tokenizer.count(user))
+        self._usage[2] += (completion.output_tokens if completion.output_tokens is not None
+                           else self.tokenizer.count(answer))
         match = _JSON_OBJECT.search(answer)
         try:
             data = json.loads(match.group(0)) if match else None

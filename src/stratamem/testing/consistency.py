@@ -143,7 +143,10 @@ def check_derived(memory: Memory) -> DerivedCheck:
             else:
                 _check_consolidations(memory, level, nodes, ids_of, tally)
             if below:
-                _check_prefix(level - 1, below, tally)
+                # Per-session consolidation (the default) keeps a prefix per session.
+                per_session = memory.config.pyramid.consolidation_scope == "session"
+                for group in ({n.session for n in below} if per_session else {None}):
+                    _check_prefix(level - 1, [n for n in below if not per_session or n.session == group], tally)
             below = nodes
             level += 1
     duplicates = _duplicate_items(memory)
@@ -220,7 +223,8 @@ def _check_consolidations(memory: Memory, level: int, nodes: list, ids_of: dict[
 
 
 def _check_prefix(level: int, nodes: list, tally: _Tally) -> None:
-    """Nodes of ``level`` (creation order) that have a parent come before every node that has none."""
+    """Nodes of ``level`` (creation order; of one session when consolidation is per session) that have a
+    parent come before every node that has none."""
     first_open = next((i for i, n in enumerate(nodes) if n.parent_id is None), len(nodes))
     for node in nodes[first_open:]:
         if node.parent_id is not None:

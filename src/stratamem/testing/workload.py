@@ -38,13 +38,14 @@ _THINGS = ("billing", "search", "the mobile app", "onboarding", "analytics", "th
 def drill_config() -> Config:
     """Settings that make the pyramid and compaction busy: every few turns a seal, consolidation or compaction.
 
-    Segments of 4 turns, mini consolidations of 12 and macro of 36 (so segments
-    go cold and into the archive every 36 turns), one hot segment, and
-    compaction past 600 tokens keeping 150 recent ones.
+    Segments of 4 turns, mini consolidations of 12 and macro of 36, one hot
+    segment, warm only for the newest 12 turns (so segments go cold and into
+    the archive every 4 turns), and compaction past 600 tokens keeping 150
+    recent ones.
     """
     return Config().replace(
         pyramid={"micro_chunk_size": 4, "mini_chunk_size": 12, "macro_chunk_size": 36, "hot_chunks": 1,
-                 "hot_max_tokens": 2_000},
+                 "hot_max_tokens": 2_000, "warm_max_turns": 12},
         compaction={"threshold": 600, "keep_recent_tokens": 150, "output_reserve": 100,
                     "checkpoint_max_tokens": 250})
 

@@ -15,7 +15,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from ..errors import NotFoundError, ValidationError
-from ..metrics import to_prometheus
+from ..metrics import PyramidMetrics, pyramid_prometheus, to_prometheus
 from .convert import context_json, session_json, turn_json
 from .errors import Conflict
 from .models import AddItem, ItemType, AddTurns, ContextRequest, ErrorBody, RecallItems, StateChange, Supersede
@@ -67,6 +67,7 @@ def build_router(spaces: Spaces) -> APIRouter:
             if m.config.pyramid.enabled:
                 out["tiers"] = [s.to_dict() for s in m.pyramid.stats()]
                 out["levels"] = [s.to_dict() for s in m.pyramid.level_stats()]
+                out["summary_spend"] = m.pyramid.spend().to_dict()
             return out
         return spaces.call(run)
 
@@ -84,6 +85,9 @@ def build_router(spaces: Spaces) -> APIRouter:
                 lines += [f"# HELP stratamem_{name} {help_text}", f"# TYPE stratamem_{name} gauge"]
                 for m in mems:
                     lines.append(f'stratamem_{name}{{namespace="{m.namespace}"}} {get(m.status())}')
+            pyramids = [PyramidMetrics.of(m.pyramid) for m in mems if m.config.pyramid.enabled]
+            if pyramids:
+                lines.append(pyramid_prometheus(pyramids).rstrip("\n"))
             lines += ["# HELP stratamem_store_bytes Bytes the store occupies on disk.",
                       "# TYPE stratamem_store_bytes gauge", f"stratamem_store_bytes {spaces.default.store.size_bytes()}"]
             return "\n".join(lines) + "\n"
@@ -193,7 +197,8 @@ def build_router(spaces: Spaces) -> APIRouter:
     def tiers(request: Request, namespace: str) -> dict[str, Any]:
         m = mem(request, namespace)
         return spaces.call(lambda: {"tiers": [s.to_dict() for s in m.pyramid.stats()],
-                                    "levels": [s.to_dict() for s in m.pyramid.level_stats()]})
+                                    "levels": [s.to_dict() for s in m.pyramid.level_stats()],
+                                    "summary_spend": m.pyramid.spend().to_dict()})
 
     @r.post("/namespaces/{namespace}/sessions/{session}/seal", tags=["pyramid"],
             summary="Seal the session's open turns into a segment now (manual topic boundary)")
