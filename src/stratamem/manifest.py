@@ -89,6 +89,9 @@ class Manifest:
     """Degradations and warnings, e.g. recall running lexical-only without an embedder."""
     created_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
     """When the context was assembled."""
+    counting: Mapping[str, Any] | None = None
+    """How tokens were counted for the target provider (``Counting.to_dict()``: counter, factor,
+    provider, model, source); ``budget`` and ``total_tokens`` are in that counting, item costs in the counter's."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (as stored and shown by ``stratamem context --explain``)."""
@@ -96,7 +99,8 @@ class Manifest:
                 "total_tokens": self.total_tokens, "policy": self.policy, "query": self.query,
                 "tokenizer": self.tokenizer, "notes": list(self.notes),
                 "items": [i.to_dict() for i in self.items],
-                "near_misses": [n.to_dict() for n in self.near_misses]}
+                "near_misses": [n.to_dict() for n in self.near_misses],
+                "counting": dict(self.counting) if self.counting is not None else None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +108,7 @@ class Context:
     """An assembled context, rendered for one provider, with its manifest."""
 
     format: str
-    """``openai``, ``anthropic`` or ``text``."""
+    """``openai``, ``responses``, ``anthropic`` or ``text``."""
     messages: tuple[Mapping[str, Any], ...]
     """Provider messages (empty for ``text``)."""
     system: str | None
