@@ -122,3 +122,8 @@ class Context:
     def tokens(self) -> int:
         """Exact tokens of the rendered context."""
         return self.manifest.total_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: the rendered context and its manifest (``stratamem context --json``, the HTTP API)."""
+        return {"format": self.format, "messages": [dict(m) for m in self.messages], "system": self.system,
+                "text": self.text, "tokens": self.tokens, "manifest": self.manifest.to_dict()}

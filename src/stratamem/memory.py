@@ -486,7 +486,8 @@ class Memory:
     def context(self, query: str | None = None, *, budget: int | None = None, session: str | None = None,
                 format: str = "openai", policy: str | None = None, now: datetime | None = None,
                 provider: str | None = None, model: str | None = None,
-                calibration: Calibration | None = None) -> Context:
+                calibration: Calibration | None = None,
+                project_dir: str | os.PathLike[str] | None = None) -> Context:
         """Assemble the context for the next model call within ``budget`` tokens.
 
         The current session's most recent turns form the window; older turns
@@ -517,6 +518,9 @@ class Memory:
             calibration: Factors learned from reported usage
                 (:class:`~stratamem.tokens.Calibration`, e.g. a wrapped client's);
                 one learned for ``model`` replaces the provider's factor.
+            project_dir: Project whose instruction files and working state go in
+                (default: the one this ``Memory`` was made with, if any). Every
+                shell (CLI, MCP, HTTP) passes its project directory here.
 
         Raises:
             BudgetError: ``budget`` is not a positive integer, or too small once
@@ -533,6 +537,8 @@ class Memory:
             raise ValidationError(f"unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
         if query is not None and not isinstance(query, str):
             raise ValidationError(f"query must be a string, got {type(query).__name__}")
+        if project_dir is not None and not isinstance(project_dir, str | os.PathLike):
+            raise ValidationError(f"project_dir must be a path, got {type(project_dir).__name__}", path="project_dir")
         counting = self.counting(format, provider, model, calibration)
         room = counting.room(budget)
         if room < 1:
@@ -546,7 +552,8 @@ class Memory:
         # Responses items carry the same text and framing as Chat Completions messages: the
         # context is assembled and counted as those, then re-shaped (see providers.to_responses).
         fmt = "openai" if format == "responses" else format
-        ctx = self._assemble(query, room, session, fmt, policy, now)
+        project = self.project_dir if project_dir is None else project_dir
+        ctx = self._assemble(query, room, session, fmt, policy, now, project)
         manifest = dataclasses.replace(ctx.manifest, budget=budget, total_tokens=counting.tokens(ctx.tokens),
                                        counting=counting.to_dict())
         messages = tuple(to_responses(ctx.messages)) if format == "responses" else ctx.messages
@@ -575,10 +582,10 @@ class Memory:
         return counting_for(self.tokenizer.name, provider, model, calibration)
 
     def _assemble(self, query: str | None, budget: int, session: str | None, format: str, policy: str,
-                  now: datetime | None) -> Context:
+                  now: datetime | None, project: str | os.PathLike[str] | None) -> Context:
         """The context for validated inputs and a resolved session, counted by this memory's tokenizer."""
         if policy == "topics":
-            return self._topics_context(query, budget, session, format)
+            return self._topics_context(query, budget, session, format, project)
         recent = self._iter_newest(session) if session and policy != "recall" else iter(())
         # System turns are instructions: they come in through _fixed_blocks, never as history.
         # The window considers at most short_buffer_turns turns (seed 004's short buffer).
@@ -609,7 +616,7 @@ class Memory:
             if labels:
                 notes.append(f"knowledge updates: {update_labels(labels)}")
             recalled = [Recalled(index.turn(h.turn_ids[0]), h.score, labels.get(h.turn_ids[0])) for h in hits]
-        fixed = self._fixed_blocks(session)
+        fixed = self._fixed_blocks(session, project)
         summaries = (self._summary_index.rank(self.pyramid, query)
                      if self.config.pyramid.enabled else [])
         items = self._item_units(query)
@@ -639,15 +646,15 @@ class Memory:
         except StratamemError as exc:
             self._derived_failed("manifest.record_failed", exc, [])
 
-    def _fixed_blocks(self, session: str | None) -> list[FixedBlock]:
+    def _fixed_blocks(self, session: str | None, project: str | os.PathLike[str] | None) -> list[FixedBlock]:
         """System prompts, project instructions and working state (when a project is set), then the checkpoint."""
         fixed = checkpoint_block(self.store, self.namespace, session)
-        if self.project_dir is not None:
-            fixed = project_blocks(self.project_dir, self.namespace, self.tokenizer,
-                                   self.state(self.project_dir)) + fixed
+        if project is not None:
+            fixed = project_blocks(project, self.namespace, self.tokenizer, self.state(project)) + fixed
         return system_blocks(self.store, self.namespace, session) + fixed
 
-    def _topics_context(self, query: str | None, budget: int, session: str | None, fmt: str) -> Context:
+    def _topics_context(self, query: str | None, budget: int, session: str | None, fmt: str,
+                        project: str | os.PathLike[str] | None) -> Context:
         """Seed 002's three tiers: the current topic's messages, topic summaries, bulk summaries.
 
         The current topic is the session's turns since its last seal (or, right
@@ -669,7 +676,7 @@ class Memory:
         cfg = self.config.context
         ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=fmt, policy="topics",
                        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), recent=window,
-                       summaries=topics, bulks=bulks, query=query, fixed=self._fixed_blocks(session))
+                       summaries=topics, bulks=bulks, query=query, fixed=self._fixed_blocks(session, project))
         return ctx
 
     def _item_units(self, query: str | None) -> list[ItemUnit]:
