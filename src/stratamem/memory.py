@@ -28,13 +28,13 @@ from .ingest import IngestReport, IngestSession, parse_messages
 from .ingest import dedupe as _dedupe
 from .manifest import Context
 from .nodes import Node
+from .providers import to_responses
 from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
 from .retrieve import HybridIndex
 from .retrieve.updates import find_updates, order_updates, update_labels
 from .sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks
 from .store import SQLiteStore, Store, TurnBatch
 from .store.base import NamespaceStats
-from .providers import to_responses
 from .tokens import PROVIDER_FACTORS, Calibration, Counting, Tokenizer, count_turn, counting_for, get_tokenizer
 
 if TYPE_CHECKING:
