@@ -74,7 +74,8 @@ def test_context_window_never_opens_with_an_orphaned_tool_result(memory: Memory)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(budget=st.integers(min_value=3, max_value=3000), fmt=st.sampled_from(["openai", "anthropic", "text"]))
+# From 4: 3 Anthropic tokens are 2 o200k tokens, below the request overhead (test_shells checks it raises).
+@given(budget=st.integers(min_value=4, max_value=3000), fmt=st.sampled_from(["openai", "anthropic", "text"]))
 def test_the_budget_is_never_exceeded(tmp_path_factory: pytest.TempPathFactory, budget: int, fmt: str) -> None:
     mem = _shared_memory(tmp_path_factory)
     ctx = mem.context(budget=budget, session="s", format=fmt)
@@ -234,7 +235,7 @@ def _agent_session(draw: st.DrawFn) -> list[dict]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(session=_agent_session(), budget=st.integers(min_value=3, max_value=1500),
+@given(session=_agent_session(), budget=st.integers(min_value=4, max_value=1500),
        policy=st.sampled_from(["hybrid", "recall", "state_first"]), query=st.sampled_from([None, "vault code"]))
 def test_contexts_are_valid_requests_for_both_providers(session: list[dict], budget: int, policy: str,
                                                        query: str | None) -> None:

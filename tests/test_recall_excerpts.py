@@ -97,7 +97,8 @@ def _shared_memory(tmp_path_factory) -> Memory:  # noqa: ANN001
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(budget=st.integers(min_value=3, max_value=2500), policy=st.sampled_from(["hybrid", "recall", "pyramid"]),
+# From 4: 3 Anthropic tokens are 2 o200k tokens, below the request overhead (test_shells checks it raises).
+@given(budget=st.integers(min_value=4, max_value=2500), policy=st.sampled_from(["hybrid", "recall", "pyramid"]),
        fmt=st.sampled_from(["text", "openai", "anthropic"]),
        query=st.sampled_from([None, "vault code", "What is the vault code?", "build status"]))
 def test_contexts_with_long_turns_never_exceed_the_budget(tmp_path_factory, budget: int, policy: str, fmt: str,

@@ -21,7 +21,9 @@ from .tokens import MESSAGE_TOKENS, REPLY_TOKENS, Tokenizer, count_message, coun
 __all__ = [
     "FORMATS",
     "attach_sections",
+    "CONTEXT_FORMATS",
     "check_budget",
+    "check_context_format",
     "check_format",
     "check_now",
     "recent_window",
@@ -34,6 +36,10 @@ __all__ = [
 ]
 
 FORMATS = ("openai", "anthropic", "text")
+"""Formats the assembler renders."""
+CONTEXT_FORMATS = ("openai", "responses", "anthropic", "text")
+"""Formats ``Memory.context`` and every shell offer: the assembler's, plus OpenAI Responses items
+(assembled as Chat Completions messages, then re-shaped by :func:`stratamem.providers.to_responses`)."""
 
 
 def check_budget(budget: object) -> int:
@@ -70,6 +76,17 @@ def check_format(fmt: object) -> str:
     """
     if fmt not in FORMATS:
         raise ValidationError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
+    return str(fmt)
+
+
+def check_context_format(fmt: object) -> str:
+    """Validate a format name ``Memory.context`` accepts (:data:`CONTEXT_FORMATS`).
+
+    Raises:
+        ValidationError: Unknown format.
+    """
+    if fmt not in CONTEXT_FORMATS:
+        raise ValidationError(f"unknown format {fmt!r} (expected one of {', '.join(CONTEXT_FORMATS)})")
     return str(fmt)
 
 

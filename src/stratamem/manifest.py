@@ -106,6 +106,9 @@ class Manifest:
     """``topics`` policy: tokens each of seed 002's tiers takes (``current``, ``topics``, ``bulks``); else empty."""
     source_tokens: int = 0
     """``topics`` policy: exact tokens of the stored turns those tiers stand for (0 otherwise)."""
+    counting: Mapping[str, Any] | None = None
+    """How tokens were counted for the target provider (``Counting.to_dict()``: counter, factor,
+    provider, model, source); ``budget`` and ``total_tokens`` are in that counting, item costs in the counter's."""
 
     @property
     def compression_ratio(self) -> float:
@@ -121,6 +124,7 @@ class Manifest:
                 "tokenizer": self.tokenizer, "notes": list(self.notes),
                 "items": [i.to_dict() for i in self.items],
                 "near_misses": [n.to_dict() for n in self.near_misses],
+                "counting": dict(self.counting) if self.counting is not None else None,
                 **({"tier_tokens": dict(self.tier_tokens), "source_tokens": self.source_tokens,
                     "compression_ratio": round(self.compression_ratio, 3)} if self.tier_tokens else {})}
 
@@ -130,7 +134,7 @@ class Context:
     """An assembled context, rendered for one provider, with its manifest."""
 
     format: str
-    """``openai``, ``anthropic`` or ``text``."""
+    """``openai``, ``responses``, ``anthropic`` or ``text``."""
     messages: tuple[Mapping[str, Any], ...]
     """Provider messages (empty for ``text``)."""
     system: str | None
@@ -144,3 +148,8 @@ class Context:
     def tokens(self) -> int:
         """Exact tokens of the rendered context."""
         return self.manifest.total_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form: the rendered context and its manifest (``stratamem context --json``, the HTTP API)."""
+        return {"format": self.format, "messages": [dict(m) for m in self.messages], "system": self.system,
+                "text": self.text, "tokens": self.tokens, "manifest": self.manifest.to_dict()}

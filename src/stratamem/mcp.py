@@ -152,6 +152,8 @@ class _Kit:
 
         self.server, self.spaces, self.tool_error, self.Field = server, spaces, tool_error, Field
         self.Namespace = Annotated[str | None, Field(description="Namespace (default: the server's own).")]
+        self.project_dir: Any = None
+        """Project directory the context tool passes to ``Memory.context`` (``None``: the memory's own)."""
 
     def call(self, fn: Callable[[], _T]) -> _T:
         try:
@@ -176,8 +178,10 @@ def build_server(memory: "Memory", *, allow_namespaces: Collection[str] = (), na
         memory: The memory to serve (its namespace is the server's).
         allow_namespaces: Other namespaces a tool call may name (``"*"`` allows any).
         name: Server name announced to clients.
-        project_dir: Project whose working state the state tools read and update
-            (``None``: no state tools).
+        project_dir: Project whose working state the state tools read and update,
+            and whose instruction files and working state ``get_context`` puts in
+            every context, as ``Memory.context(project_dir=...)`` does
+            (``None``: no state tools; contexts use ``memory.project_dir``).
 
     Returns:
         An ``mcp.server.mcpserver.MCPServer``; run it with ``.run("stdio")`` or
@@ -192,6 +196,8 @@ def build_server(memory: "Memory", *, allow_namespaces: Collection[str] = (), na
     server = _strict(server_cls, tool_error)(name, instructions=_INSTRUCTIONS, version=version("stratamem"),
                                              log_level="WARNING")
     kit = _Kit(server, _Namespaces(memory, allow_namespaces), tool_error)
+    # The context tool reads the same project as the state tools (None: the memory's own, if any).
+    kit.project_dir = project_dir
     _add_turn_tools(kit)
     _add_item_tools(kit)
     _add_admin_tools(kit)
@@ -206,7 +212,7 @@ def build_server(memory: "Memory", *, allow_namespaces: Collection[str] = (), na
 
 def _add_turn_tools(kit: _Kit) -> None:
     """Conversation turns: store them, assemble a budgeted context, search, seal a topic."""
-    from .mcp_budget import MIN_BUDGET, context_result, hits_result
+    from .mcp_budget import MIN_BUDGET, context_result, hits_result, parse_now
 
     Field, Namespace, spaces, call = kit.Field, kit.Namespace, kit.spaces, kit.call
 
@@ -230,13 +236,25 @@ def _add_turn_tools(kit: _Kit) -> None:
                                                  "whole result (context and manifest).")] = 2000,
                     session: Annotated[str | None, Field(description="Current session (default: the most "
                                                          "recent).")] = None,
-                    format: Annotated[Literal["text", "openai", "anthropic"],
-                                      Field(description="text, or provider messages as JSON.")] = "text",
+                    format: Annotated[Literal["text", "openai", "responses", "anthropic"],
+                                      Field(description="text, or provider messages as JSON (openai: Chat "
+                                                        "Completions, responses: Responses input items).")] = "text",
                     explain: Annotated[bool, Field(description="Add the full manifest if it fits the "
                                                    "budget.")] = False,
+                    policy: Annotated[Literal["hybrid", "topics", "pyramid", "state_first", "recall"] | None,
+                                      Field(description="Budget policy (default from config).")] = None,
+                    now: Annotated[str | None, Field(description="When the query is asked, ISO 8601 (naive = "
+                                                     "UTC), for relative times (default: the newest turn's "
+                                                     "time).")] = None,
+                    provider: Annotated[Literal["openai", "anthropic"] | None,
+                                        Field(description="Whose token counting the budget is in (default: "
+                                                          "the format's provider).")] = None,
+                    model: Annotated[str | None, Field(description="Target model (recorded in the "
+                                                       "manifest).")] = None,
                     namespace: Namespace = None) -> str:
         return call(lambda: context_result(spaces.get(namespace), query=query, budget=budget, session=session,
-                                           fmt=format, explain=explain))
+                                           fmt=format, explain=explain, policy=policy, now=parse_now(now),
+                                           provider=provider, model=model, project_dir=kit.project_dir))
 
     kit.register(get_context, "get_context", "The context for the next model call: recent turns, recalled "
                  "history, summaries and memory items, within `budget` tokens counting everything returned, with "

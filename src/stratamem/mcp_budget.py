@@ -13,18 +13,20 @@ a 60-turn conversation for every budget from 64 to 900, all formats; at most 8 r
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .errors import BudgetError
+from .errors import BudgetError, ValidationError
 
 if TYPE_CHECKING:
     from .manifest import Context, Manifest
     from .memory import Memory
     from .search import SearchHit
 
-__all__ = ["MIN_BUDGET", "context_result", "hits_result", "manifest_lines"]
+__all__ = ["MIN_BUDGET", "context_result", "hits_result", "manifest_lines", "parse_now"]
 
 MIN_BUDGET = 64
 """Smallest budget a tool accepts: room for a JSON envelope and at least a line of context."""
@@ -82,9 +84,30 @@ def _compose(ctx: Context, budget: int, explain: bool, count: Any) -> str:
     return candidates[-1]
 
 
+def parse_now(now: str | None) -> datetime | None:
+    """An ISO 8601 time given as text (naive = UTC, as ``Memory.context`` takes it).
+
+    Raises:
+        ValidationError: Not an ISO 8601 date/time.
+    """
+    if now is None:
+        return None
+    try:
+        return datetime.fromisoformat(now)
+    except ValueError as exc:
+        raise ValidationError(f"not an ISO 8601 date/time: {now!r}", path="now") from exc
+
+
 def context_result(mem: Memory, *, query: str | None, budget: int, session: str | None, fmt: str,
-                   explain: bool) -> str:
+                   explain: bool, policy: str | None = None, now: datetime | None = None,
+                   provider: str | None = None, model: str | None = None,
+                   project_dir: str | os.PathLike[str] | None = None) -> str:
     """The assembled context as tool-result text of at most ``budget`` tokens, everything included.
+
+    The context is :meth:`Memory.context` with the same arguments, so the
+    prompt text and manifest are those the library, CLI and HTTP API give for
+    the same inputs; the budget is counted as that context counts it
+    (``provider``'s counting).
 
     Raises:
         BudgetError: ``budget`` below :data:`MIN_BUDGET`.
@@ -92,10 +115,15 @@ def context_result(mem: Memory, *, query: str | None, budget: int, session: str 
     """
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < MIN_BUDGET:
         raise BudgetError(f"budget must be an integer of at least {MIN_BUDGET} tokens, got {budget!r}", path="budget")
-    count = mem.tokenizer.count
+    counting = mem.counting(fmt, provider, model)
+
+    def count(text: str) -> int:
+        return counting.tokens(mem.tokenizer.count(text))
+
     inner = budget
     for _ in range(_ROUNDS):
-        ctx = mem.context(query, budget=inner, session=session, format=fmt)
+        ctx = mem.context(query, budget=inner, session=session, format=fmt, policy=policy, now=now,
+                          provider=provider, model=model, project_dir=project_dir)
         text = _compose(ctx, budget, explain, count)
         over = count(text) - budget
         if over <= 0:

@@ -15,25 +15,27 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import islice
 from typing import IO, TYPE_CHECKING, Any
 
 from .assemble import POLICIES, FixedBlock, ItemUnit, Recalled, assemble, is_follow_up
 from .config import Config
-from .context import check_budget, check_format, check_now
-from .errors import ConfigError, InvalidTurnError, NotFoundError, StratamemError, ValidationError
+from .context import check_budget, check_context_format, check_now
+from .errors import BudgetError, ConfigError, InvalidTurnError, NotFoundError, StratamemError, ValidationError
 from .events import Event, EventBus
 from .exchange import plan_import, read_export, write_export
 from .ingest import IngestReport, IngestSession, parse_messages
 from .ingest import dedupe as _dedupe
 from .manifest import Context
 from .nodes import Node
+from .providers import to_responses
 from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
 from .retrieve import HybridIndex
 from .retrieve.updates import find_updates, order_updates, update_labels
 from .sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks, topic_tiers
 from .store import SQLiteStore, Store, TurnBatch
 from .store.base import NamespaceStats
-from .tokens import Tokenizer, count_turn, get_tokenizer
+from .tokens import PROVIDER_FACTORS, Calibration, Counting, Tokenizer, count_turn, counting_for, get_tokenizer
 
 if TYPE_CHECKING:
     from .forget import ForgetReport
@@ -45,6 +47,9 @@ if TYPE_CHECKING:
 __all__ = ["Memory", "Status"]
 
 log = logging.getLogger("stratamem.memory")
+
+_FORMAT_PROVIDERS = {"openai": "openai", "responses": "openai", "anthropic": "anthropic"}
+"""The provider whose counting a format's budget is in by default (``text`` has none)."""
 
 _CONFIGURED: Any = object()
 """Default of ``Memory(embedder=...)``: the embedder the configuration names (``None`` means none)."""
@@ -487,7 +492,10 @@ class Memory:
         return self.store.turns(self.namespace, session, limit=limit, newest_first=newest_first)
 
     def context(self, query: str | None = None, *, budget: int | None = None, session: str | None = None,
-                format: str = "openai", policy: str | None = None, now: datetime | None = None) -> Context:
+                format: str = "openai", policy: str | None = None, now: datetime | None = None,
+                provider: str | None = None, model: str | None = None,
+                calibration: Calibration | None = None,
+                project_dir: str | os.PathLike[str] | None = None) -> Context:
         """Assemble the context for the next model call within ``budget`` tokens.
 
         The current session's most recent turns form the window; older turns
@@ -501,39 +509,95 @@ class Memory:
             query: What the next call is about; drives recall (none: window only).
             budget: Token budget (default: ``config.context.default_budget``).
             session: The current session (default: the most recently written one).
-            format: ``openai``, ``anthropic`` or ``text``.
+            format: ``openai`` (Chat Completions messages), ``responses`` (OpenAI
+                Responses input items), ``anthropic`` or ``text``.
             policy: ``hybrid``, ``topics``, ``pyramid``, ``state_first`` or
                 ``recall`` (default: ``config.context.policy``).
             now: When the query is asked: relative times in it ("two weeks ago",
                 "last Saturday") are resolved against it (default: the time of the
                 namespace's newest turn; a naive datetime is UTC). The manifest
                 notes the windows read.
+            provider: Whose token counting the budget is in: ``openai`` or
+                ``anthropic`` (default: the format's provider; none for ``text``).
+                Counts are exact ``o200k_base`` tokens times the provider's factor
+                (:data:`~stratamem.tokens.PROVIDER_FACTORS`), rounded up; the
+                manifest's ``counting`` says which counter and factor were used.
+            model: The target model: the key of a learned ``calibration`` factor.
+            calibration: Factors learned from reported usage
+                (:class:`~stratamem.tokens.Calibration`, e.g. a wrapped client's);
+                one learned for ``model`` replaces the provider's factor.
+            project_dir: Project whose instruction files and working state go in
+                (default: the one this ``Memory`` was made with, if any). Every
+                shell (CLI, MCP, HTTP) passes its project directory here.
 
         Raises:
-            BudgetError: ``budget`` is not a positive integer.
-            ValidationError: Unknown format or policy, ``query`` not a string or
-                ``now`` not a datetime.
+            BudgetError: ``budget`` is not a positive integer, or too small once
+                converted to the provider's counting.
+            ValidationError: Unknown format, policy or provider, ``query`` not a
+                string, ``model`` not a string or ``now`` not a datetime.
             NotFoundError: Unknown namespace or session.
         """
         budget = check_budget(self.config.context.default_budget if budget is None else budget)
-        check_format(format)
+        check_context_format(format)
         now = check_now(now)
         policy = policy or self.config.context.policy
         if policy not in POLICIES:
             raise ValidationError(f"unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
         if query is not None and not isinstance(query, str):
             raise ValidationError(f"query must be a string, got {type(query).__name__}")
+        if project_dir is not None and not isinstance(project_dir, str | os.PathLike):
+            raise ValidationError(f"project_dir must be a path, got {type(project_dir).__name__}", path="project_dir")
+        counting = self.counting(format, provider, model, calibration)
+        room = counting.room(budget)
+        if room < 1:
+            raise BudgetError(f"budget {budget} is below one token in {counting.provider}'s counting", path="budget")
         if not self.store.has_namespace(self.namespace):
             raise NotFoundError(f"unknown namespace {self.namespace!r}")
         if session is None:
             session = self.store.latest_session(self.namespace)
         else:
             self.store.session(self.namespace, session)
+        # Responses items carry the same text and framing as Chat Completions messages: the
+        # context is assembled and counted as those, then re-shaped (see providers.to_responses).
+        fmt = "openai" if format == "responses" else format
+        project = self.project_dir if project_dir is None else project_dir
+        ctx = self._assemble(query, room, session, fmt, policy, now, project)
+        manifest = dataclasses.replace(ctx.manifest, budget=budget, total_tokens=counting.tokens(ctx.tokens),
+                                       counting=counting.to_dict())
+        messages = tuple(to_responses(ctx.messages)) if format == "responses" else ctx.messages
+        ctx = Context(format=format, messages=messages, system=ctx.system, text=ctx.text, manifest=manifest)
+        self._record(session, ctx)
+        return ctx
+
+    def counting(self, format: str = "openai", provider: str | None = None, model: str | None = None,
+                 calibration: Calibration | None = None) -> Counting:
+        """How :meth:`context` counts a budget for ``provider``/``model`` (see its arguments).
+
+        Raises:
+            ValidationError: Unknown format or provider, or ``model`` not a string.
+        """
+        check_context_format(format)
+        if provider is None:
+            provider = _FORMAT_PROVIDERS.get(format)
+        elif provider not in PROVIDER_FACTORS:
+            raise ValidationError(f"unknown provider {provider!r} (expected one of {', '.join(PROVIDER_FACTORS)})",
+                                  path="provider")
+        if model is not None and not isinstance(model, str):
+            raise ValidationError(f"model must be a string, got {type(model).__name__}", path="model")
+        if calibration is not None and not isinstance(calibration, Calibration):
+            raise ValidationError(f"calibration must be a Calibration, got {type(calibration).__name__}",
+                                  path="calibration")
+        return counting_for(self.tokenizer.name, provider, model, calibration)
+
+    def _assemble(self, query: str | None, budget: int, session: str | None, format: str, policy: str,
+                  now: datetime | None, project: str | os.PathLike[str] | None) -> Context:
+        """The context for validated inputs and a resolved session, counted by this memory's tokenizer."""
         if policy == "topics":
-            return self._topics_context(query, budget, session, format)
+            return self._topics_context(query, budget, session, format, project)
         recent = self._iter_newest(session) if session and policy != "recall" else iter(())
         # System turns are instructions: they come in through _fixed_blocks, never as history.
-        recent = (st for st in recent if st.role != "system")
+        # The window considers at most short_buffer_turns turns (seed 004's short buffer).
+        recent = islice((st for st in recent if st.role != "system"), self.config.context.short_buffer_turns)
         recalled: list[Recalled] = []
         notes: list[str] = []
         # A follow-up ("go on", "make it shorter") says nothing about which history it
@@ -560,7 +624,7 @@ class Memory:
             if labels:
                 notes.append(f"knowledge updates: {update_labels(labels)}")
             recalled = [Recalled(index.turn(h.turn_ids[0]), h.score, labels.get(h.turn_ids[0])) for h in hits]
-        fixed = self._fixed_blocks(session)
+        fixed = self._fixed_blocks(session, project)
         bulks: list[Any] = []
         if not self.config.pyramid.enabled:
             summaries = []
@@ -575,7 +639,6 @@ class Memory:
                         shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), fixed=fixed,
                         recent=recent, recalled=recalled, summaries=summaries, bulks=bulks, items=items,
                         query=query, notes=notes, dedup=cfg.dedup)
-        self._record(session, ctx)
         return ctx
 
     def _lexical_note(self) -> str:
@@ -597,15 +660,15 @@ class Memory:
         except StratamemError as exc:
             self._derived_failed("manifest.record_failed", exc, [])
 
-    def _fixed_blocks(self, session: str | None) -> list[FixedBlock]:
+    def _fixed_blocks(self, session: str | None, project: str | os.PathLike[str] | None) -> list[FixedBlock]:
         """System prompts, project instructions and working state (when a project is set), then the checkpoint."""
         fixed = checkpoint_block(self.store, self.namespace, session)
-        if self.project_dir is not None:
-            fixed = project_blocks(self.project_dir, self.namespace, self.tokenizer,
-                                   self.state(self.project_dir)) + fixed
+        if project is not None:
+            fixed = project_blocks(project, self.namespace, self.tokenizer, self.state(project)) + fixed
         return system_blocks(self.store, self.namespace, session) + fixed
 
-    def _topics_context(self, query: str | None, budget: int, session: str | None, fmt: str) -> Context:
+    def _topics_context(self, query: str | None, budget: int, session: str | None, fmt: str,
+                        project: str | os.PathLike[str] | None) -> Context:
         """Seed 002's three tiers: the current topic's messages, topic summaries, bulk summaries.
 
         The current topic is the session's turns since its last seal (or, right
@@ -627,11 +690,11 @@ class Memory:
         cfg = self.config.context
         ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=fmt, policy="topics",
                        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), recent=window,
-                       summaries=topics, bulks=bulks, query=query, fixed=self._fixed_blocks(session), dedup=cfg.dedup)
+                       summaries=topics, bulks=bulks, query=query, fixed=self._fixed_blocks(session, project),
+                       dedup=cfg.dedup)
         tiers, source = topic_tiers(ctx.manifest, self.pyramid, {st.id: st.tokens for st in current})
         ctx = dataclasses.replace(ctx, manifest=dataclasses.replace(ctx.manifest, tier_tokens=tiers,
                                                                     source_tokens=source))
-        self._record(session, ctx)
         return ctx
 
     def _item_units(self, query: str | None, session: str | None = None) -> list[ItemUnit]:

@@ -37,6 +37,7 @@ __all__ = [
     "structural_problems",
     "to_anthropic",
     "to_openai",
+    "to_responses",
 ]
 
 _IGNORED_ANTHROPIC_KEYS = {"cache_control", "citations"}
@@ -366,6 +367,53 @@ def to_anthropic(turns: Iterable[Turn]) -> tuple[str | None, list[dict[str, Any]
         else:
             messages.append({"role": role, "content": t.content if isinstance(t.content, str) else blocks})
     return ("\n\n".join(system_parts) if system_parts else None), messages
+
+
+# --- OpenAI Responses ----------------------------------------------------------------------
+
+def _responses_parts(content: Any, role: str) -> list[dict[str, Any]]:
+    """Chat Completions content as Responses content parts (``input_*`` in, ``output_text`` out)."""
+    kind = "output_text" if role == "assistant" else "input_text"
+    if isinstance(content, str):
+        return [{"type": kind, "text": content}]
+    parts: list[dict[str, Any]] = []
+    for p in content or ():
+        if p.get("type") == "text":
+            parts.append({"type": kind, "text": p["text"]})
+        elif p.get("type") == "image_url":
+            spec = p["image_url"]
+            image: dict[str, Any] = {"type": "input_image", "image_url": spec["url"]}
+            # The Responses API requires a detail level; "auto" is what Chat Completions assumes.
+            image["detail"] = spec.get("detail") or "auto"
+            parts.append(image)
+    return parts
+
+
+def to_responses(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Chat Completions messages (as :func:`to_openai` renders them) as OpenAI Responses input items.
+
+    A message becomes a ``message`` item whose parts are ``input_text`` /
+    ``input_image`` (system, user) or ``output_text`` (assistant); an assistant
+    message's tool calls follow it as ``function_call`` items, and a ``tool``
+    message becomes a ``function_call_output`` item. The Responses API has no
+    speaker ``name`` field, so names are not carried. Reading the items back
+    (``format="responses"`` on ingest) gives the same turns.
+    """
+    items: list[dict[str, Any]] = []
+    for m in messages:
+        role = m["role"]
+        if role == "tool":
+            items.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": m["content"]})
+            continue
+        content = m.get("content")
+        calls = m.get("tool_calls") or ()
+        # An assistant turn that only calls tools has no text to show as a message.
+        if content is not None and not (calls and content == ""):
+            items.append({"type": "message", "role": role, "content": _responses_parts(content, role)})
+        for c in calls:
+            items.append({"type": "function_call", "call_id": c["id"], "name": c["function"]["name"],
+                          "arguments": c["function"]["arguments"]})
+    return items
 
 
 # --- Structural validity -----------------------------------------------------------------

@@ -32,13 +32,16 @@ __all__ = [
     "NAME_TOKENS",
     "REPLY_TOKENS",
     "TOOL_CALL_TOKENS",
+    "PROVIDER_FACTORS",
     "BPETokenizer",
     "Calibration",
     "CharEstimator",
+    "Counting",
     "Tokenizer",
     "count_message",
     "count_messages",
     "count_turn",
+    "counting_for",
     "get_tokenizer",
     "truncate_to_tokens",
 ]
@@ -339,3 +342,73 @@ class Calibration:
         cal = cls(**kwargs)
         cal._factors.update({str(k): float(v) for k, v in factors.items()})
         return cal
+
+
+PROVIDER_FACTORS: Mapping[str, float] = {"openai": 1.0, "anthropic": 1.07}
+"""Provider tokens per exact-tokenizer token, for providers whose tokenizer we do not have.
+
+``openai``: 1.0, the exact ``o200k_base`` encoding is OpenAI's own (GPT-4o and later).
+``anthropic``: 1.07, measured: the tokenizer Anthropic published
+(``@anthropic-ai/tokenizer`` 0.0.4 on npm) counts the 5,882 turn texts of
+LoCoMo (``locomo10.json``) as 169,849 tokens against 159,658 in ``o200k_base``,
+a ratio of 1.0638, rounded up. Anthropic says that tokenizer is not exact for
+its current models, so learn the real factor from reported usage
+(:class:`Calibration`, as ``wrap`` does) and pass it to ``Memory.context``.
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Counting:
+    """How a budget is counted for a target provider: our exact count times ``factor``, rounded up."""
+
+    counter: str
+    """The exact tokenizer that counts (e.g. ``o200k_base``)."""
+    factor: float = 1.0
+    """Provider tokens per ``counter`` token."""
+    provider: str | None = None
+    """Target provider (``openai``, ``anthropic``; ``None``: plain text, no provider)."""
+    model: str | None = None
+    """Target model, the calibration key."""
+    source: str = "exact"
+    """Where ``factor`` comes from: ``exact``, ``measured ratio`` (:data:`PROVIDER_FACTORS`) or ``usage``."""
+
+    def tokens(self, counted: int) -> int:
+        """``counted`` exact tokens in the provider's counting."""
+        return counted if self.factor == 1.0 else math.ceil(counted * self.factor)
+
+    def room(self, budget: int) -> int:
+        """Most exact tokens whose provider count stays within ``budget``."""
+        if self.factor == 1.0:
+            return budget
+        room = math.floor(budget / self.factor)
+        while room > 0 and self.tokens(room) > budget:  # guards float rounding at the edge
+            room -= 1
+        return room
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the manifest's ``counting``)."""
+        return {"counter": self.counter, "factor": self.factor, "provider": self.provider, "model": self.model,
+                "source": self.source}
+
+
+def counting_for(counter: str, provider: str | None, model: str | None = None,
+                 calibration: Calibration | None = None) -> Counting:
+    """The :class:`Counting` for ``provider``/``model``: learned usage first, else the measured ratio.
+
+    A ``calibration`` that has observed ``model`` gives its factor (source
+    ``usage``); otherwise the provider's :data:`PROVIDER_FACTORS` entry applies.
+
+    Raises:
+        ValueError: Unknown provider (the caller validates and raises its own error first).
+    """
+    if provider is None:
+        return Counting(counter, 1.0, None, model, "exact")
+    if provider not in PROVIDER_FACTORS:
+        raise ValueError(f"unknown provider {provider!r}")
+    if calibration is not None and model is not None and model in calibration.to_dict():
+        return Counting(counter, calibration.factor(model), provider, model, "usage")
+    factor = PROVIDER_FACTORS[provider]
+    if factor != 1.0:
+        return Counting(counter, factor, provider, model, "measured ratio")
+    # o200k_base is OpenAI's own encoding; another counter is taken as 1:1, and said so.
+    return Counting(counter, 1.0, provider, model, "exact" if counter == "o200k_base" else "assumed 1:1")

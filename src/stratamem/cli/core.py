@@ -14,12 +14,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from importlib import resources
-from typing import IO
+from typing import IO, Any
 
 import click
 from tqdm import tqdm
 
-from ..context import FORMATS
+from ..context import CONTEXT_FORMATS
+from ..tokens import PROVIDER_FACTORS
 from ..ingest import INGEST_FORMATS, IngestSession, read_file
 from . import Settings, emit_json, pass_settings
 
@@ -130,7 +131,9 @@ def add(settings: Settings, role: str, content: str, session: str, name: str | N
 @click.argument("query", required=False)
 @click.option("--budget", "-b", type=int, default=None, help="Token budget (default from config).")
 @click.option("--session", "-s", default=None, help="Session (default: the most recent).")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(CONTEXT_FORMATS), default="text", show_default=True,
+              help="text, or provider messages as JSON: openai (Chat Completions), responses (Responses "
+                   "input items), anthropic.")
 @click.option("--policy", type=click.Choice(["hybrid", "topics", "pyramid", "state_first", "recall"]), default=None,
               help="Budget policy (default from config: hybrid).")
 @click.option("--explain", is_flag=True, help="Print the manifest: every item, its tokens and reason.")
@@ -138,9 +141,16 @@ def add(settings: Settings, role: str, content: str, session: str, name: str | N
 @click.option("--now", "now", default=None, metavar="ISO",
               help="When the query is asked (ISO 8601; naive = UTC) for relative times such as "
                    "'two weeks ago' (default: the newest turn's time).")
+@click.option("--project-dir", "-C", "project_dir", envvar="STRATAMEM_PROJECT_DIR",
+              type=click.Path(file_okay=False), default=None,
+              help="Project whose instruction files (STRATAMEM.md) and working state go into the context.")
+@click.option("--provider", type=click.Choice(sorted(PROVIDER_FACTORS)), default=None,
+              help="Whose token counting the budget is in (default: the format's provider).")
+@click.option("--model", default=None, help="Target model (recorded in the manifest's counting).")
 @pass_settings
 def context(settings: Settings, query: str | None, budget: int | None, session: str | None, fmt: str,
-            policy: str | None, explain: bool, as_json: bool, now: str | None = None) -> None:
+            policy: str | None, explain: bool, as_json: bool, now: str | None = None,
+            project_dir: str | None = None, provider: str | None = None, model: str | None = None) -> None:
     """Assemble the context for the next model call within a token budget."""
     when = None
     if now is not None:
@@ -149,10 +159,10 @@ def context(settings: Settings, query: str | None, budget: int | None, session: 
         except ValueError as exc:
             raise click.BadParameter(f"not an ISO 8601 date/time: {now!r}", param_hint="--now") from exc
     with settings.memory() as mem:
-        ctx = mem.context(query, budget=budget, session=session, format=fmt, policy=policy, now=when)
+        ctx = mem.context(query, budget=budget, session=session, format=fmt, policy=policy, now=when,
+                          provider=provider, model=model, project_dir=project_dir)
     if as_json:
-        emit_json({"format": ctx.format, "system": ctx.system, "messages": list(ctx.messages),
-                   "text": ctx.text if fmt == "text" else None, "manifest": ctx.manifest.to_dict()})
+        emit_json(ctx.to_dict())
         return
     if fmt == "text":
         click.echo(ctx.text)
@@ -161,8 +171,8 @@ def context(settings: Settings, query: str | None, budget: int | None, session: 
                   else list(ctx.messages))
     if explain:
         m = ctx.manifest
-        click.echo(f"\n# manifest: {m.total_tokens}/{m.budget} tokens ({m.tokenizer}), policy {m.policy}, "
-                   f"{len(m.items)} item(s)")
+        click.echo(f"\n# manifest: {m.total_tokens}/{m.budget} tokens ({_counted(m.counting, m.tokenizer)}), "
+                   f"policy {m.policy}, {len(m.items)} item(s)")
         for note in m.notes:
             click.echo(f"# note: {note}")
         for it in m.items:
@@ -172,6 +182,13 @@ def context(settings: Settings, query: str | None, budget: int | None, session: 
         for nm in m.near_misses:
             dup = f" duplicate_of={nm.duplicate_of}" if nm.duplicate_of else ""
             click.echo(f"#  (left out) {nm.id:<16} {nm.kind:<13} {nm.tokens:>6} {nm.reason}{dup}")
+
+
+def _counted(counting: Any, tokenizer: str) -> str:
+    """How the manifest's totals were counted, e.g. ``o200k_base x 1.07 for anthropic``."""
+    if not counting or counting.get("factor", 1.0) == 1.0:
+        return tokenizer
+    return f"{counting['counter']} x {counting['factor']:g} for {counting['provider']}, {counting['source']}"
 
 
 @click.command()

@@ -44,7 +44,8 @@ def is_loopback(host: str) -> bool:
 @click.option("--allow-namespace", "allowed", multiple=True,
               help="Another namespace tool calls may name (repeatable; '*' allows any).")
 @click.option("--project", type=click.Path(file_okay=False), default=".", show_default=True,
-              help="Project directory whose working state the state tools use.")
+              help="Project directory: the state tools use its working state, and get_context puts its "
+                   "instruction files (STRATAMEM.md) and working state in every context.")
 @click.option("--db", "db", default=None, help="Database (SQLite file or postgresql:// URL); same as the global "
               "--db, accepted here so host configurations can read `stratamem mcp --db /abs/path.db`.")
 @click.option("--namespace", "-n", "namespace", default=None, help="Namespace; same as the global --namespace.")

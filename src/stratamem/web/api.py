@@ -9,7 +9,7 @@ library calls under the spaces lock. Errors become the one JSON error body
 from __future__ import annotations
 
 import io
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, Response
@@ -124,13 +124,24 @@ def build_router(spaces: Spaces) -> APIRouter:
 
     # --- context, manifests, search --------------------------------------------------------
 
+    def assemble(request: Request, namespace: str, body: ContextRequest) -> dict[str, Any]:
+        m = mem(request, namespace)
+        # The library's context, with the server's project: the same prompt as every other shell.
+        ctx = spaces.call(lambda: m.context(body.query, budget=body.budget, session=body.session,
+                                            format=body.format, policy=body.policy, now=body.now,
+                                            provider=body.provider, model=body.model,
+                                            project_dir=spaces.project_dir))
+        return context_json(ctx)
+
     @r.post("/namespaces/{namespace}/context", tags=["context"],
             summary="Assemble the context for the next model call, with its manifest")
     def context(request: Request, namespace: str, body: ContextRequest) -> dict[str, Any]:
-        m = mem(request, namespace)
-        ctx = spaces.call(lambda: m.context(body.query, budget=body.budget, session=body.session,
-                                            format=body.format, policy=body.policy))
-        return context_json(ctx)
+        return assemble(request, namespace, body)
+
+    @r.get("/namespaces/{namespace}/context", tags=["context"],
+           summary="Assemble the context for the next model call (the POST route's fields as query parameters)")
+    def context_get(request: Request, namespace: str, params: Annotated[ContextRequest, Query()]) -> dict[str, Any]:
+        return assemble(request, namespace, params)
 
     @r.get("/namespaces/{namespace}/manifests", tags=["context"], summary="Recorded manifests, newest first")
     def manifests(request: Request, namespace: str, limit: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:

@@ -22,5 +22,4 @@ def session_json(s: Session) -> dict[str, Any]:
 
 def context_json(ctx: Context) -> dict[str, Any]:
     """An assembled context with its manifest (as ``stratamem context --json`` prints it)."""
-    return {"format": ctx.format, "messages": [dict(m) for m in ctx.messages], "system": ctx.system,
-            "text": ctx.text, "tokens": ctx.tokens, "manifest": ctx.manifest.to_dict()}
+    return ctx.to_dict()

@@ -6,6 +6,7 @@ at its own boundary and its errors map to 400 as well.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -52,8 +53,13 @@ class ContextRequest(_Body):
     query: str | None = Field(default=None, max_length=20_000, description="What the next call is about.")
     budget: int | None = Field(default=None, description="Token budget (default: config).")
     session: str | None = Field(default=None, description="Current session (default: latest).")
-    format: Literal["openai", "anthropic", "text"] = "openai"
+    format: Literal["openai", "responses", "anthropic", "text"] = "openai"
     policy: Literal["hybrid", "topics", "pyramid", "state_first", "recall"] | None = None
+    now: datetime | None = Field(default=None, description="When the query is asked (ISO 8601; naive = UTC), for "
+                                                       "relative times (default: the newest turn's time).")
+    provider: Literal["openai", "anthropic"] | None = Field(
+        default=None, description="Whose token counting the budget is in (default: the format's provider).")
+    model: str | None = Field(default=None, max_length=200, description="Target model (recorded in the manifest).")
 
 
 class AddItem(_Body):

@@ -102,7 +102,7 @@ def build_pages(spaces: Spaces) -> APIRouter:
                                    "past": m.store.manifests.latest(ns, 30)}
             if q is not None:
                 ctx = m.context(q or None, budget=budget, session=session or None, format="text",
-                                policy=policy or None)
+                                policy=policy or None, project_dir=spaces.project_dir)
                 latest = m.store.manifests.latest(ns, 1)
                 out["shown_id"] = latest[0].id if latest else None
                 out["view"] = inspect_manifest(m, ctx.manifest.to_dict())
