@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from pg import LocalPostgres, fresh_schema, schema_url  # noqa: E402
 
-from stratamem.item_search import VectorIndex  # noqa: E402
+from stratamem.items.search import VectorIndex  # noqa: E402
 from stratamem.store import open_store  # noqa: E402
 
 DIMS = 384

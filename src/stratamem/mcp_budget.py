@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import BudgetError
 
 if TYPE_CHECKING:
-    from .manifest import Context, Manifest
+    from .context.manifest import Context, Manifest
     from .memory import Memory
     from .search import SearchHit
 

@@ -17,29 +17,29 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
-from .assemble import POLICIES, FixedBlock, ItemUnit, Recalled, assemble, is_follow_up
+from .context.assemble import POLICIES, FixedBlock, ItemUnit, Recalled, assemble, is_follow_up
 from .config import Config
-from .context import check_budget, check_format, check_now
+from .context.render import check_budget, check_format, check_now
 from .errors import ConfigError, InvalidTurnError, NotFoundError, StratamemError, ValidationError
 from .events import Event, EventBus
 from .exchange import plan_import, read_export, write_export
 from .ingest import IngestReport, IngestSession, parse_messages
 from .ingest import dedupe as _dedupe
-from .manifest import Context
-from .nodes import Node
+from .context.manifest import Context
+from .pyramid.nodes import Node
 from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
 from .retrieve import HybridIndex
 from .retrieve.updates import find_updates, order_updates, update_labels
-from .sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks
+from .context.sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks
 from .store import SQLiteStore, Store, TurnBatch
 from .store.base import NamespaceStats
 from .tokens import Tokenizer, count_turn, get_tokenizer
 
 if TYPE_CHECKING:
     from .forget import ForgetReport
-    from .pyramid import Pyramid
+    from .pyramid.consolidate import Pyramid
     from .search import SearchHit
-    from .state import WorkingState
+    from .state.working import WorkingState
     from .summarize import Summarizer
 
 __all__ = ["Memory", "Status"]
@@ -229,7 +229,7 @@ class Memory:
         """This namespace's long-term memory items (a :class:`stratamem.items.Items`, made on first use)."""
         cached = self.__dict__.get("_items")
         if cached is None:
-            from .items import Items
+            from .items.api import Items
 
             # Without an embedder, item recall is lexical and reports mode "lexical".
             cached = self.__dict__["_items"] = Items(
@@ -376,7 +376,7 @@ class Memory:
                 is configured without a ``summarizer`` instance.
         """
         if self._pyramid is None:
-            from .pyramid import Pyramid
+            from .pyramid.consolidate import Pyramid
 
             path = getattr(self.store, "path", None)
             archive = f"{path}.archive" if isinstance(path, str) and path != ":memory:" else None
@@ -706,7 +706,7 @@ class Memory:
         Raises:
             ValidationError: Invalid namespace name.
         """
-        from .state import WorkingState  # local: keeps toon_format out of the facade's import
+        from .state.working import WorkingState  # local: keeps toon_format out of the facade's import
 
         return WorkingState(project_dir, self.namespace, config=self.config.state, tokenizer=self.tokenizer)
 

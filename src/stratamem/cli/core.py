@@ -19,7 +19,7 @@ from typing import IO
 import click
 from tqdm import tqdm
 
-from ..context import FORMATS
+from ..context.render import FORMATS
 from ..ingest import INGEST_FORMATS, IngestSession, read_file
 from . import Settings, emit_json, pass_settings
 
