@@ -25,11 +25,11 @@ import psycopg
 from psycopg import sql
 
 from ...errors import MigrationError
-from .conversations import m004_conversations, m009_conversation_loop
+from ..conversations import m004_conversations, m009_conversation_loop
 from .embeddings import m002_embeddings
-from .ingest_keys import m008_ingest_keys
+from ..ingest_keys import m008_ingest_keys
 from .items import m005_items, m007_item_ids
-from .manifests import m006_manifests
+from ..manifests import m006_manifests
 from .nodes import m003_pyramid
 from .turn_embeddings import m010_recall_index
 

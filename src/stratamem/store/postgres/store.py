@@ -40,14 +40,15 @@ from ...errors import BackendError, ConfigError, NotFoundError, StratamemError
 from ...records import Session, StoredTurn, check_name
 from . import schema as postgres_schema
 from ..base import NamespaceStats, TurnBatch
+from ..sql import POSTGRES, Sql
 from ..sqlite.store import turn_columns, turn_from_columns
 
 if TYPE_CHECKING:
     from .forget import PostgresForget
-    from .manifests import PostgresManifests
-    from .conversations import PostgresConversations
+    from ..manifests import Manifests
+    from ..conversations import Conversations
     from .embeddings import PostgresEmbeddingCache
-    from .ingest_keys import PostgresIngestKeys
+    from ..ingest_keys import IngestKeys
     from .items import PostgresItemStore
     from .nodes import PostgresNodeStore
 
@@ -209,6 +210,21 @@ class PostgresStore:
             raise ConfigError(f"this store keeps token counts made with {stored!r}; open it with that tokenizer "
                               f"(asked for {tokenizer!r})")
 
+    @functools.cached_property
+    def sql(self) -> Sql:
+        """The shared SQL layer over this store's pool, for the feature stores (:mod:`stratamem.store.sql`)."""
+        return Sql(POSTGRES, self._reading, self._writing)
+
+    @contextmanager
+    def _reading(self) -> Iterator[psycopg.Connection]:
+        with self.connection() as conn, self._errors():
+            yield conn
+
+    @contextmanager
+    def _writing(self) -> Iterator[psycopg.Connection]:
+        with self.transaction(), self.connection() as conn, self._errors():
+            yield conn
+
     # --- feature stores -----------------------------------------------------------------
     # The mirrors of SQLiteStore's feature stores (``store/postgres_<feature>.py``),
     # under the same property names; they share this store's pool and transaction().
@@ -228,18 +244,18 @@ class PostgresStore:
         return PostgresItemStore(self)
 
     @functools.cached_property
-    def manifests(self) -> PostgresManifests:
-        """Recorded context manifests (:mod:`stratamem.store.postgres_manifests`)."""
-        from .manifests import PostgresManifests
+    def manifests(self) -> Manifests:
+        """Recorded context manifests (:mod:`stratamem.store.manifests`)."""
+        from ..manifests import Manifests
 
-        return PostgresManifests(self)
+        return Manifests(self.sql)
 
     @functools.cached_property
-    def conversations(self) -> PostgresConversations:
-        """Agent-loop conversation states (:mod:`stratamem.store.postgres_conversations`)."""
-        from .conversations import PostgresConversations
+    def conversations(self) -> Conversations:
+        """Agent-loop conversation states (:mod:`stratamem.store.conversations`)."""
+        from ..conversations import Conversations
 
-        return PostgresConversations(self)
+        return Conversations(self.sql)
 
     @functools.cached_property
     def nodes(self) -> PostgresNodeStore:
@@ -249,11 +265,11 @@ class PostgresStore:
         return PostgresNodeStore(self)
 
     @functools.cached_property
-    def ingest_keys(self) -> PostgresIngestKeys:
-        """Dedupe keys of ingested records (:mod:`stratamem.store.postgres_ingest_keys`)."""
-        from .ingest_keys import PostgresIngestKeys
+    def ingest_keys(self) -> IngestKeys:
+        """Dedupe keys of ingested records (:mod:`stratamem.store.ingest_keys`)."""
+        from ..ingest_keys import IngestKeys
 
-        return PostgresIngestKeys(self)
+        return IngestKeys(self.sql)
 
     @functools.cached_property
     def forgetting(self) -> PostgresForget:

@@ -11,9 +11,10 @@ import sqlite3
 
 from ..migrations import Migration
 from .embeddings import m002_embeddings
-from .ingest_keys import m008_ingest_keys
+from ..conversations import m004_conversations, m009_conversation_loop
+from ..ingest_keys import m008_ingest_keys
 from .items import m007_item_ids
-from .manifests import m006_manifests
+from ..manifests import m006_manifests
 from .nodes import m003_pyramid
 from .turn_embeddings import m010_recall_index
 
@@ -117,34 +118,6 @@ def m005_items(conn: sqlite3.Connection) -> None:
             PRIMARY KEY (namespace_id, name)
         )""",
     ])
-
-
-def m004_conversations(conn: sqlite3.Connection) -> None:
-    """Agent-loop conversation state: checkpoint, counters, tracked files (seed 001)."""
-    _run_all(conn, [
-        # Keyed by names, not ids: state may exist for a conversation whose turns live elsewhere.
-        """CREATE TABLE conversations (
-            namespace TEXT NOT NULL,
-            session TEXT NOT NULL,
-            summary TEXT,
-            compaction_count INTEGER NOT NULL DEFAULT 0,
-            turn_count INTEGER NOT NULL DEFAULT 0,
-            compacted_messages INTEGER NOT NULL DEFAULT 0,
-            files_read TEXT NOT NULL DEFAULT '[]',
-            files_modified TEXT NOT NULL DEFAULT '[]',
-            last_status TEXT NOT NULL DEFAULT 'none',
-            last_error TEXT,
-            failures INTEGER NOT NULL DEFAULT 0,
-            calibration TEXT NOT NULL DEFAULT '{}',
-            updated_at TEXT NOT NULL,
-            PRIMARY KEY (namespace, session)
-        )""",
-    ])
-
-
-def m009_conversation_loop(conn: sqlite3.Connection) -> None:
-    """Agent-loop fields of a conversation (resume point, deferred compactions, last usage), as JSON."""
-    _run_all(conn, ["ALTER TABLE conversations ADD COLUMN loop TEXT NOT NULL DEFAULT '{}'"])
 
 
 MIGRATIONS: list[Migration] = [

@@ -24,13 +24,14 @@ from ...errors import BackendError, ConfigError, NotFoundError, StratamemError
 from ...records import Session, StoredTurn, Turn, block_from_dict, check_name, format_timestamp, parse_timestamp
 from .. import migrations
 from ..base import NamespaceStats, TurnBatch
+from ..sql import SQLITE, Sql
 from .schema import MIGRATIONS
 
 if TYPE_CHECKING:
-    from .manifests import SQLiteManifests
-    from .conversations import SQLiteConversations
+    from ..manifests import Manifests
+    from ..conversations import Conversations
     from .embeddings import SQLiteEmbeddingCache
-    from .ingest_keys import SQLiteIngestKeys
+    from ..ingest_keys import IngestKeys
     from .forget import SQLiteForget
     from .items import SQLiteItemStore
     from .nodes import SQLiteNodeStore
@@ -235,6 +236,21 @@ class SQLiteStore:
         """The lock serializing use of :attr:`connection` within this process."""
         return self._lock
 
+    @functools.cached_property
+    def sql(self) -> Sql:
+        """The shared SQL layer over this store's connection, for the feature stores (:mod:`stratamem.store.sql`)."""
+        return Sql(SQLITE, self._reading, self._writing)
+
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        with self._lock, self._errors():
+            yield self._conn
+
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        with self.transaction():
+            yield self._conn  # read after BEGIN: the transaction may have reconnected
+
     # --- feature stores -----------------------------------------------------------------
     # Derived data (pyramid nodes, memory items, embeddings, agent-loop state) is
     # kept by feature stores in their own modules (``store/sqlite_<feature>.py``),
@@ -257,18 +273,18 @@ class SQLiteStore:
         return SQLiteItemStore(self)
 
     @functools.cached_property
-    def manifests(self) -> SQLiteManifests:
-        """Recorded context manifests (:mod:`stratamem.store.sqlite_manifests`)."""
-        from .manifests import SQLiteManifests
+    def manifests(self) -> Manifests:
+        """Recorded context manifests (:mod:`stratamem.store.manifests`)."""
+        from ..manifests import Manifests
 
-        return SQLiteManifests(self)
+        return Manifests(self.sql)
 
     @functools.cached_property
-    def conversations(self) -> SQLiteConversations:
-        """Agent-loop conversation states (:mod:`stratamem.store.sqlite_conversations`)."""
-        from .conversations import SQLiteConversations
+    def conversations(self) -> Conversations:
+        """Agent-loop conversation states (:mod:`stratamem.store.conversations`)."""
+        from ..conversations import Conversations
 
-        return SQLiteConversations(self)
+        return Conversations(self.sql)
 
     @functools.cached_property
     def nodes(self) -> SQLiteNodeStore:
@@ -278,11 +294,11 @@ class SQLiteStore:
         return SQLiteNodeStore(self)
 
     @functools.cached_property
-    def ingest_keys(self) -> SQLiteIngestKeys:
-        """Dedupe keys of ingested records (:mod:`stratamem.store.sqlite_ingest_keys`)."""
-        from .ingest_keys import SQLiteIngestKeys
+    def ingest_keys(self) -> IngestKeys:
+        """Dedupe keys of ingested records (:mod:`stratamem.store.ingest_keys`)."""
+        from ..ingest_keys import IngestKeys
 
-        return SQLiteIngestKeys(self)
+        return IngestKeys(self.sql)
 
     @functools.cached_property
     def forgetting(self) -> SQLiteForget:
