@@ -43,7 +43,7 @@ from .search import fts_to_tsquery, index_terms, require_pgvector, vector_from_b
 from ..sqlite.items import NewItem
 
 if TYPE_CHECKING:
-    from ...items.api import MemoryItem
+    from ...items.records import MemoryItem
     from .store import PostgresStore
 
 __all__ = ["NewItem", "PostgresItemStore", "m005_items", "m007_item_ids"]
@@ -149,7 +149,7 @@ class PostgresItemStore:
         conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS, namespace))
 
     def _to_item(self, namespace: str, row: Sequence[Any], supersedes: tuple[int, ...] = ()) -> MemoryItem:
-        from ...items.api import MemoryItem
+        from ...items.records import MemoryItem
 
         return MemoryItem(
             id=int(row[0]), namespace=namespace, session=row[1], content=row[2], type=row[3], tier=row[4],

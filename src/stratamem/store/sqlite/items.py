@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ...records import format_timestamp, parse_timestamp
 
 if TYPE_CHECKING:
-    from ...items.api import MemoryItem
+    from ...items.records import MemoryItem
     from .store import SQLiteStore
 
 __all__ = ["NewItem", "SQLiteItemStore", "m007_item_ids"]
@@ -88,7 +88,7 @@ class SQLiteItemStore:
             return self._store._namespace_id(namespace, create=False)
 
     def _to_item(self, namespace: str, row: Sequence[Any], supersedes: tuple[int, ...] = ()) -> MemoryItem:
-        from ...items.api import MemoryItem
+        from ...items.records import MemoryItem
 
         return MemoryItem(
             id=int(row[0]), namespace=namespace, session=row[1], content=row[2], type=row[3], tier=row[4],
