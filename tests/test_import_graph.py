@@ -47,7 +47,6 @@ KNOWN_BACKEND_IMPORTS = {
     ("stratamem.pyramid.consolidate", "stratamem.store.sqlite.nodes"),
     ("stratamem.store.postgres.items", "stratamem.store.sqlite.items"),
     ("stratamem.store.postgres.nodes", "stratamem.store.sqlite.nodes"),
-    ("stratamem.store.postgres.store", "stratamem.store.sqlite.store"),
 }
 
 

@@ -41,7 +41,7 @@ from ...records import Session, StoredTurn, check_name
 from . import schema as postgres_schema
 from ..base import NamespaceStats, TurnBatch
 from ..sql import POSTGRES, Sql
-from ..sqlite.store import turn_columns, turn_from_columns
+from ..rows import turn_columns, turn_from_columns
 
 if TYPE_CHECKING:
     from .forget import PostgresForget

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...errors import BackendError, ConfigError, NotFoundError, StratamemError
-from ...records import Session, StoredTurn, Turn, block_from_dict, check_name, format_timestamp, parse_timestamp
+from ...records import Session, StoredTurn, check_name, format_timestamp, parse_timestamp
 from .. import migrations
 from ..base import NamespaceStats, TurnBatch
+from ..rows import turn_columns, turn_from_columns
 from ..sql import SQLITE, Sql
 from .schema import MIGRATIONS
 
@@ -41,30 +42,6 @@ __all__ = ["SQLiteStore"]
 
 def _now() -> str:
     return format_timestamp(datetime.now(timezone.utc))
-
-
-def turn_columns(turn: Turn) -> tuple[str, str | None, str | None]:
-    """``(text, content_json, metadata_json)`` as stored; content is None for plain text.
-
-    ``allow_nan=False``: the reader is strict JSON, so NaN/Infinity must never be
-    written (turns refuse them at validation; this is the last line of defence).
-    Both stores (SQLite and PostgreSQL) serialize turns through this function.
-    """
-    content = None if isinstance(turn.content, str) else json.dumps(
-        [b.to_dict() for b in turn.content], ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    meta = json.dumps(dict(turn.metadata), ensure_ascii=False, separators=(",", ":"),
-                      allow_nan=False) if turn.metadata else None
-    text = turn.content if isinstance(turn.content, str) else turn.text
-    return text, content, meta
-
-
-def turn_from_columns(role: str, text: str, content: str | None, name: str | None, model: str | None,
-                      ts: str, metadata: str | None) -> Turn:
-    """Inverse of :func:`turn_columns`."""
-    body: str | tuple[Any, ...] = text if content is None else tuple(
-        block_from_dict(b) for b in json.loads(content))
-    return Turn(role=role, content=body, timestamp=parse_timestamp(ts), name=name, model=model,  # type: ignore[arg-type]
-                metadata=json.loads(metadata) if metadata else {})
 
 
 _TURN_SELECT = """
