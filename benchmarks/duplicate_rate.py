@@ -1,8 +1,8 @@
 """How often an assembled prompt shows the same fact twice, with the de-duplication pass off and on.
 
 A prompt *repeats a fact* when some fact text (a sentence of at least
-:data:`stratamem.dedup.FACT_TEXT_TOKENS` word tokens, compared after
-normalisation: :func:`stratamem.dedup.repeated_facts`, the definition the
+:data:`stratamem.context.dedup.FACT_TEXT_TOKENS` word tokens, compared after
+normalisation: :func:`stratamem.context.dedup.repeated_facts`, the definition the
 property test checks) occurs twice in it. For every prompt the same store is
 asked twice in the same run, ``context.dedup = false`` (the baseline) and
 ``true``, and the table gives, per corpus, budget and policy:
@@ -21,7 +21,7 @@ and extracted memory items, no LLM), lexical recall (no embedder).
 
 ``--thresholds`` also prints, for the pairs of fact sentences the pass can
 compare on LoCoMo, how many a containment threshold calls near-duplicates
-(the data behind :data:`stratamem.dedup.CONTAINMENT`).
+(the data behind :data:`stratamem.context.dedup.CONTAINMENT`).
 
     .venv/bin/python benchmarks/duplicate_rate.py [--conversations 2] [--every 8] [--budgets 500 1000 2000]
 """
@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.locomo.protocol import LOCOMO_PATH  # noqa: E402
 from stratamem import Config, Memory  # noqa: E402
-from stratamem.assemble import POLICIES  # noqa: E402
-from stratamem.dedup import fact_tokens, repeated_facts, sentences  # noqa: E402
+from stratamem.context.assemble import POLICIES  # noqa: E402
+from stratamem.context.dedup import fact_tokens, repeated_facts, sentences  # noqa: E402
 from stratamem.ingest import read_file  # noqa: E402
 from stratamem.tokens import get_tokenizer  # noqa: E402
 

@@ -39,10 +39,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from stratamem import Config, Memory  # noqa: E402
-from stratamem.item_search import fts_query  # noqa: E402
-from stratamem.items import Items  # noqa: E402
+from stratamem.items.search import fts_query  # noqa: E402
+from stratamem.items.api import Items  # noqa: E402
 from stratamem.records import format_timestamp  # noqa: E402
-from stratamem.store.sqlite_items import NewItem  # noqa: E402
+from stratamem.store.sqlite.items import NewItem  # noqa: E402
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 

@@ -16,7 +16,7 @@ discard nine rows in ten). It reports, per layout, the latency of
 * ``hnsw ef=40 / ef=200``: the same query through an HNSW index
   (``m=16, ef_construction=64``, pgvector's defaults) with its build time and
   its recall@10 against the exact answer,
-* ``numpy``: :class:`stratamem.item_search.VectorIndex` after loading the
+* ``numpy``: :class:`stratamem.items.search.VectorIndex` after loading the
   namespace with ``vectors_after`` (the path ``Items.recall`` takes on both
   backends), with the load time.
 
@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from pg import LocalPostgres, fresh_schema, schema_url  # noqa: E402
 
-from stratamem.item_search import VectorIndex  # noqa: E402
+from stratamem.items.search import VectorIndex  # noqa: E402
 from stratamem.store import open_store  # noqa: E402
 
 DIMS = 384

@@ -189,7 +189,7 @@ def fault_rows(rows: dict[str, dict[str, str]], work: Path, server: LocalPostgre
         rows["postgres"][f"fault: {name}"] = "n/a"
         print(name, res, flush=True)
     if server is not None:
-        from stratamem.store.postgres import PostgresStore
+        from stratamem.store.postgres.store import PostgresStore
 
         store = PostgresStore(server.dsn, schema=fresh_schema(server.dsn, "restart"), busy_timeout_ms=5000)
         res = drills.restart_drill(store, lambda: server.pg_ctl("restart", "-m", "immediate"))

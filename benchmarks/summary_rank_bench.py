@@ -35,7 +35,7 @@ from benchmarks.locomo.protocol import LOCOMO_PATH, normalise_evidence  # noqa: 
 from stratamem import Config, Memory  # noqa: E402
 from stratamem.embed.default import configured_model  # noqa: E402
 from stratamem.ingest import read_file  # noqa: E402
-from stratamem.sources import SummaryIndex  # noqa: E402
+from stratamem.context.sources import SummaryIndex  # noqa: E402
 
 
 class WordsOnly(SummaryIndex):

@@ -367,7 +367,7 @@ def test_m008_adds_the_loop_fields_to_existing_conversation_rows(tmp_path: Path)
 
     from stratamem.store import SQLiteStore
     from stratamem.store import migrations as mig
-    from stratamem.store.sqlite_schema import MIGRATIONS
+    from stratamem.store.sqlite.schema import MIGRATIONS
 
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from stratamem import Config, Memory
-from stratamem.archive import Archive
+from stratamem.pyramid.archive import Archive
 from stratamem.errors import ArchiveError, BackendError
-from stratamem.retention import apply_retention
+from stratamem.pyramid.retention import apply_retention
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 
@@ -151,7 +151,7 @@ def test_zero_retention_days_keeps_everything_forever(tmp_path: Path):
 
 def _clocked(tmp_path: Path, clock, **pyramid) -> Memory:
     """A Memory whose pyramid runs on an injected clock (the archive day and archived_at both follow it)."""
-    from stratamem.pyramid import Pyramid
+    from stratamem.pyramid.consolidate import Pyramid
 
     config = Config().replace(pyramid={"micro_chunk_size": 2, "hot_chunks": 1, "warm_max_age_hours": 1,
                                        "cold_retention_days": 30, **pyramid})
@@ -253,7 +253,7 @@ def test_expand_reads_the_canonical_turns_when_the_archive_file_is_gone_and_says
 
 
 def test_a_segment_whose_content_is_gone_everywhere_is_marked_failed_not_raised(tmp_path: Path):
-    from stratamem.pyramid import Pyramid
+    from stratamem.pyramid.consolidate import Pyramid
 
     mem = _memory(tmp_path, auto_summarize=False, retention_purges_turns=True, cold_retention_days=1)
     mem.add(msgs(32))

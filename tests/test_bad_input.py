@@ -226,7 +226,7 @@ def test_a_postgres_store_counted_with_another_tokenizer_is_refused(pg_dsn: str)
     from pg import fresh_schema
 
     from stratamem import Config, ConfigError
-    from stratamem.store.postgres import PostgresStore
+    from stratamem.store.postgres.store import PostgresStore
 
     store = PostgresStore(pg_dsn, schema=fresh_schema(pg_dsn, "tk"), tokenizer="cl100k_base")
     try:

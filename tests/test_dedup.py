@@ -22,17 +22,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stratamem import Config, Memory
-from stratamem.assemble import POLICIES, ItemUnit, Recalled, SummaryUnit, assemble
+from stratamem.context.assemble import POLICIES, ItemUnit, Recalled, SummaryUnit, assemble
 from stratamem.context import FORMATS
-from stratamem.dedup import CONTAINMENT, FACT_TEXT_TOKENS, MIN_FACT_TOKENS, Shown, fact_tokens, sentences
-from stratamem.dedup import repeated_facts as dedup_repeated
+from stratamem.context.dedup import CONTAINMENT, FACT_TEXT_TOKENS, MIN_FACT_TOKENS, Shown, fact_tokens, sentences
+from stratamem.context.dedup import repeated_facts as dedup_repeated
 from stratamem.records import StoredTurn, Turn
 from stratamem.tokens import get_tokenizer
 
 T0 = datetime(2026, 3, 3, 14, 0, tzinfo=timezone.utc)
 FACT_TOKENS = FACT_TEXT_TOKENS
 """Tokens a sentence needs to count as fact text (the pass itself acts from
-:data:`~stratamem.dedup.MIN_FACT_TOKENS`, so it is stricter than what is checked)."""
+:data:`~stratamem.context.dedup.MIN_FACT_TOKENS`, so it is stricter than what is checked)."""
 
 FACT = "We decided to ship with PostgreSQL 16 on 20 March."
 TOK = get_tokenizer("o200k_base")

@@ -15,7 +15,7 @@ import pytest
 from pg import LocalPostgres, fresh_schema, schema_url
 
 from stratamem.store import open_store
-from stratamem.store.postgres import PostgresStore
+from stratamem.store.postgres.store import PostgresStore
 from stratamem.testing.drills import (DrillCheck, crash_drill, disk_full_drill, read_only_drill, restart_drill,
                                       run_writers)
 

@@ -28,7 +28,7 @@ from stratamem.embed import (
 )
 from stratamem.errors import BackendError, ConfigError, ModelError
 from stratamem.store import SQLiteStore
-from stratamem.store.sqlite_schema import MIGRATIONS
+from stratamem.store.sqlite.schema import MIGRATIONS
 from stratamem.testing.embed_server import FakeEmbeddingServer
 from stratamem.testing.hash_embedder import HashEmbedder, hash_vector
 

@@ -27,14 +27,14 @@ from stratamem import Config, Memory
 from stratamem.agentloop.state import ConversationState
 from stratamem.embed.cache import CachedEmbedder
 from stratamem.errors import BackendError, ConfigError, MigrationError, NotFoundError, ValidationError
-from stratamem.items import Items
+from stratamem.items.api import Items
 from stratamem.records import Turn
 from stratamem.store import Store, TurnBatch
 from stratamem.store.open import open_store
-from stratamem.store.postgres import PostgresStore
-from stratamem.store.sqlite import SQLiteStore
-from stratamem.store.sqlite_items import NewItem
-from stratamem.store.sqlite_nodes import NewNode
+from stratamem.store.postgres.store import PostgresStore
+from stratamem.store.sqlite.store import SQLiteStore
+from stratamem.store.sqlite.items import NewItem
+from stratamem.store.sqlite.nodes import NewNode
 from stratamem.summarize import KeyFact, Summary
 from stratamem.testing.hash_embedder import HashEmbedder
 from stratamem.tokens import get_tokenizer
@@ -501,7 +501,9 @@ def _strip_latency(value: Any) -> Any:
 
 
 def test_postgres_applies_every_sqlite_migration_by_name_in_order(both: list[Any]) -> None:
-    from stratamem.store import migrations, postgres_schema, sqlite_schema
+    from stratamem.store import migrations
+    from stratamem.store.postgres import schema as postgres_schema
+    from stratamem.store.sqlite import schema as sqlite_schema
 
     lite, pg = both
     names = [m.name for m in sqlite_schema.MIGRATIONS]

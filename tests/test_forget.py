@@ -158,7 +158,7 @@ def test_an_item_with_other_sources_left_is_resourced_and_one_without_is_removed
     fill(mem, 6, marker_at=None)
     a, b = [t.id for t in mem.turns()][:2]
     store = mem.store.items
-    from stratamem.store.sqlite_items import NewItem
+    from stratamem.store.sqlite.items import NewItem
 
     both = store.insert("alice", NewItem(content="Alice likes Paris", type="fact", tier="cold", tokens=4,
                                           relevance=0.5, source="auto", created_at=STAMP, provenance=(a, b), session="s1"))
@@ -200,8 +200,8 @@ _CRASH = textwrap.dedent("""
     sys.path[:0] = [{tests!r}]
     from test_forget import CFG
     from stratamem import Memory
-    from stratamem.archive import Archive
-    from stratamem.store.sqlite_forget import SQLiteForget
+    from stratamem.pyramid.archive import Archive
+    from stratamem.store.sqlite.forget import SQLiteForget
     where = sys.argv[2]
     if where == "after_commit":
         Archive.finish_rewrite = lambda self, name, action: os._exit(9)
@@ -377,7 +377,7 @@ def test_postgres_forget_of_a_session_and_a_namespace_matches_sqlite(pg_dsn: str
 
 
 def test_session_logs_of_a_project_are_rewritten_without_the_forgotten_turns(tmp_path: Path):
-    from stratamem.sessionlog import SessionLogs
+    from stratamem.state.sessionlog import SessionLogs
 
     project = tmp_path / "proj"
     project.mkdir()

@@ -17,11 +17,11 @@ from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory, ValidationError
 from stratamem.cli import main as cli
-from stratamem.item_records import visible_in
+from stratamem.items.records import visible_in
 from stratamem.items import Items
 from stratamem.store import SQLiteStore, open_store
 from stratamem.store import migrations as mig
-from stratamem.store.sqlite_schema import MIGRATIONS
+from stratamem.store.sqlite.schema import MIGRATIONS
 from stratamem.testing.hash_embedder import HashEmbedder
 from stratamem.tokens import get_tokenizer
 

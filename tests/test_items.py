@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from stratamem import BackendError, BudgetError, Config, Memory, NotFoundError, ValidationError
 from stratamem.cli import main as cli
 from stratamem.errors import ModelError
-from stratamem.items import Items
-from stratamem.metrics import to_prometheus
+from stratamem.items.api import Items
+from stratamem.items.metrics import to_prometheus
 from stratamem.store import SQLiteStore
 from stratamem.store import migrations as mig
-from stratamem.store.sqlite_schema import MIGRATIONS
+from stratamem.store.sqlite.schema import MIGRATIONS
 from stratamem.testing.hash_embedder import HashEmbedder
 from stratamem.tokens import get_tokenizer
 

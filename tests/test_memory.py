@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stratamem import Config, Memory, NotFoundError
-from stratamem.context import recent_window
+from stratamem.context.render import recent_window
 from stratamem.providers import structural_problems
 from stratamem.store import SQLiteStore
 from stratamem.tokens import get_tokenizer

@@ -10,7 +10,7 @@ import pytest
 from stratamem.errors import MigrationError
 from stratamem.store import SQLiteStore
 from stratamem.store import migrations as mig
-from stratamem.store.sqlite_schema import MIGRATIONS
+from stratamem.store.sqlite.schema import MIGRATIONS
 
 
 def _schema(path: Path) -> list[tuple[str, str]]:

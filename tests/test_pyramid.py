@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from stratamem import Config, Memory
 from stratamem.errors import ConfigError, ModelError, NotFoundError
-from stratamem.escalation import prompt_view
-from stratamem.item_search import embed_texts
+from stratamem.pyramid.escalation import prompt_view
+from stratamem.items.search import embed_texts
 from stratamem.llm import OpenAIChat
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer
@@ -433,7 +433,7 @@ def test_warm_segments_are_stored_as_ctf():
 
 def _full_plan_moves(mem: Memory) -> dict:
     """What the pre-review algorithm (every segment, the whole top-level coverage) would still move."""
-    from stratamem.tiers import plan_tiers
+    from stratamem.pyramid.tiers import plan_tiers
 
     p = mem.config.pyramid
     segments = mem.pyramid.nodes(level=1)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from stratamem import Config, Memory
 from stratamem.cli import main
 from stratamem.llm import OpenAIChat
-from stratamem.metrics import PyramidMetrics, pyramid_prometheus
+from stratamem.items.metrics import PyramidMetrics, pyramid_prometheus
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer
 from stratamem.tokens import get_tokenizer
@@ -211,7 +211,7 @@ def test_pyramid_policy_at_1500_tokens_shows_hot_window_relevant_warm_chunks_and
 
 
 def test_prompt_view_lists_only_the_sessions_own_topics_and_bulks_when_consolidation_is_per_session():
-    from stratamem.escalation import prompt_view
+    from stratamem.pyramid.escalation import prompt_view
 
     for scope, expect_other in (("session", False), ("namespace", True)):
         mem = _topics_memory(scope)

@@ -23,7 +23,7 @@ from stratamem.errors import BackendError, ModelError
 from stratamem.retrieve.corpus import ANALYZER
 from stratamem.store.base_turn_index import IndexMeta, TurnIndexRow
 from stratamem.store.open import open_store
-from stratamem.store.sqlite import SQLiteStore
+from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.testing.hash_embedder import HashEmbedder
 
 NO_PYRAMID = Config().replace(pyramid={"enabled": False})

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from stratamem import Config, Memory
 from stratamem.errors import BudgetError, ModelError, ValidationError
 from stratamem.records import StoredTurn, Turn
-from stratamem.assemble import ItemUnit, Recalled, assemble
+from stratamem.context.assemble import ItemUnit, Recalled, assemble
 from stratamem.retrieve import (BM25Index, CompactRenderer, HybridIndex, PlainRenderer, Weights, analyze, pack_turns,
                                 read_query, stem)
 from stratamem.retrieve.engine import passages
-from stratamem.sources import SummaryIndex
+from stratamem.context.sources import SummaryIndex
 from stratamem.tokens import get_tokenizer
 
 T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 
 from stratamem.config import StateConfig
 from stratamem.errors import BudgetError, DecodeError, NotFoundError, ValidationError
-from stratamem.instructions import load_instructions
-from stratamem.sessionlog import SessionLogs
-from stratamem.state import WorkingState, validate_state
+from stratamem.state.instructions import load_instructions
+from stratamem.state.sessionlog import SessionLogs
+from stratamem.state.working import WorkingState, validate_state
 from stratamem.tokens import get_tokenizer
 
 TOK = get_tokenizer("o200k_base")

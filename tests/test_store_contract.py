@@ -263,7 +263,8 @@ def test_migrations_are_recorded_by_name_and_a_newer_schema_is_refused(opener: O
 
 
 def test_postgres_records_the_same_migration_names_as_sqlite(tmp_path: Path, pg_dsn: str) -> None:
-    from stratamem.store import postgres_schema, sqlite_schema
+    from stratamem.store.postgres import schema as postgres_schema
+    from stratamem.store.sqlite import schema as sqlite_schema
 
     lite = [m.name for m in sqlite_schema.MIGRATIONS]
     pg = [m.name for m in postgres_schema.MIGRATIONS]
@@ -377,7 +378,7 @@ def test_migrate_copies_sqlite_into_postgres_and_verifies(tmp_path: Path, pg_dsn
 
 
 def test_a_copy_that_does_not_verify_is_rolled_back(tmp_path: Path, pg_dsn: str) -> None:
-    from stratamem.store.postgres_migrate import copy_store
+    from stratamem.store.postgres.migrate import copy_store
 
     lite = open_store(str(tmp_path / "gap.db"))
     lite.append("ns", [batch("s", "one", "two", "three")])

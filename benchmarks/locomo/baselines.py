@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from stratamem import Memory
-from stratamem.context import recent_window
+from stratamem.context.render import recent_window
 from stratamem.tokens import get_tokenizer
 from stratamem.records import StoredTurn
 from stratamem.retrieve import CompactRenderer, HybridIndex, PlainRenderer, TurnRenderer

@@ -1,7 +1,7 @@
 """The default ``hybrid`` policy beside ``recall`` at 2,048 tokens, for settings of the window sizing.
 
 ``hybrid`` gives part of the budget to the recent window; for a question
-about the past :func:`stratamem.assemble.window_fraction` shrinks it. This
+about the past :func:`stratamem.context.assemble.window_fraction` shrinks it. This
 walks both policies end to end (``Memory.context``) on LoCoMo and the
 assistant-chat set and prints budget recall at 2,048 tokens for the shipped
 sizing constants and for the alternatives given, so the gap to ``recall``

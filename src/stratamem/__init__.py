@@ -15,6 +15,10 @@ from __future__ import annotations
 
 from importlib import metadata as _metadata
 
+from . import _moved
+
+_moved.install()  # old flat-layout import paths keep working for one release (see _moved)
+
 from .config import Config
 from .errors import (
     BackendError,
@@ -29,7 +33,7 @@ from .errors import (
     StratamemError,
     ValidationError,
 )
-from .manifest import Context, ContextItem, Manifest
+from .context.manifest import Context, ContextItem, Manifest
 from .memory import Memory, Status
 from .aio import AsyncMemory  # noqa: E402 - async twin of Memory (issue 15)
 from .records import Session, StoredTurn, Turn

@@ -33,7 +33,7 @@ when a ``Memory`` first opens its pyramid, and before every forget) finishes
 it, and discards staged files no committed forget refers to.
 
 How the bytes go on each backend is the store's part
-(:mod:`stratamem.store.sqlite_forget`, :mod:`stratamem.store.postgres_forget`);
+(:mod:`stratamem.store.sqlite.forget`, :mod:`stratamem.store.postgres.forget`);
 ``docs/forget.md`` says what each guarantees.
 """
 
@@ -44,15 +44,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .archive import Archive
+from .pyramid.archive import Archive
 from .embed.cache import content_hash
 from .errors import ArchiveError, ConfigError, NotFoundError, StratamemError, ValidationError
 from .events import Event
-from .nodes import Node
+from .pyramid.nodes import Node
 from .records import StoredTurn, check_name
 from .retrieve.corpus import TurnCorpus
 from .store.forgetting import ForgetPlan, NodeRewrite
-from .tiers import encode_turns
+from .pyramid.tiers import encode_turns
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -462,7 +462,7 @@ def _offset(ref: str) -> int:
 
 def _rewrite_logs(mem: Memory, plan: ForgetPlan) -> list[str]:
     """Rewrite the project's session logs of the namespace without the forgotten turns."""
-    from .sessionlog import SessionLogs
+    from .state.sessionlog import SessionLogs
 
     logs = SessionLogs(mem.project_dir, mem.namespace, workdir=mem.config.state.workdir)  # type: ignore[arg-type]
     if not logs.directory.is_dir():

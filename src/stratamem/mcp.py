@@ -395,7 +395,7 @@ def _add_state_tools(server: Any, spaces: _Namespaces, project_dir: "str | os.Pa
     """Register the working-state tools (seed 004) for ``project_dir``."""
     from pydantic import Field
 
-    from .state import TASK_STATUSES, WorkingState
+    from .state.working import TASK_STATUSES, WorkingState
 
     def state(namespace: str | None) -> WorkingState:
         mem = spaces.get(namespace)

@@ -18,30 +18,30 @@ from datetime import datetime
 from itertools import islice
 from typing import IO, TYPE_CHECKING, Any
 
-from .assemble import POLICIES, FixedBlock, ItemUnit, Recalled, assemble, is_follow_up
+from .context.assemble import POLICIES, FixedBlock, ItemUnit, Recalled, assemble, is_follow_up
 from .config import Config
-from .context import check_budget, check_context_format, check_now
+from .context.render import check_budget, check_context_format, check_now
 from .errors import BudgetError, ConfigError, InvalidTurnError, NotFoundError, StratamemError, ValidationError
 from .events import Event, EventBus
 from .exchange import plan_import, read_export, write_export
 from .ingest import IngestReport, IngestSession, parse_messages
 from .ingest import dedupe as _dedupe
-from .manifest import Context
-from .nodes import Node
+from .context.manifest import Context
+from .pyramid.nodes import Node
 from .providers import to_responses
 from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
 from .retrieve import HybridIndex
 from .retrieve.updates import find_updates, order_updates, update_labels
-from .sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks, topic_tiers
+from .context.sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks, topic_tiers
 from .store import SQLiteStore, Store, TurnBatch
 from .store.base import NamespaceStats
 from .tokens import PROVIDER_FACTORS, Calibration, Counting, Tokenizer, count_turn, counting_for, get_tokenizer
 
 if TYPE_CHECKING:
     from .forget import ForgetReport
-    from .pyramid import Pyramid
+    from .pyramid.consolidate import Pyramid
     from .search import SearchHit
-    from .state import WorkingState
+    from .state.working import WorkingState
     from .summarize import Summarizer
 
 __all__ = ["Memory", "Status"]
@@ -90,7 +90,7 @@ class Status:
     summary_output_tokens: int = 0
     """Output tokens those calls cost."""
     summary_tokens_saved: int = 0
-    """Prompt tokens one prompt saves by showing the summarized segments as summaries (see ``stratamem.spend``)."""
+    """Prompt tokens one prompt saves by showing the summarized segments as summaries (see ``stratamem.pyramid.spend``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -242,7 +242,7 @@ class Memory:
         """This namespace's long-term memory items (a :class:`stratamem.items.Items`, made on first use)."""
         cached = self.__dict__.get("_items")
         if cached is None:
-            from .items import Items
+            from .items.api import Items
 
             # Without an embedder, item recall is lexical and reports mode "lexical".
             cached = self.__dict__["_items"] = Items(
@@ -389,7 +389,7 @@ class Memory:
                 is configured without a ``summarizer`` instance.
         """
         if self._pyramid is None:
-            from .pyramid import Pyramid
+            from .pyramid.consolidate import Pyramid
 
             path = getattr(self.store, "path", None)
             archive = f"{path}.archive" if isinstance(path, str) and path != ":memory:" else None
@@ -788,7 +788,7 @@ class Memory:
         nodes = getattr(self.store, "nodes", None)
         if nodes is None:
             return {}
-        from .spend import LevelSpend, SummarySpend
+        from .pyramid.spend import LevelSpend, SummarySpend
 
         spend = SummarySpend(self.namespace, tuple(LevelSpend(*r) for r in nodes.spend(self.namespace)),
                              *nodes.summarized_tokens(self.namespace))
@@ -801,7 +801,7 @@ class Memory:
         Raises:
             ValidationError: Invalid namespace name.
         """
-        from .state import WorkingState  # local: keeps toon_format out of the facade's import
+        from .state.working import WorkingState  # local: keeps toon_format out of the facade's import
 
         return WorkingState(project_dir, self.namespace, config=self.config.state, tokenizer=self.tokenizer)
 

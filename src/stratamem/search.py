@@ -3,7 +3,7 @@
 :func:`search` asks the two indexes the context assembler already uses — the
 hybrid turn index (:class:`~stratamem.retrieve.HybridIndex`: BM25 + vectors +
 session structure) and the pyramid's summary index
-(:class:`~stratamem.sources.SummaryIndex`) — and merges their rankings. The
+(:class:`~stratamem.context.sources.SummaryIndex`) — and merges their rankings. The
 two scores are on different scales, so each list is scaled by its own best
 score and the merged order follows that relative score (a turn first on a
 tie). :attr:`SearchHit.score` is the relative score; :attr:`SearchHit.scores`

@@ -5,7 +5,7 @@ checkpoint, how many compactions made it, how many messages the conversation
 has had, the files its tool calls read and modified, and how the last
 compaction went (so a failure is visible after the fact, even after a
 restart). It is persisted by a :class:`ConversationStore`
-(:class:`~stratamem.store.sqlite_conversations.SQLiteConversations` for SQLite);
+(:class:`~stratamem.store.conversations.SQLiteConversations` for SQLite);
 the rules that change it live in :mod:`stratamem.agentloop.compaction`.
 """
 

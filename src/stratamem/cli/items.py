@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from ..item_records import ITEM_TYPES, SCOPES, TIERS
-from ..metrics import PyramidMetrics, pyramid_prometheus, to_prometheus
+from ..items.records import ITEM_TYPES, SCOPES, TIERS
+from ..items.metrics import PyramidMetrics, pyramid_prometheus, to_prometheus
 from . import Settings, emit_json, pass_settings
 
 __all__ = ["register"]

@@ -90,7 +90,7 @@ def _shown_db(db: str) -> str:
     from ..store.open import is_postgres_url
 
     if is_postgres_url(db):
-        from ..store.postgres import redact_dsn
+        from ..store.postgres.store import redact_dsn
 
         return redact_dsn(db)
     return os.path.abspath(db)

@@ -26,7 +26,7 @@ def migrate(settings: Settings, backend: str, dsn: str, namespaces: tuple[str, .
     the DSN to copy into a schema.
     """
     from ..store.open import is_postgres_url, open_store
-    from ..store.postgres_migrate import copy_store
+    from ..store.postgres.migrate import copy_store
     from ..tokens import get_tokenizer
 
     if not is_postgres_url(dsn):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..retention import apply_retention
+from ..pyramid.retention import apply_retention
 from . import Settings, emit_json, pass_settings
 
 __all__ = ["register"]

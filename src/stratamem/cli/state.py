@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..instructions import load_instructions
-from ..sessionlog import SessionLogs
-from ..state import TASK_STATUSES, WorkingState
+from ..state.instructions import load_instructions
+from ..state.sessionlog import SessionLogs
+from ..state.working import TASK_STATUSES, WorkingState
 from ..tokens import get_tokenizer
 from . import Settings, emit_json, pass_settings
 

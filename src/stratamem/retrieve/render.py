@@ -19,7 +19,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..context import turn_line
+from ..context.render import turn_line
 from ..errors import BudgetError
 from ..records import StoredTurn
 from ..tokens import Tokenizer

@@ -10,6 +10,6 @@ from __future__ import annotations
 
 from .base import NamespaceStats, Store, TurnBatch
 from .open import open_store
-from .sqlite import SQLiteStore
+from .sqlite.store import SQLiteStore
 
 __all__ = ["NamespaceStats", "SQLiteStore", "Store", "TurnBatch", "open_store"]

@@ -1,7 +1,7 @@
 """The records the persisted recall index exchanges with its stores (both backends).
 
-See :mod:`stratamem.store.sqlite_turn_embeddings` and
-:mod:`stratamem.store.postgres_turn_embeddings`.
+See :mod:`stratamem.store.sqlite.turn_embeddings` and
+:mod:`stratamem.store.postgres.turn_embeddings`.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ Rules (the same for every backend):
   by a newer stratamem: we refuse to touch it (:class:`MigrationError`).
 
 Backends give each migration the same name and their own SQL body; the SQLite
-bodies are in :mod:`stratamem.store.sqlite_schema`.
+bodies are in :mod:`stratamem.store.sqlite.schema`.
 """
 
 from __future__ import annotations

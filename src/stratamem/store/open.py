@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from ..config import StoreConfig
 from ..errors import ConfigError
 from .base import Store
-from .sqlite import SQLiteStore
+from .sqlite.store import SQLiteStore
 
 __all__ = ["is_postgres_url", "open_store", "split_schema"]
 
@@ -64,7 +64,7 @@ def open_store(target: str | os.PathLike[str], *, config: StoreConfig | None = N
     if not is_postgres_url(target):
         return SQLiteStore(target, busy_timeout_ms=config.busy_timeout_ms, tokenizer=tokenizer)
     try:
-        from .postgres import PostgresStore
+        from .postgres.store import PostgresStore
     except ImportError as exc:
         raise ConfigError(
             f"a PostgreSQL URL needs the postgres extra ({exc.name} is missing): "

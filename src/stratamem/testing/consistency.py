@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StratamemError
-from ..tiers import turn_from_record
+from ..pyramid.tiers import turn_from_record
 
 if TYPE_CHECKING:
     from ..memory import Memory

@@ -19,9 +19,9 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from ..assemble import POLICIES
+from ..context.assemble import POLICIES
 from ..errors import NotFoundError
-from ..item_records import ITEM_TYPES, TIERS
+from ..items.records import ITEM_TYPES, TIERS
 from .api import principal
 from .apiref import operations
 from .security import COOKIE

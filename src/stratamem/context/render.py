@@ -1,0 +1,263 @@
+"""Context assembly: choose what fits a token budget, render it, explain it.
+
+This first cut fills the budget with the most recent turns (the *recent
+window*); recall, summaries and budget policies build on the same pieces.
+Rendering and counting share one rule: a context is counted exactly as it
+will be sent, and the budget is never exceeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import BudgetError, ValidationError
+from .manifest import Context, ContextItem, Manifest, NearMiss
+from ..providers import to_anthropic, to_openai
+from ..records import StoredTurn, Turn
+from ..tokens import MESSAGE_TOKENS, REPLY_TOKENS, Tokenizer, count_message, count_messages
+
+__all__ = [
+    "FORMATS",
+    "attach_sections",
+    "CONTEXT_FORMATS",
+    "check_budget",
+    "check_context_format",
+    "check_format",
+    "check_now",
+    "recent_window",
+    "render",
+    "snap_end",
+    "snap_start",
+    "snap_window",
+    "turn_line",
+    "unit_cost",
+]
+
+FORMATS = ("openai", "anthropic", "text")
+"""Formats the assembler renders."""
+CONTEXT_FORMATS = ("openai", "responses", "anthropic", "text")
+"""Formats ``Memory.context`` and every shell offer: the assembler's, plus OpenAI Responses items
+(assembled as Chat Completions messages, then re-shaped by :func:`stratamem.providers.to_responses`)."""
+
+
+def check_budget(budget: object) -> int:
+    """Validate a token budget.
+
+    Raises:
+        BudgetError: ``budget`` is not a positive integer.
+    """
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise BudgetError(f"budget must be a positive integer, got {budget!r}")
+    if budget <= 0:
+        raise BudgetError(f"budget must be positive, got {budget}")
+    return budget
+
+
+def check_now(now: object) -> datetime | None:
+    """Validate the moment a query is asked; a naive datetime is taken as UTC.
+
+    Raises:
+        ValidationError: ``now`` is neither ``None`` nor a datetime.
+    """
+    if now is None:
+        return None
+    if not isinstance(now, datetime):
+        raise ValidationError(f"now must be a datetime, got {type(now).__name__}")
+    return now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now
+
+
+def check_format(fmt: object) -> str:
+    """Validate an output format name.
+
+    Raises:
+        ValidationError: Unknown format.
+    """
+    if fmt not in FORMATS:
+        raise ValidationError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
+    return str(fmt)
+
+
+def check_context_format(fmt: object) -> str:
+    """Validate a format name ``Memory.context`` accepts (:data:`CONTEXT_FORMATS`).
+
+    Raises:
+        ValidationError: Unknown format.
+    """
+    if fmt not in CONTEXT_FORMATS:
+        raise ValidationError(f"unknown format {fmt!r} (expected one of {', '.join(CONTEXT_FORMATS)})")
+    return str(fmt)
+
+
+def turn_line(turn: Turn, text: str | None = None) -> str:
+    """One turn as a line of plain text: ``[2023-05-08 13:56] Caroline: text``.
+
+    ``text`` replaces the turn's own text (an excerpt, a labelled line).
+    """
+    who = turn.name or turn.role
+    ts = turn.timestamp
+    # Not strftime("%Y"): it does not zero-pad years before 1000 on glibc.
+    return (f"[{ts.year:04d}-{ts.month:02d}-{ts.day:02d} {ts.hour:02d}:{ts.minute:02d}] {who}: "
+            f"{turn.text if text is None else text}")
+
+
+def render(turns: Sequence[Turn], fmt: str) -> tuple[tuple[dict[str, Any], ...], str | None, str]:
+    """Render turns for ``fmt``: ``(messages, system, text)``; ``system`` is ``""`` for Anthropic when empty."""
+    text = "\n".join(turn_line(t) for t in turns)
+    if fmt == "openai":
+        return tuple(to_openai(turns)), None, text
+    if fmt == "anthropic":
+        system, messages = to_anthropic(turns)
+        # Always a string, so ``system=ctx.system`` can go straight to the SDK.
+        return tuple(messages), system or "", text
+    return (), None, text
+
+
+def rendered_tokens(turns: Sequence[Turn], fmt: str, tokenizer: Tokenizer) -> int:
+    """Exact tokens of ``turns`` rendered for ``fmt``."""
+    messages, system, text = render(turns, fmt)
+    if fmt == "text":
+        return tokenizer.count(text)
+    return count_messages(messages, tokenizer, system=system)
+
+
+def unit_cost(turn: Turn, fmt: str, tokenizer: Tokenizer) -> int:
+    """An upper bound of what adding ``turn`` to a request rendered for ``fmt`` costs.
+
+    For the provider formats this is the turn rendered alone and counted as
+    messages; merging with a neighbour (Anthropic joins consecutive same-role
+    messages) can only make the real cost lower. For ``text`` it is the turn's
+    line plus the newline that joins it.
+    """
+    if fmt == "text":
+        return tokenizer.count(turn_line(turn)) + 1  # +1 for the joining newline
+    if fmt == "anthropic" and turn.role == "system":
+        return MESSAGE_TOKENS + tokenizer.count(turn.text)
+    messages, _, _ = render([turn], fmt)
+    return sum(count_message(m, tokenizer) for m in messages)
+
+
+def snap_start(window: list[StoredTurn], fmt: str) -> list[StoredTurn]:
+    """Drop leading turns that would be invalid at the start of a request.
+
+    A window must not open with a tool result (its call is outside the window).
+    Snap forward to the first user turn when there is one, so the request opens
+    with the user's words; Anthropic requires that, and without a user turn the
+    window is empty for it. Otherwise only leading tool results are dropped.
+    """
+    for i, st in enumerate(window):
+        if st.role == "user":
+            return window[i:]
+    if fmt == "anthropic":
+        return []
+    start = 0
+    while start < len(window) and window[start].role == "tool":
+        start += 1
+    return window[start:]
+
+
+def snap_end(window: list[StoredTurn]) -> list[StoredTurn]:
+    """Drop trailing assistant turns whose tool calls are not all answered in the window.
+
+    The newest turn can be a tool call whose result does not exist yet (the
+    agent is about to run the tool). Both providers reject a request that ends
+    with an unanswered call, and the call belongs with its result in the *next*
+    request, so the call turn leaves the window together with any partial
+    results after it. Checked repeatedly, so a chain of unanswered calls at
+    the end goes too.
+    """
+    end = len(window)
+    answered: set[str] = set()
+    i = end - 1
+    while i >= 0:
+        turn = window[i].turn
+        if turn.role == "tool":
+            answered.update(turn.tool_result_ids)
+        elif turn.role == "assistant" and turn.tool_use_ids:
+            if not set(turn.tool_use_ids) <= answered:
+                end, answered = i, set()
+        else:
+            break
+        i -= 1
+    return window[:end]
+
+
+def snap_window(window: list[StoredTurn], fmt: str) -> list[StoredTurn]:
+    """:func:`snap_start` then :func:`snap_end`: a window that is a valid request body for ``fmt``."""
+    return snap_end(snap_start(window, fmt))
+
+
+def attach_sections(messages: Sequence[dict[str, Any]], system: str | None, sections: str,
+                    fmt: str) -> tuple[tuple[dict[str, Any], ...], str | None]:
+    """Put assembled sections (recalled history, summaries, state) in front of the messages.
+
+    OpenAI: one leading ``system`` message. Anthropic: the system prompt, placed
+    before any system turns of the window, as long as the messages open with a
+    user message. When they do not (no window, e.g. a ``recall`` context, or a
+    window without a user turn) the sections travel as the first *user* message
+    instead, because the Messages API refuses a request without one. Both cost
+    the same framing (:data:`~stratamem.tokens.MESSAGE_TOKENS` + the text).
+
+    Returns:
+        ``(messages, system)``.
+    """
+    messages = tuple(messages)
+    if not sections or fmt == "text":
+        return messages, system
+    if fmt == "openai":
+        return ({"role": "system", "content": sections},) + messages, system
+    if messages and messages[0].get("role") == "user":
+        return messages, sections if not system else f"{sections}\n\n{system}"
+    return ({"role": "user", "content": sections},) + messages, system
+
+
+def recent_window(newest_first: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer, fmt: str = "openai",
+                  *, query: str | None = None) -> Context:
+    """The most recent turns that fit ``budget``, rendered for ``fmt``, with a manifest.
+
+    Walks back from the newest turn and stops at the first turn that does not
+    fit, so the window is contiguous; then snaps its start to a user turn and
+    drops a trailing tool call that has no result yet (:func:`snap_window`), so
+    the request is structurally valid. A window with no user turn is empty for
+    Anthropic (a context without messages: nothing to send yet).
+
+    Raises:
+        BudgetError: ``budget`` is not a positive integer.
+        ValidationError: ``fmt`` is unknown.
+    """
+    check_budget(budget)
+    check_format(fmt)
+    fixed = 0 if fmt == "text" else REPLY_TOKENS
+    if fixed > budget:
+        raise BudgetError(f"budget {budget} is below the fixed request overhead ({fixed} tokens)")
+    used = fixed
+    window: list[StoredTurn] = []
+    costs: dict[int, int] = {}
+    misses: list[NearMiss] = []
+    for st in newest_first:
+        cost = unit_cost(st.turn, fmt, tokenizer)
+        if used + cost > budget:
+            misses.append(NearMiss(f"turn:{st.id}", "turn", cost, "over_budget"))
+            break
+        used += cost
+        costs[st.id] = cost
+        window.append(st)
+    window.reverse()
+    window = snap_window(window, fmt)
+    turns = [st.turn for st in window]
+    total = rendered_tokens(turns, fmt, tokenizer) if turns else fixed
+    # Per-turn costs are upper bounds, so this loop is a guard, not the rule.
+    while turns and total > budget:
+        window = snap_window(window[1:], fmt)
+        turns = [st.turn for st in window]
+        total = rendered_tokens(turns, fmt, tokenizer) if turns else fixed
+    messages, system, text = render(turns, fmt)
+    items = tuple(
+        ContextItem(id=f"turn:{st.id}", kind="turn", tokens=costs[st.id], reason="recent_window", tier="hot",
+                    turn_ids=(st.id,))
+        for st in window
+    )
+    manifest = Manifest(budget=budget, total_tokens=total, items=items, near_misses=tuple(misses),
+                        policy="recent", query=query, tokenizer=tokenizer.name)
+    return Context(format=fmt, messages=messages, system=system, text=text, manifest=manifest)

@@ -1,0 +1,322 @@
+"""Records of the memory-item API: items, recall/spill results, status and suggestions.
+
+Pure frozen values with their JSON form (``to_dict``), shared by the library
+(:mod:`stratamem.items`), the CLI and the MCP server. The rules that produce
+them live in :mod:`stratamem.items` and its part modules; the SQL in :mod:`stratamem.store.sqlite.items`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..errors import ValidationError
+from .metrics import ItemMetrics
+from ..records import check_text, format_timestamp
+
+__all__ = [
+    "ITEM_TYPES",
+    "REVIEW_STATES",
+    "SCOPES",
+    "TIERS",
+    "ItemStatus",
+    "MemoryItem",
+    "RecallResult",
+    "Refusal",
+    "SpillResult",
+    "Suggestion",
+    "TierStatus",
+    "check_choice",
+    "check_content",
+    "check_item_id",
+    "check_metadata",
+    "check_scope",
+    "visible_in",
+]
+
+ITEM_TYPES: tuple[str, ...] = ("fact", "decision", "entity", "preference", "context", "message")
+"""Kinds of memory item: seed 003's list (``message`` for a conversation turn kept as an item,
+as in its Example 1), with ``preference``."""
+
+SCOPES: tuple[str, ...] = ("namespace", "session")
+"""Who sees an item: the whole namespace, or only its own session (``session`` names it)."""
+
+TIERS: tuple[str, ...] = ("hot", "warm", "cold")
+"""Hot items are in the prompt; warm and cold are recalled on demand (warm ones are accessed more)."""
+
+REVIEW_STATES: tuple[str, ...] = ("pending", "confirmed", "rejected")
+"""Review states of auto-extracted items (API items have none)."""
+
+
+def _ts(value: datetime | None) -> str | None:
+    return format_timestamp(value) if value is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryItem:
+    """One unit of long-term knowledge, as stored."""
+
+    id: int
+    """Store-assigned id (unique in the store; meaningful only within its namespace)."""
+    namespace: str
+    """Owner."""
+    content: str
+    """The knowledge, as text."""
+    type: str
+    """One of :data:`ITEM_TYPES`."""
+    tier: str
+    """One of :data:`TIERS`."""
+    tokens: int
+    """Exact token count of ``content`` with the store's tokenizer."""
+    access_count: int
+    """How many recalls returned it."""
+    last_accessed_at: datetime | None
+    """When a recall last returned it."""
+    created_at: datetime
+    """When it was added."""
+    relevance: float
+    """Running relevance (0–1): 1.0 when added or promoted, averaged with each recall's match score."""
+    source: str
+    """``api`` (added by a caller) or ``extracted`` (from segment summaries)."""
+    provenance: tuple[int, ...] = ()
+    """Turn ids it was extracted from (empty for API items)."""
+    session: str | None = None
+    """Session it was added in, if any (the one it belongs to when ``scope == "session"``)."""
+    review: str | None = None
+    """For extracted items: ``pending``, ``confirmed`` or ``rejected``; ``None`` for API items."""
+    key: str | None = None
+    """Subject key; a newer live item with the same key supersedes this one."""
+    valid_from: datetime | None = None
+    """Start of the time the item holds true, if known."""
+    valid_to: datetime | None = None
+    """End of that time; set when a newer item supersedes this one."""
+    superseded_by: int | None = None
+    """Id of the newer item that replaced this one (then it is out of recall by default).
+
+    It stays set if that item is pruned later: ids are never reused, and a fact
+    once replaced does not come back."""
+    supersedes: tuple[int, ...] = ()
+    """Ids of the older items this one replaced."""
+    promoted_at: datetime | None = None
+    """Last promotion to hot."""
+    demoted_at: datetime | None = None
+    """Last spill out of hot."""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    """Caller's JSON metadata."""
+    embedded: bool = False
+    """Whether the item has a vector (semantic recall can find it)."""
+    scope: str = "namespace"
+    """``namespace`` (every session sees it) or ``session`` (only reads in ``session`` see it)."""
+
+    @property
+    def live(self) -> bool:
+        """Neither superseded nor rejected: eligible for hot and for default recall."""
+        return self.superseded_by is None and self.review != "rejected"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (timestamps as canonical UTC strings)."""
+        return {
+            "id": self.id, "namespace": self.namespace, "content": self.content, "type": self.type,
+            "tier": self.tier, "tokens": self.tokens, "access_count": self.access_count,
+            "last_accessed_at": _ts(self.last_accessed_at), "created_at": _ts(self.created_at),
+            "relevance": round(self.relevance, 4), "source": self.source, "provenance": list(self.provenance),
+            "session": self.session, "review": self.review, "key": self.key,
+            "valid_from": _ts(self.valid_from), "valid_to": _ts(self.valid_to),
+            "superseded_by": self.superseded_by, "supersedes": list(self.supersedes),
+            "promoted_at": _ts(self.promoted_at), "demoted_at": _ts(self.demoted_at),
+            "metadata": dict(self.metadata), "embedded": self.embedded, "scope": self.scope,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A promotion a recall wanted but did not make, and why."""
+
+    item_id: int
+    """The item."""
+    reason: str
+    """``hot_full`` (no room without evicting items promoted within the cooldown) or
+    ``too_large`` (larger than the hot limit)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"item_id": self.item_id, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class SpillResult:
+    """What a spill moved."""
+
+    spilled: tuple[int, ...]
+    """Ids moved out of hot, in spill order."""
+    to_warm: tuple[int, ...]
+    """Those that went warm (accessed more than the warm threshold)."""
+    to_cold: tuple[int, ...]
+    """Those that went cold."""
+    tokens: int
+    """Tokens freed in hot."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"spilled_count": len(self.spilled), "spilled": list(self.spilled), "to_warm": list(self.to_warm),
+                "to_cold": list(self.to_cold), "tokens": self.tokens}
+
+
+@dataclass(frozen=True, slots=True)
+class RecallResult:
+    """Items found by a recall, best first, with scores and what was promoted."""
+
+    query: str
+    """The query."""
+    items: tuple[MemoryItem, ...]
+    """Matching items (after a recall: access count, relevance and tier updated; after a search: as stored)."""
+    scores: Mapping[int, float]
+    """Match score (0–1) of each returned item for this query."""
+    semantic: Mapping[int, float]
+    """Cosine similarity of each returned item (empty in lexical mode)."""
+    lexical: Mapping[int, float]
+    """Share of the query's content words each returned item contains."""
+    promoted: tuple[int, ...]
+    """Ids moved to hot by this recall."""
+    refused: tuple[Refusal, ...]
+    """Promotions this recall wanted but did not make."""
+    spilled: tuple[int, ...]
+    """Ids spilled to make room for the promotions."""
+    mode: str
+    """``hybrid`` (semantic + lexical) or ``lexical`` (no embedder configured)."""
+    latency_ms: float
+    """Wall time of the recall, including ``embed_ms``."""
+    embed_ms: float = 0.0
+    """Time spent embedding the query (0 in lexical mode)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"query": self.query, "mode": self.mode,
+                "items": [{**i.to_dict(), "score": round(self.scores[i.id], 4)} for i in self.items],
+                "promoted": list(self.promoted), "refused": [r.to_dict() for r in self.refused],
+                "spilled": list(self.spilled), "latency_ms": round(self.latency_ms, 3),
+                "embed_ms": round(self.embed_ms, 3)}
+
+
+@dataclass(frozen=True, slots=True)
+class Suggestion:
+    """Something the caller may want to do about the tiers (seed 003)."""
+
+    type: str
+    """``spill``, ``recall`` or ``prune``."""
+    reason: str
+    """Why, in a sentence."""
+    item_ids: tuple[int, ...] = ()
+    """Items the suggestion concerns."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        return {"type": self.type, "reason": self.reason, "item_ids": list(self.item_ids)}
+
+
+@dataclass(frozen=True, slots=True)
+class TierStatus:
+    """Items and tokens held in one tier."""
+
+    items: int
+    """Number of items."""
+    tokens: int
+    """Sum of their token counts."""
+
+
+@dataclass(frozen=True, slots=True)
+class ItemStatus:
+    """Per-tier counts, hot utilization, flags, suggestions and metrics of a namespace."""
+
+    namespace: str
+    """The namespace."""
+    hot: TierStatus
+    """Hot tier."""
+    warm: TierStatus
+    """Warm tier."""
+    cold: TierStatus
+    """Cold tier."""
+    hot_limit: int
+    """Hot token limit."""
+    flags: Mapping[str, int]
+    """Counts of superseded, pending-review, rejected and not-embedded items."""
+    suggestions: tuple[Suggestion, ...]
+    """What to do next, if anything."""
+    metrics: ItemMetrics
+    """Counters and rates."""
+    semantic: bool
+    """Whether recall uses an embedder (otherwise it is lexical only)."""
+
+    @property
+    def utilization_percent(self) -> float:
+        """Hot tokens as a percentage of the hot limit."""
+        return 100.0 * self.hot.tokens / self.hot_limit if self.hot_limit else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, shaped like seed 003's ``MemoryStatus``."""
+        return {
+            "namespace": self.namespace,
+            "hot": {"items": self.hot.items, "tokens": self.hot.tokens, "limit": self.hot_limit,
+                    "utilization_percent": round(self.utilization_percent, 2)},
+            "warm": {"items": self.warm.items, "tokens": self.warm.tokens},
+            "cold": {"items": self.cold.items, "tokens": self.cold.tokens},
+            "flags": dict(self.flags), "recall_mode": "hybrid" if self.semantic else "lexical",
+            "suggestions": [s.to_dict() for s in self.suggestions], "metrics": self.metrics.to_dict(),
+        }
+
+
+def check_item_id(value: object) -> int:
+    """An item id as an int (digit strings accepted), else ValidationError."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            value = int(str(value))
+        except ValueError:
+            raise ValidationError(f"item ids are integers, got {value!r}") from None
+    return int(value)
+
+
+def check_choice(value: object, choices: tuple[str, ...], what: str) -> str:
+    """``value`` if it is one of ``choices``, else ValidationError naming ``what``."""
+    if value not in choices:
+        raise ValidationError(f"{value!r} is not one of {', '.join(choices)}", path=what)
+    return str(value)
+
+
+def check_content(value: object, what: str = "content") -> str:
+    """Storable, non-blank text, else ValidationError."""
+    text = check_text(value, what)
+    if not text.strip():
+        raise ValidationError("must not be empty", path=what)
+    return text
+
+
+def check_scope(scope: object, session: str | None) -> str:
+    """``scope`` if it is one of :data:`SCOPES` and a session-scoped item names its session, else ValidationError."""
+    scope = check_choice(scope, SCOPES, "scope")
+    if scope == "session" and session is None:
+        raise ValidationError("a session-scoped item needs session=<name>", path="session")
+    return scope
+
+
+def visible_in(item: MemoryItem, session: str | None) -> bool:
+    """Whether a read in ``session`` (``None``: no session) sees ``item``.
+
+    Namespace-wide items are seen everywhere in their namespace; a session-scoped
+    item only by reads in its own session. The stores' SQL filter
+    (:func:`stratamem.store.sqlite.items.view_clause`) says the same.
+    """
+    return item.scope == "namespace" or (session is not None and item.session == session)
+
+
+def check_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """A JSON-serializable copy of ``metadata`` (or None), else ValidationError."""
+    if metadata is None:
+        return None
+    try:
+        json.dumps(dict(metadata), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"not JSON-serializable: {exc}", path="metadata") from None
+    return dict(metadata)

@@ -1,0 +1,81 @@
+"""Storage of ingest dedupe keys: which source records a namespace already holds (``m008_ingest_keys``).
+
+One feature store for every backend (it speaks :mod:`stratamem.store.sql`). One
+row per stored turn that came from an importer, keyed by namespace, session
+and the record's key (a provider message id, or a hash of its position and
+content; see :mod:`stratamem.ingest`). ``Memory.ingest`` reads and writes it
+inside the transaction that stores the turns, so a key exists exactly when its
+turn was committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .sql import Sql, run_ddl
+
+__all__ = ["IngestKeys", "m008_ingest_keys"]
+
+# SQLite's default limit on bound parameters is 999 on old builds; stay below it.
+_CHUNK = 500
+
+# System prompts are read on every context (sources.system_blocks): a partial
+# index finds the few system turns without scanning the namespace.
+_DDL = {
+    "sqlite": ["""CREATE TABLE ingest_keys (
+        namespace TEXT NOT NULL,
+        session TEXT NOT NULL,
+        key TEXT NOT NULL,
+        turn_id INTEGER NOT NULL,
+        PRIMARY KEY (namespace, session, key)
+    ) WITHOUT ROWID""",
+               "CREATE INDEX turns_system ON turns (namespace_id, session_id) WHERE role = 'system'"],
+    "postgres": ["""CREATE TABLE ingest_keys (
+        namespace TEXT NOT NULL,
+        session TEXT NOT NULL,
+        key TEXT NOT NULL,
+        turn_id BIGINT NOT NULL,
+        PRIMARY KEY (namespace, session, key)
+    )""",
+                 "CREATE INDEX turns_system ON turns (namespace, session_id) WHERE role = 'system'"],
+}
+
+
+def m008_ingest_keys(conn: Any) -> None:
+    """Dedupe keys of ingested records, one per stored turn; an index of system turns."""
+    run_ddl(conn, _DDL)
+
+
+class IngestKeys:
+    """Rows of ``ingest_keys`` for one store.
+
+    Args:
+        sql: The owning store's SQL layer (:attr:`SQLiteStore.sql`, :attr:`PostgresStore.sql`).
+    """
+
+    def __init__(self, sql: Sql) -> None:
+        self._sql = sql
+
+    def known(self, namespace: str, session: str, keys: Sequence[str]) -> set[str]:
+        """Which of ``keys`` the session already holds."""
+        found: set[str] = set()
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), _CHUNK):
+            chunk = unique[start:start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            found.update(r[0] for r in self._sql.rows(
+                f"SELECT key FROM ingest_keys WHERE namespace = ? AND session = ? AND key IN ({marks})",
+                (namespace, session, *chunk)))
+        return found
+
+    def record(self, namespace: str, rows: Iterable[tuple[str, str, int]]) -> None:
+        """Record ``(session, key, turn_id)`` rows, in the caller's transaction or one of their own.
+
+        Raises:
+            BackendError: A key is already recorded (a concurrent ingest of the
+                same records) or the database failed; nothing was recorded.
+        """
+        data = [(namespace, s, k, t) for s, k, t in rows]
+        with self._sql.write() as w:
+            w.executemany("INSERT INTO ingest_keys (namespace, session, key, turn_id) VALUES (?, ?, ?, ?)", data)

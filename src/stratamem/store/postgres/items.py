@@ -1,0 +1,394 @@
+"""PostgreSQL storage of memory items (``m005_items``): the SQL behind :mod:`stratamem.items`.
+
+The mirror of :mod:`stratamem.store.sqlite.items`, with the same methods and
+semantics: every method takes the namespace and touches only that
+namespace's rows; an item id from another namespace behaves exactly like an
+id that does not exist. What differs is how it searches and how it stays
+safe with many writers:
+
+* **Lexical search** — a ``tsvector`` of the item's folded words under a GIN
+  index stands in for FTS5; :meth:`PostgresItemStore.lexical` takes the same
+  FTS5 expression (see :mod:`stratamem.store.postgres.search` for the subset)
+  and returns ``-ts_rank``, so, as with FTS5's bm25, more negative is better.
+* **Vectors** — pgvector ``vector`` values. :meth:`~PostgresItemStore.vectors_after`
+  feeds :class:`stratamem.items.search.VectorIndex` exactly as on SQLite;
+  :meth:`~PostgresItemStore.nearest` is an exact server-side k-NN for callers that
+  would rather not hold the vectors (no HNSW index: see ``docs/postgres.md``
+  for the measurement and why).
+* **Changed vectors** — ``memory_item_vector_log`` (``m007_item_ids``) gets a
+  row, written here beside the change, whenever a stored vector is replaced
+  or deleted; in-memory indexes replay it (SQLite uses triggers for the same
+  log). Identity columns never hand out an id twice, so ids need no change.
+* **Id order** — ``vectors_after`` loads incrementally by id, which is only
+  safe if a namespace's ids become visible in id order. PostgreSQL hands out
+  identity values before commit, so every item write takes a per-namespace
+  transaction-scoped advisory lock first: item writers of one namespace
+  commit one at a time, as SQLite's single writer does, and because the lock
+  is always the first lock they take they cannot deadlock on each other.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from .search import fts_to_tsquery, index_terms, require_pgvector, vector_from_binary, vector_literal
+from ..sqlite.items import NewItem, view_clause
+
+if TYPE_CHECKING:
+    from ...items.records import MemoryItem
+    from .store import PostgresStore
+
+__all__ = ["NewItem", "PostgresItemStore", "m005_items", "m007_item_ids", "m013_item_scope"]
+
+_COLUMNS = ("id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, relevance, "
+            "source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, demoted_at, "
+            "metadata, embedding IS NOT NULL, scope")
+# First key of the two-key advisory lock serializing one namespace's item writers ("It").
+_LOCK_CLASS = 0x4974
+
+
+def m005_items(conn: psycopg.Connection) -> None:
+    """Memory items (seed 003): tiers, access tracking, supersession, vectors, full-text terms, metrics."""
+    require_pgvector(conn)
+    for statement in (
+        """CREATE TABLE memory_items (
+            namespace TEXT NOT NULL,
+            id BIGINT GENERATED ALWAYS AS IDENTITY,
+            session TEXT,
+            content TEXT NOT NULL,
+            type TEXT NOT NULL,
+            tier TEXT NOT NULL,
+            tokens INTEGER NOT NULL,
+            access_count INTEGER NOT NULL DEFAULT 0,
+            last_accessed_at TIMESTAMPTZ,
+            created_at TIMESTAMPTZ NOT NULL,
+            relevance DOUBLE PRECISION NOT NULL,
+            source TEXT NOT NULL,
+            provenance TEXT NOT NULL DEFAULT '[]',
+            review TEXT,
+            key TEXT,
+            valid_from TIMESTAMPTZ,
+            valid_to TIMESTAMPTZ,
+            superseded_by BIGINT,
+            promoted_at TIMESTAMPTZ,
+            demoted_at TIMESTAMPTZ,
+            metadata TEXT,
+            embedding vector,
+            embedding_model TEXT,
+            terms tsvector NOT NULL,
+            PRIMARY KEY (namespace, id),
+            FOREIGN KEY (namespace, superseded_by) REFERENCES memory_items (namespace, id)
+        )""",
+        "CREATE INDEX memory_items_tier ON memory_items (namespace, tier, relevance, created_at)",
+        "CREATE INDEX memory_items_key ON memory_items (namespace, key) WHERE key IS NOT NULL",
+        "CREATE INDEX memory_items_superseded ON memory_items (namespace, superseded_by) "
+        "WHERE superseded_by IS NOT NULL",
+        "CREATE INDEX memory_items_terms ON memory_items USING gin (terms)",
+        # Counters and latency histogram buckets, persisted so every process sees them.
+        """CREATE TABLE memory_item_metrics (
+            namespace TEXT NOT NULL,
+            name TEXT NOT NULL,
+            value DOUBLE PRECISION NOT NULL,
+            PRIMARY KEY (namespace, name)
+        )""",
+    ):
+        conn.execute(statement)  # type: ignore[arg-type]
+
+
+def m007_item_ids(conn: psycopg.Connection) -> None:
+    """The vector log, and ``superseded_by`` without its foreign key (see the SQLite twin).
+
+    An item superseded by a since-pruned item keeps pointing at that id (never
+    handed out again) and so stays superseded; the foreign key would forbid it.
+    """
+    for (name,) in conn.execute(
+            "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass('memory_items') AND contype = 'f'"
+            ).fetchall():
+        conn.execute(sql.SQL("ALTER TABLE memory_items DROP CONSTRAINT {}").format(sql.Identifier(name)))
+    conn.execute("""CREATE TABLE memory_item_vector_log (
+        namespace TEXT NOT NULL,
+        seq BIGINT GENERATED ALWAYS AS IDENTITY,
+        item_id BIGINT NOT NULL,
+        PRIMARY KEY (namespace, seq)
+    )""")
+
+
+def m013_item_scope(conn: psycopg.Connection) -> None:
+    """Items may be scoped to their session (see the SQLite twin): a column and an index."""
+    conn.execute("ALTER TABLE memory_items ADD COLUMN scope TEXT NOT NULL DEFAULT 'namespace' "
+                 "CHECK (scope IN ('namespace', 'session'))")
+    conn.execute("CREATE INDEX memory_items_scope ON memory_items (namespace, session) WHERE scope = 'session'")
+
+
+def _ts(value: datetime | None) -> datetime | None:
+    return value.astimezone(timezone.utc) if value is not None else None
+
+
+class PostgresItemStore:
+    """Rows of ``memory_items`` (plus full-text terms and metrics) for one PostgreSQL store.
+
+    Args:
+        store: The owning store; its pool and transactions are used.
+    """
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    # --- plumbing ---------------------------------------------------------------------
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """The owning store's write transaction."""
+        return self._store.transaction()
+
+    def _rows(self, query: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[tuple[Any, ...]]:
+        with self._store.connection() as conn, self._store._errors():
+            return conn.cursor(binary=binary).execute(query, params).fetchall()  # type: ignore[arg-type]
+
+    def _lock(self, conn: psycopg.Connection, namespace: str) -> None:
+        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS, namespace))
+
+    def _to_item(self, namespace: str, row: Sequence[Any], supersedes: tuple[int, ...] = ()) -> MemoryItem:
+        from ...items.records import MemoryItem
+
+        return MemoryItem(
+            id=int(row[0]), namespace=namespace, session=row[1], content=row[2], type=row[3], tier=row[4],
+            tokens=int(row[5]), access_count=int(row[6]), last_accessed_at=_ts(row[7]),
+            created_at=_ts(row[8]), relevance=float(row[9]), source=row[10],  # type: ignore[arg-type]
+            provenance=tuple(json.loads(row[11])), review=row[12], key=row[13], valid_from=_ts(row[14]),
+            valid_to=_ts(row[15]), superseded_by=int(row[16]) if row[16] is not None else None,
+            promoted_at=_ts(row[17]), demoted_at=_ts(row[18]),
+            metadata=json.loads(row[19]) if row[19] else {}, embedded=bool(row[20]), supersedes=supersedes,
+            scope=row[21])
+
+    def _items(self, namespace: str, where: str, params: Sequence[Any], order: str = "id") -> list[MemoryItem]:
+        rows = self._rows(f"SELECT {_COLUMNS} FROM memory_items WHERE namespace = %s AND ({where}) ORDER BY {order}",
+                          [namespace, *params])
+        if not rows:
+            return []
+        older: dict[int, list[int]] = {}
+        for old_id, newer in self._rows(
+                "SELECT id, superseded_by FROM memory_items WHERE namespace = %s AND superseded_by = ANY(%s) "
+                "ORDER BY id", (namespace, [int(r[0]) for r in rows])):
+            older.setdefault(int(newer), []).append(int(old_id))
+        return [self._to_item(namespace, r, tuple(older.get(int(r[0]), ()))) for r in rows]
+
+    # --- reads ------------------------------------------------------------------------
+
+    def get(self, namespace: str, ids: Iterable[int]) -> list[MemoryItem]:
+        """Items with these ids in ``namespace`` (ids elsewhere are silently absent), by id."""
+        wanted = [int(i) for i in ids]
+        if not wanted:
+            return []
+        return self._items(namespace, "id = ANY(%s)", [wanted])
+
+    def select(self, namespace: str, *, tiers: Sequence[str] | None = None, key: str | None = None,
+               live_only: bool = False, order: str = "id", limit: int | None = None,
+               view: Sequence[str] | None = None) -> list[MemoryItem]:
+        """Items of the namespace, optionally by tier, key or session view (see
+        :func:`~stratamem.store.sqlite.items.view_clause`); ``live_only`` drops superseded and rejected."""
+        seen, params = view_clause(view, "%s")
+        where: list[str] = ["TRUE", seen]
+        if tiers is not None:
+            where.append("tier = ANY(%s)")
+            params.append(list(tiers))
+        if key is not None:
+            where.append("key = %s")
+            params.append(key)
+        if live_only:
+            where.append("superseded_by IS NULL AND COALESCE(review, '') <> 'rejected'")
+        orders = {"id": "id", "spill": "relevance ASC, created_at ASC, id ASC",
+                  "prune": "access_count ASC, COALESCE(last_accessed_at, created_at) ASC, id ASC"}
+        sql_order = orders[order]
+        if limit is not None:
+            sql_order += f" LIMIT {int(limit)}"
+        return self._items(namespace, " AND ".join(where), params, sql_order)
+
+    def tier_totals(self, namespace: str, view: Sequence[str] | None = None) -> dict[str, tuple[int, int]]:
+        """``{tier: (items, tokens)}`` over the namespace's items (those in ``view``, see
+        :func:`~stratamem.store.sqlite.items.view_clause`)."""
+        seen, params = view_clause(view, "%s")
+        rows = self._rows("SELECT tier, COUNT(*), COALESCE(SUM(tokens), 0) FROM memory_items "
+                          f"WHERE namespace = %s AND {seen} GROUP BY tier", (namespace, *params))
+        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+    def flag_counts(self, namespace: str) -> dict[str, int]:
+        """Counts of superseded, pending-review, rejected and not-embedded items."""
+        row = self._rows(
+            "SELECT COUNT(*) FILTER (WHERE superseded_by IS NOT NULL), COUNT(*) FILTER (WHERE review = 'pending'), "
+            "COUNT(*) FILTER (WHERE review = 'rejected'), COUNT(*) FILTER (WHERE embedding IS NULL) "
+            "FROM memory_items WHERE namespace = %s", (namespace,))[0]
+        return {"superseded": int(row[0]), "pending_review": int(row[1]), "rejected": int(row[2]),
+                "unembedded": int(row[3])}
+
+    def lexical(self, namespace: str, match: str, *, limit: int,
+                view: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """``(id, score)`` of the namespace's items in ``view`` matching an FTS5 expression, best first.
+
+        The score is ``-ts_rank`` (more negative is better, like FTS5's bm25).
+        Tier and liveness are filtered by the caller, which over-fetches.
+
+        Raises:
+            ValidationError: ``match`` uses FTS5 syntax the mirror does not translate.
+        """
+        query = fts_to_tsquery(match) if match else ""
+        if not query:
+            return []
+        seen, params = view_clause(view, "%s")
+        rows = self._rows(
+            "SELECT id, -ts_rank(terms, q, 1) AS score FROM memory_items, CAST(%s AS tsquery) AS q "
+            f"WHERE namespace = %s AND terms @@ q AND {seen} ORDER BY score, id LIMIT %s",
+            (query, namespace, *params, int(limit)))
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def vectors_after(self, namespace: str, after_id: int) -> list[tuple[int, bytes, str | None]]:
+        """``(id, float32 blob, model)`` of embedded items with id > ``after_id``, by id."""
+        rows = self._rows("SELECT id, vector_send(embedding), embedding_model FROM memory_items "
+                          "WHERE namespace = %s AND id > %s AND embedding IS NOT NULL ORDER BY id",
+                          (namespace, int(after_id)), binary=True)
+        return [(int(r[0]), vector_from_binary(r[1]), r[2]) for r in rows]
+
+    def nearest(self, namespace: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """The ``k`` items whose vectors are most cosine-similar to ``query``: ``(id, cosine)``, best first.
+
+        Exact (a scan of the namespace's vectors of the query's dimension);
+        PostgreSQL-only, beside :meth:`vectors_after`, which the in-process
+        index uses on both backends.
+
+        Raises:
+            ValueError: ``query`` is not a one-dimensional finite vector.
+        """
+        vec = np.asarray(query, dtype="<f4")
+        if vec.ndim != 1:
+            raise ValueError(f"query must be one-dimensional, got shape {vec.shape}")
+        if k <= 0:
+            return []
+        literal = vector_literal(vec.tobytes())
+        rows = self._rows(
+            "SELECT id, 1 - (embedding <=> q) AS cosine FROM memory_items, CAST(%s AS vector) AS q "
+            "WHERE namespace = %s AND embedding IS NOT NULL AND vector_dims(embedding) = %s "
+            "ORDER BY embedding <=> q, id LIMIT %s", (literal, namespace, int(vec.shape[0]), int(k)))
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def vector_log_head(self, namespace: str) -> int:
+        """The namespace's latest vector-log position (0 when it has none)."""
+        row = self._rows("SELECT MAX(seq) FROM memory_item_vector_log WHERE namespace = %s", (namespace,))[0]
+        return int(row[0] or 0)
+
+    def vector_changes(self, namespace: str, after_seq: int) -> tuple[int, list[tuple[int, bytes | None]]]:
+        """Vectors changed or deleted since log position ``after_seq`` (see the SQLite twin).
+
+        Log rows of a namespace become visible in ``seq`` order: they are written
+        under the namespace's advisory lock, like the items themselves.
+        """
+        rows = self._rows(
+            "SELECT l.seq, l.item_id, vector_send(m.embedding) FROM memory_item_vector_log l "
+            "LEFT JOIN memory_items m ON m.namespace = l.namespace AND m.id = l.item_id "
+            "WHERE l.namespace = %s AND l.seq > %s ORDER BY l.seq", (namespace, int(after_seq)), binary=True)
+        if not rows:
+            return int(after_seq), []
+        return int(rows[-1][0]), [(int(r[1]), vector_from_binary(r[2]) if r[2] is not None else None) for r in rows]
+
+    def metrics(self, namespace: str) -> dict[str, float]:
+        """The namespace's persisted metric values by name."""
+        return {r[0]: float(r[1]) for r in
+                self._rows("SELECT name, value FROM memory_item_metrics WHERE namespace = %s", (namespace,))}
+
+    # --- writes (each joins the caller's transaction, if any) -------------------------
+
+    def insert(self, namespace: str, item: NewItem) -> int:
+        """Insert one item; returns its id."""
+        vector = vector_literal(item.embedding) if item.embedding else None
+        with self._store.transaction(), self._store.connection() as conn, self._store._errors():
+            self._lock(conn, namespace)
+            conn.execute("INSERT INTO namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING", (namespace,))
+            row = conn.execute(
+                "INSERT INTO memory_items (namespace, session, content, type, tier, tokens, access_count, "
+                "created_at, relevance, source, provenance, review, key, valid_from, valid_to, metadata, "
+                "embedding, embedding_model, terms, scope) VALUES (%s, %s, %s, %s, %s, %s, 0, %s, %s, %s, %s, %s, "
+                "%s, %s, %s, %s, %s::vector, %s, array_to_tsvector(%s::text[]), %s) RETURNING id",
+                (namespace, item.session, item.content, item.type, item.tier, item.tokens, item.created_at,
+                 item.relevance, item.source, json.dumps(list(item.provenance)), item.review, item.key,
+                 item.valid_from, item.valid_to,
+                 json.dumps(dict(item.metadata), ensure_ascii=False) if item.metadata else None,
+                 vector, item.embedding_model, index_terms(item.content), item.scope)).fetchone()
+            return int(row[0])
+
+    def update(self, namespace: str, ids: Sequence[int], **columns: Any) -> int:
+        """Set columns on the namespace's items ``ids``; returns how many rows changed."""
+        allowed = {"tier", "access_count", "last_accessed_at", "relevance", "review", "valid_to",
+                   "superseded_by", "promoted_at", "demoted_at", "embedding", "embedding_model"}
+        bad = set(columns) - allowed
+        if bad:
+            raise ValueError(f"cannot update item columns {sorted(bad)}")
+        if not ids or not columns:
+            return 0
+        values = dict(columns)
+        if values.get("embedding") is not None:
+            values["embedding"] = vector_literal(values["embedding"])
+        sets = ", ".join(f"{c} = %s::vector" if c == "embedding" else f"{c} = %s" for c in values)
+        wanted = [int(i) for i in ids]
+        with self._store.transaction(), self._store.connection() as conn, self._store._errors():
+            self._lock(conn, namespace)
+            if "embedding" in values:
+                conn.execute("INSERT INTO memory_item_vector_log (namespace, item_id) SELECT namespace, id "
+                             "FROM memory_items WHERE namespace = %s AND id = ANY(%s) ORDER BY id",
+                             (namespace, wanted))
+            return int(conn.execute(f"UPDATE memory_items SET {sets} WHERE namespace = %s AND id = ANY(%s)",
+                                    [*values.values(), namespace, wanted]).rowcount)
+
+    def record_access(self, namespace: str, updates: Mapping[int, float], at: str) -> None:
+        """One recall hit per id: access count + 1, last access = ``at``, relevance = new value."""
+        if not updates:
+            return
+        with self._store.transaction(), self._store.connection() as conn, self._store._errors():
+            self._lock(conn, namespace)
+            conn.execute(
+                "UPDATE memory_items m SET access_count = m.access_count + 1, last_accessed_at = %s, "
+                "relevance = u.rel FROM unnest(%s::bigint[], %s::float8[]) AS u(id, rel) "
+                "WHERE m.namespace = %s AND m.id = u.id",
+                (at, [int(i) for i in updates], [float(r) for r in updates.values()], namespace))
+
+    def delete(self, namespace: str, ids: Sequence[int]) -> int:
+        """Delete items, logging their vectors as gone.
+
+        Items they superseded keep ``superseded_by`` pointing at the deleted id
+        (ids are never reused), so they stay superseded and out of recall.
+        """
+        if not ids:
+            return 0
+        wanted = [int(i) for i in ids]
+        with self._store.transaction(), self._store.connection() as conn, self._store._errors():
+            self._lock(conn, namespace)
+            conn.execute("INSERT INTO memory_item_vector_log (namespace, item_id) SELECT namespace, id "
+                         "FROM memory_items WHERE namespace = %s AND id = ANY(%s) AND embedding IS NOT NULL "
+                         "ORDER BY id", (namespace, wanted))
+            return int(conn.execute("DELETE FROM memory_items WHERE namespace = %s AND id = ANY(%s)",
+                                    (namespace, wanted)).rowcount)
+
+    def add_metrics(self, namespace: str, deltas: Mapping[str, float]) -> None:
+        """Add ``deltas`` to the namespace's metric values (created at 0)."""
+        if not deltas:
+            return
+        with self._store.transaction(), self._store.connection() as conn, self._store._errors():
+            self._lock(conn, namespace)
+            conn.execute("INSERT INTO namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING", (namespace,))
+            conn.execute(
+                "INSERT INTO memory_item_metrics (namespace, name, value) "
+                "SELECT %s, u.name, u.value FROM unnest(%s::text[], %s::float8[]) AS u(name, value) "
+                "ON CONFLICT (namespace, name) DO UPDATE SET value = memory_item_metrics.value + excluded.value",
+                (namespace, list(deltas), [float(v) for v in deltas.values()]))
+
+    @staticmethod
+    def timestamp(value: Any) -> str:
+        """Canonical timestamp text for a datetime column."""
+        from ...records import format_timestamp
+
+        return format_timestamp(value)

@@ -1,0 +1,128 @@
+"""The one SQL layer: statements written once, the backend differences kept here.
+
+A feature store (manifests, ingest keys, conversations, ...) is one module
+that speaks to a :class:`Sql` handle; each backend's store makes that handle
+from its own connection handling (SQLite: one connection under a lock;
+PostgreSQL: a pool with a per-thread transaction connection). Statements are
+written with ``?`` placeholders; :meth:`Dialect.sql` turns them into ``%s``
+for psycopg. What differs between the dialects beyond that — timestamps
+(ISO text on SQLite, ``TIMESTAMPTZ`` on PostgreSQL), byte-order sorting,
+migration DDL — is a method or a per-dialect value here or beside the DDL.
+
+Plain strings, not an ORM: the context path runs a handful of statements per
+request and a query builder would add work to each (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from ..records import format_timestamp, parse_timestamp
+
+__all__ = ["Dialect", "POSTGRES", "SQLITE", "Sql", "Writer", "dialect_of", "run_ddl"]
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """One SQL dialect's spellings. Use the module constants :data:`SQLITE` and :data:`POSTGRES`."""
+
+    name: str
+
+    def sql(self, statement: str) -> str:
+        """``statement`` with its ``?`` placeholders in this dialect's style.
+
+        Shared statements must not hold a literal ``?`` (PostgreSQL's jsonb
+        operator, a string constant); a literal ``%`` is escaped for psycopg.
+        """
+        return statement if self.name == "sqlite" else _pyformat(statement)
+
+    def stamp(self, at: datetime) -> Any:
+        """A timestamp as this dialect stores it (ISO text on SQLite, an aware datetime on PostgreSQL)."""
+        return format_timestamp(at) if self.name == "sqlite" else at
+
+    def read_stamp(self, value: Any) -> datetime:
+        """A stored timestamp back as an aware UTC datetime."""
+        if self.name == "sqlite":
+            return parse_timestamp(value)
+        return value.astimezone(timezone.utc)
+
+    def bytewise(self, column: str) -> str:
+        """``column`` for ``ORDER BY`` in code-point order (SQLite's default; PostgreSQL needs ``COLLATE "C"``)."""
+        return column if self.name == "sqlite" else f'{column} COLLATE "C"'
+
+
+SQLITE = Dialect("sqlite")
+POSTGRES = Dialect("postgres")
+
+
+@functools.lru_cache(maxsize=512)
+def _pyformat(statement: str) -> str:
+    # Cached: the same few statements are converted on every call.
+    return statement.replace("%", "%%").replace("?", "%s")
+
+
+def dialect_of(conn: Any) -> Dialect:
+    """The dialect of a raw connection (as migration bodies receive it)."""
+    return SQLITE if isinstance(conn, sqlite3.Connection) else POSTGRES
+
+
+def run_ddl(conn: Any, ddl: Mapping[str, Sequence[str]]) -> None:
+    """Run the statements ``ddl`` holds for ``conn``'s dialect, in order, in the caller's transaction."""
+    for statement in ddl[dialect_of(conn).name]:
+        conn.execute(statement)
+
+
+class Writer:
+    """Statements inside one write transaction (see :meth:`Sql.write`)."""
+
+    def __init__(self, conn: Any, dialect: Dialect) -> None:
+        self._conn = conn
+        self._dialect = dialect
+
+    def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
+        """Run one statement; returns the cursor (``fetchone``/``fetchall`` for ``RETURNING`` rows)."""
+        return self._conn.execute(self._dialect.sql(statement), params)
+
+    def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
+        """Run one statement for each parameter row."""
+        if not rows:
+            return
+        cur = self._conn.cursor()
+        try:
+            cur.executemany(self._dialect.sql(statement), rows)
+        finally:
+            cur.close()
+
+
+class Sql:
+    """What a backend gives its feature stores: reads, write transactions and the dialect.
+
+    Args:
+        dialect: The backend's dialect.
+        read: A context manager factory yielding a connection for reads, with
+            the backend's errors mapped to :class:`~stratamem.errors.BackendError`.
+        write: The same for one write transaction (nested calls join the outer one).
+    """
+
+    def __init__(self, dialect: Dialect, read: Callable[[], AbstractContextManager[Any]],
+                 write: Callable[[], AbstractContextManager[Any]]) -> None:
+        self.dialect = dialect
+        self._read = read
+        self._write = write
+
+    def rows(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """All rows of one query."""
+        with self._read() as conn:
+            return conn.execute(self.dialect.sql(statement), params).fetchall()
+
+    @contextmanager
+    def write(self) -> Iterator[Writer]:
+        """A write transaction: everything run through the writer commits together or not at all."""
+        with self._write() as conn:
+            yield Writer(conn, self.dialect)

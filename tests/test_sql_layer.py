@@ -1,0 +1,55 @@
+"""The one SQL layer (store/sql.py): placeholder conversion, timestamps, ordering, and feature stores on both backends."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from datetime import datetime, timedelta, timezone
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stratamem.records import format_timestamp
+from stratamem.store.sql import POSTGRES, SQLITE, dialect_of, run_ddl
+
+
+def test_sqlite_statements_are_kept_as_written() -> None:
+    statement = "SELECT a FROM t WHERE b = ? AND c LIKE '%x'"
+    assert SQLITE.sql(statement) is statement
+
+
+def test_postgres_placeholders_and_percent_signs() -> None:
+    assert POSTGRES.sql("SELECT a FROM t WHERE b = ? AND c LIKE '%x' AND d IN (?,?)") == (
+        "SELECT a FROM t WHERE b = %s AND c LIKE '%%x' AND d IN (%s,%s)")
+
+
+@given(st.lists(st.sampled_from(["?", "%", "a", " ", "="]), max_size=40).map("".join))
+def test_postgres_conversion_keeps_every_other_character(statement: str) -> None:
+    converted = POSTGRES.sql(statement)
+    assert "?" not in converted
+    # Read back left to right as psycopg does: "%%" is a percent sign, "%s" a parameter.
+    assert re.sub(r"%%|%s", lambda m: "%" if m.group() == "%%" else "?", converted) == statement
+
+
+def test_timestamps_round_trip_in_both_dialects() -> None:
+    at = datetime(2026, 11, 24, 16, 0, 1, 500, tzinfo=timezone(timedelta(hours=2)))
+    assert SQLITE.stamp(at) == format_timestamp(at)
+    assert SQLITE.read_stamp(SQLITE.stamp(at)) == at
+    assert POSTGRES.stamp(at) is at
+    back = POSTGRES.read_stamp(at)
+    assert back == at and back.tzinfo == timezone.utc
+
+
+def test_bytewise_order() -> None:
+    assert SQLITE.bytewise("session") == "session"
+    assert POSTGRES.bytewise("session") == 'session COLLATE "C"'
+
+
+def test_dialect_of_a_raw_connection_and_ddl_per_dialect() -> None:
+    conn = sqlite3.connect(":memory:")
+    assert dialect_of(conn) is SQLITE
+    assert dialect_of(object()) is POSTGRES
+    run_ddl(conn, {"sqlite": ["CREATE TABLE a (x INTEGER)", "CREATE TABLE b (y TEXT)"],
+                   "postgres": ["CREATE TABLE never (z BIGINT)"]})
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert names == {"a", "b"}
