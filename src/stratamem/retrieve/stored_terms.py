@@ -6,8 +6,8 @@ them is a pass over every token of the namespace in Python (at 100k turns,
 ~3M tokens: seconds), although a query reads the postings of a handful of
 terms. :class:`StoredTermsIndex` therefore keeps the strings as one text —
 each document as ``" t1 t2 … \\n"`` — and resolves a term the first time it
-is asked for, by one C-level regex scan for ``" term"`` followed by a space
-(a whole stored term, never a prefix), mapping match offsets to documents
+is asked for, by one C-level scan (``str.find``) for ``" term "`` (a whole
+stored term, never a prefix), mapping match offsets to documents
 with a binary search. Documents added later are posted eagerly as in
 :class:`~stratamem.retrieve.lexical.BM25Index`; a resolved term's stored
 documents (all before them) are put in front of its list, so postings, and
@@ -16,7 +16,6 @@ therefore scores, are exactly those of an index built eagerly.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -80,7 +79,15 @@ class StoredTermsIndex(BM25Index):
         if not self._text or term in self._resolved:
             return
         self._resolved.add(term)
-        at = np.fromiter((m.start() for m in re.finditer(" " + re.escape(term) + "(?= )", self._text)), np.int64)
+        # str.find (a C fast search) over the text: about twice as fast as a regex scan. The next
+        # search starts at the match's trailing space, which may lead the next occurrence.
+        pattern, find, found = f" {term} ", self._text.find, []
+        step = len(pattern) - 1
+        p = find(pattern)
+        while p >= 0:
+            found.append(p)
+            p = find(pattern, p + step)
+        at = np.asarray(found, dtype=np.int64)
         if not at.size:
             return
         docs, tf = np.unique(np.searchsorted(self._starts, at, side="right") - 1, return_counts=True)
