@@ -230,6 +230,30 @@ def _split(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _targets(rows: list[dict]) -> str:
+    """Issue 12's targets, each with this tree's figure and the legacy one from the same run."""
+    def pick(prefix: str, legacy: bool) -> dict | None:
+        return next((r for r in rows if r["name"].startswith(prefix) and ("legacy" in r["name"]) == legacy), None)
+
+    lines = [f"{'target':<50} {'this tree':>10} {'legacy':>10}  met", "-" * 78]
+    checks = [("first context, LoCoMo 5.9k (<= 1.5 s)", "LoCoMo", "first_s", 1.5, "{:.2f}", True),
+              ("first context, synthetic (<= 3 s at 100k)", "", "first_s", 3.0, "{:.2f}", True),
+              ("ingest incl. embeddings, LoCoMo (>= 150 turns/s)", "LoCoMo", "turns_per_s", 150, "{:.0f}", False),
+              ("KB per 1,000 LoCoMo turns (<= 1,500)", "LoCoMo", "kb_per_1000", 1500, "{:.0f}", True)]
+    for label, prefix, key, limit, fmt, at_most in checks:
+        ours = pick(prefix or next((r["name"].split(",")[0] for r in rows if "synthetic" in r["name"]), "?"), False)
+        old = pick(prefix or next((r["name"].split(",")[0] for r in rows if "synthetic" in r["name"]), "?"), True)
+        if ours is None:
+            continue
+        value = ours[key]
+        met = value <= limit if at_most else value >= limit
+        lines.append(f"{label:<50} {fmt.format(value):>10} {fmt.format(old[key]) if old else '-':>10}  "
+                     f"{'yes' if met else 'NO'}")
+    lines.append(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+                 f"(2 shared cores; LoCoMo r@10 is benchmarks/locomo_recall.py)")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Build, measure and print the tables."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -261,6 +285,8 @@ def main(argv: list[str] | None = None) -> None:
     print(_table(rows))
     print()
     print(_split(rows))
+    print()
+    print(_targets(rows))
     for r in rows:
         if r["notes"]:
             print(f"notes ({r['name']}): {'; '.join(r['notes'])}")

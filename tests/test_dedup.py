@@ -18,7 +18,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from stratamem import Config, Memory
@@ -236,9 +236,8 @@ def test_memory_context_shows_the_fact_once(tmp_path: Path, policy: str) -> None
     item = next(i for i in mem.items.hot())
     assert dupes[f"item:{item.id}"] == turn3
     # The stored manifest carries the field too.
-    stored_manifest = mem.manifests(limit=1)[0] if hasattr(mem, "manifests") else None
-    if stored_manifest is not None:
-        assert any(m.get("duplicate_of") == turn3 for m in stored_manifest.to_dict()["near_misses"])
+    stored = mem.store.manifests.latest(mem.namespace)[0].data
+    assert any(m.get("duplicate_of") == turn3 for m in stored["near_misses"])
 
 
 # -- property: random stores, every policy and format ----------------------------------------------
@@ -266,6 +265,10 @@ _store = st.fixed_dictionaries({
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_store)
+# Found by the search after per-provider counting shrank the budget: the last packing round's
+# own repeat was shown (it was listed as a duplicate but stayed in the packed turns).
+@example({"old": [[0, 0], [0, 0, 2], [0, 0, 5], [0, 0, 7], [1], [0, 0, 1]], "now": [], "items": [0],
+          "query": 2, "budget": 300})
 def test_no_fact_text_appears_twice_in_any_prompt(data: dict) -> None:
     with tempfile.TemporaryDirectory() as d:
         mem = Memory(Path(d) / "p.db", namespace="p", embedder=None,

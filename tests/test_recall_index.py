@@ -321,3 +321,117 @@ def test_window_norms_of_an_opened_index_equal_those_grown_turn_by_turn(sessions
     assert grown.window_norms is not None and opened.window_norms is not None
     np.testing.assert_array_equal(grown.window_norms.view, opened.window_norms.view)
     np.testing.assert_allclose(grown.session_vectors(), opened.session_vectors(), rtol=0, atol=1e-12)
+
+
+# --- the index opened from stored term strings (postings found per query term) --------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(_words, min_size=0, max_size=120), st.lists(_words, max_size=20),
+       st.lists(st.sampled_from(["deploy", "key", "vault", "cat", "lisbon", "june", "x", "absent", "ke"]),
+                max_size=4))
+def test_stored_terms_postings_equal_an_eager_index_s_after_later_adds(docs: list[list[str]],
+                                                                      later: list[list[str]],
+                                                                      early: list[str]) -> None:
+    from stratamem.retrieve.lexical import BM25Index
+    from stratamem.retrieve.stored_terms import StoredTermsIndex
+
+    eager, stored = BM25Index(), StoredTermsIndex()
+    eager.extend(docs)
+    counts = stored.open_stored([" ".join(d) for d in docs])
+    assert counts.tolist() == [len(d) for d in docs]
+    for term in early:  # resolved before the later documents arrive ...
+        assert (term in stored) == (term in eager)
+    for d in later:
+        eager.add(d)
+        stored.add(d)
+    # ... or after them ("ke" is a prefix of "key": never a match).
+    for term in ("deploy", "key", "vault", "x", "absent", "ke", "june"):
+        assert (term in stored) == (term in eager)
+        np.testing.assert_array_equal(stored.posting(term)[0], eager.posting(term)[0])
+        np.testing.assert_array_equal(stored.posting(term)[1], eager.posting(term)[1])
+        assert stored.idf(term) == eager.idf(term)
+    np.testing.assert_array_equal(stored.scores(["deploy", "x", "june"]), eager.scores(["deploy", "x", "june"]))
+
+
+def test_stored_terms_can_only_start_an_empty_index() -> None:
+    from stratamem.retrieve.stored_terms import StoredTermsIndex
+
+    index = StoredTermsIndex()
+    index.add(["deploy"])
+    with pytest.raises(ValueError, match="empty index"):
+        index.open_stored(["key"])
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["Ann", "Bo", None])), min_size=1, max_size=50),
+       st.integers(0, 10))
+def test_a_corpus_opened_in_one_batch_has_the_structure_of_one_grown_turn_by_turn(
+        spec: list[tuple[int, str | None]], split: int) -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from stratamem.records import StoredTurn, Turn
+    from stratamem.retrieve.corpus import TurnCorpus
+
+    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    seqs: dict[int, int] = {}
+    turns = []
+    for i, (s, name) in enumerate(spec):
+        seqs[s] = seqs.get(s, 0) + 1
+        turns.append(StoredTurn(id=i + 1, namespace="n", session=f"s{s}", seq=seqs[s], tokens=3,
+                                turn=Turn(role="user", content=f"turn {i} about {s}", name=name,
+                                          timestamp=t0 + timedelta(minutes=i))))
+    grown, opened = TurnCorpus(2), TurnCorpus(2)
+    for st_ in turns:
+        grown.add([st_])
+    opened.add(turns[:split], terms=[" ".join(grown.terms[i]) for i in range(min(split, len(turns)))])
+    opened.add(turns[split:])
+    grown.ready()
+    opened.ready()
+    for name in ("session_of", "speaker_of"):
+        np.testing.assert_array_equal(getattr(grown, name), getattr(opened, name))
+    for name in ("order", "lo", "hi", "prev", "next"):
+        np.testing.assert_array_equal(getattr(grown, name), getattr(opened, name))
+    assert grown.pos == opened.pos and grown.speakers == opened.speakers
+    assert grown.session_dates == opened.session_dates
+    assert [grown.terms[i] for i in range(len(turns))] == [opened.terms[i] for i in range(len(turns))]
+    for query in (["turn"], ["1", "about"], ["absent"]):
+        for a, b in zip(grown.lexical(query), opened.lexical(query), strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+_chat_words = st.lists(st.sampled_from(["deploy", "key", "vault", "lisbon", "june", "cat", "moved", "paint"]),
+                       min_size=1, max_size=6)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@settings(max_examples=8, deadline=None)
+@given(chat=st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), _chat_words), min_size=1, max_size=25))
+def test_an_index_reopened_from_the_store_ranks_exactly_like_a_rebuilt_one(
+        backend: str, chat: list[tuple[str, list[str]]], request: pytest.FixtureRequest,
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    from stratamem.retrieve.engine import HybridIndex
+
+    if backend == "sqlite":
+        store: Any = SQLiteStore(tmp_path_factory.mktemp("reopen") / "r.db")
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        store = open_store(schema_url(dsn, fresh_schema(dsn, "reopen")))
+    emb = HashEmbedder(24)
+    writer = Memory(store, namespace="n", config=NO_PYRAMID, embedder=emb)
+    for session, words in chat:
+        writer.add([{"role": "user", "content": " ".join(words)}], session=session)
+    opened = writer.indexer.open()
+    from stratamem.retrieve.corpus import TurnCorpus
+
+    # Rebuilt: every turn analysed and embedded again (int8 round trip, as stored), every posting built.
+    turns = list(store.iter_turns("n"))
+    rebuilt = HybridIndex(emb)
+    rebuilt.add_turns(turns, vectors=decode_int8(encode_int8(np.asarray(
+        emb.embed_batch([TurnCorpus.text(t) for t in turns]), dtype=np.float32)), 24))
+    assert [t.id for t in opened.turns] == [t.id for t in rebuilt.turns]
+    for query in ("deploy key", "moved to lisbon in june", "paint cat vault"):
+        got = [(h.turn_ids[0], round(h.score["fused"], 6)) for h in opened.search(query, k=10)]
+        want = [(h.turn_ids[0], round(h.score["fused"], 6)) for h in rebuilt.search(query, k=10)]
+        assert got == want
+    writer.close()

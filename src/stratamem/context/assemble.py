@@ -649,9 +649,14 @@ def _pack_once(fresh: list[StoredTurn], cap: int, tokenizer: Tokenizer, query: s
                     text = f"{labels[st.id]} {cut.text}" if st.id in labels else cut.text
             trial.add(f"turn:{st.id}", text)
             ok.append(st)
-        if not replace or last:
+        if not replace:
             return packed, trial, fresh
         fresh = [replace.get(t.id, t) for t in fresh if replace.get(t.id, t) is not None]
+        if last:
+            # This round's own repeats leave too: pack only the turns that passed, as cut
+            # (a subset of what just fitted, so nothing new comes in unchecked).
+            packed = pack_turns(ok, cap, tokenizer, CompactRenderer(), query=query, labels=labels)
+            return packed, trial, fresh
         checked = ok
     raise AssertionError("unreachable")
 

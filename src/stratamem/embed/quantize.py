@@ -54,7 +54,7 @@ def decode_int8(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     size = int8_blob_size(dims)
     if not blobs:
         return np.zeros((0, dims), dtype=np.float32)
-    if any(len(b) != size for b in blobs):
+    if set(map(len, blobs)) != {size}:  # (a C-level pass: this runs over every stored vector at open)
         bad = next(len(b) for b in blobs if len(b) != size)
         raise BackendError(f"stored vector is {bad} bytes, expected {size} for {dims} dimensions")
     raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), size)

@@ -35,7 +35,8 @@ import numpy as np
 
 from ..errors import ModelError
 from ..records import StoredTurn
-from .lexical import BM25Index, analyze
+from .lexical import analyze
+from .stored_terms import StoredTermsIndex, TermLists
 
 __all__ = ["ANALYZER", "TurnCorpus"]
 
@@ -97,8 +98,8 @@ class TurnCorpus:
         self.window, self.embed, self.k1, self.b = window, embed, k1, b
         self.turns: list[StoredTurn] = []
         self.pos: dict[int, int] = {}
-        self.terms: list[list[str]] = []
-        self.bm25 = BM25Index(k1, b)
+        self.terms: list[list[str]] = TermLists()
+        self.bm25 = StoredTermsIndex(k1, b)
         self.speakers: dict[str, int] = {}
         self.session_dates: list[datetime] = []
         self._sessions: dict[tuple[str, str], int] = {}
@@ -138,7 +139,11 @@ class TurnCorpus:
         Args:
             turns: Stored turns.
             terms: Their analysed terms (:func:`analyze` of :meth:`text`), when
-                already known (a persisted index); one list per turn.
+                already known (a persisted index); one list per turn, or one
+                space-joined string per turn (stored form): into an empty
+                corpus these are kept as they are and a term's postings are
+                found when a query first asks for it
+                (:class:`~stratamem.retrieve.stored_terms.StoredTermsIndex`).
             vectors: Their unit vectors, when already known; one row per turn.
                 With both given, nothing is analysed or embedded.
         """
@@ -166,31 +171,48 @@ class TurnCorpus:
         if vec is not None and (vec.ndim != 2 or len(vec) != len(fresh)
                                 or (self.vectors is not None and vec.shape[1] != self.vectors.view.shape[1])):
             raise ModelError(f"embedder returned shape {vec.shape} for {len(fresh)} texts")
-        new: list[int] = []
-        sessions, places, speakers = [], [], []
-        for st in fresh:
-            i = len(self.turns)
-            self.pos[st.id] = i
-            key = (st.namespace, st.session)
-            s = self._sessions.get(key)
-            if s is None:
-                s = self._sessions[key] = len(self._sizes)
-                self._sizes.append(0)
-                self.session_dates.append(st.timestamp)
-            sessions.append(s)
-            places.append(self._sizes[s])
-            self._sizes[s] += 1
-            name = st.turn.name if isinstance(st, StoredTurn) else st.name
-            speakers.append(self.speakers.setdefault(name, len(self.speakers)) if name else -1)
-            self.turns.append(st)
-            new.append(i)
+        # Bookkeeping with C-level passes (dict/map/numpy), not a Python loop per turn:
+        # an index opened from the store adds all of a namespace's turns at once.
+        base = len(self.turns)
+        new = list(range(base, base + len(fresh)))
+        self.pos.update(zip([st.id for st in fresh], new))
+        keys = [(st.namespace, st.session) for st in fresh]
+        firsts: dict[tuple[str, str], int] = {}
+        for j, key in enumerate(keys):  # (one dict probe per turn; new sessions numbered in order of appearance)
+            if key not in self._sessions and key not in firsts:
+                firsts[key] = j
+        for key, j in firsts.items():
+            self._sessions[key] = len(self._sizes)
+            self._sizes.append(0)
+            self.session_dates.append(fresh[j].timestamp)
+        sessions_arr = np.fromiter(map(self._sessions.__getitem__, keys), np.int64, len(keys))
+        # Place within the session: the session's earlier size plus the turn's rank among this batch's turns of it.
+        by_session = np.argsort(sessions_arr, kind="stable")
+        ordered = sessions_arr[by_session]
+        run_start = np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+        rank = np.arange(len(ordered)) - np.repeat(run_start, np.diff(np.append(run_start, len(ordered))))
+        sizes_before = np.asarray(self._sizes, dtype=np.int64)
+        places_arr = np.empty(len(keys), dtype=np.int64)
+        places_arr[by_session] = sizes_before[ordered] + rank
+        for s_id, count in zip(*np.unique(sessions_arr, return_counts=True), strict=True):
+            self._sizes[int(s_id)] += int(count)
+        names = [st.turn.name if isinstance(st, StoredTurn) else st.name for st in fresh]
+        speakers = [self.speakers.setdefault(name, len(self.speakers)) if name else -1 for name in names]
+        self.turns.extend(fresh)
+        sessions, places = sessions_arr, places_arr
         fresh_terms = [analyze(t) for t in texts] if terms is None else [terms[j] for j in picked]
-        self.bm25.extend(fresh_terms)
+        if fresh_terms and not len(self.bm25) and all(isinstance(t, str) for t in fresh_terms):
+            # Opened from the store: the strings stay as they are (O(read), no postings yet).
+            counts = self.bm25.open_stored(fresh_terms)  # type: ignore[arg-type]
+        else:
+            fresh_terms = [t.split() if isinstance(t, str) else t for t in fresh_terms]
+            self.bm25.extend(fresh_terms)
+            counts = np.fromiter((len(t) for t in fresh_terms), np.int64, len(fresh_terms))
         self.terms.extend(fresh_terms)
-        self._session_of.extend(np.asarray(sessions, dtype=np.int64))
-        self._place.extend(np.asarray(places, dtype=np.int64))
+        self._session_of.extend(sessions)
+        self._place.extend(places)
         self._speaker_of.extend(np.asarray(speakers, dtype=np.int64))
-        self._lengths.extend(np.fromiter((len(t) for t in fresh_terms), np.int64, len(fresh_terms)))
+        self._lengths.extend(counts)
         self._stale = True
         if vec is not None:
             self._add_vectors(np.asarray(new, dtype=np.int64), vec)

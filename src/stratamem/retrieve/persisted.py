@@ -164,22 +164,19 @@ class TurnIndexer:
         """
         # Keys, not turns: ranking needs only ids, sessions, speakers and times; a
         # recalled turn is read in full when it is a hit (HybridIndex's loader).
-        turns: list[Any] = self._rows.keys(self.namespace)
         try:
             self._check_meta()
         except StratamemError as exc:
             if on_store_error is not None:
                 on_store_error(exc)
-        rows = self._rows.load(self.namespace) if turns else {}
-        if rows and (meta := self._rows.meta(self.namespace)) is not None and meta.analyzer != ANALYZER:
-            rows = {}  # made by another analysis (read-only store: the meta could not be updated)
-        terms: list[list[str] | None] = [None] * len(turns)
-        blobs: list[bytes | None] = [None] * len(turns)
-        for i, st in enumerate(turns):
-            row = rows.get(st.id)
-            if row is not None:
-                terms[i] = row.terms.split()
-                blobs[i] = row.vector
+        # One ordered read of keys, terms and vectors. Terms stay stored strings: the index
+        # finds a term's postings when a query first asks for it (StoredTermsIndex).
+        turns: list[Any]
+        terms: list[Any]
+        turns, terms, blobs = self._rows.open_rows(self.namespace)
+        if turns and (meta := self._rows.meta(self.namespace)) is not None and meta.analyzer != ANALYZER:
+            # Made by another analysis (read-only store: the meta could not be updated).
+            terms, blobs = [None] * len(turns), [None] * len(turns)
         dims = getattr(self.embedder, "dimensions", None) if self.embedder is not None else None
         stale = {i for i, b in enumerate(blobs) if b is not None and dims and len(b) != int(dims) + 4}
         todo = [i for i in range(len(turns))
@@ -203,7 +200,7 @@ class TurnIndexer:
     def _load_turns(self, ids: Sequence[int]) -> list[StoredTurn]:
         return self.store.turns(self.namespace, ids=list(ids))
 
-    def _fill(self, turns: list[StoredTurn], terms: list[list[str] | None], blobs: list[bytes | None],
+    def _fill(self, turns: list[StoredTurn], terms: list[str | None], blobs: list[bytes | None],
               todo: list[int], on_store_error: Callable[[Exception], None] | None) -> None:
         from ..store.base_turn_index import TurnIndexRow
 
@@ -213,13 +210,13 @@ class TurnIndexer:
             texts = [TurnCorpus.text(turns[i]) for i in part]
             for i, text in zip(part, texts, strict=True):
                 if terms[i] is None:
-                    terms[i] = analyze(text)
+                    terms[i] = " ".join(analyze(text))
             if self.embedder is not None:
                 for i, blob in zip(part, encode_int8(_embed(self.embedder, texts)), strict=True):
                     blobs[i] = blob
             if store_ok:
                 try:
-                    self._rows.put(self.namespace, [TurnIndexRow(turns[i].id, " ".join(terms[i] or []), blobs[i])
+                    self._rows.put(self.namespace, [TurnIndexRow(turns[i].id, terms[i] or "", blobs[i])
                                                     for i in part])
                 except StratamemError as exc:
                     store_ok = False

@@ -114,6 +114,19 @@ class PostgresTurnIndex:
             "AND s.id = t.session_id WHERE t.namespace = %s ORDER BY t.session_id, t.seq", (namespace,))
         return [TurnKey(int(r[0]), namespace, r[1], r[2], r[3]) for r in rows]
 
+    def open_rows(self, namespace: str) -> tuple[list[TurnKey], list[str | None], list[bytes | None]]:
+        """:meth:`keys` with each turn's stored terms and vector (``None``: no row), in one read.
+
+        What opening the index reads: one ordered scan instead of two reads and a lookup per turn.
+        """
+        rows = self._store._query(
+            "SELECT t.id, s.name, t.name, t.ts, r.terms, r.vector FROM turns t JOIN sessions s "
+            "ON s.namespace = t.namespace AND s.id = t.session_id LEFT JOIN recall_index r "
+            "ON r.namespace = t.namespace AND r.turn_id = t.id WHERE t.namespace = %s ORDER BY t.session_id, t.seq",
+            (namespace,))
+        return ([TurnKey(int(r[0]), namespace, r[1], r[2], r[3]) for r in rows], [r[4] for r in rows],
+                [None if r[5] is None else bytes(r[5]) for r in rows])
+
     def counts(self, namespace: str) -> tuple[int, int]:
         """``(rows, rows with a vector)`` of the namespace."""
         rows = self._store._query("SELECT COUNT(*), COUNT(vector) FROM recall_index WHERE namespace = %s",

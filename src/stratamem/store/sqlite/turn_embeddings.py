@@ -133,6 +133,25 @@ class SQLiteTurnIndex:
             "JOIN namespaces n ON n.id = t.namespace_id WHERE n.name = ? ORDER BY t.session_id, t.seq", (namespace,))
         return [TurnKey(r[0], namespace, r[1], r[2], r[3]) for r in rows]
 
+    def open_rows(self, namespace: str) -> tuple[list[TurnKey], list[str | None], list[bytes | None]]:
+        """:meth:`keys` with each turn's stored terms and vector (``None``: no row), in one read.
+
+        What opening the index reads: one ordered scan instead of two reads and a lookup per turn.
+        """
+        ns = self._ns_id(namespace)
+        if ns is None:
+            return [], [], []
+        # Two range scans, joined here: joined in SQL, the planner sorts the rows (vectors
+        # included) in a temporary B-tree, which took twice as long at 100k turns.
+        keys = self._store._query(
+            "SELECT t.id, ?, s.name, t.name, t.ts FROM turns t JOIN sessions s ON s.id = t.session_id "
+            "WHERE t.namespace_id = ? ORDER BY t.session_id, t.seq", (namespace, ns))
+        rows = {r[0]: r for r in self._store._query(
+            "SELECT turn_id, terms, vector FROM recall_index WHERE namespace_id=?", (ns,))}
+        got = [rows.get(k[0]) for k in keys]
+        return (list(map(TurnKey._make, keys)),
+                [None if r is None else r[1] for r in got], [None if r is None else r[2] for r in got])
+
     def counts(self, namespace: str) -> tuple[int, int]:
         """``(rows, rows with a vector)`` of the namespace."""
         rows = self._store._query(
