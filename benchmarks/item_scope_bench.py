@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from stratamem import Config  # noqa: E402
-from stratamem.items import Items  # noqa: E402
+from stratamem.items.api import Items  # noqa: E402
 from stratamem.store import SQLiteStore  # noqa: E402
 from stratamem.store.sqlite.items import NewItem  # noqa: E402
 from stratamem.tokens import get_tokenizer  # noqa: E402

@@ -18,7 +18,7 @@ from pg import fresh_schema, schema_url
 from stratamem import Config, Memory, ValidationError
 from stratamem.cli import main as cli
 from stratamem.items.records import visible_in
-from stratamem.items import Items
+from stratamem.items.api import Items
 from stratamem.store import SQLiteStore, open_store
 from stratamem.store import migrations as mig
 from stratamem.store.sqlite.schema import MIGRATIONS
