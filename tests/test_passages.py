@@ -22,6 +22,7 @@ from stratamem import Config, Memory
 from stratamem.errors import BackendError
 from stratamem.records import StoredTurn, Turn
 from stratamem.retrieve import HybridIndex, Weights
+from stratamem.retrieve.lexical import analyze
 from stratamem.retrieve.passages import (
     LONG_TERMS, MAX_PASSAGES, PASSAGE_WORDS, PassageVectors, decode_blob, encode_blob, is_long, passage_texts,
     split_passages)
@@ -207,4 +208,20 @@ def test_missing_passage_rows_are_made_when_the_index_opens(tmp_path: Path) -> N
 def test_short_turns_store_no_passage_rows(tmp_path: Path) -> None:
     with Memory(tmp_path / "s.db", namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(32)) as mem:
         mem.add([{"role": "user", "content": f"short turn {i} about the deploy key"} for i in range(40)], session="s")
+        assert mem.store.embeddings.passages.size("n") == (0, 0)
+
+
+def test_a_reopened_index_counts_terms_not_characters(tmp_path: Path) -> None:
+    # An opened index holds each turn's terms as one stored string: a short turn whose string
+    # is longer than LONG_TERMS characters must not count as long (and be embedded on open).
+    text = ("deployment credentials staging cluster rotation schedule ninety days monday morning pipeline "
+            "secrets vault kubernetes namespace ingress certificate renewal automation terraform modules")
+    assert len(" ".join(analyze(text))) > LONG_TERMS and not is_long(len(analyze(text)))
+    path = tmp_path / "s.db"
+    with Memory(path, namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(32)) as mem:
+        mem.add([{"role": "user", "content": f"{text} ({i})"} for i in range(40)], session="s")
+    fresh = HashEmbedder(32)
+    with Memory(path, namespace="n", config=NO_PYRAMID, embedder=fresh) as mem:
+        mem.context("deploy key rotation", budget=300, policy="recall")
+        assert {tuple(c) for c in fresh.calls} == {("deploy key rotation",)}  # only the query
         assert mem.store.embeddings.passages.size("n") == (0, 0)

@@ -25,6 +25,13 @@ from .passages import decode_blob, encode_blob, is_long, passage_texts
 __all__ = ["PassageRows"]
 
 
+def _term_count(terms: Sequence[str] | str) -> int:
+    """How many index terms a turn has: an opened index holds them as one space-joined string."""
+    if isinstance(terms, str):
+        return terms.count(" ") + 1 if terms else 0
+    return len(terms)
+
+
 class PassageRows:
     """Makes, stores and reads one namespace's passage vectors.
 
@@ -81,14 +88,14 @@ class PassageRows:
         self._rows.put(self.namespace, self.key(dims), blobs)
         return self._decode(blobs, dims)
 
-    def read(self, turns: list[Any], terms: Sequence[list[str]], dims: int,
+    def read(self, turns: list[Any], terms: Sequence[list[str] | str], dims: int,
              on_store_error: Callable[[Exception], None] | None = None) -> dict[int, np.ndarray]:
         """Passage vectors of the long turns among ``turns`` (keys or full turns), making missing ones.
 
         Raises:
             ModelError: Missing passages needed embedding and the embedder failed.
         """
-        long = [st.id for st, t in zip(turns, terms, strict=True) if is_long(len(t))]
+        long = [st.id for st, t in zip(turns, terms, strict=True) if is_long(_term_count(t))]
         if not long:
             return {}
         blobs = self._rows.load(self.namespace, self.key(dims))
