@@ -6,10 +6,12 @@ Small counts keep CI short; ``benchmarks/store_bench.py`` runs the full ones
 
 from __future__ import annotations
 
+import multiprocessing
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pg import LocalPostgres, fresh_schema, schema_url
@@ -96,6 +98,33 @@ def test_concurrent_writers_on_shared_and_own_sessions(target: str, tmp_path: Pa
     sessions = {s.name for s in store.sessions("conc")}
     store.close()
     assert sessions == {"shared0", "own0", "own1", "own2", "own3"}
+
+
+def _open_new_file_at_once(path: str, barrier: Any, errors: Any) -> None:
+    barrier.wait()
+    try:
+        open_store(path).close()
+    except Exception as exc:  # reported to the parent, which asserts there were none
+        errors.put(repr(exc))
+
+
+def test_processes_creating_the_same_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    # Switching a new file to WAL needs an exclusive lock and SQLite does not wait for it;
+    # before the open retried, about one round in twenty failed with "database is locked".
+    ctx = multiprocessing.get_context("fork")
+    failures = []
+    for round_ in range(40):
+        path = str(tmp_path / f"new{round_}.db")
+        barrier, errors = ctx.Barrier(8), ctx.Queue()
+        procs = [ctx.Process(target=_open_new_file_at_once, args=(path, barrier, errors)) for _ in range(8)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [p.exitcode for p in procs] == [0] * 8
+        while not errors.empty():
+            failures.append(errors.get())
+    assert failures == []
 
 
 def test_disk_full_mid_batch_stores_nothing_and_the_writer_recovers(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -103,10 +104,32 @@ class SQLiteStore:
         self._conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
         self._conn.execute("PRAGMA foreign_keys = ON")
         if self.path != ":memory:":
-            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._set_wal()
             # WAL + NORMAL: a committed transaction survives a process crash;
             # only an OS crash or power loss can undo the last commits.
             self._conn.execute("PRAGMA synchronous = NORMAL")
+
+    def _set_wal(self) -> None:
+        """Switch the file to WAL, waiting out other processes that open it at the same moment.
+
+        Changing the journal mode needs an exclusive lock, and SQLite answers
+        "database is locked" at once instead of calling the busy handler when
+        several processes create the same new file together; so retry until
+        ``busy_timeout_ms`` has passed.
+        """
+        deadline = time.monotonic() + self._busy_timeout_ms / 1000
+        delay = 0.005
+        while True:
+            try:
+                mode = self._conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() != "wal":
+                    self._conn.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
 
     def _reconnect(self) -> None:
         """Open a fresh connection: one opened while the file was read-only stays read-only."""
