@@ -31,6 +31,7 @@ from stratamem.store.sqlite import SQLiteStore
 from stratamem.testing.hash_embedder import HashEmbedder
 
 NO_PYRAMID = Config().replace(pyramid={"enabled": False})
+PASSAGES = Config().replace(pyramid={"enabled": False}, embedding={"passages": True})
 FILLER = ("Preheat the oven and line the tray with parchment before you start shaping the dough. "
           "Keep the kitchen warm so the proofing goes evenly across the whole loaf. ")
 
@@ -161,16 +162,15 @@ def _hits(mem: Memory, query: str) -> list[tuple[int, float]]:
 
 
 def test_passages_are_stored_at_write_time_and_a_new_process_does_not_re_embed_them(store: Any) -> None:
-    assert Weights().vector_passage > 0  # the shipped default uses them
     emb = HashEmbedder(32)
-    mem = Memory(store, namespace="n", config=NO_PYRAMID, embedder=emb)
+    mem = Memory(store, namespace="n", config=PASSAGES, embedder=emb)
     ids = [t.id for t in mem.add(_chat(), session="s")]
     rows, size = store.embeddings.passages.size("n")
     n_passages = sum(min(MAX_PASSAGES, len(split_passages(_chat()[i]["content"]))) for i in (1, 3))
     assert (rows, size) == (2, n_passages * (32 + 4))  # only the two long answers
     assert sorted(store.embeddings.passages.load("n", f"{emb.name}/32")) == [ids[1], ids[3]]
     fresh = HashEmbedder(32)
-    other = Memory(store, namespace="n", config=NO_PYRAMID, embedder=fresh)
+    other = Memory(store, namespace="n", config=PASSAGES, embedder=fresh)
     assert _hits(other, "boiler code filter panel") == _hits(mem, "boiler code filter panel")
     assert {tuple(c) for c in fresh.calls} == {("boiler code filter panel",)}  # only the query
     index = other._recall_index()
@@ -187,11 +187,11 @@ def test_passages_are_stored_at_write_time_and_a_new_process_does_not_re_embed_t
 
 def test_missing_passage_rows_are_made_when_the_index_opens(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
-    with Memory(path, namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(32)) as mem:
+    with Memory(path, namespace="n", config=PASSAGES, embedder=HashEmbedder(32)) as mem:
         ids = [t.id for t in mem.add(_chat(), session="s")]
         mem.store.connection.execute("DELETE FROM recall_passages")
     emb = HashEmbedder(32)
-    with Memory(path, namespace="n", config=NO_PYRAMID, embedder=emb) as mem:
+    with Memory(path, namespace="n", config=PASSAGES, embedder=emb) as mem:
         mem.context("visa appointment", budget=300, policy="recall")
         long_texts = [t for c in emb.calls for t in c if t != "visa appointment"]
         want = sum(min(MAX_PASSAGES, len(split_passages(_chat()[i]["content"]))) for i in (1, 3))
@@ -199,14 +199,27 @@ def test_missing_passage_rows_are_made_when_the_index_opens(tmp_path: Path) -> N
         assert sorted(mem.store.embeddings.passages.load("n", f"{emb.name}/32")) == [ids[1], ids[3]]
     # Rows of another model (or vector length) are not used: that index makes and stores its own.
     other = HashEmbedder(16)
-    with Memory(path, namespace="n", config=NO_PYRAMID, embedder=other) as mem:
+    with Memory(path, namespace="n", config=PASSAGES, embedder=other) as mem:
         mem.context("visa appointment", budget=300, policy="recall")
         assert sorted(mem.store.embeddings.passages.load("n", f"{other.name}/16")) == [ids[1], ids[3]]
         assert mem.store.embeddings.passages.load("n", f"{other.name}/32") == {}
 
 
+def test_the_default_embeds_no_passages_and_ranks_by_the_turn_vector(tmp_path: Path) -> None:
+    emb = HashEmbedder(32)
+    with Memory(tmp_path / "d.db", namespace="n", config=NO_PYRAMID, embedder=emb) as mem:
+        mem.add(_chat(), session="s")
+        assert mem.store.embeddings.passages.size("n") == (0, 0)
+        assert sum(len(c) for c in emb.calls) == len(_chat())  # one vector per turn, nothing else
+        weights = mem._recall_index().weights
+        assert (weights.vector, weights.vector_passage) == (Weights().vector, 0.0)
+    with Memory(tmp_path / "p.db", namespace="n", config=PASSAGES, embedder=HashEmbedder(32)) as mem:
+        weights = mem._recall_index().weights
+        assert (weights.vector, weights.vector_passage) == (0.0, 1.5)
+
+
 def test_short_turns_store_no_passage_rows(tmp_path: Path) -> None:
-    with Memory(tmp_path / "s.db", namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(32)) as mem:
+    with Memory(tmp_path / "s.db", namespace="n", config=PASSAGES, embedder=HashEmbedder(32)) as mem:
         mem.add([{"role": "user", "content": f"short turn {i} about the deploy key"} for i in range(40)], session="s")
         assert mem.store.embeddings.passages.size("n") == (0, 0)
 
@@ -218,10 +231,10 @@ def test_a_reopened_index_counts_terms_not_characters(tmp_path: Path) -> None:
             "secrets vault kubernetes namespace ingress certificate renewal automation terraform modules")
     assert len(" ".join(analyze(text))) > LONG_TERMS and not is_long(len(analyze(text)))
     path = tmp_path / "s.db"
-    with Memory(path, namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(32)) as mem:
+    with Memory(path, namespace="n", config=PASSAGES, embedder=HashEmbedder(32)) as mem:
         mem.add([{"role": "user", "content": f"{text} ({i})"} for i in range(40)], session="s")
     fresh = HashEmbedder(32)
-    with Memory(path, namespace="n", config=NO_PYRAMID, embedder=fresh) as mem:
+    with Memory(path, namespace="n", config=PASSAGES, embedder=fresh) as mem:
         mem.context("deploy key rotation", budget=300, policy="recall")
         assert {tuple(c) for c in fresh.calls} == {("deploy key rotation",)}  # only the query
         assert mem.store.embeddings.passages.size("n") == (0, 0)

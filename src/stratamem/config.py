@@ -171,6 +171,12 @@ class EmbeddingConfig:
     """Worker threads of the ``local`` provider; ``None``: one per CPU, at most 4."""
     cache: bool = True
     """Wrap the embedder in the store's content-hash cache (unchanged text is never re-embedded)."""
+    passages: bool = False
+    """Also embed the passages of long turns (over ~160 words, up to 8 per turn) and rank a
+    turn by its best passage, so a fact deep in a long answer or tool output reaches the
+    vector signal. Costs ~4 embeddings per long turn at write time and ~1.3 MB per 1,000
+    such turns. Off by default: joint cross-validation on LoCoMo and the assistant-chat set
+    did not keep it (docs/retrieval.md)."""
 
 
 @dataclass(frozen=True, slots=True)

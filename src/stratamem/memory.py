@@ -320,7 +320,8 @@ class Memory:
         if self._indexer is None:
             from .retrieve.persisted import TurnIndexer
 
-            self._indexer = TurnIndexer(self.store, self.namespace, self._derived_embedder)
+            self._indexer = TurnIndexer(self.store, self.namespace, self._derived_embedder,
+                                        passages=self.config.embedding.passages)
         return self._indexer
 
     def _after_add(self, stored: list[StoredTurn], progress: Callable[[int], None] | None = None) -> None:

@@ -50,26 +50,27 @@ class Embedder(Protocol):
 class Weights:
     """How much each signal counts in the fused score.
 
-    Chosen on LoCoMo and the synthetic assistant-chat set together (leave-one-
-    conversation-out on each; see docs/retrieval.md): the one setting that keeps
-    LoCoMo recall@10 at 0.80 while doing best on the assistant chats.
+    Chosen by joint leave-one-conversation-out cross-validation over LoCoMo and
+    the synthetic assistant-chat set (each fold holds out one conversation of
+    both and chooses on the other 9 + 9; every fold chose this setting; see
+    docs/retrieval.md). No weight is tuned on one dataset alone.
     """
 
-    lexical: float = 1.0
+    lexical: float = 0.5
     """BM25 of the turn's own words."""
-    lexical_window: float = 0.4
+    lexical_window: float = 0.8
     """BM25 of the turn with its neighbours."""
-    lexical_session: float = 0.5
+    lexical_session: float = 0.0
     """BM25 of the turn's whole session."""
-    vector: float = 0.0
-    """Cosine of the turn's embedding (the default scores it through ``vector_passage``, which
-    equals it for every turn that is not long)."""
+    vector: float = 1.5
+    """Cosine of the turn's embedding."""
     vector_window: float = 0.5
     """Cosine of the window's embedding."""
-    vector_passage: float = 1.5
+    vector_passage: float = 0.0
     """Best cosine over the turn's own embedding and its passages' (long turns only,
     :mod:`stratamem.retrieve.passages`): a fact deep in a long answer is seen by the vectors.
-    Non-zero makes the index embed the passages of long turns."""
+    Non-zero makes the index embed the passages of long turns. Off by default: joint
+    cross-validation preferred the turn vector with role routing (docs/retrieval.md)."""
     vector_session: float = 0.0
     """Cosine of the session's mean embedding."""
     lexical_prev: float = 0.5
@@ -82,7 +83,7 @@ class Weights:
     """Cosine of the turn after."""
     speaker: float = 0.5
     """Boost for turns spoken by a person the query names."""
-    role: float = 0.0
+    role: float = 0.6
     """Boost for the turns of the role a query asks about (:mod:`stratamem.retrieve.roles`): "what did
     you suggest" → the assistant's turns, "what car do I drive" → the user's (unnamed speakers only)."""
     date: float = 0.5

@@ -35,9 +35,13 @@ from .engine import HybridIndex, Weights
 from .lexical import analyze
 from .passage_rows import PassageRows
 
-__all__ = ["IndexedBatch", "TurnIndexer"]
+__all__ = ["PASSAGE_WEIGHTS", "IndexedBatch", "TurnIndexer"]
 
 BATCH = 256
+
+PASSAGE_WEIGHTS = Weights(vector=0.0, vector_passage=1.5)
+"""The ranking of an index that embeds passages: the turn vector's weight moves to the best
+cosine over the turn and its passages (equal to the turn cosine for every short turn)."""
 """Turns analysed, embedded and stored per transaction."""
 
 
@@ -73,10 +77,15 @@ class TurnIndexer:
         store: The store (its ``embeddings.turns`` feature store keeps the rows).
         namespace: The namespace.
         embedder: Embeddings for the vector signals, or ``None`` (terms only).
+        passages: Also embed and store the passages of long turns, and rank by
+            the best of a turn's and its passages' vectors (``vector_passage``)
+            instead of the turn vector alone. Off by default: see
+            ``embedding.passages`` in :mod:`stratamem.config`.
     """
 
-    def __init__(self, store: Any, namespace: str, embedder: Any) -> None:
+    def __init__(self, store: Any, namespace: str, embedder: Any, *, passages: bool = False) -> None:
         self.store, self.namespace, self.embedder = store, namespace, embedder
+        self.passages = bool(passages)
         self._meta_checked = False
 
     @property
@@ -142,7 +151,7 @@ class TurnIndexer:
         if self.embedder is not None and error is None and blobs:
             vectors = decode_int8([b for b in blobs if b is not None], len(blobs[0]) - 4)  # type: ignore[arg-type]
         passages = None
-        if vectors is not None and Weights().vector_passage > 0:
+        if vectors is not None and self.passages:
             try:
                 passages = self._passage_rows().write(turns, all_terms, vectors.shape[1])
             except ModelError as exc:  # the turn rows are stored; passages are made when the index opens
@@ -187,6 +196,8 @@ class TurnIndexer:
             for i in todo:
                 turns[i] = full[turns[i].id]
             self._fill(turns, terms, blobs, todo, on_store_error)
+        if weights is None:
+            weights = PASSAGE_WEIGHTS if self.passages else Weights()
         index = HybridIndex(self.embedder, weights, loader=self._load_turns)
         vectors = None
         if self.embedder is not None and turns:
