@@ -87,13 +87,17 @@ def _r(i: int, fused: float) -> Recalled:
     return Recalled(st, {"fused": fused})
 
 
-def test_window_fraction_is_read_from_the_best_match_inside_the_window() -> None:
-    hits = [_r(1, 2.0), _r(2, 1.3), _r(3, 0.8)]
+def test_window_fraction_is_read_from_the_rank_of_the_best_window_turn() -> None:
+    # Recalled out of score order (updates reorder hits): ranks come from the scores.
+    hits = [_r(i, 3.0 - 0.1 * i) for i in range(1, 13)][::-1]
     q = "Where did the team put the staging password?"
     assert window_fraction(q, hits, {1}) == (1.0, 1.0)
-    assert window_fraction(q, hits, {3}) == (WINDOW_FLOOR, 0.4)
-    keep, match = window_fraction(q, hits, {2})
-    assert match == pytest.approx(0.65) and keep == pytest.approx(WINDOW_FLOOR + (1 - WINDOW_FLOOR) * 0.5)
+    assert window_fraction(q, hits, {3, 9}) == (1.0, pytest.approx(0.8))  # rank 2: among the top 3
+    assert window_fraction(q, hits, {6}) == (WINDOW_FLOOR, pytest.approx(0.5))  # rank 5
+    assert window_fraction(q, hits, {11, 12}) == (WINDOW_FLOOR, 0.0)  # ranks 10 and 11
+    assert window_fraction(q, hits, {99}) == (WINDOW_FLOOR, 0.0)  # not recalled at all
+    keep, match = window_fraction(q, hits, {5})  # rank 4
+    assert match == pytest.approx(0.6) and keep == pytest.approx(WINDOW_FLOOR + (1 - WINDOW_FLOOR) / 3)
     assert window_fraction(None, hits, {3}) == (1.0, 1.0)
     assert window_fraction(q, [], {3}) == (1.0, 1.0)
     assert window_fraction("and then?", hits, {3}) == (1.0, 1.0)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stratamem import assemble
+from stratamem.context import assemble
 from stratamem.store import SQLiteStore
 
 from .baselines import MemoryContext
