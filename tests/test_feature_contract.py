@@ -33,8 +33,7 @@ from stratamem.store import Store, TurnBatch
 from stratamem.store.open import open_store
 from stratamem.store.postgres.store import PostgresStore
 from stratamem.store.sqlite.store import SQLiteStore
-from stratamem.store.sqlite.items import NewItem
-from stratamem.store.sqlite.nodes import NewNode
+from stratamem.store.new_rows import NewItem, NewNode
 from stratamem.summarize import KeyFact, Summary
 from stratamem.testing.hash_embedder import HashEmbedder
 from stratamem.tokens import get_tokenizer

@@ -40,7 +40,8 @@ import psycopg
 from psycopg import sql
 
 from .search import fts_to_tsquery, index_terms, require_pgvector, vector_from_binary, vector_literal
-from ..sqlite.items import NewItem, view_clause
+from ..item_view import view_clause
+from ..new_rows import NewItem
 
 if TYPE_CHECKING:
     from ...items.records import MemoryItem

@@ -36,7 +36,7 @@ from ...errors import NotFoundError
 from ...pyramid.nodes import Node
 from ...summarize import Summary
 from .search import require_pgvector, vector_from_binary, vector_literal
-from ..sqlite.nodes import NewNode
+from ..new_rows import NewNode
 
 if TYPE_CHECKING:
     from .store import PostgresStore

@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ...records import format_timestamp, parse_timestamp
+from ..item_view import view_clause
+from ..new_rows import NewItem
 
 if TYPE_CHECKING:
     from ...items.records import MemoryItem
@@ -27,44 +28,6 @@ __all__ = ["NewItem", "SQLiteItemStore", "m007_item_ids", "m013_item_scope", "vi
 _COLUMNS = ("id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, relevance, "
             "source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, demoted_at, "
             "metadata, embedding IS NOT NULL, scope")
-
-
-def view_clause(view: Sequence[str] | None, mark: str = "?") -> tuple[str, list[Any]]:
-    """SQL condition (and its parameters) for the items a read sees.
-
-    ``view`` ``None``: every item. Otherwise namespace-wide items plus the
-    session-scoped items of the sessions named (an empty ``view``: namespace-wide
-    items only). The rule is :func:`stratamem.items.records.visible_in`; both
-    backends build their filter here (``mark`` is the parameter placeholder).
-    """
-    if view is None:
-        return "1 = 1", []
-    if not view:
-        return "scope = 'namespace'", []
-    return f"(scope = 'namespace' OR session IN ({', '.join(mark for _ in view)}))", list(view)
-
-
-@dataclass(frozen=True, slots=True)
-class NewItem:
-    """The columns of an item about to be inserted (validated by the caller)."""
-
-    content: str
-    type: str
-    tier: str
-    tokens: int
-    relevance: float
-    source: str
-    created_at: str
-    session: str | None = None
-    provenance: tuple[int, ...] = ()
-    review: str | None = None
-    key: str | None = None
-    valid_from: str | None = None
-    valid_to: str | None = None
-    metadata: Mapping[str, Any] | None = None
-    embedding: bytes | None = None
-    embedding_model: str | None = None
-    scope: str = "namespace"
 
 
 def _ts(value: str | None) -> Any:

@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ...errors import NotFoundError
+from ..new_rows import NewNode
 from ...pyramid.nodes import Node
 from ...records import format_timestamp, parse_timestamp
 from ...summarize import Summary
@@ -91,22 +91,6 @@ def m014_summary_spend(conn: sqlite3.Connection) -> None:
         output_tokens INTEGER NOT NULL DEFAULT 0,
         PRIMARY KEY (namespace_id, level)
     )""")
-
-
-@dataclass(frozen=True, slots=True)
-class NewNode:
-    """A node to insert (the pyramid computes every field)."""
-
-    level: int
-    kind: str
-    session: str | None
-    seq_range: tuple[int, int] | None
-    turn_ids: tuple[int, ...]
-    tokens: int
-    start: datetime
-    end: datetime
-    reason: str
-    tier: str | None
 
 
 _COLS = ("n.id, ns.name, n.level, n.kind, s.name, n.seq_lo, n.seq_hi, n.turn_count, n.tokens, n.first_turn_id, "
