@@ -39,6 +39,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+from ..vectors import quantized
 from .search import fts_to_tsquery, index_terms, require_pgvector, vector_from_binary, vector_literal
 from ..item_view import view_clause
 from ..new_rows import NewItem
@@ -306,7 +307,7 @@ class PostgresItemStore:
 
     def insert(self, namespace: str, item: NewItem) -> int:
         """Insert one item; returns its id."""
-        vector = vector_literal(item.embedding) if item.embedding else None
+        vector = vector_literal(quantized(item.embedding)) if item.embedding else None
         with self._store.transaction(), self._store.connection() as conn, self._store._errors():
             self._lock(conn, namespace)
             conn.execute("INSERT INTO namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING", (namespace,))
@@ -333,7 +334,7 @@ class PostgresItemStore:
             return 0
         values = dict(columns)
         if values.get("embedding") is not None:
-            values["embedding"] = vector_literal(values["embedding"])
+            values["embedding"] = vector_literal(quantized(values["embedding"]))
         sets = ", ".join(f"{c} = %s::vector" if c == "embedding" else f"{c} = %s" for c in values)
         wanted = [int(i) for i in ids]
         with self._store.transaction(), self._store.connection() as conn, self._store._errors():

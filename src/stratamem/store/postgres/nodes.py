@@ -35,6 +35,7 @@ import psycopg
 from ...errors import NotFoundError
 from ...pyramid.nodes import Node
 from ...summarize import Summary
+from ..vectors import quantized
 from .search import require_pgvector, vector_from_binary, vector_literal
 from ..new_rows import NewNode
 
@@ -330,7 +331,7 @@ class PostgresNodeStore:
         Raises:
             NotFoundError: No such node in the namespace.
         """
-        vector = vector_literal(embedding) if embedding else None
+        vector = vector_literal(quantized(embedding)) if embedding else None
         self._update(namespace,
                      "UPDATE nodes SET summary = %s, summary_tokens = %s, summary_status = %s, summary_error = %s, "
                      "view_tokens = COALESCE(%s, view_tokens), embedding = COALESCE(%s::vector, embedding) "

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ...records import format_timestamp, parse_timestamp
 from ..item_view import view_clause
 from ..new_rows import NewItem
+from ..vectors import pack_vector, unpack_vector
 
 if TYPE_CHECKING:
     from ...items.records import MemoryItem
@@ -178,7 +179,7 @@ class SQLiteItemStore:
         rows = self._rows("SELECT id, embedding, embedding_model FROM memory_items "
                           "WHERE namespace_id = ? AND id > ? AND embedding IS NOT NULL ORDER BY id",
                           (ns_id, int(after_id)))
-        return [(int(r[0]), bytes(r[1]), r[2]) for r in rows]
+        return [(int(r[0]), unpack_vector(r[1]), r[2]) for r in rows]
 
     def vector_log_head(self, namespace: str) -> int:
         """The namespace's latest vector-log position (0 when it has none)."""
@@ -205,7 +206,7 @@ class SQLiteItemStore:
             "WHERE l.namespace_id = ? AND l.seq > ? ORDER BY l.seq", (ns_id, int(after_seq)))
         if not rows:
             return int(after_seq), []
-        return int(rows[-1][0]), [(int(r[1]), bytes(r[2]) if r[2] is not None else None) for r in rows]
+        return int(rows[-1][0]), [(int(r[1]), unpack_vector(r[2]) if r[2] is not None else None) for r in rows]
 
     def metrics(self, namespace: str) -> dict[str, float]:
         """The namespace's persisted metric values by name."""
@@ -230,7 +231,8 @@ class SQLiteItemStore:
                  item.relevance, item.source, json.dumps(list(item.provenance)), item.review, item.key,
                  item.valid_from, item.valid_to,
                  json.dumps(dict(item.metadata), ensure_ascii=False) if item.metadata else None,
-                 item.embedding, item.embedding_model, item.scope)).fetchone()
+                 None if item.embedding is None else pack_vector(item.embedding), item.embedding_model,
+                 item.scope)).fetchone()
             return int(row[0])
 
     def update(self, namespace: str, ids: Sequence[int], **columns: Any) -> int:
@@ -245,6 +247,8 @@ class SQLiteItemStore:
         ns_id = self._ns(namespace)
         if ns_id is None:
             return 0
+        if columns.get("embedding") is not None:
+            columns["embedding"] = pack_vector(columns["embedding"])
         sets = ", ".join(f"{c} = ?" for c in columns)
         changed = 0
         with self._store.transaction():

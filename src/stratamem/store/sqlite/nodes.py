@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import NotFoundError
 from ..new_rows import NewNode
+from ..vectors import pack_vector, unpack_vector
 from ...pyramid.nodes import Node
 from ...records import format_timestamp, parse_timestamp
 from ...summarize import Summary
@@ -224,9 +225,9 @@ class SQLiteNodeStore:
         return (rows[0][0], rows[0][1]) if rows else None
 
     def embedding(self, namespace: str, node_id: int) -> bytes | None:
-        """The stored embedding (float32 bytes) of a node of the namespace, or ``None``."""
+        """The stored embedding (float32 bytes, see :mod:`stratamem.store.vectors`) of a node of the namespace, or ``None``."""
         rows = self._q(f"SELECT embedding FROM nodes WHERE id=? AND namespace_id={_NS}", (int(node_id), namespace))
-        return rows[0][0] if rows else None
+        return unpack_vector(rows[0][0]) if rows and rows[0][0] is not None else None
 
     def archive_refs(self, namespace: str) -> set[str]:
         """Archive references the namespace's nodes still hold."""
@@ -330,7 +331,7 @@ class SQLiteNodeStore:
                          "UPDATE nodes SET summary=?, summary_tokens=?, summary_status=?, summary_error=?, "
                          "view_tokens=COALESCE(?, view_tokens), embedding=COALESCE(?, embedding) WHERE id=?",
                          (json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":")), tokens, status,
-                          error, view_tokens, embedding, int(node_id)))
+                          error, view_tokens, None if embedding is None else pack_vector(embedding), int(node_id)))
 
     def set_status(self, namespace: str, node_id: int, status: str, error: str | None) -> None:
         """Set a node's summary status and error, leaving its summary as it is.
