@@ -4,8 +4,8 @@ A backend store (:class:`~stratamem.store.sqlite.SQLiteStore`,
 :class:`~stratamem.store.postgres.PostgresStore`) inherits
 :class:`SharedFeatures` and provides ``sql`` (its :class:`~stratamem.store.sql.Sql`
 handle); each property below builds its feature store on that handle on
-first use. Feature stores still written per backend (pyramid nodes, memory
-items, forgetting) stay as properties of the backend class.
+first use. Feature stores still written per backend (memory items,
+forgetting) stay as properties of the backend class.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from .embedding_cache import EmbeddingCache
     from .ingest_keys import IngestKeys
     from .manifests import Manifests
+    from .node_store import NodeStore
     from .sql import Sql
 
 __all__ = ["SharedFeatures"]
@@ -41,6 +42,13 @@ class SharedFeatures:
         from .manifests import Manifests
 
         return Manifests(self.sql)
+
+    @functools.cached_property
+    def nodes(self) -> NodeStore:
+        """Pyramid nodes of every namespace (:mod:`stratamem.store.node_store`)."""
+        from .node_store import NodeStore
+
+        return NodeStore(self.sql)
 
     @functools.cached_property
     def conversations(self) -> Conversations:

@@ -71,6 +71,10 @@ class Dialect:
         """
         return "namespace_id" if self.name == "sqlite" else "namespace"
 
+    def octets(self, expr: str) -> str:
+        """The UTF-8 byte length of a text expression."""
+        return f"LENGTH(CAST({expr} AS BLOB))" if self.name == "sqlite" else f"octet_length({expr})"
+
     def in_list(self, column: str, count: int) -> str:
         """``column IN (?, ...)`` with ``count`` placeholders (every value its own parameter)."""
         return f"{column} IN ({','.join('?' * count)})"

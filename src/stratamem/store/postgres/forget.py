@@ -27,7 +27,7 @@ from psycopg import sql
 
 from ..forgetting import ForgetPlan
 from .items import _LOCK_CLASS as _ITEMS_LOCK
-from .nodes import _LOCK_CLASS as _NODES_LOCK
+from ..node_store import _LOCK_CLASS as _NODES_LOCK
 
 if TYPE_CHECKING:
     import psycopg

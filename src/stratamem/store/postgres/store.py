@@ -47,7 +47,6 @@ from ..rows import turn_columns, turn_from_columns
 if TYPE_CHECKING:
     from .forget import PostgresForget
     from .items import PostgresItemStore
-    from .nodes import PostgresNodeStore
 
 __all__ = ["PostgresStore"]
 
@@ -223,9 +222,9 @@ class PostgresStore(SharedFeatures):
             yield conn
 
     # --- feature stores -----------------------------------------------------------------
-    # Embeddings, manifests, conversations and ingest keys come from SharedFeatures
-    # (store/features.py), built on ``sql``; pyramid nodes, memory items and forgetting
-    # are still written per backend and share this store's pool and transaction().
+    # Embeddings, nodes, manifests, conversations and ingest keys come from SharedFeatures
+    # (store/features.py), built on ``sql``; memory items and forgetting are still written
+    # per backend and share this store's pool and transaction().
 
     @functools.cached_property
     def items(self) -> PostgresItemStore:
@@ -233,13 +232,6 @@ class PostgresStore(SharedFeatures):
         from .items import PostgresItemStore
 
         return PostgresItemStore(self)
-
-    @functools.cached_property
-    def nodes(self) -> PostgresNodeStore:
-        """Pyramid nodes of every namespace (:mod:`stratamem.store.postgres.nodes`)."""
-        from .nodes import PostgresNodeStore
-
-        return PostgresNodeStore(self)
 
     @functools.cached_property
     def forgetting(self) -> PostgresForget:

@@ -33,7 +33,6 @@ from .schema import MIGRATIONS
 if TYPE_CHECKING:
     from .forget import SQLiteForget
     from .items import SQLiteItemStore
-    from .nodes import SQLiteNodeStore
 
 __all__ = ["SQLiteStore"]
 
@@ -249,9 +248,9 @@ class SQLiteStore(SharedFeatures):
             yield self._conn  # read after BEGIN: the transaction may have reconnected
 
     # --- feature stores -----------------------------------------------------------------
-    # Embeddings, manifests, conversations and ingest keys come from SharedFeatures
-    # (store/features.py), built on ``sql``. Pyramid nodes, memory items and forgetting
-    # are still written per backend; they share this store's connection, lock and
+    # Embeddings, nodes, manifests, conversations and ingest keys come from SharedFeatures
+    # (store/features.py), built on ``sql``. Memory items and forgetting are
+    # still written per backend; they share this store's connection, lock and
     # transaction().
 
     @functools.cached_property
@@ -260,13 +259,6 @@ class SQLiteStore(SharedFeatures):
         from .items import SQLiteItemStore
 
         return SQLiteItemStore(self)
-
-    @functools.cached_property
-    def nodes(self) -> SQLiteNodeStore:
-        """Pyramid nodes of every namespace (:mod:`stratamem.store.sqlite.nodes`)."""
-        from .nodes import SQLiteNodeStore
-
-        return SQLiteNodeStore(self)
 
     @functools.cached_property
     def forgetting(self) -> SQLiteForget:
