@@ -31,14 +31,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-import numpy as np
-
 from ..errors import NotFoundError
 from ..pyramid.nodes import Node
 from ..summarize import Summary
 from .new_rows import NewNode
 from .sql import SQLITE, Sql, Writer, chunks
-from .vectors import pack_vector, quantized, unpack_vector
+from .vectors import read_vector, vector_placeholder, vector_select, write_vector
 
 __all__ = ["NodeStore"]
 
@@ -56,22 +54,14 @@ class _Shape:
     """What the select list needs joined to ``nodes n``."""
     session_column: str
     """The nodes column naming the session."""
-    vector_read: str
-    """The stored vector of node ``n``, as the backend's decoder reads it."""
-    vector_write: str
-    """The placeholder for a stored vector."""
     node_turns_tenant: bool
     """Whether ``node_turns`` has the tenant column."""
 
 
 _SHAPES = {
     "sqlite": _Shape(session="s.name", join=" LEFT JOIN sessions s ON s.id = n.session_id",
-                     session_column="session_id", vector_read="n.embedding", vector_write="?",
-                     node_turns_tenant=False),
-    # pgvector values travel as real[] (pgvector casts both ways; float4 text output is exact).
-    "postgres": _Shape(session="n.session", join="", session_column="session",
-                       vector_read="CAST(n.embedding AS real[])", vector_write="CAST(CAST(? AS real[]) AS vector)",
-                       node_turns_tenant=True),
+                     session_column="session_id", node_turns_tenant=False),
+    "postgres": _Shape(session="n.session", join="", session_column="session", node_turns_tenant=True),
 }
 
 _COLS = ("n.id, n.level, n.kind, {session}, n.seq_lo, n.seq_hi, n.turn_count, n.tokens, n.first_turn_id, "
@@ -111,18 +101,6 @@ class NodeStore:
         if self._d is SQLITE:
             return "n.session_id = (SELECT id FROM sessions WHERE namespace_id = ? AND name = ?)", [key, session]
         return "n.session = ?", [session]
-
-    def _vector_in(self, raw: bytes | None) -> Any:
-        if raw is None:
-            return None
-        if self._d is SQLITE:
-            return pack_vector(raw)
-        return np.frombuffer(quantized(raw), dtype="<f4").tolist()
-
-    def _vector_out(self, value: Any) -> bytes:
-        if self._d is SQLITE:
-            return unpack_vector(bytes(value))
-        return np.asarray(value, dtype="<f4").tobytes()
 
     def _row(self, namespace: str, r: Sequence[Any]) -> Node:
         stamp = self._d.read_stamp
@@ -252,9 +230,9 @@ class NodeStore:
 
     def embedding(self, namespace: str, node_id: int) -> bytes | None:
         """The stored embedding (float32 bytes, see :mod:`stratamem.store.vectors`) of a node of the namespace, or ``None``."""
-        rows = self._q(f"SELECT {self._shape.vector_read} FROM nodes n WHERE n.{self._ns} = ? AND n.id = ?",
+        rows = self._q(f"SELECT {vector_select(self._d, 'embedding')} FROM nodes WHERE {self._ns} = ? AND id = ?",
                        (self._key(namespace), int(node_id)))
-        return self._vector_out(rows[0][0]) if rows and rows[0][0] is not None else None
+        return read_vector(self._d, rows[0][0]) if rows and rows[0][0] is not None else None
 
     def archive_refs(self, namespace: str) -> set[str]:
         """Archive references the namespace's nodes still hold."""
@@ -367,10 +345,10 @@ class NodeStore:
         """
         self._update(namespace,
                      "UPDATE nodes SET summary = ?, summary_tokens = ?, summary_status = ?, summary_error = ?, "
-                     f"view_tokens = COALESCE(?, view_tokens), embedding = COALESCE({self._shape.vector_write}, "
+                     f"view_tokens = COALESCE(?, view_tokens), embedding = COALESCE({vector_placeholder(self._d)}, "
                      "embedding) WHERE id = ?",
                      (json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":")), tokens, status,
-                      error, view_tokens, self._vector_in(embedding), int(node_id)))
+                      error, view_tokens, write_vector(self._d, embedding), int(node_id)))
 
     def set_status(self, namespace: str, node_id: int, status: str, error: str | None) -> None:
         """Set a node's summary status and error, leaving its summary as it is.

@@ -14,7 +14,12 @@ Both backends return the same values. SQLite keeps the int8 blob; PostgreSQL
 keeps pgvector ``vector`` columns (its exact-cosine search runs on them, and
 pgvector has no int8 type) holding :func:`quantized` values — the very
 floats SQLite decodes — so a differential run of the two backends builds the
-same indexes and rankings, and only SQLite's file shrinks.
+same indexes and rankings, and only SQLite's file shrinks. The pgvector
+wire forms (text literal in, ``vector_send`` binary out) live here too, so
+the shared node and item code (:mod:`stratamem.store.node_store`,
+:mod:`stratamem.store.item_reads`) reads and writes either backend through
+:func:`vector_select`, :func:`read_vector`, :func:`vector_placeholder` and
+:func:`write_vector`.
 """
 
 from __future__ import annotations
@@ -27,7 +32,8 @@ from ..embed.quantize import encode_int8
 from ..errors import BackendError
 from .sql import SQLITE, Dialect, dialect_of
 
-__all__ = ["m015_int8_vectors", "pack_vector", "quantized", "unpack_vector"]
+__all__ = ["m015_int8_vectors", "pack_vector", "quantized", "read_vector", "unpack_vector", "vector_from_binary",
+           "vector_literal", "vector_placeholder", "vector_select", "write_vector"]
 
 
 def pack_vector(raw: bytes) -> bytes:
@@ -57,6 +63,64 @@ def unpack_vector(blob: bytes) -> bytes:
 def quantized(raw: bytes) -> bytes:
     """``raw`` after a store round trip: the float32 bytes :func:`unpack_vector` gives for it."""
     return unpack_vector(pack_vector(raw))
+
+
+# --- pgvector's wire forms (PostgreSQL keeps the quantized floats in ``vector`` columns) ----------
+
+
+def vector_literal(blob: bytes) -> str:
+    """pgvector text for little-endian float32 bytes.
+
+    Raises:
+        ValueError: The bytes are not a whole number of float32 values, or empty.
+    """
+    if not blob or len(blob) % 4:
+        raise ValueError(f"a vector needs a positive multiple of 4 bytes, got {len(blob)}")
+    values = np.frombuffer(blob, dtype="<f4")
+    if not np.all(np.isfinite(values)):
+        raise ValueError("a vector must not contain NaN or infinity (pgvector refuses them)")
+    return "[" + ",".join(repr(v) for v in values.astype(np.float64).tolist()) + "]"
+
+
+def vector_from_binary(data: bytes) -> bytes:
+    """Little-endian float32 bytes from pgvector's binary form (int16 dims, int16 unused, big-endian floats).
+
+    Raises:
+        BackendError: The value is truncated.
+    """
+    dims = int.from_bytes(data[:2], "big")
+    if len(data) != 4 + 4 * dims:
+        raise BackendError(f"pgvector value of {len(data)} bytes does not hold {dims} dimensions")
+    return np.frombuffer(data, dtype=">f4", offset=4).astype("<f4").tobytes()
+
+
+# --- one column, either backend -------------------------------------------------------------------
+
+
+def vector_select(dialect: Dialect, column: str) -> str:
+    """``column`` (a stored node or item vector) as a select-list expression :func:`read_vector` decodes."""
+    return column if dialect is SQLITE else f"vector_send({column})"
+
+
+def read_vector(dialect: Dialect, value: Any) -> bytes:
+    """Float32 bytes of a stored vector read through :func:`vector_select` (not ``None``)."""
+    return unpack_vector(bytes(value)) if dialect is SQLITE else vector_from_binary(bytes(value))
+
+
+def vector_placeholder(dialect: Dialect) -> str:
+    """The placeholder for a value made by :func:`write_vector`."""
+    return "?" if dialect is SQLITE else "CAST(? AS vector)"
+
+
+def write_vector(dialect: Dialect, raw: bytes | None) -> Any:
+    """The stored form of float32 bytes: the int8 blob (SQLite), the quantized floats as pgvector text (PostgreSQL).
+
+    Raises:
+        ValueError: ``raw`` is not a whole number of float32 values, or holds NaN or infinity.
+    """
+    if raw is None:
+        return None
+    return pack_vector(raw) if dialect is SQLITE else vector_literal(quantized(raw))
 
 
 # Key columns of nodes and memory_items per dialect: m015 reads and writes the rows by key, in batches.
