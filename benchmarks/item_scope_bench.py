@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from stratamem import Config  # noqa: E402
 from stratamem.items.api import Items  # noqa: E402
 from stratamem.store import SQLiteStore  # noqa: E402
-from stratamem.store.sqlite.items import NewItem  # noqa: E402
+from stratamem.store.new_rows import NewItem  # noqa: E402
 from stratamem.tokens import get_tokenizer  # noqa: E402
 
 WORDS = ("budget invoice lisbon rocket vendor tea plan deadline hotel ferry contract launch review design "

@@ -42,7 +42,7 @@ from stratamem import Config, Memory  # noqa: E402
 from stratamem.items.search import fts_query  # noqa: E402
 from stratamem.items.api import Items  # noqa: E402
 from stratamem.records import format_timestamp  # noqa: E402
-from stratamem.store.sqlite.items import NewItem  # noqa: E402
+from stratamem.store.new_rows import NewItem  # noqa: E402
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 

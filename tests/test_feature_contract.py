@@ -33,8 +33,8 @@ from stratamem.store import Store, TurnBatch
 from stratamem.store.open import open_store
 from stratamem.store.postgres.store import PostgresStore
 from stratamem.store.sqlite.store import SQLiteStore
-from stratamem.store.sqlite.items import NewItem
-from stratamem.store.sqlite.nodes import NewNode
+from stratamem.store.new_rows import NewItem, NewNode
+from stratamem.store.vectors import quantized
 from stratamem.summarize import KeyFact, Summary
 from stratamem.testing.hash_embedder import HashEmbedder
 from stratamem.tokens import get_tokenizer
@@ -216,7 +216,10 @@ def test_summaries_embeddings_tiers_and_archive_references(store: Any) -> None:
                             embedding=vec.tobytes())
     node = store.nodes.get("ns", node_id)
     assert (node.summary, node.summary_tokens, node.view_tokens, node.has_embedding) == (summary, 3, 4, True)
-    assert store.nodes.embedding("ns", node_id) == vec.tobytes()
+    # Kept as int8 codes and a scale: back within half a quantisation step, the same on both backends.
+    back = store.nodes.embedding("ns", node_id)
+    assert back == quantized(vec.tobytes())
+    assert np.abs(np.frombuffer(back, dtype=np.float32) - vec).max() <= 7.0 / 127 / 2 + 1e-7
     store.nodes.set_tier("ns", node_id, "warm", at=T0, view_tokens=6, warm=("ctf", "W|é"))
     assert store.nodes.warm_content("ns", node_id) == ("ctf", "W|é")
     sizes = store.nodes.tier_sizes("ns")
@@ -375,14 +378,14 @@ def test_lexical_search_folds_case_and_diacritics_and_matches_whole_words(store:
     assert len(scores) == 2 and all(s < 0 for _, s in scores)  # bm25-like: more negative is better
 
 
-def test_item_vectors_round_trip_exactly_in_id_order(store: Any) -> None:
+def test_item_vectors_round_trip_as_int8_in_id_order(store: Any) -> None:
     items = _items(store)
     a = items.add("first fact", tier="cold")
     items.add("second fact", tier="cold")
     rows = store.items.vectors_after("t", 0)
     assert [r[0] for r in rows] == [a.id, a.id + 1] and {r[2] for r in rows} == {"hash-embedder"}
     expected = HashEmbedder(32).embed_batch(["first fact"])[0].astype(np.float32)
-    assert rows[0][1] == expected.tobytes()
+    assert rows[0][1] == quantized(expected.tobytes())
     assert store.items.vectors_after("t", a.id) == rows[1:]
     assert store.items.vectors_after("other", 0) == []
 
@@ -426,7 +429,12 @@ def test_item_ids_are_never_reused_and_a_pruned_items_vector_is_never_scored(sto
     assert (a.id, b.id, c.id) == (1, 2, 3)
     assert items.recall("zebra giraffe savanna animals", auto_promote=False).items == ()
     quantum = items.recall("quantum chromodynamics lecture notes", auto_promote=False)
-    assert [i.id for i in quantum.items] == [c.id] and quantum.semantic[c.id] == pytest.approx(1.0, abs=1e-6)
+    # The same text scores the cosine of its vector with its stored (int8) form: 1 less the quantisation error.
+    vec = HashEmbedder(32).embed_batch(["quantum chromodynamics lecture notes"])[0]
+    stored = np.frombuffer(quantized(vec.astype(np.float32).tobytes()), dtype=np.float32)
+    assert [i.id for i in quantum.items] == [c.id] and quantum.semantic[c.id] == pytest.approx(
+        float(stored @ vec), abs=1e-6)
+    assert 0.999 < quantum.semantic[c.id] < 1.0
     assert items._index.ids() == {a.id, c.id}
 
 
@@ -574,8 +582,10 @@ def test_postgres_nearest_is_the_exact_cosine_ranking(pg: Any) -> None:
     texts = [f"note {i} about topic {i % 5} and colour {i % 3}" for i in range(40)]
     ids = [items.add(t, tier="cold").id for t in texts]
     query = HashEmbedder(32).embed_batch(["topic 3 colour 1"])[0]
-    mat = HashEmbedder(32).embed_batch(texts)
-    cos = mat @ query
+    # Stored as int8 codes and a scale (store/vectors.py): the ranking is exact over those vectors.
+    mat = np.stack([np.frombuffer(quantized(row.astype(np.float32).tobytes()), dtype=np.float32)
+                    for row in HashEmbedder(32).embed_batch(texts)])
+    cos = mat @ query / np.linalg.norm(mat, axis=1)
     order = sorted(range(len(ids)), key=lambda i: (-cos[i], ids[i]))[:5]
     got = pg.items.nearest("t", query, 5)
     assert [i for i, _ in got] == [ids[i] for i in order]

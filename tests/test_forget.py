@@ -158,7 +158,7 @@ def test_an_item_with_other_sources_left_is_resourced_and_one_without_is_removed
     fill(mem, 6, marker_at=None)
     a, b = [t.id for t in mem.turns()][:2]
     store = mem.store.items
-    from stratamem.store.sqlite.items import NewItem
+    from stratamem.store.new_rows import NewItem
 
     both = store.insert("alice", NewItem(content="Alice likes Paris", type="fact", tier="cold", tokens=4,
                                           relevance=0.5, source="auto", created_at=STAMP, provenance=(a, b), session="s1"))

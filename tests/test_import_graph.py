@@ -39,15 +39,9 @@ LAYERS: dict[str, int] = {
     "stratamem.testing": 5, "stratamem.__main__": 5, "stratamem": 5,
 }
 
-# Known exceptions still to remove (issue 16, step 2): the records these modules
-# take from a backend module (NewItem, NewNode, turn columns) belong above both
-# backends. The test fails when one is gone too, so this list only shrinks.
-KNOWN_BACKEND_IMPORTS = {
-    ("stratamem.items.api", "stratamem.store.sqlite.items"),
-    ("stratamem.pyramid.consolidate", "stratamem.store.sqlite.nodes"),
-    ("stratamem.store.postgres.items", "stratamem.store.sqlite.items"),
-    ("stratamem.store.postgres.nodes", "stratamem.store.sqlite.nodes"),
-}
+# Known exceptions (issue 16 removed the last: NewItem, NewNode and the item view
+# filter moved to stratamem.store.new_rows and stratamem.store.item_view).
+KNOWN_BACKEND_IMPORTS: set[tuple[str, str]] = set()
 
 
 def _modules() -> dict[str, Path]:

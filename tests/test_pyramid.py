@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from stratamem import Config, Memory
 from stratamem.errors import ConfigError, ModelError, NotFoundError
 from stratamem.pyramid.escalation import prompt_view
+from stratamem.store.vectors import quantized
 from stratamem.items.search import embed_texts
 from stratamem.llm import OpenAIChat
 from stratamem.summarize.llm import LLMSummarizer
@@ -262,7 +263,10 @@ def test_summaries_are_embedded_when_an_embedder_is_given():
     vec = mem.pyramid.embedding(node.id)
     # Stored through the one embedder wrapper, which makes rows unit length.
     raw = np.array([len(node.summary.text), node.summary.text.count("a"), 1.0], dtype=np.float32)
-    assert vec is not None and vec.tolist() == (raw / np.linalg.norm(raw)).tolist()
+    unit = (raw / np.linalg.norm(raw)).astype(np.float32)
+    # Kept as int8 codes and a scale (store/vectors.py): back within half a quantisation step.
+    assert vec is not None and vec.tobytes() == quantized(unit.tobytes())
+    assert np.abs(vec - unit).max() <= np.abs(unit).max() / 127 / 2 + 1e-7
 
 
 def test_tier_statistics_count_every_turn_once(tmp_path: Path):
@@ -417,7 +421,9 @@ def test_an_embedder_failure_marks_the_node_and_retry_failed_embeds_it():
     embedder.broken = False
     assert mem.pyramid.retry_failed() == 1
     assert mem.pyramid.node(node.id).summary_status == "ok"
-    assert mem.pyramid.embedding(node.id).tolist() == [0.6000000238418579, 0.800000011920929]
+    # [0.6, 0.8] kept as int8 codes [95, 127] with the scale 0.8 / 127.
+    assert mem.pyramid.embedding(node.id).tobytes() == quantized(np.array([0.6, 0.8], dtype=np.float32).tobytes())
+    assert mem.pyramid.embedding(node.id) == pytest.approx([95 * 0.8 / 127, 0.8], abs=1e-7)
 
 
 def test_warm_segments_are_stored_as_ctf():

@@ -5,12 +5,17 @@ from __future__ import annotations
 import re
 import sqlite3
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pg import fresh_schema
+
 from stratamem.records import format_timestamp
-from stratamem.store.sql import POSTGRES, SQLITE, dialect_of, run_ddl
+from stratamem.store.postgres.store import PostgresStore
+from stratamem.store.sql import CHUNK, POSTGRES, SQLITE, chunks, dialect_of, run_ddl
+from stratamem.store.sqlite.store import SQLiteStore
 
 
 def test_sqlite_statements_are_kept_as_written() -> None:
@@ -53,3 +58,35 @@ def test_dialect_of_a_raw_connection_and_ddl_per_dialect() -> None:
                    "postgres": ["CREATE TABLE never (z BIGINT)"]})
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert names == {"a", "b"}
+
+
+def test_tenant_column_in_lists_octets_and_chunks() -> None:
+    assert (SQLITE.tenant, POSTGRES.tenant) == ("namespace_id", "namespace")
+    assert SQLITE.in_list("id", 3) == "id IN (?,?,?)"
+    assert POSTGRES.sql(POSTGRES.in_list("id", 2)) == "id IN (%s,%s)"
+    assert SQLITE.octets("t.text") == "LENGTH(CAST(t.text AS BLOB))"
+    assert POSTGRES.octets("t.text") == "octet_length(t.text)"
+    assert [list(p) for p in chunks(list(range(5)), 2)] == [[0, 1], [2, 3], [4]]
+    assert list(chunks([])) == []
+    assert [len(p) for p in chunks(list(range(CHUNK + 1)))] == [CHUNK, 1]
+
+
+def test_sqlite_tenant_key_is_the_namespace_id_and_counts_utf8_bytes(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "t.db")
+    try:
+        assert store.sql.tenant_key("ns") is None  # no such namespace: callers read and write nothing
+        store.ensure_session("ns", "s")
+        (ns_id,) = store.sql.rows("SELECT id FROM namespaces WHERE name = ?", ("ns",))[0]
+        assert store.sql.tenant_key("ns") == ns_id
+        assert store.sql.rows(f"SELECT {SQLITE.octets('?')}", ("é€",)) == [(5,)]
+    finally:
+        store.close()
+
+
+def test_postgres_tenant_key_is_the_name_and_counts_utf8_bytes(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn, schema=fresh_schema(pg_dsn, "sq"))
+    try:
+        assert store.sql.tenant_key("never-created") == "never-created"  # the name itself, no query
+        assert store.sql.rows(f"SELECT {POSTGRES.octets('CAST(? AS TEXT)')}", ("é€",)) == [(5,)]
+    finally:
+        store.close()

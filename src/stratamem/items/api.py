@@ -72,7 +72,7 @@ from .review import ReviewOps
 from .search import content_terms
 from .metrics import ItemMetrics
 from ..records import check_name, format_timestamp, parse_timestamp
-from ..store.sqlite.items import NewItem
+from ..store.new_rows import NewItem
 
 __all__ = ["Items", "MemoryItem", "RecallResult", "SpillResult", "ItemStatus"]
 

@@ -61,7 +61,7 @@ from .nodes import Node, TierStats
 from ..records import StoredTurn
 from .segment import FixedSegmenter, Seal, Segmenter, TopicSegmenter, UserTurnSegmenter
 from .spend import LevelSpend, SummarySpend
-from ..store.sqlite.nodes import NewNode
+from ..store.new_rows import NewNode
 from ..summarize import Summarizer, Summary
 from ..summarize.extractive import ExtractiveSummarizer
 from ..summarize.facts import item_facts

@@ -25,7 +25,11 @@ from typing import Any
 
 from ..records import format_timestamp, parse_timestamp
 
-__all__ = ["Dialect", "POSTGRES", "SQLITE", "Sql", "Writer", "dialect_of", "run_ddl"]
+__all__ = ["CHUNK", "Dialect", "POSTGRES", "SQLITE", "Sql", "Writer", "chunks", "dialect_of", "run_ddl"]
+
+#: Most values bound in one ``IN`` list: SQLite's limit on host parameters is
+#: 32,766 in current builds but 999 in old ones; stay under the old one.
+CHUNK = 900
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,25 @@ class Dialect:
         """``column`` for ``ORDER BY`` in code-point order (SQLite's default; PostgreSQL needs ``COLLATE "C"``)."""
         return column if self.name == "sqlite" else f'{column} COLLATE "C"'
 
+    @property
+    def tenant(self) -> str:
+        """The column naming a derived row's namespace.
+
+        SQLite: ``namespace_id``, a key into ``namespaces``; PostgreSQL:
+        ``namespace``, the name itself (the tenant column every key starts
+        with, see :mod:`stratamem.store.postgres.schema`). Its value for a
+        namespace is :meth:`Sql.tenant_key`.
+        """
+        return "namespace_id" if self.name == "sqlite" else "namespace"
+
+    def octets(self, expr: str) -> str:
+        """The UTF-8 byte length of a text expression."""
+        return f"LENGTH(CAST({expr} AS BLOB))" if self.name == "sqlite" else f"octet_length({expr})"
+
+    def in_list(self, column: str, count: int) -> str:
+        """``column IN (?, ...)`` with ``count`` placeholders (every value its own parameter)."""
+        return f"{column} IN ({','.join('?' * count)})"
+
 
 SQLITE = Dialect("sqlite")
 POSTGRES = Dialect("postgres")
@@ -65,6 +88,12 @@ POSTGRES = Dialect("postgres")
 def _pyformat(statement: str) -> str:
     # Cached: the same few statements are converted on every call.
     return statement.replace("%", "%%").replace("?", "%s")
+
+
+def chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    """``values`` in consecutive slices of at most ``size`` (none for an empty sequence)."""
+    for i in range(0, len(values), size):
+        yield values[i:i + size]
 
 
 def dialect_of(conn: Any) -> Dialect:
@@ -120,6 +149,17 @@ class Sql:
         """All rows of one query."""
         with self._read() as conn:
             return conn.execute(self.dialect.sql(statement), params).fetchall()
+
+    def tenant_key(self, namespace: str) -> Any | None:
+        """The :attr:`Dialect.tenant` value of ``namespace``.
+
+        SQLite: the namespace's id, ``None`` when it does not exist (callers
+        then read nothing and write nothing); PostgreSQL: the name, without a query.
+        """
+        if self.dialect.name != "sqlite":
+            return namespace
+        rows = self.rows("SELECT id FROM namespaces WHERE name = ?", (namespace,))
+        return int(rows[0][0]) if rows else None
 
     @contextmanager
     def write(self) -> Iterator[Writer]:

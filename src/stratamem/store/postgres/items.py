@@ -30,27 +30,25 @@ safe with many writers:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psycopg
 from psycopg import sql
 
-from .search import fts_to_tsquery, index_terms, require_pgvector, vector_from_binary, vector_literal
-from ..sqlite.items import NewItem, view_clause
+from ..vectors import quantized
+from .search import fts_to_tsquery, index_terms, require_pgvector, vector_literal
+from ..item_reads import ItemReads
+from ..item_view import view_clause
+from ..new_rows import NewItem
 
 if TYPE_CHECKING:
-    from ...items.records import MemoryItem
     from .store import PostgresStore
 
 __all__ = ["NewItem", "PostgresItemStore", "m005_items", "m007_item_ids", "m013_item_scope"]
 
-_COLUMNS = ("id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, relevance, "
-            "source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, demoted_at, "
-            "metadata, embedding IS NOT NULL, scope")
 # First key of the two-key advisory lock serializing one namespace's item writers ("It").
 _LOCK_CLASS = 0x4974
 
@@ -128,11 +126,7 @@ def m013_item_scope(conn: psycopg.Connection) -> None:
     conn.execute("CREATE INDEX memory_items_scope ON memory_items (namespace, session) WHERE scope = 'session'")
 
 
-def _ts(value: datetime | None) -> datetime | None:
-    return value.astimezone(timezone.utc) if value is not None else None
-
-
-class PostgresItemStore:
+class PostgresItemStore(ItemReads):
     """Rows of ``memory_items`` (plus full-text terms and metrics) for one PostgreSQL store.
 
     Args:
@@ -140,6 +134,7 @@ class PostgresItemStore:
     """
 
     def __init__(self, store: PostgresStore) -> None:
+        super().__init__(store.sql)
         self._store = store
 
     # --- plumbing ---------------------------------------------------------------------
@@ -155,78 +150,7 @@ class PostgresItemStore:
     def _lock(self, conn: psycopg.Connection, namespace: str) -> None:
         conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS, namespace))
 
-    def _to_item(self, namespace: str, row: Sequence[Any], supersedes: tuple[int, ...] = ()) -> MemoryItem:
-        from ...items.records import MemoryItem
-
-        return MemoryItem(
-            id=int(row[0]), namespace=namespace, session=row[1], content=row[2], type=row[3], tier=row[4],
-            tokens=int(row[5]), access_count=int(row[6]), last_accessed_at=_ts(row[7]),
-            created_at=_ts(row[8]), relevance=float(row[9]), source=row[10],  # type: ignore[arg-type]
-            provenance=tuple(json.loads(row[11])), review=row[12], key=row[13], valid_from=_ts(row[14]),
-            valid_to=_ts(row[15]), superseded_by=int(row[16]) if row[16] is not None else None,
-            promoted_at=_ts(row[17]), demoted_at=_ts(row[18]),
-            metadata=json.loads(row[19]) if row[19] else {}, embedded=bool(row[20]), supersedes=supersedes,
-            scope=row[21])
-
-    def _items(self, namespace: str, where: str, params: Sequence[Any], order: str = "id") -> list[MemoryItem]:
-        rows = self._rows(f"SELECT {_COLUMNS} FROM memory_items WHERE namespace = %s AND ({where}) ORDER BY {order}",
-                          [namespace, *params])
-        if not rows:
-            return []
-        older: dict[int, list[int]] = {}
-        for old_id, newer in self._rows(
-                "SELECT id, superseded_by FROM memory_items WHERE namespace = %s AND superseded_by = ANY(%s) "
-                "ORDER BY id", (namespace, [int(r[0]) for r in rows])):
-            older.setdefault(int(newer), []).append(int(old_id))
-        return [self._to_item(namespace, r, tuple(older.get(int(r[0]), ()))) for r in rows]
-
     # --- reads ------------------------------------------------------------------------
-
-    def get(self, namespace: str, ids: Iterable[int]) -> list[MemoryItem]:
-        """Items with these ids in ``namespace`` (ids elsewhere are silently absent), by id."""
-        wanted = [int(i) for i in ids]
-        if not wanted:
-            return []
-        return self._items(namespace, "id = ANY(%s)", [wanted])
-
-    def select(self, namespace: str, *, tiers: Sequence[str] | None = None, key: str | None = None,
-               live_only: bool = False, order: str = "id", limit: int | None = None,
-               view: Sequence[str] | None = None) -> list[MemoryItem]:
-        """Items of the namespace, optionally by tier, key or session view (see
-        :func:`~stratamem.store.sqlite.items.view_clause`); ``live_only`` drops superseded and rejected."""
-        seen, params = view_clause(view, "%s")
-        where: list[str] = ["TRUE", seen]
-        if tiers is not None:
-            where.append("tier = ANY(%s)")
-            params.append(list(tiers))
-        if key is not None:
-            where.append("key = %s")
-            params.append(key)
-        if live_only:
-            where.append("superseded_by IS NULL AND COALESCE(review, '') <> 'rejected'")
-        orders = {"id": "id", "spill": "relevance ASC, created_at ASC, id ASC",
-                  "prune": "access_count ASC, COALESCE(last_accessed_at, created_at) ASC, id ASC"}
-        sql_order = orders[order]
-        if limit is not None:
-            sql_order += f" LIMIT {int(limit)}"
-        return self._items(namespace, " AND ".join(where), params, sql_order)
-
-    def tier_totals(self, namespace: str, view: Sequence[str] | None = None) -> dict[str, tuple[int, int]]:
-        """``{tier: (items, tokens)}`` over the namespace's items (those in ``view``, see
-        :func:`~stratamem.store.sqlite.items.view_clause`)."""
-        seen, params = view_clause(view, "%s")
-        rows = self._rows("SELECT tier, COUNT(*), COALESCE(SUM(tokens), 0) FROM memory_items "
-                          f"WHERE namespace = %s AND {seen} GROUP BY tier", (namespace, *params))
-        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
-
-    def flag_counts(self, namespace: str) -> dict[str, int]:
-        """Counts of superseded, pending-review, rejected and not-embedded items."""
-        row = self._rows(
-            "SELECT COUNT(*) FILTER (WHERE superseded_by IS NOT NULL), COUNT(*) FILTER (WHERE review = 'pending'), "
-            "COUNT(*) FILTER (WHERE review = 'rejected'), COUNT(*) FILTER (WHERE embedding IS NULL) "
-            "FROM memory_items WHERE namespace = %s", (namespace,))[0]
-        return {"superseded": int(row[0]), "pending_review": int(row[1]), "rejected": int(row[2]),
-                "unembedded": int(row[3])}
 
     def lexical(self, namespace: str, match: str, *, limit: int,
                 view: Sequence[str] | None = None) -> list[tuple[int, float]]:
@@ -247,13 +171,6 @@ class PostgresItemStore:
             f"WHERE namespace = %s AND terms @@ q AND {seen} ORDER BY score, id LIMIT %s",
             (query, namespace, *params, int(limit)))
         return [(int(r[0]), float(r[1])) for r in rows]
-
-    def vectors_after(self, namespace: str, after_id: int) -> list[tuple[int, bytes, str | None]]:
-        """``(id, float32 blob, model)`` of embedded items with id > ``after_id``, by id."""
-        rows = self._rows("SELECT id, vector_send(embedding), embedding_model FROM memory_items "
-                          "WHERE namespace = %s AND id > %s AND embedding IS NOT NULL ORDER BY id",
-                          (namespace, int(after_id)), binary=True)
-        return [(int(r[0]), vector_from_binary(r[1]), r[2]) for r in rows]
 
     def nearest(self, namespace: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The ``k`` items whose vectors are most cosine-similar to ``query``: ``(id, cosine)``, best first.
@@ -277,35 +194,11 @@ class PostgresItemStore:
             "ORDER BY embedding <=> q, id LIMIT %s", (literal, namespace, int(vec.shape[0]), int(k)))
         return [(int(r[0]), float(r[1])) for r in rows]
 
-    def vector_log_head(self, namespace: str) -> int:
-        """The namespace's latest vector-log position (0 when it has none)."""
-        row = self._rows("SELECT MAX(seq) FROM memory_item_vector_log WHERE namespace = %s", (namespace,))[0]
-        return int(row[0] or 0)
-
-    def vector_changes(self, namespace: str, after_seq: int) -> tuple[int, list[tuple[int, bytes | None]]]:
-        """Vectors changed or deleted since log position ``after_seq`` (see the SQLite twin).
-
-        Log rows of a namespace become visible in ``seq`` order: they are written
-        under the namespace's advisory lock, like the items themselves.
-        """
-        rows = self._rows(
-            "SELECT l.seq, l.item_id, vector_send(m.embedding) FROM memory_item_vector_log l "
-            "LEFT JOIN memory_items m ON m.namespace = l.namespace AND m.id = l.item_id "
-            "WHERE l.namespace = %s AND l.seq > %s ORDER BY l.seq", (namespace, int(after_seq)), binary=True)
-        if not rows:
-            return int(after_seq), []
-        return int(rows[-1][0]), [(int(r[1]), vector_from_binary(r[2]) if r[2] is not None else None) for r in rows]
-
-    def metrics(self, namespace: str) -> dict[str, float]:
-        """The namespace's persisted metric values by name."""
-        return {r[0]: float(r[1]) for r in
-                self._rows("SELECT name, value FROM memory_item_metrics WHERE namespace = %s", (namespace,))}
-
     # --- writes (each joins the caller's transaction, if any) -------------------------
 
     def insert(self, namespace: str, item: NewItem) -> int:
         """Insert one item; returns its id."""
-        vector = vector_literal(item.embedding) if item.embedding else None
+        vector = vector_literal(quantized(item.embedding)) if item.embedding else None
         with self._store.transaction(), self._store.connection() as conn, self._store._errors():
             self._lock(conn, namespace)
             conn.execute("INSERT INTO namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING", (namespace,))
@@ -332,7 +225,7 @@ class PostgresItemStore:
             return 0
         values = dict(columns)
         if values.get("embedding") is not None:
-            values["embedding"] = vector_literal(values["embedding"])
+            values["embedding"] = vector_literal(quantized(values["embedding"]))
         sets = ", ".join(f"{c} = %s::vector" if c == "embedding" else f"{c} = %s" for c in values)
         wanted = [int(i) for i in ids]
         with self._store.transaction(), self._store.connection() as conn, self._store._errors():
@@ -385,10 +278,3 @@ class PostgresItemStore:
                 "SELECT %s, u.name, u.value FROM unnest(%s::text[], %s::float8[]) AS u(name, value) "
                 "ON CONFLICT (namespace, name) DO UPDATE SET value = memory_item_metrics.value + excluded.value",
                 (namespace, list(deltas), [float(v) for v in deltas.values()]))
-
-    @staticmethod
-    def timestamp(value: Any) -> str:
-        """Canonical timestamp text for a datetime column."""
-        from ...records import format_timestamp
-
-        return format_timestamp(value)

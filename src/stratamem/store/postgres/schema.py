@@ -33,6 +33,7 @@ from ..manifests import m006_manifests
 from .nodes import m003_pyramid, m014_summary_spend
 from .turn_embeddings import m010_recall_index
 from .passages import m011_passages
+from ..vectors import m015_int8_vectors
 
 __all__ = ["MIGRATIONS", "PgMigration", "applied", "apply", "ensure_schema"]
 
@@ -115,6 +116,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m011_passages", m011_passages),
     PgMigration("m013_item_scope", m013_item_scope),
     PgMigration("m014_summary_spend", m014_summary_spend),
+    PgMigration("m015_int8_vectors", m015_int8_vectors),
 ]
 
 

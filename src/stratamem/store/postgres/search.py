@@ -1,6 +1,8 @@
 """How the PostgreSQL mirrors encode what they search: pgvector values and full-text terms.
 
-* **Vectors** are pgvector ``vector`` values. They are written as text
+* **Vectors** are pgvector ``vector`` values (the codec, :func:`vector_literal` and
+  :func:`vector_from_binary`, lives in :mod:`stratamem.store.vectors`, which the
+  shared node and item code uses; it is re-exported here). They are written as text
   literals (every float32 printed as the exact double it widens to, which
   pgvector's ``strtof`` reads back bit for bit) and read in pgvector's binary
   form (``vector_send``: big-endian float32, as ``bytea``, so whatever type
@@ -22,10 +24,10 @@ import hashlib
 import re
 import unicodedata
 
-import numpy as np
 import psycopg
 
-from ...errors import BackendError, MigrationError, ValidationError
+from ...errors import MigrationError, ValidationError
+from ..vectors import vector_from_binary, vector_literal
 
 __all__ = ["fts_to_tsquery", "index_terms", "require_pgvector", "vector_from_binary", "vector_literal", "words"]
 
@@ -90,32 +92,6 @@ def fts_to_tsquery(match: str) -> str:
         parts.append(f"({phrase})" if len(terms) > 1 else phrase)
         pending_op = ""
     return " ".join(parts)
-
-
-def vector_literal(blob: bytes) -> str:
-    """pgvector text for little-endian float32 bytes.
-
-    Raises:
-        ValueError: The bytes are not a whole number of float32 values, or empty.
-    """
-    if not blob or len(blob) % 4:
-        raise ValueError(f"a vector needs a positive multiple of 4 bytes, got {len(blob)}")
-    values = np.frombuffer(blob, dtype="<f4")
-    if not np.all(np.isfinite(values)):
-        raise ValueError("a vector must not contain NaN or infinity (pgvector refuses them)")
-    return "[" + ",".join(repr(v) for v in values.astype(np.float64).tolist()) + "]"
-
-
-def vector_from_binary(data: bytes) -> bytes:
-    """Little-endian float32 bytes from pgvector's binary form (int16 dims, int16 unused, big-endian floats).
-
-    Raises:
-        BackendError: The value is truncated.
-    """
-    dims = int.from_bytes(data[:2], "big")
-    if len(data) != 4 + 4 * dims:
-        raise BackendError(f"pgvector value of {len(data)} bytes does not hold {dims} dimensions")
-    return np.frombuffer(data, dtype=">f4", offset=4).astype("<f4").tobytes()
 
 
 def require_pgvector(conn: psycopg.Connection) -> None:

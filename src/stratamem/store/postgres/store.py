@@ -40,17 +40,13 @@ from ...errors import BackendError, ConfigError, NotFoundError, StratamemError
 from ...records import Session, StoredTurn, check_name
 from . import schema as postgres_schema
 from ..base import NamespaceStats, TurnBatch
+from ..features import SharedFeatures
 from ..sql import POSTGRES, Sql
 from ..rows import turn_columns, turn_from_columns
 
 if TYPE_CHECKING:
     from .forget import PostgresForget
-    from ..manifests import Manifests
-    from ..conversations import Conversations
-    from .embeddings import PostgresEmbeddingCache
-    from ..ingest_keys import IngestKeys
     from .items import PostgresItemStore
-    from .nodes import PostgresNodeStore
 
 __all__ = ["PostgresStore"]
 
@@ -81,7 +77,7 @@ def redact_dsn(dsn: str) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(params.items()) if v not in (None, ""))
 
 
-class PostgresStore:
+class PostgresStore(SharedFeatures):
     """A :class:`~stratamem.store.base.Store` in a PostgreSQL database.
 
     Args:
@@ -226,15 +222,9 @@ class PostgresStore:
             yield conn
 
     # --- feature stores -----------------------------------------------------------------
-    # The mirrors of SQLiteStore's feature stores (``store/postgres_<feature>.py``),
-    # under the same property names; they share this store's pool and transaction().
-
-    @functools.cached_property
-    def embeddings(self) -> PostgresEmbeddingCache:
-        """The content-addressed embedding cache (:mod:`stratamem.store.postgres.embeddings`)."""
-        from .embeddings import PostgresEmbeddingCache
-
-        return PostgresEmbeddingCache(self)
+    # Embeddings, nodes, manifests, conversations and ingest keys come from SharedFeatures
+    # (store/features.py), built on ``sql``; memory items and forgetting are still written
+    # per backend and share this store's pool and transaction().
 
     @functools.cached_property
     def items(self) -> PostgresItemStore:
@@ -242,34 +232,6 @@ class PostgresStore:
         from .items import PostgresItemStore
 
         return PostgresItemStore(self)
-
-    @functools.cached_property
-    def manifests(self) -> Manifests:
-        """Recorded context manifests (:mod:`stratamem.store.manifests`)."""
-        from ..manifests import Manifests
-
-        return Manifests(self.sql)
-
-    @functools.cached_property
-    def conversations(self) -> Conversations:
-        """Agent-loop conversation states (:mod:`stratamem.store.conversations`)."""
-        from ..conversations import Conversations
-
-        return Conversations(self.sql)
-
-    @functools.cached_property
-    def nodes(self) -> PostgresNodeStore:
-        """Pyramid nodes of every namespace (:mod:`stratamem.store.postgres.nodes`)."""
-        from .nodes import PostgresNodeStore
-
-        return PostgresNodeStore(self)
-
-    @functools.cached_property
-    def ingest_keys(self) -> IngestKeys:
-        """Dedupe keys of ingested records (:mod:`stratamem.store.ingest_keys`)."""
-        from ..ingest_keys import IngestKeys
-
-        return IngestKeys(self.sql)
 
     @functools.cached_property
     def forgetting(self) -> PostgresForget:

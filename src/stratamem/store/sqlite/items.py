@@ -1,7 +1,9 @@
 """SQLite storage of memory items: the SQL behind :mod:`stratamem.items`.
 
 A feature store (see :class:`~stratamem.store.sqlite.SQLiteStore`): it shares the
-store's connection, lock and ``transaction()``. Every method takes the
+store's connection, lock and ``transaction()``. The reads are shared with
+PostgreSQL (:class:`~stratamem.store.item_reads.ItemReads`); the FTS5 search
+and the writes (the vector log follows by trigger) are here. Every method takes the
 namespace and touches only that namespace's rows; an item id from another
 namespace behaves exactly like an id that does not exist. The rules (when to
 spill, what to promote) live in :mod:`stratamem.items`; this module only reads
@@ -13,65 +15,19 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ...records import format_timestamp, parse_timestamp
+from ..item_reads import ItemReads
+from ..item_view import view_clause
+from ..new_rows import NewItem
+from ..vectors import pack_vector
 
 if TYPE_CHECKING:
-    from ...items.records import MemoryItem
     from .store import SQLiteStore
 
 __all__ = ["NewItem", "SQLiteItemStore", "m007_item_ids", "m013_item_scope", "view_clause"]
 
-_COLUMNS = ("id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, relevance, "
-            "source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, demoted_at, "
-            "metadata, embedding IS NOT NULL, scope")
-
-
-def view_clause(view: Sequence[str] | None, mark: str = "?") -> tuple[str, list[Any]]:
-    """SQL condition (and its parameters) for the items a read sees.
-
-    ``view`` ``None``: every item. Otherwise namespace-wide items plus the
-    session-scoped items of the sessions named (an empty ``view``: namespace-wide
-    items only). The rule is :func:`stratamem.items.records.visible_in`; both
-    backends build their filter here (``mark`` is the parameter placeholder).
-    """
-    if view is None:
-        return "1 = 1", []
-    if not view:
-        return "scope = 'namespace'", []
-    return f"(scope = 'namespace' OR session IN ({', '.join(mark for _ in view)}))", list(view)
-
-
-@dataclass(frozen=True, slots=True)
-class NewItem:
-    """The columns of an item about to be inserted (validated by the caller)."""
-
-    content: str
-    type: str
-    tier: str
-    tokens: int
-    relevance: float
-    source: str
-    created_at: str
-    session: str | None = None
-    provenance: tuple[int, ...] = ()
-    review: str | None = None
-    key: str | None = None
-    valid_from: str | None = None
-    valid_to: str | None = None
-    metadata: Mapping[str, Any] | None = None
-    embedding: bytes | None = None
-    embedding_model: str | None = None
-    scope: str = "namespace"
-
-
-def _ts(value: str | None) -> Any:
-    return parse_timestamp(value) if value else None
-
-
-class SQLiteItemStore:
+class SQLiteItemStore(ItemReads):
     """Rows of ``memory_items`` (plus its FTS5 index and metrics) for one SQLite store.
 
     Args:
@@ -79,6 +35,7 @@ class SQLiteItemStore:
     """
 
     def __init__(self, store: SQLiteStore) -> None:
+        super().__init__(store.sql)
         self._store = store
 
     # --- plumbing ---------------------------------------------------------------------
@@ -103,90 +60,7 @@ class SQLiteItemStore:
                     return self._store._namespace_id(namespace, create=True)
             return self._store._namespace_id(namespace, create=False)
 
-    def _to_item(self, namespace: str, row: Sequence[Any], supersedes: tuple[int, ...] = ()) -> MemoryItem:
-        from ...items.records import MemoryItem
-
-        return MemoryItem(
-            id=int(row[0]), namespace=namespace, session=row[1], content=row[2], type=row[3], tier=row[4],
-            tokens=int(row[5]), access_count=int(row[6]), last_accessed_at=_ts(row[7]),
-            created_at=parse_timestamp(row[8]), relevance=float(row[9]), source=row[10],
-            provenance=tuple(json.loads(row[11])), review=row[12], key=row[13], valid_from=_ts(row[14]),
-            valid_to=_ts(row[15]), superseded_by=row[16], promoted_at=_ts(row[17]), demoted_at=_ts(row[18]),
-            metadata=json.loads(row[19]) if row[19] else {}, embedded=bool(row[20]), supersedes=supersedes,
-            scope=row[21])
-
-    def _items(self, namespace: str, where: str, params: Sequence[Any], order: str = "id") -> list[MemoryItem]:
-        ns_id = self._ns(namespace)
-        if ns_id is None:
-            return []
-        rows = self._rows(f"SELECT {_COLUMNS} FROM memory_items WHERE namespace_id = ? AND ({where}) ORDER BY {order}",
-                          [ns_id, *params])
-        if not rows:
-            return []
-        ids = [r[0] for r in rows]
-        older: dict[int, list[int]] = {}
-        for chunk in _chunks(ids, 900):
-            for old_id, newer in self._rows(
-                    # "+namespace_id" keeps the planner on the superseded_by index; on the
-                    # namespace index this lookup scanned the whole namespace.
-                    f"SELECT id, superseded_by FROM memory_items WHERE +namespace_id = ? AND superseded_by IN "
-                    f"({','.join('?' * len(chunk))}) ORDER BY id", [ns_id, *chunk]):
-                older.setdefault(int(newer), []).append(int(old_id))
-        return [self._to_item(namespace, r, tuple(older.get(int(r[0]), ()))) for r in rows]
-
     # --- reads ------------------------------------------------------------------------
-
-    def get(self, namespace: str, ids: Iterable[int]) -> list[MemoryItem]:
-        """Items with these ids in ``namespace`` (ids elsewhere are silently absent), by id."""
-        ids = [int(i) for i in ids]
-        out: list[MemoryItem] = []
-        for chunk in _chunks(ids, 900):
-            out.extend(self._items(namespace, f"id IN ({','.join('?' * len(chunk))})", chunk))
-        return sorted(out, key=lambda i: i.id)
-
-    def select(self, namespace: str, *, tiers: Sequence[str] | None = None, key: str | None = None,
-             live_only: bool = False, order: str = "id", limit: int | None = None,
-             view: Sequence[str] | None = None) -> list[MemoryItem]:
-        """Items of the namespace, optionally by tier, key or session view (see :func:`view_clause`);
-        ``live_only`` drops superseded and rejected."""
-        seen, params = view_clause(view)
-        where = ["1", seen]
-        if tiers is not None:
-            where.append(f"tier IN ({','.join('?' * len(tiers))})")
-            params.extend(tiers)
-        if key is not None:
-            where.append("key = ?")
-            params.append(key)
-        if live_only:
-            where.append("superseded_by IS NULL AND COALESCE(review, '') != 'rejected'")
-        orders = {"id": "id", "spill": "relevance ASC, created_at ASC, id ASC",
-                  "prune": "access_count ASC, COALESCE(last_accessed_at, created_at) ASC, id ASC"}
-        sql_order = orders[order]
-        if limit is not None:
-            sql_order += f" LIMIT {int(limit)}"
-        return self._items(namespace, " AND ".join(where), params, sql_order)
-
-    def tier_totals(self, namespace: str, view: Sequence[str] | None = None) -> dict[str, tuple[int, int]]:
-        """``{tier: (items, tokens)}`` over the namespace's items (those in ``view``, see :func:`view_clause`)."""
-        ns_id = self._ns(namespace)
-        if ns_id is None:
-            return {}
-        seen, params = view_clause(view)
-        rows = self._rows("SELECT tier, COUNT(*), COALESCE(SUM(tokens), 0) FROM memory_items "
-                          f"WHERE namespace_id = ? AND {seen} GROUP BY tier", (ns_id, *params))
-        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
-
-    def flag_counts(self, namespace: str) -> dict[str, int]:
-        """Counts of superseded, pending-review, rejected and not-embedded items."""
-        ns_id = self._ns(namespace)
-        if ns_id is None:
-            return {"superseded": 0, "pending_review": 0, "rejected": 0, "unembedded": 0}
-        row = self._rows(
-            "SELECT COALESCE(SUM(superseded_by IS NOT NULL), 0), COALESCE(SUM(review = 'pending'), 0), "
-            "COALESCE(SUM(review = 'rejected'), 0), COALESCE(SUM(embedding IS NULL), 0) "
-            "FROM memory_items WHERE namespace_id = ?", (ns_id,))[0]
-        return {"superseded": int(row[0]), "pending_review": int(row[1]), "rejected": int(row[2]),
-                "unembedded": int(row[3])}
 
     def lexical(self, namespace: str, match: str, *, limit: int,
                 view: Sequence[str] | None = None) -> list[tuple[int, float]]:
@@ -207,51 +81,6 @@ class SQLiteItemStore:
             (match, ns_id, *params, int(limit)))
         return [(int(r[0]), float(r[1])) for r in rows]
 
-    def vectors_after(self, namespace: str, after_id: int) -> list[tuple[int, bytes, str | None]]:
-        """``(id, float32 blob, model)`` of embedded items with id > ``after_id``, by id."""
-        ns_id = self._ns(namespace)
-        if ns_id is None:
-            return []
-        rows = self._rows("SELECT id, embedding, embedding_model FROM memory_items "
-                          "WHERE namespace_id = ? AND id > ? AND embedding IS NOT NULL ORDER BY id",
-                          (ns_id, int(after_id)))
-        return [(int(r[0]), bytes(r[1]), r[2]) for r in rows]
-
-    def vector_log_head(self, namespace: str) -> int:
-        """The namespace's latest vector-log position (0 when it has none)."""
-        ns_id = self._ns(namespace)
-        if ns_id is None:
-            return 0
-        row = self._rows("SELECT MAX(seq) FROM memory_item_vector_log WHERE namespace_id = ?", (ns_id,))[0]
-        return int(row[0] or 0)
-
-    def vector_changes(self, namespace: str, after_seq: int) -> tuple[int, list[tuple[int, bytes | None]]]:
-        """Vectors changed or deleted since log position ``after_seq``.
-
-        Returns:
-            The log position reached and ``(id, current float32 blob or None)``
-            per changed item, in log order; ``None`` means the item or its
-            vector is gone.
-        """
-        ns_id = self._ns(namespace)
-        if ns_id is None:
-            return int(after_seq), []
-        rows = self._rows(
-            "SELECT l.seq, l.item_id, m.embedding FROM memory_item_vector_log l "
-            "LEFT JOIN memory_items m ON m.id = l.item_id AND m.namespace_id = l.namespace_id "
-            "WHERE l.namespace_id = ? AND l.seq > ? ORDER BY l.seq", (ns_id, int(after_seq)))
-        if not rows:
-            return int(after_seq), []
-        return int(rows[-1][0]), [(int(r[1]), bytes(r[2]) if r[2] is not None else None) for r in rows]
-
-    def metrics(self, namespace: str) -> dict[str, float]:
-        """The namespace's persisted metric values by name."""
-        ns_id = self._ns(namespace)
-        if ns_id is None:
-            return {}
-        return {r[0]: float(r[1]) for r in
-                self._rows("SELECT name, value FROM memory_item_metrics WHERE namespace_id = ?", (ns_id,))}
-
     # --- writes (each joins the caller's transaction, if any) -------------------------
 
     def insert(self, namespace: str, item: NewItem) -> int:
@@ -267,7 +96,8 @@ class SQLiteItemStore:
                  item.relevance, item.source, json.dumps(list(item.provenance)), item.review, item.key,
                  item.valid_from, item.valid_to,
                  json.dumps(dict(item.metadata), ensure_ascii=False) if item.metadata else None,
-                 item.embedding, item.embedding_model, item.scope)).fetchone()
+                 None if item.embedding is None else pack_vector(item.embedding), item.embedding_model,
+                 item.scope)).fetchone()
             return int(row[0])
 
     def update(self, namespace: str, ids: Sequence[int], **columns: Any) -> int:
@@ -282,6 +112,8 @@ class SQLiteItemStore:
         ns_id = self._ns(namespace)
         if ns_id is None:
             return 0
+        if columns.get("embedding") is not None:
+            columns["embedding"] = pack_vector(columns["embedding"])
         sets = ", ".join(f"{c} = ?" for c in columns)
         changed = 0
         with self._store.transaction():
@@ -329,11 +161,6 @@ class SQLiteItemStore:
                 "INSERT INTO memory_item_metrics (namespace_id, name, value) VALUES (?, ?, ?) "
                 "ON CONFLICT (namespace_id, name) DO UPDATE SET value = value + excluded.value",
                 [(ns_id, k, float(v)) for k, v in deltas.items()])
-
-    @staticmethod
-    def timestamp(value: Any) -> str:
-        """Canonical timestamp text for a datetime column."""
-        return format_timestamp(value)
 
 
 # Columns of memory_items in m005's order; m007 copies them across unchanged.

@@ -18,6 +18,7 @@ from ..manifests import m006_manifests
 from .nodes import m003_pyramid, m014_summary_spend
 from .turn_embeddings import m010_recall_index
 from .passages import m011_passages
+from ..vectors import m015_int8_vectors
 
 __all__ = ["MIGRATIONS"]
 
@@ -135,4 +136,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m011_passages", m011_passages),
     Migration("m013_item_scope", m013_item_scope),
     Migration("m014_summary_spend", m014_summary_spend),
+    Migration("m015_int8_vectors", m015_int8_vectors),
 ]

@@ -26,17 +26,13 @@ from ...records import Session, StoredTurn, check_name, format_timestamp, parse_
 from .. import migrations
 from ..base import NamespaceStats, TurnBatch
 from ..rows import turn_columns, turn_from_columns
+from ..features import SharedFeatures
 from ..sql import SQLITE, Sql
 from .schema import MIGRATIONS
 
 if TYPE_CHECKING:
-    from ..manifests import Manifests
-    from ..conversations import Conversations
-    from .embeddings import SQLiteEmbeddingCache
-    from ..ingest_keys import IngestKeys
     from .forget import SQLiteForget
     from .items import SQLiteItemStore
-    from .nodes import SQLiteNodeStore
 
 __all__ = ["SQLiteStore"]
 
@@ -56,7 +52,7 @@ def _row_to_stored(row: Sequence[Any]) -> StoredTurn:
                       turn=turn_from_columns(*row[5:12]))
 
 
-class SQLiteStore:
+class SQLiteStore(SharedFeatures):
     """A :class:`~stratamem.store.base.Store` in one SQLite file.
 
     Args:
@@ -252,18 +248,10 @@ class SQLiteStore:
             yield self._conn  # read after BEGIN: the transaction may have reconnected
 
     # --- feature stores -----------------------------------------------------------------
-    # Derived data (pyramid nodes, memory items, embeddings, agent-loop state) is
-    # kept by feature stores in their own modules (``store/sqlite_<feature>.py``),
-    # exposed here as cached properties so each feature's SQL lives beside its
-    # siblings for other backends. They share this store's connection, lock and
+    # Embeddings, nodes, manifests, conversations and ingest keys come from SharedFeatures
+    # (store/features.py), built on ``sql``. Memory items and forgetting are
+    # still written per backend; they share this store's connection, lock and
     # transaction().
-
-    @functools.cached_property
-    def embeddings(self) -> SQLiteEmbeddingCache:
-        """The content-addressed embedding cache (:mod:`stratamem.store.sqlite.embeddings`)."""
-        from .embeddings import SQLiteEmbeddingCache
-
-        return SQLiteEmbeddingCache(self)
 
     @functools.cached_property
     def items(self) -> SQLiteItemStore:
@@ -271,34 +259,6 @@ class SQLiteStore:
         from .items import SQLiteItemStore
 
         return SQLiteItemStore(self)
-
-    @functools.cached_property
-    def manifests(self) -> Manifests:
-        """Recorded context manifests (:mod:`stratamem.store.manifests`)."""
-        from ..manifests import Manifests
-
-        return Manifests(self.sql)
-
-    @functools.cached_property
-    def conversations(self) -> Conversations:
-        """Agent-loop conversation states (:mod:`stratamem.store.conversations`)."""
-        from ..conversations import Conversations
-
-        return Conversations(self.sql)
-
-    @functools.cached_property
-    def nodes(self) -> SQLiteNodeStore:
-        """Pyramid nodes of every namespace (:mod:`stratamem.store.sqlite.nodes`)."""
-        from .nodes import SQLiteNodeStore
-
-        return SQLiteNodeStore(self)
-
-    @functools.cached_property
-    def ingest_keys(self) -> IngestKeys:
-        """Dedupe keys of ingested records (:mod:`stratamem.store.ingest_keys`)."""
-        from ..ingest_keys import IngestKeys
-
-        return IngestKeys(self.sql)
 
     @functools.cached_property
     def forgetting(self) -> SQLiteForget:
