@@ -62,12 +62,10 @@ def test_nothing_appears_twice(history: Memory) -> None:
 def test_recall_policy_spends_the_whole_budget_on_history(history: Memory) -> None:
     ctx = history.context("staging password rotation", budget=500, policy="recall", format="text")
     reasons = {i.reason for i in ctx.manifest.items}
-    # No recent window under this policy; recalled turns come first and summaries take
-    # what is left (lexical-only: only turns that share a word, or whose neighbours do,
-    # are recalled). The filler turns repeat each other: one copy of each is shown.
-    assert reasons == {"recalled", "summary"}
-    recalled = sum(i.tokens for i in ctx.manifest.items if i.reason == "recalled")
-    assert recalled > sum(i.tokens for i in ctx.manifest.items if i.reason == "summary")
+    # No recent window under this policy, and recalled turns come before summaries:
+    # here they use the whole budget, so no summary is left room. The filler turns
+    # repeat each other: one copy of each is shown, the room freed goes to more turns.
+    assert reasons == {"recalled"}
     dupes = [m for m in ctx.manifest.near_misses if m.reason == "duplicate"]
     shown = {i.id for i in ctx.manifest.items}
     assert dupes and all(m.duplicate_of in shown for m in dupes)
