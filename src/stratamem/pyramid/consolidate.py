@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from .archive import Archive
+from .archive import Archive, is_reference, reference_record
 from ..config import Config
 from ..embed.prefetch import PrefetchedEmbedder
 from ..errors import ArchiveError, ConfigError, DecodeError, ModelError, StratamemError, ValidationError
@@ -67,7 +67,7 @@ from ..summarize import Summarizer, Summary
 from ..summarize.extractive import ExtractiveSummarizer
 from ..summarize.facts import item_facts
 from ..summarize.heuristic import HeuristicSummarizer
-from .tiers import decode_turns, encode_turns, plan_tiers, turn_from_record, turn_record
+from .tiers import decode_turns, encode_turns, plan_tiers, turn_from_record
 from ..tokens import Tokenizer
 
 __all__ = ["Expansion", "LevelRule", "LevelStats", "Plan", "Pyramid", "make_summarizer", "plan_for"]
@@ -427,7 +427,8 @@ class Pyramid:
         at = self.clock().astimezone(timezone.utc)
         ref = None
         if cold and self.archive is not None and p.archive_cold_content:
-            ref = self.archive.write({i: [turn_record(t) for t in turns[i]] for i in cold}, day=at.date())
+            # References, not text: the turns table still holds every one of these turns.
+            ref = self.archive.write({i: [reference_record(t.id) for t in turns[i]] for i in cold}, day=at.date())
         for node_id, tier in moves.items():
             node = by_id[node_id]
             if tier == "warm":
@@ -775,9 +776,33 @@ class Pyramid:
                 known = self.store.turns(self.namespace, ids=ids) if warm[0] == "ctf" else None
                 return "warm", decode_turns(warm[0], warm[1], self.namespace, known)
         if node.tier == "cold" and node.archive_ref is not None and self.archive is not None:
-            return "archive", [turn_from_record(r, self.namespace)
-                               for r in self.archive.read_node(node.archive_ref, node.id)]
+            return "archive", self.archived_turns(self.archive.read_node(node.archive_ref, node.id))
         return None
+
+    def archived_turns(self, records: Sequence[Mapping[str, Any]]) -> list[StoredTurn]:
+        """The turns of a segment's archive records: references read from the turns table, full records decoded.
+
+        Raises:
+            ArchiveError: A referenced turn is no longer in the store.
+            DecodeError: A full record is malformed.
+        """
+        ids: list[int | None] = []
+        for r in records:
+            raw = r.get("id") if is_reference(r) else None
+            ids.append(raw if isinstance(raw, int) and not isinstance(raw, bool) else None)
+            if is_reference(r) and ids[-1] is None:
+                raise DecodeError(f"malformed archive reference {r!r}")
+        wanted = [i for i in ids if i is not None]
+        held = {st.id: st for st in self.store.turns(self.namespace, ids=wanted)} if wanted else {}
+        out: list[StoredTurn] = []
+        for r, turn_id in zip(records, ids, strict=True):
+            if turn_id is None:
+                out.append(turn_from_record(r, self.namespace))  # type: ignore[arg-type]
+            elif turn_id in held:
+                out.append(held[turn_id])
+            else:
+                raise ArchiveError(f"archived turn {turn_id} is no longer in the store")
+        return out
 
     def stats(self) -> list[TierStats]:
         """Storage statistics per tier, plus ``open`` for turns not yet sealed."""
