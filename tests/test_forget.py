@@ -75,6 +75,13 @@ def mem(tmp_path: Path) -> Iterator[Memory]:
     m.close()
 
 
+def archived_ids(mem: Memory) -> set[int]:
+    """Turn ids the cold segments' archive frames hold."""
+    arc = mem.pyramid.archive
+    return {r["id"] for n in mem.pyramid.nodes(level=1, tier="cold") if n.archive_ref
+            for r in arc.read_node(n.archive_ref, n.id)}
+
+
 def marker_turn(mem: Memory) -> int:
     [tid] = [t.id for t in mem.turns() if MARK in t.text]
     return tid
@@ -87,7 +94,9 @@ def test_forgetting_a_turn_leaves_no_byte_of_it_in_the_database_wal_or_archive(m
     tid = marker_turn(mem)
     mem.store.forgetting.checkpoint()  # put the marker into the main file too, not only the WAL
     before = marker_files(tmp_path)
-    assert "m.db" in before and any(h.endswith("#decompressed") for h in before)
+    # The archive holds a reference to the marker's turn, never its text (issue 12: text stored once).
+    assert "m.db" in before and not any(h.endswith("#decompressed") for h in before)
+    assert tid in archived_ids(mem)
     turns_before = [t.id for t in mem.turns()]
 
     report = mem.forget(turns=[tid])
@@ -97,6 +106,7 @@ def test_forgetting_a_turn_leaves_no_byte_of_it_in_the_database_wal_or_archive(m
     assert report.archive_files == (f"{datetime.now(timezone.utc).date().isoformat()}.jsonl.zst",)
     assert report.manifests_removed == 1
     assert [t.id for t in mem.turns()] == [t for t in turns_before if t != tid]
+    assert tid not in archived_ids(mem) and archived_ids(mem)
     assert mem.store.conversations.get("alice", "s1") is None
     key = content_hash(f"user: My locker code is {MARK} and Bob knows it.")
     assert mem.store.embeddings.get_many("hash-embedder", [key]) == {}

@@ -84,7 +84,11 @@ def test_provider_none_in_the_configuration_means_no_embedder(tmp_path: Path) ->
 # --- embedding at write time, opening instead of rebuilding ----------------------------------
 
 
-def test_turns_are_embedded_when_written_and_a_new_memory_embeds_only_the_query(tmp_path: Path) -> None:
+def test_turns_are_embedded_when_written_and_a_new_memory_embeds_only_the_query(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stratamem.retrieve import persisted
+
+    monkeypatch.setattr(persisted, "BATCH", 256)  # the default (1024) would need a bigger chat
     path = tmp_path / "w.db"
     writer_emb = HashEmbedder(64)
     with Memory(path, namespace="n", config=NO_PYRAMID, embedder=writer_emb) as mem:

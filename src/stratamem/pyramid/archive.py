@@ -1,9 +1,19 @@
-"""The cold archive: full content of cold segments, zstd-compressed, read on demand.
+"""The cold archive: the record of cold segments, zstd-compressed, read on demand.
 
 One directory per namespace holds one file per day (``YYYY-MM-DD.jsonl.zst``);
-each demotion to cold appends one zstd frame (with a content checksum) holding
-the turns of the segments it archived. A segment keeps a reference
+each demotion to cold appends one zstd frame (with a content checksum) holding,
+per segment it archived, one record per turn. A segment keeps a reference
 ``<file>@<offset>+<length>`` to its frame.
+
+No text is stored twice (issue 12). The turns table is the canonical record and
+keeps every turn until a forget or a purging retention deletes it, and both
+remove the turn's record from the archive in the same step. So a turn the
+database holds is archived as a *reference* (``{"id": turn_id}``, format 2)
+and read back from the turns table; only a full record (``turn_record``:
+id, session, seq, tokens and the turn itself, the only kind format 1 wrote)
+carries text, and frames of both formats are read. The frame still names the
+segment's archive day, which retention expires (and with
+``retention_purges_turns`` the turns with it) and forget rewrites.
 
 Reads are confined to the archive (seed 000 joined a caller-supplied reference
 into a path): a reference must match the exact pattern above, name a regular
@@ -27,12 +37,23 @@ import zstandard
 from ..errors import ArchiveError
 from ..records import check_name
 
-__all__ = ["Archive"]
+__all__ = ["Archive", "is_reference", "reference_record"]
 
 _REF = re.compile(r"^(\d{4}-\d{2}-\d{2})\.jsonl\.zst@(\d{1,15})\+(\d{1,12})$")
 _FILE = re.compile(r"^(\d{4}-\d{2}-\d{2})\.jsonl\.zst$")
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2
+_READABLE = (1, 2)
 _STAGED = ".rewrite"
+
+
+def reference_record(turn_id: int) -> dict[str, Any]:
+    """The archive record of a turn the turns table holds: its id only, no text."""
+    return {"id": int(turn_id)}
+
+
+def is_reference(record: Mapping[str, Any]) -> bool:
+    """Whether an archive record names a canonical turn instead of carrying it."""
+    return isinstance(record, Mapping) and "turn" not in record
 
 
 class Archive:
@@ -125,7 +146,7 @@ class Archive:
             data = json.loads(zstandard.ZstdDecompressor().decompress(frame))
         except (zstandard.ZstdError, ValueError) as exc:
             raise ArchiveError(f"archive frame {ref!r} is corrupt: {exc}") from exc
-        if not isinstance(data, dict) or data.get("v") != _FORMAT_VERSION or not isinstance(data.get("nodes"), dict):
+        if not isinstance(data, dict) or data.get("v") not in _READABLE or not isinstance(data.get("nodes"), dict):
             raise ArchiveError(f"archive frame {ref!r} has an unknown format")
         return {int(k): v for k, v in data["nodes"].items()}
 

@@ -52,8 +52,9 @@ from typing import Any
 
 import numpy as np
 
-from .archive import Archive
+from .archive import Archive, is_reference, reference_record
 from ..config import Config
+from ..embed.prefetch import PrefetchedEmbedder
 from ..errors import ArchiveError, ConfigError, DecodeError, ModelError, StratamemError, ValidationError
 from ..events import Event, EventBus
 from ..items.search import embed_texts
@@ -66,12 +67,15 @@ from ..summarize import Summarizer, Summary
 from ..summarize.extractive import ExtractiveSummarizer
 from ..summarize.facts import item_facts
 from ..summarize.heuristic import HeuristicSummarizer
-from .tiers import decode_turns, encode_turns, plan_tiers, turn_from_record, turn_record
+from .tiers import decode_turns, encode_turns, plan_tiers, turn_from_record
 from ..tokens import Tokenizer
 
 __all__ = ["Expansion", "LevelRule", "LevelStats", "Plan", "Pyramid", "make_summarizer", "plan_for"]
 
 log = logging.getLogger("stratamem.pyramid")
+
+_SUMMARY_GROUP = 64
+"""Segments summarized before their summaries and key facts are embedded together in one call."""
 
 _MIN_SUMMARY_TOKENS = 24
 
@@ -242,6 +246,8 @@ class Pyramid:
         self.summarizer = make_summarizer(config, tokenizer, summarizer=summarizer)
         self.fallback = ExtractiveSummarizer(tokenizer)
         self.embedder = embedder
+        # Summaries and key facts of a group of segments are embedded in one call (see summarize_pending).
+        self._batched = PrefetchedEmbedder(embedder) if embedder is not None else None
         self.archive = Archive(archive_dir, namespace) if archive_dir is not None else None
         self.clock = clock
         self.plan = plan_for(config)
@@ -421,7 +427,8 @@ class Pyramid:
         at = self.clock().astimezone(timezone.utc)
         ref = None
         if cold and self.archive is not None and p.archive_cold_content:
-            ref = self.archive.write({i: [turn_record(t) for t in turns[i]] for i in cold}, day=at.date())
+            # References, not text: the turns table still holds every one of these turns.
+            ref = self.archive.write({i: [reference_record(t.id) for t in turns[i]] for i in cold}, day=at.date())
         for node_id, tier in moves.items():
             node = by_id[node_id]
             if tier == "warm":
@@ -468,12 +475,40 @@ class Pyramid:
         defer = self.config.pyramid.defer_summarization if include_hot is None else not include_hot
         if not self.config.pyramid.auto_summarize:
             return 0
+        todo = [n for n in self._nodes.list(self.namespace, status="pending")
+                if not (n.level == 1 and defer and n.tier == "hot")]
+        segments = [n for n in todo if n.level == 1]
         done = 0
-        for node in self._nodes.list(self.namespace, status="pending"):
-            if node.level == 1 and defer and node.tier == "hot":
-                continue
-            done += self._summarize(node)
+        # Segments first, in groups: every summary of a group is made, then all their
+        # texts to embed (summaries, key facts) go to the encoder in one call, then each
+        # node is written as before. Consolidations follow; they read their children's
+        # summaries from the store, which are all written by then.
+        for lo in range(0, len(segments), _SUMMARY_GROUP):
+            made = [(n, self._make_summary(n)) for n in segments[lo:lo + _SUMMARY_GROUP]]
+            self._prefetch([m for _, m in made if m is not None])
+            try:
+                for node, m in made:
+                    if m is not None:
+                        done += self._finish_summary(node, *m)
+            finally:
+                if self._batched is not None:
+                    self._batched.clear()
+        for node in todo:
+            if node.level > 1:
+                done += self._summarize(node)
         return done
+
+    def _prefetch(self, made: list[tuple[Summary, list[str]]]) -> None:
+        """Embed, in one call, every text :meth:`_finish_summary` will embed for these summaries."""
+        if self._batched is None:
+            return
+        texts: list[str] = []
+        for summary, errors in made:
+            if not errors and self.config.pyramid.auto_extract_facts:
+                texts += [f.text for f in item_facts(summary)]
+            if self.config.pyramid.auto_embed and summary.text:
+                texts.append(summary.text)
+        self._batched.fill(texts)
 
     def summarize_nodes(self, node_ids: Iterable[int]) -> int:
         """Summarize the given nodes again now (after a forget rebuilt them); returns how many were summarized.
@@ -508,26 +543,31 @@ class Pyramid:
         failure while writing the result propagates.
         """
         done = 0
-        budget = self.summary_budget(node)
         if node.level == 1:
-            try:
-                turns = self.expand(node.id)
-            except StratamemError as exc:
-                return self._failed(node, f"turns unavailable: {type(exc).__name__}: {exc}", exc)
-
-            def run(s: Summarizer) -> Summary:
-                return s.summarize(turns, max_tokens=budget)
+            made = self._make_summary(node)
         else:
             children = self._nodes.list(self.namespace, parent_id=node.id)
             for child in children:
                 # A child that already failed without a summary waits for retry_failed, like every failure.
                 if child.summary is None and child.summary_status == "pending":
                     done += self._summarize(child)
-            parts = [self._nodes.get(self.namespace, c.id).summary for c in children]
-            top = node.level == len(self.plan.levels) + 1
+            parts = [p for p in (self._nodes.get(self.namespace, c.id).summary for c in children) if p is not None]
+            budget, top = self.summary_budget(node), node.level == len(self.plan.levels) + 1
+            made = self._run_summarizer(node, lambda s: s.merge(parts, max_tokens=budget, executive=top))
+        return done + (self._finish_summary(node, *made) if made is not None else 0)
 
-            def run(s: Summarizer) -> Summary:
-                return s.merge([p for p in parts if p is not None], max_tokens=budget, executive=top)
+    def _make_summary(self, node: Node) -> tuple[Summary, list[str]] | None:
+        """A segment's summary and the errors met making it; ``None`` if none could be made (recorded)."""
+        budget = self.summary_budget(node)
+        try:
+            turns = self.expand(node.id)
+        except StratamemError as exc:
+            self._failed(node, f"turns unavailable: {type(exc).__name__}: {exc}", exc)
+            return None
+        return self._run_summarizer(node, lambda s: s.summarize(turns, max_tokens=budget))
+
+    def _run_summarizer(self, node: Node, run: Callable[[Summarizer], Summary]) -> tuple[Summary, list[str]] | None:
+        """``run`` with the summarizer, else with the fallback; ``None`` (recorded) when both fail."""
         errors: list[str] = []
         try:
             summary = run(self.summarizer)
@@ -542,9 +582,14 @@ class Pyramid:
                 # Already reported as summarizer.failed just above: record it, no second event.
                 self._nodes.set_status(self.namespace, node.id, "failed",
                                        f"{errors[0]}; fallback {type(again).__name__}: {again}")
-                return done
+                return None
         if not errors:
             self._record_spend(node.level)
+        return summary, errors
+
+    def _finish_summary(self, node: Node, summary: Summary, errors: list[str]) -> int:
+        """Extract the segment's items, embed the summary and store it; returns 1."""
+        errors = list(errors)
         if not errors and node.level == 1:
             # Only a summary that stands is mined for items: a fallback's facts would be
             # joined by the retry's, two wordings of the same knowledge.
@@ -558,7 +603,7 @@ class Pyramid:
         self._nodes.set_summary(self.namespace, node.id, summary, tokens=tokens,
                                 status="failed" if errors else "ok", error="; ".join(errors) or None,
                                 view_tokens=view, embedding=embedding)
-        return done + 1
+        return 1
 
     def _record_spend(self, level: int) -> None:
         """Add the summarizer's model usage since the last record to the level's spend."""
@@ -614,16 +659,16 @@ class Pyramid:
             from ..items.api import Items
 
             self._item_api = Items(self.store, self.namespace, tokenizer=self.tokenizer, config=self.config.items,
-                                   embedder=self.embedder, events=self.events)
+                                   embedder=self._batched, events=self.events)
         return self._item_api
 
     def _embed(self, node: Node, text: str) -> tuple[bytes | None, str | None]:
         """The summary's vector, or the error that stopped it (``embed.failed`` emitted)."""
-        if self.embedder is None or not self.config.pyramid.auto_embed or not text:
+        if self._batched is None or not self.config.pyramid.auto_embed or not text:
             return None, None
         try:
             # The one wrapper for pluggable embedders: any failure, or a wrong shape, is a ModelError.
-            vec = embed_texts(self.embedder, [text])
+            vec = embed_texts(self._batched, [text])
         except ModelError as exc:
             self._emit(self._event("embed.failed", node_id=node.id, error=type(exc).__name__))
             return None, f"embedding failed: {exc}"
@@ -731,9 +776,33 @@ class Pyramid:
                 known = self.store.turns(self.namespace, ids=ids) if warm[0] == "ctf" else None
                 return "warm", decode_turns(warm[0], warm[1], self.namespace, known)
         if node.tier == "cold" and node.archive_ref is not None and self.archive is not None:
-            return "archive", [turn_from_record(r, self.namespace)
-                               for r in self.archive.read_node(node.archive_ref, node.id)]
+            return "archive", self.archived_turns(self.archive.read_node(node.archive_ref, node.id))
         return None
+
+    def archived_turns(self, records: Sequence[Mapping[str, Any]]) -> list[StoredTurn]:
+        """The turns of a segment's archive records: references read from the turns table, full records decoded.
+
+        Raises:
+            ArchiveError: A referenced turn is no longer in the store.
+            DecodeError: A full record is malformed.
+        """
+        ids: list[int | None] = []
+        for r in records:
+            raw = r.get("id") if is_reference(r) else None
+            ids.append(raw if isinstance(raw, int) and not isinstance(raw, bool) else None)
+            if is_reference(r) and ids[-1] is None:
+                raise DecodeError(f"malformed archive reference {r!r}")
+        wanted = [i for i in ids if i is not None]
+        held = {st.id: st for st in self.store.turns(self.namespace, ids=wanted)} if wanted else {}
+        out: list[StoredTurn] = []
+        for r, turn_id in zip(records, ids, strict=True):
+            if turn_id is None:
+                out.append(turn_from_record(r, self.namespace))  # type: ignore[arg-type]
+            elif turn_id in held:
+                out.append(held[turn_id])
+            else:
+                raise ArchiveError(f"archived turn {turn_id} is no longer in the store")
+        return out
 
     def stats(self) -> list[TierStats]:
         """Storage statistics per tier, plus ``open`` for turns not yet sealed."""

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import StratamemError
-from ..pyramid.tiers import turn_from_record
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -191,7 +190,7 @@ def _check_content(memory: Memory, node: Any, ids: list[int], canonical: dict, t
     if node.tier == "cold" and node.archive_ref is not None and archive is not None:
         try:
             records = archive.read_node(node.archive_ref, node.id)
-            if not _same([turn_from_record(r, memory.namespace) for r in records], want):
+            if not _same(memory.pyramid.archived_turns(records), want):
                 wrong.append(f"archive frame {node.archive_ref} differs from its {len(ids)} turns")
         except StratamemError as exc:
             wrong.append(f"archive {node.archive_ref}: {type(exc).__name__}: {exc}")
