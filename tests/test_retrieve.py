@@ -17,7 +17,7 @@ from stratamem.records import StoredTurn, Turn
 from stratamem.context.assemble import ItemUnit, Recalled, assemble
 from stratamem.retrieve import (BM25Index, CompactRenderer, HybridIndex, PlainRenderer, Weights, analyze, pack_turns,
                                 read_query, stem)
-from stratamem.retrieve.engine import passages
+from stratamem.retrieve.engine import LEXICAL_WEIGHTS, passages
 from stratamem.context.sources import SummaryIndex
 from stratamem.tokens import get_tokenizer
 
@@ -125,8 +125,10 @@ def test_vectors_join_the_fusion_when_an_embedder_is_given() -> None:
     index.add_turns(_turns(CHAT))
     hit = index.search("pottery class", k=1)[0]
     assert not index.lexical_only
-    # Cosine 1, weighted (a short turn's passage score is its own cosine).
-    assert hit.turn_ids == (3,) and hit.score["vector_passage"] == pytest.approx(Weights().vector_passage)
+    # Cosine 1, weighted; passages are not embedded by default.
+    assert hit.turn_ids == (3,) and hit.score["vector"] == pytest.approx(Weights().vector)
+    assert "vector_passage" not in hit.score and index.weights == Weights()
+    assert HybridIndex().weights == LEXICAL_WEIGHTS and LEXICAL_WEIGHTS.lexical > LEXICAL_WEIGHTS.lexical_prev
 
 
 def test_the_index_grows_and_ignores_turns_it_already_holds() -> None:

@@ -30,8 +30,11 @@ from .protocol import Conversation
 __all__ = ["LEVELS", "Cached", "ablation", "choose", "collect", "folds", "grid", "score_points"]
 
 SIGNALS = ("lexical", "lexical_passage", "lexical_window", "lexical_session", "lexical_prev", "lexical_next",
-           "vector", "vector_passage", "vector_window", "vector_session", "vector_prev", "vector_next", "speaker", "date", "role")
-"""Every signal the engine can compute (weights of other names are not tuned here)."""
+           "vector", "vector_passage", "vector_window", "vector_session", "vector_prev", "vector_next", "speaker", "date", "role",
+           "recency", "date_window")
+"""Every signal the engine can compute; ``recency`` and ``date_window`` are scored at the
+point's weight (their defaults: neither is in :data:`LEVELS`) so an estimate ranks as the
+engine does."""
 
 LEVELS: dict[str, tuple[float, ...]] = {
     "lexical": (0.0, 0.5, 1.0), "lexical_passage": (0.0, 0.5, 1.0), "lexical_window": (0.0, 0.4, 0.8),

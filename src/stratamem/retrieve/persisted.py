@@ -197,8 +197,8 @@ class TurnIndexer:
             for i in todo:
                 turns[i] = full[turns[i].id]
             self._fill(turns, terms, blobs, todo, on_store_error)
-        if weights is None:
-            weights = PASSAGE_WEIGHTS if self.passages else Weights()
+        if weights is None and self.passages and self.embedder is not None:
+            weights = PASSAGE_WEIGHTS
         index = HybridIndex(self.embedder, weights, loader=self._load_turns)
         vectors = None
         if self.embedder is not None and turns:
