@@ -331,8 +331,8 @@ def assemble(*, budget: int, tokenizer: Tokenizer, fmt: str = "openai", policy: 
                 for st in window[n:]:
                     misses.append(NearMiss(f"turn:{st.id}", "turn", costs.pop(st.id), "window_shrunk_for_recall"))
                 window = window[:n]
-                notes_out.append(f"hybrid: window match {match:.2f} (best recalled turn inside the window / best "
-                                 f"overall): window keeps {keep:.0%} of its share; recalled history draws first")
+                notes_out.append(f"hybrid: window match {match:.2f} (1 - rank/{WINDOW_RANKS} of the best recalled turn "
+                                 f"inside the window): window keeps {keep:.0%} of its share; recalled history draws first")
         window.reverse()
         window = snap_window(window, fmt)
         b.left -= sum(costs[st.id] for st in window)
