@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ModelError
+
 __all__ = ["PrefetchedEmbedder"]
 
 
@@ -24,7 +26,8 @@ class PrefetchedEmbedder:
     """Wraps an embedder; texts given to :meth:`fill` are embedded together and kept until :meth:`clear`.
 
     Any other text is passed to the wrapped embedder unchanged, so callers
-    see the same results (and the same errors) as without the wrapper.
+    see the same results (and the same errors) as without the wrapper; a text
+    whose batch failed raises that batch's error when it is asked for.
 
     Args:
         embedder: Anything with ``embed_batch(texts) -> (n, d) array``.
@@ -33,6 +36,7 @@ class PrefetchedEmbedder:
     def __init__(self, embedder: Any) -> None:
         self.embedder = embedder
         self._rows: dict[str, np.ndarray] = {}
+        self._failed: dict[str, Exception] = {}
 
     @property
     def name(self) -> str:
@@ -47,18 +51,22 @@ class PrefetchedEmbedder:
     def fill(self, texts: Iterable[str]) -> int:
         """Embed the texts not yet held, in one call; returns how many were embedded.
 
-        Never raises: if the wrapped embedder fails, nothing is held and each
-        later :meth:`embed_batch` call asks it again, so the failure reaches
-        the caller that needs the vector, where it is recorded as before.
+        Does not raise: if the wrapped embedder fails (or returns rows of the
+        wrong shape), the error is held for these texts and raised by
+        :meth:`embed_batch` to each caller that asks for one of them, which
+        records it as it records its own embedding failures. The embedder is
+        not asked again for them (a failing endpoint is not waited on twice).
         """
         todo = list(dict.fromkeys(t for t in texts if isinstance(t, str) and t not in self._rows))
         if not todo:
             return 0
         try:
             rows = np.asarray(self.embedder.embed_batch(todo), dtype=np.float32)
-        except Exception:  # noqa: BLE001 - see the docstring: the per-text call reports it
-            return 0
-        if rows.ndim != 2 or len(rows) != len(todo) or not np.isfinite(rows).all():
+            if rows.ndim != 2 or len(rows) != len(todo) or not np.isfinite(rows).all():
+                raise ModelError(f"embedder {self.name} returned {rows.shape} rows, some not finite or not "
+                                 f"{len(todo)}, for {len(todo)} texts")
+        except Exception as exc:  # noqa: BLE001 - held and raised to the texts' own callers (above)
+            self._failed.update(dict.fromkeys(todo, exc))
             return 0
         self._rows.update(zip(todo, rows, strict=True))
         return len(todo)
@@ -66,6 +74,9 @@ class PrefetchedEmbedder:
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         """Rows for ``texts``: held ones from :meth:`fill`, the rest from the wrapped embedder in one call."""
         texts = list(texts)
+        failed = next((self._failed[t] for t in texts if t in self._failed), None)
+        if failed is not None:
+            raise failed
         missing = [t for t in dict.fromkeys(texts) if t not in self._rows]
         if not missing:
             if not texts:
@@ -78,8 +89,9 @@ class PrefetchedEmbedder:
         return np.stack([self._rows[t] if t in self._rows else got[t] for t in texts])
 
     def clear(self) -> None:
-        """Drop the held rows."""
+        """Drop the held rows and failures."""
         self._rows.clear()
+        self._failed.clear()
 
     def __len__(self) -> int:
         return len(self._rows)
