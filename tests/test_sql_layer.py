@@ -14,7 +14,7 @@ from pg import fresh_schema
 
 from stratamem.records import format_timestamp
 from stratamem.store.postgres.store import PostgresStore
-from stratamem.store.sql import CHUNK, POSTGRES, SQLITE, chunks, dialect_of, run_ddl
+from stratamem.store.sql import CHUNK, POSTGRES, SQLITE, chunks, dialect_of, run_ddl, upsert
 from stratamem.store.sqlite.store import SQLiteStore
 
 
@@ -90,3 +90,13 @@ def test_postgres_tenant_key_is_the_name_and_counts_utf8_bytes(pg_dsn: str) -> N
         assert store.sql.rows(f"SELECT {POSTGRES.octets('CAST(? AS TEXT)')}", ("é€",)) == [(5,)]
     finally:
         store.close()
+
+
+def test_upsert_replaces_the_columns_of_the_row_holding_the_keys(tmp_path: Path) -> None:
+    statement = upsert("t", ("a", "b"), ("c",))
+    assert statement == ("INSERT INTO t (a, b, c) VALUES (?, ?, ?) ON CONFLICT (a, b) DO UPDATE SET c = excluded.c")
+    conn = sqlite3.connect(tmp_path / "u.db")
+    conn.execute("CREATE TABLE t (a TEXT, b INTEGER, c TEXT, PRIMARY KEY (a, b))")
+    conn.executemany(statement, [("x", 1, "old"), ("x", 2, "kept"), ("x", 1, "new")])
+    assert conn.execute("SELECT a, b, c FROM t ORDER BY b").fetchall() == [("x", 1, "new"), ("x", 2, "kept")]
+    conn.close()

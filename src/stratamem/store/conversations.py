@@ -14,7 +14,7 @@ from typing import Any
 
 from ..agentloop.state import ConversationState
 from ..records import check_name
-from .sql import Sql, run_ddl
+from .sql import Sql, run_ddl, upsert
 
 __all__ = ["Conversations", "m004_conversations", "m009_conversation_loop"]
 
@@ -103,10 +103,9 @@ class Conversations:
                   state.compacted_messages, json.dumps(list(state.files_read)),
                   json.dumps(list(state.files_modified)), state.last_status, state.last_error, state.failures,
                   json.dumps(dict(state.calibration)), self._sql.dialect.stamp(state.updated_at), _loop_json(state))
-        updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS.split(", ")[2:])
+        names = _COLUMNS.split(", ")
         with self._sql.write() as w:
-            w.execute(f"INSERT INTO conversations ({_COLUMNS}) VALUES ({', '.join('?' * len(values))}) "
-                      f"ON CONFLICT (namespace, session) DO UPDATE SET {updates}", values)
+            w.execute(upsert("conversations", names[:2], names[2:]), values)
 
     def sessions(self, namespace: str) -> list[str]:
         """Sessions of ``namespace`` that have saved state, sorted by code point."""

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .forgetting import ForgetPlan
-from .sql import SQLITE, Sql, Writer, chunks
+from .sql import SQLITE, Sql, Writer, chunks, upsert
 
 __all__ = ["ForgetRows"]
 
@@ -95,8 +95,7 @@ class ForgetRows:
             journal = f"forget.archive.{ns}"
             row = w.execute("SELECT value FROM store_meta WHERE key = ?", (journal,)).fetchone()
             pending = {**(json.loads(row[0]) if row else {}), **p.archive_pending}
-            w.execute("INSERT INTO store_meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
-                      "SET value = excluded.value", (journal, json.dumps(pending, sort_keys=True)))
+            w.execute(upsert("store_meta", ("key",), ("value",)), (journal, json.dumps(pending, sort_keys=True)))
 
     def _delete_namespace(self, w: Writer, ns: str, key: Any) -> None:
         t = self._tenant

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .sql import Sql, chunks
+from .sql import Sql, chunks, upsert
 
 __all__ = ["Passages"]
 
@@ -44,10 +44,8 @@ class Passages:
             key = self._sql.tenant_key(namespace)
             if key is None:
                 return
-            w.executemany(
-                f"INSERT INTO recall_passages ({self._ns}, turn_id, model, vectors) VALUES (?, ?, ?, ?) "
-                f"ON CONFLICT ({self._ns}, turn_id) DO UPDATE SET model = excluded.model, vectors = excluded.vectors",
-                [(key, int(t), model, b) for t, b in blobs.items()])
+            w.executemany(upsert("recall_passages", (self._ns, "turn_id"), ("model", "vectors")),
+                          [(key, int(t), model, b) for t, b in blobs.items()])
 
     def load(self, namespace: str, model: str, turn_ids: Sequence[int] | None = None) -> dict[int, bytes]:
         """Blobs made by ``model`` of the namespace's long turns (or of some of them), by turn id."""

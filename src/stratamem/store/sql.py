@@ -25,7 +25,7 @@ from typing import Any
 
 from ..records import format_timestamp, parse_timestamp
 
-__all__ = ["CHUNK", "Dialect", "POSTGRES", "SQLITE", "Sql", "Writer", "chunks", "dialect_of", "run_ddl"]
+__all__ = ["CHUNK", "Dialect", "POSTGRES", "SQLITE", "Sql", "Writer", "chunks", "dialect_of", "run_ddl", "upsert"]
 
 #: Most values bound in one ``IN`` list: SQLite's limit on host parameters is
 #: 32,766 in current builds but 999 in old ones; stay under the old one.
@@ -94,6 +94,17 @@ def chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
     """``values`` in consecutive slices of at most ``size`` (none for an empty sequence)."""
     for i in range(0, len(values), size):
         yield values[i:i + size]
+
+
+def upsert(table: str, keys: Sequence[str], columns: Sequence[str]) -> str:
+    """``INSERT`` of one row that replaces ``columns`` of the row already holding its ``keys``.
+
+    Both backends spell it alike (``ON CONFLICT ... DO UPDATE SET c = excluded.c``);
+    parameters are the keys then the columns, in order.
+    """
+    names = [*keys, *columns]
+    return (f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
+            f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in columns))
 
 
 def dialect_of(conn: Any) -> Dialect:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .base_turn_index import IndexMeta, TurnIndexRow, TurnKey
-from .sql import Sql, chunks
+from .sql import Sql, chunks, upsert
 
 __all__ = ["TurnIndex"]
 
@@ -72,9 +72,8 @@ class TurnIndex:
                 w.execute(f"DELETE FROM recall_index WHERE {self._ns} = ?", (key,))
             elif row is not None and (row[0], int(row[1])) != (meta.model, meta.dims):
                 w.execute(f"UPDATE recall_index SET vector = NULL WHERE {self._ns} = ?", (key,))
-            w.execute(f"INSERT INTO recall_index_meta ({self._ns}, model, dims, analyzer) VALUES (?, ?, ?, ?) "
-                      f"ON CONFLICT ({self._ns}) DO UPDATE SET model = excluded.model, dims = excluded.dims, "
-                      "analyzer = excluded.analyzer", (key, meta.model, meta.dims, meta.analyzer))
+            w.execute(upsert("recall_index_meta", (self._ns,), ("model", "dims", "analyzer")),
+                      (key, meta.model, meta.dims, meta.analyzer))
 
     def put(self, namespace: str, rows: Sequence[TurnIndexRow]) -> None:
         """Store rows (replacing existing ones of the same turns), in one transaction.
@@ -88,10 +87,8 @@ class TurnIndex:
             key = self._sql.tenant_key(namespace)
             if key is None:
                 return
-            w.executemany(
-                f"INSERT INTO recall_index ({self._ns}, turn_id, terms, vector) VALUES (?, ?, ?, ?) "
-                f"ON CONFLICT ({self._ns}, turn_id) DO UPDATE SET terms = excluded.terms, vector = excluded.vector",
-                [(key, r.turn_id, r.terms, r.vector) for r in rows])
+            w.executemany(upsert("recall_index", (self._ns, "turn_id"), ("terms", "vector")),
+                          [(key, r.turn_id, r.terms, r.vector) for r in rows])
 
     def load(self, namespace: str, turn_ids: Sequence[int] | None = None) -> dict[int, TurnIndexRow]:
         """The rows of the namespace (or of some of its turns), by turn id."""
