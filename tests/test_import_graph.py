@@ -24,7 +24,7 @@ import stratamem
 ROOT = Path(stratamem.__file__).parent
 
 LAYERS: dict[str, int] = {
-    "stratamem.errors": 0, "stratamem._moved": 0, "stratamem._jsonio": 0, "stratamem.records": 0,
+    "stratamem.errors": 0, "stratamem._moved": 0, "stratamem._jsonio": 0, "stratamem._gcpause": 0, "stratamem.records": 0,
     "stratamem.config": 0, "stratamem.tokens": 0, "stratamem.providers": 0, "stratamem.events": 0,
     "stratamem.llm": 0,
     "stratamem.formats": 1, "stratamem.embed": 1, "stratamem.summarize": 1, "stratamem.ingest": 1,

@@ -27,6 +27,8 @@ def test_the_cue_of_a_query(query: str, cue: str | None) -> None:
 
 def test_only_unnamed_speakers_have_a_routed_role() -> None:
     assert [role_code(t) for t in (["user", "car"], ["assistant", "soil"], ["caroline", "user"], [])] == [1, 2, 0, 0]
+    # The stored, space-joined form gives the same codes without being split.
+    assert [role_code(t) for t in ("user car", "assistant soil", "caroline user", "user", "")] == [1, 2, 0, 1, 0]
 
 
 def _turn(i: int, role: str, text: str, name: str | None = None) -> StoredTurn:

@@ -241,29 +241,37 @@ class TurnCorpus:
     def _all_summed_norms(self) -> np.ndarray:
         """:meth:`_summed_norm` of every row, with contiguous slices in session order.
 
-        The same float32 additions in the same offset order as the per-row
-        version, so the norms are bit-equal to an index grown turn by turn.
+        Rows whose whole window lies inside their session (nearly all of
+        them) are summed over shifted slices with no mask; the few within
+        ``window`` turns of a session's edge are then redone by
+        :meth:`_summed_norm`. The same float32 additions in the same offset
+        order as the per-row version, so the norms are bit-equal to an index
+        grown turn by turn.
         """
         assert self.vectors is not None
         vec, w = self.vectors.view, self.window
         n = len(vec)
-        lo_all, hi_all = self.lo[self.order], self.hi[self.order]
+        # An index opened from the store holds its turns in session order already: no gather.
+        in_order = bool(np.array_equal(self.order, np.arange(n)))
         out = np.empty(n)
         # In blocks of rows (session order), so the working set stays small.
         for p0 in range(0, n, 4096):
             p1 = min(n, p0 + 4096)
             g0, g1 = max(0, p0 - w), min(n, p1 + w)
-            ordered = vec[self.order[g0:g1]]  # rows g0 .. g1-1 in session order
-            rank = np.arange(p0, p1)
-            lo, hi = lo_all[p0:p1], hi_all[p0:p1]
+            ordered = vec[g0:g1] if in_order else vec[self.order[g0:g1]]  # rows g0 .. g1-1 in session order
             acc = np.zeros((p1 - p0, vec.shape[1]), dtype=vec.dtype)
             for d in range(-w, w + 1):
                 a, b = max(p0, -d), min(p1, n - d)
-                if a >= b:
-                    continue
-                ok = ((rank[a - p0:b - p0] + d >= lo[a - p0:b - p0]) & (rank[a - p0:b - p0] + d < hi[a - p0:b - p0]))
-                np.add(acc[a - p0:b - p0], ordered[a + d - g0:b + d - g0], out=acc[a - p0:b - p0], where=ok[:, None])
-            out[self.order[p0:p1]] = np.maximum(np.linalg.norm(acc, axis=1).astype(np.float64), 1e-12)
+                if a < b:
+                    np.add(acc[a - p0:b - p0], ordered[a + d - g0:b + d - g0], out=acc[a - p0:b - p0])
+            norms = np.maximum(np.linalg.norm(acc, axis=1).astype(np.float64), 1e-12)
+            if in_order:
+                out[p0:p1] = norms
+            else:
+                out[self.order[p0:p1]] = norms
+        edge = np.flatnonzero((self.lo != self.rank - w) | (self.hi != self.rank + w + 1))
+        if edge.size:
+            out[edge] = self._summed_norm(edge)
         return out
 
     def _summed_norm(self, rows: np.ndarray) -> np.ndarray:

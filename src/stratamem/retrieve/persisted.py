@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .._gcpause import gc_paused
 from ..embed.quantize import decode_int8, encode_int8
 from ..errors import ModelError, StratamemError
 from ..records import StoredTurn
@@ -172,6 +173,12 @@ class TurnIndexer:
         Raises:
             ModelError: Turns need embedding and the embedder failed.
         """
+        # A bulk read of a few objects per turn, none of them cyclic: the collector's full
+        # passes over them cost more than the read itself at 100k turns (_gcpause).
+        with gc_paused():
+            return self._open(weights, on_store_error)
+
+    def _open(self, weights: Any, on_store_error: Callable[[Exception], None] | None) -> HybridIndex:
         # Keys, not turns: ranking needs only ids, sessions, speakers and times; a
         # recalled turn is read in full when it is a hit (HybridIndex's loader).
         try:

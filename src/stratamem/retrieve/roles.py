@@ -46,6 +46,12 @@ def role_cue(query: str) -> str | None:
     return None
 
 
-def role_code(terms: list[str]) -> int:
-    """The routed role of a turn from its index terms (their first is the speaker), 0 if named."""
+def role_code(terms: list[str] | str) -> int:
+    """The routed role of a turn from its index terms (their first is the speaker), 0 if named.
+
+    ``terms`` may also be the stored, space-joined form: only its first word is
+    read, so an index opened from the store never splits every turn's terms.
+    """
+    if isinstance(terms, str):
+        return ROLE_CODES.get(terms.partition(" ")[0], 0)
     return ROLE_CODES.get(terms[0], 0) if terms else 0
