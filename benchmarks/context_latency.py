@@ -18,14 +18,27 @@ Measured per size, hybrid (MiniLM) and lexical only (no embedder):
 
 The stores are built once under /tmp (``/tmp/stratamem-ctxlat.db``) and reused.
 
+``--baseline REV`` runs the same measurement on the code of a git revision
+beside this tree's, in one run: the revision is extracted with ``git
+archive`` into a temporary directory, each (tree, size) runs in its own
+process with that tree's ``src`` first on ``PYTHONPATH`` and its own store
+file (built by that tree), and the trees alternate for ``--rounds`` rounds;
+the table gives medians over the rounds and the ratio this/baseline.
+
     .venv/bin/python benchmarks/context_latency.py [--sizes 1000 10000 100000] [--profile 100000]
+    .venv/bin/python benchmarks/context_latency.py --sizes 1000 10000 --baseline 0f20cb3 --rounds 3
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sqlite3
+import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
@@ -43,7 +56,7 @@ from stratamem.ingest import read_file  # noqa: E402
 from stratamem.records import Turn  # noqa: E402
 from stratamem.store import SQLiteStore  # noqa: E402
 
-STORE = Path("/tmp/stratamem-ctxlat.db")
+STORE = Path(os.environ.get("STRATAMEM_CTXLAT_STORE", "/tmp/stratamem-ctxlat.db"))
 START = datetime(2023, 1, 1, tzinfo=timezone.utc)
 BUDGET = 4000
 STEPS = 30
@@ -124,7 +137,7 @@ def _pct(values: list[float], p: float) -> float:
 
 def measure(size: int, texts: list[tuple[str, str]], questions: list[str], embedder: Any) -> dict[str, float]:
     """Cold, static and loop latencies (ms) for one size and mode."""
-    loop_path = Path(f"/tmp/stratamem-ctxlat-loop-{size}.db")
+    loop_path = STORE.with_name(f"{STORE.stem}-loop-{size}.db")
     out: dict[str, float] = {}
     if embedder is not None:
         embedder.forget()
@@ -181,12 +194,56 @@ def profile(size: int, texts: list[tuple[str, str]], questions: list[str], embed
     loop_path.unlink()
 
 
+COLUMNS = ["cold", "static p50", "static p95", "loop p50", "loop p95", "add p50", "add p95"]
+
+
+def compare(baseline: str, sizes: list[int], rounds: int) -> None:
+    """This tree beside ``baseline`` (a git revision): one process per (round, tree, size), alternating."""
+    root = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="ctxlat-") as tmp:
+        base_dir = Path(tmp) / "baseline"
+        base_dir.mkdir()
+        archive = subprocess.run(["git", "-C", str(root), "archive", baseline], check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(base_dir)], input=archive.stdout, check=True)
+        trees = {"baseline": base_dir / "src", "this": root / "src"}
+        runs: dict[tuple[str, int, str], list[dict[str, float]]] = {}
+        for r in range(rounds):
+            for tree, src in trees.items():
+                for size in sizes:
+                    env = dict(os.environ, PYTHONPATH=str(src),
+                               STRATAMEM_CTXLAT_STORE=f"/tmp/stratamem-ctxlat-{tree}-{baseline}.db")
+                    load = os.getloadavg()[0]
+                    done = subprocess.run([sys.executable, __file__, "--sizes", str(size), "--json"], env=env,
+                                          check=True, capture_output=True, text=True, cwd=root)
+                    rows = json.loads(done.stdout.strip().splitlines()[-1])
+                    for mode, row in rows.items():
+                        runs.setdefault((tree, size, mode), []).append(row)
+                    print(f"  round {r + 1} {tree:<8} {size:>7} turns done (load {load:.1f})", flush=True)
+    print(f"\n{'turns':>8} {'mode':<8} {'code':<9}" + "".join(f"{c:>12}" for c in COLUMNS) + "   (ms)")
+    for size in sizes:
+        for mode in ("lexical", "hybrid"):
+            med = {tree: {c: statistics.median(r[c] for r in runs[(tree, size, mode)]) for c in COLUMNS}
+                   for tree in trees}
+            for tree in trees:
+                print(f"{size:>8} {mode:<8} {tree:<9}" + "".join(f"{med[tree][c]:>12.1f}" for c in COLUMNS))
+            print(f"{size:>8} {mode:<8} {'ratio':<9}"
+                  + "".join(f"{med['this'][c] / max(med['baseline'][c], 1e-9):>12.2f}" for c in COLUMNS))
+    print(f"(medians of {rounds} rounds, each of {STEPS} calls a column; baseline {baseline}; "
+          "machine: 2 shared cores)")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Build (or reuse) the stores, then print the latency table."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="*", default=[1_000, 10_000, 100_000])
     ap.add_argument("--profile", type=int, help="profile the agent loop at this size instead")
+    ap.add_argument("--baseline", help="a git revision to measure beside this tree")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds with --baseline")
+    ap.add_argument("--json", action="store_true", help="print the rows as one JSON line (used by --baseline)")
     args = ap.parse_args(argv)
+    if args.baseline:
+        compare(args.baseline, args.sizes, args.rounds)
+        return
     texts, questions = _corpus()
     model = LocalMiniLM()
     store = SQLiteStore(STORE)
@@ -197,14 +254,19 @@ def main(argv: list[str] | None = None) -> None:
     if args.profile is not None:
         profile(args.profile, texts, questions, embedder)
         return
-    cols = ["cold", "static p50", "static p95", "loop p50", "loop p95", "add p50", "add p95"]
-    print(f"\n{'turns':>8} {'mode':<8}" + "".join(f"{c:>12}" for c in cols) + "   (ms)")
+    rows: dict[str, dict[str, float]] = {}
+    if not args.json:
+        print(f"\n{'turns':>8} {'mode':<8}" + "".join(f"{c:>12}" for c in COLUMNS) + "   (ms)")
     for size in args.sizes:
         for mode, emb in (("lexical", None), ("hybrid", embedder)):
-            row = measure(size, texts, questions, emb)
-            print(f"{size:>8} {mode:<8}" + "".join(f"{row[c]:>12.1f}" for c in cols), flush=True)
+            row = rows[mode] = measure(size, texts, questions, emb)
+            if not args.json:
+                print(f"{size:>8} {mode:<8}" + "".join(f"{row[c]:>12.1f}" for c in COLUMNS), flush=True)
     store.close()
-    print(f"(median of {STEPS} calls each; budget {BUDGET}; machine: 2 shared cores)")
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        print(f"(median of {STEPS} calls each; budget {BUDGET}; machine: 2 shared cores)")
 
 
 if __name__ == "__main__":
