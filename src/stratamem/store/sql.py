@@ -71,6 +71,38 @@ class Dialect:
         """
         return "namespace_id" if self.name == "sqlite" else "namespace"
 
+    @property
+    def namespace_key(self) -> str:
+        """The column of ``namespaces`` that :attr:`tenant` holds (``id`` on SQLite, ``namespace`` on PostgreSQL)."""
+        return "id" if self.name == "sqlite" else "namespace"
+
+    @property
+    def namespace_name(self) -> str:
+        """The column of ``namespaces`` holding the name (``name`` on SQLite, ``namespace`` on PostgreSQL)."""
+        return "name" if self.name == "sqlite" else "namespace"
+
+    def in_namespace(self, alias: str) -> str:
+        """A condition that row ``alias`` belongs to the namespace whose name is bound to its one ``?``.
+
+        SQLite looks the id up in a scalar subquery, which it runs once and
+        then uses like a constant (so the tenant index still applies); this
+        keeps one statement where resolving the id first would take two.
+        """
+        if self.name == "sqlite":
+            return f"{alias}.namespace_id = (SELECT id FROM namespaces WHERE name = ?)"
+        return f"{alias}.namespace = ?"
+
+    def one_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``column`` among ``values``, with its parameters: an ``IN`` list on SQLite, ``= ANY(array)`` on PostgreSQL.
+
+        One array parameter keeps PostgreSQL's statement text the same for
+        any number of values; SQLite has no arrays (keep ``values`` under
+        :data:`CHUNK` there).
+        """
+        if self.name == "sqlite":
+            return self.in_list(column, len(values)), list(values)
+        return f"{column} = ANY(?)", [list(values)]
+
     def octets(self, expr: str) -> str:
         """The UTF-8 byte length of a text expression."""
         return f"LENGTH(CAST({expr} AS BLOB))" if self.name == "sqlite" else f"octet_length({expr})"
@@ -124,6 +156,21 @@ class Writer:
     def __init__(self, conn: Any, dialect: Dialect) -> None:
         self._conn = conn
         self._dialect = dialect
+
+    def tenant(self, namespace: str) -> Any:
+        """The :attr:`Dialect.tenant` value of ``namespace``, creating the namespace in this transaction if missing.
+
+        SQLite: the row id (looked up first: namespaces almost always exist);
+        PostgreSQL: the name, after an insert that does nothing when the row is there.
+        """
+        if self._dialect.name != "sqlite":
+            self.execute("INSERT INTO namespaces (namespace) VALUES (?) ON CONFLICT DO NOTHING", (namespace,))
+            return namespace
+        row = self.execute("SELECT id FROM namespaces WHERE name = ?", (namespace,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        return int(self.execute("INSERT INTO namespaces (name, created_at) VALUES (?, ?) RETURNING id",
+                                (namespace, SQLITE.stamp(datetime.now(timezone.utc)))).fetchone()[0])
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement; returns the cursor (``fetchone``/``fetchall`` for ``RETURNING`` rows)."""
