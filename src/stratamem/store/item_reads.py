@@ -2,12 +2,10 @@
 
 Every method takes the namespace and reads only that namespace's rows; an
 item id from another namespace behaves exactly like an id that does not
-exist. :class:`ItemReads` is the base of both backends' item stores
-(:class:`~stratamem.store.sqlite.items.SQLiteItemStore`,
-:class:`~stratamem.store.postgres.items.PostgresItemStore`), which add the
-writes and the lexical search — those still differ in form (FTS5 and its
-triggers on SQLite; ``tsvector`` terms, advisory locks and an explicitly
-written vector log on PostgreSQL). Vectors come back as float32 bytes from
+exist. :class:`ItemReads` is the base of the shared writes
+(:class:`~stratamem.store.item_store.ItemStore`) and through them of both
+backends' item stores, which add lexical search (FTS5 on SQLite, ``tsvector``
+terms on PostgreSQL). Vectors come back as float32 bytes from
 their int8 (or quantized pgvector) form (:mod:`stratamem.store.vectors`).
 """
 

@@ -200,8 +200,8 @@ class PostgresStore(RecordStore):
 
     # --- feature stores -----------------------------------------------------------------
     # Embeddings, nodes, manifests, conversations and ingest keys come from SharedFeatures
-    # (store/features.py), built on ``sql``; memory items and forgetting are still written
-    # per backend and share this store's pool and transaction().
+    # (store/features.py), built on ``sql``; memory items and forgetting are shared
+    # classes with PostgreSQL's locks, tsvector search and VACUUM FULL added here.
 
     @functools.cached_property
     def items(self) -> PostgresItemStore:

@@ -16,12 +16,10 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...errors import BackendError, StratamemError
-from ...records import format_timestamp
 from .. import migrations
 from ..record_store import RecordStore
 from ..sql import SQLITE, Sql
@@ -32,10 +30,6 @@ if TYPE_CHECKING:
     from .items import SQLiteItemStore
 
 __all__ = ["SQLiteStore"]
-
-
-def _now() -> str:
-    return format_timestamp(datetime.now(timezone.utc))
 
 
 class SQLiteStore(RecordStore):
@@ -138,8 +132,8 @@ class SQLiteStore(RecordStore):
             raise BackendError(f"I/O error on {self.path}: {exc}") from exc
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction; nested calls join the outer one (via savepoints). Yields the connection."""
+    def transaction(self) -> Iterator[None]:
+        """A write transaction; nested calls join the outer one (via savepoints)."""
         with self._lock, self._errors():
             if self._depth == 0:
                 if self._reopen:
@@ -149,7 +143,7 @@ class SQLiteStore(RecordStore):
                 self._conn.execute(f"SAVEPOINT sp{self._depth}")
             self._depth += 1
             try:
-                yield self._conn  # read after BEGIN: the transaction may have reconnected
+                yield
             except BaseException:
                 self._depth -= 1
                 if self._depth == 0:
@@ -174,15 +168,6 @@ class SQLiteStore(RecordStore):
             else:
                 self._conn.execute(f"RELEASE sp{self._depth}")
 
-    def _namespace_id(self, namespace: str, *, create: bool) -> int | None:
-        row = self._conn.execute("SELECT id FROM namespaces WHERE name=?", (namespace,)).fetchone()
-        if row is not None:
-            return int(row[0])
-        if not create:
-            return None
-        return int(self._conn.execute("INSERT INTO namespaces (name, created_at) VALUES (?, ?) RETURNING id",
-                                      (namespace, _now())).fetchone()[0])
-
     @property
     def connection(self) -> sqlite3.Connection:
         """The underlying connection, for derived-data modules of this package. Hold :attr:`lock`."""
@@ -196,18 +181,22 @@ class SQLiteStore(RecordStore):
     @functools.cached_property
     def sql(self) -> Sql:
         """The shared SQL layer over this store's connection, for the feature stores (:mod:`stratamem.store.sql`)."""
-        return Sql(SQLITE, self._reading, self.transaction)
+        return Sql(SQLITE, self._reading, self._writing)
 
     @contextmanager
     def _reading(self) -> Iterator[sqlite3.Connection]:
         with self._lock, self._errors():
             yield self._conn
 
+    @contextmanager
+    def _writing(self) -> Iterator[sqlite3.Connection]:
+        with self.transaction():
+            yield self._conn  # read after BEGIN: the transaction may have reconnected
+
     # --- feature stores -----------------------------------------------------------------
     # Embeddings, nodes, manifests, conversations and ingest keys come from SharedFeatures
     # (store/features.py), built on ``sql``. Memory items and forgetting are
-    # still written per backend; they share this store's connection, lock and
-    # transaction().
+    # shared classes with SQLite's FTS5 search and secure delete added here.
 
     @functools.cached_property
     def items(self) -> SQLiteItemStore:
