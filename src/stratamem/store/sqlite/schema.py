@@ -10,14 +10,14 @@ from __future__ import annotations
 import sqlite3
 
 from ..migrations import Migration
-from .embeddings import m002_embeddings
 from ..conversations import m004_conversations, m009_conversation_loop
 from ..ingest_keys import m008_ingest_keys
 from .items import m007_item_ids, m013_item_scope
+from ..embedding_cache import m002_embeddings
 from ..manifests import m006_manifests
+from ..passage_store import m011_passages
+from ..turn_index import m010_recall_index
 from .nodes import m003_pyramid, m014_summary_spend
-from .turn_embeddings import m010_recall_index
-from .passages import m011_passages
 from ..vectors import m015_int8_vectors
 
 __all__ = ["MIGRATIONS"]

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from ...errors import BackendError, StratamemError
 from .. import migrations
 from ..record_store import RecordStore
+from ..rows import turn_columns  # noqa: F401 - the flat module stratamem.store.sqlite exported it (_moved)
 from ..sql import SQLITE, Sql
 from .schema import MIGRATIONS
 
