@@ -27,7 +27,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def _normal(sql: str) -> str:
     """DDL text with white space folded: only the tokens matter, not the line breaks of the source."""
     text = re.sub(r"\s+", " ", sql).strip()
-    return re.sub(r"\( ", "(", re.sub(r" \)", ")", text))
+    return re.sub(r"\( ", "(", re.sub(r" ([),])", r"\1", text))
 
 
 def sqlite_schema(path: str | Path) -> dict[str, Any]:

@@ -32,7 +32,26 @@ from .new_rows import NewItem
 from .sql import Writer, chunks
 from .vectors import vector_placeholder, write_vector
 
-__all__ = ["ItemStore"]
+__all__ = ["ITEM_COLUMNS", "ItemStore", "METRIC_COLUMNS"]
+
+# --- the tables' columns (the migrations are per backend: their keys and search columns differ) ---
+
+ITEM_COLUMNS: tuple[str, ...] = (
+    "session TEXT", "content TEXT NOT NULL", "type TEXT NOT NULL", "tier TEXT NOT NULL", "tokens INTEGER NOT NULL",
+    "access_count INTEGER NOT NULL DEFAULT 0", "last_accessed_at {stamp}", "created_at {stamp} NOT NULL",
+    "relevance {real} NOT NULL", "source TEXT NOT NULL", "provenance TEXT NOT NULL DEFAULT '[]'", "review TEXT",
+    "key TEXT", "valid_from {stamp}", "valid_to {stamp}", "superseded_by {bigint}{superseded_ref}",
+    "promoted_at {stamp}", "demoted_at {stamp}", "metadata TEXT", "embedding {vector}", "embedding_model TEXT")
+"""``memory_items``' columns after its key columns, as :func:`~stratamem.store.ddl.create_table` spells them.
+
+``provenance`` is a JSON list of turn ids (empty when added through the API);
+``review`` is NULL for API items, else pending / confirmed / rejected.
+``{superseded_ref}`` is the migration's: m005 on SQLite had a foreign key there.
+"""
+
+METRIC_COLUMNS: tuple[str, ...] = ("{tenant_column}", "name TEXT NOT NULL", "value {real} NOT NULL",
+                                   "PRIMARY KEY ({tenant}, name)")
+"""``memory_item_metrics``: counters and latency histogram buckets, persisted so every process sees them."""
 
 _UPDATABLE = frozenset({"tier", "access_count", "last_accessed_at", "relevance", "review", "valid_to",
                         "superseded_by", "promoted_at", "demoted_at", "embedding", "embedding_model"})

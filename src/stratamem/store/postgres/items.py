@@ -37,10 +37,11 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
-from ..item_store import ItemStore
+from ..ddl import create_table
+from ..item_store import ITEM_COLUMNS, METRIC_COLUMNS, ItemStore
 from ..item_view import view_clause
 from ..new_rows import NewItem
-from ..sql import Writer
+from ..sql import POSTGRES, Writer
 from .search import fts_to_tsquery, index_terms, require_pgvector, vector_literal
 
 if TYPE_CHECKING:
@@ -56,46 +57,16 @@ def m005_items(conn: psycopg.Connection) -> None:
     """Memory items (seed 003): tiers, access tracking, supersession, vectors, full-text terms, metrics."""
     require_pgvector(conn)
     for statement in (
-        """CREATE TABLE memory_items (
-            namespace TEXT NOT NULL,
-            id BIGINT GENERATED ALWAYS AS IDENTITY,
-            session TEXT,
-            content TEXT NOT NULL,
-            type TEXT NOT NULL,
-            tier TEXT NOT NULL,
-            tokens INTEGER NOT NULL,
-            access_count INTEGER NOT NULL DEFAULT 0,
-            last_accessed_at TIMESTAMPTZ,
-            created_at TIMESTAMPTZ NOT NULL,
-            relevance DOUBLE PRECISION NOT NULL,
-            source TEXT NOT NULL,
-            provenance TEXT NOT NULL DEFAULT '[]',
-            review TEXT,
-            key TEXT,
-            valid_from TIMESTAMPTZ,
-            valid_to TIMESTAMPTZ,
-            superseded_by BIGINT,
-            promoted_at TIMESTAMPTZ,
-            demoted_at TIMESTAMPTZ,
-            metadata TEXT,
-            embedding vector,
-            embedding_model TEXT,
-            terms tsvector NOT NULL,
-            PRIMARY KEY (namespace, id),
-            FOREIGN KEY (namespace, superseded_by) REFERENCES memory_items (namespace, id)
-        )""",
+        create_table(POSTGRES, "memory_items", (
+            "{tenant_column}", "id BIGINT GENERATED ALWAYS AS IDENTITY", *ITEM_COLUMNS, "terms tsvector NOT NULL",
+            "PRIMARY KEY (namespace, id)",
+            "FOREIGN KEY (namespace, superseded_by) REFERENCES memory_items (namespace, id)"), superseded_ref=""),
         "CREATE INDEX memory_items_tier ON memory_items (namespace, tier, relevance, created_at)",
         "CREATE INDEX memory_items_key ON memory_items (namespace, key) WHERE key IS NOT NULL",
         "CREATE INDEX memory_items_superseded ON memory_items (namespace, superseded_by) "
         "WHERE superseded_by IS NOT NULL",
         "CREATE INDEX memory_items_terms ON memory_items USING gin (terms)",
-        # Counters and latency histogram buckets, persisted so every process sees them.
-        """CREATE TABLE memory_item_metrics (
-            namespace TEXT NOT NULL,
-            name TEXT NOT NULL,
-            value DOUBLE PRECISION NOT NULL,
-            PRIMARY KEY (namespace, name)
-        )""",
+        create_table(POSTGRES, "memory_item_metrics", METRIC_COLUMNS),
     ):
         conn.execute(statement)  # type: ignore[arg-type]
 

@@ -16,14 +16,16 @@ import sqlite3
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..item_store import ItemStore
+from ..ddl import create_table
+from ..item_store import ITEM_COLUMNS, METRIC_COLUMNS, ItemStore
 from ..item_view import view_clause
 from ..new_rows import NewItem
+from ..sql import SQLITE
 
 if TYPE_CHECKING:
     from .store import SQLiteStore
 
-__all__ = ["NewItem", "SQLiteItemStore", "m007_item_ids", "m013_item_scope", "view_clause"]
+__all__ = ["NewItem", "SQLiteItemStore", "m005_items", "m007_item_ids", "m013_item_scope", "view_clause"]
 
 
 class SQLiteItemStore(ItemStore):
@@ -65,6 +67,34 @@ _M005_COLUMNS = ("id, namespace_id, session, content, type, tier, tokens, access
                  "relevance, source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, "
                  "demoted_at, metadata, embedding, embedding_model")
 
+_INDEXES = ("CREATE INDEX memory_items_tier ON memory_items (namespace_id, tier, relevance, created_at)",
+            "CREATE INDEX memory_items_key ON memory_items (namespace_id, key) WHERE key IS NOT NULL",
+            "CREATE INDEX memory_items_superseded ON memory_items (superseded_by) WHERE superseded_by IS NOT NULL")
+
+# Item content never changes, so insert and delete triggers keep the external-content
+# FTS5 index in step inside the same transaction.
+_FTS_TRIGGERS = (
+    """CREATE TRIGGER memory_items_ai AFTER INSERT ON memory_items BEGIN
+        INSERT INTO memory_items_fts (rowid, content) VALUES (new.id, new.content);
+    END""",
+    """CREATE TRIGGER memory_items_ad AFTER DELETE ON memory_items BEGIN
+        INSERT INTO memory_items_fts (memory_items_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END""")
+
+
+def m005_items(conn: sqlite3.Connection) -> None:
+    """Memory items (seed 003): tiers, access tracking, supersession, vectors, FTS5, metrics."""
+    for sql in (
+        create_table(SQLITE, "memory_items", ("id INTEGER PRIMARY KEY", "{tenant_column}", *ITEM_COLUMNS),
+                     superseded_ref=" REFERENCES memory_items(id)"),
+        *_INDEXES,
+        """CREATE VIRTUAL TABLE memory_items_fts USING fts5(
+            content, content='memory_items', content_rowid='id', tokenize='unicode61 remove_diacritics 2')""",
+        *_FTS_TRIGGERS,
+        create_table(SQLITE, "memory_item_metrics", METRIC_COLUMNS),
+    ):
+        conn.execute(sql)
+
 
 def m007_item_ids(conn: sqlite3.Connection) -> None:
     """Item ids are never reused; changed and deleted vectors are logged for in-memory indexes.
@@ -79,44 +109,14 @@ def m007_item_ids(conn: sqlite3.Connection) -> None:
     for sql in (
         "DROP TRIGGER memory_items_ai",
         "DROP TRIGGER memory_items_ad",
-        """CREATE TABLE memory_items_v7 (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
-            session TEXT,
-            content TEXT NOT NULL,
-            type TEXT NOT NULL,
-            tier TEXT NOT NULL,
-            tokens INTEGER NOT NULL,
-            access_count INTEGER NOT NULL DEFAULT 0,
-            last_accessed_at TEXT,
-            created_at TEXT NOT NULL,
-            relevance REAL NOT NULL,
-            source TEXT NOT NULL,
-            provenance TEXT NOT NULL DEFAULT '[]',
-            review TEXT,
-            key TEXT,
-            valid_from TEXT,
-            valid_to TEXT,
-            superseded_by INTEGER,
-            promoted_at TEXT,
-            demoted_at TEXT,
-            metadata TEXT,
-            embedding BLOB,
-            embedding_model TEXT
-        )""",
+        create_table(SQLITE, "memory_items_v7", ("id INTEGER PRIMARY KEY AUTOINCREMENT", "{tenant_column}",
+                                                 *ITEM_COLUMNS), superseded_ref=""),
         # Explicit ids: AUTOINCREMENT's counter starts above the highest one copied.
         f"INSERT INTO memory_items_v7 ({_M005_COLUMNS}) SELECT {_M005_COLUMNS} FROM memory_items",
         "DROP TABLE memory_items",
         "ALTER TABLE memory_items_v7 RENAME TO memory_items",
-        "CREATE INDEX memory_items_tier ON memory_items (namespace_id, tier, relevance, created_at)",
-        "CREATE INDEX memory_items_key ON memory_items (namespace_id, key) WHERE key IS NOT NULL",
-        "CREATE INDEX memory_items_superseded ON memory_items (superseded_by) WHERE superseded_by IS NOT NULL",
-        """CREATE TRIGGER memory_items_ai AFTER INSERT ON memory_items BEGIN
-            INSERT INTO memory_items_fts (rowid, content) VALUES (new.id, new.content);
-        END""",
-        """CREATE TRIGGER memory_items_ad AFTER DELETE ON memory_items BEGIN
-            INSERT INTO memory_items_fts (memory_items_fts, rowid, content) VALUES ('delete', old.id, old.content);
-        END""",
+        *_INDEXES,
+        *_FTS_TRIGGERS,
         # One row per vector that changed or vanished after it was written: in-memory
         # indexes (any process) replay the log instead of reloading every vector.
         """CREATE TABLE memory_item_vector_log (
