@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .ddl import run_tables
-from .sql import Sql, chunks, upsert
+from .sql import Sql, chunks
 
 __all__ = ["Passages", "m011_passages"]
 
@@ -46,14 +46,8 @@ class Passages:
         Raises:
             BackendError: The write failed (nothing was stored).
         """
-        if not blobs:
-            return
-        with self._sql.write() as w:
-            key = self._sql.tenant_key(namespace)
-            if key is None:
-                return
-            w.executemany(upsert("recall_passages", (self._ns, "turn_id"), ("model", "vectors")),
-                          [(key, int(t), model, b) for t, b in blobs.items()])
+        self._sql.put_turn_rows("recall_passages", namespace, ("model", "vectors"),
+                                [(int(t), model, b) for t, b in blobs.items()])
 
     def load(self, namespace: str, model: str, turn_ids: Sequence[int] | None = None) -> dict[int, bytes]:
         """Blobs made by ``model`` of the namespace's long turns (or of some of them), by turn id."""

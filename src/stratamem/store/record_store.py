@@ -22,7 +22,7 @@ import functools
 import json
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Self
 
 from ..errors import BackendError, ConfigError, NotFoundError
 from ..records import Session, StoredTurn, check_name
@@ -60,6 +60,16 @@ class RecordStore(SharedFeatures):
     def _attempts(self) -> int:
         """How many times :meth:`append` may run its transaction (1: never retried)."""
         return 1
+
+    def close(self) -> None:
+        """Release the backend's connections. Idempotent."""
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # --- helpers ----------------------------------------------------------------------
 

@@ -25,7 +25,8 @@ from typing import Any
 
 from ..records import format_timestamp, parse_timestamp
 
-__all__ = ["CHUNK", "Dialect", "POSTGRES", "SQLITE", "Sql", "Writer", "chunks", "dialect_of", "run_ddl", "upsert"]
+__all__ = ["CHUNK", "Dialect", "POSTGRES", "SQLITE", "Sql", "SqlFeature", "Writer", "chunks", "dialect_of", "run_ddl",
+           "upsert"]
 
 #: Most values bound in one ``IN`` list: SQLite's limit on host parameters is
 #: 32,766 in current builds but 999 in old ones; stay under the old one.
@@ -224,3 +225,33 @@ class Sql:
         """A write transaction: everything run through the writer commits together or not at all."""
         with self._write() as conn:
             yield Writer(conn, self.dialect)
+
+    def put_turn_rows(self, table: str, namespace: str, columns: Sequence[str],
+                      rows: Sequence[Sequence[Any]]) -> None:
+        """Store per-turn rows ``(turn_id, *columns)`` of ``table`` (keyed by tenant and ``turn_id``), replacing theirs.
+
+        One transaction; nothing is written for a namespace that does not exist.
+
+        Raises:
+            BackendError: The write failed (nothing was stored).
+        """
+        if not rows:
+            return
+        with self.write() as w:
+            key = self.tenant_key(namespace)
+            if key is None:
+                return
+            w.executemany(upsert(table, (self.dialect.tenant, "turn_id"), columns), [(key, *r) for r in rows])
+
+
+class SqlFeature:
+    """The base of a feature store: the owning store's :class:`Sql`, its dialect and tenant column.
+
+    Args:
+        sql: The owning store's SQL layer.
+    """
+
+    def __init__(self, sql: Sql) -> None:
+        self._sql = sql
+        self._d = sql.dialect
+        self._tenant = sql.dialect.tenant

@@ -95,14 +95,8 @@ class TurnIndex:
         Raises:
             BackendError: The write failed (nothing was stored).
         """
-        if not rows:
-            return
-        with self._sql.write() as w:
-            key = self._sql.tenant_key(namespace)
-            if key is None:
-                return
-            w.executemany(upsert("recall_index", (self._ns, "turn_id"), ("terms", "vector")),
-                          [(key, r.turn_id, r.terms, r.vector) for r in rows])
+        self._sql.put_turn_rows("recall_index", namespace, ("terms", "vector"),
+                                [(r.turn_id, r.terms, r.vector) for r in rows])
 
     def load(self, namespace: str, turn_ids: Sequence[int] | None = None) -> dict[int, TurnIndexRow]:
         """The rows of the namespace (or of some of its turns), by turn id."""

@@ -28,7 +28,6 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import sql
@@ -38,11 +37,9 @@ from psycopg_pool import ConnectionPool
 from ...errors import BackendError, StratamemError
 from . import schema as postgres_schema
 from ..record_store import RecordStore
+from .forget import PostgresForget
+from .items import PostgresItemStore
 from ..sql import POSTGRES, Sql
-
-if TYPE_CHECKING:
-    from .forget import PostgresForget
-    from .items import PostgresItemStore
 
 __all__ = ["PostgresStore"]
 
@@ -86,6 +83,8 @@ class PostgresStore(RecordStore):
     """
 
     backend = "postgres"
+    item_store_class = PostgresItemStore
+    forget_class = PostgresForget
 
     def __init__(self, dsn: str, *, schema: str | None = None, min_connections: int = 1,
                  max_connections: int = 8, busy_timeout_ms: int = 30_000, connect_timeout_s: float = 10.0,
@@ -198,26 +197,9 @@ class PostgresStore(RecordStore):
         with self.transaction(), self.connection() as conn, self._errors():
             yield conn
 
-    # --- feature stores -----------------------------------------------------------------
-    # Embeddings, nodes, manifests, conversations and ingest keys come from SharedFeatures
-    # (store/features.py), built on ``sql``; memory items and forgetting are shared
-    # classes with PostgreSQL's locks, tsvector search and VACUUM FULL added here.
-
-    @functools.cached_property
-    def items(self) -> PostgresItemStore:
-        """Memory items of every namespace (:mod:`stratamem.store.postgres.items`)."""
-        from .items import PostgresItemStore
-
-        return PostgresItemStore(self)
-
-    @functools.cached_property
-    def forgetting(self) -> PostgresForget:
-        """Deleting turns and everything derived from them (:mod:`stratamem.store.postgres.forget`)."""
-        from .forget import PostgresForget
-
-        return PostgresForget(self)
-
-    # --- namespaces, sessions, turns: RecordStore (store/record_store.py) ---------------
+    # Namespaces, sessions and turns: RecordStore (store/record_store.py). Feature stores:
+    # SharedFeatures (store/features.py) on ``sql``; items and forgetting are the shared classes
+    # with PostgreSQL's locks, tsvector search and VACUUM FULL (item_store_class, forget_class).
 
     def size_bytes(self) -> int:
         """Bytes of stratamem's tables and indexes in the store's schema."""
@@ -235,12 +217,6 @@ class PostgresStore(RecordStore):
         if not self._closed:
             self._closed = True
             self._pool.close()
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore({redact_dsn(self.dsn)!r}, schema={self.schema!r})"

@@ -17,18 +17,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ...errors import BackendError, StratamemError
 from .. import migrations
 from ..record_store import RecordStore
+from .forget import SQLiteForget
+from .items import SQLiteItemStore
 from ..rows import turn_columns  # noqa: F401 - the flat module stratamem.store.sqlite exported it (_moved)
 from ..sql import SQLITE, Sql
 from .schema import MIGRATIONS
-
-if TYPE_CHECKING:
-    from .forget import SQLiteForget
-    from .items import SQLiteItemStore
 
 __all__ = ["SQLiteStore"]
 
@@ -50,6 +47,8 @@ class SQLiteStore(RecordStore):
     """
 
     backend = "sqlite"
+    item_store_class = SQLiteItemStore
+    forget_class = SQLiteForget
 
     def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 30_000,
                  tokenizer: str = "o200k_base") -> None:
@@ -194,26 +193,9 @@ class SQLiteStore(RecordStore):
         with self.transaction():
             yield self._conn  # read after BEGIN: the transaction may have reconnected
 
-    # --- feature stores -----------------------------------------------------------------
-    # Embeddings, nodes, manifests, conversations and ingest keys come from SharedFeatures
-    # (store/features.py), built on ``sql``. Memory items and forgetting are
-    # shared classes with SQLite's FTS5 search and secure delete added here.
-
-    @functools.cached_property
-    def items(self) -> SQLiteItemStore:
-        """Memory items of every namespace (:mod:`stratamem.store.sqlite.items`)."""
-        from .items import SQLiteItemStore
-
-        return SQLiteItemStore(self)
-
-    @functools.cached_property
-    def forgetting(self) -> SQLiteForget:
-        """Deleting turns and everything derived from them (:mod:`stratamem.store.sqlite.forget`)."""
-        from .forget import SQLiteForget
-
-        return SQLiteForget(self)
-
-    # --- namespaces, sessions, turns: RecordStore (store/record_store.py) ---------------
+    # Namespaces, sessions and turns: RecordStore (store/record_store.py). Feature stores:
+    # SharedFeatures (store/features.py) on ``sql``; items and forgetting are the shared classes
+    # with SQLite's FTS5 search and secure delete (item_store_class, forget_class).
 
     def size_bytes(self) -> int:
         """Bytes of the database file plus its WAL (0 in memory)."""
@@ -233,12 +215,6 @@ class SQLiteStore(RecordStore):
                 self._conn.close()
             except sqlite3.Error as exc:
                 raise BackendError(f"closing {self.path} failed: {exc}") from exc
-
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.path!r})"
