@@ -21,10 +21,11 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Self
 
-from ..errors import BackendError, ConfigError, NotFoundError
+from ..errors import BackendError, ConfigError, NotFoundError, StratamemError
 from ..records import Session, StoredTurn, check_name
 from .base import NamespaceStats, TurnBatch
 from .features import SharedFeatures
@@ -60,6 +61,23 @@ class RecordStore(SharedFeatures):
     def _attempts(self) -> int:
         """How many times :meth:`append` may run its transaction (1: never retried)."""
         return 1
+
+    _BACKEND_ERRORS: tuple[type[Exception], ...] = ()
+    """The driver's exceptions, each mapped to :class:`~stratamem.errors.BackendError` by :meth:`_errors`."""
+
+    def _backend_error(self, exc: Exception) -> BackendError:
+        """The :class:`~stratamem.errors.BackendError` a driver exception becomes (the backend names the store)."""
+        return BackendError(str(exc))
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Map the driver's errors to :class:`~stratamem.errors.BackendError`, keeping the cause."""
+        try:
+            yield
+        except StratamemError:
+            raise
+        except self._BACKEND_ERRORS as exc:
+            raise self._backend_error(exc) from exc
 
     def close(self) -> None:
         """Release the backend's connections. Idempotent."""

@@ -34,7 +34,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from ...errors import BackendError, StratamemError
+from ...errors import BackendError
 from . import schema as postgres_schema
 from ..record_store import RecordStore
 from .forget import PostgresForget
@@ -130,15 +130,10 @@ class PostgresStore(RecordStore):
         conn.execute(sql.SQL("SET lock_timeout = {}").format(sql.Literal(f"{self._busy_ms}ms")))
         conn.execute("SET application_name = 'stratamem'")
 
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Map psycopg errors (pool errors included) to BackendError, keeping the cause."""
-        try:
-            yield
-        except StratamemError:
-            raise
-        except psycopg.Error as exc:
-            raise BackendError(f"PostgreSQL error ({redact_dsn(self.dsn)}): {exc}") from exc
+    _BACKEND_ERRORS = (psycopg.Error,)  # pool errors included
+
+    def _backend_error(self, exc: Exception) -> BackendError:
+        return BackendError(f"PostgreSQL error ({redact_dsn(self.dsn)}): {exc}")
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...errors import BackendError, StratamemError
+from ...errors import BackendError
 from .. import migrations
 from ..record_store import RecordStore
 from .forget import SQLiteForget
@@ -116,20 +116,15 @@ class SQLiteStore(RecordStore):
         self._configure()
         self._reopen = False
 
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        """Map sqlite3 errors to BackendError, keeping the cause."""
-        try:
-            yield
-        except StratamemError:
-            raise
-        except sqlite3.Error as exc:
-            if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY:
-                # Reopen before the next write, so the store serves again once the file is writable.
-                self._reopen = True
-            raise BackendError(f"SQLite error on {self.path}: {exc}") from exc
-        except OSError as exc:
-            raise BackendError(f"I/O error on {self.path}: {exc}") from exc
+    _BACKEND_ERRORS = (sqlite3.Error, OSError)
+
+    def _backend_error(self, exc: Exception) -> BackendError:
+        if isinstance(exc, OSError):
+            return BackendError(f"I/O error on {self.path}: {exc}")
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_READONLY:
+            # Reopen before the next write, so the store serves again once the file is writable.
+            self._reopen = True
+        return BackendError(f"SQLite error on {self.path}: {exc}")
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
