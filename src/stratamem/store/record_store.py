@@ -47,6 +47,11 @@ def _insert_turns(tenant: str, count: int) -> str:
     return f"INSERT INTO turns ({tenant}, {_INSERTED}) VALUES {values} RETURNING session_id, seq, id"
 
 
+@functools.lru_cache(maxsize=4)
+def _session_id(tenant: str) -> str:
+    return f"SELECT id FROM sessions WHERE {tenant} = ? AND name = ?"
+
+
 class RecordStore(SharedFeatures):
     """Namespaces, sessions and turns over ``self.sql``; a backend store inherits it.
 
@@ -166,6 +171,9 @@ class RecordStore(SharedFeatures):
         d = self.sql.dialect
 
         def lookup(names: list[str]) -> dict[str, int]:
+            if len(names) == 1:  # the common case (one session per append): a constant statement
+                row = w.execute(_session_id(d.tenant), (key, names[0])).fetchone()
+                return {} if row is None else {names[0]: int(row[0])}
             clause, values = d.one_of("name", names)
             return {r[1]: int(r[0]) for r in w.execute(
                 f"SELECT id, name FROM sessions WHERE {d.tenant} = ? AND {clause}", (key, *values)).fetchall()}

@@ -220,11 +220,9 @@ class Sql:
         rows = self.rows("SELECT id FROM namespaces WHERE name = ?", (namespace,))
         return int(rows[0][0]) if rows else None
 
-    @contextmanager
-    def write(self) -> Iterator[Writer]:
+    def write(self) -> AbstractContextManager[Writer]:
         """A write transaction: everything run through the writer commits together or not at all."""
-        with self._write() as conn:
-            yield Writer(conn, self.dialect)
+        return _WriteScope(self._write(), self.dialect)
 
     def put_turn_rows(self, table: str, namespace: str, columns: Sequence[str],
                       rows: Sequence[Sequence[Any]]) -> None:
@@ -242,6 +240,22 @@ class Sql:
             if key is None:
                 return
             w.executemany(upsert(table, (self.dialect.tenant, "turn_id"), columns), [(key, *r) for r in rows])
+
+
+class _WriteScope:
+    """:meth:`Sql.write`'s context manager (a class, not a generator: it runs on every append)."""
+
+    __slots__ = ("_scope", "_dialect")
+
+    def __init__(self, scope: AbstractContextManager[Any], dialect: Dialect) -> None:
+        self._scope = scope
+        self._dialect = dialect
+
+    def __enter__(self) -> Writer:
+        return Writer(self._scope.__enter__(), self._dialect)
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._scope.__exit__(*exc)
 
 
 class SqlFeature:
