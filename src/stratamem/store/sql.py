@@ -228,7 +228,8 @@ class Sql:
                       rows: Sequence[Sequence[Any]]) -> None:
         """Store per-turn rows ``(turn_id, *columns)`` of ``table`` (keyed by tenant and ``turn_id``), replacing theirs.
 
-        One transaction; nothing is written for a namespace that does not exist.
+        One transaction. On SQLite nothing is written for a namespace that
+        does not exist (it has no id); PostgreSQL keys the rows by the name.
 
         Raises:
             BackendError: The write failed (nothing was stored).
