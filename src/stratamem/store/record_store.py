@@ -55,9 +55,11 @@ def _session_id(tenant: str) -> str:
 class RecordStore(SharedFeatures):
     """Namespaces, sessions and turns over ``self.sql``; a backend store inherits it.
 
-    A backend provides ``sql`` (its :class:`~stratamem.store.sql.Sql`) and may
-    set :attr:`_RETRYABLE` and override :meth:`_attempts` when its database
-    can roll a whole transaction back under contention.
+    A backend provides ``sql`` (its :class:`~stratamem.store.sql.Sql`) and
+    ``close``; names its driver's errors (:attr:`_BACKEND_ERRORS`,
+    :meth:`_backend_error`); and may set :attr:`_RETRYABLE` and override
+    :meth:`_attempts` when its database can roll a whole transaction back
+    under contention.
     """
 
     _RETRYABLE: tuple[type[BaseException], ...] = ()
