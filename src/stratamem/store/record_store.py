@@ -171,16 +171,11 @@ class RecordStore(SharedFeatures):
         session a concurrent writer created meanwhile.
         """
         d = self.sql.dialect
-
-        def lookup(names: list[str]) -> dict[str, int]:
-            if len(names) == 1:  # the common case (one session per append): a constant statement
-                row = w.execute(_session_id(d.tenant), (key, names[0])).fetchone()
-                return {} if row is None else {names[0]: int(row[0])}
-            clause, values = d.one_of("name", names)
-            return {r[1]: int(r[0]) for r in w.execute(
-                f"SELECT id, name FROM sessions WHERE {d.tenant} = ? AND {clause}", (key, *values)).fetchall()}
-
-        ids = lookup([name for name, _, _ in sessions])
+        if len(sessions) == 1:  # the common case (one session per append): a constant statement
+            row = w.execute(_session_id(d.tenant), (key, sessions[0][0])).fetchone()
+            if row is not None:
+                return {sessions[0][0]: int(row[0])}
+        ids = self._lookup_sessions(w, key, [name for name, _, _ in sessions])
         missing = [s for s in sessions if s[0] not in ids]
         if missing:
             at = d.stamp(created_at or datetime.now(timezone.utc))
@@ -188,8 +183,14 @@ class RecordStore(SharedFeatures):
                 w.execute(f"INSERT INTO sessions ({d.tenant}, name, platform, channel, created_at) "
                           f"VALUES (?, ?, ?, ?, ?) ON CONFLICT ({d.tenant}, name) DO NOTHING",
                           (key, name, platform, channel, at))
-            ids.update(lookup([name for name, _, _ in missing]))
+            ids.update(self._lookup_sessions(w, key, [name for name, _, _ in missing]))
         return ids
+
+    def _lookup_sessions(self, w: Writer, key: Any, names: list[str]) -> dict[str, int]:
+        clause, values = self.sql.dialect.one_of("name", names)
+        return {r[1]: int(r[0]) for r in w.execute(
+            f"SELECT id, name FROM sessions WHERE {self.sql.dialect.tenant} = ? AND {clause}",
+            (key, *values)).fetchall()}
 
     def _sessions(self, namespace: str, where: str, params: Sequence[Any]) -> list[Session]:
         d = self.sql.dialect
@@ -277,7 +278,7 @@ class RecordStore(SharedFeatures):
                              d.stamp(turn.timestamp), int(tokens), meta))
                 placed.append((b.session, seq, int(tokens)))
         ids: dict[tuple[int, int], int] = {}
-        for part in chunks(rows, _TURNS_PER_INSERT):
+        for part in (rows,) if len(rows) <= _TURNS_PER_INSERT else chunks(rows, _TURNS_PER_INSERT):
             # RETURNING order is not promised for a multi-row insert: match ids by (session, seq).
             for session_id, seq, tid in w.execute(_insert_turns(d.tenant, len(part)),
                                                   [v for row in part for v in row]).fetchall():

@@ -157,6 +157,8 @@ class Writer:
     def __init__(self, conn: Any, dialect: Dialect) -> None:
         self._conn = conn
         self._dialect = dialect
+        # SQLite statements run as written (skips a call per statement on the append path).
+        self._spell = None if dialect.name == "sqlite" else dialect.sql
 
     def tenant(self, namespace: str) -> Any:
         """The :attr:`Dialect.tenant` value of ``namespace``, creating the namespace in this transaction if missing.
@@ -175,7 +177,7 @@ class Writer:
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement; returns the cursor (``fetchone``/``fetchall`` for ``RETURNING`` rows)."""
-        return self._conn.execute(self._dialect.sql(statement), params)
+        return self._conn.execute(statement if self._spell is None else self._spell(statement), params)
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         """Run one statement for each parameter row."""
