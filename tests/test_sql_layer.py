@@ -14,6 +14,7 @@ from pg import fresh_schema
 
 from stratamem.records import format_timestamp
 from stratamem.store.postgres.store import PostgresStore
+from stratamem.store.ddl import create_table
 from stratamem.store.sql import CHUNK, POSTGRES, SQLITE, chunks, dialect_of, run_ddl, upsert
 from stratamem.store.sqlite.store import SQLiteStore
 
@@ -100,3 +101,56 @@ def test_upsert_replaces_the_columns_of_the_row_holding_the_keys(tmp_path: Path)
     conn.executemany(statement, [("x", 1, "old"), ("x", 2, "kept"), ("x", 1, "new")])
     assert conn.execute("SELECT a, b, c FROM t ORDER BY b").fetchall() == [("x", 1, "new"), ("x", 2, "kept")]
     conn.close()
+
+
+def test_namespace_columns_and_membership_spellings() -> None:
+    assert (SQLITE.namespace_key, SQLITE.namespace_name) == ("id", "name")
+    assert (POSTGRES.namespace_key, POSTGRES.namespace_name) == ("namespace", "namespace")
+    assert SQLITE.in_namespace("t") == "t.namespace_id = (SELECT id FROM namespaces WHERE name = ?)"
+    assert POSTGRES.in_namespace("t") == "t.namespace = ?"
+    assert SQLITE.one_of("id", [3, 1]) == ("id IN (?,?)", [3, 1])
+    assert POSTGRES.one_of("id", [3, 1]) == ("id = ANY(?)", [[3, 1]])
+
+
+def test_create_table_spells_one_column_list_per_dialect() -> None:
+    columns = ("{tenant_column}", "turn_id {bigint} NOT NULL", "v {blob}", "at {stamp}", "x {real}", "e {vector}",
+               "{extra}", "PRIMARY KEY ({tenant}, turn_id)")
+    assert create_table(SQLITE, "t", columns, without_rowid=True, extra="y TEXT") == (
+        "CREATE TABLE t (namespace_id INTEGER NOT NULL REFERENCES namespaces(id), turn_id INTEGER NOT NULL, "
+        "v BLOB, at TEXT, x REAL, e BLOB, y TEXT, PRIMARY KEY (namespace_id, turn_id)) WITHOUT ROWID")
+    assert create_table(POSTGRES, "t", columns, without_rowid=True, extra="y TEXT") == (
+        "CREATE TABLE t (namespace TEXT NOT NULL, turn_id BIGINT NOT NULL, v BYTEA, at TIMESTAMPTZ, "
+        "x DOUBLE PRECISION, e vector, y TEXT, PRIMARY KEY (namespace, turn_id))")
+
+
+def _writer_tenant_and_turn_rows(store: SQLiteStore | PostgresStore) -> None:
+    # Writer.tenant creates the namespace once and gives the tenant value of either dialect.
+    with store.sql.write() as w:
+        key = w.tenant("ns")
+        assert w.tenant("ns") == key
+    assert store.namespaces() == ["ns"]
+    assert store.sql.tenant_key("ns") == key
+    store.sql.put_turn_rows("recall_passages", "ns", ("model", "vectors"), [(7, "m", b"a"), (8, "m", b"b")])
+    store.sql.put_turn_rows("recall_passages", "ns", ("model", "vectors"), [(7, "m", b"c")])
+    store.sql.put_turn_rows("recall_passages", "absent", ("model", "vectors"), [(9, "m", b"x")])
+    rows = store.sql.rows("SELECT turn_id, vectors FROM recall_passages ORDER BY turn_id")
+    # SQLite has no id for a namespace never created, so nothing is written; PostgreSQL keys rows by the name.
+    absent = [] if store.sql.dialect is SQLITE else [(9, b"x")]
+    assert [(int(t), bytes(v)) for t, v in rows] == [(7, b"c"), (8, b"b"), *absent]
+    assert store.namespaces() == ["ns"]
+
+
+def test_writer_tenant_and_turn_rows_on_sqlite(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "w.db")
+    try:
+        _writer_tenant_and_turn_rows(store)
+    finally:
+        store.close()
+
+
+def test_writer_tenant_and_turn_rows_on_postgres(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn, schema=fresh_schema(pg_dsn, "sq"))
+    try:
+        _writer_tenant_and_turn_rows(store)
+    finally:
+        store.close()

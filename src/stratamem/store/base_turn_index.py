@@ -1,7 +1,6 @@
 """The records the persisted recall index exchanges with its stores (both backends).
 
-See :mod:`stratamem.store.sqlite.turn_embeddings` and
-:mod:`stratamem.store.postgres.turn_embeddings`.
+See :mod:`stratamem.store.turn_index`.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ Implements :class:`stratamem.embed.EmbeddingCache`; reach it as
     embedder = CachedEmbedder(LocalMiniLM(), store.embeddings)
 
 The same object holds the persisted recall index (``.turns``) and the passage
-vectors (``.passages``). The table is created per backend
-(:mod:`stratamem.store.sqlite.embeddings`, :mod:`stratamem.store.postgres.embeddings`).
+vectors (``.passages``). The table's DDL is here too, one column list for
+both backends (:mod:`stratamem.store.ddl`).
 """
 
 from __future__ import annotations
@@ -25,15 +25,29 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
+from typing import Any
 
 import numpy as np
 
 from ..errors import BackendError
+from .ddl import run_tables
 from .passage_store import Passages
 from .sql import Sql, chunks
 from .turn_index import TurnIndex
 
-__all__ = ["EmbeddingCache"]
+__all__ = ["EmbeddingCache", "m002_embeddings"]
+
+
+def m002_embeddings(conn: Any) -> None:
+    """The content-addressed embedding cache: ``(model, hash) -> dims + float32 bytes``.
+
+    No namespace column on purpose: rows are keyed by content, shared by all
+    namespaces, and hold no text. Vectors are plain bytes (little-endian
+    float32), not pgvector: the cache is looked up by key, never searched.
+    """
+    run_tables(conn, ("embeddings", ["model TEXT NOT NULL", "hash TEXT NOT NULL", "dims INTEGER NOT NULL",
+                                     "vector {blob} NOT NULL", "created_at {stamp} NOT NULL",
+                                     "PRIMARY KEY (model, hash)"], True))
 
 
 class EmbeddingCache:

@@ -4,8 +4,10 @@ A backend store (:class:`~stratamem.store.sqlite.SQLiteStore`,
 :class:`~stratamem.store.postgres.PostgresStore`) inherits
 :class:`SharedFeatures` and provides ``sql`` (its :class:`~stratamem.store.sql.Sql`
 handle); each property below builds its feature store on that handle on
-first use. Feature stores still written per backend (memory items,
-forgetting) stay as properties of the backend class.
+first use. Memory items and forgetting are shared classes with a per-backend
+subclass (lexical search; secure delete or ``VACUUM FULL``): the backend
+names those subclasses in :attr:`SharedFeatures.item_store_class` and
+:attr:`SharedFeatures.forget_class`.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .conversations import Conversations
     from .embedding_cache import EmbeddingCache
+    from .forget_rows import ForgetRows
+    from .item_store import ItemStore
     from .ingest_keys import IngestKeys
     from .manifests import Manifests
     from .node_store import NodeStore
@@ -28,6 +32,21 @@ class SharedFeatures:
     """Cached properties for the feature stores that speak :mod:`stratamem.store.sql`."""
 
     sql: Sql
+
+    item_store_class: type[ItemStore]
+    """The backend's item store (the shared reads and writes plus its lexical search)."""
+    forget_class: type[ForgetRows]
+    """The backend's forgetting (the shared plan statements plus what makes the bytes go)."""
+
+    @functools.cached_property
+    def items(self) -> ItemStore:
+        """Memory items of every namespace (:mod:`stratamem.store.item_store`, search per backend)."""
+        return self.item_store_class(self)  # type: ignore[arg-type]
+
+    @functools.cached_property
+    def forgetting(self) -> ForgetRows:
+        """Deleting turns and everything derived from them (:mod:`stratamem.store.forget_rows`)."""
+        return self.forget_class(self)  # type: ignore[call-arg]
 
     @functools.cached_property
     def embeddings(self) -> EmbeddingCache:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .forgetting import ForgetPlan
-from .sql import SQLITE, Sql, Writer, chunks, upsert
+from .sql import SQLITE, SqlFeature, Writer, chunks, upsert
 
 __all__ = ["ForgetRows"]
 
@@ -35,17 +35,8 @@ def _sorted(values: Iterable[Any]) -> list[Any]:
     return sorted(set(values))
 
 
-class ForgetRows:
-    """Applying a forget plan's deletes and rewrites, and the archive journal.
-
-    Args:
-        sql: The owning store's SQL layer.
-    """
-
-    def __init__(self, sql: Sql) -> None:
-        self._sql = sql
-        self._d = sql.dialect
-        self._tenant = sql.dialect.tenant
+class ForgetRows(SqlFeature):
+    """Applying a forget plan's deletes and rewrites, and the archive journal (made on the store's ``sql``)."""
 
     def _in(self, w: Writer, statement: str, params: Sequence[Any], column: str, values: Sequence[Any]) -> None:
         """Run ``statement`` (ending in ``AND``) once per slice of ``values`` as ``column IN (...)``."""

@@ -13,38 +13,27 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .sql import Sql, run_ddl
+from .ddl import run_tables
+from .sql import Sql, dialect_of
 
 __all__ = ["IngestKeys", "m008_ingest_keys"]
 
 # SQLite's default limit on bound parameters is 999 on old builds; stay below it.
 _CHUNK = 500
 
-# System prompts are read on every context (sources.system_blocks): a partial
-# index finds the few system turns without scanning the namespace.
-_DDL = {
-    "sqlite": ["""CREATE TABLE ingest_keys (
-        namespace TEXT NOT NULL,
-        session TEXT NOT NULL,
-        key TEXT NOT NULL,
-        turn_id INTEGER NOT NULL,
-        PRIMARY KEY (namespace, session, key)
-    ) WITHOUT ROWID""",
-               "CREATE INDEX turns_system ON turns (namespace_id, session_id) WHERE role = 'system'"],
-    "postgres": ["""CREATE TABLE ingest_keys (
-        namespace TEXT NOT NULL,
-        session TEXT NOT NULL,
-        key TEXT NOT NULL,
-        turn_id BIGINT NOT NULL,
-        PRIMARY KEY (namespace, session, key)
-    )""",
-                 "CREATE INDEX turns_system ON turns (namespace, session_id) WHERE role = 'system'"],
-}
+# The namespace is named here (not the tenant column) on both backends: keys are
+# looked up by the names an importer holds.
+_COLUMNS = ("namespace TEXT NOT NULL", "session TEXT NOT NULL", "key TEXT NOT NULL", "turn_id {bigint} NOT NULL",
+            "PRIMARY KEY (namespace, session, key)")
 
 
 def m008_ingest_keys(conn: Any) -> None:
     """Dedupe keys of ingested records, one per stored turn; an index of system turns."""
-    run_ddl(conn, _DDL)
+    run_tables(conn, ("ingest_keys", _COLUMNS, True))
+    tenant = dialect_of(conn).tenant
+    # System prompts are read on every context (sources.system_blocks): a partial
+    # index finds the few system turns without scanning the namespace.
+    conn.execute(f"CREATE INDEX turns_system ON turns ({tenant}, session_id) WHERE role = 'system'")
 
 
 class IngestKeys:

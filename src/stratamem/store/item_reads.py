@@ -2,12 +2,10 @@
 
 Every method takes the namespace and reads only that namespace's rows; an
 item id from another namespace behaves exactly like an id that does not
-exist. :class:`ItemReads` is the base of both backends' item stores
-(:class:`~stratamem.store.sqlite.items.SQLiteItemStore`,
-:class:`~stratamem.store.postgres.items.PostgresItemStore`), which add the
-writes and the lexical search — those still differ in form (FTS5 and its
-triggers on SQLite; ``tsvector`` terms, advisory locks and an explicitly
-written vector log on PostgreSQL). Vectors come back as float32 bytes from
+exist. :class:`ItemReads` is the base of the shared writes
+(:class:`~stratamem.store.item_store.ItemStore`) and through them of both
+backends' item stores, which add lexical search (FTS5 on SQLite, ``tsvector``
+terms on PostgreSQL). Vectors come back as float32 bytes from
 their int8 (or quantized pgvector) form (:mod:`stratamem.store.vectors`).
 """
 
@@ -19,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..records import format_timestamp
 from .item_view import view_clause
-from .sql import SQLITE, Sql, chunks
+from .sql import SQLITE, SqlFeature, chunks
 from .vectors import read_vector, vector_select
 
 if TYPE_CHECKING:
@@ -35,17 +33,8 @@ _ORDERS = {"id": "id", "spill": "relevance ASC, created_at ASC, id ASC",
            "prune": "access_count ASC, COALESCE(last_accessed_at, created_at) ASC, id ASC"}
 
 
-class ItemReads:
-    """Reads of ``memory_items``, its vector log and metrics for one store.
-
-    Args:
-        sql: The owning store's SQL layer.
-    """
-
-    def __init__(self, sql: Sql) -> None:
-        self._sql = sql
-        self._d = sql.dialect
-        self._tenant = sql.dialect.tenant
+class ItemReads(SqlFeature):
+    """Reads of ``memory_items``, its vector log and metrics for one store (made on the store's ``sql``)."""
 
     def _stamp(self, value: Any) -> Any:
         return self._d.read_stamp(value) if value is not None else None

@@ -2,9 +2,9 @@
 
 Only SQL lives here; the rules (when to seal, consolidate, demote) are in
 :mod:`stratamem.pyramid` and :mod:`stratamem.pyramid.tiers`. The tables are
-created per backend (``m003_pyramid``, ``m014_summary_spend`` in
-:mod:`stratamem.store.sqlite.nodes` and :mod:`stratamem.store.postgres.nodes`),
-because their shapes differ in form, not in behaviour:
+created here too (``m003_pyramid``, ``m014_summary_spend``: one column list,
+:mod:`stratamem.store.ddl`, with each backend's keys in :data:`_TABLES`); their
+shapes differ in form, not in behaviour:
 
 * the namespace column is :attr:`~stratamem.store.sql.Dialect.tenant`
   (``namespace_id`` on SQLite, the name ``namespace`` on PostgreSQL);
@@ -35,10 +35,11 @@ from ..errors import NotFoundError
 from ..pyramid.nodes import Node
 from ..summarize import Summary
 from .new_rows import NewNode
-from .sql import SQLITE, Sql, Writer, chunks
+from .ddl import create_table
+from .sql import SQLITE, Sql, Writer, chunks, dialect_of
 from .vectors import read_vector, vector_placeholder, vector_select, write_vector
 
-__all__ = ["NodeStore"]
+__all__ = ["NodeStore", "m003_pyramid", "m014_summary_spend"]
 
 # First key of the two-key advisory lock serializing one namespace's pyramid writers on PostgreSQL ("Py").
 _LOCK_CLASS = 0x5079
@@ -63,6 +64,91 @@ _SHAPES = {
                      session_column="session_id", node_turns_tenant=False),
     "postgres": _Shape(session="n.session", join="", session_column="session", node_turns_tenant=True),
 }
+
+# --- the tables (m003_pyramid, m014_summary_spend) ------------------------------------------
+
+# The columns both backends' ``nodes`` share, in order, between the key columns and the table constraints.
+_NODE_COLUMNS = (
+    "level INTEGER NOT NULL CHECK (level >= 1)", "kind TEXT NOT NULL", "{node_session}", "seq_lo {bigint}",
+    "seq_hi {bigint}", "turn_count INTEGER NOT NULL", "tokens {bigint} NOT NULL", "first_turn_id {bigint} NOT NULL",
+    "last_turn_id {bigint} NOT NULL", "ts_start {stamp} NOT NULL", "ts_end {stamp} NOT NULL",
+    "parent_id {bigint}{parent_ref}", "reason TEXT NOT NULL", "tier TEXT CHECK (tier IN ('hot', 'warm', 'cold'))",
+    "tier_at {stamp}", "summary TEXT", "summary_tokens INTEGER",
+    "summary_status TEXT NOT NULL DEFAULT 'pending' CHECK (summary_status IN ('pending', 'ok', 'failed'))",
+    "summary_error TEXT", "view_tokens INTEGER", "warm_content TEXT", "warm_format TEXT", "archive_ref TEXT",
+    "archived_at {stamp}", "embedding {vector}", "created_at {stamp} NOT NULL")
+
+
+@dataclass(frozen=True)
+class _Tables:
+    """How one backend lays out the pyramid tables around :data:`_NODE_COLUMNS` (see the module docstring)."""
+
+    head: tuple[str, ...]
+    """``nodes``' key columns, before the shared ones."""
+    tail: tuple[str, ...]
+    """``nodes``' table constraints, after them."""
+    spelling: dict[str, str]
+    """The ``{node_session}`` and ``{parent_ref}`` placeholders."""
+    node_turns: tuple[str, ...]
+    """``node_turns``' columns and constraints."""
+    indexes: tuple[str, ...]
+    """The ``nodes`` indexes."""
+
+
+_TABLES = {
+    "sqlite": _Tables(
+        head=("id INTEGER PRIMARY KEY", "{tenant_column}"), tail=(),
+        spelling={"node_session": "session_id INTEGER REFERENCES sessions(id)", "parent_ref": " REFERENCES nodes(id)"},
+        node_turns=("level INTEGER NOT NULL", "turn_id INTEGER NOT NULL",
+                    "node_id INTEGER NOT NULL REFERENCES nodes(id)", "PRIMARY KEY (level, turn_id)"),
+        indexes=("CREATE INDEX nodes_level ON nodes (namespace_id, level, id)",
+                 "CREATE INDEX nodes_session ON nodes (session_id, seq_hi)",
+                 "CREATE INDEX nodes_parent ON nodes (parent_id)")),
+    # No foreign keys into the canonical tables: retention deletes turns while their
+    # coverage rows stay; node-to-node links are enforced within the namespace.
+    "postgres": _Tables(
+        head=("{tenant_column}", "id BIGINT GENERATED ALWAYS AS IDENTITY"),
+        tail=("PRIMARY KEY (namespace, id)", "FOREIGN KEY (namespace, parent_id) REFERENCES nodes (namespace, id)"),
+        spelling={"node_session": "session TEXT", "parent_ref": ""},
+        node_turns=("namespace TEXT NOT NULL", "level INTEGER NOT NULL", "turn_id BIGINT NOT NULL",
+                    "node_id BIGINT NOT NULL", "PRIMARY KEY (namespace, level, turn_id)",
+                    "FOREIGN KEY (namespace, node_id) REFERENCES nodes (namespace, id)"),
+        # Store-wide id index (early versions looked nodes up by bare id; migrations are never edited).
+        indexes=("CREATE INDEX nodes_id ON nodes (id)",
+                 "CREATE INDEX nodes_level ON nodes (namespace, level, id)",
+                 "CREATE INDEX nodes_session ON nodes (namespace, session, seq_hi)",
+                 "CREATE INDEX nodes_parent ON nodes (parent_id)")),
+}
+
+_NODE_TURNS_INDEX = {"sqlite": "CREATE INDEX node_turns_node ON node_turns (node_id)",
+                     "postgres": "CREATE INDEX node_turns_node ON node_turns (node_id, turn_id)"}
+
+
+def m003_pyramid(conn: Any) -> None:
+    """Pyramid nodes (segments and consolidations) and their turn coverage.
+
+    On PostgreSQL the summary vectors are pgvector values: the backend's
+    migration list runs :func:`stratamem.store.postgres.nodes.m003_pyramid`,
+    which makes sure pgvector is there first.
+    """
+    dialect = dialect_of(conn)
+    tables = _TABLES[dialect.name]
+    conn.execute(create_table(dialect, "nodes", (*tables.head, *_NODE_COLUMNS, *tables.tail), **tables.spelling))
+    for statement in tables.indexes:
+        conn.execute(statement)
+    conn.execute(create_table(dialect, "node_turns", tables.node_turns, without_rowid=True))
+    conn.execute(_NODE_TURNS_INDEX[dialect.name])
+
+
+def m014_summary_spend(conn: Any) -> None:
+    """What summarizing cost, per namespace and level: model calls and the provider's token usage."""
+    conn.execute(create_table(dialect_of(conn), "summary_spend", (
+        "{tenant_column}", "level INTEGER NOT NULL CHECK (level >= 1)", "calls {bigint} NOT NULL DEFAULT 0",
+        "input_tokens {bigint} NOT NULL DEFAULT 0", "output_tokens {bigint} NOT NULL DEFAULT 0",
+        "PRIMARY KEY ({tenant}, level)")))
+
+
+# --- the statements ------------------------------------------------------------------------
 
 _COLS = ("n.id, n.level, n.kind, {session}, n.seq_lo, n.seq_hi, n.turn_count, n.tokens, n.first_turn_id, "
          "n.last_turn_id, n.ts_start, n.ts_end, n.parent_id, n.reason, n.tier, n.summary, n.summary_status, "

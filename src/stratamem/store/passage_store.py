@@ -7,18 +7,26 @@ gives the passage count. Short turns (all of LoCoMo) have no row, so a store
 of short turns does not grow. Rows made by another model are ignored on
 read and replaced on the next write. Keyed like ``recall_index``
 (:mod:`stratamem.store.turn_index`), so a forget deletes a turn's passages
-with its row. The tables are created per backend
-(:mod:`stratamem.store.sqlite.passages`, :mod:`stratamem.store.postgres.passages`).
+with its row. The table's DDL is here too, one column list for both
+backends (:mod:`stratamem.store.ddl`).
 Reach it as ``store.embeddings.passages``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from .sql import Sql, chunks, upsert
+from .ddl import run_tables
+from .sql import Sql, chunks
 
-__all__ = ["Passages"]
+__all__ = ["Passages", "m011_passages"]
+
+
+def m011_passages(conn: Any) -> None:
+    """Per long turn: its passages' int8 vectors in one blob, with the model that made them."""
+    run_tables(conn, ("recall_passages", ["{tenant_column}", "turn_id {bigint} NOT NULL", "model TEXT NOT NULL",
+                                          "vectors {blob} NOT NULL", "PRIMARY KEY ({tenant}, turn_id)"], True))
 
 
 class Passages:
@@ -38,14 +46,8 @@ class Passages:
         Raises:
             BackendError: The write failed (nothing was stored).
         """
-        if not blobs:
-            return
-        with self._sql.write() as w:
-            key = self._sql.tenant_key(namespace)
-            if key is None:
-                return
-            w.executemany(upsert("recall_passages", (self._ns, "turn_id"), ("model", "vectors")),
-                          [(key, int(t), model, b) for t, b in blobs.items()])
+        self._sql.put_turn_rows("recall_passages", namespace, ("model", "vectors"),
+                                [(int(t), model, b) for t, b in blobs.items()])
 
     def load(self, namespace: str, model: str, turn_ids: Sequence[int] | None = None) -> dict[int, bytes]:
         """Blobs made by ``model`` of the namespace's long turns (or of some of them), by turn id."""

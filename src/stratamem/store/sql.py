@@ -18,14 +18,15 @@ from __future__ import annotations
 import functools
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from ..records import format_timestamp, parse_timestamp
 
-__all__ = ["CHUNK", "Dialect", "POSTGRES", "SQLITE", "Sql", "Writer", "chunks", "dialect_of", "run_ddl", "upsert"]
+__all__ = ["CHUNK", "Dialect", "POSTGRES", "SQLITE", "Sql", "SqlFeature", "Writer", "chunks", "dialect_of", "run_ddl",
+           "upsert"]
 
 #: Most values bound in one ``IN`` list: SQLite's limit on host parameters is
 #: 32,766 in current builds but 999 in old ones; stay under the old one.
@@ -70,6 +71,38 @@ class Dialect:
         namespace is :meth:`Sql.tenant_key`.
         """
         return "namespace_id" if self.name == "sqlite" else "namespace"
+
+    @property
+    def namespace_key(self) -> str:
+        """The column of ``namespaces`` that :attr:`tenant` holds (``id`` on SQLite, ``namespace`` on PostgreSQL)."""
+        return "id" if self.name == "sqlite" else "namespace"
+
+    @property
+    def namespace_name(self) -> str:
+        """The column of ``namespaces`` holding the name (``name`` on SQLite, ``namespace`` on PostgreSQL)."""
+        return "name" if self.name == "sqlite" else "namespace"
+
+    def in_namespace(self, alias: str) -> str:
+        """A condition that row ``alias`` belongs to the namespace whose name is bound to its one ``?``.
+
+        SQLite looks the id up in a scalar subquery, which it runs once and
+        then uses like a constant (so the tenant index still applies); this
+        keeps one statement where resolving the id first would take two.
+        """
+        if self.name == "sqlite":
+            return f"{alias}.namespace_id = (SELECT id FROM namespaces WHERE name = ?)"
+        return f"{alias}.namespace = ?"
+
+    def one_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """``column`` among ``values``, with its parameters: an ``IN`` list on SQLite, ``= ANY(array)`` on PostgreSQL.
+
+        One array parameter keeps PostgreSQL's statement text the same for
+        any number of values; SQLite has no arrays (keep ``values`` under
+        :data:`CHUNK` there).
+        """
+        if self.name == "sqlite":
+            return self.in_list(column, len(values)), list(values)
+        return f"{column} = ANY(?)", [list(values)]
 
     def octets(self, expr: str) -> str:
         """The UTF-8 byte length of a text expression."""
@@ -124,10 +157,27 @@ class Writer:
     def __init__(self, conn: Any, dialect: Dialect) -> None:
         self._conn = conn
         self._dialect = dialect
+        # SQLite statements run as written (skips a call per statement on the append path).
+        self._spell = None if dialect.name == "sqlite" else dialect.sql
+
+    def tenant(self, namespace: str) -> Any:
+        """The :attr:`Dialect.tenant` value of ``namespace``, creating the namespace in this transaction if missing.
+
+        SQLite: the row id (looked up first: namespaces almost always exist);
+        PostgreSQL: the name, after an insert that does nothing when the row is there.
+        """
+        if self._dialect.name != "sqlite":
+            self.execute("INSERT INTO namespaces (namespace) VALUES (?) ON CONFLICT DO NOTHING", (namespace,))
+            return namespace
+        row = self.execute("SELECT id FROM namespaces WHERE name = ?", (namespace,)).fetchone()
+        if row is not None:
+            return int(row[0])
+        return int(self.execute("INSERT INTO namespaces (name, created_at) VALUES (?, ?) RETURNING id",
+                                (namespace, SQLITE.stamp(datetime.now(timezone.utc)))).fetchone()[0])
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement; returns the cursor (``fetchone``/``fetchall`` for ``RETURNING`` rows)."""
-        return self._conn.execute(self._dialect.sql(statement), params)
+        return self._conn.execute(statement if self._spell is None else self._spell(statement), params)
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
         """Run one statement for each parameter row."""
@@ -172,8 +222,53 @@ class Sql:
         rows = self.rows("SELECT id FROM namespaces WHERE name = ?", (namespace,))
         return int(rows[0][0]) if rows else None
 
-    @contextmanager
-    def write(self) -> Iterator[Writer]:
+    def write(self) -> AbstractContextManager[Writer]:
         """A write transaction: everything run through the writer commits together or not at all."""
-        with self._write() as conn:
-            yield Writer(conn, self.dialect)
+        return _WriteScope(self._write(), self.dialect)
+
+    def put_turn_rows(self, table: str, namespace: str, columns: Sequence[str],
+                      rows: Sequence[Sequence[Any]]) -> None:
+        """Store per-turn rows ``(turn_id, *columns)`` of ``table`` (keyed by tenant and ``turn_id``), replacing theirs.
+
+        One transaction. On SQLite nothing is written for a namespace that
+        does not exist (it has no id); PostgreSQL keys the rows by the name.
+
+        Raises:
+            BackendError: The write failed (nothing was stored).
+        """
+        if not rows:
+            return
+        with self.write() as w:
+            key = self.tenant_key(namespace)
+            if key is None:
+                return
+            w.executemany(upsert(table, (self.dialect.tenant, "turn_id"), columns), [(key, *r) for r in rows])
+
+
+class _WriteScope:
+    """:meth:`Sql.write`'s context manager (a class, not a generator: it runs on every append)."""
+
+    __slots__ = ("_scope", "_dialect")
+
+    def __init__(self, scope: AbstractContextManager[Any], dialect: Dialect) -> None:
+        self._scope = scope
+        self._dialect = dialect
+
+    def __enter__(self) -> Writer:
+        return Writer(self._scope.__enter__(), self._dialect)
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._scope.__exit__(*exc)
+
+
+class SqlFeature:
+    """The base of a feature store: the owning store's :class:`Sql`, its dialect and tenant column.
+
+    Args:
+        sql: The owning store's SQL layer.
+    """
+
+    def __init__(self, sql: Sql) -> None:
+        self._sql = sql
+        self._d = sql.dialect
+        self._tenant = sql.dialect.tenant

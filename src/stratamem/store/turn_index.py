@@ -10,20 +10,34 @@ derives them from the turn vectors in O(N) numpy when it opens.
 Rows are keyed by ``(tenant, turn_id)`` — the namespace's id on SQLite (a
 clustered ``WITHOUT ROWID`` key), its name on PostgreSQL — so a namespace
 loads as one range scan and deleting turns, or a whole namespace, is one
-statement. The tables are created per backend (their DDL differs:
-:mod:`stratamem.store.sqlite.turn_embeddings`,
-:mod:`stratamem.store.postgres.turn_embeddings`); every statement is here.
+statement. Every statement is here, and the tables' DDL, one column list
+for both backends (:mod:`stratamem.store.ddl`).
 Reach it as ``store.embeddings.turns``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from .base_turn_index import IndexMeta, TurnIndexRow, TurnKey
+from .ddl import run_tables
 from .sql import Sql, chunks, upsert
 
-__all__ = ["TurnIndex"]
+__all__ = ["TurnIndex", "m010_recall_index"]
+
+
+def m010_recall_index(conn: Any) -> None:
+    """Per-turn index terms and compact vectors, and per-namespace index settings.
+
+    Vectors are plain bytes: the index is loaded whole into the process and
+    scored there, never searched in the database.
+    """
+    run_tables(conn,
+               ("recall_index", ["{tenant_column}", "turn_id {bigint} NOT NULL", "terms TEXT NOT NULL",
+                                 "vector {blob}", "PRIMARY KEY ({tenant}, turn_id)"], True),
+               ("recall_index_meta", ["{tenant_pk}", "model TEXT NOT NULL", "dims INTEGER NOT NULL",
+                                      "analyzer TEXT NOT NULL"], False))
 
 
 def _blob(value: object) -> bytes | None:
@@ -81,14 +95,8 @@ class TurnIndex:
         Raises:
             BackendError: The write failed (nothing was stored).
         """
-        if not rows:
-            return
-        with self._sql.write() as w:
-            key = self._sql.tenant_key(namespace)
-            if key is None:
-                return
-            w.executemany(upsert("recall_index", (self._ns, "turn_id"), ("terms", "vector")),
-                          [(key, r.turn_id, r.terms, r.vector) for r in rows])
+        self._sql.put_turn_rows("recall_index", namespace, ("terms", "vector"),
+                                [(r.turn_id, r.terms, r.vector) for r in rows])
 
     def load(self, namespace: str, turn_ids: Sequence[int] | None = None) -> dict[int, TurnIndexRow]:
         """The rows of the namespace (or of some of its turns), by turn id."""

@@ -1,10 +1,11 @@
 """PostgreSQL storage of memory items (``m005_items``): the SQL behind :mod:`stratamem.items`.
 
-The mirror of :mod:`stratamem.store.sqlite.items`, with the same methods and
-semantics: every method takes the namespace and touches only that
-namespace's rows; an item id from another namespace behaves exactly like an
-id that does not exist. What differs is how it searches and how it stays
-safe with many writers:
+Reads and writes are shared with SQLite (:mod:`stratamem.store.item_reads`,
+:mod:`stratamem.store.item_store`): every method takes the namespace and
+touches only that namespace's rows; an item id from another namespace
+behaves exactly like an id that does not exist. What differs — how it
+searches and how it stays safe with many writers — is here, as the shared
+writes' hooks and the searches:
 
 * **Lexical search** — a ``tsvector`` of the item's folded words under a GIN
   index stands in for FTS5; :meth:`PostgresItemStore.lexical` takes the same
@@ -16,7 +17,7 @@ safe with many writers:
   would rather not hold the vectors (no HNSW index: see ``docs/postgres.md``
   for the measurement and why).
 * **Changed vectors** — ``memory_item_vector_log`` (``m007_item_ids``) gets a
-  row, written here beside the change, whenever a stored vector is replaced
+  row, written here (a hook of the shared writes) beside the change, whenever a stored vector is replaced
   or deleted; in-memory indexes replay it (SQLite uses triggers for the same
   log). Identity columns never hand out an id twice, so ids need no change.
 * **Id order** — ``vectors_after`` loads incrementally by id, which is only
@@ -29,20 +30,19 @@ safe with many writers:
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import psycopg
 from psycopg import sql
 
-from ..vectors import quantized
-from .search import fts_to_tsquery, index_terms, require_pgvector, vector_literal
-from ..item_reads import ItemReads
+from ..ddl import create_table
+from ..item_store import ITEM_COLUMNS, METRIC_COLUMNS, ItemStore
 from ..item_view import view_clause
 from ..new_rows import NewItem
+from ..sql import POSTGRES, Writer
+from .search import fts_to_tsquery, index_terms, require_pgvector, vector_literal
 
 if TYPE_CHECKING:
     from .store import PostgresStore
@@ -57,46 +57,16 @@ def m005_items(conn: psycopg.Connection) -> None:
     """Memory items (seed 003): tiers, access tracking, supersession, vectors, full-text terms, metrics."""
     require_pgvector(conn)
     for statement in (
-        """CREATE TABLE memory_items (
-            namespace TEXT NOT NULL,
-            id BIGINT GENERATED ALWAYS AS IDENTITY,
-            session TEXT,
-            content TEXT NOT NULL,
-            type TEXT NOT NULL,
-            tier TEXT NOT NULL,
-            tokens INTEGER NOT NULL,
-            access_count INTEGER NOT NULL DEFAULT 0,
-            last_accessed_at TIMESTAMPTZ,
-            created_at TIMESTAMPTZ NOT NULL,
-            relevance DOUBLE PRECISION NOT NULL,
-            source TEXT NOT NULL,
-            provenance TEXT NOT NULL DEFAULT '[]',
-            review TEXT,
-            key TEXT,
-            valid_from TIMESTAMPTZ,
-            valid_to TIMESTAMPTZ,
-            superseded_by BIGINT,
-            promoted_at TIMESTAMPTZ,
-            demoted_at TIMESTAMPTZ,
-            metadata TEXT,
-            embedding vector,
-            embedding_model TEXT,
-            terms tsvector NOT NULL,
-            PRIMARY KEY (namespace, id),
-            FOREIGN KEY (namespace, superseded_by) REFERENCES memory_items (namespace, id)
-        )""",
+        create_table(POSTGRES, "memory_items", (
+            "{tenant_column}", "id BIGINT GENERATED ALWAYS AS IDENTITY", *ITEM_COLUMNS, "terms tsvector NOT NULL",
+            "PRIMARY KEY (namespace, id)",
+            "FOREIGN KEY (namespace, superseded_by) REFERENCES memory_items (namespace, id)"), superseded_ref=""),
         "CREATE INDEX memory_items_tier ON memory_items (namespace, tier, relevance, created_at)",
         "CREATE INDEX memory_items_key ON memory_items (namespace, key) WHERE key IS NOT NULL",
         "CREATE INDEX memory_items_superseded ON memory_items (namespace, superseded_by) "
         "WHERE superseded_by IS NOT NULL",
         "CREATE INDEX memory_items_terms ON memory_items USING gin (terms)",
-        # Counters and latency histogram buckets, persisted so every process sees them.
-        """CREATE TABLE memory_item_metrics (
-            namespace TEXT NOT NULL,
-            name TEXT NOT NULL,
-            value DOUBLE PRECISION NOT NULL,
-            PRIMARY KEY (namespace, name)
-        )""",
+        create_table(POSTGRES, "memory_item_metrics", METRIC_COLUMNS),
     ):
         conn.execute(statement)  # type: ignore[arg-type]
 
@@ -126,29 +96,32 @@ def m013_item_scope(conn: psycopg.Connection) -> None:
     conn.execute("CREATE INDEX memory_items_scope ON memory_items (namespace, session) WHERE scope = 'session'")
 
 
-class PostgresItemStore(ItemReads):
+class PostgresItemStore(ItemStore):
     """Rows of ``memory_items`` (plus full-text terms and metrics) for one PostgreSQL store.
 
+    The writes are :class:`~stratamem.store.item_store.ItemStore`'s; this class
+    supplies its hooks (advisory lock, ``tsvector`` terms, explicit vector log)
+    and the searches.
+
     Args:
-        store: The owning store; its pool and transactions are used.
+        store: The owning store (its :attr:`~stratamem.store.postgres.PostgresStore.sql`).
     """
 
     def __init__(self, store: PostgresStore) -> None:
         super().__init__(store.sql)
-        self._store = store
 
-    # --- plumbing ---------------------------------------------------------------------
+    # --- hooks of the shared writes ----------------------------------------------------
 
-    def transaction(self) -> AbstractContextManager[None]:
-        """The owning store's write transaction."""
-        return self._store.transaction()
+    def _guard(self, w: Writer, namespace: str) -> None:
+        w.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (_LOCK_CLASS, namespace))
 
-    def _rows(self, query: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[tuple[Any, ...]]:
-        with self._store.connection() as conn, self._store._errors():
-            return conn.cursor(binary=binary).execute(query, params).fetchall()  # type: ignore[arg-type]
+    def _search_columns(self, content: str) -> tuple[str, str, tuple[Any, ...]]:
+        return ", terms", ", array_to_tsvector(CAST(? AS text[]))", (index_terms(content),)
 
-    def _lock(self, conn: psycopg.Connection, namespace: str) -> None:
-        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS, namespace))
+    def _log_vectors(self, w: Writer, key: Any, ids: Sequence[int], *, stored_only: bool) -> None:
+        stored = " AND embedding IS NOT NULL" if stored_only else ""
+        w.execute("INSERT INTO memory_item_vector_log (namespace, item_id) SELECT namespace, id FROM memory_items "
+                  f"WHERE namespace = ? AND id = ANY(?){stored} ORDER BY id", (key, list(ids)))
 
     # --- reads ------------------------------------------------------------------------
 
@@ -165,10 +138,10 @@ class PostgresItemStore(ItemReads):
         query = fts_to_tsquery(match) if match else ""
         if not query:
             return []
-        seen, params = view_clause(view, "%s")
-        rows = self._rows(
-            "SELECT id, -ts_rank(terms, q, 1) AS score FROM memory_items, CAST(%s AS tsquery) AS q "
-            f"WHERE namespace = %s AND terms @@ q AND {seen} ORDER BY score, id LIMIT %s",
+        seen, params = view_clause(view)
+        rows = self._sql.rows(
+            "SELECT id, -ts_rank(terms, q, 1) AS score FROM memory_items, CAST(? AS tsquery) AS q "
+            f"WHERE namespace = ? AND terms @@ q AND {seen} ORDER BY score, id LIMIT ?",
             (query, namespace, *params, int(limit)))
         return [(int(r[0]), float(r[1])) for r in rows]
 
@@ -188,93 +161,8 @@ class PostgresItemStore(ItemReads):
         if k <= 0:
             return []
         literal = vector_literal(vec.tobytes())
-        rows = self._rows(
-            "SELECT id, 1 - (embedding <=> q) AS cosine FROM memory_items, CAST(%s AS vector) AS q "
-            "WHERE namespace = %s AND embedding IS NOT NULL AND vector_dims(embedding) = %s "
-            "ORDER BY embedding <=> q, id LIMIT %s", (literal, namespace, int(vec.shape[0]), int(k)))
+        rows = self._sql.rows(
+            "SELECT id, 1 - (embedding <=> q) AS cosine FROM memory_items, CAST(? AS vector) AS q "
+            "WHERE namespace = ? AND embedding IS NOT NULL AND vector_dims(embedding) = ? "
+            "ORDER BY embedding <=> q, id LIMIT ?", (literal, namespace, int(vec.shape[0]), int(k)))
         return [(int(r[0]), float(r[1])) for r in rows]
-
-    # --- writes (each joins the caller's transaction, if any) -------------------------
-
-    def insert(self, namespace: str, item: NewItem) -> int:
-        """Insert one item; returns its id."""
-        vector = vector_literal(quantized(item.embedding)) if item.embedding else None
-        with self._store.transaction(), self._store.connection() as conn, self._store._errors():
-            self._lock(conn, namespace)
-            conn.execute("INSERT INTO namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING", (namespace,))
-            row = conn.execute(
-                "INSERT INTO memory_items (namespace, session, content, type, tier, tokens, access_count, "
-                "created_at, relevance, source, provenance, review, key, valid_from, valid_to, metadata, "
-                "embedding, embedding_model, terms, scope) VALUES (%s, %s, %s, %s, %s, %s, 0, %s, %s, %s, %s, %s, "
-                "%s, %s, %s, %s, %s::vector, %s, array_to_tsvector(%s::text[]), %s) RETURNING id",
-                (namespace, item.session, item.content, item.type, item.tier, item.tokens, item.created_at,
-                 item.relevance, item.source, json.dumps(list(item.provenance)), item.review, item.key,
-                 item.valid_from, item.valid_to,
-                 json.dumps(dict(item.metadata), ensure_ascii=False) if item.metadata else None,
-                 vector, item.embedding_model, index_terms(item.content), item.scope)).fetchone()
-            return int(row[0])
-
-    def update(self, namespace: str, ids: Sequence[int], **columns: Any) -> int:
-        """Set columns on the namespace's items ``ids``; returns how many rows changed."""
-        allowed = {"tier", "access_count", "last_accessed_at", "relevance", "review", "valid_to",
-                   "superseded_by", "promoted_at", "demoted_at", "embedding", "embedding_model"}
-        bad = set(columns) - allowed
-        if bad:
-            raise ValueError(f"cannot update item columns {sorted(bad)}")
-        if not ids or not columns:
-            return 0
-        values = dict(columns)
-        if values.get("embedding") is not None:
-            values["embedding"] = vector_literal(quantized(values["embedding"]))
-        sets = ", ".join(f"{c} = %s::vector" if c == "embedding" else f"{c} = %s" for c in values)
-        wanted = [int(i) for i in ids]
-        with self._store.transaction(), self._store.connection() as conn, self._store._errors():
-            self._lock(conn, namespace)
-            if "embedding" in values:
-                conn.execute("INSERT INTO memory_item_vector_log (namespace, item_id) SELECT namespace, id "
-                             "FROM memory_items WHERE namespace = %s AND id = ANY(%s) ORDER BY id",
-                             (namespace, wanted))
-            return int(conn.execute(f"UPDATE memory_items SET {sets} WHERE namespace = %s AND id = ANY(%s)",
-                                    [*values.values(), namespace, wanted]).rowcount)
-
-    def record_access(self, namespace: str, updates: Mapping[int, float], at: str) -> None:
-        """One recall hit per id: access count + 1, last access = ``at``, relevance = new value."""
-        if not updates:
-            return
-        with self._store.transaction(), self._store.connection() as conn, self._store._errors():
-            self._lock(conn, namespace)
-            conn.execute(
-                "UPDATE memory_items m SET access_count = m.access_count + 1, last_accessed_at = %s, "
-                "relevance = u.rel FROM unnest(%s::bigint[], %s::float8[]) AS u(id, rel) "
-                "WHERE m.namespace = %s AND m.id = u.id",
-                (at, [int(i) for i in updates], [float(r) for r in updates.values()], namespace))
-
-    def delete(self, namespace: str, ids: Sequence[int]) -> int:
-        """Delete items, logging their vectors as gone.
-
-        Items they superseded keep ``superseded_by`` pointing at the deleted id
-        (ids are never reused), so they stay superseded and out of recall.
-        """
-        if not ids:
-            return 0
-        wanted = [int(i) for i in ids]
-        with self._store.transaction(), self._store.connection() as conn, self._store._errors():
-            self._lock(conn, namespace)
-            conn.execute("INSERT INTO memory_item_vector_log (namespace, item_id) SELECT namespace, id "
-                         "FROM memory_items WHERE namespace = %s AND id = ANY(%s) AND embedding IS NOT NULL "
-                         "ORDER BY id", (namespace, wanted))
-            return int(conn.execute("DELETE FROM memory_items WHERE namespace = %s AND id = ANY(%s)",
-                                    (namespace, wanted)).rowcount)
-
-    def add_metrics(self, namespace: str, deltas: Mapping[str, float]) -> None:
-        """Add ``deltas`` to the namespace's metric values (created at 0)."""
-        if not deltas:
-            return
-        with self._store.transaction(), self._store.connection() as conn, self._store._errors():
-            self._lock(conn, namespace)
-            conn.execute("INSERT INTO namespaces (namespace) VALUES (%s) ON CONFLICT DO NOTHING", (namespace,))
-            conn.execute(
-                "INSERT INTO memory_item_metrics (namespace, name, value) "
-                "SELECT %s, u.name, u.value FROM unnest(%s::text[], %s::float8[]) AS u(name, value) "
-                "ON CONFLICT (namespace, name) DO UPDATE SET value = memory_item_metrics.value + excluded.value",
-                (namespace, list(deltas), [float(v) for v in deltas.values()]))

@@ -1,9 +1,9 @@
 """SQLite storage of memory items: the SQL behind :mod:`stratamem.items`.
 
-A feature store (see :class:`~stratamem.store.sqlite.SQLiteStore`): it shares the
-store's connection, lock and ``transaction()``. The reads are shared with
-PostgreSQL (:class:`~stratamem.store.item_reads.ItemReads`); the FTS5 search
-and the writes (the vector log follows by trigger) are here. Every method takes the
+A feature store (see :class:`~stratamem.store.sqlite.SQLiteStore`) on the
+store's :class:`~stratamem.store.sql.Sql`. Reads and writes are shared with
+PostgreSQL (:mod:`stratamem.store.item_reads`, :mod:`stratamem.store.item_store`);
+the FTS5 search and the migrations that rebuilt the table are here. Every method takes the
 namespace and touches only that namespace's rows; an item id from another
 namespace behaves exactly like an id that does not exist. The rules (when to
 spill, what to promote) live in :mod:`stratamem.items`; this module only reads
@@ -12,55 +12,35 @@ and writes rows.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from ..item_reads import ItemReads
+from ..ddl import create_table
+from ..item_store import ITEM_COLUMNS, METRIC_COLUMNS, ItemStore
 from ..item_view import view_clause
 from ..new_rows import NewItem
-from ..vectors import pack_vector
+from ..sql import SQLITE
 
 if TYPE_CHECKING:
     from .store import SQLiteStore
 
-__all__ = ["NewItem", "SQLiteItemStore", "m007_item_ids", "m013_item_scope", "view_clause"]
+__all__ = ["NewItem", "SQLiteItemStore", "m005_items", "m007_item_ids", "m013_item_scope", "view_clause"]
 
-class SQLiteItemStore(ItemReads):
+
+class SQLiteItemStore(ItemStore):
     """Rows of ``memory_items`` (plus its FTS5 index and metrics) for one SQLite store.
 
+    The writes are :class:`~stratamem.store.item_store.ItemStore`'s with no
+    hooks: ``BEGIN IMMEDIATE`` serializes writers, and triggers keep the FTS5
+    index and the vector log in step. FTS5 search is here.
+
     Args:
-        store: The owning store; its connection, lock and transaction are used.
+        store: The owning store (its :attr:`~stratamem.store.sqlite.SQLiteStore.sql`).
     """
 
     def __init__(self, store: SQLiteStore) -> None:
         super().__init__(store.sql)
-        self._store = store
-
-    # --- plumbing ---------------------------------------------------------------------
-
-    def transaction(self) -> Any:
-        """The owning store's write transaction."""
-        return self._store.transaction()
-
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._store.lock, self._store._errors():
-            return self._store.connection.execute(sql, params).fetchall()
-
-    def _exec(self, sql: str, params: Sequence[Any] = ()) -> int:
-        """Run a write inside a transaction; returns the changed row count."""
-        with self._store.transaction():
-            return self._store.connection.execute(sql, params).rowcount
-
-    def _ns(self, namespace: str, *, create: bool = False) -> int | None:
-        with self._store.lock, self._store._errors():
-            if create:
-                with self._store.transaction():
-                    return self._store._namespace_id(namespace, create=True)
-            return self._store._namespace_id(namespace, create=False)
-
-    # --- reads ------------------------------------------------------------------------
 
     def lexical(self, namespace: str, match: str, *, limit: int,
                 view: Sequence[str] | None = None) -> list[tuple[int, float]]:
@@ -70,103 +50,50 @@ class SQLiteItemStore(ItemReads):
         filtered by the caller, which over-fetches; the session view is filtered
         here, so other sessions' items do not crowd the top ``limit``.
         """
-        ns_id = self._ns(namespace)
+        ns_id = self._sql.tenant_key(namespace)
         if ns_id is None or not match:
             return []
         seen, params = view_clause(view)
-        rows = self._rows(
+        rows = self._sql.rows(
             "SELECT m.id, bm25(memory_items_fts) AS score FROM memory_items_fts "
             "JOIN memory_items m ON m.id = memory_items_fts.rowid "
             f"WHERE memory_items_fts MATCH ? AND m.namespace_id = ? AND {seen} ORDER BY score LIMIT ?",
             (match, ns_id, *params, int(limit)))
         return [(int(r[0]), float(r[1])) for r in rows]
 
-    # --- writes (each joins the caller's transaction, if any) -------------------------
-
-    def insert(self, namespace: str, item: NewItem) -> int:
-        """Insert one item; returns its id."""
-        with self._store.transaction():
-            ns_id = self._store._namespace_id(namespace, create=True)
-            row = self._store.connection.execute(
-                "INSERT INTO memory_items (namespace_id, session, content, type, tier, tokens, access_count, "
-                "created_at, relevance, source, provenance, review, key, valid_from, valid_to, metadata, "
-                "embedding, embedding_model, scope) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "RETURNING id",
-                (ns_id, item.session, item.content, item.type, item.tier, item.tokens, item.created_at,
-                 item.relevance, item.source, json.dumps(list(item.provenance)), item.review, item.key,
-                 item.valid_from, item.valid_to,
-                 json.dumps(dict(item.metadata), ensure_ascii=False) if item.metadata else None,
-                 None if item.embedding is None else pack_vector(item.embedding), item.embedding_model,
-                 item.scope)).fetchone()
-            return int(row[0])
-
-    def update(self, namespace: str, ids: Sequence[int], **columns: Any) -> int:
-        """Set columns on the namespace's items ``ids``; returns how many rows changed."""
-        allowed = {"tier", "access_count", "last_accessed_at", "relevance", "review", "valid_to",
-                   "superseded_by", "promoted_at", "demoted_at", "embedding", "embedding_model"}
-        bad = set(columns) - allowed
-        if bad:
-            raise ValueError(f"cannot update item columns {sorted(bad)}")
-        if not ids or not columns:
-            return 0
-        ns_id = self._ns(namespace)
-        if ns_id is None:
-            return 0
-        if columns.get("embedding") is not None:
-            columns["embedding"] = pack_vector(columns["embedding"])
-        sets = ", ".join(f"{c} = ?" for c in columns)
-        changed = 0
-        with self._store.transaction():
-            for chunk in _chunks([int(i) for i in ids], 900):
-                changed += self._store.connection.execute(
-                    f"UPDATE memory_items SET {sets} WHERE namespace_id = ? AND id IN ({','.join('?' * len(chunk))})",
-                    [*columns.values(), ns_id, *chunk]).rowcount
-        return changed
-
-    def record_access(self, namespace: str, updates: Mapping[int, float], at: str) -> None:
-        """One recall hit per id: access count + 1, last access = ``at``, relevance = new value."""
-        ns_id = self._ns(namespace)
-        if ns_id is None or not updates:
-            return
-        with self._store.transaction():
-            self._store.connection.executemany(
-                "UPDATE memory_items SET access_count = access_count + 1, last_accessed_at = ?, relevance = ? "
-                "WHERE namespace_id = ? AND id = ?",
-                [(at, float(rel), ns_id, int(i)) for i, rel in updates.items()])
-
-    def delete(self, namespace: str, ids: Sequence[int]) -> int:
-        """Delete items (their FTS rows and vector-log entries follow by trigger).
-
-        Items they superseded keep ``superseded_by`` pointing at the deleted id
-        (ids are never reused), so they stay superseded and out of recall.
-        """
-        ns_id = self._ns(namespace)
-        if ns_id is None or not ids:
-            return 0
-        n = 0
-        with self._store.transaction():
-            for chunk in _chunks([int(i) for i in ids], 900):
-                n += self._store.connection.execute(
-                    f"DELETE FROM memory_items WHERE namespace_id = ? AND id IN ({','.join('?' * len(chunk))})",
-                    [ns_id, *chunk]).rowcount
-        return n
-
-    def add_metrics(self, namespace: str, deltas: Mapping[str, float]) -> None:
-        """Add ``deltas`` to the namespace's metric values (created at 0)."""
-        if not deltas:
-            return
-        with self._store.transaction():
-            ns_id = self._store._namespace_id(namespace, create=True)
-            self._store.connection.executemany(
-                "INSERT INTO memory_item_metrics (namespace_id, name, value) VALUES (?, ?, ?) "
-                "ON CONFLICT (namespace_id, name) DO UPDATE SET value = value + excluded.value",
-                [(ns_id, k, float(v)) for k, v in deltas.items()])
-
 
 # Columns of memory_items in m005's order; m007 copies them across unchanged.
 _M005_COLUMNS = ("id, namespace_id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, "
                  "relevance, source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, "
                  "demoted_at, metadata, embedding, embedding_model")
+
+_INDEXES = ("CREATE INDEX memory_items_tier ON memory_items (namespace_id, tier, relevance, created_at)",
+            "CREATE INDEX memory_items_key ON memory_items (namespace_id, key) WHERE key IS NOT NULL",
+            "CREATE INDEX memory_items_superseded ON memory_items (superseded_by) WHERE superseded_by IS NOT NULL")
+
+# Item content never changes, so insert and delete triggers keep the external-content
+# FTS5 index in step inside the same transaction.
+_FTS_TRIGGERS = (
+    """CREATE TRIGGER memory_items_ai AFTER INSERT ON memory_items BEGIN
+        INSERT INTO memory_items_fts (rowid, content) VALUES (new.id, new.content);
+    END""",
+    """CREATE TRIGGER memory_items_ad AFTER DELETE ON memory_items BEGIN
+        INSERT INTO memory_items_fts (memory_items_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    END""")
+
+
+def m005_items(conn: sqlite3.Connection) -> None:
+    """Memory items (seed 003): tiers, access tracking, supersession, vectors, FTS5, metrics."""
+    for sql in (
+        create_table(SQLITE, "memory_items", ("id INTEGER PRIMARY KEY", "{tenant_column}", *ITEM_COLUMNS),
+                     superseded_ref=" REFERENCES memory_items(id)"),
+        *_INDEXES,
+        """CREATE VIRTUAL TABLE memory_items_fts USING fts5(
+            content, content='memory_items', content_rowid='id', tokenize='unicode61 remove_diacritics 2')""",
+        *_FTS_TRIGGERS,
+        create_table(SQLITE, "memory_item_metrics", METRIC_COLUMNS),
+    ):
+        conn.execute(sql)
 
 
 def m007_item_ids(conn: sqlite3.Connection) -> None:
@@ -182,44 +109,14 @@ def m007_item_ids(conn: sqlite3.Connection) -> None:
     for sql in (
         "DROP TRIGGER memory_items_ai",
         "DROP TRIGGER memory_items_ad",
-        """CREATE TABLE memory_items_v7 (
-            id INTEGER PRIMARY KEY AUTOINCREMENT,
-            namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
-            session TEXT,
-            content TEXT NOT NULL,
-            type TEXT NOT NULL,
-            tier TEXT NOT NULL,
-            tokens INTEGER NOT NULL,
-            access_count INTEGER NOT NULL DEFAULT 0,
-            last_accessed_at TEXT,
-            created_at TEXT NOT NULL,
-            relevance REAL NOT NULL,
-            source TEXT NOT NULL,
-            provenance TEXT NOT NULL DEFAULT '[]',
-            review TEXT,
-            key TEXT,
-            valid_from TEXT,
-            valid_to TEXT,
-            superseded_by INTEGER,
-            promoted_at TEXT,
-            demoted_at TEXT,
-            metadata TEXT,
-            embedding BLOB,
-            embedding_model TEXT
-        )""",
+        create_table(SQLITE, "memory_items_v7", ("id INTEGER PRIMARY KEY AUTOINCREMENT", "{tenant_column}",
+                                                 *ITEM_COLUMNS), superseded_ref=""),
         # Explicit ids: AUTOINCREMENT's counter starts above the highest one copied.
         f"INSERT INTO memory_items_v7 ({_M005_COLUMNS}) SELECT {_M005_COLUMNS} FROM memory_items",
         "DROP TABLE memory_items",
         "ALTER TABLE memory_items_v7 RENAME TO memory_items",
-        "CREATE INDEX memory_items_tier ON memory_items (namespace_id, tier, relevance, created_at)",
-        "CREATE INDEX memory_items_key ON memory_items (namespace_id, key) WHERE key IS NOT NULL",
-        "CREATE INDEX memory_items_superseded ON memory_items (superseded_by) WHERE superseded_by IS NOT NULL",
-        """CREATE TRIGGER memory_items_ai AFTER INSERT ON memory_items BEGIN
-            INSERT INTO memory_items_fts (rowid, content) VALUES (new.id, new.content);
-        END""",
-        """CREATE TRIGGER memory_items_ad AFTER DELETE ON memory_items BEGIN
-            INSERT INTO memory_items_fts (memory_items_fts, rowid, content) VALUES ('delete', old.id, old.content);
-        END""",
+        *_INDEXES,
+        *_FTS_TRIGGERS,
         # One row per vector that changed or vanished after it was written: in-memory
         # indexes (any process) replay the log instead of reloading every vector.
         """CREATE TABLE memory_item_vector_log (
@@ -250,8 +147,3 @@ def m013_item_scope(conn: sqlite3.Connection) -> None:
     conn.execute("ALTER TABLE memory_items ADD COLUMN scope TEXT NOT NULL DEFAULT 'namespace' "
                  "CHECK (scope IN ('namespace', 'session'))")
     conn.execute("CREATE INDEX memory_items_scope ON memory_items (namespace_id, session) WHERE scope = 'session'")
-
-
-def _chunks(values: Sequence[int], size: int) -> Iterable[Sequence[int]]:
-    for i in range(0, len(values), size):
-        yield values[i:i + size]

@@ -10,14 +10,14 @@ from __future__ import annotations
 import sqlite3
 
 from ..migrations import Migration
-from .embeddings import m002_embeddings
 from ..conversations import m004_conversations, m009_conversation_loop
 from ..ingest_keys import m008_ingest_keys
-from .items import m007_item_ids, m013_item_scope
+from .items import m005_items, m007_item_ids, m013_item_scope
+from ..embedding_cache import m002_embeddings
 from ..manifests import m006_manifests
+from ..passage_store import m011_passages
+from ..turn_index import m010_recall_index
 from .nodes import m003_pyramid, m014_summary_spend
-from .turn_embeddings import m010_recall_index
-from .passages import m011_passages
 from ..vectors import m015_int8_vectors
 
 __all__ = ["MIGRATIONS"]
@@ -66,59 +66,6 @@ def m001_core(conn: sqlite3.Connection) -> None:
         "CREATE INDEX turns_namespace ON turns (namespace_id, id)",
         # Store-wide settings, e.g. the tokenizer every stored count was made with.
         "CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    ])
-
-
-def m005_items(conn: sqlite3.Connection) -> None:
-    """Memory items (seed 003): tiers, access tracking, supersession, vectors, FTS5, metrics."""
-    _run_all(conn, [
-        # provenance is a JSON list of turn ids (empty when added through the API);
-        # review is NULL for API items, else pending / confirmed / rejected.
-        """CREATE TABLE memory_items (
-            id INTEGER PRIMARY KEY,
-            namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
-            session TEXT,
-            content TEXT NOT NULL,
-            type TEXT NOT NULL,
-            tier TEXT NOT NULL,
-            tokens INTEGER NOT NULL,
-            access_count INTEGER NOT NULL DEFAULT 0,
-            last_accessed_at TEXT,
-            created_at TEXT NOT NULL,
-            relevance REAL NOT NULL,
-            source TEXT NOT NULL,
-            provenance TEXT NOT NULL DEFAULT '[]',
-            review TEXT,
-            key TEXT,
-            valid_from TEXT,
-            valid_to TEXT,
-            superseded_by INTEGER REFERENCES memory_items(id),
-            promoted_at TEXT,
-            demoted_at TEXT,
-            metadata TEXT,
-            embedding BLOB,
-            embedding_model TEXT
-        )""",
-        "CREATE INDEX memory_items_tier ON memory_items (namespace_id, tier, relevance, created_at)",
-        "CREATE INDEX memory_items_key ON memory_items (namespace_id, key) WHERE key IS NOT NULL",
-        "CREATE INDEX memory_items_superseded ON memory_items (superseded_by) WHERE superseded_by IS NOT NULL",
-        # External-content FTS5 index over the item text; item content never changes,
-        # so insert and delete triggers keep it in step inside the same transaction.
-        """CREATE VIRTUAL TABLE memory_items_fts USING fts5(
-            content, content='memory_items', content_rowid='id', tokenize='unicode61 remove_diacritics 2')""",
-        """CREATE TRIGGER memory_items_ai AFTER INSERT ON memory_items BEGIN
-            INSERT INTO memory_items_fts (rowid, content) VALUES (new.id, new.content);
-        END""",
-        """CREATE TRIGGER memory_items_ad AFTER DELETE ON memory_items BEGIN
-            INSERT INTO memory_items_fts (memory_items_fts, rowid, content) VALUES ('delete', old.id, old.content);
-        END""",
-        # Counters and latency histogram buckets, persisted so every process sees them.
-        """CREATE TABLE memory_item_metrics (
-            namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
-            name TEXT NOT NULL,
-            value REAL NOT NULL,
-            PRIMARY KEY (namespace_id, name)
-        )""",
     ])
 
 
