@@ -14,7 +14,7 @@ making fewer passes — GELU with its bias over cache-sized blocks of rows,
 softmax without the row maximum when nothing can overflow and normalized
 after the product with the values, two biases folded into others at load,
 layer norm's means as BLAS products. A/B in one process on LoCoMo batches:
-the whole pass 4.8 % faster; vectors equal to ~1e-7 (``docs/embeddings.md``).
+the whole pass 5-6 % faster; vectors equal to ~1e-7 (``docs/embeddings.md``).
 """
 
 from __future__ import annotations
