@@ -60,3 +60,31 @@ def test_rows_of_the_wrong_shape_are_held_as_a_model_error() -> None:
     assert pre.fill(["a", "b"]) == 0
     with pytest.raises(ModelError, match=r"returned \(1, 16\) rows"):
         pre.embed_batch(["b"])
+
+
+def test_the_pyramid_embeds_each_levels_summaries_together_with_the_vectors_of_one_by_one(tmp_path) -> None:
+    """Consolidation summaries go to the encoder in one call per level (issue 12), not one text per call."""
+    from stratamem import Config, Memory
+    from stratamem.testing.hash_embedder import hash_vector
+
+    from test_pyramid import msgs
+
+    embedder = HashEmbedder(16)
+    config = Config().replace(pyramid={"micro_chunk_size": 5, "mini_chunk_size": 10, "macro_chunk_size": 20,
+                                       "defer_summarization": False, "auto_extract_facts": False})
+    mem = Memory(tmp_path / "m.db", namespace="t", config=config, embedder=embedder)
+    mem.add_sessions([])  # nothing: no call
+    assert embedder.calls == []
+    mem.add(msgs(40), session="a")
+    nodes = mem.pyramid.nodes()
+    by_level = {lv: [n.summary.text for n in nodes if n.level == lv] for lv in (1, 2, 3)}
+    assert [len(by_level[lv]) for lv in (1, 2, 3)] == [8, 4, 2]
+    # The turns in one call, then one call per level holding that level's summaries (each text once).
+    assert [len(c) for c in embedder.calls[:1]] == [40]
+    assert embedder.calls[1:] == [list(dict.fromkeys(by_level[lv])) for lv in (1, 2, 3)]
+    for node in nodes:
+        stored = mem.pyramid.embedding(node.id)
+        want = hash_vector(node.summary.text, 16)
+        # Stored as int8 codes with a scale: within half a quantisation step of the vector.
+        assert np.abs(stored - want).max() <= np.abs(want).max() / 127 / 2 + 1e-6
+    mem.close()

@@ -75,7 +75,7 @@ __all__ = ["Expansion", "LevelRule", "LevelStats", "Plan", "Pyramid", "make_summ
 log = logging.getLogger("stratamem.pyramid")
 
 _SUMMARY_GROUP = 64
-"""Segments summarized before their summaries and key facts are embedded together in one call."""
+"""Nodes of one level summarized before their texts to embed (summaries, key facts) go in one call."""
 
 _MIN_SUMMARY_TOKENS = 24
 
@@ -485,26 +485,46 @@ class Pyramid:
         # summaries from the store, which are all written by then.
         for lo in range(0, len(segments), _SUMMARY_GROUP):
             made = [(n, self._make_summary(n)) for n in segments[lo:lo + _SUMMARY_GROUP]]
-            self._prefetch([m for _, m in made if m is not None])
-            try:
-                for node, m in made:
-                    if m is not None:
-                        done += self._finish_summary(node, *m)
-            finally:
-                if self._batched is not None:
-                    self._batched.clear()
-        for node in todo:
-            if node.level > 1:
-                done += self._summarize(node)
+            done += self._finish_group(made)
+        # Consolidations the same way, one level at a time (a merge reads its children's
+        # summaries, so a level is written before the next is made): their summaries
+        # were embedded one text per call, one encoder thread idle (issue 12).
+        merges = sorted((n for n in todo if n.level > 1), key=lambda n: (n.level, n.id))
+        for level in dict.fromkeys(n.level for n in merges):
+            nodes = [n for n in merges if n.level == level]
+            for lo in range(0, len(nodes), _SUMMARY_GROUP):
+                made = []
+                for node in nodes[lo:lo + _SUMMARY_GROUP]:
+                    done_children, m = self._make_merge(node)
+                    done += done_children
+                    made.append((node, m))
+                done += self._finish_group(made)
         return done
 
-    def _prefetch(self, made: list[tuple[Summary, list[str]]]) -> None:
-        """Embed, in one call, every text :meth:`_finish_summary` will embed for these summaries."""
+    def _finish_group(self, made: list[tuple[Node, tuple[Summary, list[str]] | None]]) -> int:
+        """Embed a group's texts in one call, then write each node; returns how many were written."""
+        self._prefetch(made)
+        done = 0
+        try:
+            for node, m in made:
+                if m is not None:
+                    done += self._finish_summary(node, *m)
+        finally:
+            if self._batched is not None:
+                self._batched.clear()
+        return done
+
+    def _prefetch(self, made: list[tuple[Node, tuple[Summary, list[str]] | None]]) -> None:
+        """Embed, in one call, every text :meth:`_finish_summary` will embed for these nodes' summaries."""
         if self._batched is None:
             return
         texts: list[str] = []
-        for summary, errors in made:
-            if not errors and self.config.pyramid.auto_extract_facts:
+        for node, m in made:
+            if m is None:
+                continue
+            summary, errors = m
+            # Only segments are mined for items (see _finish_summary).
+            if node.level == 1 and not errors and self.config.pyramid.auto_extract_facts:
                 texts += [f.text for f in item_facts(summary)]
             if self.config.pyramid.auto_embed and summary.text:
                 texts.append(summary.text)
@@ -546,15 +566,24 @@ class Pyramid:
         if node.level == 1:
             made = self._make_summary(node)
         else:
-            children = self._nodes.list(self.namespace, parent_id=node.id)
-            for child in children:
-                # A child that already failed without a summary waits for retry_failed, like every failure.
-                if child.summary is None and child.summary_status == "pending":
-                    done += self._summarize(child)
-            parts = [p for p in (self._nodes.get(self.namespace, c.id).summary for c in children) if p is not None]
-            budget, top = self.summary_budget(node), node.level == len(self.plan.levels) + 1
-            made = self._run_summarizer(node, lambda s: s.merge(parts, max_tokens=budget, executive=top))
+            done, made = self._make_merge(node)
         return done + (self._finish_summary(node, *made) if made is not None else 0)
+
+    def _make_merge(self, node: Node) -> tuple[int, tuple[Summary, list[str]] | None]:
+        """A consolidation's summary merged from its children's (pending children summarized first).
+
+        Returns how many children were summarized on the way, and the summary
+        with its errors (``None`` if none could be made, recorded).
+        """
+        done = 0
+        children = self._nodes.list(self.namespace, parent_id=node.id)
+        for child in children:
+            # A child that already failed without a summary waits for retry_failed, like every failure.
+            if child.summary is None and child.summary_status == "pending":
+                done += self._summarize(child)
+        parts = [p for p in (self._nodes.get(self.namespace, c.id).summary for c in children) if p is not None]
+        budget, top = self.summary_budget(node), node.level == len(self.plan.levels) + 1
+        return done, self._run_summarizer(node, lambda s: s.merge(parts, max_tokens=budget, executive=top))
 
     def _make_summary(self, node: Node) -> tuple[Summary, list[str]] | None:
         """A segment's summary and the errors met making it; ``None`` if none could be made (recorded)."""
