@@ -62,29 +62,56 @@ def test_rows_of_the_wrong_shape_are_held_as_a_model_error() -> None:
         pre.embed_batch(["b"])
 
 
-def test_the_pyramid_embeds_each_levels_summaries_together_with_the_vectors_of_one_by_one(tmp_path) -> None:
-    """Consolidation summaries go to the encoder in one call per level (issue 12), not one text per call."""
+_PYRAMID = {"micro_chunk_size": 5, "mini_chunk_size": 10, "macro_chunk_size": 20,
+            "defer_summarization": False, "auto_extract_facts": False}
+
+
+def test_summary_vectors_come_from_the_turns_stored_vectors_without_asking_the_model(tmp_path) -> None:
+    """With every turn's vector stored, the encoder sees the turns once and no summary text."""
+    from stratamem import Config, Memory
+    from stratamem.embed.quantize import decode_int8
+
+    from test_pyramid import msgs
+
+    embedder = HashEmbedder(16)
+    mem = Memory(tmp_path / "m.db", namespace="t", config=Config().replace(pyramid=_PYRAMID), embedder=embedder)
+    mem.add_sessions([])  # nothing: no call
+    assert embedder.calls == []
+    mem.add(msgs(40), session="a")
+    nodes = mem.pyramid.nodes()
+    assert [sum(n.level == lv for n in nodes) for lv in (1, 2, 3)] == [8, 4, 2]
+    assert [len(c) for c in embedder.calls] == [40]  # the turns, in one call; nothing else
+    rows = mem.store.embeddings.turns.load("t")
+    for node in nodes:
+        ids = mem.pyramid.turn_ids(node.id)
+        assert len(ids) == node.turn_count
+        total = decode_int8([rows[i].vector for i in ids], 16).sum(axis=0)
+        want = total / np.linalg.norm(total)
+        stored = mem.pyramid.embedding(node.id)
+        # Stored as int8 codes with a scale: within half a quantisation step of the vector.
+        assert np.abs(stored - want).max() <= np.abs(want).max() / 127 / 2 + 1e-6
+    mem.close()
+
+
+def test_without_stored_turn_vectors_each_levels_summaries_are_embedded_together(tmp_path) -> None:
+    """Turns written without an embedder: summary texts go to the encoder in one call per level."""
     from stratamem import Config, Memory
     from stratamem.testing.hash_embedder import hash_vector
 
     from test_pyramid import msgs
 
+    off = Config().replace(pyramid={**_PYRAMID, "enabled": False})
+    with Memory(tmp_path / "m.db", namespace="t", config=off, embedder=None) as plain:
+        plain.add(msgs(40), session="a")
     embedder = HashEmbedder(16)
-    config = Config().replace(pyramid={"micro_chunk_size": 5, "mini_chunk_size": 10, "macro_chunk_size": 20,
-                                       "defer_summarization": False, "auto_extract_facts": False})
-    mem = Memory(tmp_path / "m.db", namespace="t", config=config, embedder=embedder)
-    mem.add_sessions([])  # nothing: no call
-    assert embedder.calls == []
-    mem.add(msgs(40), session="a")
+    mem = Memory(tmp_path / "m.db", namespace="t", config=Config().replace(pyramid=_PYRAMID), embedder=embedder)
+    mem.pyramid.update(["a"])
     nodes = mem.pyramid.nodes()
     by_level = {lv: [n.summary.text for n in nodes if n.level == lv] for lv in (1, 2, 3)}
     assert [len(by_level[lv]) for lv in (1, 2, 3)] == [8, 4, 2]
-    # The turns in one call, then one call per level holding that level's summaries (each text once).
-    assert [len(c) for c in embedder.calls[:1]] == [40]
-    assert embedder.calls[1:] == [list(dict.fromkeys(by_level[lv])) for lv in (1, 2, 3)]
+    assert embedder.calls == [list(dict.fromkeys(by_level[lv])) for lv in (1, 2, 3)]
     for node in nodes:
         stored = mem.pyramid.embedding(node.id)
         want = hash_vector(node.summary.text, 16)
-        # Stored as int8 codes with a scale: within half a quantisation step of the vector.
         assert np.abs(stored - want).max() <= np.abs(want).max() / 127 / 2 + 1e-6
     mem.close()

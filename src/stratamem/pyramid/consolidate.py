@@ -68,6 +68,7 @@ from ..summarize.extractive import ExtractiveSummarizer
 from ..summarize.facts import item_facts
 from ..summarize.heuristic import HeuristicSummarizer
 from .tiers import decode_turns, encode_turns, plan_tiers, turn_from_record
+from .turn_vectors import turn_mean_vectors
 from ..tokens import Tokenizer
 
 __all__ = ["Expansion", "LevelRule", "LevelStats", "Plan", "Pyramid", "make_summarizer", "plan_for"]
@@ -248,6 +249,10 @@ class Pyramid:
         self.embedder = embedder
         # Summaries and key facts of a group of segments are embedded in one call (see summarize_pending).
         self._batched = PrefetchedEmbedder(embedder) if embedder is not None else None
+        # The model name the recall index records for vectors this embedder made (TurnIndexer.model):
+        # a summary's vector is derived from its turns' stored vectors of that model (turn_vectors).
+        self._model = str(getattr(embedder, "name", type(embedder).__name__)) if embedder is not None else ""
+        self._derived: dict[int, np.ndarray] = {}
         self.archive = Archive(archive_dir, namespace) if archive_dir is not None else None
         self.clock = clock
         self.plan = plan_for(config)
@@ -512,12 +517,19 @@ class Pyramid:
         finally:
             if self._batched is not None:
                 self._batched.clear()
+            self._derived.clear()
         return done
 
     def _prefetch(self, made: list[tuple[Node, tuple[Summary, list[str]] | None]]) -> None:
         """Embed, in one call, every text :meth:`_finish_summary` will embed for these nodes' summaries."""
         if self._batched is None:
             return
+        if self.config.pyramid.auto_embed:
+            # Summary vectors from the turns' stored vectors (one read for the group); only
+            # the summaries that cannot have one are embedded from their text.
+            self._derived = turn_mean_vectors(self.store, self.namespace, self._model, {
+                node.id: self._nodes.turn_ids(self.namespace, node.id)
+                for node, m in made if m is not None and m[0].text})
         texts: list[str] = []
         for node, m in made:
             if m is None:
@@ -526,7 +538,7 @@ class Pyramid:
             # Only segments are mined for items (see _finish_summary).
             if node.level == 1 and not errors and self.config.pyramid.auto_extract_facts:
                 texts += [f.text for f in item_facts(summary)]
-            if self.config.pyramid.auto_embed and summary.text:
+            if self.config.pyramid.auto_embed and summary.text and node.id not in self._derived:
                 texts.append(summary.text)
         self._batched.fill(texts)
 
@@ -692,9 +704,19 @@ class Pyramid:
         return self._item_api
 
     def _embed(self, node: Node, text: str) -> tuple[bytes | None, str | None]:
-        """The summary's vector, or the error that stopped it (``embed.failed`` emitted)."""
+        """The summary's vector, or the error that stopped it (``embed.failed`` emitted).
+
+        The vector is the direction of the node's turns' stored vectors when
+        they all have one (:mod:`.turn_vectors`); otherwise the text is embedded.
+        """
         if self._batched is None or not self.config.pyramid.auto_embed or not text:
             return None, None
+        derived = self._derived.pop(node.id, None)
+        if derived is None:
+            derived = turn_mean_vectors(self.store, self.namespace, self._model,
+                                        {node.id: self._nodes.turn_ids(self.namespace, node.id)}).get(node.id)
+        if derived is not None:
+            return derived.astype(np.float32).tobytes(), None
         try:
             # The one wrapper for pluggable embedders: any failure, or a wrong shape, is a ModelError.
             vec = embed_texts(self._batched, [text])
