@@ -12,7 +12,7 @@ Implementations:
 * :class:`OpenAIEmbedder` — any OpenAI-compatible ``/v1/embeddings`` endpoint (``remote``).
 * :class:`CachedEmbedder` — wraps either; vectors keyed by model and content hash
   (``cache``), in memory or persistent in the SQLite store
-  (:class:`stratamem.store.sqlite.embeddings.SQLiteEmbeddingCache`).
+  (:class:`stratamem.store.embedding_cache.EmbeddingCache`).
 
 Offline fakes for tests are in :mod:`stratamem.testing.hash_embedder` and
 :mod:`stratamem.testing.embed_server`. Importing this package loads no model

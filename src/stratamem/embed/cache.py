@@ -9,7 +9,7 @@ namespace: it stores vectors, never who asked, and the text itself is not
 kept.
 
 :class:`MemoryEmbeddingCache` lives in the process; the persistent one is
-:class:`stratamem.store.sqlite.embeddings.SQLiteEmbeddingCache`. Both follow
+:class:`stratamem.store.embedding_cache.EmbeddingCache`. Both follow
 :class:`EmbeddingCache`.
 """
 
