@@ -297,3 +297,31 @@ def test_no_fact_text_appears_twice_in_any_prompt(data: dict) -> None:
                 for i in ctx.manifest.items:
                     assert set(i.duplicate_of) <= shown
         mem.close()
+
+
+def _find_by_scanning(shown: Shown, tokens: tuple[str, ...]) -> str | None:
+    """Reference for Shown.find: every shown fact checked in order, shared tokens counted directly."""
+    bag = frozenset(tokens)
+    if not bag:
+        return None
+    numbers = {(a, b) for a, b in zip(("",) + tokens, tokens) if any(c.isdigit() for c in b)}
+    for facts_bag, pairs, owner in shown._facts:
+        common = len(bag & facts_bag)
+        if common and common >= shown.containment * len(bag) \
+                and all((a, b) in pairs if a else b in facts_bag for a, b in numbers):
+            return owner
+    return None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["the", "i", "pay", "rent", "paris", "bike", "3", "12", "may", "blue"]),
+                         min_size=1, max_size=9), min_size=0, max_size=12),
+       st.lists(st.sampled_from(["the", "i", "pay", "rent", "paris", "bike", "3", "12", "may", "blue", "red"]),
+                min_size=1, max_size=9),
+       st.sampled_from([0.5, 0.8, 1.0]))
+def test_find_reads_only_the_rarest_postings_and_answers_as_a_full_scan(shown_facts: list[list[str]],
+                                                                         query: list[str], containment: float) -> None:
+    shown = Shown(containment=containment, min_tokens=1)
+    for i, words in enumerate(shown_facts):
+        shown.add(f"u{i}", " ".join(words))
+    assert shown.find(tuple(query)) == _find_by_scanning(shown, tuple(query))
