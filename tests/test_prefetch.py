@@ -115,3 +115,19 @@ def test_without_stored_turn_vectors_each_levels_summaries_are_embedded_together
         want = hash_vector(node.summary.text, 16)
         assert np.abs(stored - want).max() <= np.abs(want).max() / 127 / 2 + 1e-6
     mem.close()
+
+
+def test_one_model_name_for_every_place_that_records_vectors(tmp_path) -> None:
+    from stratamem.embed import model_name
+    from stratamem.items.core import embedder_name
+    from stratamem.retrieve.persisted import TurnIndexer
+    from stratamem.store import SQLiteStore
+
+    class Unnamed:
+        name = ""
+
+    named = HashEmbedder(16)
+    with SQLiteStore(tmp_path / "m.db") as store:
+        for emb, want in ((named, named.name), (Unnamed(), "Unnamed"), (object(), "object")):
+            assert model_name(emb) == embedder_name(emb) == PrefetchedEmbedder(emb).name == want
+            assert TurnIndexer(store, "n", emb).model == want

@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ._checks import check_texts
+from ._checks import check_texts, model_name
 from .cache import CachedEmbedder, EmbeddingCache, MemoryEmbeddingCache, content_hash
 from .local import LocalMiniLM
 from .remote import OpenAIEmbedder
@@ -42,6 +42,7 @@ __all__ = [
     "cosine",
     "embed_in_batches",
     "embed_one",
+    "model_name",
 ]
 
 

@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+
+
+def model_name(embedder: Any) -> str:
+    """The name vectors of ``embedder`` are recorded under: its ``name``, else its class name.
+
+    One definition for every place that stores or compares it (the recall
+    index, items, the pyramid's derived summary vectors), so a vector made in
+    one place is recognised in another.
+    """
+    return str(getattr(embedder, "name", None) or type(embedder).__name__)
 
 
 def check_texts(texts: Sequence[str]) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError
+from ._checks import model_name
 
 __all__ = ["PrefetchedEmbedder"]
 
@@ -41,7 +42,7 @@ class PrefetchedEmbedder:
     @property
     def name(self) -> str:
         """The wrapped embedder's name (what item vectors are recorded under)."""
-        return str(getattr(self.embedder, "name", None) or type(self.embedder).__name__)
+        return model_name(self.embedder)
 
     @property
     def dimensions(self) -> int:

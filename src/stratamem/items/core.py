@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..config import ItemsConfig
+from ..embed import model_name
 from ..errors import ConfigError, ModelError, NotFoundError
 from ..events import Event, EventBus
 from .records import TIERS, MemoryItem, check_choice, check_item_id
@@ -173,4 +174,4 @@ def _view(session: str | None) -> tuple[str, ...]:
 
 def embedder_name(embedder: Embedder) -> str:
     """Label stored beside each vector, so vectors of different models are not compared blindly."""
-    return str(getattr(embedder, "name", None) or embedder.__class__.__name__)
+    return model_name(embedder)

@@ -54,6 +54,7 @@ import numpy as np
 
 from .archive import Archive, is_reference, reference_record
 from ..config import Config
+from ..embed import model_name
 from ..embed.prefetch import PrefetchedEmbedder
 from ..errors import ArchiveError, ConfigError, DecodeError, ModelError, StratamemError, ValidationError
 from ..events import Event, EventBus
@@ -251,8 +252,9 @@ class Pyramid:
         self._batched = PrefetchedEmbedder(embedder) if embedder is not None else None
         # The model name the recall index records for vectors this embedder made (TurnIndexer.model):
         # a summary's vector is derived from its turns' stored vectors of that model (turn_vectors).
-        self._model = str(getattr(embedder, "name", type(embedder).__name__)) if embedder is not None else ""
-        self._derived: dict[int, np.ndarray] = {}
+        self._model = model_name(embedder) if embedder is not None else ""
+        # Node id -> its vector derived in _prefetch, or None when it cannot have one (embed the text).
+        self._derived: dict[int, np.ndarray | None] = {}
         self.archive = Archive(archive_dir, namespace) if archive_dir is not None else None
         self.clock = clock
         self.plan = plan_for(config)
@@ -527,9 +529,10 @@ class Pyramid:
         if self.config.pyramid.auto_embed:
             # Summary vectors from the turns' stored vectors (one read for the group); only
             # the summaries that cannot have one are embedded from their text.
-            self._derived = turn_mean_vectors(self.store, self.namespace, self._model, {
-                node.id: self._nodes.turn_ids(self.namespace, node.id)
-                for node, m in made if m is not None and m[0].text})
+            wanted = {node.id: self._nodes.turn_ids(self.namespace, node.id)
+                      for node, m in made if m is not None and m[0].text}
+            got = turn_mean_vectors(self.store, self.namespace, self._model, wanted)
+            self._derived = {node_id: got.get(node_id) for node_id in wanted}
         texts: list[str] = []
         for node, m in made:
             if m is None:
@@ -538,7 +541,7 @@ class Pyramid:
             # Only segments are mined for items (see _finish_summary).
             if node.level == 1 and not errors and self.config.pyramid.auto_extract_facts:
                 texts += [f.text for f in item_facts(summary)]
-            if self.config.pyramid.auto_embed and summary.text and node.id not in self._derived:
+            if self.config.pyramid.auto_embed and summary.text and self._derived.get(node.id) is None:
                 texts.append(summary.text)
         self._batched.fill(texts)
 
@@ -711,12 +714,13 @@ class Pyramid:
         """
         if self._batched is None or not self.config.pyramid.auto_embed or not text:
             return None, None
-        derived = self._derived.pop(node.id, None)
-        if derived is None:
+        if node.id in self._derived:  # looked up with its group in _prefetch
+            derived = self._derived.pop(node.id)
+        else:  # a node written on its own (summarize_nodes, retry_failed)
             derived = turn_mean_vectors(self.store, self.namespace, self._model,
                                         {node.id: self._nodes.turn_ids(self.namespace, node.id)}).get(node.id)
         if derived is not None:
-            return derived.astype(np.float32).tobytes(), None
+            return derived.tobytes(), None
         try:
             # The one wrapper for pluggable embedders: any failure, or a wrong shape, is a ModelError.
             vec = embed_texts(self._batched, [text])

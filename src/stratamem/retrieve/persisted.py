@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .._gcpause import gc_paused
+from ..embed import model_name
 from ..embed.quantize import decode_int8, encode_int8
 from ..errors import ModelError, StratamemError
 from ..records import StoredTurn
@@ -99,7 +100,7 @@ class TurnIndexer:
         """Name the vectors are recorded under (``""`` without an embedder)."""
         if self.embedder is None:
             return ""
-        return str(getattr(self.embedder, "name", type(self.embedder).__name__))
+        return model_name(self.embedder)
 
     def _check_meta(self) -> None:
         """Make the namespace's recorded model and analyser this indexer's (stale rows are dropped)."""
