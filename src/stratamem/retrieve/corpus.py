@@ -98,7 +98,7 @@ class TurnCorpus:
         self.window, self.embed, self.k1, self.b = window, embed, k1, b
         self.turns: list[StoredTurn] = []
         self.pos: dict[int, int] = {}
-        self.terms: list[list[str]] = TermLists()
+        self.terms = TermLists()
         self.bm25 = StoredTermsIndex(k1, b)
         self.speakers: dict[str, int] = {}
         self.session_dates: list[datetime] = []

@@ -324,9 +324,9 @@ class HybridIndex:
 
     def _add(self, turns: list[StoredTurn], terms: Sequence[list[str]] | None, vectors: np.ndarray | None) -> list[int]:
         new = self._corpus.add(turns, terms=terms, vectors=vectors)
-        # list.__getitem__ reads a stored turn's term string as it is (TermLists would split it).
-        raw = list.__getitem__
-        self._roles.extend(role_code(raw(self._corpus.terms, i)) for i in new)
+        # The stored term string of an opened turn is read as it is: role_code needs its first word only.
+        terms = self._corpus.terms
+        self._roles.extend(role_code(terms.as_stored(i)) for i in new)
         size = self.weights.passage_terms
         if size:
             for i in new:

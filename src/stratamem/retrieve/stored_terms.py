@@ -39,6 +39,10 @@ class TermLists(list):  # type: ignore[type-arg]
             super().__setitem__(i, item)
         return item
 
+    def as_stored(self, i: int) -> list[str] | str:
+        """Item ``i`` as held: its list, or its stored string when it was never read (not split)."""
+        return super().__getitem__(i)
+
 
 class StoredTermsIndex(BM25Index):
     """:class:`~stratamem.retrieve.lexical.BM25Index` that can start from stored term strings.
