@@ -215,7 +215,7 @@ def compare(baseline: str, sizes: list[int], rounds: int) -> None:
                     load = os.getloadavg()[0]
                     done = subprocess.run([sys.executable, __file__, "--sizes", str(size), "--json"], env=env,
                                           check=True, capture_output=True, text=True, cwd=root)
-                    rows = json.loads(done.stdout.strip().splitlines()[-1])
+                    rows = json.loads(done.stdout.strip().splitlines()[-1])[str(size)]
                     for mode, row in rows.items():
                         runs.setdefault((tree, size, mode), []).append(row)
                     print(f"  round {r + 1} {tree:<8} {size:>7} turns done (load {load:.1f})", flush=True)
@@ -254,12 +254,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.profile is not None:
         profile(args.profile, texts, questions, embedder)
         return
-    rows: dict[str, dict[str, float]] = {}
+    rows: dict[int, dict[str, dict[str, float]]] = {}
     if not args.json:
         print(f"\n{'turns':>8} {'mode':<8}" + "".join(f"{c:>12}" for c in COLUMNS) + "   (ms)")
     for size in args.sizes:
         for mode, emb in (("lexical", None), ("hybrid", embedder)):
-            row = rows[mode] = measure(size, texts, questions, emb)
+            row = rows.setdefault(size, {})[mode] = measure(size, texts, questions, emb)
             if not args.json:
                 print(f"{size:>8} {mode:<8}" + "".join(f"{row[c]:>12.1f}" for c in COLUMNS), flush=True)
     store.close()
