@@ -113,7 +113,8 @@ def test_bad_limits_and_a_missing_model_are_config_errors(tmp_path: Path) -> Non
 
 def test_importing_and_constructing_loads_nothing_heavy() -> None:
     code = ("import sys; from stratamem.embed import LocalMiniLM, OpenAIEmbedder; m = LocalMiniLM(); "
-            "print(sorted(n for n in ('tokenizers', 'safetensors', 'openai', 'torch') if n in sys.modules), m.loaded)")
+            "heavy = ('tokenizers', 'safetensors', 'openai', 'torch', 'onnx', 'onnxruntime'); "
+            "print(sorted(n for n in heavy if n in sys.modules), m.loaded)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[] False"
 
