@@ -75,6 +75,13 @@ def test_auto_builds_onnxruntime_only_for_bulk_calls() -> None:
         assert model._bulk is None  # no onnxruntime session for a query
         model.embed_batch([f"turn number {i}" for i in range(32)])
         assert model.active_engine == "onnx"
+        # Once built, the session serves small calls too.
+        calls = []
+        session = model._bulk
+        real = session.pooled
+        session.pooled = lambda ids, mask: calls.append(len(ids)) or real(ids, mask)
+        model.embed_batch(["another query"])
+        assert calls == [1]
     finally:
         model.close()
 

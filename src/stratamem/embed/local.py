@@ -68,10 +68,10 @@ class LocalMiniLM:
             (see the note in :meth:`embed_batch`).
         engine: Who runs the forward pass: ``"numpy"`` (always available),
             ``"onnx"`` (onnxruntime with fused kernels; needs ``onnxruntime``
-            and ``onnx``), or ``"auto"`` (default): onnxruntime for calls of at
-            least 32 texts when it is installed, numpy otherwise — a query's
-            first vector then needs no onnxruntime import. Both give the same
-            vectors to cosine ≥ 0.99999.
+            and ``onnx``), or ``"auto"`` (default): onnxruntime from the first
+            call of at least 32 texts on, when it is installed; numpy before
+            that and without it — a query's first vector then needs no
+            onnxruntime import. Both give the same vectors to cosine ≥ 0.99999.
 
     Raises:
         ConfigError: A limit is out of range (checked here), or the weights or
@@ -172,7 +172,9 @@ class LocalMiniLM:
 
     def _pass_for(self, count: int) -> Any:
         """The encoder that runs a call of ``count`` texts."""
-        if self.engine == "numpy" or (self.engine == "auto" and count < _BULK_TEXTS):
+        # Under "auto" a small call does not build the session (a query's cold start
+        # stays numpy's) but uses one a bulk call built: it is faster there too.
+        if self.engine == "numpy" or (self.engine == "auto" and count < _BULK_TEXTS and not self._bulk):
             return self._encoder
         return self._bulk_encoder() or self._encoder
 
