@@ -40,6 +40,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import chain
 
 __all__ = ["CONTAINMENT", "FACT_TEXT_TOKENS", "MIN_FACT_TOKENS", "Shown", "Stripped", "fact_sentences", "fact_tokens",
@@ -74,6 +75,7 @@ def sentences(text: str) -> list[str]:
     return [s for s in _SPLIT.split(text) if s.strip()]
 
 
+@lru_cache(maxsize=16_384)
 def fact_tokens(sentence: str) -> tuple[str, ...]:
     """The sentence's word tokens, lower-cased, without its leading frame.
 
@@ -81,6 +83,8 @@ def fact_tokens(sentence: str) -> tuple[str, ...]:
     bracketed span or time (``[8 May 2023, s1, 10 turns]``), a parenthesised type
     or excerpt mark, and a speaker label (``dana:``).
     """
+    # Cached: one context asks about the same turn, item and summary sentences many
+    # times (registering, stripping, re-packing), and consecutive contexts share most.
     return tuple(_TOKEN.findall(_SPEAKER.sub("", _FRAME.sub("", sentence, count=1), count=1).lower()))
 
 
@@ -92,6 +96,16 @@ def fact_sentences(text: str, min_tokens: int = MIN_FACT_TOKENS) -> list[tuple[s
         if len(toks) >= min_tokens:
             out.append(toks)
     return out
+
+
+@lru_cache(maxsize=8192)
+def _fact_entries(text: str, min_tokens: int) -> tuple[tuple[frozenset[str], frozenset[tuple[str, str]]], ...]:
+    """(distinct tokens, adjacent token pairs) of each fact sentence of ``text``, as :class:`Shown` keeps them.
+
+    Cached for the reason :func:`fact_tokens` is: the window's turns are registered
+    again by every context.
+    """
+    return tuple((frozenset(toks), frozenset(zip(toks, toks[1:]))) for toks in fact_sentences(text, min_tokens))
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +153,9 @@ class Shown:
         """Register ``text`` as shown, under the id of the unit that shows it."""
         if not self.enabled:
             return
-        for toks in fact_sentences(text, self.min_tokens):
+        for bag, pairs in _fact_entries(text, self.min_tokens):
             n = len(self._facts)
-            bag = frozenset(toks)
-            self._facts.append((bag, frozenset(zip(toks, toks[1:])), owner))
+            self._facts.append((bag, pairs, owner))
             for t in bag:
                 self._by_token.setdefault(t, []).append(n)
 
@@ -153,17 +166,28 @@ class Shown:
         bag = frozenset(tokens)
         if len(bag) == 0:
             return None
-        numbers = {(a, b) for a, b in zip(("",) + tuple(tokens), tokens) if _NUMBER.search(b)}
         need = self.containment * len(bag)
         # A shown fact holding ≥ ⌈need⌉ of the bag's tokens misses at most len(bag) − ⌈need⌉ of
         # them, so it holds one of ANY len(bag) − ⌈need⌉ + 1 of them: only the postings of that many
         # rarest tokens are read, never those of "the" or "i" (a context asks this thousands of times).
         by_token = self._by_token
-        rare = sorted(bag, key=lambda t: len(by_token.get(t, ())))[:len(bag) - math.ceil(need) + 1]
-        candidates = set(chain.from_iterable([by_token[t] for t in rare if t in by_token]))
+        spare = len(bag) - math.ceil(need)
+        present = bag & by_token.keys()
+        if len(bag) - len(present) > spare:
+            # More tokens than a copy may miss are in no shown fact at all: a new sentence
+            # (most asked are), answered without reading any postings.
+            return None
+        # The absent tokens are the rarest (no postings); the present ones fill up the rest.
+        rare = sorted(present, key=lambda t: len(by_token[t]))[:spare + 1 - (len(bag) - len(present))]
+        candidates = set(chain.from_iterable([by_token[t] for t in rare]))
+        numbers = None
         for n in sorted(candidates):
             shown, pairs, owner = self._facts[n]
-            if len(bag & shown) >= need and all((a, b) in pairs if a else b in shown for a, b in numbers):
+            if len(bag & shown) < need:
+                continue
+            if numbers is None:
+                numbers = {(a, b) for a, b in zip(("",) + tuple(tokens), tokens) if _NUMBER.search(b)}
+            if all((a, b) in pairs if a else b in shown for a, b in numbers):
                 return owner
         return None
 
