@@ -148,3 +148,13 @@ def test_truncation_keeps_text_that_fits_and_cuts_by_tokens() -> None:
     assert truncate_to_tokens("x", 0, CharEstimator()) == ""
     with pytest.raises(ValueError, match="must not be negative"):
         truncate_to_tokens("x", -1, tok)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(["hello world", "naïve café 🍵", "x" * 1999, "y " * 1000, "z" * 2001, ""]) | texts,
+                min_size=1, max_size=6))
+def test_remembered_counts_equal_fresh_encodings(batch: list[str]) -> None:
+    """BPETokenizer.count caches short texts: asked twice, in any order, it answers as the encoder does."""
+    tok = BPETokenizer("cl100k_base")
+    for text in [*batch, *reversed(batch)]:
+        assert tok.count(text) == len(tok.encode(text))

@@ -58,6 +58,8 @@ FACT_TEXT_TOKENS = 5
 repeats (:func:`repeated_facts`); one more than the pass acts from, so what is checked is
 never finer than what the pass removes."""
 
+# Texts up to this many characters have their tokens and fact entries cached.
+_CACHED_CHARS = 2000
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _TOKEN = re.compile(r"[^\W_]+")
 _NUMBER = re.compile(r"\d")
@@ -75,7 +77,6 @@ def sentences(text: str) -> list[str]:
     return [s for s in _SPLIT.split(text) if s.strip()]
 
 
-@lru_cache(maxsize=16_384)
 def fact_tokens(sentence: str) -> tuple[str, ...]:
     """The sentence's word tokens, lower-cased, without its leading frame.
 
@@ -85,7 +86,15 @@ def fact_tokens(sentence: str) -> tuple[str, ...]:
     """
     # Cached: one context asks about the same turn, item and summary sentences many
     # times (registering, stripping, re-packing), and consecutive contexts share most.
+    # Only short texts, so the caches stay a few MB whatever the prompts hold.
+    return _cached_tokens(sentence) if len(sentence) <= _CACHED_CHARS else _tokens(sentence)
+
+
+def _tokens(sentence: str) -> tuple[str, ...]:
     return tuple(_TOKEN.findall(_SPEAKER.sub("", _FRAME.sub("", sentence, count=1), count=1).lower()))
+
+
+_cached_tokens = lru_cache(maxsize=16_384)(_tokens)
 
 
 def fact_sentences(text: str, min_tokens: int = MIN_FACT_TOKENS) -> list[tuple[str, ...]]:
@@ -98,14 +107,23 @@ def fact_sentences(text: str, min_tokens: int = MIN_FACT_TOKENS) -> list[tuple[s
     return out
 
 
-@lru_cache(maxsize=8192)
-def _fact_entries(text: str, min_tokens: int) -> tuple[tuple[frozenset[str], frozenset[tuple[str, str]]], ...]:
+_Entries = tuple[tuple[frozenset[str], frozenset[tuple[str, str]]], ...]
+
+
+def _fact_entries(text: str, min_tokens: int) -> _Entries:
     """(distinct tokens, adjacent token pairs) of each fact sentence of ``text``, as :class:`Shown` keeps them.
 
     Cached for the reason :func:`fact_tokens` is: the window's turns are registered
     again by every context.
     """
+    return _cached_entries(text, min_tokens) if len(text) <= _CACHED_CHARS else _entries(text, min_tokens)
+
+
+def _entries(text: str, min_tokens: int) -> _Entries:
     return tuple((frozenset(toks), frozenset(zip(toks, toks[1:]))) for toks in fact_sentences(text, min_tokens))
+
+
+_cached_entries = lru_cache(maxsize=4096)(_entries)
 
 
 @dataclass(frozen=True, slots=True)
