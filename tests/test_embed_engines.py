@@ -7,7 +7,9 @@ Real model, real onnxruntime. The reference vectors are sentence-transformers'
 from __future__ import annotations
 
 import base64
+import importlib.abc
 import json
+import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,20 +88,47 @@ def test_auto_builds_onnxruntime_only_for_bulk_calls() -> None:
         model.close()
 
 
-def test_auto_falls_back_to_numpy_without_onnxruntime(monkeypatch: pytest.MonkeyPatch,
+def test_auto_falls_back_to_numpy_without_onnxruntime(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
                                                       numpy_pass: LocalMiniLM) -> None:
     # An entry of None in sys.modules makes the import raise ImportError, as if not installed.
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     texts = [f"what happened on day {i}" for i in range(40)]
     model = LocalMiniLM()
     try:
-        got = model.embed_batch(texts)
+        with caplog.at_level(logging.INFO, logger="stratamem.embed.local"):
+            got = model.embed_batch(texts)
         assert model.active_engine == "numpy"
         assert float(np.abs(got - numpy_pass.embed_batch(texts)).max()) == 0.0
+        assert [(r.levelno, "onnxruntime engine unavailable" in r.getMessage()) for r in caplog.records] \
+            == [(logging.INFO, True)]
     finally:
         model.close()
     with pytest.raises(ConfigError, match="engine='onnx' needs onnxruntime"):
         LocalMiniLM(engine="onnx").load()
+
+
+class _BrokenInstall(importlib.abc.MetaPathFinder):
+    """An onnxruntime that is installed but cannot load its library."""
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name == "onnxruntime":
+            raise ImportError("libonnxruntime.so: cannot open shared object file")
+        return None
+
+
+def test_a_broken_onnxruntime_install_is_a_warning(monkeypatch: pytest.MonkeyPatch,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.delitem(sys.modules, "onnxruntime", raising=False)
+    monkeypatch.setattr(sys, "meta_path", [_BrokenInstall(), *sys.meta_path])
+    model = LocalMiniLM()
+    try:
+        with caplog.at_level(logging.INFO, logger="stratamem.embed.local"):
+            model.embed_batch([f"turn {i}" for i in range(32)])
+        assert model.active_engine == "numpy"
+        assert [(r.levelno, "cannot open shared object" in r.getMessage()) for r in caplog.records] \
+            == [(logging.WARNING, True)]
+    finally:
+        model.close()
 
 
 def test_engine_is_checked() -> None:

@@ -170,8 +170,11 @@ class LocalMiniLM:
                 if self.engine == "onnx":
                     raise ConfigError("engine='onnx' needs onnxruntime and onnx: "
                                       "pip install 'stratamem[embed]'") from exc
-                # Not an error (the numpy pass gives the same vectors), but ~15 % slower: say so once.
-                log.info("onnxruntime engine unavailable (%s); MiniLM runs the numpy pass", exc)
+                # Not installed: the documented fallback (same vectors, ~15 % slower), said once.
+                # Installed but failing to import (a missing library): a broken install, said louder.
+                missing = isinstance(exc, ModuleNotFoundError) and exc.name in ("onnx", "onnxruntime")
+                log.log(logging.INFO if missing else logging.WARNING,
+                        "onnxruntime engine unavailable (%s); MiniLM runs the numpy pass", exc)
                 self._bulk = False
         return self._bulk or None
 
