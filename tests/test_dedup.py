@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from stratamem import Config, Memory
 from stratamem.context.assemble import POLICIES, ItemUnit, Recalled, SummaryUnit, assemble
-from stratamem.context.render import FORMATS
+from stratamem.text import FORMATS
 from stratamem.context.dedup import CONTAINMENT, FACT_TEXT_TOKENS, MIN_FACT_TOKENS, Shown, fact_tokens, sentences
 from stratamem.context.dedup import repeated_facts as dedup_repeated
 from stratamem.records import StoredTurn, Turn

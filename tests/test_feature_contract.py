@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
-from stratamem.agentloop.state import ConversationState
+from stratamem.records.conversations import ConversationState
 from stratamem.embed.cache import CachedEmbedder
 from stratamem.errors import BackendError, ConfigError, MigrationError, NotFoundError, ValidationError
 from stratamem.items.api import Items
@@ -35,7 +35,7 @@ from stratamem.store.postgres.store import PostgresStore
 from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.store.new_rows import NewItem, NewNode
 from stratamem.store.vectors import quantized
-from stratamem.summarize import KeyFact, Summary
+from stratamem.records import KeyFact, Summary
 from stratamem.testing.hash_embedder import HashEmbedder
 from stratamem.tokens import get_tokenizer
 

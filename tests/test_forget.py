@@ -27,7 +27,7 @@ from psycopg import sql
 from test_pyramid import check_tree
 
 from stratamem import Config, Memory
-from stratamem.agentloop.state import ConversationState
+from stratamem.records.conversations import ConversationState
 from stratamem.embed.cache import CachedEmbedder, content_hash
 from stratamem.errors import NotFoundError, ValidationError
 from stratamem.retrieve.corpus import TurnCorpus

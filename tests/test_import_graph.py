@@ -1,15 +1,22 @@
-"""The package's import graph: layers only import downwards, and no module cycle exists.
+"""The package's import graph is a stack of floors: whole packages import only downwards, and nothing loops.
 
-Layers, lowest first (a module belongs to the layer of its longest listed prefix):
+Every module belongs to its top-level package (``stratamem.pyramid.tiers`` to
+``stratamem.pyramid``) or is a top-level module of its own (``stratamem.errors``).
+:data:`LAYERS` gives each of them a floor, lowest first:
 
-0. foundation — errors, records, config, tokens, provider shapes, events, the model protocol;
-1. records and leaf tools — formats, embedders, summarizers, importers, export,
-   and the record modules the stores exchange (item, node, manifest, conversation records);
-2. storage — ``store`` (shared feature stores and SQL layer) and its backends;
-3. the engine's concepts — retrieve, pyramid, items, state, context, agent loop, forget, search;
-4. the facade — ``Memory`` and ``AsyncMemory``;
-5. shells — CLI, MCP, web, framework integrations, testing helpers, the package root.
+0. ground floor — errors, records (every value the layers exchange), text and budget
+   checks, config, tokens, provider shapes, events, the model protocol, JSON reading;
+1. leaf tools — encodings, embedders, summarizers, importers, export, the MCP budget;
+2. storage — ``store`` and its backends;
+3. engine parts over the store — recall, memory items, working state;
+4. the pyramid (it extracts memory items);
+5. context assembly (it reads the pyramid, items, recall and state);
+6. what works over a whole memory — the agent loop, forgetting, search;
+7. the facade — ``Memory`` and ``AsyncMemory``;
+8. shells — CLI, MCP, web, framework integrations, testing helpers, the package root.
 
+A package may import its own floor or lower ones; the graph of packages has no
+cycle, so packages on one floor import each other in one direction only.
 Imports under ``if TYPE_CHECKING:`` are annotations only and do not count.
 """
 
@@ -24,24 +31,23 @@ import stratamem
 ROOT = Path(stratamem.__file__).parent
 
 LAYERS: dict[str, int] = {
-    "stratamem.errors": 0, "stratamem._moved": 0, "stratamem._jsonio": 0, "stratamem._gcpause": 0, "stratamem.records": 0,
-    "stratamem.config": 0, "stratamem.tokens": 0, "stratamem.providers": 0, "stratamem.events": 0,
-    "stratamem.llm": 0,
+    "stratamem.errors": 0, "stratamem.records": 0, "stratamem.text": 0, "stratamem.config": 0,
+    "stratamem.tokens": 0, "stratamem.providers": 0, "stratamem.events": 0, "stratamem.llm": 0,
+    "stratamem._jsonio": 0, "stratamem._gcpause": 0,
     "stratamem.formats": 1, "stratamem.embed": 1, "stratamem.summarize": 1, "stratamem.ingest": 1,
     "stratamem.exchange": 1, "stratamem.mcp_budget": 1,
-    "stratamem.items.records": 1, "stratamem.items.metrics": 1, "stratamem.pyramid.nodes": 1,
-    "stratamem.context.manifest": 1, "stratamem.agentloop.state": 1,
     "stratamem.store": 2,
-    "stratamem.retrieve": 3, "stratamem.pyramid": 3, "stratamem.items": 3, "stratamem.state": 3,
-    "stratamem.context": 3, "stratamem.agentloop": 3, "stratamem.forget": 3, "stratamem.search": 3,
-    "stratamem.memory": 4, "stratamem.aio": 4,
-    "stratamem.cli": 5, "stratamem.mcp": 5, "stratamem.web": 5, "stratamem.integrations": 5,
-    "stratamem.testing": 5, "stratamem.__main__": 5, "stratamem": 5,
+    "stratamem.retrieve": 3, "stratamem.items": 3, "stratamem.state": 3,
+    "stratamem.pyramid": 4,
+    "stratamem.context": 5,
+    "stratamem.agentloop": 6, "stratamem.forget": 6, "stratamem.search": 6,
+    "stratamem.memory": 7, "stratamem.aio": 7,
+    "stratamem.cli": 8, "stratamem.mcp": 8, "stratamem.web": 8, "stratamem.integrations": 8,
+    "stratamem.testing": 8, "stratamem.__main__": 8, "stratamem": 8,
 }
 
-# Known exceptions (issue 16 removed the last: NewItem, NewNode and the item view
-# filter moved to stratamem.store.new_rows and stratamem.store.item_view).
-KNOWN_BACKEND_IMPORTS: set[tuple[str, str]] = set()
+# Where a storage backend is chosen: the store package's front door and ``open_store``.
+CHOOSES_A_BACKEND = {"stratamem.store", "stratamem.store.open"}
 
 
 def _modules() -> dict[str, Path]:
@@ -89,45 +95,36 @@ def _imports(module: str, path: Path) -> set[str]:
 GRAPH = {module: _imports(module, path) for module, path in MODULES.items()}
 
 
+def package(module: str) -> str:
+    """The top-level package (or top-level module) ``module`` belongs to."""
+    return ".".join(module.split(".")[:2])
+
+
 def layer(module: str) -> int:
-    """The layer of ``module``: that of its longest prefix in :data:`LAYERS`."""
-    name = module
-    while name not in LAYERS:
-        name = name.rsplit(".", 1)[0]
-    return LAYERS[name]
+    """The floor of ``module``'s package."""
+    return LAYERS[package(module)]
 
 
-def backend(module: str) -> str | None:
-    for name in ("sqlite", "postgres"):
-        if module.startswith(f"stratamem.store.{name}"):
-            return name
-    return None
+PACKAGE_GRAPH: dict[str, set[str]] = defaultdict(set)
+for _module, _targets in GRAPH.items():
+    for _target in _targets:
+        if package(_target) != package(_module):
+            PACKAGE_GRAPH[package(_module)].add(package(_target))
 
 
-def test_every_module_has_a_layer() -> None:
-    assert all(isinstance(layer(m), int) for m in MODULES)
-    assert "stratamem.store.sql" in MODULES and layer("stratamem.store.sql") == 2
-
-
-def test_no_module_imports_a_higher_layer() -> None:
-    upward = sorted(f"{a} ({layer(a)}) -> {b} ({layer(b)})"
-                    for a, targets in GRAPH.items() for b in targets
-                    if layer(b) > layer(a) and a != "stratamem" and not b.startswith(a + "."))
-    assert upward == []
-
-
-def test_no_import_cycles() -> None:
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one node (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
     on_stack: set[str] = set()
     cycles: list[list[str]] = []
 
-    def visit(v: str) -> None:  # Tarjan's strongly connected components
+    def visit(v: str) -> None:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in sorted(GRAPH[v]):
+        for w in sorted(graph.get(v, ())):
             if w not in index:
                 visit(w)
                 low[v] = min(low[v], low[w])
@@ -144,22 +141,49 @@ def test_no_import_cycles() -> None:
             if len(component) > 1:
                 cycles.append(sorted(component))
 
-    for module in sorted(GRAPH):
-        if module not in index:
-            visit(module)
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
+def test_every_module_belongs_to_a_package_with_a_floor() -> None:
+    assert sorted({package(m) for m in MODULES} - set(LAYERS)) == []
+    assert sorted(set(LAYERS) - {package(m) for m in MODULES}) == []  # no floor for a package that is gone
+    assert package("stratamem.store.sqlite.items") == "stratamem.store" and layer("stratamem.store.sql") == 2
+    assert package("stratamem.records.nodes") == "stratamem.records" and layer("stratamem.records.items") == 0
+
+
+def test_no_package_imports_a_higher_floor() -> None:
+    upward = sorted(f"{a} ({layer(a)}) -> {b} ({layer(b)})"
+                    for a, targets in GRAPH.items() for b in targets if layer(b) > layer(a))
+    assert upward == []
+
+
+def test_the_package_graph_has_no_cycle() -> None:
+    assert _cycles(PACKAGE_GRAPH) == []
+
+
+def test_no_module_cycle() -> None:
     # A package __init__ importing its own submodules is not a cycle of concepts.
-    cycles = [c for c in cycles if not all(m.startswith(c[0] + ".") or m == c[0] for m in c)]
+    cycles = [c for c in _cycles(GRAPH) if not all(m.startswith(c[0] + ".") or m == c[0] for m in c)]
     assert cycles == []
 
 
-def test_outside_a_backend_only_known_modules_import_one() -> None:
-    found = {(a, b) for a, targets in GRAPH.items() for b in targets
-             if backend(b) and backend(a) != backend(b)
-             and a not in {"stratamem.store", "stratamem.store.open"} and layer(a) < 5}
-    assert found == KNOWN_BACKEND_IMPORTS
+def test_the_store_imports_only_the_floors_below_it() -> None:
+    found = sorted(f"{module} -> {target}" for module, targets in GRAPH.items() if package(module) == "stratamem.store"
+                   for target in targets if package(target) != "stratamem.store" and layer(target) >= 2)
+    assert found == []
+    assert PACKAGE_GRAPH["stratamem.store"] <= {p for p, n in LAYERS.items() if n < 2}
 
 
-def test_store_imports_records_not_the_features_using_it() -> None:
-    for module, targets in GRAPH.items():
-        if module.startswith("stratamem.store"):
-            assert all(layer(t) <= 2 for t in targets), (module, sorted(t for t in targets if layer(t) > 2))
+def test_a_backend_is_chosen_only_at_the_store_front_door_or_by_a_shell() -> None:
+    def backend(module: str) -> str | None:
+        for name in ("sqlite", "postgres"):
+            if module.startswith(f"stratamem.store.{name}"):
+                return name
+        return None
+
+    found = sorted(f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets
+                   if backend(b) and backend(a) != backend(b) and a not in CHOOSES_A_BACKEND and layer(a) < 8)
+    assert found == []

@@ -29,7 +29,7 @@ from stratamem.store.new_rows import NewNode
 from stratamem.store.open import open_store
 from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.store.vectors import pack_vector, quantized, unpack_vector
-from stratamem.summarize import Summary
+from stratamem.records import Summary
 from stratamem.tokens import get_tokenizer
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)

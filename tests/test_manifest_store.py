@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pg import fresh_schema, schema_url
 
-from stratamem.context.manifest import ContextItem, Manifest
+from stratamem.records.manifests import ContextItem, Manifest
 from stratamem.store import Store
 from stratamem.store.open import open_store
 

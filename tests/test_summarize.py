@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from stratamem.errors import ModelError
 from stratamem.llm import OpenAIChat
-from stratamem.records import StoredTurn, TextBlock, ToolResultBlock, ToolUseBlock, Turn
-from stratamem.summarize import KeyFact, Sentence, Summarizer, Summary, render
+from stratamem.records import KeyFact, Sentence, StoredTurn, Summary, TextBlock, ToolResultBlock, ToolUseBlock, Turn
+from stratamem.records.summaries import render
+from stratamem.summarize import Summarizer
 from stratamem.summarize.extractive import ExtractiveSummarizer
 from stratamem.summarize._text import fit_text
 from stratamem.summarize._units import actions, prose_sentences

@@ -15,10 +15,6 @@ from __future__ import annotations
 
 from importlib import metadata as _metadata
 
-from . import _moved
-
-_moved.install()  # old flat-layout import paths keep working for one release (see _moved)
-
 from .config import Config
 from .errors import (
     BackendError,
@@ -33,10 +29,9 @@ from .errors import (
     StratamemError,
     ValidationError,
 )
-from .context.manifest import Context, ContextItem, Manifest
 from .memory import Memory, Status
 from .aio import AsyncMemory  # noqa: E402 - async twin of Memory (issue 15)
-from .records import Session, StoredTurn, Turn
+from .records import Context, ContextItem, Manifest, Session, StoredTurn, Turn
 from .agentloop.wrap import wrap  # noqa: I001 - after the facade: it imports the agent loop
 
 try:

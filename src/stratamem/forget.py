@@ -48,7 +48,7 @@ from .pyramid.archive import Archive
 from .embed.cache import content_hash
 from .errors import ArchiveError, ConfigError, NotFoundError, StratamemError, ValidationError
 from .events import Event
-from .pyramid.nodes import Node
+from .records.nodes import Node
 from .records import StoredTurn, check_name
 from .retrieve.corpus import TurnCorpus
 from .store.forgetting import ForgetPlan, NodeRewrite

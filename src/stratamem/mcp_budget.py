@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import BudgetError, ValidationError
 
 if TYPE_CHECKING:
-    from .context.manifest import Context, Manifest
+    from .records.manifests import Context, Manifest
     from .memory import Memory
     from .search import SearchHit
 

@@ -20,14 +20,14 @@ from typing import IO, TYPE_CHECKING, Any
 
 from .context.assemble import POLICIES, FixedBlock, ItemUnit, Recalled, assemble, is_follow_up
 from .config import Config
-from .context.render import check_budget, check_context_format, check_now
+from .text import check_budget, check_context_format, check_now
 from .errors import BudgetError, ConfigError, InvalidTurnError, NotFoundError, StratamemError, ValidationError
 from .events import Event, EventBus
 from .exchange import plan_import, read_export, write_export
 from .ingest import IngestReport, IngestSession, parse_messages
 from .ingest import dedupe as _dedupe
-from .context.manifest import Context
-from .pyramid.nodes import Node
+from .records.manifests import Context
+from .records.nodes import Node
 from .providers import to_responses
 from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
 from .retrieve import HybridIndex

@@ -7,20 +7,17 @@ Messages lists, before each model call:
 * :class:`Compactor` (layer 2): when the request nears the threshold, replaces old
   turns with a structured checkpoint written by a :class:`~stratamem.llm.ChatModel`,
   stores everything it removes (with a :class:`~stratamem.Memory`), and persists
-  the :class:`ConversationState`. :meth:`Compactor.prepare_messages` runs both.
+  the :class:`~stratamem.records.ConversationState`. :meth:`Compactor.prepare_messages` runs both.
 """
 
 from __future__ import annotations
 
 from .compaction import CompactionResult, Compactor, PrepareResult, find_cut_point, history_text, real_user_indices
 from .pruning import PruneStats, is_tool_result_message, prune_tool_results
-from .state import ConversationState, ConversationStore
 
 __all__ = [
     "CompactionResult",
     "Compactor",
-    "ConversationState",
-    "ConversationStore",
     "PrepareResult",
     "PruneStats",
     "find_cut_point",

@@ -16,7 +16,7 @@ learned from the provider's reported usage), :meth:`Compactor.compact`:
 5. rebuilds the list in place: system messages, a checkpoint user message and
    an acknowledging assistant message, pinned turns, the recent window — valid
    for the provider (alternation; every tool result beside its call);
-6. persists the :class:`~stratamem.agentloop.state.ConversationState` and emits
+6. persists the :class:`~stratamem.records.conversations.ConversationState` and emits
    ``compaction.after``.
 
 If the model fails or times out, the prompt is truncated to the same recent
@@ -65,7 +65,8 @@ from .cut import find_cut_point, history_text, is_synthetic, real_user_indices, 
 from .feed import feed_memory
 from .pruning import PruneStats, prune_tool_results
 from .replay import ReplayMatcher, stored_messages
-from .state import ConversationState, ConversationStore
+from ..records.conversations import ConversationState
+from ..store.base import ConversationStore
 
 if TYPE_CHECKING:
     from ..memory import Memory

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFoundError
 from ..records import check_name, format_timestamp
-from .state import ConversationState
+from ..records.conversations import ConversationState
 
 if TYPE_CHECKING:
     from ..memory import Memory

@@ -19,7 +19,7 @@ from typing import IO, Any
 import click
 from tqdm import tqdm
 
-from ..context.render import CONTEXT_FORMATS
+from ..text import CONTEXT_FORMATS
 from ..tokens import PROVIDER_FACTORS
 from ..ingest import INGEST_FORMATS, IngestSession, read_file
 from . import Settings, emit_json, pass_settings

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from ..items.records import ITEM_TYPES, SCOPES, TIERS
+from ..records.items import ITEM_TYPES, SCOPES, TIERS
 from ..items.metrics import PyramidMetrics, pyramid_prometheus, to_prometheus
 from . import Settings, emit_json, pass_settings
 

@@ -3,7 +3,7 @@
 A pure function of its inputs (:func:`assemble`): fixed blocks (instructions,
 working state, checkpoint), the current session's recent turns, recalled turns
 ranked by the retrieval engine, and summaries of older history ranked the same
-way go in; a :class:`~stratamem.context.manifest.Context` comes out, rendered for one
+way go in; a :class:`~stratamem.records.manifests.Context` comes out, rendered for one
 provider and counted exactly, with every item's reason and score and the
 near-misses. No I/O happens here; :class:`~stratamem.memory.Memory` gathers
 the inputs.
@@ -42,10 +42,11 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .render import attach_sections, check_budget, check_format, render, snap_window, unit_cost
+from ..text import check_budget, check_format
+from .render import attach_sections, render, snap_window, unit_cost
 from .dedup import Shown, fact_tokens
 from ..errors import BudgetError, StratamemError
-from .manifest import Context, ContextItem, Manifest, NearMiss
+from ..records.manifests import Context, ContextItem, Manifest, NearMiss
 from ..records import StoredTurn
 from ..retrieve.lexical import analyze
 from ..retrieve.render import CompactRenderer, Packed, pack_turns

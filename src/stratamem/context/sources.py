@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 
 from .assemble import FixedBlock, SummaryUnit
-from .manifest import Manifest
+from ..records.manifests import Manifest
 from ..errors import ModelError, NotFoundError
 from ..items.search import embed_texts
 from ..state.instructions import load_instructions
-from ..pyramid.nodes import Node
+from ..records.nodes import Node
 from ..retrieve.lexical import BM25Index, analyze
 from ..tokens import Tokenizer
 

@@ -1,11 +1,20 @@
-"""Long-term memory items: records, tiers, spill/recall/promote, review, search, metrics.
+"""Long-term memory items (seed 003): add, spill, recall, promote, supersede, review, metrics.
 
-The former module ``stratamem.items`` is now ``stratamem.items.api``; its names are still
-reachable here for one release, with a DeprecationWarning.
+:class:`Items` is one namespace's items (``Memory.items``); its parts are
+:mod:`~stratamem.items.core` (shared state, vector-index refresh),
+:mod:`~stratamem.items.tiers` (spill and promotion),
+:mod:`~stratamem.items.recall` (ranking, search, recall),
+:mod:`~stratamem.items.review` (supersession, review, prune),
+:mod:`~stratamem.items.status` (suggestions) and :mod:`~stratamem.items.search`
+(content terms, the full-text query, the vector index). :mod:`~stratamem.items.metrics`
+renders item and pyramid metrics as Prometheus text. The values they return
+(:class:`~stratamem.records.MemoryItem`, :class:`~stratamem.records.RecallResult`, ...)
+are records (:mod:`stratamem.records.items`).
 """
 
 from __future__ import annotations
 
-from .. import _moved
+from .api import Items
+from .metrics import PyramidMetrics, pyramid_prometheus, to_prometheus
 
-__getattr__ = _moved.package_getattr(__name__)
+__all__ = ["Items", "PyramidMetrics", "pyramid_prometheus", "to_prometheus"]

@@ -7,7 +7,7 @@ module per concept: shared state in :mod:`stratamem.items.core`, spill and
 promotion in :mod:`stratamem.items.tiers`, search and recall in
 :mod:`stratamem.items.recall`, supersession, review and prune in
 :mod:`stratamem.items.review`; adding items and status are here. Records are in
-:mod:`stratamem.items.records`, the search signals in :mod:`stratamem.items.search`,
+:mod:`stratamem.records.items`, the search signals in :mod:`stratamem.items.search`,
 counters in :mod:`stratamem.items.metrics`, SQL in :mod:`stratamem.store.sqlite.items`.
 
 The rules:
@@ -53,13 +53,12 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import NotFoundError, ValidationError
-from .records import (
+from ..records.items import (
     ITEM_TYPES,
     TIERS,
+    ItemMetrics,
     ItemStatus,
     MemoryItem,
-    RecallResult,
-    SpillResult,
     TierStatus,
     check_choice,
     check_content,
@@ -70,11 +69,10 @@ from .records import (
 from .recall import RecallOps
 from .review import ReviewOps
 from .search import content_terms
-from .metrics import ItemMetrics
 from ..records import check_name, format_timestamp, parse_timestamp
 from ..store.new_rows import NewItem
 
-__all__ = ["Items", "MemoryItem", "RecallResult", "SpillResult", "ItemStatus"]
+__all__ = ["Items"]
 
 
 class Items(RecallOps, ReviewOps):

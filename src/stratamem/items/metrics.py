@@ -1,5 +1,9 @@
 """Memory-item metrics (seed 003): what is counted, and the Prometheus text export.
 
+The counters of a namespace at one moment are a record,
+:class:`~stratamem.records.ItemMetrics`; this module records a recall's latency
+and renders metrics as Prometheus text.
+
 Counters are persisted per namespace by the items store (in the same
 transaction as the operation they count), so every process — the CLI, an MCP
 server, the library — sees the same totals. Seed 003's metric names map to
@@ -28,23 +32,17 @@ level beside the prompt tokens the summaries save.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..records.items import LATENCY_BUCKETS_MS, ItemMetrics, latency_bucket_name
+
 if TYPE_CHECKING:
-    from .nodes import TierStats
-    from .spend import SummarySpend
+    from ..pyramid.spend import SummarySpend
+    from ..records.nodes import TierStats
 
-__all__ = ["LATENCY_BUCKETS_MS", "ItemMetrics", "PyramidMetrics", "latency_deltas", "pyramid_prometheus",
-           "to_prometheus"]
-
-LATENCY_BUCKETS_MS: tuple[float, ...] = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500)
-"""Upper bounds of the recall-latency histogram buckets (an implicit ``+Inf`` follows)."""
-
-
-def _bucket_name(bound: float) -> str:
-    return f"recall_latency_le_{bound:g}"
+__all__ = ["PyramidMetrics", "latency_deltas", "pyramid_prometheus", "to_prometheus"]
 
 
 def latency_deltas(ms: float) -> dict[str, float]:
@@ -52,71 +50,8 @@ def latency_deltas(ms: float) -> dict[str, float]:
     out = {"recall_latency_ms_sum": ms}
     for bound in LATENCY_BUCKETS_MS:
         if ms <= bound:
-            out[_bucket_name(bound)] = 1.0
+            out[latency_bucket_name(bound)] = 1.0
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class ItemMetrics:
-    """A namespace's memory-item metrics at one moment."""
-
-    namespace: str
-    """The namespace."""
-    hot_tokens: int
-    """Tokens of the hot items now."""
-    hot_limit: int
-    """The hot token limit."""
-    spills: int
-    """Spill operations (automatic and explicit)."""
-    spilled_items: int
-    """Items moved out of hot by spills."""
-    recalls: int
-    """Recall calls."""
-    recall_hits: int
-    """Recalls that returned at least one item."""
-    promotions: int
-    """Items promoted to hot."""
-    promotions_refused: int
-    """Promotions a recall wanted but the anti-thrash rules or hot capacity refused."""
-    recall_latency_ms_sum: float
-    """Total recall time in milliseconds."""
-    recall_latency_buckets: tuple[tuple[float, int], ...]
-    """Cumulative ``(upper bound ms, recalls at or under it)``."""
-
-    @property
-    def hot_utilization(self) -> float:
-        """Hot tokens over the hot limit (0–1; may exceed 1 only if the limit was lowered)."""
-        return self.hot_tokens / self.hot_limit if self.hot_limit else 0.0
-
-    @property
-    def hit_rate(self) -> float:
-        """Share of recalls that found something (0 before the first recall)."""
-        return self.recall_hits / self.recalls if self.recalls else 0.0
-
-    @property
-    def recall_latency_ms_mean(self) -> float:
-        """Mean recall latency in milliseconds (0 before the first recall)."""
-        return self.recall_latency_ms_sum / self.recalls if self.recalls else 0.0
-
-    @classmethod
-    def from_values(cls, namespace: str, values: Mapping[str, float], hot_tokens: int, hot_limit: int) -> ItemMetrics:
-        """Build from the persisted name → value map."""
-        def n(name: str) -> int:
-            return int(values.get(name, 0))
-        return cls(namespace, hot_tokens, hot_limit, n("spills"), n("spilled_items"), n("recalls"),
-                   n("recall_hits"), n("promotions"), n("promotions_refused"),
-                   float(values.get("recall_latency_ms_sum", 0.0)),
-                   tuple((b, n(_bucket_name(b))) for b in LATENCY_BUCKETS_MS))
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form, including the derived rates."""
-        return {"namespace": self.namespace, "hot_tokens": self.hot_tokens, "hot_limit": self.hot_limit,
-                "hot_utilization": round(self.hot_utilization, 4), "spills": self.spills,
-                "spilled_items": self.spilled_items, "recalls": self.recalls, "recall_hits": self.recall_hits,
-                "hit_rate": round(self.hit_rate, 4), "promotions": self.promotions,
-                "promotions_refused": self.promotions_refused,
-                "recall_latency_ms_mean": round(self.recall_latency_ms_mean, 3),
-                "recall_latency_ms_sum": round(self.recall_latency_ms_sum, 3)}
 
 
 def _label(value: str) -> str:

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import ConfigError, ValidationError
 from .core import embedder_name
-from .records import ITEM_TYPES, MemoryItem, RecallResult, Refusal, check_choice, check_content, visible_in
+from ..records.items import ITEM_TYPES, MemoryItem, RecallResult, Refusal, check_choice, check_content, visible_in
 from .search import content_terms, fts_query, lexical_score
 from .tiers import TierOps
 from .metrics import latency_deltas

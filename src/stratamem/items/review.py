@@ -22,7 +22,7 @@ from datetime import datetime
 
 from ..errors import ValidationError
 from .core import ItemsCore
-from .records import MemoryItem, Suggestion, check_item_id
+from ..records.items import MemoryItem, Suggestion, check_item_id
 from .status import suggest
 from ..records import format_timestamp
 

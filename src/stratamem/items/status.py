@@ -2,7 +2,7 @@
 
 A pure function of the tiers' contents and the configuration, so the rules can
 be read (and tested) apart from the store. :mod:`stratamem.items` gathers the
-inputs and wraps the result in an :class:`~stratamem.items.records.ItemStatus`.
+inputs and wraps the result in an :class:`~stratamem.records.items.ItemStatus`.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..config import ItemsConfig
-from .records import MemoryItem, Suggestion
+from ..records.items import MemoryItem, Suggestion
 
 __all__ = ["SPILL_AT", "RECALL_BELOW", "suggest"]
 

@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 from ..errors import BudgetError, ValidationError
 from .core import ItemsCore
-from .records import MemoryItem, SpillResult
+from ..records.items import MemoryItem, SpillResult
 from ..records import check_name, format_timestamp
 
 __all__ = ["TierOps"]

@@ -1,11 +1,45 @@
-"""The pyramid: segmenters, nodes, consolidation, tiers, archive, retention, escalation.
+"""The pyramid: turns sealed into segments, consolidated into summaries, held in tiers.
 
-The former module ``stratamem.pyramid`` is now ``stratamem.pyramid.consolidate``; its names are still
-reachable here for one release, with a DeprecationWarning.
+:class:`Pyramid` (:mod:`~stratamem.pyramid.consolidate`) seals, summarizes and
+consolidates one namespace and reads its tree back; its parts are the
+segmenters (:mod:`~stratamem.pyramid.segment`), the tier rules and warm
+encoding (:mod:`~stratamem.pyramid.tiers`), the zstd archive of cold turns
+(:mod:`~stratamem.pyramid.archive`), retention
+(:mod:`~stratamem.pyramid.retention`), seed 002's prompt view
+(:mod:`~stratamem.pyramid.escalation`) and the summarization spend
+(:mod:`~stratamem.pyramid.spend`). The nodes it stores are records
+(:class:`~stratamem.records.Node`).
 """
 
 from __future__ import annotations
 
-from .. import _moved
+from .archive import Archive
+from .consolidate import Expansion, LevelRule, LevelStats, Plan, Pyramid, make_summarizer, plan_for
+from .escalation import PromptView, ViewItem, prompt_view
+from .retention import RetentionReport, apply_retention
+from .segment import FixedSegmenter, Seal, Segmenter, Split, TopicSegmenter, UserTurnSegmenter
+from .spend import LevelSpend, SummarySpend
 
-__getattr__ = _moved.package_getattr(__name__)
+__all__ = [
+    "Archive",
+    "Expansion",
+    "FixedSegmenter",
+    "LevelRule",
+    "LevelSpend",
+    "LevelStats",
+    "Plan",
+    "PromptView",
+    "Pyramid",
+    "RetentionReport",
+    "Seal",
+    "Segmenter",
+    "Split",
+    "SummarySpend",
+    "TopicSegmenter",
+    "UserTurnSegmenter",
+    "ViewItem",
+    "apply_retention",
+    "make_summarizer",
+    "plan_for",
+    "prompt_view",
+]

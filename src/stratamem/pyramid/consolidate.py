@@ -59,12 +59,13 @@ from ..embed.prefetch import PrefetchedEmbedder
 from ..errors import ArchiveError, ConfigError, DecodeError, ModelError, StratamemError, ValidationError
 from ..events import Event, EventBus
 from ..items.search import embed_texts
-from .nodes import Node, TierStats
+from ..records.nodes import Node, TierStats
 from ..records import StoredTurn
 from .segment import FixedSegmenter, Seal, Segmenter, TopicSegmenter, UserTurnSegmenter
 from .spend import LevelSpend, SummarySpend
 from ..store.new_rows import NewNode
-from ..summarize import Summarizer, Summary
+from ..records import Summary
+from ..summarize import Summarizer
 from ..summarize.extractive import ExtractiveSummarizer
 from ..summarize.facts import item_facts
 from ..summarize.heuristic import HeuristicSummarizer

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..text import check_budget
 from .consolidate import Pyramid
 
 __all__ = ["PromptView", "ViewItem", "prompt_view"]
@@ -95,8 +96,6 @@ def prompt_view(pyramid: Pyramid, session: str, budget: int) -> PromptView:
         NotFoundError: Unknown session.
         BudgetError: ``budget`` is not a positive integer.
     """
-    from ..context.render import check_budget
-
     budget = check_budget(budget)
     pyramid.store.session(pyramid.namespace, session)
     tok, cfg = pyramid.tokenizer, pyramid.config

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import DecodeError
 from ..formats import ctf
-from .nodes import Node, Tier
+from ..records.nodes import Node, Tier
 from ..records import StoredTurn, Turn
 
 __all__ = ["decode_turns", "encode_turns", "plan_tiers", "turn_record", "turn_from_record"]

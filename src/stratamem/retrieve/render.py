@@ -1,7 +1,7 @@
 """Rendering recalled turns as text and packing them into a token budget.
 
 A recalled turn is shown verbatim. What varies is the framing around it:
-:class:`PlainRenderer` writes each turn as :func:`stratamem.context.turn_line`
+:class:`PlainRenderer` writes each turn as :func:`stratamem.text.turn_line`
 does (timestamp and speaker on every line); :class:`CompactRenderer` writes
 one date header per session and then ``Speaker: text`` lines, so more
 evidence fits the same budget. :func:`pack_turns` walks a ranking and keeps
@@ -19,7 +19,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..context.render import turn_line
+from ..text import turn_line
 from ..errors import BudgetError
 from ..records import StoredTurn
 from ..tokens import Tokenizer
@@ -68,7 +68,7 @@ class PlainRenderer:
         return ""
 
     def line(self, turn: StoredTurn, text: str | None = None) -> str:
-        """:func:`stratamem.context.turn_line` of the turn (``text`` in place of its own)."""
+        """:func:`stratamem.text.turn_line` of the turn (``text`` in place of its own)."""
         return turn_line(turn.turn, text)
 
 

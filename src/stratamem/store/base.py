@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from ..records import Session, StoredTurn, Turn
+from ..records import ConversationState, Session, StoredTurn, Turn
 
-__all__ = ["NamespaceStats", "Store", "TurnBatch"]
+__all__ = ["ConversationStore", "NamespaceStats", "Store", "TurnBatch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,4 +174,16 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections. Idempotent."""
+        ...
+
+
+class ConversationStore(Protocol):
+    """Where conversation states live."""
+
+    def get(self, namespace: str, session: str) -> ConversationState | None:
+        """The saved state, or ``None`` if the conversation has none yet."""
+        ...
+
+    def put(self, state: ConversationState) -> None:
+        """Save ``state``, replacing any earlier one for its (namespace, session)."""
         ...

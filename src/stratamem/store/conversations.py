@@ -4,7 +4,7 @@ One feature store for every backend (it speaks :mod:`stratamem.store.sql`).
 Rows are keyed by namespace and session *names*, so state can be kept for a
 conversation whose turns are not stored here. List- and mapping-valued fields
 are JSON text. The record and its rules live in
-:mod:`stratamem.agentloop.state` and :mod:`stratamem.agentloop.compaction`.
+:mod:`stratamem.records.conversations` and :mod:`stratamem.agentloop.compaction`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..agentloop.state import ConversationState
+from ..records.conversations import ConversationState
 from ..records import check_name
 from .sql import Sql, run_ddl, upsert
 

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..records import format_timestamp
+from ..records import MemoryItem, format_timestamp
 from .item_view import view_clause
 from .sql import SQLITE, SqlFeature, chunks
 from .vectors import read_vector, vector_select
-
-if TYPE_CHECKING:
-    from ..items.records import MemoryItem
 
 __all__ = ["ItemReads"]
 
@@ -40,8 +37,6 @@ class ItemReads(SqlFeature):
         return self._d.read_stamp(value) if value is not None else None
 
     def _to_item(self, namespace: str, row: Sequence[Any], supersedes: tuple[int, ...] = ()) -> MemoryItem:
-        from ..items.records import MemoryItem
-
         stamp = self._stamp
         return MemoryItem(
             id=int(row[0]), namespace=namespace, session=row[1], content=row[2], type=row[3], tier=row[4],

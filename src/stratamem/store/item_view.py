@@ -1,6 +1,6 @@
 """Which memory items a read sees: the scope filter both backends put in their WHERE clauses.
 
-The rule itself is :func:`stratamem.items.records.visible_in`; this is its SQL
+The rule itself is :func:`stratamem.records.items.visible_in`; this is its SQL
 form, written once so the two backends cannot drift apart.
 """
 
@@ -17,7 +17,7 @@ def view_clause(view: Sequence[str] | None, mark: str = "?") -> tuple[str, list[
 
     ``view`` ``None``: every item. Otherwise namespace-wide items plus the
     session-scoped items of the sessions named (an empty ``view``: namespace-wide
-    items only). The rule is :func:`stratamem.items.records.visible_in`; both
+    items only). The rule is :func:`stratamem.records.items.visible_in`; both
     backends build their filter here (``mark`` is the parameter placeholder).
     """
     if view is None:

@@ -20,7 +20,7 @@ class StoredManifest:
     session: str | None
     """Current session of that context, if any."""
     data: Mapping[str, Any]
-    """The manifest's JSON form (:meth:`stratamem.context.manifest.Manifest.to_dict`)."""
+    """The manifest's JSON form (:meth:`stratamem.records.manifests.Manifest.to_dict`)."""
 
 
 def check_keep(keep: object) -> int:

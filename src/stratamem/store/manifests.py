@@ -1,7 +1,7 @@
 """Storage of context manifests: every assembled prompt, explained (seed 004; ``m006_manifests``).
 
 One feature store for every backend (it speaks :mod:`stratamem.store.sql`).
-Each row is one :class:`~stratamem.context.manifest.Manifest` as JSON text,
+Each row is one :class:`~stratamem.records.manifests.Manifest` as JSON text,
 with the namespace, session and a few columns to list by. Only the newest
 ``keep`` manifests of a namespace are kept.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..context.manifest import Manifest
+from ..records.manifests import Manifest
 from .manifest_rows import StoredManifest, check_keep
 from .sql import Sql, run_ddl
 

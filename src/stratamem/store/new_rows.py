@@ -3,10 +3,8 @@
 The pyramid hands the store a :class:`NewNode`, the item API a
 :class:`NewItem`; :mod:`stratamem.store.sqlite` and
 :mod:`stratamem.store.postgres` both write them. They are inputs only: what
-a store reads back is :class:`~stratamem.pyramid.nodes.Node` or
-:class:`~stratamem.items.records.MemoryItem`. The backend modules re-export
-both names, so ``from stratamem.store.sqlite.nodes import NewNode`` keeps
-working.
+a store reads back is :class:`~stratamem.records.nodes.Node` or
+:class:`~stratamem.records.items.MemoryItem`.
 """
 
 from __future__ import annotations
@@ -52,7 +50,7 @@ class NewItem:
     content: str
     """The item's text."""
     type: str
-    """One of :data:`stratamem.items.records.ITEM_TYPES`."""
+    """One of :data:`stratamem.records.items.ITEM_TYPES`."""
     tier: str
     """``hot`` or ``cold``."""
     tokens: int

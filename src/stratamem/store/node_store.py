@@ -32,8 +32,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import NotFoundError
-from ..pyramid.nodes import Node
-from ..summarize import Summary
+from ..records.nodes import Node
+from ..records import Summary
 from .new_rows import NewNode
 from .ddl import create_table
 from .sql import SQLITE, Sql, Writer, chunks, dialect_of

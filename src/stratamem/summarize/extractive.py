@@ -19,9 +19,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..records import StoredTurn
+from ..records import KeyFact, Sentence, StoredTurn, Summary
+from ..records.summaries import render
 from ..tokens import Tokenizer
-from . import MAX_KEY_FACTS, KeyFact, Sentence, Summary, render
+from . import MAX_KEY_FACTS
 from ._text import content_words, fit_text, jaccard, signals, themes
 from ._units import units
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import Summary
+from ..records import Summary
 
 __all__ = ["ItemFact", "fact_type", "item_facts"]
 

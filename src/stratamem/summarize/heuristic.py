@@ -13,9 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..records import StoredTurn
+from ..records import StoredTurn, Summary
 from ..tokens import Tokenizer
-from . import Summary
 from ._text import fit_text, themes
 from ._units import turn_text
 

@@ -18,9 +18,9 @@ from typing import Any
 
 from ..errors import ModelError
 from ..llm import ChatModel
-from ..records import StoredTurn
+from ..records import KeyFact, StoredTurn, Summary
 from ..tokens import Tokenizer
-from . import MAX_KEY_FACTS, KeyFact, Summary
+from . import MAX_KEY_FACTS
 from ._text import fit_text
 from .prompts import MERGE_SYSTEM, SEGMENT_SYSTEM
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..context.manifest import Context
+from ..records.manifests import Context
 from ..records import Session, StoredTurn, format_timestamp
 
 __all__ = ["context_json", "session_json", "turn_json"]

@@ -21,7 +21,7 @@ from fastapi.templating import Jinja2Templates
 
 from ..context.assemble import POLICIES
 from ..errors import NotFoundError
-from ..items.records import ITEM_TYPES, TIERS
+from ..records.items import ITEM_TYPES, TIERS
 from .api import principal
 from .apiref import operations
 from .security import COOKIE

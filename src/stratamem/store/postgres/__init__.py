@@ -1,11 +1,16 @@
-"""The PostgreSQL + pgvector backend: the turn store and its feature stores (needs the ``postgres`` extra).
+"""The PostgreSQL + pgvector backend: :class:`PostgresStore` and what is PostgreSQL's own (``postgres`` extra).
 
-The former module ``stratamem.store.postgres`` is now ``stratamem.store.postgres.store``; its names are still
-reachable here for one release, with a DeprecationWarning (``PostgresStore`` stays here for good).
+A connection pool with thread-pinned transactions (:mod:`~stratamem.store.postgres.store`),
+the migrations under an advisory lock (:mod:`~stratamem.store.postgres.schema`),
+``tsvector`` item search (:mod:`~stratamem.store.postgres.items`), advisory locks and
+``VACUUM FULL`` for forgetting (:mod:`~stratamem.store.postgres.forget`), the pgvector
+codec (:mod:`~stratamem.store.postgres.search`) and the SQLite → PostgreSQL copy
+(:mod:`~stratamem.store.postgres.migrate`). Importing it needs ``psycopg``;
+:func:`stratamem.store.open_store` imports it only for a ``postgresql://`` URL.
 """
 
 from __future__ import annotations
 
-from ... import _moved
+from .store import PostgresStore
 
-__getattr__ = _moved.package_getattr(__name__, keep=("PostgresStore",))
+__all__ = ["PostgresStore"]

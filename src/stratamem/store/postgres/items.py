@@ -40,14 +40,13 @@ from psycopg import sql
 from ..ddl import create_table
 from ..item_store import ITEM_COLUMNS, METRIC_COLUMNS, ItemStore
 from ..item_view import view_clause
-from ..new_rows import NewItem
 from ..sql import POSTGRES, Writer
 from .search import fts_to_tsquery, index_terms, require_pgvector, vector_literal
 
 if TYPE_CHECKING:
     from .store import PostgresStore
 
-__all__ = ["NewItem", "PostgresItemStore", "m005_items", "m007_item_ids", "m013_item_scope"]
+__all__ = ["PostgresItemStore", "m005_items", "m007_item_ids", "m013_item_scope"]
 
 # First key of the two-key advisory lock serializing one namespace's item writers ("It").
 _LOCK_CLASS = 0x4974

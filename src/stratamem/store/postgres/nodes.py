@@ -1,4 +1,4 @@
-"""The pyramid's tables on PostgreSQL: the names this module used to define, kept importable.
+"""The pyramid's migrations on PostgreSQL: the shared bodies, with the pgvector check first.
 
 Statements and DDL are one implementation for every backend,
 :mod:`stratamem.store.node_store`. On PostgreSQL every row carries the tenant
@@ -14,11 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import node_store
-from ..new_rows import NewNode
 from ..node_store import m014_summary_spend
 from .search import require_pgvector
 
-__all__ = ["NewNode", "m003_pyramid", "m014_summary_spend"]
+__all__ = ["m003_pyramid", "m014_summary_spend"]
 
 
 def m003_pyramid(conn: Any) -> None:

@@ -1,11 +1,14 @@
-"""The SQLite backend: the turn store and its feature stores.
+"""The SQLite backend: :class:`SQLiteStore` and what is SQLite's own.
 
-The former module ``stratamem.store.sqlite`` is now ``stratamem.store.sqlite.store``; its names are still
-reachable here for one release, with a DeprecationWarning (``SQLiteStore`` stays here for good).
+One WAL file (:mod:`~stratamem.store.sqlite.store`), the core migration and the
+migration list (:mod:`~stratamem.store.sqlite.schema`), FTS5 item search
+(:mod:`~stratamem.store.sqlite.items`) and secure delete
+(:mod:`~stratamem.store.sqlite.forget`). Everything else is the shared SQL layer
+of :mod:`stratamem.store`.
 """
 
 from __future__ import annotations
 
-from ... import _moved
+from .store import SQLiteStore
 
-__getattr__ = _moved.package_getattr(__name__, keep=("SQLiteStore",))
+__all__ = ["SQLiteStore"]

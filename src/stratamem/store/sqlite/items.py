@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING
 from ..ddl import create_table
 from ..item_store import ITEM_COLUMNS, METRIC_COLUMNS, ItemStore
 from ..item_view import view_clause
-from ..new_rows import NewItem
 from ..sql import SQLITE
 
 if TYPE_CHECKING:
     from .store import SQLiteStore
 
-__all__ = ["NewItem", "SQLiteItemStore", "m005_items", "m007_item_ids", "m013_item_scope", "view_clause"]
+__all__ = ["SQLiteItemStore", "m005_items", "m007_item_ids", "m013_item_scope"]
 
 
 class SQLiteItemStore(ItemStore):

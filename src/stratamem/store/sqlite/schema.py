@@ -17,7 +17,7 @@ from ..embedding_cache import m002_embeddings
 from ..manifests import m006_manifests
 from ..passage_store import m011_passages
 from ..turn_index import m010_recall_index
-from .nodes import m003_pyramid, m014_summary_spend
+from ..node_store import m003_pyramid, m014_summary_spend
 from ..vectors import m015_int8_vectors
 
 __all__ = ["MIGRATIONS"]

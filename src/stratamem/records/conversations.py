@@ -4,8 +4,8 @@ One :class:`ConversationState` per (namespace, session): the current
 checkpoint, how many compactions made it, how many messages the conversation
 has had, the files its tool calls read and modified, and how the last
 compaction went (so a failure is visible after the fact, even after a
-restart). It is persisted by a :class:`ConversationStore`
-(:class:`~stratamem.store.conversations.SQLiteConversations` for SQLite);
+restart). It is persisted by a :class:`~stratamem.store.base.ConversationStore`
+(:class:`~stratamem.store.conversations.Conversations` on both backends);
 the rules that change it live in :mod:`stratamem.agentloop.compaction`.
 """
 
@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Protocol
 
-__all__ = ["STATUSES", "ConversationState", "ConversationStore"]
+__all__ = ["STATUSES", "ConversationState"]
 
 STATUSES = ("none", "compacted", "fallback", "truncated", "cancelled")
 """Values of :attr:`ConversationState.last_status`: nothing yet; summarized;
@@ -65,15 +64,3 @@ class ConversationState:
     """The latest provider-reported usage seen: ``input_tokens``, ``output_tokens``, ``estimated``, ``model``."""
     updated_at: datetime = field(default_factory=_now)
     """When the state last changed."""
-
-
-class ConversationStore(Protocol):
-    """Where conversation states live."""
-
-    def get(self, namespace: str, session: str) -> ConversationState | None:
-        """The saved state, or ``None`` if the conversation has none yet."""
-        ...
-
-    def put(self, state: ConversationState) -> None:
-        """Save ``state``, replacing any earlier one for its (namespace, session)."""
-        ...

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from ..records import format_timestamp
+from .checks import format_timestamp
 
 __all__ = ["Context", "ContextItem", "Manifest", "NearMiss"]
 

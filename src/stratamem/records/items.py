@@ -1,8 +1,10 @@
-"""Records of the memory-item API: items, recall/spill results, status and suggestions.
+"""Records of the memory-item API: items, recall/spill results, status, suggestions and metrics.
 
 Pure frozen values with their JSON form (``to_dict``), shared by the library
-(:mod:`stratamem.items`), the CLI and the MCP server. The rules that produce
-them live in :mod:`stratamem.items` and its part modules; the SQL in :mod:`stratamem.store.sqlite.items`.
+(:mod:`stratamem.items`), the store, the CLI and the MCP server, and the checks
+an item's fields pass. The rules that produce them live in :mod:`stratamem.items`
+and its part modules; the SQL in :mod:`stratamem.store.item_reads` and
+:mod:`stratamem.store.item_store`.
 """
 
 from __future__ import annotations
@@ -14,14 +16,15 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import ValidationError
-from .metrics import ItemMetrics
-from ..records import check_text, format_timestamp
+from .checks import check_text, format_timestamp
 
 __all__ = [
     "ITEM_TYPES",
+    "LATENCY_BUCKETS_MS",
     "REVIEW_STATES",
     "SCOPES",
     "TIERS",
+    "ItemMetrics",
     "ItemStatus",
     "MemoryItem",
     "RecallResult",
@@ -34,6 +37,7 @@ __all__ = [
     "check_item_id",
     "check_metadata",
     "check_scope",
+    "latency_bucket_name",
     "visible_in",
 ]
 
@@ -225,6 +229,78 @@ class TierStatus:
     """Number of items."""
     tokens: int
     """Sum of their token counts."""
+
+
+LATENCY_BUCKETS_MS: tuple[float, ...] = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500)
+"""Upper bounds of the recall-latency histogram buckets (an implicit ``+Inf`` follows)."""
+
+
+def latency_bucket_name(bound: float) -> str:
+    """The persisted counter name of the recall-latency bucket with upper bound ``bound``."""
+    return f"recall_latency_le_{bound:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class ItemMetrics:
+    """A namespace's memory-item metrics at one moment."""
+
+    namespace: str
+    """The namespace."""
+    hot_tokens: int
+    """Tokens of the hot items now."""
+    hot_limit: int
+    """The hot token limit."""
+    spills: int
+    """Spill operations (automatic and explicit)."""
+    spilled_items: int
+    """Items moved out of hot by spills."""
+    recalls: int
+    """Recall calls."""
+    recall_hits: int
+    """Recalls that returned at least one item."""
+    promotions: int
+    """Items promoted to hot."""
+    promotions_refused: int
+    """Promotions a recall wanted but the anti-thrash rules or hot capacity refused."""
+    recall_latency_ms_sum: float
+    """Total recall time in milliseconds."""
+    recall_latency_buckets: tuple[tuple[float, int], ...]
+    """Cumulative ``(upper bound ms, recalls at or under it)``."""
+
+    @property
+    def hot_utilization(self) -> float:
+        """Hot tokens over the hot limit (0–1; may exceed 1 only if the limit was lowered)."""
+        return self.hot_tokens / self.hot_limit if self.hot_limit else 0.0
+
+    @property
+    def hit_rate(self) -> float:
+        """Share of recalls that found something (0 before the first recall)."""
+        return self.recall_hits / self.recalls if self.recalls else 0.0
+
+    @property
+    def recall_latency_ms_mean(self) -> float:
+        """Mean recall latency in milliseconds (0 before the first recall)."""
+        return self.recall_latency_ms_sum / self.recalls if self.recalls else 0.0
+
+    @classmethod
+    def from_values(cls, namespace: str, values: Mapping[str, float], hot_tokens: int, hot_limit: int) -> ItemMetrics:
+        """Build from the persisted name → value map."""
+        def n(name: str) -> int:
+            return int(values.get(name, 0))
+        return cls(namespace, hot_tokens, hot_limit, n("spills"), n("spilled_items"), n("recalls"),
+                   n("recall_hits"), n("promotions"), n("promotions_refused"),
+                   float(values.get("recall_latency_ms_sum", 0.0)),
+                   tuple((b, n(latency_bucket_name(b))) for b in LATENCY_BUCKETS_MS))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form, including the derived rates."""
+        return {"namespace": self.namespace, "hot_tokens": self.hot_tokens, "hot_limit": self.hot_limit,
+                "hot_utilization": round(self.hot_utilization, 4), "spills": self.spills,
+                "spilled_items": self.spilled_items, "recalls": self.recalls, "recall_hits": self.recall_hits,
+                "hit_rate": round(self.hit_rate, 4), "promotions": self.promotions,
+                "promotions_refused": self.promotions_refused,
+                "recall_latency_ms_mean": round(self.recall_latency_ms_mean, 3),
+                "recall_latency_ms_sum": round(self.recall_latency_ms_sum, 3)}
 
 
 @dataclass(frozen=True, slots=True)

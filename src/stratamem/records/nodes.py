@@ -8,7 +8,7 @@ macro chunks, seed 002's bulks); they merge one session's nodes (the default
 Every turn belongs to at most one node per level; the covered turns of each
 level form a gap-free prefix (see :mod:`stratamem.pyramid`). Nodes are built
 and stored by :mod:`stratamem.pyramid`; their SQL lives in
-:mod:`stratamem.store.sqlite.nodes`.
+:mod:`stratamem.store.node_store`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
-from ..records import format_timestamp
-from ..summarize import Summary
+from .checks import format_timestamp
+from .summaries import Summary
 
 __all__ = ["SUMMARY_STATUSES", "TIERS", "Node", "SummaryStatus", "Tier", "TierStats"]
 

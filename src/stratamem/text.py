@@ -1,0 +1,91 @@
+"""Shared checks and text helpers of the floor: budgets, output formats, query times, turn lines.
+
+Every layer takes a token budget, an output format name or the moment a query
+is asked from its caller, and renders a turn as one line of text the same way:
+recall's packer (:mod:`stratamem.retrieve.render`), the pyramid's prompt view,
+the context assembler and the shells. These helpers sit on the ground
+floor so none of them has to import :mod:`stratamem.context`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from .errors import BudgetError, ValidationError
+from .records import Turn
+
+__all__ = [
+    "CONTEXT_FORMATS",
+    "FORMATS",
+    "check_budget",
+    "check_context_format",
+    "check_format",
+    "check_now",
+    "turn_line",
+]
+
+FORMATS = ("openai", "anthropic", "text")
+"""Formats the assembler renders."""
+CONTEXT_FORMATS = ("openai", "responses", "anthropic", "text")
+"""Formats ``Memory.context`` and every shell offer: the assembler's, plus OpenAI Responses items
+(assembled as Chat Completions messages, then re-shaped by :func:`stratamem.providers.to_responses`)."""
+
+
+def check_budget(budget: object) -> int:
+    """Validate a token budget.
+
+    Raises:
+        BudgetError: ``budget`` is not a positive integer.
+    """
+    if isinstance(budget, bool) or not isinstance(budget, int):
+        raise BudgetError(f"budget must be a positive integer, got {budget!r}")
+    if budget <= 0:
+        raise BudgetError(f"budget must be positive, got {budget}")
+    return budget
+
+
+def check_now(now: object) -> datetime | None:
+    """Validate the moment a query is asked; a naive datetime is taken as UTC.
+
+    Raises:
+        ValidationError: ``now`` is neither ``None`` nor a datetime.
+    """
+    if now is None:
+        return None
+    if not isinstance(now, datetime):
+        raise ValidationError(f"now must be a datetime, got {type(now).__name__}")
+    return now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now
+
+
+def check_format(fmt: object) -> str:
+    """Validate an output format name.
+
+    Raises:
+        ValidationError: Unknown format.
+    """
+    if fmt not in FORMATS:
+        raise ValidationError(f"unknown format {fmt!r} (expected one of {', '.join(FORMATS)})")
+    return str(fmt)
+
+
+def check_context_format(fmt: object) -> str:
+    """Validate a format name ``Memory.context`` accepts (:data:`CONTEXT_FORMATS`).
+
+    Raises:
+        ValidationError: Unknown format.
+    """
+    if fmt not in CONTEXT_FORMATS:
+        raise ValidationError(f"unknown format {fmt!r} (expected one of {', '.join(CONTEXT_FORMATS)})")
+    return str(fmt)
+
+
+def turn_line(turn: Turn, text: str | None = None) -> str:
+    """One turn as a line of plain text: ``[2023-05-08 13:56] Caroline: text``.
+
+    ``text`` replaces the turn's own text (an excerpt, a labelled line).
+    """
+    who = turn.name or turn.role
+    ts = turn.timestamp
+    # Not strftime("%Y"): it does not zero-pad years before 1000 on glibc.
+    return (f"[{ts.year:04d}-{ts.month:02d}-{ts.day:02d} {ts.hour:02d}:{ts.minute:02d}] {who}: "
+            f"{turn.text if text is None else text}")
