@@ -25,7 +25,7 @@ from stratamem.records import (
     format_timestamp,
     parse_timestamp,
 )
-from stratamem.store.sqlite.store import turn_columns
+from stratamem.store.rows import turn_columns
 from strategies import timestamps
 
 TS = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)

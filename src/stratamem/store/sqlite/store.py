@@ -23,7 +23,6 @@ from .. import migrations
 from ..record_store import RecordStore
 from .forget import SQLiteForget
 from .items import SQLiteItemStore
-from ..rows import turn_columns  # noqa: F401 - the flat module stratamem.store.sqlite exported it (_moved)
 from ..sql import SQLITE, Sql
 from .schema import MIGRATIONS
 
