@@ -7,4 +7,7 @@
 * :mod:`stratamem.integrations.pydantic_ai` — a Pydantic AI history processor (extra ``pydantic-ai``).
 
 Importing :mod:`stratamem` never imports any of these frameworks.
+Each adapter is imported by its module path; this package exports nothing itself.
 """
+
+__all__: list[str] = []
