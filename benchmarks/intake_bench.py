@@ -133,6 +133,7 @@ def first_difference(a, b):
     return ""
 
 
+unbroken = {}  # each file's own error (or ""), to tell it from the error a broken line causes
 for rel in args["files"]:
     path = data / rel
     row = {"file": rel, "lines": sum(1 for l in path.read_text(encoding="utf-8", errors="replace").splitlines() if l.strip())}
@@ -187,7 +188,69 @@ for rel in args["files"]:
             p.unlink()
         half.unlink()
     row["grown"] = grown
+    unbroken[rel] = row["error"]
     print(json.dumps(row), flush=True)
+
+# Error locations: break one line of a copy in a known way; does the error name the file and that line?
+MUTATIONS = ("broken JSON", "not an object", "content of wrong type", "bad timestamp")
+
+
+def mutate(line, kind):
+    """The line broken in one way, or None when the mutation does not apply to it."""
+    if kind == "broken JSON":
+        return line[: max(1, len(line) // 2)]
+    if kind == "not an object":
+        return "[1, 2, 3]"
+    try:
+        rec = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(rec, dict):
+        return None
+    if kind == "content of wrong type":
+        for holder in (rec.get("message"), rec.get("payload"), rec):
+            if isinstance(holder, dict) and "content" in holder:
+                holder["content"] = 12345
+                return json.dumps(rec)
+        return None
+    if kind == "bad timestamp" and "timestamp" in rec:
+        rec["timestamp"] = "not a time"
+        return json.dumps(rec)
+    return None
+
+
+if args["mutations"]:
+    for rel in args["files"]:
+        path = data / rel
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        content = [i for i, l in enumerate(lines) if l.strip()]
+        # Spread the probes over the file: up to `mutations` lines per kind, evenly spaced.
+        step = max(1, len(content) // args["mutations"])
+        for kind in MUTATIONS:
+            for i in content[::step][: args["mutations"]]:
+                broken = mutate(lines[i].rstrip("\r\n"), kind)
+                if broken is None:
+                    continue
+                copy = scratch / "mut" / rel
+                copy.parent.mkdir(parents=True, exist_ok=True)
+                copy.write_text("".join(lines[:i]) + broken + "\n" + "".join(lines[i + 1:]), encoding="utf-8")
+                out = {"mutation": kind, "file": rel, "line": i + 1, "error": ""}
+                try:
+                    with memory(scratch / "mut.db") as mem:
+                        ingest(mem, copy)
+                except Exception as exc:  # noqa: BLE001 - the error text is what is measured
+                    out["error"] = error(exc)
+                finally:
+                    for p in scratch.glob("mut.db*"):
+                        p.unlink()
+                    copy.unlink()
+                msg = out["error"]
+                # The file's own error (e.g. an unpaired tool result) says nothing about the broken line.
+                out["own_error"] = bool(msg) and msg == unbroken.get(rel)
+                out["names_file"] = bool(msg) and Path(rel).name in msg
+                out["names_line"] = bool(msg) and any(f"{sep}{i + 1}{end}" in msg for sep in ("line ", ":")
+                                                      for end in (":", ",", " ", ")"))
+                print(json.dumps(out), flush=True)
 '''
 
 
@@ -215,10 +278,11 @@ def src_of(path: str) -> Path:
     return p / "src" if (p / "src" / "stratamem").is_dir() else p
 
 
-def run_tree(name: str, src: Path, files: list[str], data: Path, repeat: int) -> list[dict]:
+def run_tree(name: str, src: Path, files: list[str], data: Path, repeat: int, mutations: int) -> list[dict]:
     """Every file through one tree, in a fresh interpreter with that tree first on the path."""
     with tempfile.TemporaryDirectory(prefix="intake-") as scratch:
-        payload = json.dumps({"files": files, "data": str(data), "scratch": scratch, "repeat": repeat})
+        payload = json.dumps({"files": files, "data": str(data), "scratch": scratch, "repeat": repeat,
+                              "mutations": mutations})
         env = {**os.environ, "PYTHONPATH": str(src)}
         out = subprocess.run([sys.executable, "-c", textwrap.dedent(_WORKER), payload], capture_output=True,
                              text=True, env=env, check=False)
@@ -267,6 +331,23 @@ def table(rows: list[dict], trees: list[str], width: int) -> str:
     return "\n".join(out)
 
 
+def error_table(rows: list[dict], trees: list[str]) -> str:
+    """Per tree and kind of broken line: refused files, and how many errors name the file and the line."""
+    out = ["| tree | broken line | probes | accepted | refused with the file's own error | refused for the line | "
+           "names the file | names the line | names both |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for t in trees:
+        probes = [r for r in rows if r["tree"] == t and "mutation" in r]
+        for kind in dict.fromkeys(r["mutation"] for r in probes):
+            rs = [r for r in probes if r["mutation"] == kind]
+            refused = [r for r in rs if r["error"] and not r["own_error"]]
+            own = sum(1 for r in rs if r["own_error"])
+            out.append(f"| {t} | {kind} | {len(rs)} | {sum(1 for r in rs if not r['error'])} | {own} | "
+                       f"{len(refused)} | {sum(r['names_file'] for r in refused)} | "
+                       f"{sum(r['names_line'] for r in refused)} | "
+                       f"{sum(r['names_file'] and r['names_line'] for r in refused)} |")
+    return "\n".join(out)
+
+
 def summary(rows: list[dict], trees: list[str]) -> str:
     """One line per tree: files refused, grown logs not equal, totals."""
     out = ["| tree | files | refused | grown log equal | turns | tool pairs | skipped records | orphan results |",
@@ -290,6 +371,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="whole-file ingests timed per file (median)")
     parser.add_argument("--width", type=int, default=90, help="characters of an error or difference in the table")
     parser.add_argument("--json", type=Path, help="also write every row (full error texts, skip kinds) here")
+    parser.add_argument("--mutations", type=int, default=0, metavar="N",
+                        help="also break up to N lines per file and kind, and check the error names file and line")
     args = parser.parse_args()
     data = args.data.resolve()
     files = files_under(data)
@@ -307,14 +390,19 @@ def main() -> None:
             trees["this tree"] = ROOT / "src"
         rows: list[dict] = []
         for name, src in trees.items():
-            rows.extend(run_tree(name, src, files, data, args.repeat))
+            rows.extend(run_tree(name, src, files, data, args.repeat, args.mutations))
     names = list(trees)
     load = os.getloadavg()
     print(f"Transcripts under {data}: {len(files)} files; trees: {', '.join(names)}; pyramid and embeddings off; "
           f"ingest s = median of {args.repeat} (read_file + Memory.ingest, fresh SQLite file each); "
           f"load average {load[0]:.1f} {load[1]:.1f}\n")
-    print(summary(rows, names) + "\n")
-    print(table(rows, names, args.width))
+    files_rows = [r for r in rows if "mutation" not in r]
+    print(summary(files_rows, names) + "\n")
+    print(table(files_rows, names, args.width))
+    if args.mutations:
+        print("\nErrors for broken lines (a copy of each file with one line broken; up to "
+              f"{args.mutations} lines per file and kind, spread over the file):\n")
+        print(error_table(rows, names))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1, ensure_ascii=False), encoding="utf-8")
 
