@@ -15,7 +15,8 @@ alone):
 * **grown log**: the first half of the file (by lines, so a reply may be cut
   mid-stream — that is the point) is ingested, then the whole file, into one
   fresh store; the result is compared turn for turn (session, position, role,
-  content, time, name, model, metadata) with a single whole-file ingest. The
+  content, time, name, model, metadata, in
+  session order) with a single whole-file ingest. The
   table shows turns stored by each pass, whether the two stores are equal, and
   the first difference. The half file keeps the original's name and relative
   path (importers may read the session from them).
@@ -79,11 +80,14 @@ def error(exc):
 
 def snapshot(mem):
     """Every stored turn as comparable data, session by session, in order."""
+    # Position within the session, not the store's seq: a fix may retract and re-append a
+    # regrown tail, and what must match is the order of what is stored.
     out = []
-    for st in mem.turns():
-        d = st.turn.to_dict()
-        out.append({"session": st.session, "seq": st.seq, **d})
-    out.sort(key=lambda t: (t["session"], t["seq"]))
+    rows = sorted(mem.turns(), key=lambda st: (st.session, st.seq))
+    at = {}
+    for st in rows:
+        at[st.session] = at.get(st.session, 0) + 1
+        out.append({"session": st.session, "position": at[st.session], **st.turn.to_dict()})
     return out
 
 
@@ -122,7 +126,7 @@ def first_difference(a, b):
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
             keys = [k for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)]
-            where = f"turn {i + 1} ({y.get('session', '?')[:12]} #{y.get('seq')}, {y.get('role')})"
+            where = f"turn {i + 1} ({y.get('session', '?')[:12]} #{y.get('position')}, {y.get('role')})"
             detail = []
             for k in keys[:3]:
                 xa, yb = json.dumps(x.get(k), ensure_ascii=False), json.dumps(y.get(k), ensure_ascii=False)
