@@ -19,7 +19,8 @@ alone):
   session order) with a single whole-file ingest. The
   table shows turns stored by each pass, whether the two stores are equal, and
   the first difference. The half file keeps the original's name and relative
-  path (importers may read the session from them).
+  path (importers may read the session from them). A ``.json`` file is one document that its
+  tool rewrites whole, so it has no grown-log row (``n/a``).
 
 Each source tree runs in its own subprocess with ``PYTHONPATH`` set to its
 ``src``: this checkout (unless ``--no-this``), every ``--src PATH`` (a
@@ -165,7 +166,13 @@ for rel in args["files"]:
         for p in scratch.glob("*.db*"):
             p.unlink()
     row["seconds"] = statistics.median(times) if times else None
-    # The grown log: first half of the lines, then the whole file, into one store.
+    # The grown log: first half of the lines, then the whole file, into one store. A whole JSON
+    # document (ChatGPT export, Gemini .json session) is rewritten, not appended: no half to read.
+    if path.suffix == ".json":
+        row["grown"] = {"first": None, "second": None, "equal": None, "diff": "", "error": "n/a (whole JSON document)"}
+        unbroken[rel] = row["error"]
+        print(json.dumps(row), flush=True)
+        continue
     text = path.read_text(encoding="utf-8", errors="surrogateescape")
     lines = text.splitlines(keepends=True)
     half = scratch / "half" / rel
@@ -354,12 +361,13 @@ def error_table(rows: list[dict], trees: list[str]) -> str:
 
 def summary(rows: list[dict], trees: list[str]) -> str:
     """One line per tree: files refused, grown logs not equal, totals."""
-    out = ["| tree | files | refused | grown log equal | turns | tool pairs | skipped records | orphan results |",
+    out = ["| tree | files | refused | grown log equal (of appendable files) | turns | tool pairs | skipped records | orphan results |",
            "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for t in trees:
         rs = [r for r in rows if r["tree"] == t]
         out.append(f"| {t} | {len(rs)} | {sum(1 for r in rs if r['error'])} | "
-                   f"{sum(1 for r in rs if r['grown']['equal'])} of {len(rs)} | {sum(r['turns'] for r in rs)} | "
+                   f"{sum(1 for r in rs if r['grown']['equal'])} of "
+                   f"{sum(1 for r in rs if not r['grown']['error'].startswith('n/a'))} | {sum(r['turns'] for r in rs)} | "
                    f"{sum(r['tool_pairs'] for r in rs)} | {sum(sum(r['skipped'].values()) for r in rs)} | "
                    f"{sum(r['orphans'] for r in rs)} |")
     return "\n".join(out)
