@@ -75,6 +75,12 @@ def memory(db):
         return Memory(db, config=CONFIG)
 
 
+def lines_of(text):
+    """Lines ending in "\\n" (kept): U+2028, U+2029 and U+0085 inside a JSON string are not line breaks."""
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def error(exc):
     return f"{type(exc).__name__}: {exc}"
 
@@ -141,7 +147,8 @@ def first_difference(a, b):
 unbroken = {}  # each file's own error (or ""), to tell it from the error a broken line causes
 for rel in args["files"]:
     path = data / rel
-    row = {"file": rel, "lines": sum(1 for l in path.read_text(encoding="utf-8", errors="replace").splitlines() if l.strip())}
+    row = {"file": rel, "lines": sum(1 for l in lines_of(path.read_text(encoding="utf-8", errors="replace"))
+                                     if l.strip())}
     times = []
     try:
         for r in range(repeat):
@@ -174,7 +181,7 @@ for rel in args["files"]:
         print(json.dumps(row), flush=True)
         continue
     text = path.read_text(encoding="utf-8", errors="surrogateescape")
-    lines = text.splitlines(keepends=True)
+    lines = lines_of(text)
     half = scratch / "half" / rel
     half.parent.mkdir(parents=True, exist_ok=True)
     half.write_text("".join(lines[: len(lines) // 2]), encoding="utf-8", errors="surrogateescape")
@@ -233,7 +240,7 @@ def mutate(line, kind):
 if args["mutations"]:
     for rel in args["files"]:
         path = data / rel
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        lines = lines_of(path.read_text(encoding="utf-8"))
         content = [i for i, l in enumerate(lines) if l.strip()]
         # Spread the probes over the file: up to `mutations` lines per kind, evenly spaced.
         step = max(1, len(content) // args["mutations"])
