@@ -14,13 +14,15 @@ alone):
   of read + ingest;
 * **grown log**: the first half of the file (by lines, so a reply may be cut
   mid-stream — that is the point) is ingested, then the whole file, into one
-  fresh store; the result is compared turn for turn (session, position, role,
-  content, time, name, model, metadata, in
-  session order) with a single whole-file ingest. The
-  table shows turns stored by each pass, whether the two stores are equal, and
-  the first difference. The half file keeps the original's name and relative
-  path (importers may read the session from them). A ``.json`` file is one document that its
-  tool rewrites whole, so it has no grown-log row (``n/a``).
+  fresh store; the result is compared turn for turn (session, position in the
+  session, role, content, time, name, model, metadata) with a single whole-file
+  ingest. The table shows turns stored by each pass, whether the two stores are
+  equal, and the first difference. The half file keeps the original's name and
+  relative path (importers may read the session from them). A ``.json`` file is
+  one document that its tool rewrites whole, so it has no grown-log row (``n/a``);
+* with ``--mutations N``: copies of each file with one line broken (cut JSON, a
+  non-object line, ``content`` of the wrong type, a bad ``timestamp``; up to N
+  lines per file and kind), and whether the error names the file and that line.
 
 Each source tree runs in its own subprocess with ``PYTHONPATH`` set to its
 ``src``: this checkout (unless ``--no-this``), every ``--src PATH`` (a
@@ -50,11 +52,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "transcripts"
-SUFFIXES = (".jsonl", ".json", ".ndjson", ".md")
+SUFFIXES = (".jsonl", ".json", ".ndjson")
+MARKDOWN = ".chat.history.md"  # aider's history; other Markdown files are documentation
 
 # Runs inside the tree's own interpreter process; prints one JSON object per file.
 _WORKER = r'''
-import json, os, statistics, sys, tempfile, time, traceback
+import json, statistics, sys, time
 from pathlib import Path
 
 from stratamem import Config, Memory
@@ -99,6 +102,7 @@ def snapshot(mem):
 
 
 def describe(mem, sessions):
+    """What the store holds after one file: turns, answered calls, sessions, sidechains, skips, orphans."""
     turns = mem.turns()
     uses, results = {}, {}
     for st in turns:
@@ -130,6 +134,7 @@ def ingest(mem, path):
 
 
 def first_difference(a, b):
+    """Where two snapshots first differ, in a few words ("" when equal)."""
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
             keys = [k for k in sorted(set(x) | set(y)) if x.get(k) != y.get(k)]
@@ -276,8 +281,7 @@ def files_under(data: Path) -> list[str]:
     """Transcript files below ``data``, relative, in a stable order (READMEs and licences left out)."""
     out = []
     for p in sorted(data.rglob("*")):
-        if p.is_file() and p.suffix in SUFFIXES and p.name.upper() not in ("README.MD",) \
-                and not p.name.upper().endswith("README.MD"):
+        if p.is_file() and (p.suffix in SUFFIXES or p.name.endswith(MARKDOWN)):
             out.append(str(p.relative_to(data)))
     return out
 
