@@ -115,6 +115,7 @@ class Env:
 
     def __init__(self, tree: Tree, backend: str, workdir: Path, pg_dsn: str | None, sizes: Sizes) -> None:
         self.tree, self.backend, self.workdir, self.pg_dsn, self.sizes = tree, backend, workdir, pg_dsn, sizes
+        workdir.mkdir(parents=True, exist_ok=True)
 
     def env(self, **extra: str) -> dict[str, str]:
         """The subprocess environment: this tree first on PYTHONPATH, lexical recall, no inherited store."""
@@ -226,6 +227,12 @@ class Server:
         self.stop()
 
 
+def tail(text: str, target: str, width: int = 110) -> str:
+    """The last line of a command's output, the store's path shortened to ``<store>``."""
+    lines = text.strip().splitlines()
+    return (lines[-1] if lines else "").replace(target, "<store>")[:width]
+
+
 def status_of(r: httpx.Response | str) -> int | str:
     return r.status_code if isinstance(r, httpx.Response) else r
 
@@ -236,7 +243,10 @@ class McpSession:
     def __init__(self, env: Env, target: str) -> None:
         from mcp.client.stdio import StdioServerParameters
 
-        self.params = StdioServerParameters(command=PY, args=["-m", "stratamem", "--db", target, "mcp"],
+        # The server's stderr goes to a file (its startup line would interleave with the table).
+        log = env.file("mcp.log")
+        self.params = StdioServerParameters(command="/bin/sh", args=["-c", f'exec "$0" "$@" 2>>{log}', PY, "-m",
+                                                                     "stratamem", "--db", target, "mcp"],
                                             env=env.env())
         self.loop = asyncio.new_event_loop()
         self.ready = concurrent.futures.Future()  # type: concurrent.futures.Future[None]
@@ -411,7 +421,7 @@ def probe_forget(e: Env) -> list[Row]:
             row.attempts, row.served = len(a_queries), after[k]
             row.handled = row.attempts - row.served
             row.note(f"{after[k]}/{len(a_queries)} contexts (hybrid/pyramid/topics) still carried it; before the "
-                     f"forget {before[k]}/{len(a_queries)}; files hold it {on_disk}x; forget rc {forgot.returncode}")
+                     f"forget {before[k]}/{len(a_queries)}; files hold it {on_disk}; forget rc {forgot.returncode}")
         # Phase B: the recall index counts turns; forget one, add one elsewhere, the count is unchanged.
         b_queries = [("locker combination gym", p) for p in ("recall", "hybrid", "pyramid")]
         carried(b_queries, SECRET_B)  # warm: every index holds the current turns
@@ -423,7 +433,7 @@ def probe_forget(e: Env) -> list[Row]:
             row.attempts, row.served = len(b_queries), after_b[k]
             row.handled = row.attempts - row.served
             row.note(f"{after_b[k]}/{len(b_queries)} contexts recalled the forgotten turn verbatim; "
-                     f"files hold it {on_disk_b}x")
+                     f"files hold it {on_disk_b}")
     finally:
         watcher.stdin.close()
         watcher.wait(30)
@@ -441,7 +451,7 @@ def _bytes_holding(target: str, text: str) -> str:
     for p in base.parent.rglob("*"):
         if p.is_file() and p.name.startswith(base.name):
             n += p.read_bytes().count(text.encode())
-    return str(n)
+    return f"{n}x"
 
 
 # --- 2: deeply nested JSON ---------------------------------------------------------------------
@@ -484,7 +494,7 @@ def probe_deep(e: Env) -> list[Row]:
         try:
             err, text, _ = mcp.call("add_turns", {"session": "mcp", "messages": [
                 {"role": "user", "content": "deep mcp", "metadata": deep}]})
-            outcomes["MCP add_turns"] = "error" if err else "ok"
+            outcomes["MCP add_turns"] = f"error '{text[:50]}'" if err else "ok"
             # What was stored: sessions of the default namespace, and the import namespaces.
             sessions = {s["name"] for s in srv.request("GET", srv.api() + "/sessions").json()["sessions"]}
             stored = {"HTTP metadata": "meta" in sessions, "HTTP tool input": "tool" in sessions,
@@ -641,8 +651,8 @@ def _half_open(port: int, n: int, kind: str) -> list[socket.socket]:
         if kind == "header":
             s.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
         elif kind == "body":
-            s.sendall(b"POST /api/v1/namespaces/default/turns HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                      b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"messa")
+            s.sendall(b"POST /api/v1/namespaces/default/turns HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+                      + TOKEN.encode() + b"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"messa")
         socks.append(s)
     return socks
 
@@ -666,64 +676,87 @@ def _closed(socks: list[socket.socket]) -> int:
 
 
 def probe_connections(e: Env) -> list[Row]:
-    """Half-open requests against a normal server; the same against one whose open-file limit is 64."""
+    """Half-open requests against a normal server; the same against one whose open-file limit is 64.
+
+    Both servers carry a token: the silent and header-trickling clients never get
+    as far as presenting it, and the slow-body clients present it and then stall.
+    Finding 7 runs on the first server while the half-open connections wait.
+    """
     slow = Row("6 half-open connections (headers, body, silent)")
     fd = Row("6 open-file limit (64) reached, token set")
     n = e.sizes.half_open
-    with Server(e, e.target("conn"), token=TOKEN) as srv:
-        socks = (_half_open(srv.port, n // 2, "header") + _half_open(srv.port, n // 4, "body")
-                 + _half_open(srv.port, n // 4, "silent"))
-        time.sleep(e.sizes.idle_wait)
+    started: dict[str, Server] = {}
+
+    def start(name: str, **kw: Any) -> None:
+        started[name] = Server(e, e.target(name), token=TOKEN, **kw)
+    threads = [threading.Thread(target=start, args=("conn",), kwargs={"max_body": BODY_LIMIT}),
+               threading.Thread(target=start, args=("fd",), kwargs={"nofile": 64})]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    srv, low = started["conn"], started["fd"]
+    try:
+        kinds = {k: _half_open(srv.port, m, k) for k, m in (("header", n // 2), ("body", n // 4), ("silent", n // 4))}
+        size0 = low.log.stat().st_size
+        exhaust = _half_open(low.port, 80, "header")
+        waited = time.monotonic()
+        bodies = _bodies(srv)
+        time.sleep(max(0.0, e.sizes.idle_wait - (time.monotonic() - waited)))
         ok = status_of(srv.request("GET", srv.base + "/api/v1/health", timeout=5))
-        closed = _closed(socks)
-    slow.attempts, slow.handled, slow.leaked = len(socks), closed, len(socks) - closed
-    slow.note(f"{closed} of {len(socks)} closed by the server after {e.sizes.idle_wait:.0f} s; /health {ok}")
-    with Server(e, e.target("fd"), token=TOKEN, nofile=64) as srv:
-        size0 = srv.log.stat().st_size
-        socks = _half_open(srv.port, 80, "header")
-        time.sleep(e.sizes.idle_wait)
-        probes = [status_of(srv.request("GET", srv.base + "/api/v1/health", timeout=3)) for _ in range(3)]
-        grown = srv.log.stat().st_size - size0
-        _closed(socks)
+        probes = [status_of(low.request("GET", low.base + "/api/v1/health", timeout=2)) for _ in range(3)]
+        grown = low.log.stat().st_size - size0
+        closed = {k: _closed(v) for k, v in kinds.items()}
+        _closed(exhaust)
+    finally:
+        srv.stop()
+        low.stop()
+    total = sum(len(v) for v in kinds.values())
+    slow.attempts, slow.handled = total, sum(closed.values())
+    slow.leaked = total - slow.handled
+    slow.note(f"closed by the server after {e.sizes.idle_wait:.0f} s: " + ", ".join(
+        f"{k} {closed[k]}/{len(v)}" for k, v in kinds.items()) + f"; /health {ok}")
     fd.attempts = len(probes)
     fd.handled = sum(p == 200 for p in probes)
     fd.leaked = grown
-    fd.note(f"{len(socks)} half-open sockets; /health after {e.sizes.idle_wait:.0f} s: {', '.join(map(str, probes))}; "
-            f"server log grew {grown / 1e6:.1f} MB ('leaked' = log bytes)")
-    return [slow, fd]
+    fd.note(f"{len(exhaust)} half-open sockets; /health after {e.sizes.idle_wait:.0f} s: "
+            f"{', '.join(map(str, probes))}; server log grew {grown / 1e6:.1f} MB ('leaked' = log bytes)")
+    return [slow, fd, bodies]
 
 
 # --- 7: unauthenticated large bodies ---------------------------------------------------------
 
-def probe_bodies(e: Env) -> list[Row]:
+BODY_LIMIT = 16384
+"""``--max-body-bytes`` of the finding-7 server: the import routes get 64 times that (1 MiB)."""
+
+
+def _bodies(srv: Server) -> Row:
     """Bodies over the normal limit, under the import limit, without a token, on paths ending in /import."""
     row = Row("7 unauthenticated body to `*/import` paths")
-    limit = 16384  # --max-body-bytes: the import routes get 64x (1 MiB)
     size = 512 * 1024
     seen = []
-    with Server(e, e.target("body"), token=TOKEN, max_body=limit) as srv:
-        for path in ("/static/x/import", "/login/import", "/login/x/import", "/api/v1/namespaces/x/import"):
-            s = socket.create_connection(("127.0.0.1", srv.port), timeout=2)
-            s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-ndjson\r\n"
-                      f"Content-Length: {size}\r\n\r\n".encode())
+    for path in ("/static/x/import", "/login/import", "/login/x/import", "/api/v1/namespaces/x/import"):
+        s = socket.create_connection(("127.0.0.1", srv.port), timeout=2)
+        s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-ndjson\r\n"
+                  f"Content-Length: {size}\r\n\r\n".encode())
+        try:
+            head = s.recv(200).split(b"\r\n")[0].decode()
+            seen.append((path, head.split(" ", 2)[1] if head else "closed", 0))
+        except TimeoutError:
+            s.settimeout(20)
             try:
+                s.sendall(b"x" * size)
                 head = s.recv(200).split(b"\r\n")[0].decode()
-                seen.append((path, head.split(" ", 2)[1] if head else "closed", 0))
-            except TimeoutError:
-                s.settimeout(20)
-                try:
-                    s.sendall(b"x" * size)
-                    head = s.recv(200).split(b"\r\n")[0].decode()
-                except OSError as exc:
-                    head = f"x {type(exc).__name__}"
-                seen.append((path, head.split(" ", 2)[1] if head else "closed", size))
-            s.close()
+            except OSError as exc:
+                head = f"x {type(exc).__name__}"
+            seen.append((path, head.split(" ", 2)[1] if head else "closed", size))
+        s.close()
     row.attempts = len(seen)
     row.handled = sum(read == 0 for _, _, read in seen)
     row.leaked = sum(read for _, _, read in seen)
     row.note("; ".join(f"{p}: {code}" + (f" after reading {read // 1024} KiB" if read else " at once")
                        for p, code, read in seen) + " ('leaked' = body bytes read)")
-    return [row]
+    return row
 
 
 # --- 8: the smaller findings ------------------------------------------------------------------
@@ -751,8 +784,8 @@ def probe_small_http(e: Env) -> list[Row]:
                          ("get_context", {"budget": BIG}), ("search_memory", {"query": "x", "k": BIG})]
             mcp_out = [(n, *mcp.call(n, a)[:2]) for n, a in mcp_calls]
             # 8h rides on this session: a long query over MCP, beside HTTP's 20,000-character cap.
-            q = ("budget " * (e.sizes.mcp_query_chars // 7 + 1))[:e.sizes.mcp_query_chars]
-            big_q = [(n, *mcp.call(n, {"query": q}, timeout=900)) for n in ("search_memory", "get_context")]
+            long_q = ("budget " * (e.sizes.mcp_query_chars // 7 + 1))[:e.sizes.mcp_query_chars]
+            big_q = [(n, *mcp.call(n, {"query": long_q}, timeout=900)) for n in ("search_memory", "get_context")]
         finally:
             mcp.close()
         http_q = status_of(srv.request("GET", api + "/search", params={"q": "x" * 20_001}))
@@ -818,7 +851,7 @@ def probe_small_http(e: Env) -> list[Row]:
     mq = Row("8h long query over MCP")
     mq.attempts = len(big_q)
     mq.handled = sum(err for _, err, _, _ in big_q)
-    mq.note(f"{len(q):,}-character query: " + "; ".join(
+    mq.note(f"{len(long_q):,}-character query: " + "; ".join(
         f"{n} {'refused' if err else 'answered'} in {t:.1f} s" for n, err, _, t in big_q)
         + f" (HTTP /search with 20,001 characters: {http_q})")
     return [alive, ints, types, manif, mq, idem]
@@ -862,10 +895,17 @@ def probe_small_cli(e: Env) -> list[Row]:
     rows = []
     conv = write_jsonl(e.file("c.jsonl"), conversation())
     big = write_jsonl(e.file("big.jsonl"), [{**t, "session": "full"} for t in filler_turns(2000, 900, "f")])
+    source = e.target("source")
+    e.cli(source, "ingest", str(conv)).check_returncode()
+
+    def copy(name: str) -> str:
+        """A copy of the 80-turn source store (closed, so its WAL is checkpointed into the file)."""
+        t = e.target(name)
+        shutil.copyfile(source, t)
+        return t
     # 8c: the file-size limit stands in for a full disk (SQLITE_FULL / EFBIG on the next write).
     full = Row("8c disk full during ingest")
-    target = e.target("full")
-    e.cli(target, "ingest", str(conv)).check_returncode()
+    target = copy("full")
     cap = max(p.stat().st_size for p in Path(target).parent.iterdir()) + 65536
 
     def fsize() -> None:
@@ -877,16 +917,16 @@ def probe_small_cli(e: Env) -> list[Row]:
     full.handled = int(out.returncode != 0 and len(err) == 1 and "savepoint" not in err[0] and after["turns"] == 80)
     full.lost = max(0, 80 - after["turns"])
     full.leaked = max(0, after["turns"] - 80)
-    full.note(f"rc {out.returncode}: '{err[-1][:110] if err else ''}'; turns after: {after['turns']} (80 before)")
+    full.note(f"rc {out.returncode}: '{tail(out.stderr, target)}'; turns after: {after['turns']} (80 before)")
     rows.append(full)
     # 8d: corrupted schema pages.
     corrupt = Row("8d corrupted schema page")
     shown = []
+    commands = [["status"]] if e.sizes.quick else [["status"], ["context", "hello"]]
     for mode in ("schema-garbage", "schema-sql", "text-encoding", "truncated"):
-        t = e.target("corrupt")
-        e.cli(t, "ingest", str(conv)).check_returncode()
+        t = copy("corrupt")
         _corrupt(Path(t), mode)
-        for cmd in (["status"], ["context", "hello"]):
+        for cmd in commands:
             o = e.cli(t, *cmd)
             lines = o.stderr.strip().splitlines()
             corrupt.attempts += 1
@@ -898,8 +938,7 @@ def probe_small_cli(e: Env) -> list[Row]:
     rows.append(corrupt)
     # 8e: a read-only store (file 0444 in a directory 0555), read with no override of file modes.
     ro = Row("8e read-only store: status/export/context/search")
-    t = e.target("ro")
-    e.cli(t, "ingest", str(conv)).check_returncode()
+    t = copy("ro")
     d = Path(t).parent
     for p in d.iterdir():
         p.chmod(0o444)
@@ -911,7 +950,7 @@ def probe_small_cli(e: Env) -> list[Row]:
             ro.attempts += 1
             ro.handled += o.returncode == 0
             if o.returncode:
-                failed.append(f"{cmd[0]}: {(o.stderr.strip().splitlines() or [''])[-1][:80]}")
+                failed.append(f"{cmd[0]}: {tail(o.stderr, t, 90)}")
     finally:
         d.chmod(0o755)
     ro.note("; ".join(failed) if failed else "every read worked")
@@ -928,7 +967,7 @@ def probe_small_cli(e: Env) -> list[Row]:
         o = e.cli(t, "ingest", str(f), "-s", f"bom{name}")
         bom.attempts += 1
         bom.handled += o.returncode == 0
-        bom.note(f"{name}: " + ("accepted" if o.returncode == 0 else o.stderr.strip().splitlines()[-1][:70]))
+        bom.note(f"{name}: " + ("accepted" if o.returncode == 0 else tail(o.stderr, str(f), 80)))
     rows.append(bom)
     # 8k: the session count ingest reports.
     count = Row("8k `ingest` reports its session count")
@@ -978,7 +1017,7 @@ def probe_check_derived(e: Env) -> list[Row]:
     out = e.child("forget_check", target, [15, 44, 76])
     row.attempts = len(out)
     row.handled = sum(not r["problems"] for r in out)
-    row.note("; ".join(f"turn {r['turn']}: " + (f"{len(r['problems'])} problem(s), e.g. {r['problems'][0][:70]}"
+    row.note("after each forget in turn (problems are cumulative): " + "; ".join(f"turn {r['turn']}: " + (f"{len(r['problems'])} problem(s), e.g. {r['problems'][0][:70]}"
                                                 if r["problems"] else "ok") for r in out))
     return [row]
 
@@ -1170,8 +1209,7 @@ PROBES: list[tuple[str, Callable[[Env], list[Row]], tuple[str, ...]]] = [
     ("3", probe_import_freeze, ("sqlite",)),
     ("4", probe_item_race, ("sqlite", "postgres")),
     ("5", probe_crash_repair, ("sqlite", "postgres")),
-    ("6", probe_connections, ("sqlite",)),
-    ("7", probe_bodies, ("sqlite",)),
+    ("67", probe_connections, ("sqlite",)),
     ("8", probe_small_http, ("sqlite", "postgres")),
     ("8cli", probe_small_cli, ("sqlite",)),
     ("8j", probe_check_derived, ("sqlite", "postgres")),
@@ -1208,7 +1246,7 @@ def main() -> None:
                     help="store backend (default: sqlite with --quick, both otherwise)")
     ap.add_argument("--src", action="append", default=[], help="a source tree's src directory (repeatable)")
     ap.add_argument("--baseline", help="a git revision drilled beside the trees (git archive REV src)")
-    ap.add_argument("--only", default="", help="comma-separated probe ids: 1,2,3,4,5,6,7,8,8cli,8j,D")
+    ap.add_argument("--only", default="", help="comma-separated probe ids: 1,2,3,4,5,67,8,8cli,8j,D")
     args = ap.parse_args()
     backends = {"sqlite": ["sqlite"], "postgres": ["postgres"], "both": ["sqlite", "postgres"]}[
         args.backend or ("sqlite" if args.quick else "both")]
@@ -1260,7 +1298,8 @@ def _start_pg() -> Any:
 
 
 def print_table(rows: list[Row], with_tree: bool) -> None:
-    rows = sorted(rows, key=lambda r: (_order(r.finding), r.finding, r.backend, r.tree))
+    index = {id(r): i for i, r in enumerate(rows)}
+    rows = sorted(rows, key=lambda r: (_order(r.finding), r.backend, index[id(r)]))
     head = ["finding", *(["tree"] if with_tree else []), "backend", "attempts", "handled", "lost", "leaked",
             "served-after-forget", "observed"]
     print("| " + " | ".join(head) + " |")
