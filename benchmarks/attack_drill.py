@@ -1078,39 +1078,43 @@ def probe_durability(e: Env) -> list[Row]:
         for t in threads:
             t.join(15)
     notes.append(f"serve: {e.sizes.serve_kills} kills under {sent} adds")
-    # ingest: each file is acknowledged when its ingest exits 0; a killed one runs again.
-    partial = 0
-    kills = 0
+    # ingest: each file is acknowledged when its ingest exits 0; a killed one runs again. The first
+    # run is timed; the kills land at even fractions of that time (start-up, commit, indexing).
+    partial = kills = 0
+    took = 0.0
     for i in range(e.sizes.ingest_kills + 1):
         rows = [{"role": "user" if j % 2 == 0 else "assistant", "content": f"ing{i}-{j} durable text",
                  "session": f"ing{i}"} for j in range(INGEST_TURNS)]
         f = write_jsonl(e.file(f"ing{i}.jsonl"), rows)
-        p = subprocess.Popen([PY, "-m", "stratamem", "--db", target, "ingest", str(f)], env=e.env(),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if i < e.sizes.ingest_kills:
-            time.sleep(rnd.uniform(0.7, 2.0))
+        cmd = [PY, "-m", "stratamem", "--db", target, "ingest", str(f)]
+        if i > 0:
+            p = subprocess.Popen(cmd, env=e.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(took * i / (e.sizes.ingest_kills + 1))
             if p.poll() is None:
                 os.kill(p.pid, signal.SIGKILL)
                 kills += 1
             p.wait(60)
             n = e.child("count_prefix", target, f"ing{i}-")["n"]
             partial += n not in (0, INGEST_TURNS)
-            p = subprocess.Popen([PY, "-m", "stratamem", "--db", target, "ingest", str(f)], env=e.env(),
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if p.wait(300) == 0:
+        t0 = time.monotonic()
+        if subprocess.run(cmd, env=e.env(), capture_output=True, timeout=300).returncode == 0:
             acked.update(r["content"].split()[0] for r in rows)
+        took = took or time.monotonic() - t0
     notes.append(f"ingest: {kills} kills, {partial} partial")
-    # forget: each session goes when its forget exits 0; a killed forget leaves all or nothing.
-    half = 0
-    kills = 0
-    for i in range(e.sizes.forget_kills):
-        p = subprocess.Popen([PY, "-m", "stratamem", "--db", target, "forget", "--session", f"ing{i}", "--yes"],
-                             env=e.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(rnd.uniform(0.5, 2.0))
-        if p.poll() is None:
-            os.kill(p.pid, signal.SIGKILL)
-            kills += 1
-        rc = p.wait(60)
+    # forget: a session goes when its forget exits 0; a killed forget leaves all or nothing.
+    half = kills = 0
+    took = 0.0
+    for i in range(e.sizes.forget_kills + 1):
+        cmd = [PY, "-m", "stratamem", "--db", target, "forget", "--session", f"ing{i}", "--yes"]
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmd, env=e.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if i > 0:
+            time.sleep(took * i / (e.sizes.forget_kills + 1))
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGKILL)
+                kills += 1
+        rc = p.wait(120)
+        took = took or time.monotonic() - t0
         n = e.child("count_prefix", target, f"ing{i}-")["n"]
         half += n not in (0, INGEST_TURNS)
         if rc == 0:
