@@ -1104,6 +1104,10 @@ def probe_durability(e: Env) -> list[Row]:
     # forget: a session goes when its forget exits 0; a killed forget leaves all or nothing.
     half = kills = 0
     took = 0.0
+    unacked_forgets: set[str] = set()
+
+    def committed_kills(keys: set[str]) -> int:
+        return len(keys) // INGEST_TURNS
     for i in range(e.sizes.forget_kills + 1):
         cmd = [PY, "-m", "stratamem", "--db", target, "forget", "--session", f"ing{i}", "--yes"]
         t0 = time.monotonic()
@@ -1117,11 +1121,15 @@ def probe_durability(e: Env) -> list[Row]:
         took = took or time.monotonic() - t0
         n = e.child("count_prefix", target, f"ing{i}-")["n"]
         half += n not in (0, INGEST_TURNS)
+        keys = {f"ing{i}-{j}" for j in range(INGEST_TURNS)}
         if rc == 0:
-            forgotten.update(f"ing{i}-{j}" for j in range(INGEST_TURNS))
-    notes.append(f"forget: {kills} kills, {half} partial")
+            forgotten.update(keys)
+        elif n == 0:
+            # Killed after its commit: gone without an acknowledgement, which is allowed; not a loss.
+            unacked_forgets.update(keys)
+    notes.append(f"forget: {kills} kills ({committed_kills(unacked_forgets)} after the commit), {half} partial")
     keys = Counter(e.child("keys", target)["keys"])
-    live = acked - forgotten
+    live = acked - forgotten - unacked_forgets
     row.attempts = len(acked)
     row.lost = sum(1 for k in live if keys[k] == 0)
     dup = sum(1 for k, n in keys.items() if n > 1)
