@@ -535,12 +535,21 @@ def probe_deep(e: Env) -> list[Row]:
 
 # --- 3: import on the event loop ---------------------------------------------------------------
 
+QUEUED = 45
+"""Library calls queued behind an import in the second round: more than anyio's 40 worker threads."""
+
+
 def probe_import_freeze(e: Env) -> list[Row]:
-    """``/health`` latency while a large import runs and a second import waits for the library lock."""
-    row = Row("3 import vs `/health`")
+    """``/health`` latency while a large import holds the library lock.
+
+    Round 1: a second import arrives and waits for the lock (its handler takes the
+    lock on the event loop). Round 2: 45 ``GET /context`` calls queue behind the
+    lock instead (sync routes: they fill the thread pool that ``/health`` needs too).
+    """
+    rows = [Row("3 import + a second import vs `/health`"), Row(f"3 import + {QUEUED} queued reads vs `/health`")]
     target = e.target("import")
-    big = export_text({f"imp{i}": filler_turns(500, tag=f"s{i}") for i in range(e.sizes.import_turns // 500)},
-                      "big").encode()
+    e.cli(target, "ingest", str(write_jsonl(e.file("c.jsonl"), conversation(40)))).check_returncode()
+    sessions = {f"imp{i}": filler_turns(500, tag=f"s{i}") for i in range(e.sizes.import_turns // 500)}
     small = export_text({"small": filler_turns(2)}, "small").encode()
     with Server(e, target) as srv:
         idle = []
@@ -548,33 +557,43 @@ def probe_import_freeze(e: Env) -> list[Row]:
             t = time.monotonic()
             srv.request("GET", srv.base + "/api/v1/health")
             idle.append(time.monotonic() - t)
-        result: dict[str, Any] = {}
+        for n, row in enumerate(rows):
+            big = export_text(sessions, f"big{n}").encode()
+            result: dict[str, Any] = {}
 
-        def post(ns: str, body: bytes) -> None:
-            t = time.monotonic()
-            r = srv.request("POST", srv.api(ns) + "/import", content=body, timeout=900,
-                            headers={"content-type": "application/x-ndjson"})
-            result[ns] = (status_of(r), time.monotonic() - t)
-        first = threading.Thread(target=post, args=("big", big))
-        first.start()
-        time.sleep(0.3)
-        second = threading.Thread(target=post, args=("small", small))
-        second.start()
-        time.sleep(0.2)
-        lat: list[float] = []
-        while first.is_alive() or not lat:
-            t = time.monotonic()
-            r = srv.request("GET", srv.base + "/api/v1/health", timeout=600)
-            lat.append(time.monotonic() - t if isinstance(r, httpx.Response) else 600.0)
-            time.sleep(0.1)
-        first.join()
-        second.join()
-    row.attempts = len(lat)
-    row.handled = sum(x < 1.0 for x in lat)
-    row.note(f"/health max {max(lat):.2f} s, idle median {sorted(idle)[2] * 1000:.0f} ms, during a "
-             f"{len(big) / 1e6:.1f} MB import ({result['big'][0]}, {result['big'][1]:.1f} s) with a second import "
-             f"waiting ({result['small'][0]}, {result['small'][1]:.1f} s)")
-    return [row]
+            def post(ns: str, body: bytes, result: dict[str, Any] = result) -> None:
+                t = time.monotonic()
+                r = srv.request("POST", srv.api(ns) + "/import", content=body, timeout=900,
+                                headers={"content-type": "application/x-ndjson"})
+                result[ns] = (status_of(r), time.monotonic() - t)
+
+            def read(i: int) -> None:
+                srv.request("GET", srv.api() + "/context", params={"query": f"week {i}"}, timeout=900)
+            first = threading.Thread(target=post, args=(f"big{n}", big))
+            first.start()
+            time.sleep(0.3)
+            others = ([threading.Thread(target=post, args=("small", small))] if n == 0 else
+                      [threading.Thread(target=read, args=(i,)) for i in range(QUEUED)])
+            for t in others:
+                t.start()
+            time.sleep(0.3)
+            lat: list[float] = []
+            while first.is_alive() or not lat:
+                t0 = time.monotonic()
+                r = srv.request("GET", srv.base + "/api/v1/health", timeout=900)
+                lat.append(time.monotonic() - t0 if isinstance(r, httpx.Response) else 900.0)
+                time.sleep(0.1)
+            first.join()
+            for t in others:
+                t.join()
+            row.attempts = len(lat)
+            row.handled = sum(x < 1.0 for x in lat)
+            waiting = (f"a second import waiting ({result['small'][0]}, {result['small'][1]:.1f} s)" if n == 0
+                       else f"{QUEUED} GET /context queued")
+            row.note(f"/health max {max(lat):.2f} s (idle median {sorted(idle)[2] * 1000:.0f} ms) during a "
+                     f"{len(big) / 1e6:.1f} MB import ({result[f'big{n}'][0]}, {result[f'big{n}'][1]:.1f} s) with "
+                     + waiting)
+    return rows
 
 
 # --- 4: duplicate extracted items under several writers ----------------------------------------
