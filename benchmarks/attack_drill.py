@@ -156,6 +156,10 @@ class Env:
         return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+_LIVE: list[Any] = []
+"""Servers and MCP sessions still running: stopped on the way out, even after an interrupt."""
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -182,6 +186,7 @@ class Server:
         self._log = open(self.log, "wb")  # noqa: SIM115 - open while the server runs
         self.proc = subprocess.Popen([PY, "-m", "stratamem", "--db", target, *args], env=env.env(**extra),
                                      stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=limit)
+        _LIVE.append(self)
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         deadline = time.monotonic() + 90
         while True:
@@ -206,12 +211,16 @@ class Server:
             return type(exc).__name__
 
     def kill(self) -> None:
+        if self in _LIVE:
+            _LIVE.remove(self)
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait(30)
         self._log.close()
 
     def stop(self) -> None:
+        if self in _LIVE:
+            _LIVE.remove(self)
         if self.proc.poll() is None:
             self.proc.terminate()
             try:
@@ -248,6 +257,7 @@ class McpSession:
         self.params = StdioServerParameters(command="/bin/sh", args=["-c", f'exec "$0" "$@" 2>>{log}', PY, "-m",
                                                                      "stratamem", "--db", target, "mcp"],
                                             env=env.env())
+        _LIVE.append(self)
         self.loop = asyncio.new_event_loop()
         self.ready = concurrent.futures.Future()  # type: concurrent.futures.Future[None]
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -289,6 +299,10 @@ class McpSession:
         return bool(res.is_error), text, time.monotonic() - started
 
     def close(self) -> None:
+        if self in _LIVE:
+            _LIVE.remove(self)
+        if self.loop.is_closed() or not self.thread.is_alive():
+            return
         self.loop.call_soon_threadsafe(self.queue.put_nowait, None)
         try:
             self.main.result(30)
@@ -1265,8 +1279,12 @@ PROBES: list[tuple[str, Callable[[Env], list[Row]], tuple[str, ...]]] = [
 
 @contextmanager
 def trees(srcs: list[str], baseline: str | None) -> Iterator[list[Tree]]:
-    out = [Tree(Path(s).resolve().parent.name if Path(s).name == "src" else Path(s).name, Path(s).resolve())
-           for s in srcs] or [Tree("this", ROOT / "src")]
+    out = []
+    for s in srcs:
+        label, _, path = s.rpartition("=")
+        p = Path(path).resolve()
+        out.append(Tree(label or (p.parent.name if p.name == "src" else p.name), p))
+    out = out or [Tree("this", ROOT / "src")]
     tmp = None
     if baseline:
         tmp = tempfile.mkdtemp(prefix="drill-base-")
@@ -1290,7 +1308,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="smaller probes (about 2 minutes, SQLite)")
     ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default=None,
                     help="store backend (default: sqlite with --quick, both otherwise)")
-    ap.add_argument("--src", action="append", default=[], help="a source tree's src directory (repeatable)")
+    ap.add_argument("--src", action="append", default=[], help="a source tree's src directory, optionally LABEL=PATH (repeatable; default: this repository's src)")
     ap.add_argument("--baseline", help="a git revision drilled beside the trees (git archive REV src)")
     ap.add_argument("--only", default="", help="comma-separated probe ids: 1,2,3,4,5,67,8,8cli,8j,D")
     args = ap.parse_args()
@@ -1324,6 +1342,11 @@ def main() -> None:
                         print(f"[{time.monotonic() - started:6.0f} s] {tree.label}/{backend} probe {pid}: "
                               f"{time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
         finally:
+            for live in reversed(_LIVE):
+                try:
+                    live.close() if isinstance(live, McpSession) else live.stop()
+                except Exception:  # noqa: BLE001 - best effort on the way out
+                    pass
             if pg is not None:
                 pg.cleanup()
     print_table(rows, len({r.tree for r in rows}) > 1)
