@@ -104,7 +104,7 @@ class Sizes:
     def make(cls, quick: bool) -> Sizes:
         if not quick:
             return cls(False)
-        return cls(True, half_open=60, idle_wait=11.0, import_turns=2500, crash_turns=2000, race_rounds=6,
+        return cls(True, half_open=60, idle_wait=11.0, import_turns=4000, crash_turns=2000, race_rounds=6,
                    race_facts=5, mcp_query_chars=200_000, serve_kills=1, ingest_kills=1, forget_kills=1)
 
 
