@@ -101,7 +101,8 @@ def _pct(values: Sequence[float], p: float) -> float:
     return s[min(len(s) - 1, int(p * len(s)))] if s else float("nan")
 
 
-def _build(system: System, args: argparse.Namespace, extra: Callable[[System, dict, argparse.Namespace], None] | None) -> dict:
+def _build(system: System, args: argparse.Namespace,
+           extra: Callable[[System, dict, argparse.Namespace], None] | None) -> dict:
     convs = data.conversations(args.data, args.conversations)
     questions = data.question_texts(args.data, args.conversations, args.questions)
     workdir = Path(args.workdir)
