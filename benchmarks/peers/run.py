@@ -215,7 +215,7 @@ def report(run_out: dict) -> str:
             "stratamem, more:",
             f"- ranking used above: the turn hits of `Memory.search(question, k=30)`, in order (summary hits "
             f"left out; the peers return turns only).",
-            f"- `Memory.search(question, k=10)` as returned (turns and pyramid summaries): "
+            f"- the top 10 of the same call as returned (turns and pyramid summaries): "
             f"recall@10 strict {_mean(_returned(s['returned_top10'], questions, True)):.3f}, "
             f"coverage {_mean(_returned(s['returned_top10'], questions, False)):.3f}.",
             f"- `Memory.context(question, budget=4000)`: gold turns held verbatim {_mean(ctx_recall):.3f}; "
