@@ -62,6 +62,8 @@ class Tracker:
         self.fmt = fmt
         self.calls = self.tokens = self.lcp = 0
         self.shares: list[float] = []
+        self.lcps: list[int] = []
+        self.compactions = 0
         self.where: Counter[str] = Counter()
         self.breakpoints = 0
         self._prev: Request | None = None
@@ -83,6 +85,7 @@ class Tracker:
         self.tokens += len(req)
         self.lcp += n
         self.shares.append(n / max(1, len(req)))
+        self.lcps.append(n)
         if self._prev is None:
             self.where["first call"] += 1
         elif n == len(self._prev) and len(req) > n:
@@ -108,6 +111,8 @@ class Tracker:
         """The sums the parent turns into tables (JSON-ready)."""
         return {"calls": self.calls, "tokens": self.tokens, "lcp": self.lcp,
                 "share_median": statistics.median(self.shares) if self.shares else 0.0,
+                "lcp_median": statistics.median(self.lcps[1:]) if len(self.lcps) > 1 else 0,
+                "compactions": self.compactions,
                 "where": dict(self.where), "openai_cached": self.openai_cached, "anthropic": self.anth,
                 "breakpoints": self.breakpoints}
 
@@ -163,6 +168,10 @@ def replay_locomo(pos: int, args: argparse.Namespace, ser: Serializer, rows: lis
     def tracker(arm: str, budget: int | None, fmt: str) -> Tracker:
         return track.setdefault((arm, budget, fmt), Tracker(fmt))
 
+    def scope(session: Any) -> object:
+        # Sessions are days apart: a new session finds every provider cache expired.
+        return "all" if args.one_cache else session.session
+
     dia_of: dict[int, str] = {}
     history = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -177,11 +186,11 @@ def replay_locomo(pos: int, args: argparse.Namespace, ser: Serializer, rows: lis
                 for budget in args.budgets:
                     for fmt in args.formats:
                         ctx = mem.context(turn.text, budget=budget, session=s.session, format=fmt)
-                        tracker("assembly", budget, fmt).call(ser.request(*_request(ctx)), s.session)
+                        tracker("assembly", budget, fmt).call(ser.request(*_request(ctx)), scope(s))
                 if args.whole:
                     for fmt in args.formats:
                         system, msgs = (None, to_openai(history)) if fmt == "openai" else to_anthropic(history)
-                        tracker("whole history", None, fmt).call(ser.request(system, msgs), s.session)
+                        tracker("whole history", None, fmt).call(ser.request(system, msgs), scope(s))
         if args.recall:
             known = set(dia_of.values())
             scores = []
@@ -253,8 +262,10 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
                     if args.whole:
                         tracker("whole history", None, fmt).call(ser.request(None, shapes[fmt][:i]), "agent")
                     _, comp, live = loops[fmt]
-                    comp.prepare_messages(live)
-                    tracker("wrap", None, fmt).call(ser.request(None, live), "agent")
+                    done = comp.prepare_messages(live)
+                    t = tracker("wrap", None, fmt)
+                    t.compactions += done.compaction.status in ("compacted", "fallback", "truncated")
+                    t.call(ser.request(None, live), "agent")
             mem.add(m, session="agent", format="anthropic", timestamp=t0 + timedelta(seconds=20 * i))
             for fmt in args.formats:
                 loops[fmt][2].append(copy.deepcopy(shapes[fmt][i]))
@@ -276,12 +287,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--locomo", type=int, nargs="*", default=[])
     ap.add_argument("--sessions", type=int, default=0, help="first N sessions of each conversation (0: all)")
     ap.add_argument("--agent", action="store_true")
-    ap.add_argument("--agent-turns", type=int, default=40)
+    ap.add_argument("--agent-turns", type=int, default=20)
     ap.add_argument("--budgets", type=int, nargs="+", default=[2000, 8000])
     ap.add_argument("--formats", nargs="+", default=["openai", "anthropic"])
     ap.add_argument("--whole", action="store_true", help="also the whole-history arm")
     ap.add_argument("--recall", action="store_true", help="b@2048 of each LoCoMo conversation replayed")
     ap.add_argument("--embed", choices=("local", "none"), default="local")
+    ap.add_argument("--one-cache", action="store_true",
+                    help="keep provider caches across LoCoMo sessions (an upper bound: real sessions are days apart)")
     ap.add_argument("--set", type=json.loads, default={}, help="config overrides as a JSON object")
     args = ap.parse_args(argv)
     import stratamem
