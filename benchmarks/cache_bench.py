@@ -140,6 +140,7 @@ def _merge(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out["format"] = rows[0]["format"]
     out["anthropic"] = {k: [sum(r["anthropic"][k][i] for r in rows) for i in range(3)] for k in rows[0]["anthropic"]}
     out["where"] = sum((Counter(r["where"]) for r in rows), Counter())
+    out["parts"] = sum((Counter(r.get("parts", {})) for r in rows), Counter())
     for key in ("share_median", "lcp_median"):
         meds = sorted(r[key] for r in rows)
         out[key] = meds[len(meds) // 2]
@@ -233,6 +234,23 @@ def _where(results: list[dict]) -> list[str]:
     return lines
 
 
+def _parts(results: list[dict]) -> list[str]:
+    """What the assembled prompts are made of: manifest tokens by reason, as a share of all item tokens."""
+    lines = ["\nwhat the assembly arm's prompts hold (manifest item tokens by reason; openai format)\n"]
+    for res in results:
+        for dataset in ("locomo", "agent"):
+            for budget in sorted({r["budget"] for r in res["rows"] if r["arm"] == "assembly"}):
+                rows = [r for r in res["rows"] if r["dataset"] == dataset and r["arm"] == "assembly"
+                        and r["budget"] == budget and r["format"] == "openai"]
+                if not rows:
+                    continue
+                c = _merge(rows)["parts"]
+                n = sum(c.values()) or 1
+                lines.append(f"- {res['label']} · {dataset} B={budget}: "
+                             + ", ".join(f"{k} {v / n:.0%}" for k, v in c.most_common()))
+    return lines
+
+
 def _recall(results: list[dict]) -> list[str]:
     lines = ["\nrecall b@2048 (strict; Memory.context(question, budget=2048, format='text', policy='hybrid'))\n"]
     for res in results:
@@ -291,6 +309,7 @@ def main(argv: list[str] | None = None) -> None:
             out += _summary(results, dataset, fmt)
     out += _per_conversation(results)
     out += _where(results)
+    out += _parts(results)
     out += _recall(results)
     out.append(f"\n'prefix share': tokens equal to the previous call's longest common token prefix / all prompt "
                f"tokens. 'x today': today's bill for the same arm and budget / this row's (whole history: today's "

@@ -64,6 +64,7 @@ class Tracker:
         self.shares: list[float] = []
         self.lcps: list[int] = []
         self.compactions = 0
+        self.parts: Counter[str] = Counter()
         self.where: Counter[str] = Counter()
         self.breakpoints = 0
         self._prev: Request | None = None
@@ -73,8 +74,14 @@ class Tracker:
         self._anth = {(m, p): AnthropicCache(m) for m in MIN_LENGTHS for p in ("sent", "rolling")}
         self.anth = {f"{m}/{p}": [0, 0, 0] for m in MIN_LENGTHS for p in ("sent", "rolling")}
 
-    def call(self, req: Request, scope: object) -> None:
-        """Account one request; ``scope`` changes when the provider caches have expired."""
+    def call(self, req: Request, scope: object, manifest: Any = None) -> None:
+        """Account one request; ``scope`` changes when the provider caches have expired.
+
+        ``manifest``: the context's, whose item tokens are summed by reason (what the prompt is made of).
+        """
+        if manifest is not None:
+            for item in manifest.items:
+                self.parts[item.reason] += item.tokens
         if scope != self._scope:
             self._scope = scope
             self._openai.reset()
@@ -114,7 +121,7 @@ class Tracker:
                 "lcp_median": statistics.median(self.lcps[1:]) if len(self.lcps) > 1 else 0,
                 "compactions": self.compactions,
                 "where": dict(self.where), "openai_cached": self.openai_cached, "anthropic": self.anth,
-                "breakpoints": self.breakpoints}
+                "breakpoints": self.breakpoints, "parts": dict(self.parts)}
 
 
 def _config(sets: Mapping[str, Any]) -> Any:
@@ -186,7 +193,7 @@ def replay_locomo(pos: int, args: argparse.Namespace, ser: Serializer, rows: lis
                 for budget in args.budgets:
                     for fmt in args.formats:
                         ctx = mem.context(turn.text, budget=budget, session=s.session, format=fmt)
-                        tracker("assembly", budget, fmt).call(ser.request(*_request(ctx)), scope(s))
+                        tracker("assembly", budget, fmt).call(ser.request(*_request(ctx)), scope(s), ctx.manifest)
                 if args.whole:
                     for fmt in args.formats:
                         system, msgs = (None, to_openai(history)) if fmt == "openai" else to_anthropic(history)
@@ -257,7 +264,7 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
                 for budget in args.budgets:
                     for fmt in args.formats:
                         ctx = mem.context(query, budget=budget, session="agent", format=fmt)
-                        tracker("assembly", budget, fmt).call(ser.request(*_request(ctx)), "agent")
+                        tracker("assembly", budget, fmt).call(ser.request(*_request(ctx)), "agent", ctx.manifest)
                 for fmt in args.formats:
                     if args.whole:
                         tracker("whole history", None, fmt).call(ser.request(None, shapes[fmt][:i]), "agent")
