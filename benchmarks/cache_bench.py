@@ -92,7 +92,8 @@ def _systems(args: argparse.Namespace, tmp: Path) -> list[tuple[str, Path, dict[
 def _run(label: str, src: Path, sets: dict[str, Any], args: argparse.Namespace, whole: bool, out: Path) -> dict:
     cmd = [sys.executable, str(WORKER), "--out", str(out), "--budgets", *map(str, args.budgets),
            "--formats", *args.formats, "--embed", args.embed, "--set", json.dumps(sets),
-           "--sessions", str(args.sessions), "--agent-turns", str(args.agent_turns)]
+           "--sessions", str(args.sessions), "--agent-turns", str(args.agent_turns),
+           "--agent-threshold", str(args.agent_threshold)]
     if args.conversations:
         cmd += ["--locomo", *map(str, args.conversations)]
     if not args.no_agent:
@@ -135,12 +136,13 @@ def _bills(row: dict[str, Any]) -> dict[str, float]:
 
 def _merge(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Sum rows of one arm over conversations (the median per call is the median of medians)."""
-    keys = ("calls", "tokens", "lcp", "openai_cached", "breakpoints", "compactions")
+    keys = ("calls", "tokens", "lcp", "openai_cached", "breakpoints", "compactions", "chain", "unit_tokens")
     out: dict[str, Any] = {k: sum(r[k] for r in rows) for k in keys}
     out["format"] = rows[0]["format"]
     out["anthropic"] = {k: [sum(r["anthropic"][k][i] for r in rows) for i in range(3)] for k in rows[0]["anthropic"]}
     out["where"] = sum((Counter(r["where"]) for r in rows), Counter())
     out["parts"] = sum((Counter(r.get("parts", {})) for r in rows), Counter())
+    out["carried"] = sum((Counter(r.get("carried", {})) for r in rows), Counter())
     for key in ("share_median", "lcp_median"):
         meds = sorted(r[key] for r in rows)
         out[key] = meds[len(meds) // 2]
@@ -235,8 +237,10 @@ def _where(results: list[dict]) -> list[str]:
 
 
 def _parts(results: list[dict]) -> list[str]:
-    """What the assembled prompts are made of: manifest tokens by reason, as a share of all item tokens."""
-    lines = ["\nwhat the assembly arm's prompts hold (manifest item tokens by reason; openai format)\n"]
+    """What the assembled prompts are made of, how much of each part the previous call also held,
+    and the prefix share an append-only layout of the same selection could keep (the reorder bound)."""
+    lines = ["\nwhat the assembly arm's prompts hold (openai format; manifest item tokens by reason: share of "
+             "the prompt · share of that part's tokens also in the previous call's prompt)\n"]
     for res in results:
         for dataset in ("locomo", "agent"):
             for budget in sorted({r["budget"] for r in res["rows"] if r["arm"] == "assembly"}):
@@ -244,10 +248,13 @@ def _parts(results: list[dict]) -> list[str]:
                         and r["budget"] == budget and r["format"] == "openai"]
                 if not rows:
                     continue
-                c = _merge(rows)["parts"]
+                m = _merge(rows)
+                c, carried = m["parts"], m["carried"]
                 n = sum(c.values()) or 1
                 lines.append(f"- {res['label']} · {dataset} B={budget}: "
-                             + ", ".join(f"{k} {v / n:.0%}" for k, v in c.most_common()))
+                             + ", ".join(f"{k} {v / n:.0%} · {carried.get(k, 0) / v:.0%}" for k, v in c.most_common())
+                             + f"; reorder bound {m['chain'] / max(1, m['unit_tokens']):.1%} "
+                               f"(measured prefix share {m['lcp'] / m['tokens']:.1%})")
     return lines
 
 
@@ -270,9 +277,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--conversations", type=int, nargs="*", default=None, help="LoCoMo positions (default 0 1 2)")
     ap.add_argument("--sessions", type=int, default=0, help="first N sessions per conversation (0: all)")
     ap.add_argument("--agent-turns", type=int, default=None, help="user turns of the agent transcript (default 20)")
+    ap.add_argument("--agent-threshold", type=int, default=20_000, help="compaction threshold of the wrap arm")
     ap.add_argument("--no-agent", action="store_true")
     ap.add_argument("--no-recall", action="store_true")
-    ap.add_argument("--budgets", type=int, nargs="+", default=[2000, 8000])
+    ap.add_argument("--budgets", type=int, nargs="*", default=[2000, 8000], help="none: no assembly arm")
     ap.add_argument("--formats", nargs="+", default=["openai", "anthropic"])
     ap.add_argument("--embed", choices=("local", "none"), default="local",
                     help="turn vectors: local MiniLM (cached under /tmp) or none (lexical recall)")

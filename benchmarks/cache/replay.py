@@ -55,6 +55,16 @@ AGENT_EMBEDDINGS = Path("/tmp/stratamem-agent-embeddings.npz")
 MIN_LENGTHS = sorted({p.min_tokens for p in PRICES.values() if p.provider == "anthropic"})
 
 
+_STABILITY = {"system_prompt": 0, "always_included": 1, "hot_item": 2, "summary": 3, "recent_window": 4,
+              "expanded": 5, "recalled": 6, "recalled_item": 7}
+"""Order in which units new to a call are appended in the reorder bound (most stable kinds first)."""
+
+
+def _num(uid: str) -> tuple[str, int]:
+    kind, _, rest = uid.partition(":")
+    return kind, int(rest) if rest.isdigit() else 0
+
+
 class Tracker:
     """Prefix and cache arithmetic of one arm's call sequence (one conversation, budget, format)."""
 
@@ -65,6 +75,10 @@ class Tracker:
         self.lcps: list[int] = []
         self.compactions = 0
         self.parts: Counter[str] = Counter()
+        self.carried: Counter[str] = Counter()
+        self.chain = self.unit_tokens = 0
+        self._order: list[str] = []
+        self._units: dict[str, int] = {}
         self.where: Counter[str] = Counter()
         self.breakpoints = 0
         self._prev: Request | None = None
@@ -80,8 +94,7 @@ class Tracker:
         ``manifest``: the context's, whose item tokens are summed by reason (what the prompt is made of).
         """
         if manifest is not None:
-            for item in manifest.items:
-                self.parts[item.reason] += item.tokens
+            self._reorder_bound(manifest)
         if scope != self._scope:
             self._scope = scope
             self._openai.reset()
@@ -114,6 +127,35 @@ class Tracker:
             for i in range(3):
                 acc[i] += got[i]
 
+    def _reorder_bound(self, manifest: Any) -> None:
+        """What the same selection would keep as a prefix if laid out append-only.
+
+        The units of this call (manifest items) are matched against the previous call's
+        order: the leading run of units still present is the prefix a cache-ordered layout
+        of today's *selection* (not a new selection) could keep; the units new to this call
+        follow, ordered by how stable their kind is (instructions, state, hot items,
+        summaries, window turns, then per-query units), each kind oldest first. Unit
+        renderings are taken as stable (today's dedup edits and excerpts are not), so this
+        is an upper bound of reordering alone.
+        """
+        units = {item.id: item.tokens for item in manifest.items}
+        reasons = {item.id: item.reason for item in manifest.items}
+        for uid, tokens in units.items():
+            self.parts[reasons[uid]] += tokens
+            if uid in self._units:
+                self.carried[reasons[uid]] += tokens
+        keep: list[str] = []
+        for uid in self._order:
+            if uid not in units:
+                break
+            keep.append(uid)
+        self.chain += sum(units[u] for u in keep)
+        self.unit_tokens += sum(units.values())
+        kept = set(keep)
+        rest = sorted((u for u in units if u not in kept), key=lambda u: (_STABILITY.get(reasons[u], 9), _num(u)))
+        self._order = keep + rest
+        self._units = units
+
     def summary(self) -> dict[str, Any]:
         """The sums the parent turns into tables (JSON-ready)."""
         return {"calls": self.calls, "tokens": self.tokens, "lcp": self.lcp,
@@ -121,7 +163,8 @@ class Tracker:
                 "lcp_median": statistics.median(self.lcps[1:]) if len(self.lcps) > 1 else 0,
                 "compactions": self.compactions,
                 "where": dict(self.where), "openai_cached": self.openai_cached, "anthropic": self.anth,
-                "breakpoints": self.breakpoints, "parts": dict(self.parts)}
+                "breakpoints": self.breakpoints, "parts": dict(self.parts), "carried": dict(self.carried),
+                "chain": self.chain, "unit_tokens": self.unit_tokens}
 
 
 def _config(sets: Mapping[str, Any]) -> Any:
@@ -243,9 +286,11 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
         return track.setdefault((arm, budget, fmt), Tracker(fmt))
 
     base = _config(args.set)
-    # agentloop_bench.py's defaults, with the minimum-gain rule on (the shipped behaviour).
-    ccfg = CompactionConfig(**{**base.to_dict()["compaction"], "threshold": 32_000, "keep_recent_tokens": 8_000,
-                               "output_reserve": 4_000, "checkpoint_max_tokens": 2_000})
+    # agentloop_bench.py's settings (keep 8,000 recent tokens, reserve 4,000, checkpoint <= 2,000), the
+    # minimum-gain rule as configured (on by default); the threshold is lower than its 32,000 so that a
+    # 20-turn transcript compacts a few times (pruning alone keeps it under 32,000).
+    ccfg = CompactionConfig(**{**base.to_dict()["compaction"], "threshold": args.agent_threshold,
+                               "keep_recent_tokens": 8_000, "output_reserve": 4_000, "checkpoint_max_tokens": 2_000})
     cfg = base.replace(compaction=ccfg)
     embedder = _embedder(args.embed, AGENT_EMBEDDINGS)
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(reply=checkpoint_reply) as server:
@@ -295,7 +340,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sessions", type=int, default=0, help="first N sessions of each conversation (0: all)")
     ap.add_argument("--agent", action="store_true")
     ap.add_argument("--agent-turns", type=int, default=20)
-    ap.add_argument("--budgets", type=int, nargs="+", default=[2000, 8000])
+    ap.add_argument("--agent-threshold", type=int, default=20_000, help="compaction threshold of the wrap arm")
+    ap.add_argument("--budgets", type=int, nargs="*", default=[2000, 8000], help="none: no assembly arm")
     ap.add_argument("--formats", nargs="+", default=["openai", "anthropic"])
     ap.add_argument("--whole", action="store_true", help="also the whole-history arm")
     ap.add_argument("--recall", action="store_true", help="b@2048 of each LoCoMo conversation replayed")
