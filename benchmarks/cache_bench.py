@@ -27,7 +27,7 @@ Systems compared in one run (each in its own process, the same benchmark code):
 
 * ``today`` — this tree, or ``--baseline REV`` (``git archive REV src`` into a temporary directory);
 * ``--set KEY=VALUE`` (repeatable) — this tree again with configuration overrides
-  (the later implementation's mode, e.g. ``--set context.cache_order=true``);
+  (the later implementation's mode, e.g. ``--set context.cache_layout=true``);
 * ``--src PATH`` — another tree's ``src`` (with the ``--set`` overrides too).
 
 Usage::
@@ -35,7 +35,7 @@ Usage::
     .venv/bin/python benchmarks/cache_bench.py                 # LoCoMo 0-2 + agent transcript, ~12 min on a busy box
     .venv/bin/python benchmarks/cache_bench.py --quick         # LoCoMo 0 (8 sessions) + 12-turn transcript
     .venv/bin/python benchmarks/cache_bench.py --conversations 0 1 2 3 4 5 6 7 8 9
-    .venv/bin/python benchmarks/cache_bench.py --baseline 9a3365c --set context.cache_order=true
+    .venv/bin/python benchmarks/cache_bench.py --baseline 9a3365c --set context.cache_layout=true
 """
 
 from __future__ import annotations
@@ -321,8 +321,9 @@ def main(argv: list[str] | None = None) -> None:
     out += _recall(results)
     out.append(f"\n'prefix share': tokens equal to the previous call's longest common token prefix / all prompt "
                f"tokens. 'x today': today's bill for the same arm and budget / this row's (whole history: today's "
-               f"assembly at each budget; OpenAI gpt-4.1; Anthropic: the cheaper of as sent and rolling breakpoints). Caches are emptied at each LoCoMo "
-               f"session (days apart); output tokens are left out (the same for every arm).")
+               f"assembly at each budget; OpenAI gpt-4.1; Anthropic: the cheaper of as sent and rolling "
+               f"breakpoints). Caches are emptied at each LoCoMo session (days apart) unless --one-cache; output "
+               f"tokens are left out (the same for every arm).")
     out.append(f"total {time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f}")
     print("\n".join(out))
     if args.json:

@@ -5,7 +5,7 @@ day this table was written) from the pages named in ``source``. Output tokens
 are left out of every bill: each arm answers the same calls, so output is the
 same for all of them and only the input side differs.
 
-Rules the simulators follow (sources in ``docs``/notes ``issue-26.md``):
+Rules the simulators follow (the provider pages are named beside ``PRICES``):
 
 * **OpenAI** (automatic prefix caching): a request of at least 1,024 tokens
   reuses the longest prefix it shares with a recent request; hits come in
