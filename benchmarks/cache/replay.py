@@ -1,0 +1,374 @@
+"""The replay worker: one source tree, call by call, every prompt serialized and billed.
+
+Run by ``benchmarks/cache_bench.py`` in a subprocess whose ``PYTHONPATH`` names
+the tree under test (this checkout's ``src``, an extracted ``--baseline``
+revision or a ``--src`` path), so old and new code are measured by the same
+benchmark code in one table. It writes one JSON file; the parent prints.
+
+Arms, each a sequence of model calls with its prompts:
+
+* ``assembly`` — ``Memory.context(query, budget=B, session=..., format=F)`` of the
+  tree (with any ``--set`` configuration), after each user turn is added
+  (LoCoMo) or before each assistant message (agent transcript: every model
+  call of the tool loop). The query is that user turn (LoCoMo) or the latest
+  user request (agent transcript).
+* ``whole history`` — every turn so far, rendered by the tree's
+  ``stratamem.providers`` (LoCoMo) or the transcript's messages as they are
+  (agent): append-only, so perfectly prefix-stable, and unbounded.
+* ``wrap`` (agent transcript only) — the live list ``Compactor.prepare_messages``
+  leaves (prune + compact, what ``stratamem.wrap(client)`` sends: ``LoopSession.before``
+  returns a copy of that list), thresholds as in ``agentloop_bench.py``; the
+  checkpoint is written by ``checkpoint_reply`` on ``FakeLLMServer`` through the
+  real ``openai`` client (not a language model).
+
+Cache lifetime: LoCoMo sessions are days apart, beyond any TTL, so the
+provider caches are emptied at each new session (the prefix share is still
+measured against the previous call, whatever the session). The agent's calls
+are seconds apart: one cache for the whole transcript.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Mapping
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks" / "data"))
+
+from benchmarks.cache.billing import PRICES, AnthropicCache, OpenAICache  # noqa: E402
+from benchmarks.cache.request import Request, Serializer, lcp, rolling_breakpoints  # noqa: E402
+
+LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
+AGENT_EMBEDDINGS = Path("/tmp/stratamem-agent-embeddings.npz")
+MIN_LENGTHS = sorted({p.min_tokens for p in PRICES.values() if p.provider == "anthropic"})
+
+
+_STABILITY = {"system_prompt": 0, "always_included": 1, "hot_item": 2, "summary": 3, "recent_window": 4,
+              "expanded": 5, "recalled": 6, "recalled_item": 7}
+"""Order in which units new to a call are appended in the reorder bound (most stable kinds first)."""
+
+
+def _num(uid: str) -> tuple[str, int]:
+    kind, _, rest = uid.partition(":")
+    return kind, int(rest) if rest.isdigit() else 0
+
+
+class Tracker:
+    """Prefix and cache arithmetic of one arm's call sequence (one conversation, budget, format)."""
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+        self.calls = self.tokens = self.lcp = 0
+        self.shares: list[float] = []
+        self.lcps: list[int] = []
+        self.compactions = 0
+        self.parts: Counter[str] = Counter()
+        self.carried: Counter[str] = Counter()
+        self.chain = self.unit_tokens = 0
+        self._order: list[str] = []
+        self._units: dict[str, int] = {}
+        self.where: Counter[str] = Counter()
+        self.breakpoints = 0
+        self._prev: Request | None = None
+        self._scope: object = None
+        self._openai = OpenAICache()
+        self.openai_cached = 0
+        self._anth = {(m, p): AnthropicCache(m) for m in MIN_LENGTHS for p in ("sent", "rolling")}
+        self.anth = {f"{m}/{p}": [0, 0, 0] for m in MIN_LENGTHS for p in ("sent", "rolling")}
+
+    def call(self, req: Request, scope: object, manifest: Any = None) -> None:
+        """Account one request; ``scope`` changes when the provider caches have expired.
+
+        ``manifest``: the context's, whose item tokens are summed by reason (what the prompt is made of).
+        """
+        if manifest is not None:
+            self._reorder_bound(manifest)
+        if scope != self._scope:
+            self._scope = scope
+            self._openai.reset()
+            for c in self._anth.values():
+                c.reset()
+        n = lcp(req.tokens, self._prev.tokens) if self._prev is not None else 0
+        self.calls += 1
+        self.tokens += len(req)
+        self.lcp += n
+        self.shares.append(n / max(1, len(req)))
+        self.lcps.append(n)
+        if self._prev is None:
+            self.where["first call"] += 1
+        elif n == len(self._prev) and len(req) > n:
+            self.where["appended (the previous request is a prefix)"] += 1
+        else:
+            self.where[req.where(n)] += 1
+        self._prev = req
+        if self.fmt == "openai":
+            self.openai_cached += self._openai.cached(req)
+            return
+        own = req.breakpoints
+        self.breakpoints += len(own)
+        for (m, policy), cache in self._anth.items():
+            # "sent": the request as the tree sends it (no cache_control: no caching at all);
+            # "rolling": what a caller adds when the tree sends none (end of system + last block).
+            bps = own if policy == "sent" or own else rolling_breakpoints(req)
+            got = cache.bill(req, bps)
+            acc = self.anth[f"{m}/{policy}"]
+            for i in range(3):
+                acc[i] += got[i]
+
+    def _reorder_bound(self, manifest: Any) -> None:
+        """What the same selection would keep as a prefix if laid out append-only.
+
+        The units of this call (manifest items) are matched against the previous call's
+        order: the leading run of units still present is the prefix a cache-ordered layout
+        of today's *selection* (not a new selection) could keep; the units new to this call
+        follow, ordered by how stable their kind is (instructions, state, hot items,
+        summaries, window turns, then per-query units), each kind oldest first. Unit
+        renderings are taken as stable (today's dedup edits and excerpts are not), so this
+        is an upper bound of reordering alone.
+        """
+        units = {item.id: item.tokens for item in manifest.items}
+        reasons = {item.id: item.reason for item in manifest.items}
+        for uid, tokens in units.items():
+            self.parts[reasons[uid]] += tokens
+            if uid in self._units:
+                self.carried[reasons[uid]] += tokens
+        keep: list[str] = []
+        for uid in self._order:
+            if uid not in units:
+                break
+            keep.append(uid)
+        self.chain += sum(units[u] for u in keep)
+        self.unit_tokens += sum(units.values())
+        kept = set(keep)
+        rest = sorted((u for u in units if u not in kept), key=lambda u: (_STABILITY.get(reasons[u], 9), _num(u)))
+        self._order = keep + rest
+        self._units = units
+
+    def summary(self) -> dict[str, Any]:
+        """The sums the parent turns into tables (JSON-ready)."""
+        return {"calls": self.calls, "tokens": self.tokens, "lcp": self.lcp,
+                "share_median": statistics.median(self.shares) if self.shares else 0.0,
+                "lcp_median": statistics.median(self.lcps[1:]) if len(self.lcps) > 1 else 0,
+                "compactions": self.compactions,
+                "where": dict(self.where), "openai_cached": self.openai_cached, "anthropic": self.anth,
+                "breakpoints": self.breakpoints, "parts": dict(self.parts), "carried": dict(self.carried),
+                "chain": self.chain, "unit_tokens": self.unit_tokens}
+
+
+def _config(sets: Mapping[str, Any]) -> Any:
+    from stratamem import Config
+
+    nested: dict[str, dict[str, Any]] = {}
+    top: dict[str, Any] = {}
+    for key, value in sets.items():
+        section, _, name = key.partition(".")
+        if name:
+            nested.setdefault(section, {})[name] = value
+        else:
+            top[key] = value
+    return Config().replace(**nested, **top) if (nested or top) else Config()
+
+
+def _embedder(kind: str, path: Path | None) -> Any:
+    """``None`` (lexical recall) or the local MiniLM behind the benchmarks' /tmp vector cache."""
+    if kind == "none":
+        return None
+    from benchmarks.locomo.embedcache import CACHE, cached_embedder
+
+    return cached_embedder(path or CACHE)
+
+
+def _request(ctx: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """``(system, messages)`` of an assembled context, as a caller sends it."""
+    return ctx.system, list(ctx.messages)
+
+
+# --- LoCoMo --------------------------------------------------------------------------------------
+
+def replay_locomo(pos: int, args: argparse.Namespace, ser: Serializer, rows: list[dict[str, Any]],
+                  recall: dict[str, Any]) -> None:
+    """Replay LoCoMo conversation ``pos`` turn by turn; append its rows and its recall."""
+    from stratamem import Memory
+    from stratamem.ingest import read_file
+    from stratamem.providers import to_anthropic, to_openai
+
+    from benchmarks.locomo.metrics import recall_frac
+    from benchmarks.locomo.protocol import normalise_evidence
+
+    raw = json.loads(LOCOMO.read_text(encoding="utf-8"))[pos]
+    ns = f"locomo-{raw['sample_id']}"
+    sessions = [s for s in read_file(LOCOMO, fmt="locomo") if str(s.namespace) == ns]
+    if args.sessions:
+        sessions = sessions[:args.sessions]
+    embedder = _embedder(args.embed, None)
+    track: dict[tuple[str, int | None, str], Tracker] = {}
+
+    def tracker(arm: str, budget: int | None, fmt: str) -> Tracker:
+        return track.setdefault((arm, budget, fmt), Tracker(fmt))
+
+    def scope(session: Any) -> object:
+        # Sessions are days apart: a new session finds every provider cache expired.
+        return "all" if args.one_cache else session.session
+
+    dia_of: dict[int, str] = {}
+    history = []
+    with tempfile.TemporaryDirectory() as tmp:
+        mem = Memory(Path(tmp) / "replay.db", namespace=ns, config=_config(args.set), embedder=embedder)
+        for s in sessions:
+            for turn in s.turns:
+                for st in mem.add(turn, session=s.session):
+                    dia_of[st.id] = str(st.turn.metadata.get("dia_id"))
+                history.append(turn)
+                if turn.role != "user":
+                    continue
+                for budget in args.budgets:
+                    for fmt in args.formats:
+                        ctx = mem.context(turn.text, budget=budget, session=s.session, format=fmt)
+                        tracker("assembly", budget, fmt).call(ser.request(*_request(ctx)), scope(s), ctx.manifest)
+                if args.whole:
+                    for fmt in args.formats:
+                        system, msgs = (None, to_openai(history)) if fmt == "openai" else to_anthropic(history)
+                        tracker("whole history", None, fmt).call(ser.request(system, msgs), scope(s))
+        if args.recall:
+            known = set(dia_of.values())
+            scores = []
+            for qa in raw.get("qa", []):
+                gold = normalise_evidence(qa.get("evidence") or [], known)
+                if not gold:
+                    continue
+                ctx = mem.context(str(qa["question"]), budget=2048, format="text", policy="hybrid")
+                kept = {dia_of[t] for item in ctx.manifest.items if item.kind == "turn" for t in item.turn_ids
+                        if t in dia_of}
+                scores.append(recall_frac(gold, kept))
+            recall[str(raw["sample_id"])] = {"n": len(scores), "b@2048": sum(scores) / max(1, len(scores))}
+        mem.close()
+    if embedder is not None:
+        embedder.save()
+    for (arm, budget, fmt), t in track.items():
+        rows.append({"dataset": "locomo", "conv": str(raw["sample_id"]), "arm": arm, "budget": budget,
+                     "format": fmt, **t.summary()})
+    ser.clear()
+
+
+# --- the agent-loop transcript -----------------------------------------------------------------------
+
+def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str, Any]]) -> None:
+    """Replay the agent transcript model call by model call on every arm."""
+    from make_agent_transcript import messages as transcript
+
+    from stratamem import Memory
+    from stratamem.agentloop import Compactor
+    from stratamem.config import CompactionConfig
+    from stratamem.llm import OpenAIChat
+    from stratamem.providers import from_anthropic, to_openai
+    from stratamem.testing.llm_server import FakeLLMServer, checkpoint_reply
+
+    msgs = list(transcript(args.agent_turns))
+    shapes = {"anthropic": msgs, "openai": to_openai(from_anthropic(msgs))}
+    if len(shapes["openai"]) != len(msgs):
+        raise SystemExit("the OpenAI rendering of the transcript is not one message per message")
+    t0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+    track: dict[tuple[str, int | None, str], Tracker] = {}
+
+    def tracker(arm: str, budget: int | None, fmt: str) -> Tracker:
+        return track.setdefault((arm, budget, fmt), Tracker(fmt))
+
+    base = _config(args.set)
+    # agentloop_bench.py's settings (keep 8,000 recent tokens, reserve 4,000, checkpoint <= 2,000), the
+    # minimum-gain rule as configured (on by default); the threshold is lower than its 32,000 so that a
+    # 20-turn transcript compacts a few times (pruning alone keeps it under 32,000).
+    ccfg = CompactionConfig(**{**base.to_dict()["compaction"], "threshold": args.agent_threshold,
+                               "keep_recent_tokens": 8_000, "output_reserve": 4_000, "checkpoint_max_tokens": 2_000})
+    cfg = base.replace(compaction=ccfg)
+    embedder = _embedder(args.embed, AGENT_EMBEDDINGS)
+    with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(reply=checkpoint_reply) as server:
+        mem = Memory(Path(tmp) / "agent.db", namespace="agent", config=cfg, embedder=embedder)
+        loops = {}
+        for fmt in args.formats:
+            side = Memory(Path(tmp) / f"wrap-{fmt}.db", namespace="agent", config=cfg, embedder=None)
+            model = OpenAIChat("fake-summarizer", base_url=server.openai_base_url, max_retries=0)
+            loops[fmt] = (side, Compactor(model, provider=fmt, memory=side, session="replay",
+                                          config=cfg.compaction, pruning=cfg.pruning), [])
+        query = ""
+        for i, m in enumerate(msgs):
+            if m["role"] == "user" and isinstance(m["content"], str):
+                query = m["content"]
+            if m["role"] == "assistant":  # the agent calls the model before each assistant message
+                for budget in args.budgets:
+                    for fmt in args.formats:
+                        ctx = mem.context(query, budget=budget, session="agent", format=fmt)
+                        tracker("assembly", budget, fmt).call(ser.request(*_request(ctx)), "agent", ctx.manifest)
+                for fmt in args.formats:
+                    if args.whole:
+                        tracker("whole history", None, fmt).call(ser.request(None, shapes[fmt][:i]), "agent")
+                    _, comp, live = loops[fmt]
+                    done = comp.prepare_messages(live)
+                    t = tracker("wrap", None, fmt)
+                    t.compactions += done.compaction.status in ("compacted", "fallback", "truncated")
+                    t.call(ser.request(None, live), "agent")
+            mem.add(m, session="agent", format="anthropic", timestamp=t0 + timedelta(seconds=20 * i))
+            for fmt in args.formats:
+                loops[fmt][2].append(copy.deepcopy(shapes[fmt][i]))
+        for side, _, _ in loops.values():
+            side.close()
+        mem.close()
+    if embedder is not None:
+        embedder.save()
+    for (arm, budget, fmt), t in track.items():
+        rows.append({"dataset": "agent", "conv": f"transcript-{args.agent_turns}", "arm": arm, "budget": budget,
+                     "format": fmt, **t.summary()})
+    ser.clear()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the replays named on the command line and write the JSON result."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--locomo", type=int, nargs="*", default=[])
+    ap.add_argument("--sessions", type=int, default=0, help="first N sessions of each conversation (0: all)")
+    ap.add_argument("--agent", action="store_true")
+    ap.add_argument("--agent-turns", type=int, default=20)
+    ap.add_argument("--agent-threshold", type=int, default=20_000, help="compaction threshold of the wrap arm")
+    ap.add_argument("--budgets", type=int, nargs="*", default=[2000, 8000], help="none: no assembly arm")
+    ap.add_argument("--formats", nargs="+", default=["openai", "anthropic"])
+    ap.add_argument("--whole", action="store_true", help="also the whole-history arm")
+    ap.add_argument("--recall", action="store_true", help="b@2048 of each LoCoMo conversation replayed")
+    ap.add_argument("--embed", choices=("local", "none"), default="local")
+    ap.add_argument("--one-cache", action="store_true",
+                    help="keep provider caches across LoCoMo sessions (an upper bound: real sessions are days apart)")
+    ap.add_argument("--set", type=json.loads, default={}, help="config overrides as a JSON object")
+    args = ap.parse_args(argv)
+    import stratamem
+    from stratamem.tokens import get_tokenizer
+
+    ser = Serializer(get_tokenizer("o200k_base"))
+    rows: list[dict[str, Any]] = []
+    recall: dict[str, Any] = {}
+    seconds: dict[str, float] = {}
+    for pos in args.locomo:
+        t = time.perf_counter()
+        replay_locomo(pos, args, ser, rows, recall)
+        seconds[f"locomo {pos}"] = time.perf_counter() - t
+    if args.agent:
+        t = time.perf_counter()
+        replay_agent(args, ser, rows)
+        seconds["agent"] = time.perf_counter() - t
+    args.out.write_text(json.dumps({"stratamem": str(Path(stratamem.__file__).parent), "set": args.set,
+                                    "rows": rows, "recall": recall, "seconds": seconds,
+                                    "load": os.getloadavg()[0]}))
+
+
+if __name__ == "__main__":
+    main()
