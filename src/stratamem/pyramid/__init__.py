@@ -1,7 +1,10 @@
 """The pyramid: turns sealed into segments, consolidated into summaries, held in tiers.
 
-:class:`Pyramid` (:mod:`~stratamem.pyramid.consolidate`) seals, summarizes and
-consolidates one namespace and reads its tree back; its parts are the
+:class:`Pyramid` (:mod:`~stratamem.pyramid.consolidate`) seals and
+consolidates one namespace, summarizes its nodes
+(:mod:`~stratamem.pyramid.summaries`) and reads its tree back
+(:mod:`~stratamem.pyramid.reads`) following the configuration's plan
+(:mod:`~stratamem.pyramid.plan`); its parts are the
 segmenters (:mod:`~stratamem.pyramid.segment`), the tier rules and warm
 encoding (:mod:`~stratamem.pyramid.tiers`), the zstd archive of cold turns
 (:mod:`~stratamem.pyramid.archive`), retention
@@ -14,8 +17,10 @@ encoding (:mod:`~stratamem.pyramid.tiers`), the zstd archive of cold turns
 from __future__ import annotations
 
 from .archive import Archive
-from .consolidate import Expansion, LevelRule, LevelStats, Plan, Pyramid, make_summarizer, plan_for
+from .consolidate import Pyramid
 from .escalation import PromptView, ViewItem, prompt_view
+from .plan import LevelRule, Plan, make_summarizer, plan_for
+from .reads import Expansion, LevelStats
 from .retention import RetentionReport, apply_retention
 from .segment import FixedSegmenter, Seal, Segmenter, Split, TopicSegmenter, UserTurnSegmenter
 from .spend import LevelSpend, SummarySpend
