@@ -9,8 +9,9 @@ segmenters (:mod:`~stratamem.pyramid.segment`), the tier rules and warm
 encoding (:mod:`~stratamem.pyramid.tiers`), the zstd archive of cold turns
 (:mod:`~stratamem.pyramid.archive`), retention
 (:mod:`~stratamem.pyramid.retention`), seed 002's prompt view
-(:mod:`~stratamem.pyramid.escalation`) and the summarization spend
-(:mod:`~stratamem.pyramid.spend`). The nodes it stores are records
+(:mod:`~stratamem.pyramid.escalation`), the summarization spend
+(:mod:`~stratamem.pyramid.spend`) and its Prometheus metrics
+(:mod:`~stratamem.pyramid.metrics`). The nodes it stores are records
 (:class:`~stratamem.records.Node`).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 from .archive import Archive
 from .consolidate import Pyramid
 from .escalation import PromptView, ViewItem, prompt_view
+from .metrics import PyramidMetrics, pyramid_prometheus
 from .plan import LevelRule, Plan, make_summarizer, plan_for
 from .reads import Expansion, LevelStats
 from .retention import RetentionReport, apply_retention
@@ -35,6 +37,7 @@ __all__ = [
     "Plan",
     "PromptView",
     "Pyramid",
+    "PyramidMetrics",
     "RetentionReport",
     "Seal",
     "Segmenter",
@@ -47,4 +50,5 @@ __all__ = [
     "make_summarizer",
     "plan_for",
     "prompt_view",
+    "pyramid_prometheus",
 ]
