@@ -54,6 +54,8 @@ from ..config import CompactionConfig, LLMConfig, PruningConfig
 from ..errors import BudgetError, CompactionCancelled, ConfigError, ValidationError
 from ..events import Event, EventBus, bind_loop
 from ..llm import ChatModel
+from ..records.conversations import ConversationState
+from ..store.base import ConversationStore
 from ..tokens import Calibration, Tokenizer, count_message, count_messages, get_tokenizer
 from .checkpoint import files_section, missing_sections, track_files
 from .cut import history_text, is_synthetic
@@ -62,9 +64,7 @@ from .live_list import _LiveList
 from .plan import _CutPlanning
 from .pruning import prune_tool_results
 from .replay import ReplayMatcher
-from ..records.conversations import ConversationState
 from .results import CompactionResult, PrepareResult
-from ..store.base import ConversationStore
 from .writer import prefix_messages, write_checkpoint
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ from ..errors import ValidationError
 from .client_chat import ClientChat
 from .compaction import Compactor
 from .loop_session import LoopSession
-from .sdk import _AnthropicEvents, _anthropic_reply, _OpenAIChunks, _openai_reply, _system_text
+from .sdk import _anthropic_reply, _AnthropicEvents, _openai_reply, _OpenAIChunks, _system_text
 
 __all__ = ["WrappedClient", "wrap"]
 

@@ -54,23 +54,23 @@ from typing import Any
 
 import numpy as np
 
-from .archive import Archive, reference_record
 from ..config import Config
 from ..embed import model_name
 from ..embed.prefetch import PrefetchedEmbedder
 from ..errors import ConfigError
 from ..events import Event, EventBus
-from ..records.nodes import Node
 from ..records import Summary
-from .plan import make_summarizer, plan_for
-from .reads import _Reads
-from .segment import Seal
+from ..records.nodes import Node
 from ..store.new_rows import NewNode
 from ..summarize import Summarizer
 from ..summarize.extractive import ExtractiveSummarizer
+from ..tokens import Tokenizer
+from .archive import Archive, reference_record
+from .plan import make_summarizer, plan_for
+from .reads import _Reads
+from .segment import Seal
 from .summaries import _Summaries
 from .tiers import encode_turns, plan_tiers
-from ..tokens import Tokenizer
 
 __all__ = ["Pyramid"]
 

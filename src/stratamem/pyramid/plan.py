@@ -16,11 +16,11 @@ from datetime import timedelta
 from ..config import Config
 from ..errors import ConfigError
 from ..records.nodes import Node
-from .segment import FixedSegmenter, Segmenter, TopicSegmenter, UserTurnSegmenter
 from ..summarize import Summarizer
 from ..summarize.extractive import ExtractiveSummarizer
 from ..summarize.heuristic import HeuristicSummarizer
 from ..tokens import Tokenizer
+from .segment import FixedSegmenter, Segmenter, TopicSegmenter, UserTurnSegmenter
 
 __all__ = ["LevelRule", "Plan", "make_summarizer", "plan_for"]
 

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .archive import Archive, is_reference
 from ..errors import ArchiveError, DecodeError, StratamemError, ValidationError
 from ..events import Event
 from ..records import StoredTurn
 from ..records.nodes import Node, TierStats
+from .archive import Archive, is_reference
 from .tiers import decode_turns, turn_from_record
 
 __all__ = ["Expansion", "LevelStats"]

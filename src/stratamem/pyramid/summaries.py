@@ -28,11 +28,11 @@ from ..events import Event, EventBus
 from ..items.search import embed_texts
 from ..records import StoredTurn, Summary
 from ..records.nodes import Node
-from .plan import Plan
-from .spend import LevelSpend, SummarySpend
 from ..summarize import Summarizer
 from ..summarize.facts import item_facts
 from ..tokens import Tokenizer
+from .plan import Plan
+from .spend import LevelSpend, SummarySpend
 from .turn_vectors import turn_mean_vectors
 
 __all__: list[str] = []
