@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from stratamem import Config, Memory
 from stratamem.cli import main
 from stratamem.llm import OpenAIChat
-from stratamem.items.metrics import PyramidMetrics, pyramid_prometheus
+from stratamem.pyramid.metrics import PyramidMetrics, pyramid_prometheus
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer
 from stratamem.tokens import get_tokenizer

@@ -14,7 +14,14 @@ from hypothesis import strategies as st
 
 from stratamem import Config, Memory
 from stratamem.errors import InvalidTurnError
-from stratamem.providers import from_anthropic, from_openai, structural_problems, to_anthropic, to_openai
+from stratamem.providers import (
+    anthropic_block,
+    from_anthropic,
+    from_openai,
+    structural_problems,
+    to_anthropic,
+    to_openai,
+)
 from stratamem.records import (
     ImageBlock,
     TextBlock,
@@ -22,6 +29,7 @@ from stratamem.records import (
     ToolResultBlock,
     ToolUseBlock,
     Turn,
+    block_from_dict,
     format_timestamp,
     parse_timestamp,
 )
@@ -249,3 +257,64 @@ def test_a_nan_turn_is_refused_before_the_store_so_the_namespace_stays_readable(
             mem.add({"role": "assistant", "content": [
                 {"type": "tool_use", "id": "t", "name": "n", "input": {"x": math.nan}}]}, format="anthropic")
         assert [st.text for st in mem.turns()] == ["before"]
+
+
+# --- one reader of content blocks: the canonical form and Anthropic's are two dialects of it (issue 29) ----
+
+_BLOCKS = st.one_of(
+    st.builds(TextBlock, _text),
+    st.builds(ImageBlock, st.just("image/png"), _text, st.none()),
+    st.builds(ImageBlock, st.none(), st.none(), _text),
+    st.builds(ToolUseBlock, _ids, _text, st.dictionaries(_text, _json, max_size=3)),
+    st.builds(ToolResultBlock, _ids, st.lists(st.one_of(st.builds(TextBlock, _text), st.builds(
+        ImageBlock, st.just("image/jpeg"), _text, st.none())), max_size=3).map(tuple), st.booleans()),
+    st.builds(ThinkingBlock, _text, st.none() | _text),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_BLOCKS)
+def test_a_block_reads_back_the_same_from_the_canonical_and_the_anthropic_form(block: object) -> None:
+    role = {"tool_use": "assistant", "thinking": "assistant", "tool_result": "tool"}.get(block.type, "user")
+    (message,) = to_anthropic([Turn(role=role, content=(block,), timestamp=TS)])[1]  # type: ignore[arg-type]
+    (anthropic,) = message["content"]
+    assert anthropic_block(anthropic, "b") == block_from_dict(block.to_dict()) == block  # type: ignore[attr-defined]
+
+
+_TOOL_RESULT_WITH_A_CALL = {"type": "tool_result", "tool_use_id": "t", "content": [
+    {"type": "text", "text": "ok"}, {"type": "tool_use", "id": "u", "name": "n", "input": {}}]}
+
+
+@pytest.mark.parametrize("block, message", [
+    (5, "content[0]: a content block must be an object, got int"),
+    ({"type": "tool_use", "id": "t", "name": "n", "input": "x"},
+     "content[0].input: tool_use input must be a JSON object"),
+    (_TOOL_RESULT_WITH_A_CALL, "content[0].content[1]: tool_result content may hold only text and image blocks"),
+])
+def test_a_malformed_block_gets_the_same_error_in_both_forms(block: object, message: str) -> None:
+    """The Anthropic reader used to say less (no type, "an object", the list's path, not the part's)."""
+    role = "tool" if isinstance(block, dict) and block["type"] == "tool_result" else "assistant"
+    with pytest.raises(InvalidTurnError) as canonical:
+        Turn.from_dict({"role": role, "content": [block]})
+    with pytest.raises(InvalidTurnError) as anthropic:
+        from_anthropic([{"role": "user" if role == "tool" else role, "content": [block]}])
+    assert str(canonical.value) == f"turn.{message}"
+    assert str(anthropic.value) == f"messages[0].{message}"
+
+
+def test_tool_result_parts_may_be_any_sequence_in_both_forms() -> None:
+    parts = ({"type": "text", "text": "a"}, {"type": "text", "text": "b"})
+    expected = ToolResultBlock("t", (TextBlock("a"), TextBlock("b")))
+    block = {"type": "tool_result", "tool_use_id": "t", "content": parts}
+    assert block_from_dict(block) == anthropic_block(block, "b") == expected
+
+
+def test_only_the_anthropic_form_ignores_keys_that_are_not_content_and_calls_a_foreign_type_unsupported() -> None:
+    hinted = {"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}, "citations": []}
+    assert anthropic_block(hinted, "b") == TextBlock("hi")
+    with pytest.raises(InvalidTurnError, match=r"^b: unexpected keys in text block: \['cache_control', 'citations'\]$"):
+        block_from_dict(hinted, "b")
+    with pytest.raises(InvalidTurnError, match=r"^b: unsupported content block type 'redacted_thinking'$"):
+        anthropic_block({"type": "redacted_thinking", "data": "x"}, "b")
+    with pytest.raises(InvalidTurnError, match=r"^b: unknown content block type 'redacted_thinking' \(expected one of"):
+        block_from_dict({"type": "redacted_thinking", "data": "x"}, "b")

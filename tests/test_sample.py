@@ -1,8 +1,9 @@
 """The bundled sample conversation: exact shape, provider validity, clean ingest, the story's facts.
 
 The sample is what ``stratamem demo`` runs on, so these tests pin its counts
-exactly; regenerate it with ``python scripts/make_sample.py`` and update the
-numbers here when the story changes on purpose.
+exactly. The story is data (``scripts/sample/*.yaml``); regenerate the file with
+``python scripts/make_sample.py`` and update the numbers here when the story
+changes on purpose.
 """
 
 from __future__ import annotations

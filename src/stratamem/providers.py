@@ -9,6 +9,12 @@ thinking blocks are dropped when rendering for OpenAI (it has no such block),
 and the ``name`` field is dropped for Anthropic (it has none). Everything else
 round-trips. Anthropic request hints on blocks (``cache_control``,
 ``citations``) are not content and are ignored on input.
+
+Anthropic blocks are read by the one block reader,
+:func:`~stratamem.records.blocks.block_from_dict`, in Anthropic's dialect
+(:data:`ANTHROPIC_BLOCKS`: images by ``source``, keys that are not content
+ignored); this module holds only what differs (the image source) and the
+message-level shapes.
 """
 
 from __future__ import annotations
@@ -23,15 +29,17 @@ from .records import (
     Block,
     ImageBlock,
     TextBlock,
-    ThinkingBlock,
     ToolResultBlock,
     ToolUseBlock,
     Turn,
     check_text,
     parse_timestamp,
 )
+from .records.blocks import BlockDialect, block_from_dict
 
 __all__ = [
+    "ANTHROPIC_BLOCKS",
+    "anthropic_block",
     "from_anthropic",
     "from_openai",
     "structural_problems",
@@ -39,9 +47,6 @@ __all__ = [
     "to_openai",
     "to_responses",
 ]
-
-_IGNORED_ANTHROPIC_KEYS = {"cache_control", "citations"}
-
 
 def _require_mapping(m: Any, path: str) -> Mapping[str, Any]:
     if not isinstance(m, Mapping):
@@ -237,50 +242,30 @@ def to_openai(turns: Iterable[Turn]) -> list[dict[str, Any]]:
 
 # --- Anthropic ---------------------------------------------------------------------------
 
-def _anthropic_block(d: Any, path: str) -> Block:
-    if not isinstance(d, Mapping):
-        raise InvalidTurnError("a content block must be an object", path=path)
-    d = {k: v for k, v in d.items() if k not in _IGNORED_ANTHROPIC_KEYS}
-    kind = d.get("type")
-    if kind == "text":
-        return TextBlock(check_text(d.get("text"), f"{path}.text"))
-    if kind == "image":
-        src = d.get("source")
-        if not isinstance(src, Mapping):
-            raise InvalidTurnError("image block needs a source object", path=f"{path}.source")
-        if src.get("type") == "base64":
-            return ImageBlock(media_type=check_text(src.get("media_type"), f"{path}.source.media_type"),
-                              data=check_text(src.get("data"), f"{path}.source.data"))
-        if src.get("type") == "url":
-            return ImageBlock(url=check_text(src.get("url"), f"{path}.source.url"))
-        raise InvalidTurnError(f"unsupported image source type {src.get('type')!r}", path=f"{path}.source")
-    if kind == "tool_use":
-        tool_input = d.get("input", {})
-        if not isinstance(tool_input, Mapping):
-            raise InvalidTurnError("tool_use input must be an object", path=f"{path}.input")
-        return ToolUseBlock(check_text(d.get("id"), f"{path}.id"), check_text(d.get("name"), f"{path}.name"),
-                            dict(tool_input))
-    if kind == "tool_result":
-        raw = d.get("content", [])
-        parts: tuple[TextBlock | ImageBlock, ...]
-        if isinstance(raw, str):
-            parts = (TextBlock(check_text(raw, f"{path}.content")),)
-        elif isinstance(raw, list):
-            built = [_anthropic_block(p, f"{path}.content[{i}]") for i, p in enumerate(raw)]
-            if not all(isinstance(b, TextBlock | ImageBlock) for b in built):
-                raise InvalidTurnError("tool_result content may hold only text and image blocks", path=f"{path}.content")
-            parts = tuple(built)  # type: ignore[arg-type]
-        else:
-            raise InvalidTurnError("tool_result content must be a string or a list", path=f"{path}.content")
-        is_error = d.get("is_error", False)
-        if not isinstance(is_error, bool):
-            raise InvalidTurnError("is_error must be a boolean", path=f"{path}.is_error")
-        return ToolResultBlock(check_text(d.get("tool_use_id"), f"{path}.tool_use_id"), parts, is_error)
-    if kind == "thinking":
-        sig = d.get("signature")
-        return ThinkingBlock(check_text(d.get("thinking"), f"{path}.thinking"),
-                             None if sig is None else check_text(sig, f"{path}.signature"))
-    raise InvalidTurnError(f"unsupported content block type {kind!r}", path=path)
+def _anthropic_image(d: Mapping[str, Any], path: str) -> ImageBlock:
+    """An Anthropic image block (its ``source``: ``base64`` with ``media_type``, or ``url``)."""
+    src = d.get("source")
+    if not isinstance(src, Mapping):
+        raise InvalidTurnError("image block needs a source object", path=f"{path}.source")
+    if src.get("type") == "base64":
+        return ImageBlock(media_type=check_text(src.get("media_type"), f"{path}.source.media_type"),
+                          data=check_text(src.get("data"), f"{path}.source.data"))
+    if src.get("type") == "url":
+        return ImageBlock(url=check_text(src.get("url"), f"{path}.source.url"))
+    raise InvalidTurnError(f"unsupported image source type {src.get('type')!r}", path=f"{path}.source")
+
+
+ANTHROPIC_BLOCKS = BlockDialect(_anthropic_image, closed=False)
+"""Anthropic Messages blocks: images by ``source``; keys that are not content are ignored."""
+
+
+def anthropic_block(d: Any, path: str) -> Block:
+    """One Anthropic Messages content block as a block (:func:`~stratamem.records.blocks.block_from_dict`).
+
+    Raises:
+        InvalidTurnError: A type stratamem does not hold (``unsupported``), missing keys, wrong types.
+    """
+    return block_from_dict(d, path, ANTHROPIC_BLOCKS)
 
 
 def from_anthropic(messages: Any, *, system: str | Sequence[Any] | None = None,
@@ -299,7 +284,7 @@ def from_anthropic(messages: Any, *, system: str | Sequence[Any] | None = None,
         if isinstance(system, str):
             sys_content: str | tuple[Block, ...] = check_text(system, "system")
         elif isinstance(system, list):
-            sys_content = tuple(_anthropic_block(b, f"system[{i}]") for i, b in enumerate(system))
+            sys_content = tuple(anthropic_block(b, f"system[{i}]") for i, b in enumerate(system))
         else:
             raise InvalidTurnError("system must be a string or a list of text blocks", path="system")
         turns.append(_turn("system", sys_content, {}, "system", timestamp))
@@ -319,7 +304,7 @@ def from_anthropic(messages: Any, *, system: str | Sequence[Any] | None = None,
             raise InvalidTurnError(
                 f"content must be a string or a list of blocks, got {type(raw_content).__name__}", path=f"{path}.content"
             )
-        blocks = tuple(_anthropic_block(b, f"{path}.content[{j}]") for j, b in enumerate(raw_content))
+        blocks = tuple(anthropic_block(b, f"{path}.content[{j}]") for j, b in enumerate(raw_content))
         if role == "user" and any(isinstance(b, ToolResultBlock) for b in blocks):
             role = "tool"
         turns.append(_turn(role, blocks, m, path, timestamp))

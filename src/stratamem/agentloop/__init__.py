@@ -12,8 +12,10 @@ Messages lists, before each model call:
 
 from __future__ import annotations
 
-from .compaction import CompactionResult, Compactor, PrepareResult, find_cut_point, history_text, real_user_indices
+from .compaction import Compactor
+from .cut import find_cut_point, history_text, real_user_indices
 from .pruning import PruneStats, is_tool_result_message, prune_tool_results
+from .results import CompactionResult, PrepareResult
 
 __all__ = [
     "CompactionResult",

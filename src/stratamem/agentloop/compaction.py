@@ -31,6 +31,14 @@ feeds the memory (pyramid seal, extracted items) in :mod:`stratamem.agentloop.fe
 how stored turns are recognised and rebuilt after a restart in
 :mod:`stratamem.agentloop.replay`. :meth:`Compactor.prepare_messages` also applies
 the minimum-gain rule (``min_gain_ratio``, cooldown, ``hard_limit``).
+
+This module owns the compactor's state, its token trigger, the gate before
+each model call and the compaction itself (events, fallback, the rebuilt
+list). Its parts live beside it: the live list's stored ids, sync, replay
+matching and resume in :mod:`stratamem.agentloop.live_list`; the plan of one
+cut in :mod:`stratamem.agentloop.plan`; the model calls and the checkpoint
+messages in :mod:`stratamem.agentloop.writer`; what it returns in
+:mod:`stratamem.agentloop.results`.
 """
 
 from __future__ import annotations
@@ -39,116 +47,39 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from ..config import CompactionConfig, LLMConfig, PruningConfig
-from ..errors import BudgetError, CompactionCancelled, ConfigError, NotFoundError, ValidationError
+from ..errors import BudgetError, CompactionCancelled, ConfigError, ValidationError
 from ..events import Event, EventBus, bind_loop
 from ..llm import ChatModel
-from ..tokens import Calibration, Tokenizer, count_message, count_messages, get_tokenizer, truncate_to_tokens
-from .checkpoint import (
-    ACK_TEXT,
-    CHECKPOINT_HEADER,
-    CHECKPOINT_PROMPT,
-    OMITTED_HEADER,
-    UPDATE_PROMPT,
-    files_section,
-    missing_sections,
-    serialize_messages,
-    split_for_model,
-    strip_files_section,
-    track_files,
-)
-from .cut import find_cut_point, history_text, is_synthetic, real_user_indices, tool_steps
-from .feed import feed_memory
-from .pruning import PruneStats, prune_tool_results
-from .replay import ReplayMatcher, stored_messages
 from ..records.conversations import ConversationState
 from ..store.base import ConversationStore
+from ..tokens import Calibration, Tokenizer, count_message, count_messages, get_tokenizer
+from .checkpoint import files_section, missing_sections, track_files
+from .cut import history_text, is_synthetic
+from .feed import feed_memory
+from .live_list import _LiveList
+from .plan import _CutPlanning
+from .pruning import prune_tool_results
+from .replay import ReplayMatcher
+from .results import CompactionResult, PrepareResult
+from .writer import prefix_messages, write_checkpoint
 
 if TYPE_CHECKING:
     from ..memory import Memory
 
-__all__ = ["CompactionResult", "Compactor", "PrepareResult", "find_cut_point", "history_text",
-           "is_synthetic", "real_user_indices"]
+__all__ = ["Compactor"]
 
 log = logging.getLogger("stratamem.agentloop.compaction")
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionResult:
-    """What one call of :meth:`Compactor.compact` did."""
-
-    status: str
-    """``compacted``, ``fallback`` (model failed), ``truncated`` (no model), ``cancelled``, ``not_needed``
-    or ``deferred`` (over the threshold, but the minimum-gain rule or the cooldown put it off)."""
-    compaction_number: int = 0
-    """The checkpoint generation this attempt was for."""
-    tokens_before: int = 0
-    """Calibrated tokens of the request before (system + messages, without the output reserve)."""
-    tokens_after: int = 0
-    """Calibrated tokens of the request after."""
-    messages_before: int = 0
-    """Messages before."""
-    messages_after: int = 0
-    """Messages after."""
-    removed_indices: tuple[int, ...] = ()
-    """Indices (in the list before) of the messages taken out of the prompt."""
-    turn_ids: tuple[int, ...] = ()
-    """Stored turn ids of those messages (when a memory is attached)."""
-    pinned_indices: tuple[int, ...] = ()
-    """Indices kept verbatim because a pre-compaction handler pinned them."""
-    split_turn: bool = False
-    """Whether complete tool steps of the newest turn had to be compacted too."""
-    summary_calls: int = 0
-    """Model calls made for the checkpoint."""
-    summary_input_tokens: int = 0
-    """Input tokens those calls cost (provider-reported, else our count)."""
-    summary_output_tokens: int = 0
-    """Output tokens those calls cost."""
-    missing_sections: tuple[str, ...] = ()
-    """Checkpoint sections the model left out."""
-    error: str | None = None
-    """Why the attempt fell back (error type and message), if it did."""
-    reason: str | None = None
-    """Why a needed compaction was ``deferred`` (the minimum-gain rule or the cooldown)."""
-    sealed_segment: int | None = None
-    """Id of the pyramid segment sealed at this compaction, if one was."""
-    items_extracted: int = 0
-    """Memory items extracted from the new checkpoint."""
-
-
-@dataclass(frozen=True, slots=True)
-class PrepareResult:
-    """What :meth:`Compactor.prepare_messages` did before a model call."""
-
-    pruning: PruneStats
-    """Tool-output pruning counts."""
-    compaction: CompactionResult
-    """Compaction outcome (``not_needed`` when under the threshold)."""
-    tokens: int
-    """Calibrated tokens of the prepared request (without the output reserve)."""
 
 
 def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    """Where a compaction would cut (see :meth:`Compactor._plan`)."""
-
-    starts: list[int]
-    cut: int
-    old: list[int]
-    kept_tail: list[int]
-    split: bool
-    estimate_after: int
-
-
-class Compactor:
+class Compactor(_LiveList, _CutPlanning):
     """Prunes and compacts one live conversation's provider messages; keeps its state.
 
     Args:
@@ -228,57 +159,6 @@ class Compactor:
         if self.states is not None:
             self.states.put(self._state)
 
-    def resume_messages(self, *, system: str | None = None) -> list[dict[str, Any]]:
-        """The live list to continue with after a restart: the checkpoint, then the recent turns.
-
-        Without a memory: the saved checkpoint pair (empty if there is none).
-        With one: the checkpoint pair, then the stored turns the latest
-        compaction kept verbatim and every turn stored since (all stored turns
-        if there was no compaction), in this compactor's provider shape, tool
-        calls and results intact; OpenAI system turns stored before the cut come
-        first. The compactor adopts the list (it is already stored, so nothing
-        is stored twice); append to it and pass it to :meth:`prepare_messages`.
-        If it would exceed the budget it is compacted before it is returned
-        (``threshold - output_reserve``), so the first call fits.
-
-        Args:
-            system: Anthropic system prompt, counted against the budget.
-
-        Raises:
-            BudgetError: The latest request with its newest tool step alone does not fit.
-        """
-        prefix = ([{"role": "user", "content": f"{CHECKPOINT_HEADER}\n\n{self._state.summary}"},
-                   {"role": "assistant", "content": ACK_TEXT}] if self._state.summary else [])
-        if self.memory is None:
-            return prefix
-        try:
-            stored = self.memory.turns(self.session)
-        except NotFoundError:  # no such session yet: nothing stored to resume
-            stored = []
-        cut = self._state.resume_seq
-        head = [t for t in stored if t.seq < cut and t.role == "system"] if self.provider == "openai" else []
-        recent = [t for t in stored if t.seq >= cut]
-        messages: list[dict[str, Any]] = []
-        ids: list[int | None] = []
-        seqs: list[int | None] = []
-        for group in (head, None, recent):
-            if group is None:
-                messages += prefix
-                ids += [None] * len(prefix)
-                seqs += [None] * len(prefix)
-                continue
-            for t in group:
-                rendered = stored_messages([t], self.provider)
-                messages += rendered
-                ids += [t.id] * len(rendered)
-                seqs += [t.seq] * len(rendered)
-        # The list is adopted as already stored; whatever is appended to it is new.
-        self._ids, self._seqs, self._seen = ids, seqs, len(messages)
-        self._replay, self._replay_checked = None, True
-        if self.should_compact(messages, system=system) and real_user_indices(messages):
-            self.compact(messages, system=system)
-        return messages
-
     def history_text(self, messages: Iterable[Mapping[str, Any]], *, last: int = 20) -> str:
         """Reflection text: the saved checkpoint, then the last ``last`` messages."""
         return history_text(messages, self._state.summary, last=last)
@@ -311,72 +191,6 @@ class Compactor:
             usage["output_tokens"] = int(output_tokens)
         self._save(last_usage=usage)
         return factor
-
-    # --- storing ----------------------------------------------------------------------
-
-    def sync(self, messages: Sequence[Mapping[str, Any]]) -> list[int]:
-        """Store (when a memory is attached) and count the messages added since the last call.
-
-        The compactor remembers how far it has seen the live list; append to the
-        list between calls, do not rewrite it. Compaction's own messages are not stored.
-        Messages that repeat stored turns of the session (a history fed back after a
-        restart) take those turns' ids instead of being stored again (see
-        :class:`~stratamem.agentloop.replay.ReplayMatcher`).
-
-        Returns:
-            Stored turn ids of the new messages (empty without a memory).
-
-        Raises:
-            InvalidTurnError: A message cannot be stored (nothing is stored then).
-        """
-        if len(messages) < self._seen:
-            raise ValidationError(f"the message list shrank from {self._seen} to {len(messages)} outside compaction",
-                                  path="messages")
-        new = [(i, m) for i, m in enumerate(messages[self._seen:], self._seen) if not is_synthetic(m)]
-        self._ids.extend([None] * (len(messages) - self._seen))
-        self._seqs.extend([None] * (len(messages) - self._seen))
-        ids: list[int] = []
-        count = self._state.turn_count + len(new)
-        if self.memory is not None and new:
-            new = self._match_replayed(new)
-        if self.memory is not None and new:
-            stored = self.memory.add([dict(m) for _, m in new], session=self.session, format=self.provider)
-            for (i, _), st in zip(new, stored, strict=True):
-                self._ids[i], self._seqs[i] = st.id, st.seq
-            ids = [st.id for st in stored]
-            # The store is the truth: a crash between the add above and the save below
-            # must not leave the count short for good (sequences run 1..n per session).
-            count = stored[-1].seq
-        self._seen = len(messages)
-        if new:
-            self._save(turn_count=count)
-        return ids
-
-    def _match_replayed(self, new: list[tuple[int, Mapping[str, Any]]]) -> list[tuple[int, Mapping[str, Any]]]:
-        """Adopt messages that repeat stored turns (same content, same order); returns the rest.
-
-        A restarted agent that feeds its stored history (or :meth:`resume_messages`)
-        back must not store it twice. On the first sync the session's stored turns
-        are loaded once; the leading new messages that match a run of them take
-        their ids, and matching continues on later syncs until the run ends or a
-        message differs (a fork: from there on everything is stored as new).
-        """
-        if not self._replay_checked:
-            self._replay_checked = True
-            assert self.memory is not None
-            try:
-                stored = self.memory.turns(self.session)
-            except NotFoundError:  # unknown session: nothing to match
-                stored = []
-            self._replay = ReplayMatcher(stored, self.provider) if stored else None
-        if self._replay is None:
-            return new
-        matched, rest = self._replay.match(new)
-        for (i, _), st in matched:
-            self._ids[i], self._seqs[i] = st.id, st.seq
-        if self._replay.done:
-            self._replay = None
-        return rest
 
     # --- the gate ---------------------------------------------------------------------
 
@@ -517,7 +331,9 @@ class Compactor:
             status, checkpoint = "truncated", None
         else:
             try:
-                checkpoint, calls, n_in, n_out = self._summarize([messages[i] for i in old])
+                checkpoint, calls, n_in, n_out = write_checkpoint(self.model, [messages[i] for i in old],
+                                                                  self._state.summary, config=self.config,
+                                                                  llm=self.llm, tokenizer=self.tokenizer)
                 missing = tuple(missing_sections(checkpoint))
                 # Tracked files are facts we know, so they are appended, not left to the model.
                 checkpoint = "\n\n".join(p for p in (checkpoint, files_section(read, modified)) if p)
@@ -530,7 +346,7 @@ class Compactor:
                 status, checkpoint, error = "fallback", None, f"{type(exc).__name__}: {exc}"
                 log.error("compaction %d of %s/%s: summarizer failed (%s); truncating to the recent window",
                           number, self.namespace, self.session, type(exc).__name__)
-        prefix = self._prefix(checkpoint, read, modified, status, len(old))
+        prefix = prefix_messages(checkpoint, read, modified, status, len(old), self._state.summary)
         head = [i for i in range(cut) if self._kept_always(messages[i]) and not is_synthetic(messages[i])]
         middle = sorted(pinned)
         order = head + middle + kept_tail
@@ -575,39 +391,6 @@ class Compactor:
 
     # --- internals --------------------------------------------------------------------
 
-    def _plan(self, messages: Sequence[Mapping[str, Any]], system: str | None) -> _Plan | None:
-        """Where a compaction now would cut and what it would keep; ``None`` if nothing can go.
-
-        Raises:
-            BudgetError: The latest request with its newest step does not fit.
-        """
-        before = self.count(messages, system=system)
-        budget = self.config.threshold - self.config.output_reserve
-        starts = real_user_indices(messages)
-        cut = find_cut_point(messages, self.config.keep_recent_tokens, self.tokenizer)
-        old = [i for i in range(cut) if not self._kept_always(messages[i])]
-        if not starts or (not old and before <= budget):
-            return None
-        read, modified = track_files([messages[i] for i in old], self._state.files_read, self._state.files_modified)
-        reserve = self._prefix_estimate(read, modified)
-        first = list(old)
-        kept_tail, split = self._fit_newest_turn(messages, cut, starts[-1], old, budget, reserve, system)
-        slack = int(self.config.min_gain_ratio * self.config.threshold)
-        if split and slack:
-            # The newest turn had to be cut into anyway: with the minimum-gain rule on, cut
-            # that much deeper, so the request has room to grow before the next compaction
-            # (hysteresis); if that cannot fit, the cut at the budget stands.
-            try:
-                trial = list(first)
-                deeper = self._fit_newest_turn(messages, cut, starts[-1], trial, budget - slack, reserve, system)
-                kept_tail, split = deeper
-                old[:] = trial
-            except BudgetError:
-                pass
-        head = [m for i, m in enumerate(messages[:cut]) if self._kept_always(m) and not is_synthetic(m)]
-        after = self.count(head + [messages[i] for i in kept_tail], system=system) + reserve
-        return _Plan(starts, cut, old, kept_tail, split, after)
-
     def _after_compaction(self, status: str, checkpoint: str | None, old_ids: tuple[int, ...],
                           after: int) -> tuple[int | None, int]:
         """Restart the cooldown and feed the memory (:func:`~stratamem.agentloop.feed.feed_memory`)."""
@@ -620,104 +403,3 @@ class Compactor:
             self.events.emit(Event("compaction.feed_failed", {"session": self.session, "errors": [
                 ":".join(p.split(":", 2)[:2]) for p in problems]}, namespace=self.namespace))
         return sealed, extracted
-
-    def _kept_always(self, message: Mapping[str, Any]) -> bool:
-        """System messages stay; compaction's own messages are replaced, never summarized."""
-        return message.get("role") in ("system", "developer") or is_synthetic(message)
-
-    def _prefix_estimate(self, read: Sequence[str], modified: Sequence[str]) -> int:
-        files = files_section(read, modified)
-        body = self.config.checkpoint_max_tokens + self.tokenizer.count(files) + 64
-        return self.calibration.adjust(self.agent_model, body + count_message(
-            {"role": "assistant", "content": ACK_TEXT}, self.tokenizer))
-
-    def _fit_newest_turn(self, messages: Sequence[Mapping[str, Any]], cut: int, last_start: int, old: list[int],
-                         budget: int, reserve: int, system: str | None) -> tuple[list[int], bool]:
-        """Indices kept after the prefix; moves old steps of the newest turn into ``old`` if needed."""
-        tail = list(range(cut, len(messages)))
-        head = [m for i, m in enumerate(messages[:cut]) if self._kept_always(m) and not is_synthetic(m)]
-
-        def fits(idx: list[int]) -> bool:
-            return self.count(head + [messages[i] for i in idx], system=system) + reserve <= budget
-
-        if fits(tail):
-            return tail, False
-        old.extend(i for i in range(cut, last_start) if not self._kept_always(messages[i]))
-        steps = tool_steps(messages, last_start + 1, len(messages))
-        if not steps and fits([last_start]):
-            # The newest turn is the request alone (no step yet): it is all that must stay.
-            old.sort()
-            return [last_start], cut < last_start
-        for k in range(len(steps)):
-            keep = [last_start] + [i for a, b in steps[k:] for i in range(a, b)]
-            if fits(keep):
-                old.extend(i for a, b in steps[:k] for i in range(a, b))
-                old.sort()
-                return keep, k > 0 or cut < last_start
-        need = self.count(head + [messages[last_start]] + [messages[i] for i in range(*steps[-1])]
-                          if steps else head + [messages[last_start]], system=system) + reserve
-        raise BudgetError(f"the latest user request and its newest tool step need {need:,} tokens with the "
-                          f"checkpoint; the budget is {budget:,} (threshold - output_reserve). Prune tool "
-                          f"output or raise the threshold")
-
-    def _pinned(self, messages: Sequence[Mapping[str, Any]], answers: list[Any], old: list[int],
-                starts: list[int]) -> set[int]:
-        """Whole turns holding the indices handlers returned (only turns that were going to leave)."""
-        wanted: set[int] = set()
-        for answer in answers:
-            if answer is None:
-                continue
-            if isinstance(answer, int) or not isinstance(answer, Iterable):
-                raise ValidationError("a compaction.before handler must return None or message indices")
-            wanted.update(int(i) for i in answer)
-        if not wanted:
-            return set()
-        old_set = set(old)
-        bounds = sorted(set([0] + starts + [len(messages)]))
-        pinned: set[int] = set()
-        for a, b in zip(bounds, bounds[1:], strict=False):
-            turn = set(range(a, b))
-            if turn & wanted and turn <= old_set | {i for i in turn if self._kept_always(messages[i])}:
-                pinned |= turn & old_set
-        return pinned
-
-    def _summarize(self, old: Sequence[Mapping[str, Any]]) -> tuple[str, int, int, int]:
-        assert self.model is not None
-        transcript = serialize_messages(old, tool_result_chars=self.config.summary_tool_result_chars)
-        previous = strip_files_section(self._state.summary) if self._state.summary else None
-        limit = max(1000, self.llm.max_input_tokens - self.config.checkpoint_max_tokens - 1000)
-        parts = split_for_model(transcript, limit, self.tokenizer) or ["(no messages)"]
-        calls = n_in = n_out = 0
-        for part in parts:
-            if previous:
-                system = UPDATE_PROMPT
-                body = f"## Current checkpoint\n\n{previous}\n\n# New messages\n\n{part}"
-            else:
-                system, body = CHECKPOINT_PROMPT, f"# Conversation transcript\n\n{part}"
-            out = self.model.complete(system, [{"role": "user", "content": body}],
-                                      max_tokens=self.config.checkpoint_max_tokens)
-            calls += 1
-            n_in += out.input_tokens if out.input_tokens is not None else self.tokenizer.count(system + body)
-            n_out += out.output_tokens if out.output_tokens is not None else self.tokenizer.count(out.text)
-            previous = out.text.strip()
-        if self.tokenizer.count(previous or "") > self.config.checkpoint_max_tokens:
-            # A model may ignore max_tokens; the prompt budget must not depend on it.
-            previous = truncate_to_tokens(previous or "", self.config.checkpoint_max_tokens, self.tokenizer)
-        return previous or "", calls, n_in, n_out
-
-    def _prefix(self, checkpoint: str | None, read: Sequence[str], modified: Sequence[str], status: str,
-                removed: int) -> list[dict[str, Any]]:
-        files = files_section(read, modified)
-        if checkpoint is not None:
-            return [{"role": "user", "content": f"{CHECKPOINT_HEADER}\n\n{checkpoint}"},
-                    {"role": "assistant", "content": ACK_TEXT}]
-        why = ("no summarizer is configured" if status == "truncated"
-               else "the summarizer failed, so no new summary could be written")
-        note = (f"{OMITTED_HEADER}\n{removed} earlier messages were left out of this prompt because {why}; "
-                "they are kept in the conversation's store.")
-        previous = strip_files_section(self._state.summary) if self._state.summary else None
-        if previous:
-            note += f"\n\nThe last summary written before them:\n\n{previous}"
-        if files:
-            note += f"\n\n{files}"
-        return [{"role": "user", "content": note}, {"role": "assistant", "content": ACK_TEXT}]

@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from ..records.items import ITEM_TYPES, SCOPES, TIERS
-from ..items.metrics import PyramidMetrics, pyramid_prometheus, to_prometheus
+from ..items.metrics import to_prometheus
+from ..pyramid.metrics import PyramidMetrics, pyramid_prometheus
 from . import Settings, emit_json, pass_settings
 
 __all__ = ["register"]

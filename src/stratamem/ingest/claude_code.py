@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import StratamemError
-from ..providers import _anthropic_block as anthropic_block
+from ..providers import anthropic_block
 from ..records import (
     Block,
     ImageBlock,

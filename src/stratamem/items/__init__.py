@@ -7,7 +7,7 @@
 :mod:`~stratamem.items.review` (supersession, review, prune),
 :mod:`~stratamem.items.status` (suggestions) and :mod:`~stratamem.items.search`
 (content terms, the full-text query, the vector index). :mod:`~stratamem.items.metrics`
-renders item and pyramid metrics as Prometheus text. The values they return
+renders item metrics as Prometheus text (the pyramid's are :mod:`stratamem.pyramid.metrics`). The values they return
 (:class:`~stratamem.records.MemoryItem`, :class:`~stratamem.records.RecallResult`, ...)
 are records (:mod:`stratamem.records.items`).
 """
@@ -15,6 +15,6 @@ are records (:mod:`stratamem.records.items`).
 from __future__ import annotations
 
 from .api import Items
-from .metrics import PyramidMetrics, pyramid_prometheus, to_prometheus
+from .metrics import to_prometheus
 
-__all__ = ["Items", "PyramidMetrics", "pyramid_prometheus", "to_prometheus"]
+__all__ = ["Items", "to_prometheus"]

@@ -34,6 +34,11 @@ emits ``embed.failed`` and also marks the node ``failed``
 retries it. With ``auto_extract_facts``, a segment's key facts also become
 memory items (auto-extracted, cold, awaiting review), where the store keeps items.
 
+This module owns the structure: :class:`Pyramid` itself and its one write
+transaction (seal, consolidate, tier moves with their archive writes). Its
+other parts live beside it: the plan a configuration asks for in
+:mod:`stratamem.pyramid.plan`, summaries in :mod:`stratamem.pyramid.summaries`,
+the read API (nodes, expansion, statistics) in :mod:`stratamem.pyramid.reads`.
 Tier rules are in :mod:`stratamem.pyramid.tiers`, the archive in :mod:`stratamem.pyramid.archive`,
 retention in :mod:`stratamem.pyramid.retention`, the prompt view with seed 002's
 escalation in :mod:`stratamem.pyramid.escalation`.
@@ -42,178 +47,41 @@ escalation in :mod:`stratamem.pyramid.escalation`.
 from __future__ import annotations
 
 import logging
-import math
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .archive import Archive, is_reference, reference_record
 from ..config import Config
 from ..embed import model_name
 from ..embed.prefetch import PrefetchedEmbedder
-from ..errors import ArchiveError, ConfigError, DecodeError, ModelError, StratamemError, ValidationError
+from ..errors import ConfigError
 from ..events import Event, EventBus
-from ..items.search import embed_texts
-from ..records.nodes import Node, TierStats
-from ..records import StoredTurn
-from .segment import FixedSegmenter, Seal, Segmenter, TopicSegmenter, UserTurnSegmenter
-from .spend import LevelSpend, SummarySpend
-from ..store.new_rows import NewNode
 from ..records import Summary
+from ..records.nodes import Node
+from ..store.new_rows import NewNode
 from ..summarize import Summarizer
 from ..summarize.extractive import ExtractiveSummarizer
-from ..summarize.facts import item_facts
-from ..summarize.heuristic import HeuristicSummarizer
-from .tiers import decode_turns, encode_turns, plan_tiers, turn_from_record
-from .turn_vectors import turn_mean_vectors
 from ..tokens import Tokenizer
+from .archive import Archive, reference_record
+from .plan import make_summarizer, plan_for
+from .reads import _Reads
+from .segment import Seal
+from .summaries import _Summaries
+from .tiers import encode_turns, plan_tiers
 
-__all__ = ["Expansion", "LevelRule", "LevelStats", "Plan", "Pyramid", "make_summarizer", "plan_for"]
+__all__ = ["Pyramid"]
 
 log = logging.getLogger("stratamem.pyramid")
-
-_SUMMARY_GROUP = 64
-"""Nodes of one level summarized before their texts to embed (summaries, key facts) go in one call."""
-
-_MIN_SUMMARY_TOKENS = 24
-
-
-@dataclass(frozen=True, slots=True)
-class LevelRule:
-    """When pending nodes of the level below are consolidated into one node of this level."""
-
-    kind: str
-    """Kind of the consolidation (``mini``, ``macro``, ``bulk``)."""
-    min_turns: int = 0
-    """Consolidate the oldest pending nodes as soon as they cover at least this many turns."""
-    children: int = 0
-    """Or: merge this many oldest pending nodes …"""
-    over_tokens: int = 0
-    """… once the pending nodes' summaries (estimated) exceed this many tokens (seed 002)."""
-
-    def take(self, pending: Sequence[Node], estimate: Callable[[Node], int]) -> int:
-        """How many of the oldest ``pending`` nodes to consolidate now (0: none)."""
-        if self.min_turns:
-            total = 0
-            for i, node in enumerate(pending):
-                total += node.turn_count
-                if total >= self.min_turns:
-                    return i + 1
-            return 0
-        if len(pending) >= self.children and sum(estimate(n) for n in pending) > self.over_tokens:
-            return self.children
-        return 0
-
-
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """How a configuration shapes the tree."""
-
-    segmenter: Segmenter
-    """Level-1 rule."""
-    levels: tuple[LevelRule, ...]
-    """Rules for levels 2, 3, …"""
-
-
-@dataclass(frozen=True, slots=True)
-class LevelStats:
-    """Size and compression of one level."""
-
-    level: int
-    """Level (1 = segments)."""
-    nodes: int
-    """Nodes at the level."""
-    turns: int
-    """Turns they cover."""
-    tokens: int
-    """Exact tokens of those turns."""
-    summarized: int
-    """Nodes with a summary."""
-    summarized_tokens: int
-    """Turn tokens under the summarized nodes."""
-    summary_tokens: int
-    """Tokens of their summaries."""
-
-    @property
-    def compression_ratio(self) -> float:
-        """Turn tokens per summary token over the summarized nodes (0.0 when none is summarized)."""
-        return self.summarized_tokens / self.summary_tokens if self.summary_tokens else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
-        out["compression_ratio"] = round(self.compression_ratio, 3)
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class Expansion:
-    """The full turns of a node and where each segment's turns were read from."""
-
-    turns: list[StoredTurn]
-    """The turns, in order."""
-    sources: Mapping[int, str] = field(default_factory=dict)
-    """Per segment expanded: ``turns`` (the canonical table), ``warm`` (its warm encoding) or ``archive``."""
-    fallbacks: Mapping[int, str] = field(default_factory=dict)
-    """Segments whose tier copy could not be read (the error), read from the canonical turns instead."""
-
-
-def plan_for(config: Config) -> Plan:
-    """The segmenter and consolidation rules a configuration asks for.
-
-    ``pyramid``: fixed segments of ``micro_chunk_size`` turns, then mini and macro
-    consolidations of at least ``mini_chunk_size`` / ``macro_chunk_size`` turns.
-    ``topics``: topic segments, then bulks of ``bulk_merge_size`` topics once the
-    topics' summaries exceed the historical-topic share of the context budget.
-    ``custom``: the configured ``segmenter`` with mini and macro levels.
-    """
-    p, c = config.pyramid, config.context
-    if p.preset == "topics" or (p.preset == "custom" and p.segmenter == "topic"):
-        current = c.current_share * c.default_budget
-        segmenter: Segmenter = TopicSegmenter(p.boundary_phrases, timedelta(minutes=p.silence_minutes),
-                                              max(1, int(p.topic_token_threshold * current)))
-    elif p.preset == "custom" and p.segmenter == "user_turn":
-        segmenter = UserTurnSegmenter()
-    else:
-        segmenter = FixedSegmenter(p.micro_chunk_size)
-    if p.preset == "topics":
-        levels: tuple[LevelRule, ...] = (LevelRule("bulk", children=p.bulk_merge_size,
-                                                   over_tokens=int(c.history_share * c.default_budget)),)
-    else:
-        levels = (LevelRule("mini", min_turns=p.mini_chunk_size), LevelRule("macro", min_turns=p.macro_chunk_size))
-    return Plan(segmenter, levels)
-
-
-def make_summarizer(config: Config, tokenizer: Tokenizer, *, summarizer: Summarizer | None = None) -> Summarizer:
-    """The summarizer ``config.pyramid.summarizer`` names, or ``summarizer`` if given.
-
-    The ``llm`` strategy needs a model, which is never built from a string:
-    pass ``summarizer=LLMSummarizer(model, tokenizer)``.
-
-    Raises:
-        ConfigError: ``llm`` is configured but no summarizer instance was passed.
-    """
-    if summarizer is not None:
-        return summarizer
-    name = config.pyramid.summarizer
-    if name == "heuristic":
-        return HeuristicSummarizer(tokenizer)
-    if name == "extractive":
-        return ExtractiveSummarizer(tokenizer)
-    raise ConfigError("pyramid.summarizer is 'llm': pass summarizer=LLMSummarizer(chat_model, tokenizer) "
-                      "(the model named by pyramid.summarization_model or llm.model)")
 
 
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-class Pyramid:
+class Pyramid(_Summaries, _Reads):
     """Segments, consolidations, tiers and summaries of one namespace.
 
     Args:
@@ -263,14 +131,6 @@ class Pyramid:
         self._item_api: Any = None
         # (id, timestamp) of the newest turn seen and the newest timestamp so far: see _reference().
         self._newest: tuple[int, datetime | None, datetime | None] = (0, None, None)
-
-    # --- budgets -------------------------------------------------------------------------
-
-    def summary_budget(self, node: Node) -> int:
-        """Summary tokens allowed for a node: a share of its turns, capped by the level's target."""
-        p = self.config.pyramid
-        cap = p.topic_summary_tokens if node.level == 1 else p.bulk_summary_tokens
-        return max(1, min(cap, max(_MIN_SUMMARY_TOKENS, math.ceil(node.tokens * p.summary_ratio))))
 
     def _estimate(self, node: Node) -> int:
         return node.summary_tokens if node.summary_tokens is not None else self.summary_budget(node)
@@ -471,428 +331,3 @@ class Pyramid:
         if summary is None:
             return None
         return self.tokenizer.count(summary.text) + sum(self.tokenizer.count(f.text) for f in summary.key_facts)
-
-    # --- summaries -------------------------------------------------------------------------
-
-    def summarize_pending(self, *, include_hot: bool | None = None) -> int:
-        """Summarize nodes that need a summary now; returns how many were summarized.
-
-        With ``defer_summarization`` hot segments wait until they are demoted
-        (or until a consolidation needs them); ``include_hot=True`` summarizes them too.
-        """
-        defer = self.config.pyramid.defer_summarization if include_hot is None else not include_hot
-        if not self.config.pyramid.auto_summarize:
-            return 0
-        todo = [n for n in self._nodes.list(self.namespace, status="pending")
-                if not (n.level == 1 and defer and n.tier == "hot")]
-        segments = [n for n in todo if n.level == 1]
-        done = 0
-        # Segments first, in groups: every summary of a group is made, then all their
-        # texts to embed (summaries, key facts) go to the encoder in one call, then each
-        # node is written as before. Consolidations follow; they read their children's
-        # summaries from the store, which are all written by then.
-        for lo in range(0, len(segments), _SUMMARY_GROUP):
-            made = [(n, self._make_summary(n)) for n in segments[lo:lo + _SUMMARY_GROUP]]
-            done += self._finish_group(made)
-        # Consolidations the same way, one level at a time (a merge reads its children's
-        # summaries, so a level is written before the next is made): their summaries
-        # were embedded one text per call, one encoder thread idle (issue 12).
-        merges = sorted((n for n in todo if n.level > 1), key=lambda n: (n.level, n.id))
-        for level in dict.fromkeys(n.level for n in merges):
-            nodes = [n for n in merges if n.level == level]
-            for lo in range(0, len(nodes), _SUMMARY_GROUP):
-                made = []
-                for node in nodes[lo:lo + _SUMMARY_GROUP]:
-                    done_children, m = self._make_merge(node)
-                    done += done_children
-                    made.append((node, m))
-                done += self._finish_group(made)
-        return done
-
-    def _finish_group(self, made: list[tuple[Node, tuple[Summary, list[str]] | None]]) -> int:
-        """Embed a group's texts in one call, then write each node; returns how many were written."""
-        self._prefetch(made)
-        done = 0
-        try:
-            for node, m in made:
-                if m is not None:
-                    done += self._finish_summary(node, *m)
-        finally:
-            if self._batched is not None:
-                self._batched.clear()
-            self._derived.clear()
-        return done
-
-    def _prefetch(self, made: list[tuple[Node, tuple[Summary, list[str]] | None]]) -> None:
-        """Embed, in one call, every text :meth:`_finish_summary` will embed for these nodes' summaries."""
-        if self._batched is None:
-            return
-        if self.config.pyramid.auto_embed:
-            # Summary vectors from the turns' stored vectors (one read for the group); only
-            # the summaries that cannot have one are embedded from their text.
-            wanted = {node.id: self._nodes.turn_ids(self.namespace, node.id)
-                      for node, m in made if m is not None and m[0].text}
-            got = turn_mean_vectors(self.store, self.namespace, self._model, wanted)
-            self._derived = {node_id: got.get(node_id) for node_id in wanted}
-        texts: list[str] = []
-        for node, m in made:
-            if m is None:
-                continue
-            summary, errors = m
-            # Only segments are mined for items (see _finish_summary).
-            if node.level == 1 and not errors and self.config.pyramid.auto_extract_facts:
-                texts += [f.text for f in item_facts(summary)]
-            if self.config.pyramid.auto_embed and summary.text and self._derived.get(node.id) is None:
-                texts.append(summary.text)
-        self._batched.fill(texts)
-
-    def summarize_nodes(self, node_ids: Iterable[int]) -> int:
-        """Summarize the given nodes again now (after a forget rebuilt them); returns how many were summarized.
-
-        Nodes are taken lowest level first, so a consolidation merges its
-        children's new summaries. Unknown ids are skipped.
-        """
-        wanted = set(node_ids)
-        done = 0
-        for node in sorted((n for n in self._nodes.list(self.namespace) if n.id in wanted),
-                           key=lambda n: (n.level, n.id)):
-            done += self._summarize(self._nodes.get(self.namespace, node.id), force=True)
-        return done
-
-    def retry_failed(self) -> int:
-        """Summarize (and embed) again every ``failed`` node; returns how many now succeeded.
-
-        This is the only retry: adds never re-run a failed node, so a model that
-        keeps failing costs one failed call per node, not one per add.
-        """
-        ok = 0
-        for node in self._nodes.list(self.namespace, status="failed"):
-            self._summarize(node, force=True)
-            ok += self._nodes.get(self.namespace, node.id).summary_status == "ok"
-        return ok
-
-    def _summarize(self, node: Node, *, force: bool = False) -> int:
-        """Summarize one node (children first); returns the number of nodes summarized.
-
-        Never raises for a summarizer, embedder or item failure: the node records
-        it (``failed``, with the error) and an event says so. Only a store
-        failure while writing the result propagates.
-        """
-        done = 0
-        if node.level == 1:
-            made = self._make_summary(node)
-        else:
-            done, made = self._make_merge(node)
-        return done + (self._finish_summary(node, *made) if made is not None else 0)
-
-    def _make_merge(self, node: Node) -> tuple[int, tuple[Summary, list[str]] | None]:
-        """A consolidation's summary merged from its children's (pending children summarized first).
-
-        Returns how many children were summarized on the way, and the summary
-        with its errors (``None`` if none could be made, recorded).
-        """
-        done = 0
-        children = self._nodes.list(self.namespace, parent_id=node.id)
-        for child in children:
-            # A child that already failed without a summary waits for retry_failed, like every failure.
-            if child.summary is None and child.summary_status == "pending":
-                done += self._summarize(child)
-        parts = [p for p in (self._nodes.get(self.namespace, c.id).summary for c in children) if p is not None]
-        budget, top = self.summary_budget(node), node.level == len(self.plan.levels) + 1
-        return done, self._run_summarizer(node, lambda s: s.merge(parts, max_tokens=budget, executive=top))
-
-    def _make_summary(self, node: Node) -> tuple[Summary, list[str]] | None:
-        """A segment's summary and the errors met making it; ``None`` if none could be made (recorded)."""
-        budget = self.summary_budget(node)
-        try:
-            turns = self.expand(node.id)
-        except StratamemError as exc:
-            self._failed(node, f"turns unavailable: {type(exc).__name__}: {exc}", exc)
-            return None
-        return self._run_summarizer(node, lambda s: s.summarize(turns, max_tokens=budget))
-
-    def _run_summarizer(self, node: Node, run: Callable[[Summarizer], Summary]) -> tuple[Summary, list[str]] | None:
-        """``run`` with the summarizer, else with the fallback; ``None`` (recorded) when both fail."""
-        errors: list[str] = []
-        try:
-            summary = run(self.summarizer)
-        except Exception as exc:  # any failure of a pluggable summarizer: fall back, keep it visible
-            self._record_spend(node.level)  # a failed answer still cost its tokens
-            errors.append(f"{type(exc).__name__}: {exc}")
-            self._emit(self._event("summarizer.failed", node_id=node.id, level=node.level,
-                                   summarizer=self.summarizer.name, error=type(exc).__name__))
-            try:
-                summary = run(self.fallback)
-            except Exception as again:  # the fallback is ours, but add() must not see its bug either
-                # Already reported as summarizer.failed just above: record it, no second event.
-                self._nodes.set_status(self.namespace, node.id, "failed",
-                                       f"{errors[0]}; fallback {type(again).__name__}: {again}")
-                return None
-        if not errors:
-            self._record_spend(node.level)
-        return summary, errors
-
-    def _finish_summary(self, node: Node, summary: Summary, errors: list[str]) -> int:
-        """Extract the segment's items, embed the summary and store it; returns 1."""
-        errors = list(errors)
-        if not errors and node.level == 1:
-            # Only a summary that stands is mined for items: a fallback's facts would be
-            # joined by the retry's, two wordings of the same knowledge.
-            if (extract_error := self._extract_items(node, summary)) is not None:
-                errors.append(extract_error)
-        embedding, embed_error = self._embed(node, summary.text)
-        if embed_error is not None:
-            errors.append(embed_error)
-        tokens = self.tokenizer.count(summary.text)
-        view = self._cold_tokens(summary) if node.tier == "cold" else None
-        self._nodes.set_summary(self.namespace, node.id, summary, tokens=tokens,
-                                status="failed" if errors else "ok", error="; ".join(errors) or None,
-                                view_tokens=view, embedding=embedding)
-        return 1
-
-    def _record_spend(self, level: int) -> None:
-        """Add the summarizer's model usage since the last record to the level's spend."""
-        take = getattr(self.summarizer, "take_usage", None)
-        if take is None:
-            return  # a local strategy: no model, no spend
-        calls, n_in, n_out = take()
-        if calls or n_in or n_out:
-            self._nodes.add_spend(self.namespace, level, calls=calls, input_tokens=n_in, output_tokens=n_out)
-
-    def spend(self) -> SummarySpend:
-        """Model calls and tokens spent on summaries (per level), beside the prompt tokens they save."""
-        turn_tokens, summary_tokens = self._nodes.summarized_tokens(self.namespace)
-        return SummarySpend(self.namespace, tuple(LevelSpend(*row) for row in self._nodes.spend(self.namespace)),
-                            turn_tokens, summary_tokens)
-
-    def failed_count(self) -> int:
-        """Nodes whose summary failed (an extractive fallback stands in until :meth:`retry_failed`)."""
-        return self._nodes.failed_count(self.namespace)
-
-    def _failed(self, node: Node, error: str, exc: BaseException) -> int:
-        """Record that no summary could be made at all (the node keeps what it had); returns 0."""
-        self._emit(self._event("summarizer.failed", node_id=node.id, level=node.level,
-                               summarizer=self.summarizer.name, error=type(exc).__name__))
-        self._nodes.set_status(self.namespace, node.id, "failed", error)
-        return 0
-
-    def _extract_items(self, node: Node, summary: Summary) -> str | None:
-        """Store a segment's key facts as cold, auto-extracted memory items; returns the error, if any.
-
-        Runs when ``auto_extract_facts`` is on. Each fact
-        is typed by :func:`~stratamem.summarize.facts.fact_type` and keeps its
-        source turn as provenance; ``Items.extract_facts`` skips facts the
-        namespace already has, so re-summarizing or retrying adds nothing twice.
-        A failure emits ``items.extract_failed`` and is recorded on the node
-        (status ``failed``, so :meth:`retry_failed` tries again); the summary and
-        the turns stay.
-        """
-        if not self.config.pyramid.auto_extract_facts:
-            return None
-        facts = [(f.text, f.type, (f.turn_id,)) for f in item_facts(summary)]
-        if not facts:
-            return None
-        try:
-            self._items().extract_facts(facts, session=node.session)
-        except Exception as exc:  # the items store runs the pluggable embedder too; record, never raise
-            self.events.emit(self._event("items.extract_failed", node_id=node.id, error=type(exc).__name__))
-            return f"item extraction failed: {type(exc).__name__}: {exc}"
-        return None
-
-    def _items(self) -> Any:
-        if self._item_api is None:
-            from ..items.api import Items
-
-            self._item_api = Items(self.store, self.namespace, tokenizer=self.tokenizer, config=self.config.items,
-                                   embedder=self._batched, events=self.events)
-        return self._item_api
-
-    def _embed(self, node: Node, text: str) -> tuple[bytes | None, str | None]:
-        """The summary's vector, or the error that stopped it (``embed.failed`` emitted).
-
-        The vector is the direction of the node's turns' stored vectors when
-        they all have one (:mod:`.turn_vectors`); otherwise the text is embedded.
-        """
-        if self._batched is None or not self.config.pyramid.auto_embed or not text:
-            return None, None
-        if node.id in self._derived:  # looked up with its group in _prefetch
-            derived = self._derived.pop(node.id)
-        else:  # a node written on its own (summarize_nodes, retry_failed)
-            derived = turn_mean_vectors(self.store, self.namespace, self._model,
-                                        {node.id: self._nodes.turn_ids(self.namespace, node.id)}).get(node.id)
-        if derived is not None:
-            return derived.tobytes(), None
-        try:
-            # The one wrapper for pluggable embedders: any failure, or a wrong shape, is a ModelError.
-            vec = embed_texts(self._batched, [text])
-        except ModelError as exc:
-            self._emit(self._event("embed.failed", node_id=node.id, error=type(exc).__name__))
-            return None, f"embedding failed: {exc}"
-        return vec[0].tobytes(), None
-
-    # --- reading ---------------------------------------------------------------------------
-
-    def nodes(self, *, level: int | None = None, tier: str | None = None, session: str | None = None,
-              newest_first: bool = False, limit: int | None = None) -> list[Node]:
-        """Nodes of the namespace, filtered, in creation order (oldest first unless ``newest_first``).
-
-        Raises:
-            ValidationError: Unknown tier or a level below 1.
-        """
-        if tier is not None and tier not in ("hot", "warm", "cold"):
-            raise ValidationError(f"unknown tier {tier!r} (expected hot, warm or cold)")
-        if level is not None and level < 1:
-            raise ValidationError("level must be at least 1")
-        return self._nodes.list(self.namespace, level=level, tier=tier, session=session,
-                                newest_first=newest_first, limit=limit)
-
-    def node(self, node_id: int) -> Node:
-        """One node.
-
-        Raises:
-            NotFoundError: No such node in this namespace.
-        """
-        return self._nodes.get(self.namespace, node_id)
-
-    def children(self, node_id: int) -> list[Node]:
-        """Nodes a consolidation merges, oldest first (empty for segments)."""
-        self.node(node_id)
-        return self._nodes.list(self.namespace, parent_id=node_id)
-
-    def turn_ids(self, node_id: int) -> list[int]:
-        """Provenance: ids of the turns a node covers, ascending."""
-        self.node(node_id)
-        return self._nodes.turn_ids(self.namespace, node_id)
-
-    def embedding(self, node_id: int) -> np.ndarray | None:
-        """The node's summary embedding (float32), or ``None``."""
-        raw = self._nodes.embedding(self.namespace, self.node(node_id).id)
-        return np.frombuffer(raw, dtype=np.float32) if raw else None
-
-    def open_turns(self, session: str) -> list[StoredTurn]:
-        """Turns of ``session`` not yet sealed into a segment (the current topic)."""
-        return self.store.turns(self.namespace, session, min_seq=self._nodes.sealed_seq(self.namespace, session) + 1)
-
-    def expand(self, node_id: int) -> list[StoredTurn]:
-        """The full turns a node covers, from wherever its tier holds them (see :meth:`expansion`).
-
-        Raises:
-            NotFoundError: No such node.
-            ArchiveError: Neither the tier's copy nor the canonical turns are complete.
-        """
-        return self.expansion(node_id).turns
-
-    def expansion(self, node_id: int) -> Expansion:
-        """The full turns a node covers, and where each segment's turns came from.
-
-        Hot segments read the canonical turns, warm ones decode their warm
-        content, cold ones read their archive frame; a consolidation expands
-        its children in order. When a tier's copy cannot be read (archive file
-        deleted, corrupt frame, undecodable warm content) the canonical turns
-        are used if all of them are still in the store: ``sources`` then says
-        ``turns``, ``fallbacks`` holds the error, and an ``expand.fallback``
-        event is emitted.
-
-        Raises:
-            NotFoundError: No such node.
-            ArchiveError: The tier's copy is gone or unreadable and the canonical
-                turns were deleted by retention.
-        """
-        node = self.node(node_id)
-        if node.level > 1:
-            parts = [self.expansion(c.id) for c in self.children(node_id)]
-            return Expansion([t for part in parts for t in part.turns],
-                             {k: v for part in parts for k, v in part.sources.items()},
-                             {k: v for part in parts for k, v in part.fallbacks.items()})
-        ids = self._nodes.turn_ids(self.namespace, node_id)
-        problem: StratamemError | None = None
-        try:
-            copy = self._tier_copy(node, ids)
-        except (ArchiveError, DecodeError) as exc:
-            copy, problem = None, exc
-        if copy is not None:
-            return Expansion(copy[1], {node_id: copy[0]})
-        turns = self.store.turns(self.namespace, ids=ids)
-        if len(turns) != len(ids):
-            gone = (f"node {node_id}: {len(ids) - len(turns)} turns were deleted by retention and "
-                    "their archived content is gone")
-            if problem is not None:
-                raise ArchiveError(f"{gone} ({problem})") from problem
-            raise ArchiveError(gone)
-        if problem is None:
-            return Expansion(turns, {node_id: "turns"})
-        self._emit(self._event("expand.fallback", node_id=node_id, tier=node.tier, error=type(problem).__name__))
-        return Expansion(turns, {node_id: "turns"}, {node_id: f"{type(problem).__name__}: {problem}"})
-
-    def _tier_copy(self, node: Node, ids: list[int]) -> tuple[str, list[StoredTurn]] | None:
-        """``(source, turns)`` from a warm or cold segment's own copy; ``None`` when it has none."""
-        if node.tier == "warm":
-            warm = self._nodes.warm_content(self.namespace, node.id)
-            if warm is not None:
-                known = self.store.turns(self.namespace, ids=ids) if warm[0] == "ctf" else None
-                return "warm", decode_turns(warm[0], warm[1], self.namespace, known)
-        if node.tier == "cold" and node.archive_ref is not None and self.archive is not None:
-            return "archive", self.archived_turns(self.archive.read_node(node.archive_ref, node.id))
-        return None
-
-    def archived_turns(self, records: Sequence[Mapping[str, Any]]) -> list[StoredTurn]:
-        """The turns of a segment's archive records: references read from the turns table, full records decoded.
-
-        Raises:
-            ArchiveError: A referenced turn is no longer in the store.
-            DecodeError: A full record is malformed.
-        """
-        ids: list[int | None] = []
-        for r in records:
-            raw = r.get("id") if is_reference(r) else None
-            ids.append(raw if isinstance(raw, int) and not isinstance(raw, bool) else None)
-            if is_reference(r) and ids[-1] is None:
-                raise DecodeError(f"malformed archive reference {r!r}")
-        wanted = [i for i in ids if i is not None]
-        held = {st.id: st for st in self.store.turns(self.namespace, ids=wanted)} if wanted else {}
-        out: list[StoredTurn] = []
-        for r, turn_id in zip(records, ids, strict=True):
-            if turn_id is None:
-                out.append(turn_from_record(r, self.namespace))  # type: ignore[arg-type]
-            elif turn_id in held:
-                out.append(held[turn_id])
-            else:
-                raise ArchiveError(f"archived turn {turn_id} is no longer in the store")
-        return out
-
-    def stats(self) -> list[TierStats]:
-        """Storage statistics per tier, plus ``open`` for turns not yet sealed."""
-        raw = self._nodes.tier_raw_bytes(self.namespace)
-        archive = self.archive.size_bytes() if self.archive is not None else 0
-        out = []
-        seen = {r[0]: r for r in self._nodes.tier_sizes(self.namespace)}
-        for tier in ("hot", "warm", "cold"):
-            _, nodes, turns, tokens, view, warm_bytes, summary_bytes = seen.get(tier, (tier, 0, 0, 0, 0, 0, 0))
-            if tier == "hot":
-                view, size = tokens, raw.get(tier, 0)
-            elif tier == "warm":
-                size = warm_bytes + summary_bytes
-            else:
-                size = archive + summary_bytes
-            out.append(TierStats(tier, nodes, turns or 0, tokens or 0, view or 0, size, raw.get(tier, 0)))
-        ns = self.store.stats(self.namespace)
-        sealed_turns = sum(s.turns for s in out)
-        sealed_tokens = sum(s.tokens for s in out)
-        open_bytes = ns.text_bytes - sum(raw.values())
-        out.append(TierStats("open", 0, ns.turns - sealed_turns, ns.tokens - sealed_tokens,
-                             ns.tokens - sealed_tokens, open_bytes, open_bytes))
-        return out
-
-    def level_stats(self) -> list[LevelStats]:
-        """Size and summary compression per level."""
-        out = []
-        for level in self._nodes.levels(self.namespace):
-            nodes = self._nodes.list(self.namespace, level=level)
-            done = [n for n in nodes if n.summary_tokens is not None]
-            out.append(LevelStats(level, len(nodes), sum(n.turn_count for n in nodes), sum(n.tokens for n in nodes),
-                                  len(done), sum(n.tokens for n in done), sum(n.summary_tokens or 0 for n in done)))
-        return out
-
-    def archive_path(self) -> Path | None:
-        """Directory of this namespace's archive, if there is one."""
-        return self.archive.dir if self.archive is not None else None

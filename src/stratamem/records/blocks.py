@@ -4,18 +4,35 @@ The block vocabulary is Anthropic's (text, image, tool_use, tool_result,
 thinking) because it is the richer of the two; OpenAI messages map onto it
 without loss. Each block has a canonical wire form (``to_dict``) read back by
 :func:`block_from_dict`.
+
+:func:`block_from_dict` is the one reader of block dicts: the canonical form
+(:data:`CANONICAL_BLOCKS`) and Anthropic's Messages form
+(``stratamem.providers.ANTHROPIC_BLOCKS``) spell every kind alike but images,
+so a :class:`BlockDialect` supplies only the image reader and whether the
+format is stratamem's own (closed: an unknown key or type is an error) or a
+provider's (open: keys that are not content are ignored).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias
 
 from ..errors import InvalidTurnError
 from .checks import _check_json, check_text
 
-__all__ = ["Block", "ImageBlock", "TextBlock", "ThinkingBlock", "ToolResultBlock", "ToolUseBlock", "block_from_dict"]
+__all__ = [
+    "CANONICAL_BLOCKS",
+    "Block",
+    "BlockDialect",
+    "ImageBlock",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolResultBlock",
+    "ToolUseBlock",
+    "block_from_dict",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,34 +162,56 @@ def _opt_text(d: Mapping[str, Any], key: str, path: str) -> str | None:
     return None if value is None else check_text(value, f"{path}.{key}")
 
 
-def block_from_dict(d: Any, path: str = "block") -> Block:
-    """Build a block from its canonical dict form.
+@dataclass(frozen=True, slots=True)
+class BlockDialect:
+    """How one wire format spells content blocks (every kind but images is spelled alike)."""
+
+    read_image: Callable[[Mapping[str, Any], str], ImageBlock]
+    """Builds an image block from its dict and path (the one kind whose keys differ)."""
+    closed: bool = True
+    """stratamem's own format: a key or a type it does not know is a mistake (``unknown``). A
+    provider's format is open: keys that are not content (request hints such as ``cache_control``,
+    newer fields) are ignored, and a type stratamem does not hold is ``unsupported``."""
+
+
+def _canonical_image(d: Mapping[str, Any], path: str) -> ImageBlock:
+    img = ImageBlock(
+        media_type=_opt_text(d, "media_type", path),
+        data=_opt_text(d, "data", path),
+        url=_opt_text(d, "url", path),
+        detail=_opt_text(d, "detail", path),
+    )
+    if (img.data is None) == (img.url is None):
+        raise InvalidTurnError("an image block needs exactly one of data or url", path=path)
+    return img
+
+
+CANONICAL_BLOCKS = BlockDialect(_canonical_image)
+"""The canonical form (``to_dict``): flat image fields, every key checked."""
+
+
+def block_from_dict(d: Any, path: str = "block", dialect: BlockDialect = CANONICAL_BLOCKS) -> Block:
+    """Build a block from its dict form: the canonical one, or a provider's ``dialect``.
 
     Raises:
-        InvalidTurnError: Unknown block type, unknown or missing keys, wrong types.
+        InvalidTurnError: Unknown block type, unknown (closed dialect) or missing keys, wrong types.
     """
     if not isinstance(d, Mapping):
         raise InvalidTurnError(f"a content block must be an object, got {type(d).__name__}", path=path)
     kind = d.get("type")
     if not isinstance(kind, str) or kind not in _BLOCK_KEYS:
+        if not dialect.closed:
+            raise InvalidTurnError(f"unsupported content block type {kind!r}", path=path)
         raise InvalidTurnError(
             f"unknown content block type {kind!r} (expected one of {sorted(_BLOCK_KEYS)})", path=path
         )
-    extra = set(d) - _BLOCK_KEYS[kind]
+    extra = set(d) - _BLOCK_KEYS[kind] if dialect.closed else set()
     if extra:
         raise InvalidTurnError(f"unexpected keys in {kind} block: {sorted(extra)}", path=path)
     if kind == "text":
         return TextBlock(check_text(d.get("text"), f"{path}.text"))
     if kind == "image":
-        img = ImageBlock(
-            media_type=_opt_text(d, "media_type", path),
-            data=_opt_text(d, "data", path),
-            url=_opt_text(d, "url", path),
-            detail=_opt_text(d, "detail", path),
-        )
-        if (img.data is None) == (img.url is None):
-            raise InvalidTurnError("an image block needs exactly one of data or url", path=path)
-        return img
+        return dialect.read_image(d, path)
     if kind == "tool_use":
         tool_input = d.get("input", {})
         if not isinstance(tool_input, Mapping):
@@ -188,7 +227,7 @@ def block_from_dict(d: Any, path: str = "block") -> Block:
         if isinstance(raw, str):
             parts: tuple[TextBlock | ImageBlock, ...] = (TextBlock(check_text(raw, f"{path}.content")),)
         elif isinstance(raw, Sequence):
-            built = [block_from_dict(b, f"{path}.content[{i}]") for i, b in enumerate(raw)]
+            built = [block_from_dict(b, f"{path}.content[{i}]", dialect) for i, b in enumerate(raw)]
             for i, b in enumerate(built):
                 if not isinstance(b, TextBlock | ImageBlock):
                     raise InvalidTurnError(
@@ -203,4 +242,3 @@ def block_from_dict(d: Any, path: str = "block") -> Block:
             raise InvalidTurnError("is_error must be a boolean", path=f"{path}.is_error")
         return ToolResultBlock(check_text(d.get("tool_use_id"), f"{path}.tool_use_id"), parts, is_error)
     return ThinkingBlock(check_text(d.get("thinking"), f"{path}.thinking"), _opt_text(d, "signature", path))
-

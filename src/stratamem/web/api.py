@@ -15,7 +15,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from ..errors import NotFoundError, ValidationError
-from ..items.metrics import PyramidMetrics, pyramid_prometheus, to_prometheus
+from ..items.metrics import to_prometheus
+from ..pyramid.metrics import PyramidMetrics, pyramid_prometheus
 from .convert import context_json, session_json, turn_json
 from .errors import Conflict
 from .models import AddItem, ItemType, AddTurns, ContextRequest, ErrorBody, RecallItems, StateChange, Supersede

@@ -1,0 +1,116 @@
+"""The per-conversation bookkeeping of a wrapped client: the live list and its compactor.
+
+:class:`LoopSession` (``wrapped.stratamem``) takes the messages the caller
+sends, keeps what is new since the last call, runs
+:meth:`~stratamem.agentloop.Compactor.prepare_messages` on its own live list
+before a call and stores the reply and calibrates from the reported usage
+after it. The wrapped resources that call it are :mod:`stratamem.agentloop.wrap`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import ValidationError
+from ..events import bind_loop
+from .compaction import Compactor
+from .sdk import plain_message
+
+__all__ = ["LoopSession"]
+
+# The wrapper's logger: a new message list is logged as the wrapped conversation's event.
+log = logging.getLogger("stratamem.agentloop.wrap")
+
+
+class LoopSession:
+    """The live list of one wrapped conversation and the compactor that manages it.
+
+    Reachable as ``wrapped.stratamem``. :attr:`messages` is what is sent;
+    :attr:`compactor` holds the state (``compactor.state``: checkpoint,
+    compactions, failures, last usage).
+    """
+
+    def __init__(self, make_compactor: Callable[[], Compactor], provider: str) -> None:
+        self._make = make_compactor
+        self.provider = provider
+        self.compactor = make_compactor()
+        self.messages: list[dict[str, Any]] = []
+        """The live (pruned, compacted) list sent to the provider."""
+        self._caller_len = 0
+        self._caller_last: dict[str, Any] | None = None
+        self._response_pending = False
+        self._resumed = False
+
+    def resume_messages(self) -> list[dict[str, Any]]:
+        """After a restart: adopt the stored checkpoint + recent turns as the live list and return a copy.
+
+        Send your next user message alone (``messages=[{"role": "user", ...}]``)
+        or the returned list plus it; either way it is appended to the live list.
+        """
+        self.compactor = self._make()
+        self.messages = self.compactor.resume_messages()
+        snapshot = [copy.deepcopy(m) for m in self.messages]
+        self._caller_len, self._caller_last = len(snapshot), (snapshot[-1] if snapshot else None)
+        self._resumed = True
+        return snapshot
+
+    def _absorb(self, messages: Any) -> None:
+        if isinstance(messages, str | bytes) or not isinstance(messages, Sequence | list):
+            try:
+                messages = list(messages)
+            except TypeError:
+                raise ValidationError("messages must be a list of messages", path="messages") from None
+        msgs = [plain_message(m) for m in messages]
+        if not msgs:
+            raise ValidationError("messages must not be empty", path="messages")
+        n = self._caller_len
+        resumed, self._resumed = self._resumed, False
+        if resumed and msgs and (len(msgs) < n or msgs[n - 1] != self._caller_last):
+            # After resume_messages the caller may send only what is new.
+            n = 0
+        elif n and (len(msgs) < n or msgs[n - 1] != self._caller_last):
+            # Not an extension of what this caller sent before: a new list. The stored
+            # turns it repeats are adopted by the new compactor, not stored again.
+            log.info("wrapped conversation %s: the caller sent a new message list; starting over",
+                     self.compactor.session)
+            self.compactor = self._make()
+            self.messages = []
+            n = 0
+        new = msgs[n:]
+        if self._response_pending and new and new[0].get("role") == "assistant":
+            new = new[1:]  # the caller appended the response the wrapper already holds
+        self._response_pending = False
+        self.messages.extend(copy.deepcopy(new))
+        self._caller_len, self._caller_last = len(msgs), msgs[-1]
+
+    def before(self, messages: Any, system: str | None) -> list[dict[str, Any]]:
+        """Absorb the caller's messages, store, prune and compact; returns the list to send."""
+        self._absorb(messages)
+        self.compactor.prepare_messages(self.messages, system=system)
+        return [copy.deepcopy(m) for m in self.messages]
+
+    async def abefore(self, messages: Any, system: str | None) -> list[dict[str, Any]]:
+        """:meth:`before` for async clients (blocking work in a worker thread)."""
+        self._absorb(messages)
+        await self.compactor.aprepare_messages(self.messages, system=system)
+        return [copy.deepcopy(m) for m in self.messages]
+
+    def after(self, sent: list[dict[str, Any]], system: str | None, reply: dict[str, Any] | None,
+              input_tokens: int | None, output_tokens: int | None) -> None:
+        """Store the reply and calibrate from the reported usage."""
+        if reply is not None:
+            self.messages.append(reply)
+            self.compactor.sync(self.messages)
+            self._response_pending = True
+        if isinstance(input_tokens, int) and input_tokens > 0:
+            self.compactor.observe_usage(sent, input_tokens, system=system, output_tokens=output_tokens)
+
+    async def aafter(self, sent: list[dict[str, Any]], system: str | None, reply: dict[str, Any] | None,
+                     input_tokens: int | None, output_tokens: int | None) -> None:
+        """:meth:`after` for async clients."""
+        with bind_loop(asyncio.get_running_loop()):
+            await asyncio.to_thread(self.after, sent, system, reply, input_tokens, output_tokens)
