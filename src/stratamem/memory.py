@@ -15,10 +15,11 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from itertools import islice
 from typing import IO, TYPE_CHECKING, Any
 
-from .context.assemble import POLICIES, FixedBlock, ItemUnit, Recalled, assemble, is_follow_up
+from .context.assemble import build_context
+from .context.gather import Parts, Request
+from .context.policies import get_policy
 from .config import Config
 from .text import check_budget, check_context_format, check_now
 from .errors import BudgetError, ConfigError, InvalidTurnError, NotFoundError, StratamemError, ValidationError
@@ -29,10 +30,9 @@ from .ingest import dedupe as _dedupe
 from .records.manifests import Context
 from .records.nodes import Node
 from .providers import to_responses
-from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
+from .records import StoredTurn, Turn, check_name
 from .retrieve import HybridIndex
-from .retrieve.updates import find_updates, order_updates, update_labels
-from .context.sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks, topic_tiers
+from .context.sources import SummaryIndex
 from .store import SQLiteStore, Store, TurnBatch
 from .store.base import NamespaceStats
 from .tokens import PROVIDER_FACTORS, Calibration, Counting, Tokenizer, count_turn, counting_for, get_tokenizer
@@ -97,30 +97,6 @@ class Status:
         out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
         out["warnings"] = list(self.warnings)
         return out
-
-
-def _truncated(st: StoredTurn, limit: int) -> StoredTurn:
-    """``st`` with text over ``limit`` characters cut and marked (seed 002's prompt view only).
-
-    Plain content, text blocks and tool-result text are cut; tool calls, ids and
-    images are kept whole, so tool pairing stays intact.
-    """
-    def cut(text: str) -> str:
-        if len(text) <= limit:
-            return text
-        return text[:limit] + f" [truncated: {len(text) - limit:,} of {len(text):,} characters not shown]"
-
-    content = st.turn.content
-    if isinstance(content, str):
-        new: str | tuple[Block, ...] = cut(content)
-    else:
-        new = tuple(TextBlock(cut(b.text)) if isinstance(b, TextBlock) else
-                    dataclasses.replace(b, content=tuple(TextBlock(cut(p.text)) if isinstance(p, TextBlock) else p
-                                                         for p in b.content))
-                    if isinstance(b, ToolResultBlock) else b for b in content)
-    if new == content:
-        return st
-    return dataclasses.replace(st, turn=dataclasses.replace(st.turn, content=new))
 
 
 def _needed_features(config: Config) -> list[str]:
@@ -542,8 +518,7 @@ class Memory:
         check_context_format(format)
         now = check_now(now)
         policy = policy or self.config.context.policy
-        if policy not in POLICIES:
-            raise ValidationError(f"unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
+        get_policy(policy)
         if query is not None and not isinstance(query, str):
             raise ValidationError(f"query must be a string, got {type(query).__name__}")
         if project_dir is not None and not isinstance(project_dir, str | os.PathLike):
@@ -562,7 +537,7 @@ class Memory:
         # context is assembled and counted as those, then re-shaped (see providers.to_responses).
         fmt = "openai" if format == "responses" else format
         project = self.project_dir if project_dir is None else project_dir
-        ctx = self._assemble(query, room, session, fmt, policy, now, project)
+        ctx = build_context(self._parts(), Request(query, room, session, fmt, policy, now, project))
         manifest = dataclasses.replace(ctx.manifest, budget=budget, total_tokens=counting.tokens(ctx.tokens),
                                        counting=counting.to_dict())
         messages = tuple(to_responses(ctx.messages)) if format == "responses" else ctx.messages
@@ -590,57 +565,11 @@ class Memory:
                                   path="calibration")
         return counting_for(self.tokenizer.name, provider, model, calibration)
 
-    def _assemble(self, query: str | None, budget: int, session: str | None, format: str, policy: str,
-                  now: datetime | None, project: str | os.PathLike[str] | None) -> Context:
-        """The context for validated inputs and a resolved session, counted by this memory's tokenizer."""
-        if policy == "topics":
-            return self._topics_context(query, budget, session, format, project)
-        recent = self._iter_newest(session) if session and policy != "recall" else iter(())
-        # System turns are instructions: they come in through _fixed_blocks, never as history.
-        # The window considers at most short_buffer_turns turns (seed 004's short buffer).
-        recent = islice((st for st in recent if st.role != "system"), self.config.context.short_buffer_turns)
-        recalled: list[Recalled] = []
-        notes: list[str] = []
-        # A follow-up ("go on", "make it shorter") says nothing about which history it
-        # needs, and with vectors every turn scores a little: the thread is in the
-        # recent window, so such a query recalls nothing (the recall policy still does).
-        follow_up = bool(query) and policy != "recall" and bool(session) and is_follow_up(query)
-        if follow_up:
-            notes.append("follow-up query: nothing recalled, the recent window holds the thread")
-        if query and query.strip() and not follow_up:
-            index = self._recall_index()
-            if index.lexical_only:
-                notes.append(self._lexical_note())
-            # Enough candidates to fill the budget with short turns, and never fewer than 25.
-            k = max(25, budget // 12)
-            facts = index.query_facts(query, now)
-            notes += [f"time window: {w.describe()} (now {facts.now:%Y-%m-%d %H:%M} UTC)" for w in facts.windows]
-            # A hit with no signal at all (fused score 0) is not a match.
-            # System prompts are shown as instructions (fixed section), never as recalled history.
-            hits = [h for h in index.search(query, k=k, now=now)
-                    if h.score.get("fused", 0.0) > 0 and index.turn(h.turn_ids[0]).role != "system"]
-            # Turns about the same thing said at different times: the newest first, labelled.
-            hits, labels = order_updates(hits, find_updates(hits, index.turn, index.similarity,
-                                                            lexical=index.lexical_only))
-            if labels:
-                notes.append(f"knowledge updates: {update_labels(labels)}")
-            recalled = [Recalled(index.turn(h.turn_ids[0]), h.score, labels.get(h.turn_ids[0])) for h in hits]
-        fixed = self._fixed_blocks(session, project)
-        bulks: list[Any] = []
-        if not self.config.pyramid.enabled:
-            summaries = []
-        elif policy == "pyramid":
-            # Seed 000: hot window, the top-3 relevant warm chunks expanded, macro summaries.
-            summaries, bulks = self._summary_index.pyramid_parts(self.pyramid, query)
-        else:
-            summaries = self._summary_index.rank(self.pyramid, query)
-        items = self._item_units(query, session)
-        cfg = self.config.context
-        ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=format, policy=policy,
-                        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), fixed=fixed,
-                        recent=recent, recalled=recalled, summaries=summaries, bulks=bulks, items=items,
-                        query=query, notes=notes, dedup=cfg.dedup)
-        return ctx
+    def _parts(self) -> Parts:
+        """What context gathering reads from this memory (:mod:`stratamem.context.gather`)."""
+        return Parts(self.store, self.namespace, self.tokenizer, self.config, self._summary_index,
+                     pyramid=lambda: self.pyramid, items=lambda: self.items, recall_index=self._recall_index,
+                     state=self.state, lexical_note=self._lexical_note())
 
     def _lexical_note(self) -> str:
         if self._configured and self.config.embedding.provider == "local":
@@ -660,64 +589,6 @@ class Memory:
             self.store.manifests.add(self.namespace, session, ctx.manifest, keep=cfg.keep_manifests)
         except StratamemError as exc:
             self._derived_failed("manifest.record_failed", exc, [])
-
-    def _fixed_blocks(self, session: str | None, project: str | os.PathLike[str] | None) -> list[FixedBlock]:
-        """System prompts, project instructions and working state (when a project is set), then the checkpoint."""
-        fixed = checkpoint_block(self.store, self.namespace, session)
-        if project is not None:
-            fixed = project_blocks(project, self.namespace, self.tokenizer, self.state(project)) + fixed
-        return system_blocks(self.store, self.namespace, session) + fixed
-
-    def _topics_context(self, query: str | None, budget: int, session: str | None, fmt: str,
-                        project: str | os.PathLike[str] | None) -> Context:
-        """Seed 002's three tiers: the current topic's messages, topic summaries, bulk summaries.
-
-        The current topic is the session's turns since its last seal (or, right
-        after a seal, the last topic's). Escalation step 1 applies to it: a
-        message longer than ``pyramid.max_message_chars`` is shown truncated
-        with a marker (the stored turn is untouched).
-        """
-        if not self.config.pyramid.enabled:
-            raise ConfigError("the topics policy needs the pyramid (pyramid.enabled = true)")
-        current: list[StoredTurn] = []
-        if session:
-            current = self.pyramid.open_turns(session)
-            if not current:
-                sealed = self.pyramid.nodes(level=1, session=session)
-                current = self.pyramid.expand(sealed[-1].id) if sealed else []
-        limit = self.config.pyramid.max_message_chars
-        window = [_truncated(st, limit) for st in reversed(current) if st.role != "system"]
-        topics, bulks = self._summary_index.topics(self.pyramid, session)
-        cfg = self.config.context
-        ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=fmt, policy="topics",
-                       shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), recent=window,
-                       summaries=topics, bulks=bulks, query=query, fixed=self._fixed_blocks(session, project),
-                       dedup=cfg.dedup)
-        tiers, source = topic_tiers(ctx.manifest, self.pyramid, {st.id: st.tokens for st in current})
-        ctx = dataclasses.replace(ctx, manifest=dataclasses.replace(ctx.manifest, tier_tokens=tiers,
-                                                                    source_tokens=source))
-        return ctx
-
-    def _item_units(self, query: str | None, session: str | None = None) -> list[ItemUnit]:
-        """Hot memory items (kept in the prompt), then warm/cold items found for ``query``.
-
-        Only items ``session`` sees: namespace-wide ones and its own (session-scoped
-        items of other sessions never enter this session's context).
-
-        Assembling a context reads only: item search here tracks no access and
-        promotes nothing (use :meth:`Items.recall` for that), so building a
-        prompt never changes memory and works on a read-only store.
-        """
-        units = [ItemUnit(f"item:{it.id}", f"- ({it.type}) {it.content}", "hot_item", "hot", it.provenance,
-                          {"relevance": it.relevance})
-                 for it in self.items.hot(session) if it.superseded_by is None and it.review != "rejected"]
-        if query and query.strip():
-            found = self.items.search(query, limit=10, session=session)
-            seen = {u.id for u in units}
-            units += [ItemUnit(f"item:{it.id}", f"- ({it.type}) {it.content}", "recalled_item", it.tier,
-                               it.provenance, {"match": found.scores.get(it.id, 0.0)})
-                      for it in found.items if f"item:{it.id}" not in seen]
-        return units
 
     def _recall_index(self) -> HybridIndex:
         """The namespace's recall index: built from the store on first use, kept current.
@@ -760,18 +631,6 @@ class Memory:
             vectors = decode_int8(blobs, len(blobs[0]) - 4)  # type: ignore[arg-type]
         index.add_turns(turns, terms=terms, vectors=vectors)
         return index
-
-    def _iter_newest(self, session: str, page: int = 32) -> Iterable[StoredTurn]:
-        # The window usually stops after a few dozen turns: start with a small page
-        # (every row read is decoded) and widen it while the window keeps asking.
-        max_seq: int | None = None
-        while True:
-            rows = self.store.turns(self.namespace, session, max_seq=max_seq, newest_first=True, limit=page)
-            yield from rows
-            if len(rows) < page:
-                return
-            max_seq = rows[-1].seq - 1
-            page = min(page * 4, 1024)
 
     def status(self) -> Status:
         """Counts, tokens and bytes of this namespace."""
