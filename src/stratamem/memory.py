@@ -9,7 +9,6 @@ export/import (:mod:`stratamem.exchange`), file reading (:mod:`stratamem.ingest`
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -22,16 +21,18 @@ from .context.gather import Parts, Request
 from .context.policies import get_policy
 from .config import Config
 from .text import check_budget, check_context_format, check_now
-from .errors import BudgetError, ConfigError, InvalidTurnError, NotFoundError, StratamemError, ValidationError
+from .errors import BudgetError, ConfigError, NotFoundError, StratamemError, ValidationError
 from .events import Event, EventBus
 from .exchange import plan_import, read_export, write_export
 from .ingest import IngestReport, IngestSession, parse_messages
 from .ingest import dedupe as _dedupe
+from .ingest.checks import check_sizes, check_tool_pairs
 from .records.manifests import Context
 from .records.nodes import Node
 from .providers import to_responses
 from .records import StoredTurn, Turn, check_name
 from .retrieve import HybridIndex
+from .retrieve.live import LiveIndex
 from .context.sources import SummaryIndex
 from .store import SQLiteStore, Store, TurnBatch
 from .store.base import NamespaceStats
@@ -152,7 +153,6 @@ class Memory:
         self.events = events or EventBus()
         self._summarizer = summarizer
         self._pyramid: Pyramid | None = None
-        self._index: HybridIndex | None = None
         self._warnings: list[str] = []
         self.tokenizer = tokenizer or get_tokenizer(self.config.tokenizer)
         self.namespace = check_name(namespace, "namespace")
@@ -191,7 +191,7 @@ class Memory:
         else:
             self._derived_embedder = embedder
         self._embedder: Any = embedder
-        self._indexer: Any = None
+        self._live = self._live_index()
 
     @property
     def embedder(self) -> Any:
@@ -203,8 +203,13 @@ class Memory:
         # Everything built with the old embedder is rebuilt with the new one on next use.
         self._embedder = self._derived_embedder = value
         self._configured = False
-        self._indexer = self._index = self._pyramid = None
+        self._live, self._pyramid = self._live_index(), None
         self.__dict__.pop("_items", None)
+
+    def _live_index(self) -> LiveIndex:
+        """A recall index for this namespace and the current embedder, opened on first use."""
+        return LiveIndex(self.store, self.namespace, self._derived_embedder, passages=self.config.embedding.passages,
+                         report=self._derived_failed)
 
     def for_namespace(self, namespace: str) -> Memory:
         """A ``Memory`` for another namespace on the same store and settings."""
@@ -228,34 +233,10 @@ class Memory:
 
     # --- writing ----------------------------------------------------------------------
 
-    def _check_size(self, turns: Sequence[Turn]) -> None:
-        limit = self.config.store.max_turn_chars
-        for i, t in enumerate(turns):
-            size = len(json.dumps(t.to_dict(), ensure_ascii=False))
-            if size > limit:
-                raise InvalidTurnError(
-                    f"turn is {size:,} characters; the limit is {limit:,} (config store.max_turn_chars)",
-                    path=f"messages[{i}]")
-
-    def _check_tool_pairs(self, session: str, turns: Sequence[Turn]) -> None:
-        """Every tool result must answer a tool call made earlier in the batch or the session."""
-        known: set[str] = set()
-        recent: set[str] | None = None
-        for i, t in enumerate(turns):
-            known.update(t.tool_use_ids)
-            for tid in t.tool_result_ids:
-                if tid in known:
-                    continue
-                if recent is None:
-                    # Calls are usually just before their results: look there first,
-                    # then ask the store about the whole session.
-                    rows = self.store.turns(self.namespace, session, newest_first=True, limit=50)
-                    recent = {c for st in rows if st.role == "assistant" for c in st.turn.tool_use_ids}
-                if tid in recent or self.store.has_tool_call(self.namespace, session, tid):
-                    known.add(tid)
-                    continue
-                raise InvalidTurnError(f"tool result {tid!r} answers no tool call in session {session!r}",
-                                       path=f"messages[{i}]")
+    def _check(self, session: str, turns: Sequence[Turn]) -> None:
+        """Refuse a batch before anything is stored (:mod:`stratamem.ingest.checks`)."""
+        check_sizes(turns, self.config.store.max_turn_chars)
+        check_tool_pairs(self.store, self.namespace, session, turns)
 
     def add(self, messages: Turn | dict[str, Any] | Sequence[Turn | dict[str, Any]], *, session: str = "default",
             format: str = "auto", platform: str | None = None, channel: str | None = None,
@@ -283,8 +264,7 @@ class Memory:
         """
         check_name(session, "session")
         turns = parse_messages(messages, format, timestamp=timestamp)
-        self._check_size(turns)
-        self._check_tool_pairs(session, turns)
+        self._check(session, turns)
         tokens = [count_turn(t, self.tokenizer) for t in turns]
         stored = self.store.append(self.namespace, [TurnBatch(session, turns, tokens, platform, channel)])
         self._after_add(stored)
@@ -293,12 +273,7 @@ class Memory:
     @property
     def indexer(self) -> Any:
         """The persisted recall index of this namespace (a :class:`stratamem.retrieve.persisted.TurnIndexer`)."""
-        if self._indexer is None:
-            from .retrieve.persisted import TurnIndexer
-
-            self._indexer = TurnIndexer(self.store, self.namespace, self._derived_embedder,
-                                        passages=self.config.embedding.passages)
-        return self._indexer
+        return self._live.indexer
 
     def _after_add(self, stored: list[StoredTurn], progress: Callable[[int], None] | None = None) -> None:
         """Feed newly committed turns to the derived structures; never raises.
@@ -311,42 +286,14 @@ class Memory:
         """
         if not stored:
             return
-        # Embedded and analysed now, stored beside the turns: the first context()
-        # of this or any later process opens the index instead of rebuilding it.
-        try:
-            batch = self.indexer.index(stored, progress)
-        except Exception as exc:  # noqa: BLE001 - reported below; rows missing are made when the index opens
-            self._index = None
-            self._derived_failed("recall.index_failed", exc, stored)
-            batch = None
-        if batch is not None and batch.error is not None:
-            # The turns and their terms are stored; their vectors are made when the index next opens.
-            self._index = None
-            self._derived_failed("recall.embed_failed", batch.error, stored)
-        index = self._index
-        # Append only when these turns extend the index exactly (no other writer in
-        # between); otherwise the next context() catches up from the store.
-        if batch is not None and index is not None and (not len(index) or stored[0].id > index.turns[-1].id) \
-                and self._index_in_step(len(index) + len(stored)):
-            try:
-                index.add_turns(stored, terms=batch.terms, vectors=batch.vectors, passages=batch.passages)
-            except Exception as exc:  # noqa: BLE001 - reported below; the index is rebuilt on next use
-                self._index = None
-                self._derived_failed("recall.index_failed", exc, stored)
+        self._live.feed(stored, progress)
         if self.config.pyramid.enabled:
             try:
                 self.pyramid.update(dict.fromkeys(t.session for t in stored))
             except Exception as exc:  # noqa: BLE001 - reported below; the next update resumes from the last seal
                 self._derived_failed("pyramid.failed", exc, stored)
 
-    def _index_in_step(self, expected: int) -> bool:
-        try:
-            return self.store.turn_count(self.namespace) == expected
-        except StratamemError as exc:
-            self._derived_failed("recall.index_failed", exc, [])
-            return False
-
-    def _derived_failed(self, kind: str, exc: BaseException, stored: list[StoredTurn]) -> None:
+    def _derived_failed(self, kind: str, exc: BaseException, stored: Sequence[StoredTurn]) -> None:
         detail = f"{type(exc).__name__}: {exc}"
         first, last = (stored[0].id, stored[-1].id) if stored else (None, None)
         log.warning("%s in namespace %r (turns %s-%s): %s", kind, self.namespace, first, last, detail)
@@ -449,8 +396,7 @@ class Memory:
                 raise ValidationError(f"session {s.session!r} belongs to namespace {s.namespace!r}, "
                                       f"not {self.namespace!r}")
             name = check_name(s.session or "default", "session")
-            self._check_size(s.turns)
-            self._check_tool_pairs(name, s.turns)
+            self._check(name, s.turns)
             batches.append(TurnBatch(name, s.turns, [count_turn(t, self.tokenizer) for t in s.turns],
                                      s.platform, s.channel))
         return self.store.append(self.namespace, batches)
@@ -591,46 +537,8 @@ class Memory:
             self._derived_failed("manifest.record_failed", exc, [])
 
     def _recall_index(self) -> HybridIndex:
-        """The namespace's recall index: built from the store on first use, kept current.
-
-        ``add`` feeds it directly; turns written by another process or another
-        ``Memory`` are picked up here (one ``COUNT`` per call when nothing changed).
-        New turns after everything indexed are added; any other difference
-        (turns deleted by retention, out-of-order commits) rebuilds it.
-        """
-        index = self._index
-        if index is not None and self.store.turn_count(self.namespace) != len(index):
-            indexed = [st.id for st in index.turns]
-            ids = self.store.turn_ids(self.namespace)
-            new = ids[len(indexed):] if ids[:len(indexed)] == indexed else None
-            if new is None:
-                index = None
-            else:
-                for start in range(0, len(new), 500):
-                    # Written by another process: its rows are stored (or made now, when missing).
-                    index = self._catch_up(index, self.store.turns(self.namespace, ids=new[start:start + 500]))
-                    if index is None:
-                        break
-        if index is None:
-            index = self.indexer.open(on_store_error=lambda exc: self._derived_failed("recall.index_failed", exc, []))
-            self._index = index
-        return index
-
-    def _catch_up(self, index: HybridIndex, turns: list[StoredTurn]) -> HybridIndex | None:
-        """Add turns another writer stored, from their persisted rows; ``None``: reopen the index instead."""
-        rows = self.store.embeddings.turns.load(self.namespace, [st.id for st in turns]) if turns else {}
-        if len(rows) != len(turns) or (self._derived_embedder is not None
-                                       and any(r.vector is None for r in rows.values())):
-            return None
-        from .embed.quantize import decode_int8
-
-        terms = [rows[st.id].terms.split() for st in turns]
-        vectors = None
-        if self._derived_embedder is not None:
-            blobs = [rows[st.id].vector for st in turns]
-            vectors = decode_int8(blobs, len(blobs[0]) - 4)  # type: ignore[arg-type]
-        index.add_turns(turns, terms=terms, vectors=vectors)
-        return index
+        """The namespace's recall index, kept current (:meth:`stratamem.retrieve.live.LiveIndex.current`)."""
+        return self._live.current()
 
     def status(self) -> Status:
         """Counts, tokens and bytes of this namespace."""
@@ -741,7 +649,7 @@ class Memory:
 
     def _reset_derived(self) -> None:
         """Drop the in-memory indexes (recall, summaries, items): they may hold forgotten text."""
-        self._index = None
+        self._live.reset()
         self._summary_index = SummaryIndex()
         self.__dict__.pop("_items", None)
         if self._pyramid is not None:
