@@ -1,103 +1,58 @@
-"""The ``Memory`` facade: one namespace's memory, wired from the parts.
+"""The ``Memory`` class: one namespace's memory, wired from the parts.
 
 ``Memory`` validates at the boundary, counts tokens exactly, writes each call
 in one transaction, and delegates everything else to the modules that own it:
-storage (:mod:`stratamem.store`), context assembly (:mod:`stratamem.context`),
-export/import (:mod:`stratamem.exchange`), file reading (:mod:`stratamem.ingest`).
+storage (:mod:`stratamem.store`), context assembly (:mod:`stratamem.context`,
+one call: :func:`~stratamem.context.assemble.build_context`), export/import
+(:mod:`stratamem.exchange`), file reading and write checks (:mod:`stratamem.ingest`),
+the recall index and the pyramid kept in step (:mod:`stratamem.memory.derived`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
-from .context.assemble import build_context
-from .context.gather import Parts, Request
-from .context.policies import get_policy
-from .config import Config
-from .text import check_budget, check_context_format, check_now
-from .errors import BudgetError, ConfigError, NotFoundError, StratamemError, ValidationError
-from .events import Event, EventBus
-from .exchange import plan_import, read_export, write_export
-from .ingest import IngestReport, IngestSession, parse_messages
-from .ingest import dedupe as _dedupe
-from .ingest.checks import check_sizes, check_tool_pairs
-from .records.manifests import Context
-from .records.nodes import Node
-from .providers import to_responses
-from .records import StoredTurn, Turn, check_name
-from .retrieve import HybridIndex
-from .retrieve.live import LiveIndex
-from .context.sources import SummaryIndex
-from .store import SQLiteStore, Store, TurnBatch
-from .store.base import NamespaceStats
-from .tokens import PROVIDER_FACTORS, Calibration, Counting, Tokenizer, count_turn, counting_for, get_tokenizer
+from ..context.assemble import build_context
+from ..context.gather import Parts, Request
+from ..context.policies import get_policy
+from ..config import Config
+from ..text import check_budget, check_context_format, check_now
+from ..errors import BudgetError, ConfigError, NotFoundError, StratamemError, ValidationError
+from ..events import EventBus
+from ..exchange import plan_import, read_export, write_export
+from ..ingest import IngestReport, IngestSession, parse_messages
+from ..ingest import dedupe as _dedupe
+from ..ingest.checks import check_sizes, check_tool_pairs
+from ..records.manifests import Context
+from ..records.nodes import Node
+from ..providers import to_responses
+from ..records import StoredTurn, Turn, check_name
+from ..retrieve import HybridIndex
+from .derived import Derived
+from .status import Status, spend_fields
+from ..context.sources import SummaryIndex
+from ..store import SQLiteStore, Store, TurnBatch
+from ..store.base import NamespaceStats
+from ..tokens import PROVIDER_FACTORS, Calibration, Counting, Tokenizer, count_turn, counting_for, get_tokenizer
 
 if TYPE_CHECKING:
-    from .forget import ForgetReport
-    from .pyramid.consolidate import Pyramid
-    from .search import SearchHit
-    from .state.working import WorkingState
-    from .summarize import Summarizer
+    from ..forget import ForgetReport
+    from ..pyramid.consolidate import Pyramid
+    from ..search import SearchHit
+    from ..state.working import WorkingState
+    from ..summarize import Summarizer
 
-__all__ = ["Memory", "Status"]
-
-log = logging.getLogger("stratamem.memory")
+__all__ = ["Memory"]
 
 _FORMAT_PROVIDERS = {"openai": "openai", "responses": "openai", "anthropic": "anthropic"}
 """The provider whose counting a format's budget is in by default (``text`` has none)."""
 
 _CONFIGURED: Any = object()
 """Default of ``Memory(embedder=...)``: the embedder the configuration names (``None`` means none)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Status:
-    """Counts, tokens and bytes of one namespace."""
-
-    namespace: str
-    """The namespace."""
-    backend: str
-    """Store backend (``sqlite`` or ``postgres``)."""
-    sessions: int
-    """Sessions in the namespace."""
-    turns: int
-    """Turns in the namespace."""
-    tokens: int
-    """Sum of the turns' exact token counts."""
-    text_bytes: int
-    """UTF-8 bytes of the stored turn content."""
-    store_bytes: int
-    """Bytes the whole store occupies on disk (all namespaces; 0 in memory)."""
-    tokenizer: str
-    """Tokenizer the counts were made with."""
-    warnings: tuple[str, ...] = ()
-    """Recent failures of derived work (recall index, pyramid) in this process; turns were kept."""
-    embedder: str = "none"
-    """Embedding model in use for recall (``none``: recall is lexical)."""
-    embedding_dims: int = 0
-    """Length of its vectors (0 without one)."""
-    embedded_turns: int = 0
-    """Turns whose vectors are stored in the recall index (the rest are embedded when it opens)."""
-    summary_calls: int = 0
-    """Model calls made to summarize this namespace's history (0 with a local summarizer)."""
-    summary_input_tokens: int = 0
-    """Input tokens those calls cost, as the provider reported them."""
-    summary_output_tokens: int = 0
-    """Output tokens those calls cost."""
-    summary_tokens_saved: int = 0
-    """Prompt tokens one prompt saves by showing the summarized segments as summaries (see ``stratamem.pyramid.spend``)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
-        out["warnings"] = list(self.warnings)
-        return out
 
 
 def _needed_features(config: Config) -> list[str]:
@@ -152,8 +107,6 @@ class Memory:
         self._summary_index = SummaryIndex()
         self.events = events or EventBus()
         self._summarizer = summarizer
-        self._pyramid: Pyramid | None = None
-        self._warnings: list[str] = []
         self.tokenizer = tokenizer or get_tokenizer(self.config.tokenizer)
         self.namespace = check_name(namespace, "namespace")
         if isinstance(store, str | os.PathLike):
@@ -176,8 +129,8 @@ class Memory:
         self.store: Store = store
         self._configured = embedder is _CONFIGURED
         if self._configured:
-            from .embed import CachedEmbedder, MemoryEmbeddingCache
-            from .embed.default import configured_model
+            from ..embed import CachedEmbedder, MemoryEmbeddingCache
+            from ..embed.default import configured_model
 
             model = embedder = configured_model(self.config)
             if model is not None and self.config.embedding.cache:
@@ -191,7 +144,8 @@ class Memory:
         else:
             self._derived_embedder = embedder
         self._embedder: Any = embedder
-        self._live = self._live_index()
+        self._derived = Derived(store, self.namespace, self.config, self.tokenizer, self.events, summarizer,
+                                self._derived_embedder)
 
     @property
     def embedder(self) -> Any:
@@ -203,13 +157,8 @@ class Memory:
         # Everything built with the old embedder is rebuilt with the new one on next use.
         self._embedder = self._derived_embedder = value
         self._configured = False
-        self._live, self._pyramid = self._live_index(), None
+        self._derived.use_embedder(value)
         self.__dict__.pop("_items", None)
-
-    def _live_index(self) -> LiveIndex:
-        """A recall index for this namespace and the current embedder, opened on first use."""
-        return LiveIndex(self.store, self.namespace, self._derived_embedder, passages=self.config.embedding.passages,
-                         report=self._derived_failed)
 
     def for_namespace(self, namespace: str) -> Memory:
         """A ``Memory`` for another namespace on the same store and settings."""
@@ -223,7 +172,7 @@ class Memory:
         """This namespace's long-term memory items (a :class:`stratamem.items.Items`, made on first use)."""
         cached = self.__dict__.get("_items")
         if cached is None:
-            from .items.api import Items
+            from ..items.api import Items
 
             # Without an embedder, item recall is lexical and reports mode "lexical".
             cached = self.__dict__["_items"] = Items(
@@ -267,40 +216,13 @@ class Memory:
         self._check(session, turns)
         tokens = [count_turn(t, self.tokenizer) for t in turns]
         stored = self.store.append(self.namespace, [TurnBatch(session, turns, tokens, platform, channel)])
-        self._after_add(stored)
+        self._derived.after_add(stored)
         return stored
 
     @property
     def indexer(self) -> Any:
         """The persisted recall index of this namespace (a :class:`stratamem.retrieve.persisted.TurnIndexer`)."""
-        return self._live.indexer
-
-    def _after_add(self, stored: list[StoredTurn], progress: Callable[[int], None] | None = None) -> None:
-        """Feed newly committed turns to the derived structures; never raises.
-
-        The turns are already committed, and everything derived can be rebuilt
-        from them, so a failure here must not turn a successful ``add`` into an
-        error: it is reported (a ``recall.index_failed`` or ``pyramid.failed``
-        event, a log line, and ``status().warnings``) and the structure catches
-        up on a later call.
-        """
-        if not stored:
-            return
-        self._live.feed(stored, progress)
-        if self.config.pyramid.enabled:
-            try:
-                self.pyramid.update(dict.fromkeys(t.session for t in stored))
-            except Exception as exc:  # noqa: BLE001 - reported below; the next update resumes from the last seal
-                self._derived_failed("pyramid.failed", exc, stored)
-
-    def _derived_failed(self, kind: str, exc: BaseException, stored: Sequence[StoredTurn]) -> None:
-        detail = f"{type(exc).__name__}: {exc}"
-        first, last = (stored[0].id, stored[-1].id) if stored else (None, None)
-        log.warning("%s in namespace %r (turns %s-%s): %s", kind, self.namespace, first, last, detail)
-        self._warnings.append(f"{kind}: {detail}")
-        del self._warnings[:-20]
-        self.events.emit(Event(kind, {"error": detail, "first_turn_id": first, "last_turn_id": last},
-                               namespace=self.namespace))
+        return self._derived.live.indexer
 
     # --- pyramid ----------------------------------------------------------------------
 
@@ -312,26 +234,7 @@ class Memory:
             ConfigError: The store keeps no pyramid nodes, or the ``llm`` summarizer
                 is configured without a ``summarizer`` instance.
         """
-        if self._pyramid is None:
-            from .pyramid.consolidate import Pyramid
-
-            path = getattr(self.store, "path", None)
-            archive = f"{path}.archive" if isinstance(path, str) and path != ":memory:" else None
-            self._pyramid = Pyramid(self.store, self.namespace, config=self.config, tokenizer=self.tokenizer,
-                                    events=self.events, summarizer=self._summarizer,
-                                    embedder=self._derived_embedder,
-                                    archive_dir=archive)
-            self._finish_forget(self._pyramid)
-        return self._pyramid
-
-    def _finish_forget(self, pyramid: Pyramid) -> None:
-        """Finish archive files a forget committed but a crash left undone (never raises)."""
-        from .forget import finish_pending
-
-        try:
-            finish_pending(self.store, pyramid.archive, self.namespace)
-        except StratamemError as exc:
-            self._derived_failed("forget.finish_failed", exc, [])
+        return self._derived.pyramid
 
     def seal(self, session: str = "default") -> Node | None:
         """Seal the open turns of ``session`` into a segment now (a manual topic boundary).
@@ -358,7 +261,7 @@ class Memory:
             InvalidTurnError: A turn is too large or a tool result is unpaired.
         """
         stored = self._append_sessions(sessions)
-        self._after_add(stored, progress)
+        self._derived.after_add(stored, progress)
         return stored
 
     def ingest(self, sessions: Iterable[IngestSession], *, dedupe: bool = True,
@@ -385,7 +288,7 @@ class Memory:
             plan = _dedupe.plan_ingest(self.store.ingest_keys, self.namespace, sessions, dedupe=dedupe)
             stored = self._append_sessions(plan.sessions)
             self.store.ingest_keys.record(self.namespace, _dedupe.key_rows(plan, stored))
-        self._after_add(stored, progress)
+        self._derived.after_add(stored, progress)
         return _dedupe.report(plan, stored)
 
     def _append_sessions(self, sessions: Iterable[IngestSession]) -> list[StoredTurn]:
@@ -534,11 +437,11 @@ class Memory:
         try:
             self.store.manifests.add(self.namespace, session, ctx.manifest, keep=cfg.keep_manifests)
         except StratamemError as exc:
-            self._derived_failed("manifest.record_failed", exc, [])
+            self._derived.failed("manifest.record_failed", exc, [])
 
     def _recall_index(self) -> HybridIndex:
         """The namespace's recall index, kept current (:meth:`stratamem.retrieve.live.LiveIndex.current`)."""
-        return self._live.current()
+        return self._derived.live.current()
 
     def status(self) -> Status:
         """Counts, tokens and bytes of this namespace."""
@@ -546,22 +449,10 @@ class Memory:
         model = self._derived_embedder
         embedded = self.store.embeddings.turns.counts(self.namespace)[1] if model is not None else 0
         return Status(self.namespace, self.store.backend, s.sessions, s.turns, s.tokens, s.text_bytes,
-                      self.store.size_bytes(), self.tokenizer.name, tuple(self._warnings),
+                      self.store.size_bytes(), self.tokenizer.name, tuple(self._derived.warnings),
                       embedder=self.indexer.model or "none",
                       embedding_dims=int(getattr(model, "dimensions", 0) or 0) if model is not None else 0,
-                      embedded_turns=embedded, **self._spend_fields())
-
-    def _spend_fields(self) -> dict[str, int]:
-        """Summarization spend and savings for :meth:`status` (zeros where the store keeps no pyramid)."""
-        nodes = getattr(self.store, "nodes", None)
-        if nodes is None:
-            return {}
-        from .pyramid.spend import LevelSpend, SummarySpend
-
-        spend = SummarySpend(self.namespace, tuple(LevelSpend(*r) for r in nodes.spend(self.namespace)),
-                             *nodes.summarized_tokens(self.namespace))
-        return {"summary_calls": spend.calls, "summary_input_tokens": spend.input_tokens,
-                "summary_output_tokens": spend.output_tokens, "summary_tokens_saved": spend.tokens_saved}
+                      embedded_turns=embedded, **spend_fields(self.store, self.namespace))
 
     def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:
         """The working state of this namespace, kept under ``project_dir`` (see ``docs/state.md``).
@@ -569,7 +460,7 @@ class Memory:
         Raises:
             ValidationError: Invalid namespace name.
         """
-        from .state.working import WorkingState  # local: keeps toon_format out of the facade's import
+        from ..state.working import WorkingState  # local: keeps toon_format out of the facade's import
 
         return WorkingState(project_dir, self.namespace, config=self.config.state, tokenizer=self.tokenizer)
 
@@ -610,7 +501,7 @@ class Memory:
                                                           channel=s.channel)
                                             for s in data.sessions if plan.turns[s.name]])
         # Only committed turns may reach the derived structures.
-        self._after_add(stored)
+        self._derived.after_add(stored)
         return len(data.sessions), len(stored), plan.skipped
 
     # --- forget, search, namespaces (stratamem.forget, stratamem.search) ----------------
@@ -628,7 +519,7 @@ class Memory:
             BackendError: The store failed; nothing was forgotten.
             ArchiveError: Committed, but an archive file is not finished yet (the next open finishes it).
         """
-        from .forget import forget
+        from ..forget import forget
 
         return forget(self, turns=turns, session=session, all_namespace=all_namespace, vacuum=vacuum)
 
@@ -639,7 +530,7 @@ class Memory:
             ValidationError: Empty query or ``k`` outside 1–1,000.
             NotFoundError: Unknown namespace or session.
         """
-        from .search import search
+        from ..search import search
 
         return search(self, query, k=k, session=session)
 
@@ -649,11 +540,9 @@ class Memory:
 
     def _reset_derived(self) -> None:
         """Drop the in-memory indexes (recall, summaries, items): they may hold forgotten text."""
-        self._live.reset()
+        self._derived.reset()
         self._summary_index = SummaryIndex()
         self.__dict__.pop("_items", None)
-        if self._pyramid is not None:
-            self._pyramid = None
 
     def close(self) -> None:
         """Close the store."""
