@@ -129,18 +129,9 @@ class Memory:
         self.store: Store = store
         self._configured = embedder is _CONFIGURED
         if self._configured:
-            from ..embed import CachedEmbedder, MemoryEmbeddingCache
-            from ..embed.default import configured_model
+            from ..embed.default import configured_embedders
 
-            model = embedder = configured_model(self.config)
-            if model is not None and self.config.embedding.cache:
-                embedder = CachedEmbedder(model, store.embeddings)
-            # Turns, segments and items keep their own vectors: embedding them through
-            # the store's cache would store every vector twice, so they use the model
-            # behind a small in-process cache (a context embeds its query for turn
-            # recall and again for item search: the second is a hit).
-            self._derived_embedder: Any = (CachedEmbedder(model, MemoryEmbeddingCache(max_entries=64))
-                                           if model is not None else None)
+            embedder, self._derived_embedder = configured_embedders(self.config, store)
         else:
             self._derived_embedder = embedder
         self._embedder: Any = embedder
