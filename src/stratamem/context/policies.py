@@ -60,7 +60,8 @@ class HybridPolicy(Policy):
     """The default: the window, recalled history and summaries, the window sized by the query."""
 
     name = "hybrid"
-    description = "recent window 50%, recalled history 30%, summaries 20%; the window shrinks for a question about the past"
+    description = ("recent window 50%, recalled history 30%, summaries 20%; the window shrinks for a question "
+                   "about the past")
 
     def size_window(self, asm: Assembly, window: Window, alloc: Allocation, recalled: Sequence[Recalled]) -> None:
         """Shrink the window to the part of its share the query's match leaves it (:func:`window_fraction`)."""

@@ -23,7 +23,8 @@ from .engine import HybridIndex
 __all__ = ["LiveIndex", "Report"]
 
 Report = Callable[[str, BaseException, Sequence[StoredTurn]], None]
-"""Called with a failure's kind (``recall.index_failed``, ``recall.embed_failed``), the error and the turns concerned."""
+"""Called with a failure's kind (``recall.index_failed``, ``recall.embed_failed``), the error and the
+turns concerned."""
 
 
 class LiveIndex:
