@@ -328,8 +328,9 @@ class Memory:
             session: The current session (default: the most recently written one).
             format: ``openai`` (Chat Completions messages), ``responses`` (OpenAI
                 Responses input items), ``anthropic`` or ``text``.
-            policy: ``hybrid``, ``topics``, ``pyramid``, ``state_first`` or
-                ``recall`` (default: ``config.context.policy``).
+            policy: A registered policy: ``hybrid``, ``topics``, ``pyramid``,
+                ``state_first`` or ``recall`` (:func:`stratamem.context.policy_names`;
+                default: ``config.context.policy``).
             now: When the query is asked: relative times in it ("two weeks ago",
                 "last Saturday") are resolved against it (default: the time of the
                 namespace's newest turn; a naive datetime is UTC). The manifest
