@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.locomo.protocol import LOCOMO_PATH  # noqa: E402
 from stratamem import Config, Memory  # noqa: E402
-from stratamem.context.assemble import POLICIES  # noqa: E402
+from stratamem.context import POLICIES  # noqa: E402
 from stratamem.context.dedup import fact_tokens, repeated_facts, sentences  # noqa: E402
 from stratamem.ingest import read_file  # noqa: E402
 from stratamem.tokens import get_tokenizer  # noqa: E402

@@ -156,8 +156,8 @@ def _clocked(tmp_path: Path, clock, **pyramid) -> Memory:
     config = Config().replace(pyramid={"micro_chunk_size": 2, "hot_chunks": 1, "warm_max_age_hours": 1,
                                        "cold_retention_days": 30, **pyramid})
     mem = Memory(tmp_path / "m.db", namespace="t", config=config, embedder=None)
-    mem._pyramid = Pyramid(mem.store, mem.namespace, config=config, tokenizer=mem.tokenizer, events=mem.events,
-                           archive_dir=tmp_path / "m.db.archive", clock=clock)
+    mem._derived._pyramid = Pyramid(mem.store, mem.namespace, config=config, tokenizer=mem.tokenizer, events=mem.events,
+                                   archive_dir=tmp_path / "m.db.archive", clock=clock)
     return mem
 
 

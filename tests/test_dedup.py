@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from stratamem import Config, Memory
-from stratamem.context.assemble import POLICIES, ItemUnit, Recalled, SummaryUnit, assemble
+from stratamem.context import POLICIES, Candidates, ItemUnit, Recalled, SummaryUnit, assemble
 from stratamem.text import FORMATS
 from stratamem.context.dedup import CONTAINMENT, FACT_TEXT_TOKENS, MIN_FACT_TOKENS, Shown, fact_tokens, sentences
 from stratamem.context.dedup import repeated_facts as dedup_repeated
@@ -120,9 +120,11 @@ def _three_copies(policy: str, fmt: str, dedup: bool = True, budget: int = 1200)
     summary = SummaryUnit("node:9", "segment", "- [3 March 2026, old, 6 turns] dana: " + FACT +
                           " Stock counts come from the database every night.", (1, 2, 3, 4, 5, 6), tier="warm")
     item = ItemUnit("item:7", "- (decision) " + FACT, "hot_item", "hot", (3,))
-    return assemble(budget=budget, tokenizer=TOK, fmt=fmt, policy=policy, recent=list(reversed(recent)),
-                    recalled=[Recalled(source, {"fused": 2.0}), Recalled(other, {"fused": 1.0})],
-                    summaries=[summary], items=[item], query="when do we ship with PostgreSQL", dedup=dedup)
+    cands = Candidates(recent=list(reversed(recent)),
+                       recalled=[Recalled(source, {"fused": 2.0}), Recalled(other, {"fused": 1.0})],
+                       summaries=[summary], items=[item])
+    return assemble(cands, budget=budget, tokenizer=TOK, fmt=fmt, policy=policy,
+                    query="when do we ship with PostgreSQL", dedup=dedup)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -156,8 +158,8 @@ def test_the_fact_is_shown_once_as_its_verbatim_turn(policy: str, fmt: str) -> N
 def test_an_item_with_a_newer_value_stays_beside_its_source_turn() -> None:
     source = stored(3, "The vault code is 4812 for now.")
     item = ItemUnit("item:8", "- (fact) The vault code is 5150 for now", "hot_item", "hot", (3,))
-    ctx = assemble(budget=800, tokenizer=TOK, fmt="text", policy="recall", recalled=[Recalled(source, {"fused": 1.0})],
-                   items=[item], query="vault code")
+    ctx = assemble(Candidates(recalled=[Recalled(source, {"fused": 1.0})], items=[item]), budget=800, tokenizer=TOK,
+                   fmt="text", policy="recall", query="vault code")
     assert {i.id for i in ctx.manifest.items} == {"turn:3", "item:8"}
     assert "4812" in ctx.text and "5150" in ctx.text
 
@@ -169,11 +171,11 @@ def test_freed_tokens_go_to_the_next_candidates() -> None:
                          (1, 2, 3), tier="warm", score={"fused": 2.0})
     new = SummaryUnit("node:2", "segment", "- [4 March 2026, old, 2 turns] Ines Duarte runs the Northbeam warehouse "
                       "and wants pickups planned a week ahead.", (7, 8), tier="warm", score={"fused": 1.0})
-    args = dict(tokenizer=TOK, fmt="text", policy="recall", recalled=[Recalled(turn, {"fused": 3.0})],
-                summaries=[repeat, new], query="ship PostgreSQL")
-    budget = TOK.count(assemble(budget=1000, dedup=False, **args).text) - 5
-    off = assemble(budget=budget, dedup=False, **args)
-    on = assemble(budget=budget, **args)
+    cands = Candidates(recalled=[Recalled(turn, {"fused": 3.0})], summaries=[repeat, new])
+    args = dict(tokenizer=TOK, fmt="text", policy="recall", query="ship PostgreSQL")
+    budget = TOK.count(assemble(cands, budget=1000, dedup=False, **args).text) - 5
+    off = assemble(cands, budget=budget, dedup=False, **args)
+    on = assemble(cands, budget=budget, **args)
     assert [i.id for i in off.manifest.items] == ["turn:3", "node:1"]
     assert [i.id for i in on.manifest.items] == ["turn:3", "node:2"]
     assert {m.id: m.duplicate_of for m in on.manifest.near_misses if m.reason == "duplicate"} == {"node:1": "turn:3"}
@@ -185,9 +187,9 @@ def test_a_recalled_turn_repeating_the_window_or_a_better_ranked_turn_goes() -> 
     again = stored(4, "Reminder: the staging password rotates every 45 days, set by Priya.")
     twice = [stored(6, "Backups run at 02:00 and are kept for 30 days. Restores are tested monthly."),
              stored(8, "Backups run at 02:00 and are kept for 30 days. The bucket is eu-west-1.")]
-    ctx = assemble(budget=1000, tokenizer=TOK, fmt="openai", policy="hybrid", recent=window,
-                   recalled=[Recalled(again, {"fused": 3.0})] + [Recalled(t, {"fused": 2.0}) for t in twice],
-                   query="staging password and backups")
+    cands = Candidates(recent=window,
+                       recalled=[Recalled(again, {"fused": 3.0})] + [Recalled(t, {"fused": 2.0}) for t in twice])
+    ctx = assemble(cands, budget=1000, tokenizer=TOK, fmt="openai", policy="hybrid", query="staging password and backups")
     miss = {m.id: m for m in ctx.manifest.near_misses}
     assert (miss["turn:4"].reason, miss["turn:4"].duplicate_of) == ("duplicate", "turn:30")
     # The lower-ranked turn keeps only what the better one does not say.

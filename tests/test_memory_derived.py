@@ -106,12 +106,12 @@ def test_a_second_writer_does_not_force_an_index_rebuild_on_every_call(tmp_path:
     a, b = Memory(path, namespace="t", config=config, embedder=None), Memory(path, namespace="t", config=config, embedder=None)
     a.add([{"role": "user", "content": "seed turn"}], session="s")
     a.context("seed", budget=200, policy="recall")
-    index = a._index
+    index = a._derived.live.index
     for i in range(4):
         b.add([{"role": "user", "content": f"from b {i}"}], session="s")
         a.add([{"role": "user", "content": f"from a {i}"}], session="s")
         ctx = a.context(f"from b {i}", budget=300, policy="recall")
-        assert a._index is index  # caught up in place, never rebuilt
+        assert a._derived.live.index is index  # caught up in place, never rebuilt
         assert {t.text for t in a.turns()} >= {f"from b {i}", f"from a {i}"}
         assert len(index) == a.status().turns
         assert ctx.tokens <= 300

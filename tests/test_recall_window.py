@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from stratamem import Memory
-from stratamem.context.assemble import WINDOW_FLOOR, Recalled, is_follow_up, window_fraction
+from stratamem.context import Recalled
+from stratamem.context.window import WINDOW_FLOOR, is_follow_up, window_fraction
 from stratamem.records import StoredTurn, Turn
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)

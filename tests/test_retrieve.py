@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from stratamem import Config, Memory
 from stratamem.errors import BudgetError, ModelError, ValidationError
 from stratamem.records import StoredTurn, Turn
-from stratamem.context.assemble import ItemUnit, Recalled, assemble
+from stratamem.context import Candidates, ItemUnit, Recalled, assemble
 from stratamem.retrieve import (BM25Index, CompactRenderer, HybridIndex, PlainRenderer, Weights, analyze, pack_turns,
                                 read_query, stem)
 from stratamem.retrieve.engine import LEXICAL_WEIGHTS, passages
@@ -308,8 +308,8 @@ def test_recall_policy_drops_an_item_that_restates_a_turn_shown_verbatim() -> No
     items = [ItemUnit("item:1", "- (fact) Ben: I also started a pottery class.", "recalled_item", "cold", (3,)),
              ItemUnit("item:2", "- (fact) Ana likes lakes.", "recalled_item", "cold", (4,)),
              ItemUnit("item:3", "- (decision) Use PostgreSQL.", "recalled_item", "cold", ())]
-    ctx = assemble(budget=400, tokenizer=_TOK, fmt="text", policy="recall", items=items,
-                   recalled=[Recalled(turns[2], {"fused": 1.0})])
+    ctx = assemble(Candidates(items=items, recalled=[Recalled(turns[2], {"fused": 1.0})]), budget=400, tokenizer=_TOK,
+                   fmt="text", policy="recall")
     kinds = [(i.id, i.reason) for i in ctx.manifest.items]
     # item:3 (no provenance) goes first; item:2's turn was not shown, so it follows the packing;
     # item:1 only restates turn 3, which is shown verbatim.

@@ -1,7 +1,7 @@
 """The default ``hybrid`` policy beside ``recall`` at 2,048 tokens, for settings of the window sizing.
 
 ``hybrid`` gives part of the budget to the recent window; for a question
-about the past :func:`stratamem.context.assemble.window_fraction` shrinks it. This
+about the past :func:`stratamem.context.window.window_fraction` shrinks it. This
 walks both policies end to end (``Memory.context``) on LoCoMo and the
 assistant-chat set and prints budget recall at 2,048 tokens for the shipped
 sizing constants and for the alternatives given, so the gap to ``recall``
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stratamem.context import assemble
+from stratamem.context import window
 from stratamem.store import SQLiteStore
 
 from .baselines import MemoryContext
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--floors", type=float, nargs="*", default=[])
     ap.add_argument("--budget", type=int, default=2048)
     args = ap.parse_args(argv)
-    shipped = assemble.WINDOW_FLOOR
+    shipped = window.WINDOW_FLOOR
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLiteStore(Path(tmp) / "w.db")
         system_store.append(store)
@@ -66,10 +66,10 @@ def main(argv: list[str] | None = None) -> None:
             rec = _recall(MemoryContext(emb, "recall"), convs, args.budget)
             row = [f"recall {rec:.3f}"]
             for floor in [shipped, *args.floors]:
-                assemble.WINDOW_FLOOR = floor
+                window.WINDOW_FLOOR = floor
                 hyb = _recall(MemoryContext(emb, "hybrid"), convs, args.budget)
                 row.append(f"hybrid(floor={floor:g}) {hyb:.3f} (gap {rec - hyb:+.3f})")
-            assemble.WINDOW_FLOOR = shipped
+            window.WINDOW_FLOOR = shipped
             if emb is not None:
                 emb.save()
             print(f"{name} b@{args.budget}: " + "   ".join(row) + f"   [{time.perf_counter() - t0:.0f} s]", flush=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ __all__ = [
     "PyramidConfig",
     "StateConfig",
     "StoreConfig",
+    "register_choices",
 ]
 
 
@@ -129,7 +130,8 @@ class ContextConfig:
     """How ``Memory.context`` allocates and fills a budget (seeds 000, 002, 004)."""
 
     policy: str = "hybrid"
-    """``hybrid``, ``topics`` (50/30/20), ``state_first`` (seed 004 order) or ``pyramid`` (seed 000)."""
+    """A registered context policy: ``hybrid``, ``topics`` (50/30/20), ``pyramid`` (seed 000),
+    ``state_first`` (seed 004 order) or ``recall`` (see ``stratamem.context.policies``)."""
     current_share: float = 0.50
     """Share of the budget for the current topic / recent window."""
     history_share: float = 0.30
@@ -451,11 +453,30 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("PyramidConfig", "warm_format"): ("ctf", "json"),
     ("PyramidConfig", "summarizer"): ("heuristic", "extractive", "llm"),
     ("PyramidConfig", "consolidation_scope"): ("session", "namespace"),
-    ("ContextConfig", "policy"): ("hybrid", "topics", "state_first", "pyramid"),
     ("EmbeddingConfig", "provider"): ("local", "openai", "none"),
     ("EmbeddingConfig", "engine"): ("auto", "numpy", "onnx"),
     ("LLMConfig", "provider"): ("openai", "anthropic"),
 }
+
+
+_REGISTERED_CHOICES: dict[tuple[str, str], Callable[[], Iterable[str]]] = {}
+
+
+def register_choices(section: str, key: str, names: Callable[[], Iterable[str]]) -> None:
+    """Make the part that owns a set of names the one source of a key's allowed values.
+
+    ``names`` is read each time a config is validated, so a name its owner
+    registers later is accepted too. The context policies register
+    ``("ContextConfig", "policy")`` this way (:mod:`stratamem.context.policies`):
+    the package is loaded with ``stratamem`` itself, so every config built
+    through the package is checked against the policy registry.
+    """
+    _REGISTERED_CHOICES[(section, key)] = names
+
+
+def _choices(section: str, key: str) -> tuple[str, ...] | None:
+    names = _REGISTERED_CHOICES.get((section, key))
+    return tuple(names()) if names is not None else _CHOICES.get((section, key))
 
 
 def _validate(obj: Any, prefix: str) -> None:
@@ -463,7 +484,7 @@ def _validate(obj: Any, prefix: str) -> None:
     cls_name = type(obj).__name__
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        choices = _CHOICES.get((cls_name, f.name))
+        choices = _choices(cls_name, f.name)
         if choices is not None and value is not None and value not in choices:
             raise ConfigError(f"{prefix}{f.name}: {value!r} is not one of {', '.join(choices)}")
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:

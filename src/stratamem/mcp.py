@@ -212,9 +212,12 @@ def build_server(memory: "Memory", *, allow_namespaces: Collection[str] = (), na
 
 def _add_turn_tools(kit: _Kit) -> None:
     """Conversation turns: store them, assemble a budgeted context, search, seal a topic."""
+    from .context.policies import policy_names
     from .mcp_budget import MIN_BUDGET, context_result, hits_result, parse_now
 
     Field, Namespace, spaces, call = kit.Field, kit.Namespace, kit.spaces, kit.call
+    # The registry's names, read when the server is built (the schema's enum).
+    PolicyName: Any = Literal[policy_names()]  # noqa: N806
 
     def add_turns(messages: Annotated[list[dict[str, Any]], Field(min_length=1, description="Messages in order: "
                                                                    "OpenAI chat, Anthropic or canonical turns.")],
@@ -241,7 +244,7 @@ def _add_turn_tools(kit: _Kit) -> None:
                                                         "Completions, responses: Responses input items).")] = "text",
                     explain: Annotated[bool, Field(description="Add the full manifest if it fits the "
                                                    "budget.")] = False,
-                    policy: Annotated[Literal["hybrid", "topics", "pyramid", "state_first", "recall"] | None,
+                    policy: Annotated[PolicyName | None,
                                       Field(description="Budget policy (default from config).")] = None,
                     now: Annotated[str | None, Field(description="When the query is asked, ISO 8601 (naive = "
                                                      "UTC), for relative times (default: the newest turn's "

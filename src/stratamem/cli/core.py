@@ -19,6 +19,7 @@ from typing import IO, Any
 import click
 from tqdm import tqdm
 
+from ..context.policies import policy_names
 from ..text import CONTEXT_FORMATS
 from ..tokens import PROVIDER_FACTORS
 from ..ingest import INGEST_FORMATS, IngestSession, read_file
@@ -134,7 +135,7 @@ def add(settings: Settings, role: str, content: str, session: str, name: str | N
 @click.option("--format", "fmt", type=click.Choice(CONTEXT_FORMATS), default="text", show_default=True,
               help="text, or provider messages as JSON: openai (Chat Completions), responses (Responses "
                    "input items), anthropic.")
-@click.option("--policy", type=click.Choice(["hybrid", "topics", "pyramid", "state_first", "recall"]), default=None,
+@click.option("--policy", type=click.Choice(policy_names()), default=None,
               help="Budget policy (default from config: hybrid).")
 @click.option("--explain", is_flag=True, help="Print the manifest: every item, its tokens and reason.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rendered context and manifest as JSON.")

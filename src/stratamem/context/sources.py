@@ -1,10 +1,11 @@
 """Context sources: gather what the assembler may put in a prompt, from the parts of memory.
 
-:func:`stratamem.context.assemble.assemble` is pure; this module does the reading it
-needs: project instructions and the working state (seed 004), the agent-loop
-checkpoint of the current session (seed 001), and summaries of older history
-from the pyramid (seeds 000, 002), ranked for the query. Recall of verbatim
-turns lives in :mod:`stratamem.retrieve`.
+:func:`stratamem.context.assemble.assemble` is pure; this module holds the
+sources a policy reads through :mod:`~stratamem.context.gather`: project
+instructions and the working state (seed 004), the agent-loop checkpoint of
+the current session (seed 001), and summaries of older history from the
+pyramid (seeds 000, 002), ranked for the query. Recall of verbatim turns
+lives in :mod:`stratamem.retrieve`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from .assemble import FixedBlock, SummaryUnit
+from .units import FixedBlock, SummaryUnit
 from ..records.manifests import Manifest
 from ..errors import ModelError, NotFoundError
 from ..items.search import embed_texts

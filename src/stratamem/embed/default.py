@@ -20,7 +20,7 @@ from typing import Any
 from ..config import Config
 from ..errors import ConfigError
 
-__all__ = ["configured_model", "local_embeddings_available"]
+__all__ = ["configured_embedders", "configured_model", "local_embeddings_available"]
 
 _models: dict[tuple[Any, ...], Any] = {}
 _lock = threading.Lock()
@@ -57,6 +57,28 @@ def configured_model(config: Config) -> Any:
         if model is None:
             model = _models[key] = _build(config)
         return model
+
+
+def configured_embedders(config: Config, store: Any) -> tuple[Any, Any]:
+    """What a ``Memory`` embeds with by default: ``(for queries, for turns, summaries and items)``.
+
+    Both wrap :func:`configured_model` (``(None, None)`` without one). Queries
+    go through the store's persistent content-hash cache (``embedding.cache``).
+    Turns, segments and items keep their own vectors: embedding them through
+    the store's cache would store every vector twice, so they use the model
+    behind a small in-process cache (a context embeds its query for turn
+    recall and again for item search: the second is a hit).
+
+    Raises:
+        ConfigError: ``openai`` without ``embedding.dimensions``.
+    """
+    from .cache import CachedEmbedder, MemoryEmbeddingCache
+
+    model = embedder = configured_model(config)
+    if model is not None and config.embedding.cache:
+        embedder = CachedEmbedder(model, store.embeddings)
+    derived = CachedEmbedder(model, MemoryEmbeddingCache(max_entries=64)) if model is not None else None
+    return embedder, derived
 
 
 def _build(config: Config) -> Any:

@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..context.policies import PolicyName
+
 __all__ = ["AddItem", "AddTurns", "ContextRequest", "ErrorBody", "ErrorDetail", "ItemType", "RecallItems",
            "StateChange", "Supersede", "Tier"]
 
@@ -54,7 +56,7 @@ class ContextRequest(_Body):
     budget: int | None = Field(default=None, description="Token budget (default: config).")
     session: str | None = Field(default=None, description="Current session (default: latest).")
     format: Literal["openai", "responses", "anthropic", "text"] = "openai"
-    policy: Literal["hybrid", "topics", "pyramid", "state_first", "recall"] | None = None
+    policy: PolicyName | None = None
     now: datetime | None = Field(default=None, description="When the query is asked (ISO 8601; naive = UTC), for "
                                                        "relative times (default: the newest turn's time).")
     provider: Literal["openai", "anthropic"] | None = Field(

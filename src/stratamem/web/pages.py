@@ -19,7 +19,7 @@ from fastapi import APIRouter, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.templating import Jinja2Templates
 
-from ..context.assemble import POLICIES
+from ..context.policies import policy_names
 from ..errors import NotFoundError
 from ..records.items import ITEM_TYPES, TIERS
 from .api import principal
@@ -111,7 +111,7 @@ def build_pages(spaces: Spaces) -> APIRouter:
             return out
         data = spaces.call(run)
         return _page(request, "context.html", ns=ns, q=q or "", budget=budget or m.config.context.default_budget,
-                     policy=policy or m.config.context.policy, session=session or "", policies=POLICIES,
+                     policy=policy or m.config.context.policy, session=session or "", policies=policy_names(),
                      colors=SECTION_COLORS, **data)
 
     @r.get("/ns/{ns}/manifests/{manifest_id}", response_class=HTMLResponse)

@@ -1,126 +1,58 @@
-"""The ``Memory`` facade: one namespace's memory, wired from the parts.
+"""The ``Memory`` class: one namespace's memory, wired from the parts.
 
 ``Memory`` validates at the boundary, counts tokens exactly, writes each call
 in one transaction, and delegates everything else to the modules that own it:
-storage (:mod:`stratamem.store`), context assembly (:mod:`stratamem.context`),
-export/import (:mod:`stratamem.exchange`), file reading (:mod:`stratamem.ingest`).
+storage (:mod:`stratamem.store`), context assembly (:mod:`stratamem.context`,
+one call: :func:`~stratamem.context.assemble.build_context`), export/import
+(:mod:`stratamem.exchange`), file reading and write checks (:mod:`stratamem.ingest`),
+the recall index and the pyramid kept in step (:mod:`stratamem.memory.derived`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from itertools import islice
 from typing import IO, TYPE_CHECKING, Any
 
-from .context.assemble import POLICIES, FixedBlock, ItemUnit, Recalled, assemble, is_follow_up
-from .config import Config
-from .text import check_budget, check_context_format, check_now
-from .errors import BudgetError, ConfigError, InvalidTurnError, NotFoundError, StratamemError, ValidationError
-from .events import Event, EventBus
-from .exchange import plan_import, read_export, write_export
-from .ingest import IngestReport, IngestSession, parse_messages
-from .ingest import dedupe as _dedupe
-from .records.manifests import Context
-from .records.nodes import Node
-from .providers import to_responses
-from .records import Block, StoredTurn, TextBlock, ToolResultBlock, Turn, check_name
-from .retrieve import HybridIndex
-from .retrieve.updates import find_updates, order_updates, update_labels
-from .context.sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks, topic_tiers
-from .store import SQLiteStore, Store, TurnBatch
-from .store.base import NamespaceStats
-from .tokens import PROVIDER_FACTORS, Calibration, Counting, Tokenizer, count_turn, counting_for, get_tokenizer
+from ..context.assemble import build_context
+from ..context.gather import Parts, Request
+from ..context.policies import get_policy
+from ..config import Config
+from ..text import check_budget, check_context_format, check_now
+from ..errors import BudgetError, ConfigError, NotFoundError, StratamemError, ValidationError
+from ..events import EventBus
+from ..exchange import plan_import, read_export, write_export
+from ..ingest import IngestReport, IngestSession, parse_messages
+from ..ingest import dedupe as _dedupe
+from ..ingest.checks import check_sizes, check_tool_pairs
+from ..records.manifests import Context
+from ..records.nodes import Node
+from ..providers import to_responses
+from ..records import StoredTurn, Turn, check_name
+from ..retrieve import HybridIndex
+from .derived import Derived
+from .status import Status, spend_fields
+from ..context.sources import SummaryIndex
+from ..store import SQLiteStore, Store, TurnBatch
+from ..store.base import NamespaceStats
+from ..tokens import PROVIDER_FACTORS, Calibration, Counting, Tokenizer, count_turn, counting_for, get_tokenizer
 
 if TYPE_CHECKING:
-    from .forget import ForgetReport
-    from .pyramid.consolidate import Pyramid
-    from .search import SearchHit
-    from .state.working import WorkingState
-    from .summarize import Summarizer
+    from ..forget import ForgetReport
+    from ..pyramid.consolidate import Pyramid
+    from ..search import SearchHit
+    from ..state.working import WorkingState
+    from ..summarize import Summarizer
 
-__all__ = ["Memory", "Status"]
-
-log = logging.getLogger("stratamem.memory")
+__all__ = ["Memory"]
 
 _FORMAT_PROVIDERS = {"openai": "openai", "responses": "openai", "anthropic": "anthropic"}
 """The provider whose counting a format's budget is in by default (``text`` has none)."""
 
 _CONFIGURED: Any = object()
 """Default of ``Memory(embedder=...)``: the embedder the configuration names (``None`` means none)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Status:
-    """Counts, tokens and bytes of one namespace."""
-
-    namespace: str
-    """The namespace."""
-    backend: str
-    """Store backend (``sqlite`` or ``postgres``)."""
-    sessions: int
-    """Sessions in the namespace."""
-    turns: int
-    """Turns in the namespace."""
-    tokens: int
-    """Sum of the turns' exact token counts."""
-    text_bytes: int
-    """UTF-8 bytes of the stored turn content."""
-    store_bytes: int
-    """Bytes the whole store occupies on disk (all namespaces; 0 in memory)."""
-    tokenizer: str
-    """Tokenizer the counts were made with."""
-    warnings: tuple[str, ...] = ()
-    """Recent failures of derived work (recall index, pyramid) in this process; turns were kept."""
-    embedder: str = "none"
-    """Embedding model in use for recall (``none``: recall is lexical)."""
-    embedding_dims: int = 0
-    """Length of its vectors (0 without one)."""
-    embedded_turns: int = 0
-    """Turns whose vectors are stored in the recall index (the rest are embedded when it opens)."""
-    summary_calls: int = 0
-    """Model calls made to summarize this namespace's history (0 with a local summarizer)."""
-    summary_input_tokens: int = 0
-    """Input tokens those calls cost, as the provider reported them."""
-    summary_output_tokens: int = 0
-    """Output tokens those calls cost."""
-    summary_tokens_saved: int = 0
-    """Prompt tokens one prompt saves by showing the summarized segments as summaries (see ``stratamem.pyramid.spend``)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form."""
-        out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
-        out["warnings"] = list(self.warnings)
-        return out
-
-
-def _truncated(st: StoredTurn, limit: int) -> StoredTurn:
-    """``st`` with text over ``limit`` characters cut and marked (seed 002's prompt view only).
-
-    Plain content, text blocks and tool-result text are cut; tool calls, ids and
-    images are kept whole, so tool pairing stays intact.
-    """
-    def cut(text: str) -> str:
-        if len(text) <= limit:
-            return text
-        return text[:limit] + f" [truncated: {len(text) - limit:,} of {len(text):,} characters not shown]"
-
-    content = st.turn.content
-    if isinstance(content, str):
-        new: str | tuple[Block, ...] = cut(content)
-    else:
-        new = tuple(TextBlock(cut(b.text)) if isinstance(b, TextBlock) else
-                    dataclasses.replace(b, content=tuple(TextBlock(cut(p.text)) if isinstance(p, TextBlock) else p
-                                                         for p in b.content))
-                    if isinstance(b, ToolResultBlock) else b for b in content)
-    if new == content:
-        return st
-    return dataclasses.replace(st, turn=dataclasses.replace(st.turn, content=new))
 
 
 def _needed_features(config: Config) -> list[str]:
@@ -175,9 +107,6 @@ class Memory:
         self._summary_index = SummaryIndex()
         self.events = events or EventBus()
         self._summarizer = summarizer
-        self._pyramid: Pyramid | None = None
-        self._index: HybridIndex | None = None
-        self._warnings: list[str] = []
         self.tokenizer = tokenizer or get_tokenizer(self.config.tokenizer)
         self.namespace = check_name(namespace, "namespace")
         if isinstance(store, str | os.PathLike):
@@ -200,22 +129,14 @@ class Memory:
         self.store: Store = store
         self._configured = embedder is _CONFIGURED
         if self._configured:
-            from .embed import CachedEmbedder, MemoryEmbeddingCache
-            from .embed.default import configured_model
+            from ..embed.default import configured_embedders
 
-            model = embedder = configured_model(self.config)
-            if model is not None and self.config.embedding.cache:
-                embedder = CachedEmbedder(model, store.embeddings)
-            # Turns, segments and items keep their own vectors: embedding them through
-            # the store's cache would store every vector twice, so they use the model
-            # behind a small in-process cache (a context embeds its query for turn
-            # recall and again for item search: the second is a hit).
-            self._derived_embedder: Any = (CachedEmbedder(model, MemoryEmbeddingCache(max_entries=64))
-                                           if model is not None else None)
+            embedder, self._derived_embedder = configured_embedders(self.config, store)
         else:
             self._derived_embedder = embedder
         self._embedder: Any = embedder
-        self._indexer: Any = None
+        self._derived = Derived(store, self.namespace, self.config, self.tokenizer, self.events, summarizer,
+                                self._derived_embedder)
 
     @property
     def embedder(self) -> Any:
@@ -227,7 +148,7 @@ class Memory:
         # Everything built with the old embedder is rebuilt with the new one on next use.
         self._embedder = self._derived_embedder = value
         self._configured = False
-        self._indexer = self._index = self._pyramid = None
+        self._derived.use_embedder(value)
         self.__dict__.pop("_items", None)
 
     def for_namespace(self, namespace: str) -> Memory:
@@ -242,7 +163,7 @@ class Memory:
         """This namespace's long-term memory items (a :class:`stratamem.items.Items`, made on first use)."""
         cached = self.__dict__.get("_items")
         if cached is None:
-            from .items.api import Items
+            from ..items.api import Items
 
             # Without an embedder, item recall is lexical and reports mode "lexical".
             cached = self.__dict__["_items"] = Items(
@@ -252,34 +173,10 @@ class Memory:
 
     # --- writing ----------------------------------------------------------------------
 
-    def _check_size(self, turns: Sequence[Turn]) -> None:
-        limit = self.config.store.max_turn_chars
-        for i, t in enumerate(turns):
-            size = len(json.dumps(t.to_dict(), ensure_ascii=False))
-            if size > limit:
-                raise InvalidTurnError(
-                    f"turn is {size:,} characters; the limit is {limit:,} (config store.max_turn_chars)",
-                    path=f"messages[{i}]")
-
-    def _check_tool_pairs(self, session: str, turns: Sequence[Turn]) -> None:
-        """Every tool result must answer a tool call made earlier in the batch or the session."""
-        known: set[str] = set()
-        recent: set[str] | None = None
-        for i, t in enumerate(turns):
-            known.update(t.tool_use_ids)
-            for tid in t.tool_result_ids:
-                if tid in known:
-                    continue
-                if recent is None:
-                    # Calls are usually just before their results: look there first,
-                    # then ask the store about the whole session.
-                    rows = self.store.turns(self.namespace, session, newest_first=True, limit=50)
-                    recent = {c for st in rows if st.role == "assistant" for c in st.turn.tool_use_ids}
-                if tid in recent or self.store.has_tool_call(self.namespace, session, tid):
-                    known.add(tid)
-                    continue
-                raise InvalidTurnError(f"tool result {tid!r} answers no tool call in session {session!r}",
-                                       path=f"messages[{i}]")
+    def _check(self, session: str, turns: Sequence[Turn]) -> None:
+        """Refuse a batch before anything is stored (:mod:`stratamem.ingest.checks`)."""
+        check_sizes(turns, self.config.store.max_turn_chars)
+        check_tool_pairs(self.store, self.namespace, session, turns)
 
     def add(self, messages: Turn | dict[str, Any] | Sequence[Turn | dict[str, Any]], *, session: str = "default",
             format: str = "auto", platform: str | None = None, channel: str | None = None,
@@ -307,77 +204,16 @@ class Memory:
         """
         check_name(session, "session")
         turns = parse_messages(messages, format, timestamp=timestamp)
-        self._check_size(turns)
-        self._check_tool_pairs(session, turns)
+        self._check(session, turns)
         tokens = [count_turn(t, self.tokenizer) for t in turns]
         stored = self.store.append(self.namespace, [TurnBatch(session, turns, tokens, platform, channel)])
-        self._after_add(stored)
+        self._derived.after_add(stored)
         return stored
 
     @property
     def indexer(self) -> Any:
         """The persisted recall index of this namespace (a :class:`stratamem.retrieve.persisted.TurnIndexer`)."""
-        if self._indexer is None:
-            from .retrieve.persisted import TurnIndexer
-
-            self._indexer = TurnIndexer(self.store, self.namespace, self._derived_embedder,
-                                        passages=self.config.embedding.passages)
-        return self._indexer
-
-    def _after_add(self, stored: list[StoredTurn], progress: Callable[[int], None] | None = None) -> None:
-        """Feed newly committed turns to the derived structures; never raises.
-
-        The turns are already committed, and everything derived can be rebuilt
-        from them, so a failure here must not turn a successful ``add`` into an
-        error: it is reported (a ``recall.index_failed`` or ``pyramid.failed``
-        event, a log line, and ``status().warnings``) and the structure catches
-        up on a later call.
-        """
-        if not stored:
-            return
-        # Embedded and analysed now, stored beside the turns: the first context()
-        # of this or any later process opens the index instead of rebuilding it.
-        try:
-            batch = self.indexer.index(stored, progress)
-        except Exception as exc:  # noqa: BLE001 - reported below; rows missing are made when the index opens
-            self._index = None
-            self._derived_failed("recall.index_failed", exc, stored)
-            batch = None
-        if batch is not None and batch.error is not None:
-            # The turns and their terms are stored; their vectors are made when the index next opens.
-            self._index = None
-            self._derived_failed("recall.embed_failed", batch.error, stored)
-        index = self._index
-        # Append only when these turns extend the index exactly (no other writer in
-        # between); otherwise the next context() catches up from the store.
-        if batch is not None and index is not None and (not len(index) or stored[0].id > index.turns[-1].id) \
-                and self._index_in_step(len(index) + len(stored)):
-            try:
-                index.add_turns(stored, terms=batch.terms, vectors=batch.vectors, passages=batch.passages)
-            except Exception as exc:  # noqa: BLE001 - reported below; the index is rebuilt on next use
-                self._index = None
-                self._derived_failed("recall.index_failed", exc, stored)
-        if self.config.pyramid.enabled:
-            try:
-                self.pyramid.update(dict.fromkeys(t.session for t in stored))
-            except Exception as exc:  # noqa: BLE001 - reported below; the next update resumes from the last seal
-                self._derived_failed("pyramid.failed", exc, stored)
-
-    def _index_in_step(self, expected: int) -> bool:
-        try:
-            return self.store.turn_count(self.namespace) == expected
-        except StratamemError as exc:
-            self._derived_failed("recall.index_failed", exc, [])
-            return False
-
-    def _derived_failed(self, kind: str, exc: BaseException, stored: list[StoredTurn]) -> None:
-        detail = f"{type(exc).__name__}: {exc}"
-        first, last = (stored[0].id, stored[-1].id) if stored else (None, None)
-        log.warning("%s in namespace %r (turns %s-%s): %s", kind, self.namespace, first, last, detail)
-        self._warnings.append(f"{kind}: {detail}")
-        del self._warnings[:-20]
-        self.events.emit(Event(kind, {"error": detail, "first_turn_id": first, "last_turn_id": last},
-                               namespace=self.namespace))
+        return self._derived.live.indexer
 
     # --- pyramid ----------------------------------------------------------------------
 
@@ -389,26 +225,7 @@ class Memory:
             ConfigError: The store keeps no pyramid nodes, or the ``llm`` summarizer
                 is configured without a ``summarizer`` instance.
         """
-        if self._pyramid is None:
-            from .pyramid.consolidate import Pyramid
-
-            path = getattr(self.store, "path", None)
-            archive = f"{path}.archive" if isinstance(path, str) and path != ":memory:" else None
-            self._pyramid = Pyramid(self.store, self.namespace, config=self.config, tokenizer=self.tokenizer,
-                                    events=self.events, summarizer=self._summarizer,
-                                    embedder=self._derived_embedder,
-                                    archive_dir=archive)
-            self._finish_forget(self._pyramid)
-        return self._pyramid
-
-    def _finish_forget(self, pyramid: Pyramid) -> None:
-        """Finish archive files a forget committed but a crash left undone (never raises)."""
-        from .forget import finish_pending
-
-        try:
-            finish_pending(self.store, pyramid.archive, self.namespace)
-        except StratamemError as exc:
-            self._derived_failed("forget.finish_failed", exc, [])
+        return self._derived.pyramid
 
     def seal(self, session: str = "default") -> Node | None:
         """Seal the open turns of ``session`` into a segment now (a manual topic boundary).
@@ -435,7 +252,7 @@ class Memory:
             InvalidTurnError: A turn is too large or a tool result is unpaired.
         """
         stored = self._append_sessions(sessions)
-        self._after_add(stored, progress)
+        self._derived.after_add(stored, progress)
         return stored
 
     def ingest(self, sessions: Iterable[IngestSession], *, dedupe: bool = True,
@@ -462,7 +279,7 @@ class Memory:
             plan = _dedupe.plan_ingest(self.store.ingest_keys, self.namespace, sessions, dedupe=dedupe)
             stored = self._append_sessions(plan.sessions)
             self.store.ingest_keys.record(self.namespace, _dedupe.key_rows(plan, stored))
-        self._after_add(stored, progress)
+        self._derived.after_add(stored, progress)
         return _dedupe.report(plan, stored)
 
     def _append_sessions(self, sessions: Iterable[IngestSession]) -> list[StoredTurn]:
@@ -473,8 +290,7 @@ class Memory:
                 raise ValidationError(f"session {s.session!r} belongs to namespace {s.namespace!r}, "
                                       f"not {self.namespace!r}")
             name = check_name(s.session or "default", "session")
-            self._check_size(s.turns)
-            self._check_tool_pairs(name, s.turns)
+            self._check(name, s.turns)
             batches.append(TurnBatch(name, s.turns, [count_turn(t, self.tokenizer) for t in s.turns],
                                      s.platform, s.channel))
         return self.store.append(self.namespace, batches)
@@ -512,8 +328,9 @@ class Memory:
             session: The current session (default: the most recently written one).
             format: ``openai`` (Chat Completions messages), ``responses`` (OpenAI
                 Responses input items), ``anthropic`` or ``text``.
-            policy: ``hybrid``, ``topics``, ``pyramid``, ``state_first`` or
-                ``recall`` (default: ``config.context.policy``).
+            policy: A registered policy: ``hybrid``, ``topics``, ``pyramid``,
+                ``state_first`` or ``recall`` (:func:`stratamem.context.policy_names`;
+                default: ``config.context.policy``).
             now: When the query is asked: relative times in it ("two weeks ago",
                 "last Saturday") are resolved against it (default: the time of the
                 namespace's newest turn; a naive datetime is UTC). The manifest
@@ -542,8 +359,7 @@ class Memory:
         check_context_format(format)
         now = check_now(now)
         policy = policy or self.config.context.policy
-        if policy not in POLICIES:
-            raise ValidationError(f"unknown policy {policy!r} (expected one of {', '.join(POLICIES)})")
+        get_policy(policy)
         if query is not None and not isinstance(query, str):
             raise ValidationError(f"query must be a string, got {type(query).__name__}")
         if project_dir is not None and not isinstance(project_dir, str | os.PathLike):
@@ -562,7 +378,7 @@ class Memory:
         # context is assembled and counted as those, then re-shaped (see providers.to_responses).
         fmt = "openai" if format == "responses" else format
         project = self.project_dir if project_dir is None else project_dir
-        ctx = self._assemble(query, room, session, fmt, policy, now, project)
+        ctx = build_context(self._parts(), Request(query, room, session, fmt, policy, now, project))
         manifest = dataclasses.replace(ctx.manifest, budget=budget, total_tokens=counting.tokens(ctx.tokens),
                                        counting=counting.to_dict())
         messages = tuple(to_responses(ctx.messages)) if format == "responses" else ctx.messages
@@ -590,57 +406,11 @@ class Memory:
                                   path="calibration")
         return counting_for(self.tokenizer.name, provider, model, calibration)
 
-    def _assemble(self, query: str | None, budget: int, session: str | None, format: str, policy: str,
-                  now: datetime | None, project: str | os.PathLike[str] | None) -> Context:
-        """The context for validated inputs and a resolved session, counted by this memory's tokenizer."""
-        if policy == "topics":
-            return self._topics_context(query, budget, session, format, project)
-        recent = self._iter_newest(session) if session and policy != "recall" else iter(())
-        # System turns are instructions: they come in through _fixed_blocks, never as history.
-        # The window considers at most short_buffer_turns turns (seed 004's short buffer).
-        recent = islice((st for st in recent if st.role != "system"), self.config.context.short_buffer_turns)
-        recalled: list[Recalled] = []
-        notes: list[str] = []
-        # A follow-up ("go on", "make it shorter") says nothing about which history it
-        # needs, and with vectors every turn scores a little: the thread is in the
-        # recent window, so such a query recalls nothing (the recall policy still does).
-        follow_up = bool(query) and policy != "recall" and bool(session) and is_follow_up(query)
-        if follow_up:
-            notes.append("follow-up query: nothing recalled, the recent window holds the thread")
-        if query and query.strip() and not follow_up:
-            index = self._recall_index()
-            if index.lexical_only:
-                notes.append(self._lexical_note())
-            # Enough candidates to fill the budget with short turns, and never fewer than 25.
-            k = max(25, budget // 12)
-            facts = index.query_facts(query, now)
-            notes += [f"time window: {w.describe()} (now {facts.now:%Y-%m-%d %H:%M} UTC)" for w in facts.windows]
-            # A hit with no signal at all (fused score 0) is not a match.
-            # System prompts are shown as instructions (fixed section), never as recalled history.
-            hits = [h for h in index.search(query, k=k, now=now)
-                    if h.score.get("fused", 0.0) > 0 and index.turn(h.turn_ids[0]).role != "system"]
-            # Turns about the same thing said at different times: the newest first, labelled.
-            hits, labels = order_updates(hits, find_updates(hits, index.turn, index.similarity,
-                                                            lexical=index.lexical_only))
-            if labels:
-                notes.append(f"knowledge updates: {update_labels(labels)}")
-            recalled = [Recalled(index.turn(h.turn_ids[0]), h.score, labels.get(h.turn_ids[0])) for h in hits]
-        fixed = self._fixed_blocks(session, project)
-        bulks: list[Any] = []
-        if not self.config.pyramid.enabled:
-            summaries = []
-        elif policy == "pyramid":
-            # Seed 000: hot window, the top-3 relevant warm chunks expanded, macro summaries.
-            summaries, bulks = self._summary_index.pyramid_parts(self.pyramid, query)
-        else:
-            summaries = self._summary_index.rank(self.pyramid, query)
-        items = self._item_units(query, session)
-        cfg = self.config.context
-        ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=format, policy=policy,
-                        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), fixed=fixed,
-                        recent=recent, recalled=recalled, summaries=summaries, bulks=bulks, items=items,
-                        query=query, notes=notes, dedup=cfg.dedup)
-        return ctx
+    def _parts(self) -> Parts:
+        """What context gathering reads from this memory (:mod:`stratamem.context.gather`)."""
+        return Parts(self.store, self.namespace, self.tokenizer, self.config, self._summary_index,
+                     pyramid=lambda: self.pyramid, items=lambda: self.items, recall_index=self._recall_index,
+                     state=self.state, lexical_note=self._lexical_note())
 
     def _lexical_note(self) -> str:
         if self._configured and self.config.embedding.provider == "local":
@@ -659,119 +429,11 @@ class Memory:
         try:
             self.store.manifests.add(self.namespace, session, ctx.manifest, keep=cfg.keep_manifests)
         except StratamemError as exc:
-            self._derived_failed("manifest.record_failed", exc, [])
-
-    def _fixed_blocks(self, session: str | None, project: str | os.PathLike[str] | None) -> list[FixedBlock]:
-        """System prompts, project instructions and working state (when a project is set), then the checkpoint."""
-        fixed = checkpoint_block(self.store, self.namespace, session)
-        if project is not None:
-            fixed = project_blocks(project, self.namespace, self.tokenizer, self.state(project)) + fixed
-        return system_blocks(self.store, self.namespace, session) + fixed
-
-    def _topics_context(self, query: str | None, budget: int, session: str | None, fmt: str,
-                        project: str | os.PathLike[str] | None) -> Context:
-        """Seed 002's three tiers: the current topic's messages, topic summaries, bulk summaries.
-
-        The current topic is the session's turns since its last seal (or, right
-        after a seal, the last topic's). Escalation step 1 applies to it: a
-        message longer than ``pyramid.max_message_chars`` is shown truncated
-        with a marker (the stored turn is untouched).
-        """
-        if not self.config.pyramid.enabled:
-            raise ConfigError("the topics policy needs the pyramid (pyramid.enabled = true)")
-        current: list[StoredTurn] = []
-        if session:
-            current = self.pyramid.open_turns(session)
-            if not current:
-                sealed = self.pyramid.nodes(level=1, session=session)
-                current = self.pyramid.expand(sealed[-1].id) if sealed else []
-        limit = self.config.pyramid.max_message_chars
-        window = [_truncated(st, limit) for st in reversed(current) if st.role != "system"]
-        topics, bulks = self._summary_index.topics(self.pyramid, session)
-        cfg = self.config.context
-        ctx = assemble(budget=budget, tokenizer=self.tokenizer, fmt=fmt, policy="topics",
-                       shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), recent=window,
-                       summaries=topics, bulks=bulks, query=query, fixed=self._fixed_blocks(session, project),
-                       dedup=cfg.dedup)
-        tiers, source = topic_tiers(ctx.manifest, self.pyramid, {st.id: st.tokens for st in current})
-        ctx = dataclasses.replace(ctx, manifest=dataclasses.replace(ctx.manifest, tier_tokens=tiers,
-                                                                    source_tokens=source))
-        return ctx
-
-    def _item_units(self, query: str | None, session: str | None = None) -> list[ItemUnit]:
-        """Hot memory items (kept in the prompt), then warm/cold items found for ``query``.
-
-        Only items ``session`` sees: namespace-wide ones and its own (session-scoped
-        items of other sessions never enter this session's context).
-
-        Assembling a context reads only: item search here tracks no access and
-        promotes nothing (use :meth:`Items.recall` for that), so building a
-        prompt never changes memory and works on a read-only store.
-        """
-        units = [ItemUnit(f"item:{it.id}", f"- ({it.type}) {it.content}", "hot_item", "hot", it.provenance,
-                          {"relevance": it.relevance})
-                 for it in self.items.hot(session) if it.superseded_by is None and it.review != "rejected"]
-        if query and query.strip():
-            found = self.items.search(query, limit=10, session=session)
-            seen = {u.id for u in units}
-            units += [ItemUnit(f"item:{it.id}", f"- ({it.type}) {it.content}", "recalled_item", it.tier,
-                               it.provenance, {"match": found.scores.get(it.id, 0.0)})
-                      for it in found.items if f"item:{it.id}" not in seen]
-        return units
+            self._derived.failed("manifest.record_failed", exc, [])
 
     def _recall_index(self) -> HybridIndex:
-        """The namespace's recall index: built from the store on first use, kept current.
-
-        ``add`` feeds it directly; turns written by another process or another
-        ``Memory`` are picked up here (one ``COUNT`` per call when nothing changed).
-        New turns after everything indexed are added; any other difference
-        (turns deleted by retention, out-of-order commits) rebuilds it.
-        """
-        index = self._index
-        if index is not None and self.store.turn_count(self.namespace) != len(index):
-            indexed = [st.id for st in index.turns]
-            ids = self.store.turn_ids(self.namespace)
-            new = ids[len(indexed):] if ids[:len(indexed)] == indexed else None
-            if new is None:
-                index = None
-            else:
-                for start in range(0, len(new), 500):
-                    # Written by another process: its rows are stored (or made now, when missing).
-                    index = self._catch_up(index, self.store.turns(self.namespace, ids=new[start:start + 500]))
-                    if index is None:
-                        break
-        if index is None:
-            index = self.indexer.open(on_store_error=lambda exc: self._derived_failed("recall.index_failed", exc, []))
-            self._index = index
-        return index
-
-    def _catch_up(self, index: HybridIndex, turns: list[StoredTurn]) -> HybridIndex | None:
-        """Add turns another writer stored, from their persisted rows; ``None``: reopen the index instead."""
-        rows = self.store.embeddings.turns.load(self.namespace, [st.id for st in turns]) if turns else {}
-        if len(rows) != len(turns) or (self._derived_embedder is not None
-                                       and any(r.vector is None for r in rows.values())):
-            return None
-        from .embed.quantize import decode_int8
-
-        terms = [rows[st.id].terms.split() for st in turns]
-        vectors = None
-        if self._derived_embedder is not None:
-            blobs = [rows[st.id].vector for st in turns]
-            vectors = decode_int8(blobs, len(blobs[0]) - 4)  # type: ignore[arg-type]
-        index.add_turns(turns, terms=terms, vectors=vectors)
-        return index
-
-    def _iter_newest(self, session: str, page: int = 32) -> Iterable[StoredTurn]:
-        # The window usually stops after a few dozen turns: start with a small page
-        # (every row read is decoded) and widen it while the window keeps asking.
-        max_seq: int | None = None
-        while True:
-            rows = self.store.turns(self.namespace, session, max_seq=max_seq, newest_first=True, limit=page)
-            yield from rows
-            if len(rows) < page:
-                return
-            max_seq = rows[-1].seq - 1
-            page = min(page * 4, 1024)
+        """The namespace's recall index, kept current (:meth:`stratamem.retrieve.live.LiveIndex.current`)."""
+        return self._derived.live.current()
 
     def status(self) -> Status:
         """Counts, tokens and bytes of this namespace."""
@@ -779,22 +441,10 @@ class Memory:
         model = self._derived_embedder
         embedded = self.store.embeddings.turns.counts(self.namespace)[1] if model is not None else 0
         return Status(self.namespace, self.store.backend, s.sessions, s.turns, s.tokens, s.text_bytes,
-                      self.store.size_bytes(), self.tokenizer.name, tuple(self._warnings),
+                      self.store.size_bytes(), self.tokenizer.name, tuple(self._derived.warnings),
                       embedder=self.indexer.model or "none",
                       embedding_dims=int(getattr(model, "dimensions", 0) or 0) if model is not None else 0,
-                      embedded_turns=embedded, **self._spend_fields())
-
-    def _spend_fields(self) -> dict[str, int]:
-        """Summarization spend and savings for :meth:`status` (zeros where the store keeps no pyramid)."""
-        nodes = getattr(self.store, "nodes", None)
-        if nodes is None:
-            return {}
-        from .pyramid.spend import LevelSpend, SummarySpend
-
-        spend = SummarySpend(self.namespace, tuple(LevelSpend(*r) for r in nodes.spend(self.namespace)),
-                             *nodes.summarized_tokens(self.namespace))
-        return {"summary_calls": spend.calls, "summary_input_tokens": spend.input_tokens,
-                "summary_output_tokens": spend.output_tokens, "summary_tokens_saved": spend.tokens_saved}
+                      embedded_turns=embedded, **spend_fields(self.store, self.namespace))
 
     def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:
         """The working state of this namespace, kept under ``project_dir`` (see ``docs/state.md``).
@@ -802,7 +452,7 @@ class Memory:
         Raises:
             ValidationError: Invalid namespace name.
         """
-        from .state.working import WorkingState  # local: keeps toon_format out of the facade's import
+        from ..state.working import WorkingState  # local: keeps toon_format out of the facade's import
 
         return WorkingState(project_dir, self.namespace, config=self.config.state, tokenizer=self.tokenizer)
 
@@ -843,7 +493,7 @@ class Memory:
                                                           channel=s.channel)
                                             for s in data.sessions if plan.turns[s.name]])
         # Only committed turns may reach the derived structures.
-        self._after_add(stored)
+        self._derived.after_add(stored)
         return len(data.sessions), len(stored), plan.skipped
 
     # --- forget, search, namespaces (stratamem.forget, stratamem.search) ----------------
@@ -861,7 +511,7 @@ class Memory:
             BackendError: The store failed; nothing was forgotten.
             ArchiveError: Committed, but an archive file is not finished yet (the next open finishes it).
         """
-        from .forget import forget
+        from ..forget import forget
 
         return forget(self, turns=turns, session=session, all_namespace=all_namespace, vacuum=vacuum)
 
@@ -872,7 +522,7 @@ class Memory:
             ValidationError: Empty query or ``k`` outside 1–1,000.
             NotFoundError: Unknown namespace or session.
         """
-        from .search import search
+        from ..search import search
 
         return search(self, query, k=k, session=session)
 
@@ -882,11 +532,9 @@ class Memory:
 
     def _reset_derived(self) -> None:
         """Drop the in-memory indexes (recall, summaries, items): they may hold forgotten text."""
-        self._index = None
+        self._derived.reset()
         self._summary_index = SummaryIndex()
         self.__dict__.pop("_items", None)
-        if self._pyramid is not None:
-            self._pyramid = None
 
     def close(self) -> None:
         """Close the store."""

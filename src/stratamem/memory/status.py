@@ -1,0 +1,65 @@
+"""What :meth:`stratamem.Memory.status` reports: counts, tokens, bytes, recall and summarization spend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Status", "spend_fields"]
+
+
+@dataclass(frozen=True, slots=True)
+class Status:
+    """Counts, tokens and bytes of one namespace."""
+
+    namespace: str
+    """The namespace."""
+    backend: str
+    """Store backend (``sqlite`` or ``postgres``)."""
+    sessions: int
+    """Sessions in the namespace."""
+    turns: int
+    """Turns in the namespace."""
+    tokens: int
+    """Sum of the turns' exact token counts."""
+    text_bytes: int
+    """UTF-8 bytes of the stored turn content."""
+    store_bytes: int
+    """Bytes the whole store occupies on disk (all namespaces; 0 in memory)."""
+    tokenizer: str
+    """Tokenizer the counts were made with."""
+    warnings: tuple[str, ...] = ()
+    """Recent failures of derived work (recall index, pyramid) in this process; turns were kept."""
+    embedder: str = "none"
+    """Embedding model in use for recall (``none``: recall is lexical)."""
+    embedding_dims: int = 0
+    """Length of its vectors (0 without one)."""
+    embedded_turns: int = 0
+    """Turns whose vectors are stored in the recall index (the rest are embedded when it opens)."""
+    summary_calls: int = 0
+    """Model calls made to summarize this namespace's history (0 with a local summarizer)."""
+    summary_input_tokens: int = 0
+    """Input tokens those calls cost, as the provider reported them."""
+    summary_output_tokens: int = 0
+    """Output tokens those calls cost."""
+    summary_tokens_saved: int = 0
+    """Prompt tokens one prompt saves by showing the summarized segments as summaries (see ``stratamem.pyramid.spend``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form."""
+        out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        out["warnings"] = list(self.warnings)
+        return out
+
+
+def spend_fields(store: Any, namespace: str) -> dict[str, int]:
+    """Summarization spend and savings for a :class:`Status` (none where the store keeps no pyramid)."""
+    nodes = getattr(store, "nodes", None)
+    if nodes is None:
+        return {}
+    from ..pyramid.spend import LevelSpend, SummarySpend
+
+    spend = SummarySpend(namespace, tuple(LevelSpend(*r) for r in nodes.spend(namespace)),
+                         *nodes.summarized_tokens(namespace))
+    return {"summary_calls": spend.calls, "summary_input_tokens": spend.input_tokens,
+            "summary_output_tokens": spend.output_tokens, "summary_tokens_saved": spend.tokens_saved}

@@ -1,0 +1,137 @@
+"""One namespace's recall index in memory, kept in step with the turns the store holds.
+
+:class:`LiveIndex` is what :class:`~stratamem.memory.Memory` keeps between
+calls: the persisted index rows are written when turns are committed
+(:meth:`LiveIndex.feed`, through :class:`~stratamem.retrieve.persisted.TurnIndexer`),
+and the in-memory :class:`~stratamem.retrieve.engine.HybridIndex` is opened
+on first use and caught up when another writer added turns
+(:meth:`LiveIndex.current`). Everything here is derived from the turns and can
+be rebuilt, so a failure never raises: it is reported through ``report``
+(the facade's event, log line and status warning) and the index is reopened
+on next use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..errors import StratamemError
+from ..records import StoredTurn
+from .engine import HybridIndex
+
+__all__ = ["LiveIndex", "Report"]
+
+Report = Callable[[str, BaseException, Sequence[StoredTurn]], None]
+"""Called with a failure's kind (``recall.index_failed``, ``recall.embed_failed``), the error and the
+turns concerned."""
+
+
+class LiveIndex:
+    """The recall index of ``namespace``: persisted rows written on add, the index opened and kept current.
+
+    Args:
+        store: The store (turns and their ``embeddings.turns`` rows).
+        namespace: The namespace.
+        embedder: Embeddings for the vector signals, or ``None`` (lexical recall).
+        passages: Also embed the passages of long turns (``embedding.passages``).
+        report: Told of every failure (never raised).
+    """
+
+    def __init__(self, store: Any, namespace: str, embedder: Any, *, passages: bool, report: Report) -> None:
+        self.store, self.namespace, self.embedder = store, namespace, embedder
+        self.passages = passages
+        self.report = report
+        self.index: HybridIndex | None = None
+        """The open index (``None`` until first use, or after a failure: reopened on next use)."""
+        self._indexer: Any = None
+
+    @property
+    def indexer(self) -> Any:
+        """The persisted recall index (a :class:`stratamem.retrieve.persisted.TurnIndexer`), made on first use."""
+        if self._indexer is None:
+            from .persisted import TurnIndexer
+
+            self._indexer = TurnIndexer(self.store, self.namespace, self.embedder, passages=self.passages)
+        return self._indexer
+
+    def reset(self) -> None:
+        """Drop the open index (it may hold forgotten text); the next use reopens it from the store."""
+        self.index = None
+
+    def feed(self, stored: list[StoredTurn], progress: Callable[[int], None] | None = None) -> None:
+        """Index newly committed turns; never raises.
+
+        Their rows are embedded, analysed and stored beside the turns, so the
+        first context of this or any later process opens the index instead of
+        rebuilding it. The open index takes them only when they extend it
+        exactly (no other writer in between); otherwise :meth:`current`
+        catches up from the store.
+        """
+        try:
+            batch = self.indexer.index(stored, progress)
+        except Exception as exc:  # noqa: BLE001 - reported; rows missing are made when the index opens
+            self.index = None
+            self.report("recall.index_failed", exc, stored)
+            batch = None
+        if batch is not None and batch.error is not None:
+            # The turns and their terms are stored; their vectors are made when the index next opens.
+            self.index = None
+            self.report("recall.embed_failed", batch.error, stored)
+        index = self.index
+        if batch is not None and index is not None and (not len(index) or stored[0].id > index.turns[-1].id) \
+                and self._in_step(len(index) + len(stored)):
+            try:
+                index.add_turns(stored, terms=batch.terms, vectors=batch.vectors, passages=batch.passages)
+            except Exception as exc:  # noqa: BLE001 - reported; the index is rebuilt on next use
+                self.index = None
+                self.report("recall.index_failed", exc, stored)
+
+    def _in_step(self, expected: int) -> bool:
+        try:
+            return self.store.turn_count(self.namespace) == expected
+        except StratamemError as exc:
+            self.report("recall.index_failed", exc, [])
+            return False
+
+    def current(self) -> HybridIndex:
+        """The namespace's recall index: built from the store on first use, kept current.
+
+        :meth:`feed` adds this process's turns; turns written by another
+        process or another ``Memory`` are picked up here (one ``COUNT`` per
+        call when nothing changed). New turns after everything indexed are
+        added; any other difference (turns deleted by retention, out-of-order
+        commits) rebuilds it.
+        """
+        index = self.index
+        if index is not None and self.store.turn_count(self.namespace) != len(index):
+            indexed = [st.id for st in index.turns]
+            ids = self.store.turn_ids(self.namespace)
+            new = ids[len(indexed):] if ids[:len(indexed)] == indexed else None
+            if new is None:
+                index = None
+            else:
+                for start in range(0, len(new), 500):
+                    # Written by another process: its rows are stored (or made now, when missing).
+                    index = self._catch_up(index, self.store.turns(self.namespace, ids=new[start:start + 500]))
+                    if index is None:
+                        break
+        if index is None:
+            index = self.indexer.open(on_store_error=lambda exc: self.report("recall.index_failed", exc, []))
+            self.index = index
+        return index
+
+    def _catch_up(self, index: HybridIndex, turns: list[StoredTurn]) -> HybridIndex | None:
+        """Add turns another writer stored, from their persisted rows; ``None``: reopen the index instead."""
+        rows = self.store.embeddings.turns.load(self.namespace, [st.id for st in turns]) if turns else {}
+        if len(rows) != len(turns) or (self.embedder is not None and any(r.vector is None for r in rows.values())):
+            return None
+        from ..embed.quantize import decode_int8
+
+        terms = [rows[st.id].terms.split() for st in turns]
+        vectors = None
+        if self.embedder is not None:
+            blobs = [rows[st.id].vector for st in turns]
+            vectors = decode_int8(blobs, len(blobs[0]) - 4)  # type: ignore[arg-type]
+        index.add_turns(turns, terms=terms, vectors=vectors)
+        return index
