@@ -360,12 +360,14 @@ def score_quality(data: Sequence[Mapping[str, Any]], convs: Sequence[Mapping[str
         items = [i for i in c["items"] if i["source"] == "extracted"]
         sources = {d for i in items for d in i["sources"]}
         grounded = sum(any(d in cited for d in i["sources"]) for i in items)
+        # Per (item, source turn): an item cannot look grounded by citing many turns.
+        pairs = [d in cited for i in items for d in i["sources"]]
         covered = sum(any(d in sources for d in ids) for _, _, ids in obs)
         keys = Counter(norm_text(i["content"]) for i in items)
         dup = sum(n - 1 for n in keys.values())
         types.update(i["type"] for i in items)
         row = {"sample": c["sample"], "turns": c["turns"], "items": len(items), "grounded": grounded,
-               "obs": len(obs), "covered": covered, "dup": dup, "cited_turns": len(cited),
+               "obs": len(obs), "covered": covered, "sources": len(pairs), "sources_cited": sum(pairs), "dup": dup, "cited_turns": len(cited),
                "pending": sum(i["review"] == "pending" for i in items)}
         per.append(row)
         tot.update({k: v for k, v in row.items() if k != "sample"})
@@ -380,17 +382,19 @@ def print_quality(rows: Mapping[str, Any], order: Sequence[str], seconds: Mappin
     first = rows[order[0]]["total"]
     print(f"\n## LoCoMo memory items ({len(rows[order[0]]['per'])} conversations, {first['turns']:,} turns, "
           f"{first['obs']:,} observations citing {first['cited_turns']:,} turns)\n")
-    print("| extractor | items | grounded | covered | items / 1k turns | dup | pending review | ingest s | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| extractor | items | grounded | covered | items / 1k turns | dup | sources per item | source precision "
+          "| pending review | ingest s | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in order:
         t = rows[name]["total"]
         print(f"| {name} | {t['items']:,} | {_ratio(t['grounded'], t['items'])} | {_ratio(t['covered'], t['obs'])} "
-              f"| {1000 * t['items'] / t['turns']:.0f} | {t['dup']} | {t['pending']:,} "
+              f"| {1000 * t['items'] / t['turns']:.0f} | {t['dup']} | {t['sources'] / max(1, t['items']):.2f} "
+              f"| {_ratio(t['sources_cited'], t['sources'])} | {t['pending']:,} "
               f"| {seconds[name][0]:.0f} | {seconds[name][1]:.1f} |")
     print(f"| reference: every turn an item | {first['turns']:,} | {_ratio(first['cited_turns'], first['turns'])} "
-          f"| 1.000 | 1000 | - | - | - | - |")
+          f"| 1.000 | 1000 | - | 1.00 | {_ratio(first['cited_turns'], first['turns'])} | - | - | - |")
     print(f"| reference: the observations | {first['obs']:,} | 1.000 | 1.000 "
-          f"| {1000 * first['obs'] / first['turns']:.0f} | - | - | - | - |")
+          f"| {1000 * first['obs'] / first['turns']:.0f} | - | - | 1.000 | - | - | - |")
     print("\nper conversation: grounded / covered / items per 1k turns")
     print("| extractor | " + " | ".join(str(r["sample"]) for r in rows[order[0]]["per"]) + " |")
     print("|---|" + "---:|" * len(rows[order[0]]["per"]))
