@@ -23,11 +23,12 @@ Parts (``--parts``, default all but ``recall``):
 
   Two reference rows need no engine: *every turn* (one item per turn) and the
   observations themselves.
-* ``concurrency`` — 4 writer processes add the same LoCoMo conversation turn
-  by turn (each into its own sessions) into one namespace of one store, for
-  ``--seconds`` each, on SQLite and on PostgreSQL (pgserver, as tests/pg.py;
-  ``STRATAMEM_PG_DSN`` names a server instead). Sequentially the second
-  writer's facts are all already known, so every duplicate is a race.
+* ``concurrency`` — 4 writer processes add the same LoCoMo turns, one
+  ``Memory.add`` each (each writer into its own sessions), into one namespace
+  of one store for ``--seconds``, on SQLite and on PostgreSQL (pgserver, as
+  tests/pg.py; ``STRATAMEM_PG_DSN`` names a server instead); one writer alone
+  is the control. Sequentially a second writer's facts are all known already,
+  so a duplicate the control does not show is a check-then-insert race.
 * ``labels`` — precision of the knowledge-update labels ``(newer)`` /
   ``(superseded?)`` in contexts rendered by ``Memory.context(question,
   budget, format="text", now=question date)`` on the project's assistant-chat
@@ -94,6 +95,19 @@ def cited_ids(raw: Any) -> list[str]:
         if m:
             out.append(f"D{int(m.group(1))}:{int(m.group(2))}")
     return out
+
+
+_STOP = frozenset("""a an the and or but if of to in on at for with from by about as into over after before up down out
+off than then so such that this these those there here it its it's is are was were be been being am do does did done have
+has had having i me my mine we us our you your yours he him his she her they them their what which who whom whose when where
+why how all any both each few more most other some no nor not only own same too very can will just should now also really
+just like get got go going went one yes yeah oh wow hey hi thanks thank great awesome amazing cool nice love loved""".split())
+
+
+def content_words(text: str, names: Iterable[str] = ()) -> set[str]:
+    """Lower-case words of ``text`` without stop words, chit-chat words and the speakers' names."""
+    skip = {n.lower() for n in names}
+    return {w for w in re.findall(r"[a-z][a-z0-9]*(?:'[a-z]+)?", text.lower()) if w not in _STOP and w not in skip and len(w) > 2}
 
 
 def observations(sample: Mapping[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -357,17 +371,27 @@ def score_quality(data: Sequence[Mapping[str, Any]], convs: Sequence[Mapping[str
     for c in convs:
         obs = observations(data[c["sample"]])
         cited = {d for _, _, ids in obs for d in ids}
+        conv = data[c["sample"]]["conversation"]
+        names = [conv["speaker_a"], conv["speaker_b"]]
+        said: dict[str, set[str]] = {}  # per cited turn: the content words of the observations citing it
+        for _, fact, ids in obs:
+            for d in ids:
+                said.setdefault(d, set()).update(content_words(fact, names))
         items = [i for i in c["items"] if i["source"] == "extracted"]
         sources = {d for i in items for d in i["sources"]}
         grounded = sum(any(d in cited for d in i["sources"]) for i in items)
         # Per (item, source turn): an item cannot look grounded by citing many turns.
         pairs = [d in cited for i in items for d in i["sources"]]
+        # Grounded and on topic: the item's own words meet those of an observation citing its turn
+        # (two content words), so a greeting quoted from a cited turn does not count.
+        on_topic = sum(any(len(content_words(i["content"], names) & said.get(d, set())) >= 2 for d in i["sources"])
+                       for i in items)
         covered = sum(any(d in sources for d in ids) for _, _, ids in obs)
         keys = Counter(norm_text(i["content"]) for i in items)
         dup = sum(n - 1 for n in keys.values())
         types.update(i["type"] for i in items)
         row = {"sample": c["sample"], "turns": c["turns"], "items": len(items), "grounded": grounded,
-               "obs": len(obs), "covered": covered, "sources": len(pairs), "sources_cited": sum(pairs), "dup": dup, "cited_turns": len(cited),
+               "obs": len(obs), "covered": covered, "on_topic": on_topic, "sources": len(pairs), "sources_cited": sum(pairs), "dup": dup, "cited_turns": len(cited),
                "pending": sum(i["review"] == "pending" for i in items)}
         per.append(row)
         tot.update({k: v for k, v in row.items() if k != "sample"})
@@ -382,19 +406,20 @@ def print_quality(rows: Mapping[str, Any], order: Sequence[str], seconds: Mappin
     first = rows[order[0]]["total"]
     print(f"\n## LoCoMo memory items ({len(rows[order[0]]['per'])} conversations, {first['turns']:,} turns, "
           f"{first['obs']:,} observations citing {first['cited_turns']:,} turns)\n")
-    print("| extractor | items | grounded | covered | items / 1k turns | dup | sources per item | source precision "
-          "| pending review | ingest s | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| extractor | items | grounded | covered | items / 1k turns | dup | grounded on topic | sources per item "
+          "| source precision | pending review | ingest s | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in order:
         t = rows[name]["total"]
         print(f"| {name} | {t['items']:,} | {_ratio(t['grounded'], t['items'])} | {_ratio(t['covered'], t['obs'])} "
-              f"| {1000 * t['items'] / t['turns']:.0f} | {t['dup']} | {t['sources'] / max(1, t['items']):.2f} "
+              f"| {1000 * t['items'] / t['turns']:.0f} | {t['dup']} | {_ratio(t['on_topic'], t['items'])} "
+              f"| {t['sources'] / max(1, t['items']):.2f} "
               f"| {_ratio(t['sources_cited'], t['sources'])} | {t['pending']:,} "
               f"| {seconds[name][0]:.0f} | {seconds[name][1]:.1f} |")
     print(f"| reference: every turn an item | {first['turns']:,} | {_ratio(first['cited_turns'], first['turns'])} "
-          f"| 1.000 | 1000 | - | 1.00 | {_ratio(first['cited_turns'], first['turns'])} | - | - | - |")
+          f"| 1.000 | 1000 | - | - | 1.00 | {_ratio(first['cited_turns'], first['turns'])} | - | - | - |")
     print(f"| reference: the observations | {first['obs']:,} | 1.000 | 1.000 "
-          f"| {1000 * first['obs'] / first['turns']:.0f} | - | - | 1.000 | - | - | - |")
+          f"| {1000 * first['obs'] / first['turns']:.0f} | - | 1.000 | - | 1.000 | - | - | - |")
     print("\nper conversation: grounded / covered / items per 1k turns")
     print("| extractor | " + " | ".join(str(r["sample"]) for r in rows[order[0]]["per"]) + " |")
     print("|---|" + "---:|" * len(rows[order[0]]["per"]))
@@ -442,51 +467,52 @@ def _targets(backends: Sequence[str], tmp: Path) -> tuple[dict[str, Any], Any]:
     return out, server
 
 
+def _probe(t: Tree, target: str, writers: int, seconds: float) -> dict[str, Any]:
+    """``writers`` processes adding the same turns into ``target`` for ``seconds``; the items they left."""
+    # The schema (or file) first, from one process: the writers then race on items only.
+    t.run("count", {"target": target})
+    start = time.time() + 3.0
+    procs = [t.run("writer", {"target": target, "writer": w, "start": start, "deadline": start + seconds,
+                              "locomo": str(LOCOMO), "samples": list(range(10))}, background=True)
+             for w in range(writers)]
+    results = []
+    for w, p in enumerate(procs):
+        so, se = p.communicate(timeout=seconds + 600)
+        results.append(_answer(f"{t.name} writer {w}", "writer", p.returncode, so, se))
+    counted = t.run("count", {"target": target})
+    items = [i for i in counted["items"] if i["source"] == "extracted"]
+    keys = Counter(norm_text(i["content"]) for i in items)
+    return {"turns": counted["turns"], "items": len(items), "distinct": len(keys),
+            "dup": sum(n - 1 for n in keys.values()), "errors": sum(r["errors"] for r in results),
+            "first_error": next((r["first_error"] for r in results if r["first_error"]), None),
+            "load": os.getloadavg()[0]}
+
+
 def run_concurrency(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> None:
     targets, server = _targets(args.backends, tmp)
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[tuple[str, str, int], dict[str, Any]] = {}
     try:
         for t in _measured(trees):
             for backend, make in targets.items():
-                target = make(f"probe_{len(rows)}_{backend}")
-                # The schema (or file) first, from one process: the writers then race on items only.
-                t.run("count", {"target": target})
-                start = time.time() + 3.0
-                procs = [t.run("writer", {"target": target, "writer": w, "start": start,
-                                          "deadline": start + args.seconds, "locomo": str(LOCOMO),
-                                          "samples": list(range(10))}, background=True)
-                         for w in range(args.writers)]
-                results = []
-                for w, p in enumerate(procs):
-                    so, se = p.communicate(timeout=args.seconds + 600)
-                    results.append(_answer(f"{t.name} writer {w}", "writer", p.returncode, so, se))
-                counted = t.run("count", {"target": target})
-                items = [i for i in counted["items"] if i["source"] == "extracted"]
-                keys = Counter(norm_text(i["content"]) for i in items)
-                rows[f"{t.name}|{backend}"] = {
-                    "turns": counted["turns"], "items": len(items), "distinct": len(keys),
-                    "dup": sum(n - 1 for n in keys.values()), "errors": sum(r["errors"] for r in results),
-                    "first_error": next((r["first_error"] for r in results if r["first_error"]), None),
-                    "load": os.getloadavg()[0]}
+                for writers in args.writers:
+                    rows[t.name, backend, writers] = _probe(t, make(f"probe_{len(rows)}_{backend}"), writers,
+                                                            args.seconds)
     finally:
         if server is not None:
             server.stop()
-    for t in trees:
-        if t.same_as is not None:
-            for backend in targets:
-                rows[f"{t.name}|{backend}"] = rows[f"{t.same_as}|{backend}"]
-    print(f"\n## Concurrent writers: {args.writers} processes, {args.seconds:.0f} s each, the same LoCoMo turns "
-          "(conversations 0-9 in order, until the time is up) into one namespace, one add per turn\n")
-    print("| extractor | backend | turns stored | extracted items | distinct texts | duplicates | writer errors "
-          "| load |\n|---|---|---:|---:|---:|---:|---:|---:|")
+    print(f"\n## Concurrent writers: the same LoCoMo turns (conversations 0-9 in order, one add per turn, each "
+          f"writer into its own sessions) into one namespace for {args.seconds:.0f} s; one writer is the control\n")
+    print("| extractor | backend | writers | turns stored | extracted items | distinct texts | duplicates "
+          "| writer errors | load |\n|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for t in trees:
         for backend in targets:
-            r = rows[f"{t.name}|{backend}"]
-            print(f"| {t.name} | {backend} | {r['turns']:,} | {r['items']} | {r['distinct']} | {r['dup']} "
-                  f"| {r['errors']} | {r['load']:.1f} |")
-    errors = {k: r["first_error"] for k, r in rows.items() if r["first_error"]}
-    for k, e in errors.items():
-        print(f"first writer error, {k}: {e}")
+            for writers in args.writers:
+                r = rows[t.same_as or t.name, backend, writers]
+                print(f"| {t.name} | {backend} | {writers} | {r['turns']:,} | {r['items']:,} | {r['distinct']:,} "
+                      f"| {r['dup']:,} | {r['errors']} | {r['load']:.1f} |")
+    for k, r in rows.items():
+        if r["first_error"]:
+            print(f"first writer error, {' / '.join(map(str, k))}: {r['first_error']}")
 
 
 # --- labels -------------------------------------------------------------------------------------
@@ -546,6 +572,8 @@ def run_labels(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> No
                                "cache": str(args.synth_cache)})
         rows[t.name] = score_labels(chats, ans["contexts"])
         seconds[t.name] = (ans["seconds"], ans["load"])
+        if args.dump:
+            Path(args.dump).with_suffix(f".{len(rows)}.labels.json").write_text(json.dumps(ans))
     _copy_rows(trees, rows)
     _copy_rows(trees, seconds)
     print(f"\n## Knowledge-update labels on the assistant-chat set ({len(args.haystacks)} haystacks, "
@@ -607,8 +635,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="embedder for the LoCoMo adds (items' text does not depend on it today; a salience "
                          "rule that reads vectors needs minilm)")
     ap.add_argument("--label-embedder", choices=("none", "minilm"), default="minilm")
-    ap.add_argument("--writers", type=int, default=4)
-    ap.add_argument("--seconds", type=float, help="writer probe length (default 40, quick 12)")
+    ap.add_argument("--writers", type=int, nargs="*", default=[1, 4], help="writer processes per probe (1: control)")
+    ap.add_argument("--seconds", type=float, help="writer probe length (default 30, quick 10)")
     ap.add_argument("--backends", nargs="*", choices=("sqlite", "postgres"), default=["sqlite", "postgres"])
     ap.add_argument("--haystacks", type=int, nargs="*", help="chat-set haystacks (default all 10, quick 0 1)")
     ap.add_argument("--budgets", type=int, nargs="*", default=[2048], help="context budgets for the labels")
@@ -621,7 +649,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     from benchmarks.locomo.embedcache import CACHE, SYNTH_CACHE
 
     args.locomo_cache, args.synth_cache = CACHE, SYNTH_CACHE
-    args.seconds = args.seconds or (12.0 if args.quick else 40.0)
+    args.seconds = args.seconds or (10.0 if args.quick else 30.0)
     args.haystacks = args.haystacks if args.haystacks is not None else ([0, 1] if args.quick else list(range(10)))
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="items-quality-", dir="/tmp") as d:

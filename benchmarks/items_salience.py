@@ -298,12 +298,45 @@ def extractor_rows(paths: Sequence[str], turns: Sequence[TurnInfo],
     return rows
 
 
+def show_items(path: str, n: int, seed: int = 25) -> None:
+    """``n`` random ungrounded and ``n`` random grounded items of a dump, with their source turn (and observation)."""
+    import random
+
+    data = json.loads(LOCOMO.read_text(encoding="utf-8"))
+    dump = json.loads(Path(path).read_text(encoding="utf-8"))
+    text, cites = {}, {}
+    for pos, s in enumerate(data):
+        for key, turns in s["conversation"].items():
+            if key.startswith("session_") and isinstance(turns, list):
+                text.update(((pos, t["dia_id"]), f"{t['speaker']}: {t['text']}") for t in turns)
+        for per in s["observation"].values():
+            for facts in per.values():
+                for f in facts:
+                    for d in cited_ids(f[1]):
+                        cites.setdefault((pos, d), str(f[0]))
+    items = [(c["sample"], i) for c in dump["conversations"] for i in c["items"] if i["source"] == "extracted"]
+    rng = random.Random(seed)
+    bad = [x for x in items if not any((x[0], d) in cites for d in x[1]["sources"])]
+    good = [x for x in items if any((x[0], d) in cites for d in x[1]["sources"])]
+    for title, pool in (("not grounded", bad), ("grounded", good)):
+        print(f"\n{n} random {title} items of {len(pool)} (item | source turn | observation citing it)")
+        for pos, it in rng.sample(pool, min(n, len(pool))):
+            d = it["sources"][0]
+            obs = cites.get((pos, d))
+            print(f"- [{pos} {d}] ({it['type']}) {it['content']}\n    turn: {text[(pos, d)][:220]}"
+                  + (f"\n    observation: {obs}" if obs else ""))
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Print the rule table, the learned weights and the ceiling."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--items", nargs="*", default=[], help="items_quality.py --dump files to add as rows")
     ap.add_argument("--examples", type=int, default=0, help="print this many false positives of rule E")
+    ap.add_argument("--show", type=int, default=0, help="with --items: this many bad and good items of the first dump")
     args = ap.parse_args(argv)
+    if args.show and args.items:
+        show_items(args.items[0], args.show)
+        return
     turns, obs = load()
     n_cited = sum(t.cited for t in turns)
     print(f"LoCoMo: {len(turns):,} turns, {n_cited:,} cited by an observation ({n_cited / len(turns):.3f}), "
