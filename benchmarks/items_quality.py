@@ -207,7 +207,8 @@ def worker_writer(a: Mapping[str, Any]) -> dict[str, Any]:
 
     data = json.loads(Path(a["locomo"]).read_text(encoding="utf-8"))
     mem = Memory(_open(a["target"]), namespace="probe", embedder=None)
-    sessions = [s for pos in a["samples"] for s in locomo_sessions(data[pos])]
+    # Session names repeat across conversations (session_1 ...): keep each conversation's apart.
+    sessions = [(f"c{pos}-{name}", turns) for pos in a["samples"] for name, turns in locomo_sessions(data[pos])]
     added = errors = 0
     first_error = None
     while time.time() < a["start"]:
