@@ -59,7 +59,6 @@ import argparse
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -97,17 +96,20 @@ def cited_ids(raw: Any) -> list[str]:
     return out
 
 
-_STOP = frozenset("""a an the and or but if of to in on at for with from by about as into over after before up down out
-off than then so such that this these those there here it its it's is are was were be been being am do does did done have
-has had having i me my mine we us our you your yours he him his she her they them their what which who whom whose when where
-why how all any both each few more most other some no nor not only own same too very can will just should now also really
-just like get got go going went one yes yeah oh wow hey hi thanks thank great awesome amazing cool nice love loved""".split())
+_STOP = frozenset("""a an the and or but if of to in on at for with from by about as into over after before up down
+out off than then so such that this these those there here it its it's is are was were be been
+being am do does did done have has had having i me my mine we us our you your yours he him his
+she her they them their what which who whom whose when where why how all any both each few more
+most other some no nor not only own same too very can will just should now also really like get
+got go going went one yes yeah oh wow hey hi thanks thank great awesome amazing cool nice love
+loved""".split())
 
 
 def content_words(text: str, names: Iterable[str] = ()) -> set[str]:
     """Lower-case words of ``text`` without stop words, chit-chat words and the speakers' names."""
     skip = {n.lower() for n in names}
-    return {w for w in re.findall(r"[a-z][a-z0-9]*(?:'[a-z]+)?", text.lower()) if w not in _STOP and w not in skip and len(w) > 2}
+    words = re.findall(r"[a-z][a-z0-9]*(?:'[a-z]+)?", text.lower())
+    return {w for w in words if w not in _STOP and w not in skip and len(w) > 2}
 
 
 def observations(sample: Mapping[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:
@@ -392,7 +394,8 @@ def score_quality(data: Sequence[Mapping[str, Any]], convs: Sequence[Mapping[str
         dup = sum(n - 1 for n in keys.values())
         types.update(i["type"] for i in items)
         row = {"sample": c["sample"], "turns": c["turns"], "items": len(items), "grounded": grounded,
-               "obs": len(obs), "covered": covered, "on_topic": on_topic, "sources": len(pairs), "sources_cited": sum(pairs), "dup": dup, "cited_turns": len(cited),
+               "obs": len(obs), "covered": covered, "on_topic": on_topic, "sources": len(pairs),
+               "sources_cited": sum(pairs), "dup": dup, "cited_turns": len(cited),
                "pending": sum(i["review"] == "pending" for i in items)}
         per.append(row)
         tot.update({k: v for k, v in row.items() if k != "sample"})
@@ -597,12 +600,12 @@ def run_labels(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> No
 
 def run_recall(trees: Sequence[Tree], args: argparse.Namespace) -> None:
     print("\n## Guard rail: LoCoMo recall (benchmarks/locomo_recall.py --ours"
-          f"{' --no-dense' if args.embedder == 'none' else ''}), strict table, per tree\n")
+          f"{' --no-dense' if args.recall_no_dense else ''}), strict table, per tree\n")
     wanted = ("stratamem hybrid", "Memory.context (recall)", "Memory.context (hybrid)")
     done: dict[str, list[str]] = {}
     for t in _measured(trees):
         cmd = [sys.executable, str(ROOT / "benchmarks" / "locomo_recall.py"), "--ours"]
-        if args.embedder == "none":
+        if args.recall_no_dense:
             cmd.append("--no-dense")
         env = {**os.environ, "PYTHONPATH": f"{t.src}{os.pathsep}{ROOT}"}
         t0 = time.perf_counter()
@@ -636,6 +639,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     help="embedder for the LoCoMo adds (items' text does not depend on it today; a salience "
                          "rule that reads vectors needs minilm)")
     ap.add_argument("--label-embedder", choices=("none", "minilm"), default="minilm")
+    ap.add_argument("--recall-no-dense", action="store_true", help="the recall part without embeddings (faster)")
     ap.add_argument("--writers", type=int, nargs="*", default=[1, 4], help="writer processes per probe (1: control)")
     ap.add_argument("--seconds", type=float, help="writer probe length (default 30, quick 10)")
     ap.add_argument("--backends", nargs="*", choices=("sqlite", "postgres"), default=["sqlite", "postgres"])

@@ -55,7 +55,7 @@ DATE = re.compile(r"\b(?:january|february|march|april|may|june|july|august|septe
 VERB = re.compile(
     r"\b(?:have|has|had|got|get|own|bought|buy|adopted|adopt|plan(?:ning|ned|s)?|going to|gonna|will|want(?:ed)? to|"
     r"hop(?:e|ing) to|thinking (?:of|about)|decided|love|loved|like|liked|prefer|favou?rite|enjoy(?:ed)?|into|"
-    r"start(?:ed|ing)?|join(?:ed)?|mov(?:ed|ing)|went|visit(?:ed)?|took|finish(?:ed)?|made|made|paint(?:ed)?|"
+    r"start(?:ed|ing)?|join(?:ed)?|mov(?:ed|ing)|went|visit(?:ed)?|took|finish(?:ed)?|made|paint(?:ed)?|"
     r"ran|run|signed up|volunteer(?:ed|ing)?|attend(?:ed|ing)?|graduat(?:ed|ing)|work(?:ing|ed)? (?:on|at|as)|"
     r"learn(?:ed|ing)|play(?:ed|ing)?|won|lost|married|born|kids?|son|daughter|husband|wife|family|job)\b", re.I)
 QUESTION_START = re.compile(r"^(?:what|how|why|when|where|who|which|do|did|does|are|is|was|were|have|has|can|could|"
@@ -69,11 +69,13 @@ REACTION = re.compile(r"^(?:wow|whoa|awesome|great|amazing|cool|nice|congrat\w*|
 SECOND_PERSON = re.compile(r"\b(?:you|your|you're|you've|yours)\b", re.I)
 _SPLIT = re.compile(r"(?<=[.!?])\s+")
 _CAPITAL = re.compile(r"\b[A-Z][a-z]+(?:\s+[A-Z][a-z]+)*\b")
-_NOT_NAMES = frozenset("I I'm I've I'd I'll Hey Hi Hello Wow Thanks Thank Yeah Yes No Oh Sure Great Awesome Amazing "
-                       "That That's This It It's What How Why When Where Who Which Do Did Does Are Is Was Were Have Has "
-                       "Can Could Would Will Any Me My We Our You Your So And But Also Just Good Nice Cool Congrats "
-                       "Sounds Glad Sorry Love Lol Haha Totally Definitely Absolutely For Not Keep Let Let's Here There "
-                       "Well Ah Aw Awww Ha Hmm Omg Really Maybe Anyway Sometimes Right Okay Ok Check Look See".split())
+_NOT_NAMES = frozenset((
+    "I I'm I've I'd I'll Hey Hi Hello Wow Thanks Thank Yeah Yes No Oh Sure Great Awesome Amazing That "
+    "That's This It It's What How Why When Where Who Which Do Did Does Are Is Was Were Have Has Can "
+    "Could Would Will Any Me My We Our You Your So And But Also Just Good Nice Cool Congrats Sounds "
+    "Glad Sorry Love Lol Haha Totally Definitely Absolutely For Not Keep Let Let's Here There Well Ah "
+    "Aw Awww Ha Hmm Omg Really Maybe Anyway Sometimes Right Okay Ok Check Look See "
+).split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +195,8 @@ RULES: dict[str, Rule] = {
 }
 
 
-def score(selected: Sequence[bool], turns: Sequence[TurnInfo], obs: Sequence[Sequence[tuple[str, ...]]]) -> dict[str, float]:
+def score(selected: Sequence[bool], turns: Sequence[TurnInfo],
+          obs: Sequence[Sequence[tuple[str, ...]]]) -> dict[str, float]:
     """Precision, recall, observation coverage and selections per 1k turns of a turn selection."""
     sel = [t for t, s in zip(turns, selected, strict=True) if s]
     cited = sum(t.cited for t in turns)

@@ -59,7 +59,8 @@ _VALUE = re.compile(r"\b\d+(?::\d+)?[a-z]?\b|\b[A-Z][a-z]+\b|\b[A-C][12]\b")
 _PREFIX = re.compile(r"^(?:side note|also|unrelated,? but|by the way|btw|oh,? and|anyway|p\.?s\.?)[:,]?\s*", re.I)
 # Attribute classes: words that name the same slot of a person's life (a small lexicon, written for this note).
 SLOTS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
-    "residence": "live living lived moved move moving home place city apartment flat house rent unpacking neighbourhood",
+    "residence": "live living lived moved move moving home place city apartment flat house rent unpacking "
+                 "neighbourhood",
     "job": "work working job position career role employer company occupation promoted hired shift",
     "pet": "kitten cat dog puppy pet renamed rename named called",
     "record": "record best fastest pb personal",
@@ -68,12 +69,13 @@ SLOTS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
     "partner": "partner girlfriend boyfriend wife husband married engaged dating",
     "school": "school university degree studying course college",
 }.items()}
-_STOP = frozenset("""a an the and or but if of to in on at for with from by about as into over after before up down out
-off than then so such that this these those there here it its is are was were be been being am do does did have has had i
-me my we us our you your they them their what which who when where why how all any both each few more most other some no
-not only own same too very can will just should now also really get got go going went one anything everything something
-still bit much many lot thing things time way keeps keep end ends week weeks day days month months year years last next
-make makes made new old""".split())
+_STOP = frozenset("""a an the and or but if of to in on at for with from by about as into over after before up down
+out off than then so such that this these those there here it its is are was were be been being
+am do does did have has had i me my we us our you your they them their what which who when where
+why how all any both each few more most other some no not only own same too very can will just
+should now also really get got go going went one anything everything something still bit much
+many lot thing things time way keeps keep end ends week weeks day days month months year years
+last next make makes made new old""".split())
 
 
 @dataclass(frozen=True, slots=True)
