@@ -40,12 +40,13 @@ Parts (``--parts``, default all but ``recall``):
   benchmark's /tmp disk cache (the first run embeds the set, ~4-6 min).
 * ``recall`` — the guard rail: ``benchmarks/locomo_recall.py --ours`` run on
   each tree (LoCoMo r@10 of the engine and b@1024 of ``Memory.context``,
-  which items compete in). Not in the default run (~6-12 min per tree).
+  which items compete in). Not in the default run: ~18 min per tree at load 10
+  (``--recall-no-dense`` is faster, but it is not the shipped configuration).
 
 Usage::
 
     .venv/bin/python benchmarks/items_quality.py                       # this tree beside 9a3365c
-    .venv/bin/python benchmarks/items_quality.py --quick               # ~3 min
+    .venv/bin/python benchmarks/items_quality.py --quick               # ~3 min (4 writers for 8 s, 2 haystacks)
     .venv/bin/python benchmarks/items_quality.py --baseline 9a3365c --src /work/other/src
     .venv/bin/python benchmarks/items_quality.py --parts recall
 
@@ -640,8 +641,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                          "rule that reads vectors needs minilm)")
     ap.add_argument("--label-embedder", choices=("none", "minilm"), default="minilm")
     ap.add_argument("--recall-no-dense", action="store_true", help="the recall part without embeddings (faster)")
-    ap.add_argument("--writers", type=int, nargs="*", default=[1, 4], help="writer processes per probe (1: control)")
-    ap.add_argument("--seconds", type=float, help="writer probe length (default 30, quick 10)")
+    ap.add_argument("--writers", type=int, nargs="*", help="writer processes per probe (default 1 and 4, quick 4; "
+                                                           "1 is the control)")
+    ap.add_argument("--seconds", type=float, help="writer probe length (default 30, quick 8)")
     ap.add_argument("--backends", nargs="*", choices=("sqlite", "postgres"), default=["sqlite", "postgres"])
     ap.add_argument("--haystacks", type=int, nargs="*", help="chat-set haystacks (default all 10, quick 0 1)")
     ap.add_argument("--budgets", type=int, nargs="*", default=[2048], help="context budgets for the labels")
@@ -654,7 +656,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     from benchmarks.locomo.embedcache import CACHE, SYNTH_CACHE
 
     args.locomo_cache, args.synth_cache = CACHE, SYNTH_CACHE
-    args.seconds = args.seconds or (10.0 if args.quick else 30.0)
+    args.seconds = args.seconds or (8.0 if args.quick else 30.0)
+    args.writers = args.writers or ([4] if args.quick else [1, 4])
     args.haystacks = args.haystacks if args.haystacks is not None else ([0, 1] if args.quick else list(range(10)))
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="items-quality-", dir="/tmp") as d:
