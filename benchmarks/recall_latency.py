@@ -27,9 +27,14 @@ from stratamem.ingest import read_file  # noqa: E402
 from stratamem.records import StoredTurn, Turn  # noqa: E402
 from stratamem.retrieve import HybridIndex  # noqa: E402
 
-QUERIES = ["When did Caroline go to the LGBTQ support group?", "What did Melanie paint?",
-           "Which city have both Jean and John visited?", "How did Gina promote her clothes store?",
-           "What is Jon's favorite style of dance?", "What did Caroline research?"] * 5
+QUERIES = [
+    "When did Caroline go to the LGBTQ support group?",
+    "What did Melanie paint?",
+    "Which city have both Jean and John visited?",
+    "How did Gina promote her clothes store?",
+    "What is Jon's favorite style of dance?",
+    "What did Caroline research?",
+] * 5
 
 
 def main() -> None:
@@ -42,9 +47,16 @@ def main() -> None:
         turns = []
         for i in range(n):
             name, text = texts[i % len(texts)]
-            turns.append(StoredTurn(i + 1, "bench", "one", i + 1, 1,
-                                    Turn(role="user", content=text, name=name,
-                                         timestamp=start + timedelta(seconds=30 * i))))
+            turns.append(
+                StoredTurn(
+                    i + 1,
+                    "bench",
+                    "one",
+                    i + 1,
+                    1,
+                    Turn(role="user", content=text, name=name, timestamp=start + timedelta(seconds=30 * i)),
+                )
+            )
         for mode, embedder in (("lexical", None), ("hybrid", cache)):
             index = HybridIndex(embedder=embedder)
             t0 = time.perf_counter()
@@ -57,8 +69,10 @@ def main() -> None:
                 t0 = time.perf_counter()
                 index.search(q, k=50)
                 lat.append(time.perf_counter() - t0)
-            print(f"{n:>8} {mode:<8} {build:>8.2f} {1000 * np.percentile(lat, 50):>8.1f} "
-                  f"{1000 * np.percentile(lat, 95):>8.1f}")
+            print(
+                f"{n:>8} {mode:<8} {build:>8.2f} {1000 * np.percentile(lat, 50):>8.1f} "
+                f"{1000 * np.percentile(lat, 95):>8.1f}"
+            )
 
 
 if __name__ == "__main__":

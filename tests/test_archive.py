@@ -18,9 +18,14 @@ T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 
 
 def msgs(n: int) -> list[dict]:
-    return [{"role": "user" if i % 2 == 0 else "assistant",
-             "content": f"Message {i}: the Huila lot {i} costs {i * 3} euros, shipped on May {i % 28 + 1}.",
-             "timestamp": (T0 + timedelta(minutes=i)).isoformat()} for i in range(n)]
+    return [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": f"Message {i}: the Huila lot {i} costs {i * 3} euros, shipped on May {i % 28 + 1}.",
+            "timestamp": (T0 + timedelta(minutes=i)).isoformat(),
+        }
+        for i in range(n)
+    ]
 
 
 def test_frames_round_trip_and_references_point_at_them(tmp_path: Path):
@@ -36,16 +41,19 @@ def test_frames_round_trip_and_references_point_at_them(tmp_path: Path):
     assert [p.name for p in arc.files()] == ["2024-05-01.jsonl.zst"]
 
 
-@pytest.mark.parametrize("ref", [
-    "../2024-05-01.jsonl.zst@0+10",
-    "/etc/passwd",
-    "/tmp/2024-05-01.jsonl.zst@0+10",
-    "2024-05-01.jsonl.zst/../../x@0+1",
-    "sub/2024-05-01.jsonl.zst@0+10",
-    "2024-05-01.jsonl.zst",
-    "2024-05-01.jsonl.zst@-1+5",
-    "",
-])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "../2024-05-01.jsonl.zst@0+10",
+        "/etc/passwd",
+        "/tmp/2024-05-01.jsonl.zst@0+10",
+        "2024-05-01.jsonl.zst/../../x@0+1",
+        "sub/2024-05-01.jsonl.zst@0+10",
+        "2024-05-01.jsonl.zst",
+        "2024-05-01.jsonl.zst@-1+5",
+        "",
+    ],
+)
 def test_references_that_are_not_plain_archive_entries_are_refused(tmp_path: Path, ref: str):
     arc = Archive(tmp_path / "arc", "ns")
     arc.write({1: []}, day=date(2024, 5, 1))
@@ -91,8 +99,9 @@ def test_corrupt_truncated_and_missing_frames_raise_archive_error(tmp_path: Path
 
 def _memory(tmp_path: Path, **pyramid) -> Memory:
     # Warm holds the newest 10 turns' segments: with hot_chunks=2 (10 turns) every older segment is cold.
-    config = Config().replace(pyramid={"micro_chunk_size": 5, "mini_chunk_size": 10, "macro_chunk_size": 20,
-                                       "warm_max_turns": 10, **pyramid})
+    config = Config().replace(
+        pyramid={"micro_chunk_size": 5, "mini_chunk_size": 10, "macro_chunk_size": 20, "warm_max_turns": 10, **pyramid}
+    )
     return Memory(tmp_path / "m.db", namespace="t", config=config, embedder=None)
 
 
@@ -153,17 +162,27 @@ def _clocked(tmp_path: Path, clock, **pyramid) -> Memory:
     """A Memory whose pyramid runs on an injected clock (the archive day and archived_at both follow it)."""
     from stratamem.pyramid.consolidate import Pyramid
 
-    config = Config().replace(pyramid={"micro_chunk_size": 2, "hot_chunks": 1, "warm_max_age_hours": 1,
-                                       "cold_retention_days": 30, **pyramid})
+    config = Config().replace(
+        pyramid={"micro_chunk_size": 2, "hot_chunks": 1, "warm_max_age_hours": 1, "cold_retention_days": 30, **pyramid}
+    )
     mem = Memory(tmp_path / "m.db", namespace="t", config=config, embedder=None)
-    mem._derived._pyramid = Pyramid(mem.store, mem.namespace, config=config, tokenizer=mem.tokenizer, events=mem.events,
-                                   archive_dir=tmp_path / "m.db.archive", clock=clock)
+    mem._derived._pyramid = Pyramid(
+        mem.store,
+        mem.namespace,
+        config=config,
+        tokenizer=mem.tokenizer,
+        events=mem.events,
+        archive_dir=tmp_path / "m.db.archive",
+        clock=clock,
+    )
     return mem
 
 
 def _daily(n: int, start: datetime) -> list[dict]:
-    return [{"role": "user", "content": f"turn {i} about lot {i}", "timestamp": (start + timedelta(days=i)).isoformat()}
-            for i in range(n)]
+    return [
+        {"role": "user", "content": f"turn {i} about lot {i}", "timestamp": (start + timedelta(days=i)).isoformat()}
+        for i in range(n)
+    ]
 
 
 def test_nodes_expire_with_the_file_their_clock_named(tmp_path: Path):
@@ -196,8 +215,14 @@ def test_retention_keeps_a_file_while_any_node_still_refers_to_it(tmp_path: Path
     # A node whose archived_at is later than its file's day (written before the fix) keeps the file alive.
     late = jan[0]
     node = mem.pyramid.node(late)
-    mem.store.nodes.set_tier("t", late, "cold", at=datetime(2020, 2, 10, tzinfo=timezone.utc),
-                             view_tokens=node.view_tokens, archive_ref=node.archive_ref)
+    mem.store.nodes.set_tier(
+        "t",
+        late,
+        "cold",
+        at=datetime(2020, 2, 10, tzinfo=timezone.utc),
+        view_tokens=node.view_tokens,
+        archive_ref=node.archive_ref,
+    )
     report = apply_retention(mem.pyramid, now=datetime(2020, 2, 15, tzinfo=timezone.utc))
     assert (report.nodes, report.files) == (len(jan) - 1, ())
     assert [p.name for p in mem.pyramid.archive.files()] == ["2020-01-01.jsonl.zst", "2020-03-01.jsonl.zst"]
@@ -216,8 +241,9 @@ def test_a_failed_store_transaction_deletes_no_archive_file(tmp_path: Path):
         mem.add(m)
     before = {n.id: n.archive_ref for n in mem.pyramid.nodes(level=1, tier="cold")}
     with mem.store.lock:  # a real database refusal half-way through retention
-        mem.store.connection.execute("CREATE TRIGGER no_purge BEFORE DELETE ON turns "
-                                     "BEGIN SELECT RAISE(ABORT, 'turns are on legal hold'); END")
+        mem.store.connection.execute(
+            "CREATE TRIGGER no_purge BEFORE DELETE ON turns BEGIN SELECT RAISE(ABORT, 'turns are on legal hold'); END"
+        )
     with pytest.raises(BackendError, match="legal hold"):
         apply_retention(mem.pyramid, now=datetime(2020, 6, 1, tzinfo=timezone.utc))
     assert [p.name for p in mem.pyramid.archive.files()] == ["2020-01-01.jsonl.zst"]
@@ -260,8 +286,13 @@ def test_a_segment_whose_content_is_gone_everywhere_is_marked_failed_not_raised(
     apply_retention(mem.pyramid, now=mem.pyramid.clock() + timedelta(days=3))
     cold = mem.pyramid.nodes(level=1, tier="cold")
     assert [n.summary_status for n in cold] == ["pending"] * 4
-    eager = Pyramid(mem.store, "t", config=mem.config.replace(pyramid={"auto_summarize": True}),
-                    tokenizer=mem.tokenizer, archive_dir=tmp_path / "m.db.archive")
+    eager = Pyramid(
+        mem.store,
+        "t",
+        config=mem.config.replace(pyramid={"auto_summarize": True}),
+        tokenizer=mem.tokenizer,
+        archive_dir=tmp_path / "m.db.archive",
+    )
     failed = []
     eager.events.subscribe("summarizer.failed", failed.append)
     eager.summarize_pending()

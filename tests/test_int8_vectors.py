@@ -45,12 +45,22 @@ FACTS = [
     "Audrey adopted two dogs from the animal shelter",
     "The server migration to PostgreSQL finished without downtime",
 ]
-QUERIES = ["support group meeting", "painting hobby", "when is the budget review", "new business after losing a job",
-           "online store", "family holiday outdoors", "pets", "database move"]
-SUMMARIES = ["Caroline talks about her support group and adoption plans.",
-             "Melanie describes her paintings and pottery class.",
-             "The team plans the budget review and the database migration.",
-             "Jon and Gina discuss their new businesses."]
+QUERIES = [
+    "support group meeting",
+    "painting hobby",
+    "when is the budget review",
+    "new business after losing a job",
+    "online store",
+    "family holiday outdoors",
+    "pets",
+    "database move",
+]
+SUMMARIES = [
+    "Caroline talks about her support group and adoption plans.",
+    "Melanie describes her paintings and pottery class.",
+    "The team plans the budget review and the database migration.",
+    "Jon and Gina discuss their new businesses.",
+]
 
 
 # --- the codec ----------------------------------------------------------------------------------
@@ -105,8 +115,11 @@ def _float32(store: Any, table: str, key: int, vec: np.ndarray) -> None:
     if store.backend == "sqlite":
         _raw(store, f"UPDATE {table} SET embedding = %s WHERE id = %s", (vec.astype(np.float32).tobytes(), key))
     else:
-        _raw(store, f"UPDATE {table} SET embedding = CAST(%s AS real[])::vector WHERE id = %s",
-             (vec.astype(np.float32).tolist(), key))
+        _raw(
+            store,
+            f"UPDATE {table} SET embedding = CAST(%s AS real[])::vector WHERE id = %s",
+            (vec.astype(np.float32).tolist(), key),
+        )
 
 
 def _items(store: Any, embedder: Any) -> Items:
@@ -132,22 +145,37 @@ FOUND = [[0], [], [2], [3], [4], [], [], []]
 
 
 def test_a_store_written_before_m015_reads_the_same_vectors_and_ranks_the_same(
-        target: tuple[str, str], minilm: Any) -> None:
+    target: tuple[str, str], minilm: Any
+) -> None:
     backend, where = target
     store = open_store(where)
     item_vecs = minilm.embed_batch(FACTS).astype(np.float32)
     summary_vecs = minilm.embed_batch(SUMMARIES).astype(np.float32)
     queries = minilm.embed_batch(QUERIES).astype(np.float32)
     ids = [_items(store, minilm).add(text, tier="cold").id for text in FACTS]
-    stored = store.append("ns", [TurnBatch("s", [Turn(role="user", content=s, timestamp=T0) for s in SUMMARIES],
-                                           [5] * len(SUMMARIES))])
+    stored = store.append(
+        "ns", [TurnBatch("s", [Turn(role="user", content=s, timestamp=T0) for s in SUMMARIES], [5] * len(SUMMARIES))]
+    )
     node_ids = []
     for turn, text, vec in zip(stored, SUMMARIES, summary_vecs):
-        node_id = store.nodes.insert("ns", NewNode(level=1, kind="micro", session="s", seq_range=(turn.seq, turn.seq),
-                                                   turn_ids=(turn.id,), tokens=5, start=T0, end=T0, reason="size",
-                                                   tier="hot"))
-        store.nodes.set_summary("ns", node_id, Summary(text, summarizer="test"), tokens=5, status="ok", error=None,
-                                embedding=vec.tobytes())
+        node_id = store.nodes.insert(
+            "ns",
+            NewNode(
+                level=1,
+                kind="micro",
+                session="s",
+                seq_range=(turn.seq, turn.seq),
+                turn_ids=(turn.id,),
+                tokens=5,
+                start=T0,
+                end=T0,
+                reason="size",
+                tier="hot",
+            ),
+        )
+        store.nodes.set_summary(
+            "ns", node_id, Summary(text, summarizer="test"), tokens=5, status="ok", error=None, embedding=vec.tobytes()
+        )
         node_ids.append(node_id)
     # New writes are int8 already; put the old float32 form back and forget m015, as a store of the previous
     # schema would be.
@@ -168,7 +196,8 @@ def test_a_store_written_before_m015_reads_the_same_vectors_and_ranks_the_same(
     store = open_store(where)  # m015 runs
     try:
         assert _raw(store, "SELECT name FROM _stratamem_migrations WHERE name = 'm015_int8_vectors'") == [
-            ("m015_int8_vectors",)]
+            ("m015_int8_vectors",)
+        ]
         rows = store.items.vectors_after("ns", 0)
         assert [r[0] for r in rows] == ids
         assert [r[1] for r in rows] == [quantized(v.tobytes()) for v in item_vecs]
@@ -176,8 +205,11 @@ def test_a_store_written_before_m015_reads_the_same_vectors_and_ranks_the_same(
         for vec, (_, blob, _) in zip(item_vecs, rows):
             assert np.abs(np.frombuffer(blob, dtype=np.float32) - vec).max() <= np.abs(vec).max() / 127 / 2 + 1e-7
         if backend == "sqlite":  # only SQLite's bytes shrink: 4 + dims per vector
-            sizes = _raw(store, "SELECT DISTINCT LENGTH(embedding) FROM memory_items UNION "
-                                "SELECT DISTINCT LENGTH(embedding) FROM nodes")
+            sizes = _raw(
+                store,
+                "SELECT DISTINCT LENGTH(embedding) FROM memory_items UNION "
+                "SELECT DISTINCT LENGTH(embedding) FROM nodes",
+            )
             assert sizes == [(int8_blob_size(minilm.dimensions),)]
         # Every converted item is logged, so an index loaded before the migration reloads it.
         seq, changes = store.items.vector_changes("ns", log_before)

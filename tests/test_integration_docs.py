@@ -19,8 +19,9 @@ EXPECT = {
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_page_example_runs(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_page_example_runs(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = "\n".join(re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(), flags=re.S))
     assert code.strip(), f"{page} has no python example"
     monkeypatch.chdir(tmp_path)  # the examples write their database in the working directory

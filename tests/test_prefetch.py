@@ -62,8 +62,13 @@ def test_rows_of_the_wrong_shape_are_held_as_a_model_error() -> None:
         pre.embed_batch(["b"])
 
 
-_PYRAMID = {"micro_chunk_size": 5, "mini_chunk_size": 10, "macro_chunk_size": 20,
-            "defer_summarization": False, "auto_extract_facts": False}
+_PYRAMID = {
+    "micro_chunk_size": 5,
+    "mini_chunk_size": 10,
+    "macro_chunk_size": 20,
+    "defer_summarization": False,
+    "auto_extract_facts": False,
+}
 
 
 def test_summary_vectors_come_from_the_turns_stored_vectors_without_asking_the_model(tmp_path) -> None:

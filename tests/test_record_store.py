@@ -26,8 +26,14 @@ PER_INSERT = CHUNK // 11
 def _batches(plan: list[tuple[str, int]]) -> list[TurnBatch]:
     out, k = [], 0
     for session, n in plan:
-        turns = [Turn(role="user" if (k + i) % 2 else "assistant", content=f"turn {k + i} of {session}",
-                      timestamp=T0 + timedelta(seconds=k + i)) for i in range(n)]
+        turns = [
+            Turn(
+                role="user" if (k + i) % 2 else "assistant",
+                content=f"turn {k + i} of {session}",
+                timestamp=T0 + timedelta(seconds=k + i),
+            )
+            for i in range(n)
+        ]
         out.append(TurnBatch(session, turns, [k + i + 1 for i in range(n)]))
         k += n
     return out

@@ -64,7 +64,17 @@ __all__ = [
     "wrap",
 ]
 
-for _name in ("Config", "Context", "ContextItem", "Manifest", "Memory", "Session", "Status", "StoredTurn", "Turn",
-              "wrap"):
+for _name in (
+    "Config",
+    "Context",
+    "ContextItem",
+    "Manifest",
+    "Memory",
+    "Session",
+    "Status",
+    "StoredTurn",
+    "Turn",
+    "wrap",
+):
     globals()[_name].__module__ = __name__
 del _name

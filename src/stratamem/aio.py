@@ -79,7 +79,8 @@ def _twin(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
         return await self._call(method, self._memory, *args, **kwargs)
 
     twin.__doc__ = f"Async twin of :meth:`stratamem.Memory.{name}` (run on the worker thread).\n\n" + (
-        inspect.getdoc(method) or "")
+        inspect.getdoc(method) or ""
+    )
     twin.__qualname__ = f"AsyncMemory.{name}"
     return twin
 
@@ -90,7 +91,8 @@ class _Worker:
     def __init__(self) -> None:
         self.thread_id: int | None = None
         self.pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=f"stratamem-aio-{next(_names)}", initializer=self._mark)
+            max_workers=1, thread_name_prefix=f"stratamem-aio-{next(_names)}", initializer=self._mark
+        )
         self.members: weakref.WeakSet[AsyncMemory] = weakref.WeakSet()
         """Every AsyncMemory on this worker (the root and its ``for_namespace`` siblings)."""
 

@@ -95,8 +95,14 @@ class PyramidConfig:
     defer_summarization: bool = True
     """Summarize a segment when it is demoted from hot rather than when it is sealed."""
     boundary_phrases: tuple[str, ...] = (
-        "new topic", "let's move on", "lets move on", "moving on", "change of subject",
-        "different question", "switching gears", "on another note",
+        "new topic",
+        "let's move on",
+        "lets move on",
+        "moving on",
+        "change of subject",
+        "different question",
+        "switching gears",
+        "on another note",
     )
     """Phrases in a user turn that start a new topic."""
     silence_minutes: float = 30.0
@@ -365,12 +371,14 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         """The config as nested plain values (tuples become lists)."""
+
         def plain(v: Any) -> Any:
             if dataclasses.is_dataclass(v):
                 return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
             if isinstance(v, tuple):
                 return list(v)
             return v
+
         return plain(self)
 
     def replace(self, **changes: Any) -> Config:

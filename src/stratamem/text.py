@@ -87,5 +87,7 @@ def turn_line(turn: Turn, text: str | None = None) -> str:
     who = turn.name or turn.role
     ts = turn.timestamp
     # Not strftime("%Y"): it does not zero-pad years before 1000 on glibc.
-    return (f"[{ts.year:04d}-{ts.month:02d}-{ts.day:02d} {ts.hour:02d}:{ts.minute:02d}] {who}: "
-            f"{turn.text if text is None else text}")
+    return (
+        f"[{ts.year:04d}-{ts.month:02d}-{ts.day:02d} {ts.hour:02d}:{ts.minute:02d}] {who}: "
+        f"{turn.text if text is None else text}"
+    )

@@ -43,8 +43,17 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
 
-__all__ = ["CONTAINMENT", "FACT_TEXT_TOKENS", "MIN_FACT_TOKENS", "Shown", "Stripped", "fact_sentences", "fact_tokens",
-           "repeated_facts", "sentences"]
+__all__ = [
+    "CONTAINMENT",
+    "FACT_TEXT_TOKENS",
+    "MIN_FACT_TOKENS",
+    "Shown",
+    "Stripped",
+    "fact_sentences",
+    "fact_tokens",
+    "repeated_facts",
+    "sentences",
+]
 
 MIN_FACT_TOKENS = 4
 """Word tokens a sentence needs to count as a fact (shorter: acknowledgements, headers)."""
@@ -150,8 +159,9 @@ class Shown:
             (for measuring the pass, ``context.dedup = false``).
     """
 
-    def __init__(self, containment: float = CONTAINMENT, min_tokens: int = MIN_FACT_TOKENS,
-                 enabled: bool = True) -> None:
+    def __init__(
+        self, containment: float = CONTAINMENT, min_tokens: int = MIN_FACT_TOKENS, enabled: bool = True
+    ) -> None:
         self.containment = containment
         self.min_tokens = min_tokens
         self.enabled = enabled
@@ -196,7 +206,7 @@ class Shown:
             # (most asked are), answered without reading any postings.
             return None
         # The absent tokens are the rarest (no postings); the present ones fill up the rest.
-        rare = sorted(present, key=lambda t: len(by_token[t]))[:spare + 1 - (len(bag) - len(present))]
+        rare = sorted(present, key=lambda t: len(by_token[t]))[: spare + 1 - (len(bag) - len(present))]
         candidates = set(chain.from_iterable([by_token[t] for t in rare]))
         numbers = None
         for n in sorted(candidates):

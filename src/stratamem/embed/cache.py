@@ -156,8 +156,10 @@ class CachedEmbedder:
         found = self.cache.get_many(self.name, unique)
         for h, vec in found.items():
             if vec.shape != (self.dimensions,):
-                raise BackendError(f"cached embedding {h} for {self.name!r} has shape {vec.shape}, "
-                                   f"expected ({self.dimensions},); clear the cache for this model")
+                raise BackendError(
+                    f"cached embedding {h} for {self.name!r} has shape {vec.shape}, "
+                    f"expected ({self.dimensions},); clear the cache for this model"
+                )
         todo = [h for h in unique if h not in found]
         if todo:
             first_text = {}
@@ -165,8 +167,10 @@ class CachedEmbedder:
                 first_text.setdefault(h, t)
             fresh = np.asarray(self.embedder.embed_batch([first_text[h] for h in todo]), dtype=np.float32)
             if fresh.shape != (len(todo), self.dimensions):
-                raise ModelError(f"embedder {self.name!r} returned shape {fresh.shape} for {len(todo)} texts, "
-                                 f"expected ({len(todo)}, {self.dimensions})")
+                raise ModelError(
+                    f"embedder {self.name!r} returned shape {fresh.shape} for {len(todo)} texts, "
+                    f"expected ({len(todo)}, {self.dimensions})"
+                )
             new = dict(zip(todo, fresh))
             self.cache.put_many(self.name, new)
             found = {**found, **new}

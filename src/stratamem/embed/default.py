@@ -87,9 +87,15 @@ def _build(config: Config) -> Any:
         from .remote import OpenAIEmbedder
 
         assert cfg.dimensions is not None
-        return OpenAIEmbedder(cfg.model, dimensions=cfg.dimensions, base_url=cfg.base_url,
-                              api_key=os.environ.get("OPENAI_API_KEY"), batch_size=cfg.batch_size,
-                              timeout_s=cfg.timeout_s, max_retries=cfg.max_retries)
+        return OpenAIEmbedder(
+            cfg.model,
+            dimensions=cfg.dimensions,
+            base_url=cfg.base_url,
+            api_key=os.environ.get("OPENAI_API_KEY"),
+            batch_size=cfg.batch_size,
+            timeout_s=cfg.timeout_s,
+            max_retries=cfg.max_retries,
+        )
     from .local import LocalMiniLM
 
     return LocalMiniLM(batch_size=cfg.batch_size, threads=cfg.threads, engine=cfg.engine)

@@ -74,7 +74,7 @@ def _unescape(cell: str, line: int, extra: Mapping[str, str] | None = None) -> s
         if value is None and extra is not None and nxt:
             value = extra.get(nxt)
         if value is None:
-            raise DecodeError(f"bad escape {cell[i:i + 2]!r}", line=line)
+            raise DecodeError(f"bad escape {cell[i : i + 2]!r}", line=line)
         out.append(value)
         i += 2
     return "".join(out)
@@ -82,8 +82,7 @@ def _unescape(cell: str, line: int, extra: Mapping[str, str] | None = None) -> s
 
 def _check_raw(line_text: str, line: int) -> None:
     if "\r" in line_text:
-        raise DecodeError("raw carriage return (CTF writes CR as \\r; was the document converted to CRLF?)",
-                          line=line)
+        raise DecodeError("raw carriage return (CTF writes CR as \\r; was the document converted to CRLF?)", line=line)
 
 
 def _cells(row: str, cols: Sequence[str], line: int) -> list[str]:
@@ -111,8 +110,16 @@ def _parse_time(value: str, line: int) -> datetime:
         raise DecodeError(f"t0 is not a UTC time like 2024-01-15T10:00Z: {value!r}", line=line)
     y, mo, d, h, mi, s, frac = m.groups()
     try:
-        return datetime(int(y), int(mo), int(d), int(h), int(mi), int(s or 0),
-                        int((frac or "").ljust(6, "0") or 0), tzinfo=timezone.utc)
+        return datetime(
+            int(y),
+            int(mo),
+            int(d),
+            int(h),
+            int(mi),
+            int(s or 0),
+            int((frac or "").ljust(6, "0") or 0),
+            tzinfo=timezone.utc,
+        )
     except ValueError as exc:
         raise DecodeError(f"t0 is not a valid time: {exc}", line=line) from None
 
@@ -151,6 +158,7 @@ def _load_json(text: str, line: int, what: str) -> Any:
 
 
 # --- header (docs/ctf.md "Header") --------------------------------------------------------
+
 
 def _header(kind: str, items: Iterable[tuple[str, str]]) -> str:
     parts = [f"#CTF v{CTF_VERSION} {kind}"]
@@ -206,6 +214,7 @@ def _count(keys: dict[str, str], rows: int) -> int:
 
 
 # --- turns ------------------------------------------------------------------------------
+
 
 def encode_turns(turns: Iterable[Turn]) -> str:
     """Encode turns as a CTF v1 ``turns`` document.
@@ -352,16 +361,18 @@ def decode_turns(text: str) -> list[Turn]:
     return turns
 
 
-def _optional_text(values: dict[str, str], field: str, role: str, defaults: dict[str, dict[str, str]],
-                   line: int) -> str | None:
+def _optional_text(
+    values: dict[str, str], field: str, role: str, defaults: dict[str, dict[str, str]], line: int
+) -> str | None:
     if field not in values:
         return defaults[field].get(role)
     cell = values[field]
     return None if cell == _NULL else _unescape(cell, line)
 
 
-def _build_turn(role: str, at: datetime, values: dict[str, str], defaults: dict[str, dict[str, str]],
-                line: int) -> Turn:
+def _build_turn(
+    role: str, at: datetime, values: dict[str, str], defaults: dict[str, dict[str, str]], line: int
+) -> Turn:
     name = _optional_text(values, "name", role, defaults, line)
     model = _optional_text(values, "model", role, defaults, line)
     meta: Any = {}
@@ -373,14 +384,20 @@ def _build_turn(role: str, at: datetime, values: dict[str, str], defaults: dict[
     content: Any
     try:
         if cell.startswith(_JSON):
-            raw = _load_json(cell[len(_JSON):], line, "content blocks")
+            raw = _load_json(cell[len(_JSON) :], line, "content blocks")
             if not isinstance(raw, list):
                 raise DecodeError("content blocks must be a JSON array", line=line)
             content = tuple(block_from_dict(b, f"content[{k}]") for k, b in enumerate(raw))
         else:
             content = _unescape(cell, line)
-        return Turn(role=role, content=content, timestamp=at, name=name, model=model,  # type: ignore[arg-type]
-                    metadata=meta)
+        return Turn(
+            role=role,
+            content=content,
+            timestamp=at,
+            name=name,
+            model=model,  # type: ignore[arg-type]
+            metadata=meta,
+        )
     except DecodeError:
         raise
     except (StratamemError, RecursionError, TypeError) as exc:
@@ -390,6 +407,7 @@ def _build_turn(role: str, at: datetime, values: dict[str, str], defaults: dict[
 
 
 # --- summaries (docs/ctf.md "Columns of summaries") ---------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class SummaryRow:
@@ -440,8 +458,9 @@ def encode_summaries(rows: Iterable[SummaryRow]) -> str:
         if not isinstance(r, SummaryRow):
             raise ValidationError(f"expected a SummaryRow, got {type(r).__name__}", path=f"rows[{i}]")
         themes = "|".join(t.translate(_THEME_OUT) for t in r.themes)
-        lines.append("\t".join([r.id.translate(_TEXT_OUT), f"{r.first}-{r.last}",
-                                r.summary.translate(_TEXT_OUT), themes]))
+        lines.append(
+            "\t".join([r.id.translate(_TEXT_OUT), f"{r.first}-{r.last}", r.summary.translate(_TEXT_OUT), themes])
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -490,8 +509,15 @@ def decode_summaries(text: str) -> list[SummaryRow]:
         if not m:
             raise DecodeError(f"range must be 'first-last', got {span!r}", line=line)
         try:
-            out.append(SummaryRow(_unescape(node_id, line), int(m.group(1)), int(m.group(2)),
-                                  _unescape(summary, line), _split_themes(themes, line)))
+            out.append(
+                SummaryRow(
+                    _unescape(node_id, line),
+                    int(m.group(1)),
+                    int(m.group(2)),
+                    _unescape(summary, line),
+                    _split_themes(themes, line),
+                )
+            )
         except DecodeError:
             raise
         except StratamemError as exc:

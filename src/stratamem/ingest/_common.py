@@ -20,8 +20,18 @@ from typing import Any
 from ..errors import DecodeError, InvalidTurnError, StratamemError
 from ..records import Block, TextBlock, ToolResultBlock, Turn, check_name
 
-__all__ = ["IngestReport", "IngestSession", "bad", "content_key", "epoch_timestamp", "fail", "id_key", "record_error", "repair_orphans",
-           "safe_session"]
+__all__ = [
+    "IngestReport",
+    "IngestSession",
+    "bad",
+    "content_key",
+    "epoch_timestamp",
+    "fail",
+    "id_key",
+    "record_error",
+    "repair_orphans",
+    "safe_session",
+]
 
 
 @dataclass(frozen=True, slots=True)

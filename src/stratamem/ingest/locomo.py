@@ -41,8 +41,11 @@ def _sessions(sample: Mapping[str, Any], ns: str) -> list[IngestSession]:
     if not isinstance(conv, Mapping):
         raise DecodeError(f"LoCoMo {sample_id}: a sample needs a 'conversation' object")
     speaker_a = conv.get("speaker_a")
-    numbers = sorted(int(k.split("_")[1]) for k in conv
-                     if k.startswith("session_") and k.count("_") == 1 and isinstance(conv[k], list))
+    numbers = sorted(
+        int(k.split("_")[1])
+        for k in conv
+        if k.startswith("session_") and k.count("_") == 1 and isinstance(conv[k], list)
+    )
     out: list[IngestSession] = []
     for n in numbers:
         date_text = conv.get(f"session_{n}_date_time")
@@ -64,11 +67,26 @@ def _sessions(sample: Mapping[str, Any], ns: str) -> list[IngestSession]:
                 meta["image_caption"] = caption
                 text = f"{text} [shares {caption}]"
             speaker = t.get("speaker")
-            turns.append(Turn(role="user" if speaker == speaker_a else "assistant", content=text,
-                              timestamp=start + i * _TURN_SPACING, name=speaker, metadata=meta))
+            turns.append(
+                Turn(
+                    role="user" if speaker == speaker_a else "assistant",
+                    content=text,
+                    timestamp=start + i * _TURN_SPACING,
+                    name=speaker,
+                    metadata=meta,
+                )
+            )
             keys.append(id_key("locomo", str(t["dia_id"])) if t.get("dia_id") else f"locomo:{n}:{i}")
-        out.append(IngestSession(f"session_{n}", turns, namespace=ns, platform="locomo",
-                                 labels={"date": str(date_text)}, keys=tuple(keys)))
+        out.append(
+            IngestSession(
+                f"session_{n}",
+                turns,
+                namespace=ns,
+                platform="locomo",
+                labels={"date": str(date_text)},
+                keys=tuple(keys),
+            )
+        )
     return out
 
 

@@ -47,9 +47,17 @@ class ItemsCore:
         ValidationError: Invalid namespace name.
     """
 
-    def __init__(self, store: Any, namespace: str, *, tokenizer: Tokenizer, config: ItemsConfig | None = None,
-                 embedder: Embedder | None = None, events: EventBus | None = None,
-                 clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        store: Any,
+        namespace: str,
+        *,
+        tokenizer: Tokenizer,
+        config: ItemsConfig | None = None,
+        embedder: Embedder | None = None,
+        events: EventBus | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         if not hasattr(store, "items"):
             raise ConfigError(f"the {getattr(store, 'backend', '?')} store does not keep memory items")
         self._db = store.items
@@ -92,8 +100,11 @@ class ItemsCore:
         try:
             mat = self._embed(texts)
         except ModelError as exc:
-            log.warning("embedding %d item(s) failed (%s); stored without vectors, see status flags.unembedded",
-                        len(texts), type(exc.__cause__ or exc).__name__)
+            log.warning(
+                "embedding %d item(s) failed (%s); stored without vectors, see status flags.unembedded",
+                len(texts),
+                type(exc.__cause__ or exc).__name__,
+            )
             self._emit("items.embed_failed", error=str(exc)[:200], count=len(texts))
             return [(None, None)] * len(texts)
         name = embedder_name(self.embedder)
@@ -133,8 +144,9 @@ class ItemsCore:
             raise NotFoundError(f"no memory item {item_id} in namespace {self.namespace!r}")
         return found[0]
 
-    def list(self, tier: str | None = None, *, include_dead: bool = True,
-             session: str | None = None) -> list[MemoryItem]:
+    def list(
+        self, tier: str | None = None, *, include_dead: bool = True, session: str | None = None
+    ) -> list[MemoryItem]:
         """Items of this namespace by id, optionally one tier; ``include_dead=False`` drops superseded/rejected.
 
         Args:

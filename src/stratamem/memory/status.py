@@ -59,7 +59,12 @@ def spend_fields(store: Any, namespace: str) -> dict[str, int]:
         return {}
     from ..pyramid.spend import LevelSpend, SummarySpend
 
-    spend = SummarySpend(namespace, tuple(LevelSpend(*r) for r in nodes.spend(namespace)),
-                         *nodes.summarized_tokens(namespace))
-    return {"summary_calls": spend.calls, "summary_input_tokens": spend.input_tokens,
-            "summary_output_tokens": spend.output_tokens, "summary_tokens_saved": spend.tokens_saved}
+    spend = SummarySpend(
+        namespace, tuple(LevelSpend(*r) for r in nodes.spend(namespace)), *nodes.summarized_tokens(namespace)
+    )
+    return {
+        "summary_calls": spend.calls,
+        "summary_input_tokens": spend.input_tokens,
+        "summary_output_tokens": spend.output_tokens,
+        "summary_tokens_saved": spend.tokens_saved,
+    }

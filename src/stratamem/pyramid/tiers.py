@@ -44,8 +44,9 @@ def turn_from_record(rec: dict[str, Any], namespace: str) -> StoredTurn:
         DecodeError: The record is malformed.
     """
     try:
-        return StoredTurn(int(rec["id"]), namespace, rec["session"], int(rec["seq"]), int(rec["tokens"]),
-                          Turn.from_dict(rec["turn"]))
+        return StoredTurn(
+            int(rec["id"]), namespace, rec["session"], int(rec["seq"]), int(rec["tokens"]), Turn.from_dict(rec["turn"])
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise DecodeError(f"malformed turn record: {exc}") from exc
 
@@ -86,8 +87,16 @@ def decode_turns(fmt: str, content: str, namespace: str, ids: Sequence[StoredTur
     raise DecodeError(f"unknown warm format {fmt!r}")
 
 
-def plan_tiers(segments: Sequence[Node], *, hot_chunks: int, hot_max_tokens: int, covered_by_top: Iterable[int],
-               reference: datetime, warm_max_age: timedelta, warm_max_turns: int = 0) -> dict[int, Tier]:
+def plan_tiers(
+    segments: Sequence[Node],
+    *,
+    hot_chunks: int,
+    hot_max_tokens: int,
+    covered_by_top: Iterable[int],
+    reference: datetime,
+    warm_max_age: timedelta,
+    warm_max_turns: int = 0,
+) -> dict[int, Tier]:
     """Target tier of each segment that must move (segments staying put are left out).
 
     Args:

@@ -52,9 +52,7 @@ def check_text(value: object, path: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidTurnError(
-            f"text is not valid Unicode (lone surrogate at index {exc.start})", path=path
-        ) from None
+        raise InvalidTurnError(f"text is not valid Unicode (lone surrogate at index {exc.start})", path=path) from None
     return value
 
 
@@ -68,8 +66,7 @@ def format_timestamp(ts: datetime) -> str:
         InvalidTurnError: ``ts`` falls outside years 1–9999 once converted to UTC.
     """
     u = _to_utc(ts, "timestamp")
-    return (f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}"
-            f".{u.microsecond:06d}Z")
+    return f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}.{u.microsecond:06d}Z"
 
 
 def _to_utc(ts: datetime, path: str) -> datetime:
@@ -116,4 +113,3 @@ def _check_json(value: Any, path: str) -> None:
         json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError, UnicodeEncodeError, RecursionError) as exc:
         raise InvalidTurnError(f"not JSON-serializable: {exc}", path=path) from None
-

@@ -79,8 +79,12 @@ class LiveIndex:
             self.index = None
             self.report("recall.embed_failed", batch.error, stored)
         index = self.index
-        if batch is not None and index is not None and (not len(index) or stored[0].id > index.turns[-1].id) \
-                and self._in_step(len(index) + len(stored)):
+        if (
+            batch is not None
+            and index is not None
+            and (not len(index) or stored[0].id > index.turns[-1].id)
+            and self._in_step(len(index) + len(stored))
+        ):
             try:
                 index.add_turns(stored, terms=batch.terms, vectors=batch.vectors, passages=batch.passages)
             except Exception as exc:  # noqa: BLE001 - reported; the index is rebuilt on next use
@@ -107,13 +111,13 @@ class LiveIndex:
         if index is not None and self.store.turn_count(self.namespace) != len(index):
             indexed = [st.id for st in index.turns]
             ids = self.store.turn_ids(self.namespace)
-            new = ids[len(indexed):] if ids[:len(indexed)] == indexed else None
+            new = ids[len(indexed) :] if ids[: len(indexed)] == indexed else None
             if new is None:
                 index = None
             else:
                 for start in range(0, len(new), 500):
                     # Written by another process: its rows are stored (or made now, when missing).
-                    index = self._catch_up(index, self.store.turns(self.namespace, ids=new[start:start + 500]))
+                    index = self._catch_up(index, self.store.turns(self.namespace, ids=new[start : start + 500]))
                     if index is None:
                         break
         if index is None:

@@ -30,11 +30,31 @@ REPORT_LAG = timedelta(days=2)
 so a session that soon after a window still scores fully."""
 _MONTH_NAMES = "january february march april may june july august september october november december".split()
 _WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-            "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "a couple of": 2,
-            "few": 3, "a few": 3, "several": 4}
-_NUM = r"(\d{1,3}|a couple of|couple of|a few|few|several|an|a|one|two|three|four|five|six|seven|eight|nine|ten" \
-       r"|eleven|twelve)"
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "couple of": 2,
+    "a couple of": 2,
+    "few": 3,
+    "a few": 3,
+    "several": 4,
+}
+_NUM = (
+    r"(\d{1,3}|a couple of|couple of|a few|few|several|an|a|one|two|three|four|five|six|seven|eight|nine|ten"
+    r"|eleven|twelve)"
+)
 _UNIT = r"(day|week|month|year)s?"
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 
@@ -45,12 +65,17 @@ _LAST_UNIT = re.compile(r"(?<!the )\b(last|this|past|previous)\s+(week|weekend|m
 _MONTH_ALT = "|".join(_MONTH_NAMES)
 # An explicit day in the query ("… last week, as mentioned on 6 November, 2023") is the
 # moment its relative phrases count from.
-_EXPLICIT_DAY = re.compile(rf"\b(\d{{1,2}})\s+({_MONTH_ALT}),?\s+(\d{{4}})\b|\b({_MONTH_ALT})\s+(\d{{1,2}}),?\s+(\d{{4}})\b")
+_EXPLICIT_DAY = re.compile(
+    rf"\b(\d{{1,2}})\s+({_MONTH_ALT}),?\s+(\d{{4}})\b|\b({_MONTH_ALT})\s+(\d{{1,2}}),?\s+(\d{{4}})\b"
+)
 _WEEKDAY = re.compile(r"\b(?:(last|this\s+past|past|on|this)\s+)(" + "|".join(_WEEKDAYS) + r")\b")
-_ON_DAY = re.compile(r"\b(on|since|around|by)\s+(" + "|".join(_MONTH_NAMES) + r")\s+(\d{1,2})(?:st|nd|rd|th)?\b"
-                     r"(?!,?\s*\d{4})")
-_IN_MONTH = re.compile(r"\b(in|during|since|early|late|mid|back\s+in)\s+(" + "|".join(_MONTH_NAMES)
-                       + r")\b(?!\s*,?\s*\d{4})")
+_ON_DAY = re.compile(
+    r"\b(on|since|around|by)\s+(" + "|".join(_MONTH_NAMES) + r")\s+(\d{1,2})(?:st|nd|rd|th)?\b"
+    r"(?!,?\s*\d{4})"
+)
+_IN_MONTH = re.compile(
+    r"\b(in|during|since|early|late|mid|back\s+in)\s+(" + "|".join(_MONTH_NAMES) + r")\b(?!\s*,?\s*\d{4})"
+)
 _ANCHOR = re.compile(rf"\b(?:{_NUM}\s+{_UNIT}\s+)?(before|after)\s+((?:my|our|i|we|the)\b[^?.!,;]*)")
 
 
@@ -96,8 +121,7 @@ class DateWindow:
     def describe(self) -> str:
         """``'two weeks ago' → 2023-05-01..2023-05-07 (±1 d)`` for manifests and notes."""
         last = self.end - timedelta(microseconds=1)
-        return (f"{self.phrase!r} → {self.start:%Y-%m-%d}..{last:%Y-%m-%d} "
-                f"(±{self.slack.total_seconds() / 86400:g} d)")
+        return f"{self.phrase!r} → {self.start:%Y-%m-%d}..{last:%Y-%m-%d} (±{self.slack.total_seconds() / 86400:g} d)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +183,9 @@ def read_windows(query: str, now: datetime) -> tuple[DateWindow, ...]:
         return ()
     day = _EXPLICIT_DAY.search(text)
     if day:
-        d, month, y = (day.group(1), day.group(2), day.group(3)) if day.group(1) else \
-            (day.group(5), day.group(4), day.group(6))
+        d, month, y = (
+            (day.group(1), day.group(2), day.group(3)) if day.group(1) else (day.group(5), day.group(4), day.group(6))
+        )
         try:
             now = datetime(int(y), _MONTH_NAMES.index(month) + 1, int(d), 23, 59, tzinfo=timezone.utc)
         except ValueError:

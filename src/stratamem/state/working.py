@@ -72,8 +72,15 @@ def parse_stamp(value: str) -> datetime:
 
 def empty_state(at: datetime) -> dict[str, Any]:
     """A new, valid state document stamped ``at``."""
-    return {"schema_version": SCHEMA_VERSION, "updated_at": _stamp(at), "goal": "", "now": "",
-            "decisions": [], "tasks": [], "conventions": {}}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "updated_at": _stamp(at),
+        "goal": "",
+        "now": "",
+        "decisions": [],
+        "tasks": [],
+        "conventions": {},
+    }
 
 
 def validate_state(doc: Any) -> dict[str, Any]:
@@ -95,8 +102,9 @@ def validate_state(doc: Any) -> dict[str, Any]:
         seen: set[str] = set()
         for i, entry in enumerate(doc[key]):
             if entry["id"] in seen:
-                raise ValidationError(f"duplicate id {entry['id']!r} (ids are unique within {key})",
-                                      path=f"$.{key}[{i}].id")
+                raise ValidationError(
+                    f"duplicate id {entry['id']!r} (ids are unique within {key})", path=f"$.{key}[{i}].id"
+                )
             seen.add(entry["id"])
     stamps = [("$.updated_at", doc["updated_at"])]
     stamps += [(f"$.decisions[{i}].ts", d["ts"]) for i, d in enumerate(doc["decisions"])]
@@ -132,9 +140,15 @@ class WorkingState:
         ValidationError: Invalid namespace name.
     """
 
-    def __init__(self, project_dir: str | os.PathLike[str], namespace: str = "default", *,
-                 config: StateConfig | None = None, tokenizer: Tokenizer | None = None,
-                 clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        project_dir: str | os.PathLike[str],
+        namespace: str = "default",
+        *,
+        config: StateConfig | None = None,
+        tokenizer: Tokenizer | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         self.namespace = check_name(namespace, "namespace")
         self.config = config or StateConfig()
         self.tokenizer = tokenizer or get_tokenizer("o200k_base")
@@ -208,11 +222,13 @@ class WorkingState:
         def change(d: dict[str, Any], at: str) -> None:
             made.update(id=id or _next_id(d["decisions"], "D"), title=title, why=why, ts=at)
             d["decisions"].append(made)
+
         self._update(change)
         return made
 
-    def add_task(self, title: str, *, id: str | None = None, status: str = "open",
-                 note: str | None = None) -> dict[str, Any]:
+    def add_task(
+        self, title: str, *, id: str | None = None, status: str = "open", note: str | None = None
+    ) -> dict[str, Any]:
         """Add a task, stamped now; returns it.
 
         Raises:
@@ -225,11 +241,13 @@ class WorkingState:
             if note is not None:
                 made["note"] = note
             d["tasks"].append(made)
+
         self._update(change)
         return made
 
-    def update_task(self, id: str, *, status: str | None = None, title: str | None = None,
-                    note: str | None = None) -> dict[str, Any]:
+    def update_task(
+        self, id: str, *, status: str | None = None, title: str | None = None, note: str | None = None
+    ) -> dict[str, Any]:
         """Change a task's status, title or note, stamped now; returns it.
 
         Raises:
@@ -245,6 +263,7 @@ class WorkingState:
                     task[key] = value
             task["updated_at"] = at
             found.update(task)
+
         self._update(change)
         return found
 
@@ -266,6 +285,7 @@ class WorkingState:
         Raises:
             NotFoundError: Removing a convention that does not exist.
         """
+
         def change(d: dict[str, Any], at: str) -> None:
             if value is not None:
                 d["conventions"][key] = value
@@ -273,6 +293,7 @@ class WorkingState:
                 del d["conventions"][key]
             else:
                 raise NotFoundError(f"no convention {key!r}")
+
         return self._update(change)
 
     # --- internals ---------------------------------------------------------------
@@ -322,8 +343,9 @@ def _atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so readers see the old or the new file, never half."""
     tmp = None
     try:
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
-                                         suffix=".tmp", delete=False) as fh:
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
+        ) as fh:
             tmp = fh.name
             fh.write(text)
             fh.flush()

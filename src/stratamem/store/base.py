@@ -98,8 +98,15 @@ class Store(Protocol):
         """
         ...
 
-    def ensure_session(self, namespace: str, session: str, *, platform: str | None = None,
-                       channel: str | None = None, created_at: datetime | None = None) -> Session:
+    def ensure_session(
+        self,
+        namespace: str,
+        session: str,
+        *,
+        platform: str | None = None,
+        channel: str | None = None,
+        created_at: datetime | None = None,
+    ) -> Session:
         """Return the session, creating it (and the namespace) if missing.
 
         ``platform``, ``channel`` and ``created_at`` apply only when it is created.
@@ -130,9 +137,18 @@ class Store(Protocol):
         """Every namespace with its counts, sorted by name."""
         ...
 
-    def turns(self, namespace: str, session: str | None = None, *, ids: Sequence[int] | None = None,
-              min_seq: int | None = None, max_seq: int | None = None, newest_first: bool = False,
-              limit: int | None = None, role: str | None = None) -> list[StoredTurn]:
+    def turns(
+        self,
+        namespace: str,
+        session: str | None = None,
+        *,
+        ids: Sequence[int] | None = None,
+        min_seq: int | None = None,
+        max_seq: int | None = None,
+        newest_first: bool = False,
+        limit: int | None = None,
+        role: str | None = None,
+    ) -> list[StoredTurn]:
         """Turns of a namespace (optionally one session), ordered by session then sequence.
 
         ``newest_first`` reverses the order; ``ids`` restricts to those turn ids

@@ -89,8 +89,9 @@ class LocalHTTPServer:
             return self
         self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), self._handler())
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name=self._thread_name, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name=self._thread_name, daemon=True
+        )
         self._thread.start()
         return self
 

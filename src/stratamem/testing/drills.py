@@ -50,9 +50,23 @@ from .consistency import DerivedCheck, check_derived
 from .llm_server import FakeLLMServer, checkpoint_reply
 from .workload import drill_config, memory_writer, resume
 
-__all__ = ["CrashResult", "DrillCheck", "FaultResult", "RestartResult", "WriterResult", "check", "crash_drill",
-           "disk_full_drill", "drill_config", "drill_key", "memory_writer", "read_only_drill", "restart_drill", "run_writers",
-           "writer"]
+__all__ = [
+    "CrashResult",
+    "DrillCheck",
+    "FaultResult",
+    "RestartResult",
+    "WriterResult",
+    "check",
+    "crash_drill",
+    "disk_full_drill",
+    "drill_config",
+    "drill_key",
+    "memory_writer",
+    "read_only_drill",
+    "restart_drill",
+    "run_writers",
+    "writer",
+]
 
 _CTX = multiprocessing.get_context("forkserver")
 # Children fork from a server that already loaded this module, the tokenizer and openai (~1.4 s each).
@@ -101,8 +115,14 @@ def check(store: Store, namespace: str, acknowledged: Iterable[str]) -> DrillChe
     acked = set(acknowledged)
     gaps = sum(1 for s in seqs.values() if s != list(range(1, len(s) + 1)))
     integrity = store.integrity_check() if hasattr(store, "integrity_check") else "n/a"
-    return DrillCheck(len(acked), sum(keys.values()), sum(1 for k in acked if keys[k] == 0),
-                      sum(1 for n in keys.values() if n > 1), gaps, integrity)
+    return DrillCheck(
+        len(acked),
+        sum(keys.values()),
+        sum(1 for k in acked if keys[k] == 0),
+        sum(1 for n in keys.values() if n > 1),
+        gaps,
+        integrity,
+    )
 
 
 def read_acks(path: str | Path) -> list[str]:
@@ -135,12 +155,28 @@ def read_errors(path: str | Path) -> list[str]:
 
 def _turns(prefix: str, start: int, n: int, size: int) -> list[Turn]:
     body = ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
-    return [Turn(role="user" if (start + i) % 2 == 0 else "assistant", content=f"{prefix}-{start + i} {body}",
-                 metadata={"drill": f"{prefix}-{start + i}"}) for i in range(n)]
+    return [
+        Turn(
+            role="user" if (start + i) % 2 == 0 else "assistant",
+            content=f"{prefix}-{start + i} {body}",
+            metadata={"drill": f"{prefix}-{start + i}"},
+        )
+        for i in range(n)
+    ]
 
 
-def writer(target: str, namespace: str, worker: str, ack_path: str, *, turns: int | None, sessions: list[str],
-           max_batch: int = 8, text_size: int = 200, seed: int = 0) -> None:
+def writer(
+    target: str,
+    namespace: str,
+    worker: str,
+    ack_path: str,
+    *,
+    turns: int | None,
+    sessions: list[str],
+    max_batch: int = 8,
+    text_size: int = 200,
+    seed: int = 0,
+) -> None:
     """Append drill turns until ``turns`` are stored (forever if None), acknowledging each batch.
 
     Runs in a child process. Each batch goes to one or two of ``sessions``
@@ -190,9 +226,18 @@ class WriterResult:
     """Acknowledged turns divided by ``seconds``."""
 
 
-def run_writers(target: str, namespace: str, workdir: str | Path, *, writers: int, turns_each: int,
-                shared_sessions: int = 1, text_size: int = 200, max_batch: int = 8,
-                timeout_s: float = 600) -> WriterResult:
+def run_writers(
+    target: str,
+    namespace: str,
+    workdir: str | Path,
+    *,
+    writers: int,
+    turns_each: int,
+    shared_sessions: int = 1,
+    text_size: int = 200,
+    max_batch: int = 8,
+    timeout_s: float = 600,
+) -> WriterResult:
     """Run ``writers`` processes appending ``turns_each`` turns each, on shared and own sessions.
 
     Returns:
@@ -205,9 +250,17 @@ def run_writers(target: str, namespace: str, workdir: str | Path, *, writers: in
         sessions = [f"shared{i}" for i in range(shared_sessions)] + [f"own{w}"]
         ack = str(workdir / f"ack-{namespace}-{w}.txt")
         Path(ack).unlink(missing_ok=True)  # acknowledgements of an earlier run must not count
-        p = _CTX.Process(target=writer, args=(target, namespace, f"w{w}", ack),
-                         kwargs={"turns": turns_each, "sessions": sessions, "max_batch": max_batch,
-                                 "text_size": text_size, "seed": w})
+        p = _CTX.Process(
+            target=writer,
+            args=(target, namespace, f"w{w}", ack),
+            kwargs={
+                "turns": turns_each,
+                "sessions": sessions,
+                "max_batch": max_batch,
+                "text_size": text_size,
+                "seed": w,
+            },
+        )
         p.start()
         procs.append((p, ack))
     for p, _ in procs:
@@ -230,6 +283,7 @@ def run_writers(target: str, namespace: str, workdir: str | Path, *, writers: in
 
 
 # --- crash ----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class CrashResult:
@@ -272,9 +326,18 @@ def _shape(target: str, namespace: str) -> dict[str, int]:
     return out
 
 
-def crash_drill(target: str, namespace: str, workdir: str | Path, *, trials: int, seed: int = 0,
-                max_delay_s: float | None = None, derived: bool = True, fail_share: float = 0.2,
-                max_progress: int | None = None) -> CrashResult:
+def crash_drill(
+    target: str,
+    namespace: str,
+    workdir: str | Path,
+    *,
+    trials: int,
+    seed: int = 0,
+    max_delay_s: float | None = None,
+    derived: bool = True,
+    fail_share: float = 0.2,
+    max_progress: int | None = None,
+) -> CrashResult:
     """Kill a working child with SIGKILL ``trials`` times; check the store after every kill.
 
     Each child continues the same sessions as every earlier child, so
@@ -316,12 +379,17 @@ def crash_drill(target: str, namespace: str, workdir: str | Path, *, trials: int
             if server is not None:
                 if rng.random() < fail_share:
                     server.fail_next(1, status=500)
-                p = _CTX.Process(target=memory_writer, args=(target, namespace, f"c{trial}", ack),
-                                 kwargs={"llm_url": server.openai_base_url, "seed": child_seed})
+                p = _CTX.Process(
+                    target=memory_writer,
+                    args=(target, namespace, f"c{trial}", ack),
+                    kwargs={"llm_url": server.openai_base_url, "seed": child_seed},
+                )
             else:
-                p = _CTX.Process(target=writer, args=(target, namespace, f"c{trial}", ack),
-                                 kwargs={"turns": None, "sessions": ["main", "side"], "max_batch": 16,
-                                         "seed": child_seed})
+                p = _CTX.Process(
+                    target=writer,
+                    args=(target, namespace, f"c{trial}", ack),
+                    kwargs={"turns": None, "sessions": ["main", "side"], "max_batch": 16, "seed": child_seed},
+                )
             p.start()
             deadline = time.monotonic() + 60
             # Kill while working: after some acknowledgements (so each child does a similar amount
@@ -360,8 +428,9 @@ def crash_drill(target: str, namespace: str, workdir: str | Path, *, trials: int
                     problems += resumed
             if not last.ok or problems or (last_derived is not None and not last_derived.ok):
                 failed.append(trial)
-                failures.append(f"trial {trial} (killed in {read_phase(ack)}): "
-                                + "; ".join(problems[:3] or [repr(last)]))
+                failures.append(
+                    f"trial {trial} (killed in {read_phase(ack)}): " + "; ".join(problems[:3] or [repr(last)])
+                )
         shape: dict[str, int] = {}
         if derived:
             store = open_store(target)
@@ -378,8 +447,9 @@ def crash_drill(target: str, namespace: str, workdir: str | Path, *, trials: int
     finally:
         if server is not None:
             server.close()
-    return CrashResult(trials, last, failed, last.stored - last.acknowledged, last_derived, dict(phases), failures,
-                       shape)
+    return CrashResult(
+        trials, last, failed, last.stored - last.acknowledged, last_derived, dict(phases), failures, shape
+    )
 
 
 # --- faults ---------------------------------------------------------------------------------
@@ -407,8 +477,13 @@ class FaultResult:
     @property
     def ok(self) -> bool:
         """Clear error, all-or-nothing batch, still serving, store consistent."""
-        return (self.error.startswith("BackendError") and self.faulted_stored in (0, self.faulted_size)
-                and self.served_during and self.served_after and self.check.ok)
+        return (
+            self.error.startswith("BackendError")
+            and self.faulted_stored in (0, self.faulted_size)
+            and self.served_during
+            and self.served_after
+            and self.check.ok
+        )
 
 
 def _fault_child(kind: str, path: str, workdir: str) -> None:
@@ -525,8 +600,9 @@ class RestartResult:
         return bool(self.failed) and not self.partial and not self.lost and self.gap_free and self.served_after
 
 
-def restart_drill(store: Store, restart: Callable[[], None], *, batch_turns: int = 2000,
-                  successes_after: int = 2) -> RestartResult:
+def restart_drill(
+    store: Store, restart: Callable[[], None], *, batch_turns: int = 2000, successes_after: int = 2
+) -> RestartResult:
     """Append batches in a thread while ``restart()`` restarts the database server.
 
     Every acknowledged batch must be stored whole; every failed one whole or
@@ -540,8 +616,9 @@ def restart_drill(store: Store, restart: Callable[[], None], *, batch_turns: int
     def ingest() -> None:
         n, after = 0, 0
         while not stop.is_set() and after < successes_after:
-            turns = [Turn(role="user", content=f"b{n}-{i} " + "x" * 300, metadata={"batch": n})
-                     for i in range(batch_turns)]
+            turns = [
+                Turn(role="user", content=f"b{n}-{i} " + "x" * 300, metadata={"batch": n}) for i in range(batch_turns)
+            ]
             try:
                 in_flight.set()
                 store.append("restart", [TurnBatch("s", turns, [5] * batch_turns)])
@@ -572,7 +649,11 @@ def restart_drill(store: Store, restart: Callable[[], None], *, batch_turns: int
     seqs = [st.seq for st in store.turns("restart", "s")]
     failed = [n for n, o in outcomes if o != "ok"]
     return RestartResult(
-        len(outcomes), failed, [o for _, o in outcomes if o != "ok"],
+        len(outcomes),
+        failed,
+        [o for _, o in outcomes if o != "ok"],
         [n for n in per_batch if per_batch[n] not in (0, batch_turns)],
         [n for n, o in outcomes if o == "ok" and per_batch[n] != batch_turns],
-        seqs == list(range(1, len(seqs) + 1)), bool(outcomes) and outcomes[-1][1] == "ok")
+        seqs == list(range(1, len(seqs) + 1)),
+        bool(outcomes) and outcomes[-1][1] == "ok",
+    )

@@ -48,8 +48,19 @@ from typing import Any
 
 from ._http import JSONHandler, LocalHTTPServer
 
-__all__ = ["FRAME_MESSAGE", "FRAME_REQUEST", "FRAME_TOOL", "FRAME_TOOL_DEFINITION", "IMAGE_INPUT_TOKENS",
-           "FakeLLMServer", "Failure", "RecordedRequest", "ToolCall", "checkpoint_reply", "request_input_tokens"]
+__all__ = [
+    "FRAME_MESSAGE",
+    "FRAME_REQUEST",
+    "FRAME_TOOL",
+    "FRAME_TOOL_DEFINITION",
+    "IMAGE_INPUT_TOKENS",
+    "FakeLLMServer",
+    "Failure",
+    "RecordedRequest",
+    "ToolCall",
+    "checkpoint_reply",
+    "request_input_tokens",
+]
 
 FRAME_REQUEST = 5
 """Tokens the fake provider charges once per request (reply priming and request framing)."""
@@ -76,8 +87,11 @@ def _count_block(block: Any, count: Callable[[str], int]) -> int:
     if kind in ("thinking", "redacted_thinking"):
         return count(str(block.get("thinking") or block.get("data") or ""))
     if kind == "tool_use":
-        return FRAME_TOOL + count(str(block.get("name") or "")) + count(
-            json.dumps(block.get("input") or {}, ensure_ascii=False, separators=(",", ":")))
+        return (
+            FRAME_TOOL
+            + count(str(block.get("name") or ""))
+            + count(json.dumps(block.get("input") or {}, ensure_ascii=False, separators=(",", ":")))
+        )
     if kind == "tool_result":
         inner = block.get("content")
         parts = inner if isinstance(inner, list) else [inner or ""]
@@ -147,8 +161,11 @@ class RecordedRequest:
         """System prompt (Anthropic ``system`` or OpenAI system messages, joined)."""
         if self.api == "anthropic":
             return _text_of(self.body.get("system") or "")
-        return "\n".join(_text_of(m.get("content")) for m in self.body.get("messages", [])
-                         if m.get("role") in ("system", "developer"))
+        return "\n".join(
+            _text_of(m.get("content"))
+            for m in self.body.get("messages", [])
+            if m.get("role") in ("system", "developer")
+        )
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -211,8 +228,7 @@ class FakeLLMServer(LocalHTTPServer):
     Configuration methods are thread-safe and may be called while serving.
     """
 
-    def __init__(self, reply: str | Reply = "OK", *, model: str = "fake-model",
-                 tokenizer: str = "o200k_base") -> None:
+    def __init__(self, reply: str | Reply = "OK", *, model: str = "fake-model", tokenizer: str = "o200k_base") -> None:
         from ..tokens import get_tokenizer
 
         super().__init__(thread_name="fake-llm-server")
@@ -306,33 +322,80 @@ class FakeLLMServer(LocalHTTPServer):
         n_in, n_out = self._usage(req, text)
         # Deltas of a few words each, as providers send them.
         words = re.findall(r"\S+\s*|\s+", text) or [""]
-        pieces = ["".join(words[i:i + 3]) for i in range(0, len(words), 3)]
+        pieces = ["".join(words[i : i + 3]) for i in range(0, len(words), 3)]
         if api == "openai":
-            base = {"id": f"chatcmpl-fake-{len(self.requests)}", "object": "chat.completion.chunk",
-                    "created": int(time.time()), "model": model}
-            out: list[tuple[str | None, Any]] = [(None, {**base, "choices": [
-                {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})]
-            out += [(None, {**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
-                    for p in pieces if p]
+            base = {
+                "id": f"chatcmpl-fake-{len(self.requests)}",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+            }
+            out: list[tuple[str | None, Any]] = [
+                (
+                    None,
+                    {
+                        **base,
+                        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+                    },
+                )
+            ]
+            out += [
+                (None, {**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
+                for p in pieces
+                if p
+            ]
             out.append((None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
             if (req.body.get("stream_options") or {}).get("include_usage"):
-                out.append((None, {**base, "choices": [], "usage": {
-                    "prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}}))
+                out.append(
+                    (
+                        None,
+                        {
+                            **base,
+                            "choices": [],
+                            "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+                        },
+                    )
+                )
             out.append((None, "[DONE]"))
             return out
-        start = {"id": f"msg_fake_{len(self.requests)}", "type": "message", "role": "assistant", "model": model,
-                 "content": [], "stop_reason": None, "stop_sequence": None,
-                 "usage": {"input_tokens": n_in, "output_tokens": 1}}
-        out = [("message_start", {"type": "message_start", "message": start}),
-               ("content_block_start", {"type": "content_block_start", "index": 0,
-                                        "content_block": {"type": "text", "text": ""}}),
-               ("ping", {"type": "ping"})]
-        out += [("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                         "delta": {"type": "text_delta", "text": p}}) for p in pieces if p]
-        out += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                ("message_delta", {"type": "message_delta", "delta": {"stop_reason": finish, "stop_sequence": None},
-                                   "usage": {"output_tokens": n_out}}),
-                ("message_stop", {"type": "message_stop"})]
+        start = {
+            "id": f"msg_fake_{len(self.requests)}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": n_in, "output_tokens": 1},
+        }
+        out = [
+            ("message_start", {"type": "message_start", "message": start}),
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            ),
+            ("ping", {"type": "ping"}),
+        ]
+        out += [
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}},
+            )
+            for p in pieces
+            if p
+        ]
+        out += [
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": finish, "stop_sequence": None},
+                    "usage": {"output_tokens": n_out},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
         return out
 
     def _tool_answer(self, api: str, req: RecordedRequest, call: ToolCall) -> dict[str, Any]:
@@ -340,45 +403,123 @@ class FakeLLMServer(LocalHTTPServer):
         n = len(self.requests)
         n_in, n_out = self.input_tokens(req), self._tokenizer.count(call.name) + self._tokenizer.count(call.json)
         if api == "openai":
-            message = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"call_fake_{n}", "type": "function", "function": {"name": call.name, "arguments": call.json}}]}
-            return {"id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
-                    "model": model, "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
-                    "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}}
-        return {"id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": model,
-                "content": [{"type": "tool_use", "id": f"toolu_fake_{n}", "name": call.name,
-                             "input": dict(call.arguments)}],
-                "stop_reason": "tool_use", "stop_sequence": None, "usage": {"input_tokens": n_in, "output_tokens": n_out}}
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_fake_{n}",
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.json},
+                    }
+                ],
+            }
+            return {
+                "id": f"chatcmpl-fake-{n}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+                "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+            }
+        return {
+            "id": f"msg_fake_{n}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [
+                {"type": "tool_use", "id": f"toolu_fake_{n}", "name": call.name, "input": dict(call.arguments)}
+            ],
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": n_in, "output_tokens": n_out},
+        }
 
     def _tool_events(self, api: str, req: RecordedRequest, call: ToolCall) -> list[tuple[str | None, Any]]:
         whole = self._tool_answer(api, req, call)
-        pieces = [call.json[i:i + 7] for i in range(0, len(call.json), 7)]
+        pieces = [call.json[i : i + 7] for i in range(0, len(call.json), 7)]
         if api == "openai":
             base = {k: whole[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
             tc = whole["choices"][0]["message"]["tool_calls"][0]
-            out: list[tuple[str | None, Any]] = [(None, {**base, "choices": [{"index": 0, "finish_reason": None,
-                "delta": {"role": "assistant", "content": None, "tool_calls": [
-                    {"index": 0, "id": tc["id"], "type": "function",
-                     "function": {"name": call.name, "arguments": ""}}]}}]})]
-            out += [(None, {**base, "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
-                {"index": 0, "function": {"arguments": p}}]}}]}) for p in pieces]
+            out: list[tuple[str | None, Any]] = [
+                (
+                    None,
+                    {
+                        **base,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": None,
+                                "delta": {
+                                    "role": "assistant",
+                                    "content": None,
+                                    "tool_calls": [
+                                        {
+                                            "index": 0,
+                                            "id": tc["id"],
+                                            "type": "function",
+                                            "function": {"name": call.name, "arguments": ""},
+                                        }
+                                    ],
+                                },
+                            }
+                        ],
+                    },
+                )
+            ]
+            out += [
+                (
+                    None,
+                    {
+                        **base,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": None,
+                                "delta": {"tool_calls": [{"index": 0, "function": {"arguments": p}}]},
+                            }
+                        ],
+                    },
+                )
+                for p in pieces
+            ]
             out.append((None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}))
             if (req.body.get("stream_options") or {}).get("include_usage"):
                 out.append((None, {**base, "choices": [], "usage": whole["usage"]}))
             return out + [(None, "[DONE]")]
         block = whole["content"][0]
-        start = {**whole, "content": [], "stop_reason": None,
-                 "usage": {"input_tokens": whole["usage"]["input_tokens"], "output_tokens": 1}}
-        out = [("message_start", {"type": "message_start", "message": start}),
-               ("content_block_start", {"type": "content_block_start", "index": 0,
-                                        "content_block": {**block, "input": {}}})]
-        out += [("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                         "delta": {"type": "input_json_delta", "partial_json": p}}) for p in pieces]
-        return out + [("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                      ("message_delta", {"type": "message_delta",
-                                         "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                                         "usage": {"output_tokens": whole["usage"]["output_tokens"]}}),
-                      ("message_stop", {"type": "message_stop"})]
+        start = {
+            **whole,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": whole["usage"]["input_tokens"], "output_tokens": 1},
+        }
+        out = [
+            ("message_start", {"type": "message_start", "message": start}),
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {**block, "input": {}}},
+            ),
+        ]
+        out += [
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": p}},
+            )
+            for p in pieces
+        ]
+        return out + [
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                    "usage": {"output_tokens": whole["usage"]["output_tokens"]},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
 
     def _answer(self, api: str, req: RecordedRequest, text: str) -> dict[str, Any]:
         model = req.model or self.model
@@ -386,13 +527,24 @@ class FakeLLMServer(LocalHTTPServer):
         n_in, n_out = self._usage(req, text)
         stamp = int(time.time())
         if api == "openai":
-            return {"id": f"chatcmpl-fake-{len(self.requests)}", "object": "chat.completion", "created": stamp,
-                    "model": model, "choices": [{"index": 0, "finish_reason": finish,
-                                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}}
-        return {"id": f"msg_fake_{len(self.requests)}", "type": "message", "role": "assistant", "model": model,
-                "content": [{"type": "text", "text": text}], "stop_reason": finish, "stop_sequence": None,
-                "usage": {"input_tokens": n_in, "output_tokens": n_out}}
+            return {
+                "id": f"chatcmpl-fake-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": stamp,
+                "model": model,
+                "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+            }
+        return {
+            "id": f"msg_fake_{len(self.requests)}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": finish,
+            "stop_sequence": None,
+            "usage": {"input_tokens": n_in, "output_tokens": n_out},
+        }
 
 
 def _make_handler(server: FakeLLMServer) -> type[JSONHandler]:
@@ -415,8 +567,9 @@ def _make_handler(server: FakeLLMServer) -> type[JSONHandler]:
                 if failure.status == 0:
                     self.drop_connection()
                     return
-                self.send_json(failure.status, {"type": "error", "error": {"type": "api_error",
-                                                                            "message": "injected failure"}})
+                self.send_json(
+                    failure.status, {"type": "error", "error": {"type": "api_error", "message": "injected failure"}}
+                )
                 return
             time.sleep(delay)
             if isinstance(text, ToolCall):
@@ -471,18 +624,36 @@ def checkpoint_reply(request: RecordedRequest) -> str:
             current = None
         elif current and line.startswith(("- ", "1. ")):
             previous[current].append(line)
-    requests = [line.split(":", 1)[1].strip()[:120] for line in text.splitlines()
-                if line.startswith("[user]:") and len(line) > 8]
+    requests = [
+        line.split(":", 1)[1].strip()[:120]
+        for line in text.splitlines()
+        if line.startswith("[user]:") and len(line) > 8
+    ]
     goal = requests[0] if requests else "Continue the task."
     paths = sorted(set(_PATH_RE.findall(text)))[:12]
     done = previous["Progress"] + [f"- [x] {r}" for r in requests[:-1]]
     progress = list(dict.fromkeys(done))[-12:]
     context = list(dict.fromkeys(previous["Critical Context"] + [f"- `{p}`" for p in paths]))[-16:]
-    out = ["## Goal", previous["Goal"][0] if previous["Goal"] else f"- {goal}",
-           "", "## Constraints & Preferences", *(previous["Constraints & Preferences"] or ["- none stated"]),
-           "", "## Progress", "### Done", *(progress or ["- [x] nothing yet"]),
-           "### In Progress", f"- [ ] {requests[-1] if requests else 'current request'}",
-           "", "## Key Decisions", *(previous["Key Decisions"] or ["- none recorded"]),
-           "", "## Next Steps", "1. Continue with the latest request.",
-           "", "## Critical Context", *(context or ["- none"])]
+    out = [
+        "## Goal",
+        previous["Goal"][0] if previous["Goal"] else f"- {goal}",
+        "",
+        "## Constraints & Preferences",
+        *(previous["Constraints & Preferences"] or ["- none stated"]),
+        "",
+        "## Progress",
+        "### Done",
+        *(progress or ["- [x] nothing yet"]),
+        "### In Progress",
+        f"- [ ] {requests[-1] if requests else 'current request'}",
+        "",
+        "## Key Decisions",
+        *(previous["Key Decisions"] or ["- none recorded"]),
+        "",
+        "## Next Steps",
+        "1. Continue with the latest request.",
+        "",
+        "## Critical Context",
+        *(context or ["- none"]),
+    ]
     return "\n".join(out)

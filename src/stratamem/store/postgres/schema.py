@@ -59,14 +59,16 @@ def _run_all(conn: psycopg.Connection, statements: Sequence[str]) -> None:
 
 def m001_core(conn: psycopg.Connection) -> None:
     """Namespaces, sessions and turns: the canonical record."""
-    _run_all(conn, [
-        """CREATE TABLE namespaces (
+    _run_all(
+        conn,
+        [
+            """CREATE TABLE namespaces (
             namespace TEXT PRIMARY KEY,
             created_at TIMESTAMPTZ NOT NULL DEFAULT now()
         )""",
-        # ``last_seq`` is the per-session counter; writers reserve a range with
-        # UPDATE ... RETURNING, whose row lock makes sequences gap-free.
-        """CREATE TABLE sessions (
+            # ``last_seq`` is the per-session counter; writers reserve a range with
+            # UPDATE ... RETURNING, whose row lock makes sequences gap-free.
+            """CREATE TABLE sessions (
             namespace TEXT NOT NULL REFERENCES namespaces (namespace),
             id BIGINT GENERATED ALWAYS AS IDENTITY,
             name TEXT NOT NULL,
@@ -77,9 +79,9 @@ def m001_core(conn: psycopg.Connection) -> None:
             PRIMARY KEY (namespace, id),
             UNIQUE (namespace, name)
         )""",
-        # Content is kept as the exact JSON text (not jsonb, which reorders keys)
-        # so a turn reads back byte-for-byte as written; NULL for plain text.
-        """CREATE TABLE turns (
+            # Content is kept as the exact JSON text (not jsonb, which reorders keys)
+            # so a turn reads back byte-for-byte as written; NULL for plain text.
+            """CREATE TABLE turns (
             namespace TEXT NOT NULL,
             id BIGINT GENERATED ALWAYS AS IDENTITY,
             session_id BIGINT NOT NULL,
@@ -96,8 +98,9 @@ def m001_core(conn: psycopg.Connection) -> None:
             UNIQUE (namespace, session_id, seq),
             FOREIGN KEY (namespace, session_id) REFERENCES sessions (namespace, id)
         )""",
-        "CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    ])
+            "CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ],
+    )
 
 
 # Same names, same order as :data:`stratamem.store.sqlite.schema.MIGRATIONS`;
@@ -165,13 +168,16 @@ def apply(conn: psycopg.Connection, migrations: Sequence[PgMigration] = MIGRATIO
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
                 names = applied(conn)
                 if not names:  # only then: creating needs CREATE on the schema
-                    conn.execute(f"CREATE TABLE IF NOT EXISTS {_TABLE} "
-                                 "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())")
+                    conn.execute(
+                        f"CREATE TABLE IF NOT EXISTS {_TABLE} "
+                        "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
+                    )
                 unknown = [n for n in names if n not in known]
                 if unknown:
                     raise MigrationError(
                         f"database schema is newer than this stratamem (unknown migrations: "
-                        f"{', '.join(unknown)}); upgrade stratamem to open it")
+                        f"{', '.join(unknown)}); upgrade stratamem to open it"
+                    )
                 if m.name in names:
                     continue
                 m.run(conn)
