@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.locomo.protocol import LOCOMO_PATH, normalise_evidence  # noqa: E402
 from stratamem import Config, Memory  # noqa: E402
+from stratamem.context.sources import SummaryIndex  # noqa: E402
 from stratamem.embed.default import configured_model  # noqa: E402
 from stratamem.ingest import read_file  # noqa: E402
-from stratamem.context.sources import SummaryIndex  # noqa: E402
 
 
 class WordsOnly(SummaryIndex):

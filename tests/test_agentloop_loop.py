@@ -19,10 +19,10 @@ from stratamem import Memory
 from stratamem.agentloop import Compactor, prune_tool_results
 from stratamem.agentloop.checkpoint import CHECKPOINT_HEADER, checkpoint_facts
 from stratamem.agentloop.replay import same_turn
-from stratamem.ingest import parse_messages
 from stratamem.config import CompactionConfig, Config, PruningConfig
 from stratamem.errors import ConfigError
 from stratamem.events import Event, EventBus
+from stratamem.ingest import parse_messages
 from stratamem.llm import OpenAIChat
 from stratamem.providers import structural_problems
 from stratamem.testing.llm_server import FakeLLMServer, checkpoint_reply

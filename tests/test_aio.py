@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from pg import fresh_schema, schema_url
+
 from stratamem import AsyncMemory, BudgetError, InvalidTurnError, Memory, StratamemError, ValidationError
 from stratamem.aio import EXCLUDED
 from stratamem.store.open import open_store

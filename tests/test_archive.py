@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from stratamem import Config, Memory
-from stratamem.pyramid.archive import Archive
 from stratamem.errors import ArchiveError, BackendError
+from stratamem.pyramid.archive import Archive
 from stratamem.pyramid.retention import apply_retention
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)

@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 from stratamem import Config, Memory
 from stratamem.context import POLICIES, Candidates, ItemUnit, Recalled, SummaryUnit, assemble
-from stratamem.text import FORMATS
 from stratamem.context.dedup import CONTAINMENT, FACT_TEXT_TOKENS, MIN_FACT_TOKENS, Shown, fact_tokens, sentences
 from stratamem.context.dedup import repeated_facts as dedup_repeated
 from stratamem.records import StoredTurn, Turn
+from stratamem.text import FORMATS
 from stratamem.tokens import get_tokenizer
 
 T0 = datetime(2026, 3, 3, 14, 0, tzinfo=timezone.utc)

@@ -9,13 +9,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
-
 from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
 from stratamem.llm import OpenAIChat
-from stratamem.store import open_store
 from stratamem.records import KeyFact, Summary
+from stratamem.store import open_store
 from stratamem.summarize.facts import ItemFact, fact_type, item_facts
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer

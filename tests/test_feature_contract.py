@@ -24,18 +24,17 @@ from hypothesis import strategies as st
 from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
-from stratamem.records.conversations import ConversationState
 from stratamem.embed.cache import CachedEmbedder
 from stratamem.errors import BackendError, ConfigError, MigrationError, NotFoundError, ValidationError
 from stratamem.items.api import Items
-from stratamem.records import Turn
+from stratamem.records import KeyFact, Summary, Turn
+from stratamem.records.conversations import ConversationState
 from stratamem.store import Store, TurnBatch
+from stratamem.store.new_rows import NewItem, NewNode
 from stratamem.store.open import open_store
 from stratamem.store.postgres.store import PostgresStore
 from stratamem.store.sqlite.store import SQLiteStore
-from stratamem.store.new_rows import NewItem, NewNode
 from stratamem.store.vectors import quantized
-from stratamem.records import KeyFact, Summary
 from stratamem.testing.hash_embedder import HashEmbedder
 from stratamem.tokens import get_tokenizer
 

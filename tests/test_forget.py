@@ -27,9 +27,9 @@ from psycopg import sql
 from test_pyramid import check_tree
 
 from stratamem import Config, Memory
-from stratamem.records.conversations import ConversationState
 from stratamem.embed.cache import CachedEmbedder, content_hash
 from stratamem.errors import NotFoundError, ValidationError
+from stratamem.records.conversations import ConversationState
 from stratamem.retrieve.corpus import TurnCorpus
 from stratamem.store.open import open_store
 from stratamem.testing.hash_embedder import HashEmbedder

@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from pg import fresh_schema, schema_url
+
 from stratamem import InvalidTurnError, Memory
 from stratamem.cli import main
 from stratamem.ingest import IngestSession, read_file

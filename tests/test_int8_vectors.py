@@ -17,19 +17,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-
 from pg import fresh_schema, schema_url
+
 from stratamem import Config
 from stratamem.embed.quantize import int8_blob_size
 from stratamem.errors import BackendError
 from stratamem.items.api import Items
-from stratamem.records import Turn
+from stratamem.records import Summary, Turn
 from stratamem.store import TurnBatch
 from stratamem.store.new_rows import NewNode
 from stratamem.store.open import open_store
 from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.store.vectors import pack_vector, quantized, unpack_vector
-from stratamem.records import Summary
 from stratamem.tokens import get_tokenizer
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)

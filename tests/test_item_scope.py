@@ -17,8 +17,8 @@ from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory, ValidationError
 from stratamem.cli import main as cli
-from stratamem.records.items import visible_in
 from stratamem.items.api import Items
+from stratamem.records.items import visible_in
 from stratamem.store import SQLiteStore, open_store
 from stratamem.store import migrations as mig
 from stratamem.store.sqlite.schema import MIGRATIONS

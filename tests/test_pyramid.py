@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from stratamem import Config, Memory
 from stratamem.errors import ConfigError, ModelError, NotFoundError
-from stratamem.pyramid.escalation import prompt_view
-from stratamem.store.vectors import quantized
 from stratamem.items.search import embed_texts
 from stratamem.llm import OpenAIChat
+from stratamem.pyramid.escalation import prompt_view
+from stratamem.store.vectors import quantized
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer
 

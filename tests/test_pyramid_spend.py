@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
+from test_pyramid import msgs
 
 from stratamem import Config, Memory
 from stratamem.cli import main
@@ -16,8 +17,6 @@ from stratamem.pyramid.metrics import PyramidMetrics, pyramid_prometheus
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer
 from stratamem.tokens import get_tokenizer
-
-from test_pyramid import msgs
 
 REPLY = json.dumps(
     {
@@ -205,9 +204,9 @@ def test_namespace_wide_bulks_mix_sessions_when_asked():
 
 
 def test_pyramid_policy_at_1500_tokens_shows_hot_window_relevant_warm_chunks_and_macro_summaries(minilm):
-    from test_pyramid import T0
-
     from datetime import timedelta
+
+    from test_pyramid import T0
 
     config = Config().replace(pyramid={"summarizer": "extractive"}, context={"policy": "pyramid"})
     mem = Memory(":memory:", namespace="t", config=config, embedder=minilm)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import timestamps
 
 from stratamem import Config, Memory
 from stratamem.errors import InvalidTurnError
@@ -34,7 +35,6 @@ from stratamem.records import (
     parse_timestamp,
 )
 from stratamem.store.rows import turn_columns
-from strategies import timestamps
 
 TS = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 

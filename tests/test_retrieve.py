@@ -12,9 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stratamem import Config, Memory
+from stratamem.context import Candidates, ItemUnit, Recalled, assemble
+from stratamem.context.sources import SummaryIndex
 from stratamem.errors import BudgetError, ModelError, ValidationError
 from stratamem.records import StoredTurn, Turn
-from stratamem.context import Candidates, ItemUnit, Recalled, assemble
 from stratamem.retrieve import (
     BM25Index,
     CompactRenderer,
@@ -27,7 +28,6 @@ from stratamem.retrieve import (
     stem,
 )
 from stratamem.retrieve.engine import LEXICAL_WEIGHTS, passages
-from stratamem.context.sources import SummaryIndex
 from stratamem.tokens import get_tokenizer
 
 T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)

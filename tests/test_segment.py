@@ -7,8 +7,8 @@ from datetime import datetime, timedelta, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stratamem.records import StoredTurn, Turn
 from stratamem.pyramid.segment import FixedSegmenter, Segmenter, TopicSegmenter, UserTurnSegmenter
+from stratamem.records import StoredTurn, Turn
 
 T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
 PHRASES = ("new topic", "let's move on")

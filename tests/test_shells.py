@@ -21,14 +21,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from webserver import Server
 
 from stratamem import BudgetError, Config, Memory, ValidationError
 from stratamem.ingest.responses import read_responses
 from stratamem.providers import to_openai, to_responses
 from stratamem.records import TextBlock, ToolResultBlock, ToolUseBlock, Turn
 from stratamem.tokens import PROVIDER_FACTORS, Calibration, get_tokenizer
-
-from webserver import Server
 
 STRATAMEM = str(Path(sys.executable).with_name("stratamem"))
 NOW = "2026-03-01T12:00:00"

@@ -9,12 +9,11 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
-
 from pg import fresh_schema
 
 from stratamem.records import format_timestamp
-from stratamem.store.postgres.store import PostgresStore
 from stratamem.store.ddl import create_table
+from stratamem.store.postgres.store import PostgresStore
 from stratamem.store.sql import CHUNK, POSTGRES, SQLITE, chunks, dialect_of, run_ddl, upsert
 from stratamem.store.sqlite.store import SQLiteStore
 

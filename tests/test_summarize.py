@@ -15,9 +15,9 @@ from stratamem.llm import OpenAIChat
 from stratamem.records import KeyFact, Sentence, StoredTurn, Summary, TextBlock, ToolResultBlock, ToolUseBlock, Turn
 from stratamem.records.summaries import render
 from stratamem.summarize import Summarizer
-from stratamem.summarize.extractive import ExtractiveSummarizer
 from stratamem.summarize._text import fit_text
 from stratamem.summarize._units import actions, prose_sentences
+from stratamem.summarize.extractive import ExtractiveSummarizer
 from stratamem.summarize.heuristic import HeuristicSummarizer
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer

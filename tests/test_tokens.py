@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import texts, turns
 
 from stratamem.errors import ConfigError
 from stratamem.providers import from_anthropic, to_openai
@@ -13,17 +14,16 @@ from stratamem.tokens import (
     IMAGE_TOKENS,
     MESSAGE_TOKENS,
     REPLY_TOKENS,
+    TOOL_CALL_TOKENS,
     BPETokenizer,
     Calibration,
     CharEstimator,
-    TOOL_CALL_TOKENS,
     count_message,
     count_messages,
     count_turn,
     get_tokenizer,
     truncate_to_tokens,
 )
-from strategies import texts, turns
 
 
 def test_o200k_counts_known_strings_exactly() -> None:

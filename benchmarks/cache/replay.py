@@ -219,12 +219,11 @@ def replay_locomo(
     pos: int, args: argparse.Namespace, ser: Serializer, rows: list[dict[str, Any]], recall: dict[str, Any]
 ) -> None:
     """Replay LoCoMo conversation ``pos`` turn by turn; append its rows and its recall."""
+    from benchmarks.locomo.metrics import recall_frac
+    from benchmarks.locomo.protocol import normalise_evidence
     from stratamem import Memory
     from stratamem.ingest import read_file
     from stratamem.providers import to_anthropic, to_openai
-
-    from benchmarks.locomo.metrics import recall_frac
-    from benchmarks.locomo.protocol import normalise_evidence
 
     raw = json.loads(LOCOMO.read_text(encoding="utf-8"))[pos]
     ns = f"locomo-{raw['sample_id']}"

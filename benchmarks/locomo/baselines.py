@@ -19,9 +19,9 @@ import numpy as np
 
 from stratamem import Memory
 from stratamem.context.render import recent_window
-from stratamem.tokens import get_tokenizer
 from stratamem.records import StoredTurn
 from stratamem.retrieve import CompactRenderer, HybridIndex, PlainRenderer, TurnRenderer
+from stratamem.tokens import get_tokenizer
 
 from .protocol import Conversation
 

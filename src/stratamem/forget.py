@@ -44,15 +44,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .pyramid.archive import Archive
 from .embed.cache import content_hash
 from .errors import ArchiveError, ConfigError, NotFoundError, StratamemError, ValidationError
 from .events import Event
-from .records.nodes import Node
+from .pyramid.archive import Archive
+from .pyramid.tiers import encode_turns
 from .records import StoredTurn, check_name
+from .records.nodes import Node
 from .retrieve.corpus import TurnCorpus
 from .store.forgetting import ForgetPlan, NodeRewrite
-from .pyramid.tiers import encode_turns
 
 if TYPE_CHECKING:
     from .memory import Memory

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import BudgetError, ValidationError
 
 if TYPE_CHECKING:
-    from .records.manifests import Context, Manifest
     from .memory import Memory
+    from .records.manifests import Context, Manifest
     from .search import SearchHit
 
 __all__ = ["MIN_BUDGET", "context_result", "hits_result", "manifest_lines", "parse_now"]

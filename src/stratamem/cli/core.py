@@ -20,9 +20,9 @@ import click
 from tqdm import tqdm
 
 from ..context.policies import policy_names
+from ..ingest import INGEST_FORMATS, IngestSession, read_file
 from ..text import CONTEXT_FORMATS
 from ..tokens import PROVIDER_FACTORS
-from ..ingest import INGEST_FORMATS, IngestSession, read_file
 from . import Settings, emit_json, pass_settings
 
 __all__ = ["register"]

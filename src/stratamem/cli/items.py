@@ -12,9 +12,9 @@ from typing import Any
 
 import click
 
-from ..records.items import ITEM_TYPES, SCOPES, TIERS
 from ..items.metrics import to_prometheus
 from ..pyramid.metrics import PyramidMetrics, pyramid_prometheus
+from ..records.items import ITEM_TYPES, SCOPES, TIERS
 from . import Settings, emit_json, pass_settings
 
 __all__ = ["register"]

@@ -17,14 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from .units import FixedBlock, SummaryUnit
-from ..records.manifests import Manifest
 from ..errors import ModelError, NotFoundError
 from ..items.search import embed_texts
-from ..state.instructions import load_instructions
+from ..records.manifests import Manifest
 from ..records.nodes import Node
 from ..retrieve.lexical import BM25Index, analyze
+from ..state.instructions import load_instructions
 from ..tokens import Tokenizer
+from .units import FixedBlock, SummaryUnit
 
 __all__ = ["SummaryIndex", "checkpoint_block", "project_blocks", "summary_line", "system_blocks", "topic_tiers"]
 

@@ -30,8 +30,8 @@ from typing import Any
 
 from agents.memory import SessionSettings
 
-from ..aio import AsyncMemory
 from ..agentloop import prune_tool_results
+from ..aio import AsyncMemory
 from ..errors import StratamemError, ValidationError
 from ..memory import Memory
 from ..records import check_name

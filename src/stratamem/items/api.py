@@ -53,6 +53,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import NotFoundError, ValidationError
+from ..records import check_name, format_timestamp, parse_timestamp
 from ..records.items import (
     ITEM_TYPES,
     TIERS,
@@ -66,11 +67,10 @@ from ..records.items import (
     check_metadata,
     check_scope,
 )
+from ..store.new_rows import NewItem
 from .recall import RecallOps
 from .review import ReviewOps
 from .search import content_terms
-from ..records import check_name, format_timestamp, parse_timestamp
-from ..store.new_rows import NewItem
 
 __all__ = ["Items"]
 

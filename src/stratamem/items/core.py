@@ -29,10 +29,10 @@ from ..config import ItemsConfig
 from ..embed import model_name
 from ..errors import ConfigError, ModelError, NotFoundError
 from ..events import Event, EventBus
-from ..records.items import TIERS, MemoryItem, check_choice, check_item_id
-from .search import Embedder, VectorIndex, embed_texts
 from ..records import check_name
+from ..records.items import TIERS, MemoryItem, check_choice, check_item_id
 from ..tokens import Tokenizer
+from .search import Embedder, VectorIndex, embed_texts
 
 __all__ = ["ItemsCore", "embedder_name"]
 

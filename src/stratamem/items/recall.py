@@ -27,12 +27,12 @@ from datetime import datetime
 import numpy as np
 
 from ..errors import ConfigError, ValidationError
-from .core import embedder_name
+from ..records import check_name, format_timestamp, parse_timestamp
 from ..records.items import ITEM_TYPES, MemoryItem, RecallResult, Refusal, check_choice, check_content, visible_in
+from .core import embedder_name
+from .metrics import latency_deltas
 from .search import content_terms, fts_query, lexical_score
 from .tiers import TierOps
-from .metrics import latency_deltas
-from ..records import check_name, format_timestamp, parse_timestamp
 
 __all__ = ["RecallOps"]
 

@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..errors import ValidationError
-from .core import ItemsCore
-from ..records.items import MemoryItem, Suggestion, check_item_id
-from .status import suggest
 from ..records import format_timestamp
+from ..records.items import MemoryItem, Suggestion, check_item_id
+from .core import ItemsCore
+from .status import suggest
 
 __all__ = ["ReviewOps"]
 

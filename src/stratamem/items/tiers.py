@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from ..errors import BudgetError, ValidationError
-from .core import ItemsCore
-from ..records.items import MemoryItem, SpillResult
 from ..records import check_name, format_timestamp
+from ..records.items import MemoryItem, SpillResult
+from .core import ItemsCore
 
 __all__ = ["TierOps"]
 

@@ -16,28 +16,28 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
+from ..config import Config
 from ..context.assemble import build_context
 from ..context.gather import Parts, Request
 from ..context.policies import get_policy
-from ..config import Config
-from ..text import check_budget, check_context_format, check_now
+from ..context.sources import SummaryIndex
 from ..errors import BudgetError, ConfigError, NotFoundError, StratamemError, ValidationError
 from ..events import EventBus
 from ..exchange import plan_import, read_export, write_export
 from ..ingest import IngestReport, IngestSession, parse_messages
 from ..ingest import dedupe as _dedupe
 from ..ingest.checks import check_sizes, check_tool_pairs
-from ..records.manifests import Context
-from ..records.nodes import Node
 from ..providers import to_responses
 from ..records import StoredTurn, Turn, check_name
+from ..records.manifests import Context
+from ..records.nodes import Node
 from ..retrieve import HybridIndex
-from .derived import Derived
-from .status import Status, spend_fields
-from ..context.sources import SummaryIndex
 from ..store import SQLiteStore, Store, TurnBatch
 from ..store.base import NamespaceStats
+from ..text import check_budget, check_context_format, check_now
 from ..tokens import PROVIDER_FACTORS, Calibration, Counting, Tokenizer, count_turn, counting_for, get_tokenizer
+from .derived import Derived
+from .status import Status, spend_fields
 
 if TYPE_CHECKING:
     from ..forget import ForgetReport

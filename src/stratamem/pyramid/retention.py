@@ -27,9 +27,9 @@ from dataclasses import dataclass
 from datetime import datetime, time, timedelta, timezone
 from typing import Any
 
-from .archive import Archive
 from ..errors import ArchiveError
 from ..events import Event
+from .archive import Archive
 from .consolidate import Pyramid
 
 __all__ = ["RetentionReport", "apply_retention"]

@@ -26,8 +26,8 @@ from typing import Any
 
 from ..errors import DecodeError
 from ..formats import ctf
-from ..records.nodes import Node, Tier
 from ..records import StoredTurn, Turn
+from ..records.nodes import Node, Tier
 
 __all__ = ["decode_turns", "encode_turns", "plan_tiers", "turn_record", "turn_from_record"]
 

@@ -19,9 +19,9 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..text import turn_line
 from ..errors import BudgetError
 from ..records import StoredTurn
+from ..text import turn_line
 from ..tokens import Tokenizer
 from .excerpt import Excerpt, excerpt
 from .lexical import analyze

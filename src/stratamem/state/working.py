@@ -34,8 +34,8 @@ from typing import Any
 from ..config import StateConfig
 from ..errors import BackendError, DecodeError, NotFoundError, ValidationError
 from ..records import check_name
-from .prompt import StateProjection, project_state
 from ..tokens import Tokenizer, get_tokenizer
+from .prompt import StateProjection, project_state
 
 try:  # POSIX advisory locks; Windows has none, where concurrent writers are not supported.
     import fcntl

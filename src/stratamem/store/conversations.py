@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..records.conversations import ConversationState
 from ..records import check_name
+from ..records.conversations import ConversationState
 from .sql import Sql, run_ddl, upsert
 
 __all__ = ["Conversations", "m004_conversations", "m009_conversation_loop"]

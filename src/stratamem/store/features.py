@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from .conversations import Conversations
     from .embedding_cache import EmbeddingCache
     from .forget_rows import ForgetRows
-    from .item_store import ItemStore
     from .ingest_keys import IngestKeys
+    from .item_store import ItemStore
     from .manifests import Manifests
     from .node_store import NodeStore
     from .sql import Sql

@@ -32,10 +32,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import NotFoundError
-from ..records.nodes import Node
 from ..records import Summary
-from .new_rows import NewNode
+from ..records.nodes import Node
 from .ddl import create_table
+from .new_rows import NewNode
 from .sql import SQLITE, Sql, Writer, chunks, dialect_of
 from .vectors import read_vector, vector_placeholder, vector_select, write_vector
 

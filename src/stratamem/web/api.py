@@ -19,7 +19,7 @@ from ..items.metrics import to_prometheus
 from ..pyramid.metrics import PyramidMetrics, pyramid_prometheus
 from .convert import context_json, session_json, turn_json
 from .errors import Conflict
-from .models import AddItem, ItemType, AddTurns, ContextRequest, ErrorBody, RecallItems, StateChange, Supersede
+from .models import AddItem, AddTurns, ContextRequest, ErrorBody, ItemType, RecallItems, StateChange, Supersede
 from .spaces import Spaces
 
 __all__ = ["build_router"]

@@ -25,11 +25,11 @@ from ..errors import (
     BackendError,
     CompactionCancelled,
     ConfigError,
+    ConflictError,
     DecodeError,
     ModelError,
     NotFoundError,
     StratamemError,
-    ConflictError,
     ValidationError,
 )
 

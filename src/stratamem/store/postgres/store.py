@@ -35,11 +35,11 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ...errors import BackendError
-from . import schema as postgres_schema
 from ..record_store import RecordStore
+from ..sql import POSTGRES, Sql
+from . import schema as postgres_schema
 from .forget import PostgresForget
 from .items import PostgresItemStore
-from ..sql import POSTGRES, Sql
 
 __all__ = ["PostgresStore"]
 

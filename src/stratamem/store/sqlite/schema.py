@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..migrations import Migration
 from ..conversations import m004_conversations, m009_conversation_loop
-from ..ingest_keys import m008_ingest_keys
-from .items import m005_items, m007_item_ids, m013_item_scope
 from ..embedding_cache import m002_embeddings
+from ..ingest_keys import m008_ingest_keys
 from ..manifests import m006_manifests
+from ..migrations import Migration
+from ..node_store import m003_pyramid, m014_summary_spend
 from ..passage_store import m011_passages
 from ..turn_index import m010_recall_index
-from ..node_store import m003_pyramid, m014_summary_spend
 from ..vectors import m015_int8_vectors
+from .items import m005_items, m007_item_ids, m013_item_scope
 
 __all__ = ["MIGRATIONS"]
 

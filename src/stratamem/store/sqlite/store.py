@@ -21,9 +21,9 @@ from pathlib import Path
 from ...errors import BackendError
 from .. import migrations
 from ..record_store import RecordStore
+from ..sql import SQLITE, Sql
 from .forget import SQLiteForget
 from .items import SQLiteItemStore
-from ..sql import SQLITE, Sql
 from .schema import MIGRATIONS
 
 __all__ = ["SQLiteStore"]
