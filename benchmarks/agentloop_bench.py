@@ -35,15 +35,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
 
-from make_agent_transcript import messages as transcript  # noqa: E402
+from make_agent_transcript import messages as transcript
 
-from stratamem import Memory  # noqa: E402
-from stratamem.agentloop import Compactor, prune_tool_results  # noqa: E402
-from stratamem.config import CompactionConfig, Config, PruningConfig  # noqa: E402
-from stratamem.llm import OpenAIChat  # noqa: E402
-from stratamem.providers import structural_problems  # noqa: E402
-from stratamem.testing.llm_server import FakeLLMServer, checkpoint_reply  # noqa: E402
-from stratamem.tokens import REPLY_TOKENS, count_message, count_messages, get_tokenizer  # noqa: E402
+from stratamem import Memory
+from stratamem.agentloop import Compactor, prune_tool_results
+from stratamem.config import CompactionConfig, Config, PruningConfig
+from stratamem.llm import OpenAIChat
+from stratamem.providers import structural_problems
+from stratamem.testing.llm_server import FakeLLMServer, checkpoint_reply
+from stratamem.tokens import REPLY_TOKENS, count_message, count_messages, get_tokenizer
 
 
 @dataclass

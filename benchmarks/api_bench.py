@@ -39,12 +39,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.protocol import LOCOMO_PATH  # noqa: E402
-from stratamem import Config, Memory  # noqa: E402
-from stratamem.ingest import read_file  # noqa: E402
-from stratamem.records import Turn  # noqa: E402
-from stratamem.store import SQLiteStore, TurnBatch  # noqa: E402
-from stratamem.tokens import count_turn, get_tokenizer  # noqa: E402
+from benchmarks.locomo.protocol import LOCOMO_PATH
+from stratamem import Config, Memory
+from stratamem.ingest import read_file
+from stratamem.records import Turn
+from stratamem.store import SQLiteStore, TurnBatch
+from stratamem.tokens import count_turn, get_tokenizer
 
 STORE = Path("/tmp/stratamem-apibench.db")
 START = datetime(2023, 1, 1, tzinfo=timezone.utc)

@@ -205,7 +205,7 @@ class Server:
             if nofile:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
 
-        self._log = open(self.log, "wb")  # noqa: SIM115 - open while the server runs
+        self._log = open(self.log, "wb")  # open while the server runs
         self.proc = subprocess.Popen(
             [PY, "-m", "stratamem", "--db", target, *args],
             env=env.env(**extra),

@@ -49,12 +49,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.protocol import LOCOMO_PATH  # noqa: E402
-from stratamem import Memory  # noqa: E402
-from stratamem.embed import CachedEmbedder, LocalMiniLM  # noqa: E402
-from stratamem.ingest import read_file  # noqa: E402
-from stratamem.records import Turn  # noqa: E402
-from stratamem.store import SQLiteStore  # noqa: E402
+from benchmarks.locomo.protocol import LOCOMO_PATH
+from stratamem import Memory
+from stratamem.embed import CachedEmbedder, LocalMiniLM
+from stratamem.ingest import read_file
+from stratamem.records import Turn
+from stratamem.store import SQLiteStore
 
 STORE = Path(os.environ.get("STRATAMEM_CTXLAT_STORE", "/tmp/stratamem-ctxlat.db"))
 START = datetime(2023, 1, 1, tzinfo=timezone.utc)

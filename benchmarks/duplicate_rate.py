@@ -40,12 +40,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.protocol import LOCOMO_PATH  # noqa: E402
-from stratamem import Config, Memory  # noqa: E402
-from stratamem.context import POLICIES  # noqa: E402
-from stratamem.context.dedup import fact_tokens, repeated_facts, sentences  # noqa: E402
-from stratamem.ingest import read_file  # noqa: E402
-from stratamem.tokens import get_tokenizer  # noqa: E402
+from benchmarks.locomo.protocol import LOCOMO_PATH
+from stratamem import Config, Memory
+from stratamem.context import POLICIES
+from stratamem.context.dedup import fact_tokens, repeated_facts, sentences
+from stratamem.ingest import read_file
+from stratamem.tokens import get_tokenizer
 
 SAMPLE_QUESTIONS = [
     "What did we decide about the database and the retry policy?",

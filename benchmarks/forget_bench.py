@@ -36,10 +36,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.protocol import LOCOMO_PATH  # noqa: E402
-from stratamem import Memory  # noqa: E402
-from stratamem.ingest import read_file  # noqa: E402
-from stratamem.mcp_budget import context_result  # noqa: E402
+from benchmarks.locomo.protocol import LOCOMO_PATH
+from stratamem import Memory
+from stratamem.ingest import read_file
+from stratamem.mcp_budget import context_result
 
 BUDGETS = (250, 500, 1000, 2000, 4000)
 

@@ -45,8 +45,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stratamem import AsyncMemory, Memory  # noqa: E402
-from stratamem.tokens import get_tokenizer  # noqa: E402
+from stratamem import AsyncMemory, Memory
+from stratamem.tokens import get_tokenizer
 
 WARMUP = 3
 

@@ -38,10 +38,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
 
-from make_claude_code_log import write_log  # noqa: E402
+from make_claude_code_log import write_log
 
-from stratamem import Config, Memory  # noqa: E402
-from stratamem.ingest import read_file  # noqa: E402
+from stratamem import Config, Memory
+from stratamem.ingest import read_file
 
 CONFIG = Config().replace(pyramid={"enabled": False})
 

@@ -28,11 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from stratamem import Config  # noqa: E402
-from stratamem.items.api import Items  # noqa: E402
-from stratamem.store import SQLiteStore  # noqa: E402
-from stratamem.store.new_rows import NewItem  # noqa: E402
-from stratamem.tokens import get_tokenizer  # noqa: E402
+from stratamem import Config
+from stratamem.items.api import Items
+from stratamem.store import SQLiteStore
+from stratamem.store.new_rows import NewItem
+from stratamem.tokens import get_tokenizer
 
 WORDS = (
     "budget invoice lisbon rocket vendor tea plan deadline hotel ferry contract launch review design "

@@ -38,11 +38,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from stratamem import Config, Memory  # noqa: E402
-from stratamem.items.api import Items  # noqa: E402
-from stratamem.items.search import fts_query  # noqa: E402
-from stratamem.records import format_timestamp  # noqa: E402
-from stratamem.store.new_rows import NewItem  # noqa: E402
+from stratamem import Config, Memory
+from stratamem.items.api import Items
+from stratamem.items.search import fts_query
+from stratamem.records import format_timestamp
+from stratamem.store.new_rows import NewItem
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 

@@ -27,8 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo import cv  # noqa: E402
-from benchmarks.locomo.baselines import (  # noqa: E402
+from benchmarks.locomo import cv
+from benchmarks.locomo.baselines import (
     BM25Turns,
     DenseTurns,
     Hybrid,
@@ -36,12 +36,12 @@ from benchmarks.locomo.baselines import (  # noqa: E402
     RecentWindow,
     RRFTurns,
 )
-from benchmarks.locomo.embedcache import CACHE, SYNTH_CACHE, cached_embedder  # noqa: E402
-from benchmarks.locomo.metrics import category_label  # noqa: E402
-from benchmarks.locomo.protocol import LOCOMO_PATH, load_conversations  # noqa: E402
-from benchmarks.locomo.runner import Result, format_tables, run  # noqa: E402
-from stratamem.retrieve import CompactRenderer, Weights  # noqa: E402
-from stratamem.store import SQLiteStore  # noqa: E402
+from benchmarks.locomo.embedcache import CACHE, SYNTH_CACHE, cached_embedder
+from benchmarks.locomo.metrics import category_label
+from benchmarks.locomo.protocol import LOCOMO_PATH, load_conversations
+from benchmarks.locomo.runner import Result, format_tables, run
+from stratamem.retrieve import CompactRenderer, Weights
+from stratamem.store import SQLiteStore
 
 TUNE = range(0, 5)
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.protocol import LOCOMO_PATH  # noqa: E402
-from stratamem.tokens import PROVIDER_FACTORS, get_tokenizer  # noqa: E402
+from benchmarks.locomo.protocol import LOCOMO_PATH
+from stratamem.tokens import PROVIDER_FACTORS, get_tokenizer
 
 _NODE = """
 const {getTokenizer} = require(process.argv[1] + '/@anthropic-ai/tokenizer');

@@ -20,12 +20,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.embedcache import CachedEmbedder  # noqa: E402
-from benchmarks.locomo.protocol import LOCOMO_PATH  # noqa: E402
-from stratamem.embed import LocalMiniLM  # noqa: E402
-from stratamem.ingest import read_file  # noqa: E402
-from stratamem.records import StoredTurn, Turn  # noqa: E402
-from stratamem.retrieve import HybridIndex  # noqa: E402
+from benchmarks.locomo.embedcache import CachedEmbedder
+from benchmarks.locomo.protocol import LOCOMO_PATH
+from stratamem.embed import LocalMiniLM
+from stratamem.ingest import read_file
+from stratamem.records import StoredTurn, Turn
+from stratamem.retrieve import HybridIndex
 
 QUERIES = [
     "When did Caroline go to the LGBTQ support group?",

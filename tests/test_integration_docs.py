@@ -26,7 +26,7 @@ def test_page_example_runs(
     assert code.strip(), f"{page} has no python example"
     monkeypatch.chdir(tmp_path)  # the examples write their database in the working directory
     # In-process (fresh globals, as a script): the frameworks are imported once per test run.
-    exec(compile(code, f"docs/integrations/{page}", "exec"), {"__name__": "__main__"})  # noqa: S102
+    exec(compile(code, f"docs/integrations/{page}", "exec"), {"__name__": "__main__"})
     out = capsys.readouterr().out
     for expected in EXPECT[page]:
         assert expected in out, (expected, out)

@@ -10,11 +10,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.metrics import Scores, Unit, covered, recall_frac, summarise  # noqa: E402
-from benchmarks.locomo.protocol import load_conversations, normalise_dia, normalise_evidence  # noqa: E402
-from stratamem.retrieve import CompactRenderer, pack_turns  # noqa: E402
-from stratamem.store import SQLiteStore  # noqa: E402
-from stratamem.tokens import get_tokenizer  # noqa: E402
+from benchmarks.locomo.metrics import Scores, Unit, covered, recall_frac, summarise
+from benchmarks.locomo.protocol import load_conversations, normalise_dia, normalise_evidence
+from stratamem.retrieve import CompactRenderer, pack_turns
+from stratamem.store import SQLiteStore
+from stratamem.tokens import get_tokenizer
 
 SAMPLE = {
     "sample_id": "tiny",

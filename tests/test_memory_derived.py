@@ -14,10 +14,10 @@ class _BrokenSummarizer:
 
     name = "broken"
 
-    def summarize(self, turns, *, max_tokens):  # noqa: ANN001, ANN201 - test double of the protocol
+    def summarize(self, turns, *, max_tokens):  # test double of the protocol
         raise RuntimeError("boom")
 
-    def consolidate(self, children, *, max_tokens, executive=False):  # noqa: ANN001, ANN201
+    def consolidate(self, children, *, max_tokens, executive=False):
         raise RuntimeError("boom")
 
 
@@ -30,7 +30,7 @@ class _FlakyEmbedder:
     def __init__(self) -> None:
         self.fail = False
 
-    def embed_batch(self, texts):  # noqa: ANN001, ANN201
+    def embed_batch(self, texts):
         if self.fail:
             raise RuntimeError("embedding service down")
         out = np.zeros((len(texts), 8), dtype=np.float32)

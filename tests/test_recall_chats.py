@@ -11,13 +11,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.data.make_recall_chats import PER_HAYSTACK, TYPES, dumps, generate  # noqa: E402
-from benchmarks.locomo import cv  # noqa: E402
-from benchmarks.locomo.synth import load_synth  # noqa: E402
-from stratamem.retrieve import HybridIndex, Weights  # noqa: E402
-from stratamem.retrieve.engine import fuse_signals  # noqa: E402
-from stratamem.store import SQLiteStore  # noqa: E402
-from stratamem.tokens import get_tokenizer  # noqa: E402
+from benchmarks.data.make_recall_chats import PER_HAYSTACK, TYPES, dumps, generate
+from benchmarks.locomo import cv
+from benchmarks.locomo.synth import load_synth
+from stratamem.retrieve import HybridIndex, Weights
+from stratamem.retrieve.engine import fuse_signals
+from stratamem.store import SQLiteStore
+from stratamem.tokens import get_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -100,7 +100,7 @@ def test_memory_context_marks_the_excerpt_in_the_manifest_and_keeps_the_full_tur
 _MEM: dict[str, Memory] = {}
 
 
-def _shared_memory(tmp_path_factory) -> Memory:  # noqa: ANN001
+def _shared_memory(tmp_path_factory) -> Memory:
     if "m" not in _MEM:
         mem = Memory(tmp_path_factory.mktemp("ex") / "p.db", namespace="p")
         mem.add(

@@ -58,7 +58,7 @@ def mem(tmp_path: Path) -> Memory:
     m.close()
 
 
-def _window_tokens(ctx) -> int:  # noqa: ANN001
+def _window_tokens(ctx) -> int:
     return sum(i.tokens for i in ctx.manifest.items if i.reason == "recent_window")
 
 

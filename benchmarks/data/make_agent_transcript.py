@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--out", default="-", help="output file (default: stdout)")
     args = ap.parse_args(argv)
-    out = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")  # noqa: SIM115
+    out = sys.stdout if args.out == "-" else open(args.out, "w", encoding="utf-8")
     with out if out is not sys.stdout else open(1, "w", closefd=False) as fh:
         for m in messages(args.turns, args.seed):
             fh.write(json.dumps(m, ensure_ascii=False) + "\n")

@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.data import chat_banks as B  # noqa: E402
+from benchmarks.data import chat_banks as B
 
 VERSION = 1
 """Bumped whenever the generator's output changes (part of the cache key)."""

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import data  # noqa: E402  (stdlib-only sibling, importable from any interpreter)
+import data  # stdlib-only sibling, importable from any interpreter
 
 __all__ = ["System", "dir_bytes", "guard_network", "main"]
 

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import harness  # noqa: I001  (stdlib; puts data.py on the path)
+import harness  # stdlib only; puts data.py on the path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"

@@ -42,7 +42,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import harness  # noqa: I001  (stdlib; puts data.py on the path)
+import harness  # stdlib only; puts data.py on the path
 
 os.environ["MEM0_TELEMETRY"] = "False"
 os.environ["HF_HUB_OFFLINE"] = "1"

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import harness  # noqa: I001  (stdlib; puts data.py on the path)
+import harness  # stdlib only; puts data.py on the path
 
 harness.guard_network()
 _t0 = time.perf_counter()

@@ -242,7 +242,7 @@ def _add_turn_tools(kit: _Kit) -> None:
 
     Field, Namespace, spaces, call = kit.Field, kit.Namespace, kit.spaces, kit.call
     # The registry's names, read when the server is built (the schema's enum).
-    PolicyName: Any = Literal[policy_names()]  # noqa: N806
+    PolicyName: Any = Literal[policy_names()]
 
     def add_turns(
         messages: Annotated[

@@ -318,7 +318,7 @@ class LangChainChatModel:
         """
         try:
             reply = self.chat_model.invoke([SystemMessage(system), *convert_to_messages(list(messages))])
-        except Exception as exc:  # noqa: BLE001 - any provider failure is a ModelError to the compactor
+        except Exception as exc:  # any provider failure is a ModelError to the compactor
             raise ModelError(f"{type(exc).__name__}: {exc}") from exc
         text = reply.text if isinstance(getattr(reply, "text", None), str) else str(reply.content)
         if not text.strip():

@@ -320,7 +320,7 @@ class WorkingState:
         # Read-modify-write must not interleave between processes (CLI and agent).
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            handle = open(self.directory / ".lock", "a+")  # noqa: SIM115 - held for the block
+            handle = open(self.directory / ".lock", "a+")  # held for the block
         except OSError as exc:
             raise BackendError(f"cannot open the state directory {self.directory}: {exc}") from exc
         try:

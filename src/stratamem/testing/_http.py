@@ -23,7 +23,7 @@ class JSONHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib's signature
         """Silence the default per-request stderr line."""
 
     def read_body(self) -> bytes:

@@ -148,7 +148,7 @@ def _error(message: str) -> dict[str, Any]:
 class _Handler(JSONHandler):
     server_owner: FakeEmbeddingServer
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+    def do_POST(self) -> None:  # the stdlib's naming
         owner = self.server_owner
         try:
             body = json.loads(self.read_body() or b"{}")

@@ -549,7 +549,7 @@ class FakeLLMServer(LocalHTTPServer):
 
 def _make_handler(server: FakeLLMServer) -> type[JSONHandler]:
     class Handler(JSONHandler):
-        def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        def do_POST(self) -> None:  # the stdlib's naming
             api = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}.get(self.path.split("?")[0])
             raw = self.read_body()
             if api is None:
