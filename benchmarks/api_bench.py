@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -47,7 +47,7 @@ from stratamem.store import SQLiteStore, TurnBatch
 from stratamem.tokens import count_turn, get_tokenizer
 
 STORE = Path("/tmp/stratamem-apibench.db")
-START = datetime(2023, 1, 1, tzinfo=timezone.utc)
+START = datetime(2023, 1, 1, tzinfo=UTC)
 BUDGET = 4000
 CONFIG = {"pyramid": {"enabled": False}}
 

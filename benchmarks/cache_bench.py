@@ -182,7 +182,7 @@ def _summary(results: list[dict], dataset: str, fmt: str) -> list[str]:
         return []
     models = list(OPENAI_MODELS) if fmt == "openai" else [f"{ANTHROPIC_MODEL} sent", f"{ANTHROPIC_MODEL} rolling"]
     head = (
-        f"| arm | B | calls | tokens/call | prefix share | median/call | 1st change at (median token) | "
+        "| arm | B | calls | tokens/call | prefix share | median/call | 1st change at (median token) | "
         + ("cached (OpenAI) | " if fmt == "openai" else "read / written (Sonnet, rolling) | ")
         + " | ".join(f"$ per 1k calls {m}" for m in models)
         + " | x today |"
@@ -375,11 +375,11 @@ def main(argv: list[str] | None = None) -> None:
     out += _parts(results)
     out += _recall(results)
     out.append(
-        f"\n'prefix share': tokens equal to the previous call's longest common token prefix / all prompt "
-        f"tokens. 'x today': today's bill for the same arm and budget / this row's (whole history: today's "
-        f"assembly at each budget; OpenAI gpt-4.1; Anthropic: the cheaper of as sent and rolling "
-        f"breakpoints). Caches are emptied at each LoCoMo session (days apart) unless --one-cache; output "
-        f"tokens are left out (the same for every arm)."
+        "\n'prefix share': tokens equal to the previous call's longest common token prefix / all prompt "
+        "tokens. 'x today': today's bill for the same arm and budget / this row's (whole history: today's "
+        "assembly at each budget; OpenAI gpt-4.1; Anthropic: the cheaper of as sent and rolling "
+        "breakpoints). Caches are emptied at each LoCoMo session (days apart) unless --one-cache; output "
+        "tokens are left out (the same for every arm)."
     )
     out.append(f"total {time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f}")
     print("\n".join(out))

@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ from stratamem.records import Turn
 from stratamem.store import SQLiteStore
 
 STORE = Path(os.environ.get("STRATAMEM_CTXLAT_STORE", "/tmp/stratamem-ctxlat.db"))
-START = datetime(2023, 1, 1, tzinfo=timezone.utc)
+START = datetime(2023, 1, 1, tzinfo=UTC)
 BUDGET = 4000
 STEPS = 30
 

@@ -402,7 +402,7 @@ def main(argv: list[str] | None = None) -> None:
             for fw, what, base, ours in rows:
                 print(f"| {fw:<14} | {what:<66} | {base:8.2f} | {ours:6.2f} | {ours / base:6.2f} |")
         if "pg" in args.parts:
-            print(f"\nPostgreSQL per-call wall time, median (ms)")
+            print("\nPostgreSQL per-call wall time, median (ms)")
             print("| backend | what (baseline vs ours) | baseline | ours | ratio |")
             print("|---|---|---:|---:|---:|")
             for fw, what, base, ours in bench_pg(args.turns):

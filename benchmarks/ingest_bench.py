@@ -174,7 +174,7 @@ def main() -> None:
                 assert mem.status().turns == turns
     base = statistics.median(rows["add_sessions (baseline, no keys)"])
     print(f"Claude Code log: {lines} lines, {turns} turns; median of {args.repeat} runs, fresh SQLite file each\n")
-    print(f"| step | median s | turns/s | vs baseline |\n|---|---:|---:|---:|")
+    print("| step | median s | turns/s | vs baseline |\n|---|---:|---:|---:|")
     for name, times in rows.items():
         med = statistics.median(times)
         print(f"| {name} | {med:.3f} | {turns / med:,.0f} | {med / base:.2f}x |")

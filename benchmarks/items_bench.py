@@ -38,6 +38,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from datetime import UTC
+
 from stratamem import Config, Memory
 from stratamem.items.api import Items
 from stratamem.items.search import fts_query
@@ -267,9 +269,9 @@ def _bm25s(docs: list[str], questions: list[str]) -> str:
 
 
 def time_now() -> Any:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 # --- part 3: MCP ----------------------------------------------------------------------

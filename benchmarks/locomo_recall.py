@@ -20,7 +20,6 @@ import argparse
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +42,7 @@ from benchmarks.locomo.runner import Result, format_tables, run
 from stratamem.retrieve import CompactRenderer, Weights
 from stratamem.store import SQLiteStore
 
-TUNE = range(0, 5)
+TUNE = range(5)
 
 
 def _load(args: argparse.Namespace, store: SQLiteStore) -> list:

@@ -30,7 +30,7 @@ import os
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +71,7 @@ def load(store: object, vecs: np.ndarray, namespaces: int) -> None:
             "embedding, embedding_model) FROM STDIN WITH (FORMAT BINARY)"
         ) as copy:
             copy.set_types(["text", "text", "text", "text", "int4", "timestamptz", "float8", "text", "vector", "text"])
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             for i, v in enumerate(vecs):
                 copy.write_row([f"ns{i % namespaces}", f"item {i}", "fact", "cold", 2, now, 1.0, "api", v, "bench"])
         conn.execute("ANALYZE memory_items")

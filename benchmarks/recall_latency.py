@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -41,7 +41,7 @@ def main() -> None:
     """Print p50/p95 search latency per index size, lexical only and hybrid."""
     texts = [(t.name, t.text) for s in read_file(LOCOMO_PATH, fmt="locomo") for t in s.turns]
     cache = CachedEmbedder(LocalMiniLM())
-    start = datetime(2023, 1, 1, tzinfo=timezone.utc)
+    start = datetime(2023, 1, 1, tzinfo=UTC)
     print(f"{'turns':>8} {'mode':<8} {'build s':>8} {'p50 ms':>8} {'p95 ms':>8}")
     for n in (1_000, 10_000, 100_000):
         turns = []

@@ -42,7 +42,7 @@ import hashlib
 import json
 import sys
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,7 @@ class Session:
 
     def __init__(self, name: str, start: str, setting: Mapping[str, Any]) -> None:
         self.name = name
-        self.clock = datetime.fromisoformat(start).replace(tzinfo=timezone.utc)
+        self.clock = datetime.fromisoformat(start).replace(tzinfo=UTC)
         self.setting = setting
         self.records: list[dict[str, Any]] = []
         self._calls = 0

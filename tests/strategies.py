@@ -13,7 +13,7 @@ Reusable by any test module: ``from strategies import turns, texts``.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
@@ -132,9 +132,7 @@ def conversation(draw: st.DrawFn, max_size: int = 8) -> list[Turn]:
     Exercises the header-default paths of encoders (constant names, steps) that
     fully random turns rarely hit.
     """
-    start = draw(
-        st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(timezone.utc))
-    )
+    start = draw(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)))
     step = draw(st.sampled_from((0, 1, 30, 0.5, 3600)))
     names = {"user": draw(st.none() | short_texts), "assistant": draw(st.none() | short_texts)}
     model = draw(st.none() | short_texts)

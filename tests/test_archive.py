@@ -4,7 +4,7 @@ corruption detection, and retention."""
 from __future__ import annotations
 
 import os
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -14,7 +14,7 @@ from stratamem.errors import ArchiveError, BackendError
 from stratamem.pyramid.archive import Archive
 from stratamem.pyramid.retention import apply_retention
 
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 
 
 def msgs(n: int) -> list[dict]:
@@ -187,12 +187,12 @@ def _daily(n: int, start: datetime) -> list[dict]:
 
 def test_nodes_expire_with_the_file_their_clock_named(tmp_path: Path):
     # Reviewer repro t7: the clock says 2020-01-01 while the machine's now is years later.
-    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=timezone.utc))
-    for m in _daily(8, datetime(2019, 12, 1, tzinfo=timezone.utc)):
+    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=UTC))
+    for m in _daily(8, datetime(2019, 12, 1, tzinfo=UTC)):
         mem.add(m)
     cold = mem.pyramid.nodes(level=1, tier="cold")
     assert [n.archive_ref.split("@")[0] for n in cold] == ["2020-01-01.jsonl.zst"] * 3
-    report = apply_retention(mem.pyramid, now=datetime(2020, 6, 1, tzinfo=timezone.utc))
+    report = apply_retention(mem.pyramid, now=datetime(2020, 6, 1, tzinfo=UTC))
     assert (report.files, report.nodes) == (("2020-01-01.jsonl.zst",), 3)
     for n in cold:
         assert mem.pyramid.node(n.id).archive_ref is None
@@ -202,12 +202,12 @@ def test_nodes_expire_with_the_file_their_clock_named(tmp_path: Path):
 
 
 def test_retention_keeps_a_file_while_any_node_still_refers_to_it(tmp_path: Path):
-    now = [datetime(2020, 1, 1, tzinfo=timezone.utc)]
+    now = [datetime(2020, 1, 1, tzinfo=UTC)]
     mem = _clocked(tmp_path, lambda: now[0])
-    for m in _daily(6, datetime(2019, 12, 1, tzinfo=timezone.utc)):
+    for m in _daily(6, datetime(2019, 12, 1, tzinfo=UTC)):
         mem.add(m)
-    now[0] = datetime(2020, 3, 1, tzinfo=timezone.utc)
-    for m in _daily(4, datetime(2020, 2, 1, tzinfo=timezone.utc)):
+    now[0] = datetime(2020, 3, 1, tzinfo=UTC)
+    for m in _daily(4, datetime(2020, 2, 1, tzinfo=UTC)):
         mem.add(m)
     refs = {n.id: n.archive_ref for n in mem.pyramid.nodes(level=1, tier="cold")}
     assert sorted({r.split("@")[0] for r in refs.values()}) == ["2020-01-01.jsonl.zst", "2020-03-01.jsonl.zst"]
@@ -219,16 +219,16 @@ def test_retention_keeps_a_file_while_any_node_still_refers_to_it(tmp_path: Path
         "t",
         late,
         "cold",
-        at=datetime(2020, 2, 10, tzinfo=timezone.utc),
+        at=datetime(2020, 2, 10, tzinfo=UTC),
         view_tokens=node.view_tokens,
         archive_ref=node.archive_ref,
     )
-    report = apply_retention(mem.pyramid, now=datetime(2020, 2, 15, tzinfo=timezone.utc))
+    report = apply_retention(mem.pyramid, now=datetime(2020, 2, 15, tzinfo=UTC))
     assert (report.nodes, report.files) == (len(jan) - 1, ())
     assert [p.name for p in mem.pyramid.archive.files()] == ["2020-01-01.jsonl.zst", "2020-03-01.jsonl.zst"]
     assert mem.pyramid.expansion(late).sources == {late: "archive"}
     # Once its last reference expires, the January file goes; March's stays with its nodes.
-    report = apply_retention(mem.pyramid, now=datetime(2020, 3, 20, tzinfo=timezone.utc))
+    report = apply_retention(mem.pyramid, now=datetime(2020, 3, 20, tzinfo=UTC))
     assert (report.nodes, report.files) == (1, ("2020-01-01.jsonl.zst",))
     assert [p.name for p in mem.pyramid.archive.files()] == ["2020-03-01.jsonl.zst"]
     march = [i for i, r in refs.items() if r.startswith("2020-03-01")]
@@ -236,8 +236,8 @@ def test_retention_keeps_a_file_while_any_node_still_refers_to_it(tmp_path: Path
 
 
 def test_a_failed_store_transaction_deletes_no_archive_file(tmp_path: Path):
-    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=timezone.utc), retention_purges_turns=True)
-    for m in _daily(8, datetime(2019, 12, 1, tzinfo=timezone.utc)):
+    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=UTC), retention_purges_turns=True)
+    for m in _daily(8, datetime(2019, 12, 1, tzinfo=UTC)):
         mem.add(m)
     before = {n.id: n.archive_ref for n in mem.pyramid.nodes(level=1, tier="cold")}
     with mem.store.lock:  # a real database refusal half-way through retention
@@ -245,18 +245,18 @@ def test_a_failed_store_transaction_deletes_no_archive_file(tmp_path: Path):
             "CREATE TRIGGER no_purge BEFORE DELETE ON turns BEGIN SELECT RAISE(ABORT, 'turns are on legal hold'); END"
         )
     with pytest.raises(BackendError, match="legal hold"):
-        apply_retention(mem.pyramid, now=datetime(2020, 6, 1, tzinfo=timezone.utc))
+        apply_retention(mem.pyramid, now=datetime(2020, 6, 1, tzinfo=UTC))
     assert [p.name for p in mem.pyramid.archive.files()] == ["2020-01-01.jsonl.zst"]
     assert {n.id: n.archive_ref for n in mem.pyramid.nodes(level=1, tier="cold")} == before
     assert all(mem.pyramid.expansion(i).sources == {i: "archive"} for i in before)
 
 
 def test_an_old_file_nothing_refers_to_is_deleted(tmp_path: Path):
-    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=timezone.utc))
-    for m in _daily(8, datetime(2019, 12, 1, tzinfo=timezone.utc)):
+    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=UTC))
+    for m in _daily(8, datetime(2019, 12, 1, tzinfo=UTC)):
         mem.add(m)
     orphan = mem.pyramid.archive.write({99: []}, day=date(2019, 6, 1))  # e.g. its transaction rolled back
-    report = apply_retention(mem.pyramid, now=datetime(2020, 1, 20, tzinfo=timezone.utc))
+    report = apply_retention(mem.pyramid, now=datetime(2020, 1, 20, tzinfo=UTC))
     assert (report.nodes, report.files) == (0, (orphan.split("@")[0],))
     assert [p.name for p in mem.pyramid.archive.files()] == ["2020-01-01.jsonl.zst"]
 

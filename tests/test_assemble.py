@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,7 +13,7 @@ from stratamem import Memory, ValidationError
 from stratamem.providers import structural_problems
 from stratamem.tokens import get_tokenizer
 
-T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 NEEDLE = "The staging database password rotates every 45 days, set by Priya."
 FILLER = [
     "Let's look at the CSS for the header.",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -13,7 +13,7 @@ from stratamem.records import StoredTurn, Turn
 from stratamem.tokens import get_tokenizer
 
 TOK = get_tokenizer("o200k_base")
-T0 = datetime(2026, 3, 3, 14, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 3, 14, 0, tzinfo=UTC)
 SHARES = (0.5, 0.3, 0.2)
 
 

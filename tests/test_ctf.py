@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -15,7 +15,7 @@ from stratamem.errors import DecodeError, ValidationError
 from stratamem.formats.ctf import SummaryRow, decode_summaries, decode_turns, encode_summaries, encode_turns
 from stratamem.records import TextBlock, ToolResultBlock, ToolUseBlock, Turn
 
-T0 = datetime(2024, 1, 15, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 15, 10, 0, tzinfo=UTC)
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "ctf.md"
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,7 +12,7 @@ from stratamem.errors import DecodeError
 from stratamem.formats.ctf import SummaryRow, decode_summaries, decode_turns, encode_summaries, encode_turns
 from stratamem.records import TextBlock, ToolResultBlock, ToolUseBlock, Turn
 
-T0 = datetime(2024, 1, 15, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 15, 10, 0, tzinfo=UTC)
 _SEEDS = [
     encode_turns(
         [

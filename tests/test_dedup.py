@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import re
 import tempfile
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -29,7 +29,7 @@ from stratamem.records import StoredTurn, Turn
 from stratamem.text import FORMATS
 from stratamem.tokens import get_tokenizer
 
-T0 = datetime(2026, 3, 3, 14, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 3, 14, 0, tzinfo=UTC)
 FACT_TOKENS = FACT_TEXT_TOKENS
 """Tokens a sentence needs to count as fact text (the pass itself acts from
 :data:`~stratamem.context.dedup.MIN_FACT_TOKENS`, so it is stricter than what is checked)."""

@@ -5,7 +5,7 @@ visible and retried without losing a turn."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ from stratamem.summarize.facts import ItemFact, fact_type, item_facts
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer
 
-T0 = datetime(2026, 3, 3, 14, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 3, 14, 0, tzinfo=UTC)
 
 CONVERSATION = [
     (

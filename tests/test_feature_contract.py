@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ from stratamem.testing.hash_embedder import HashEmbedder
 from stratamem.tokens import get_tokenizer
 
 BACKENDS = ["sqlite", "postgres"]
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 TOKENIZER = get_tokenizer()
 
 
@@ -81,7 +81,7 @@ class Clock:
     """A settable clock, so both backends see the same times."""
 
     def __init__(self) -> None:
-        self.now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+        self.now = datetime(2025, 1, 1, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         return self.now
@@ -164,7 +164,7 @@ def test_conversation_state_round_trips_replaces_and_lists_by_namespace(store: A
         resume_seq=17,
         deferred=3,
         last_usage={"input_tokens": 9_000, "output_tokens": 12, "model": "gpt-x"},
-        updated_at=datetime(2025, 2, 3, 4, 5, 6, 789012, tzinfo=timezone.utc),
+        updated_at=datetime(2025, 2, 3, 4, 5, 6, 789012, tzinfo=UTC),
     )
     conv.put(state)
     assert conv.get("ns", "s1") == state

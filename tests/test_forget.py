@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -30,11 +30,10 @@ from stratamem import Config, Memory
 from stratamem.embed.cache import CachedEmbedder, content_hash
 from stratamem.errors import NotFoundError, ValidationError
 from stratamem.records.conversations import ConversationState
-from stratamem.retrieve.corpus import TurnCorpus
 from stratamem.store.open import open_store
 from stratamem.testing.hash_embedder import HashEmbedder
 
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 MARK = "Zyqxmarker4471"
 STAMP = "2024-05-01T09:00:00Z"
 # Small segments that go cold at once, so the marker reaches warm content, the archive and summaries.
@@ -121,7 +120,7 @@ def test_forgetting_a_turn_leaves_no_byte_of_it_in_the_database_wal_or_archive(m
 
     assert marker_files(tmp_path) == []
     assert report.turns == 1 and report.wal_truncated
-    assert report.archive_files == (f"{datetime.now(timezone.utc).date().isoformat()}.jsonl.zst",)
+    assert report.archive_files == (f"{datetime.now(UTC).date().isoformat()}.jsonl.zst",)
     assert report.manifests_removed == 1
     assert [t.id for t in mem.turns()] == [t for t in turns_before if t != tid]
     assert tid not in archived_ids(mem) and archived_ids(mem)

@@ -8,7 +8,7 @@ search and summary ranking are the same before and after. Both backends.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.store.vectors import pack_vector, quantized, unpack_vector
 from stratamem.tokens import get_tokenizer
 
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 TOKENIZER = get_tokenizer()
 
 FACTS = [

@@ -7,7 +7,7 @@ import json
 import re
 import sqlite3
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,7 @@ class Clock:
     """A settable clock: recalls and spills happen at the times the test says."""
 
     def __init__(self) -> None:
-        self.now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+        self.now = datetime(2025, 1, 1, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         return self.now

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ from pg import fresh_schema, schema_url
 from stratamem.records import Turn
 from stratamem.store import Store, TurnBatch, open_store
 
-T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
 _example = itertools.count()
 
 # Names that differ only in case or by a prefix: the spots where a sloppy

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +118,7 @@ def test_the_best_passage_score_is_the_max_over_the_turn_and_its_passages() -> N
 
 
 def _stored(i: int, role: str, text: str, session: str = "s") -> StoredTurn:
-    turn = Turn(role, text, timestamp=datetime(2024, 5, 1, 12, i, tzinfo=timezone.utc))
+    turn = Turn(role, text, timestamp=datetime(2024, 5, 1, 12, i, tzinfo=UTC))
     return StoredTurn(id=i + 1, namespace="n", session=session, seq=i, turn=turn, tokens=len(text.split()))
 
 

@@ -4,7 +4,7 @@ summaries with visible failures, expansion, statistics and seed 002's prompt vie
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +21,7 @@ from stratamem.store.vectors import quantized
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer
 
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 
 
 def msgs(n: int, start: int = 0, minutes: float = 1.0, words: int = 12) -> list[dict]:

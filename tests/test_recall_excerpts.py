@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -16,7 +16,7 @@ from stratamem.retrieve.excerpt import excerpt
 from stratamem.tokens import get_tokenizer
 
 TOK = get_tokenizer("o200k_base")
-T0 = datetime(2024, 2, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 2, 1, 9, 0, tzinfo=UTC)
 NEEDLE = "The sourdough starter needs feeding with rye flour every twelve hours."
 FILLER = [
     f"Section {i}: general notes on kitchen organisation, shelves, labels and cleaning routines." for i in range(60)

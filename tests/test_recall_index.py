@@ -7,6 +7,7 @@ tests use the real local MiniLM (shared by the process, loaded once).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -318,12 +319,12 @@ def test_bm25_bulk_extend_builds_the_same_postings_as_adding_one_by_one(docs: li
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(0, 3), min_size=1, max_size=60), st.integers(1, 3))
 def test_window_norms_of_an_opened_index_equal_those_grown_turn_by_turn(sessions: list[int], window: int) -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from stratamem.records import StoredTurn, Turn
     from stratamem.retrieve.corpus import TurnCorpus
 
-    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
     seqs: dict[int, int] = {}
     turns = []
     for i, s in enumerate(sessions):
@@ -398,12 +399,12 @@ def test_stored_terms_can_only_start_an_empty_index() -> None:
 def test_a_corpus_opened_in_one_batch_has_the_structure_of_one_grown_turn_by_turn(
     spec: list[tuple[int, str | None]], split: int
 ) -> None:
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from stratamem.records import StoredTurn, Turn
     from stratamem.retrieve.corpus import TurnCorpus
 
-    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
     seqs: dict[int, int] = {}
     turns = []
     for i, (s, name) in enumerate(spec):

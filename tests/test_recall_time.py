@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from stratamem.records import StoredTurn, Turn
 from stratamem.retrieve import HybridIndex, read_query
 from stratamem.retrieve.timewords import DateWindow, read_anchors, read_windows, resolve_anchor
 
-UTC = timezone.utc
+UTC = UTC
 NOW = datetime(2023, 5, 17, 15, 0, tzinfo=UTC)  # a Wednesday
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from stratamem import Memory
@@ -11,7 +11,7 @@ from stratamem.records import StoredTurn, Turn
 from stratamem.retrieve import Hit, HybridIndex
 from stratamem.retrieve.updates import NEWER, SUPERSEDED, Update, find_updates, order_updates
 
-UTC = timezone.utc
+UTC = UTC
 MARCH, SEPT = datetime(2023, 3, 2, 10, tzinfo=UTC), datetime(2023, 9, 14, 10, tzinfo=UTC)
 DENVER = "I moved to Denver last month for the new job."
 AUSTIN = "We just settled into our new place in Austin, finally unpacked."

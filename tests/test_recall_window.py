@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,7 +12,7 @@ from stratamem.context import Recalled
 from stratamem.context.window import WINDOW_FLOOR, is_follow_up, window_fraction
 from stratamem.records import StoredTurn, Turn
 
-T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 NEEDLE = "The staging database password rotates every 45 days, set by Priya."
 FILLER = [
     "Let's look at the CSS for the header.",

@@ -7,7 +7,7 @@ boundaries with interleaved sessions and check what was stored, exactly.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,7 +19,7 @@ from stratamem.store.postgres.store import PostgresStore
 from stratamem.store.sql import CHUNK
 from stratamem.store.sqlite.store import SQLiteStore
 
-T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 PER_INSERT = CHUNK // 11
 
 

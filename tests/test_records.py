@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -36,7 +36,7 @@ from stratamem.records import (
 )
 from stratamem.store.rows import turn_columns
 
-TS = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+TS = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 OPENAI_CONVERSATION = [
     {"role": "system", "content": "You are terse."},
@@ -256,8 +256,8 @@ def test_a_year_before_1000_is_stored_zero_padded_and_reads_back(tmp_path: Path)
     conn.close()
     with Memory(path, config=config, embedder=None) as mem:
         assert [st.timestamp for st in mem.turns()] == [
-            datetime(999, 5, 1, tzinfo=timezone.utc),
-            datetime(2026, 1, 1, tzinfo=timezone.utc),
+            datetime(999, 5, 1, tzinfo=UTC),
+            datetime(2026, 1, 1, tzinfo=UTC),
         ]
         assert mem.context(budget=200, format="text").text == (
             "[0999-05-01 00:00] user: old\n[2026-01-01 00:00] user: new"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -30,7 +30,7 @@ from stratamem.retrieve import (
 from stratamem.retrieve.engine import LEXICAL_WEIGHTS, passages
 from stratamem.tokens import get_tokenizer
 
-T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
+T0 = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
 
 
 def _turns(sessions: Sequence[tuple[datetime, Sequence[tuple[str, str]]]]) -> list[StoredTurn]:
@@ -95,8 +95,8 @@ def test_query_reading_finds_speakers_months_and_years() -> None:
     facts = read_query("What did Ana do in June 2023 and in 2022? May Ben come?", {"Ana", "Ben", "Cy"})
     assert facts.speakers == {"Ana", "Ben"}
     assert facts.dates == ((2023, 6), (2022, None))
-    assert facts.date_match(datetime(2023, 6, 30, tzinfo=timezone.utc)) == 1.0
-    assert facts.date_match(datetime(2023, 7, 1, tzinfo=timezone.utc)) == 0.0
+    assert facts.date_match(datetime(2023, 6, 30, tzinfo=UTC)) == 1.0
+    assert facts.date_match(datetime(2023, 7, 1, tzinfo=UTC)) == 0.0
     assert read_query("Where did Cy go in May?", {"Cy"}).dates == ((None, 5),)
 
 

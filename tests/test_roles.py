@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -35,7 +35,7 @@ def test_only_unnamed_speakers_have_a_routed_role() -> None:
 
 
 def _turn(i: int, role: str, text: str, name: str | None = None) -> StoredTurn:
-    t = Turn(role, text, name=name, timestamp=datetime(2024, 1, 1, 0, i, tzinfo=timezone.utc))
+    t = Turn(role, text, name=name, timestamp=datetime(2024, 1, 1, 0, i, tzinfo=UTC))
     return StoredTurn(id=i, namespace="n", session="s", seq=i, turn=t, tokens=5)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from stratamem.pyramid.segment import FixedSegmenter, Segmenter, TopicSegmenter, UserTurnSegmenter
 from stratamem.records import StoredTurn, Turn
 
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 PHRASES = ("new topic", "let's move on")
 
 

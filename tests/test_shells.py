@@ -11,7 +11,7 @@ import math
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ def _project(root: Path, db: Path) -> Path:
         ws = mem.state(project)
         ws.set_goal("Plan the Lisbon trip within 900 euros")
         ws.add_task("Book the hotel near the river", id="t1")
-        t0 = datetime(2026, 2, 1, 9, 0, tzinfo=timezone.utc)
+        t0 = datetime(2026, 2, 1, 9, 0, tzinfo=UTC)
         for i in range(8):
             mem.add(
                 {
@@ -267,7 +267,7 @@ def _shape(t: Turn) -> tuple[str, tuple[Any, ...]]:
 @given(turns=_conversations())
 def test_responses_items_read_back_as_the_same_turns(turns: list[Turn]) -> None:
     items = to_responses(to_openai(turns))
-    back = read_responses([(None, it) for it in items], "s", datetime(2026, 1, 1, tzinfo=timezone.utc)).turns
+    back = read_responses([(None, it) for it in items], "s", datetime(2026, 1, 1, tzinfo=UTC)).turns
     assert [_shape(t) for t in back] == [_shape(t) for t in turns]
     for it in items:
         if it["type"] == "message":
@@ -304,7 +304,7 @@ def test_a_responses_context_is_the_openai_context_reshaped(tmp_path: Path) -> N
         {"type": "function_call_output", "call_id": "c1", "output": "config.yaml"},
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "it is config.yaml"}]},
     ]
-    back = read_responses([(None, it) for it in resp.messages], "s", datetime(2026, 1, 1, tzinfo=timezone.utc))
+    back = read_responses([(None, it) for it in resp.messages], "s", datetime(2026, 1, 1, tzinfo=UTC))
     assert [_shape(t) for t in back.turns] == stored
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from hypothesis import given
@@ -43,7 +43,7 @@ def test_timestamps_round_trip_in_both_dialects() -> None:
     assert SQLITE.read_stamp(SQLITE.stamp(at)) == at
     assert POSTGRES.stamp(at) is at
     back = POSTGRES.read_stamp(at)
-    assert back == at and back.tzinfo == timezone.utc
+    assert back == at and back.tzinfo == UTC
 
 
 def test_bytewise_order() -> None:

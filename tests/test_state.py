@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import toon_format
@@ -18,7 +18,7 @@ from stratamem.state.working import WorkingState, validate_state
 from stratamem.tokens import get_tokenizer
 
 TOK = get_tokenizer("o200k_base")
-START = datetime(2026, 1, 31, 12, 0, tzinfo=timezone.utc)
+START = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
 
 
 class Clock:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from stratamem.store import Store, TurnBatch
 from stratamem.store.open import open_store
 
 BACKENDS = ["sqlite", "postgres"]
-T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
 
 Opener = Callable[..., Store]
 
@@ -98,7 +98,7 @@ def test_turns_round_trip_every_field_and_block_type(store: Store) -> None:
     turns = [
         Turn(role="assistant", content=blocks, timestamp=T0, name="bot", model="m-1", metadata={"k": {"z": 1, "a": 2}}),
         Turn(role="tool", content=(ToolResultBlock("tu1", (TextBlock("42"),), is_error=True),), timestamp=T0),
-        Turn(role="user", content="", timestamp=datetime(1999, 12, 31, 23, 59, 59, 1, tzinfo=timezone.utc)),
+        Turn(role="user", content="", timestamp=datetime(1999, 12, 31, 23, 59, 59, 1, tzinfo=UTC)),
     ]
     stored = store.append("ns", [TurnBatch("s", turns, [7, 8, 9])])
     back = store.turns("ns", "s")
@@ -161,7 +161,7 @@ def test_a_failing_nested_block_rolls_back_only_itself(store: Store) -> None:
 
 
 def test_ensure_session_creates_once_and_keeps_first_labels(store: Store) -> None:
-    created = datetime(2023, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    created = datetime(2023, 1, 2, 3, 4, 5, tzinfo=UTC)
     s1 = store.ensure_session("ns", "s", platform="slack", channel="#dev", created_at=created)
     s2 = store.ensure_session("ns", "s", platform="cli", channel="other")
     assert s1 == s2

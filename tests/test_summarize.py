@@ -4,7 +4,7 @@ through the real OpenAI client against a fake endpoint on 127.0.0.1."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -24,7 +24,7 @@ from stratamem.testing.llm_server import FakeLLMServer
 from stratamem.tokens import get_tokenizer
 
 TOK = get_tokenizer("o200k_base")
-T0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
 
 
 def turns(*specs: tuple[str, str, str]) -> list[StoredTurn]:

@@ -39,7 +39,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -311,7 +311,7 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
     shapes = {"anthropic": msgs, "openai": to_openai(from_anthropic(msgs))}
     if len(shapes["openai"]) != len(msgs):
         raise SystemExit("the OpenAI rendering of the transcript is not one message per message")
-    t0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+    t0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
     track: dict[tuple[str, int | None, str], Tracker] = {}
 
     def tracker(arm: str, budget: int | None, fmt: str) -> Tracker:

@@ -29,7 +29,7 @@ import json
 import random
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,7 @@ class _Haystack:
         self.rng = random.Random(f"stratamem-chats:{seed}:{index}")
         self.index = index
         rng = self.rng
-        start = datetime(2024, 1, 8, tzinfo=timezone.utc) + timedelta(days=rng.randint(0, 300))
+        start = datetime(2024, 1, 8, tzinfo=UTC) + timedelta(days=rng.randint(0, 300))
         dates, day = [], start
         for _ in range(sessions):
             day += timedelta(days=rng.choice((1, 2, 2, 3, 3, 4, 5, 6, 8)))
@@ -166,7 +166,7 @@ class _Haystack:
         rng, ns = self.rng, len(self.plan.dates)
         for kind in rng.sample(B.UPDATES, n):
             v = rng.choice(kind["values"])
-            old = self._free_slot(range(0, int(ns * 0.4)))
+            old = self._free_slot(range(int(ns * 0.4)))
             new = self._free_slot(range(int(ns * 0.6), ns))
             ids = {
                 self._say(old, rng.choice(kind["old"]).format(*v)): v[0],

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +85,7 @@ def _turns(sample: dict[str, Any]) -> list[PeerTurn]:
     out = []
     for n in numbers:
         date = str(conv[f"session_{n}_date_time"])
-        start = datetime.strptime(date, _DATE_FORMAT).replace(tzinfo=timezone.utc)
+        start = datetime.strptime(date, _DATE_FORMAT).replace(tzinfo=UTC)
         for i, t in enumerate(conv[f"session_{n}"]):
             text = t["text"]
             if t.get("blip_caption"):

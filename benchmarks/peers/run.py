@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -246,8 +245,8 @@ def report(run_out: dict) -> str:
         fc = next(f for f in s["first"] if f["what"] == "context")["median"]
         lines += [
             "stratamem, more:",
-            f"- ranking used above: the turn hits of `Memory.search(question, k=30)`, in order (summary hits "
-            f"left out; the peers return turns only).",
+            "- ranking used above: the turn hits of `Memory.search(question, k=30)`, in order (summary hits "
+            "left out; the peers return turns only).",
             f"- the top 10 of the same call as returned (turns and pyramid summaries): "
             f"recall@10 strict {_mean(_returned(s['returned_top10'], questions, True)):.3f}, "
             f"coverage {_mean(_returned(s['returned_top10'], questions, False)):.3f}.",

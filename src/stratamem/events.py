@@ -46,7 +46,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = ["Event", "EventBus", "Handler", "bind_loop", "run_to_completion"]
@@ -64,7 +64,7 @@ class Event:
     """Ids, counts and flags describing it (never message text)."""
     namespace: str | None = None
     """Namespace it happened in."""
-    at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
     """When."""
 
 

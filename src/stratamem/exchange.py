@@ -25,7 +25,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import IO, Any
 
 from ._jsonio import parse_object_line
@@ -61,7 +61,7 @@ def write_export(
                 "version": EXPORT_VERSION,
                 "namespace": namespace,
                 "tokenizer": tokenizer,
-                "exported_at": format_timestamp(datetime.now(timezone.utc)),
+                "exported_at": format_timestamp(datetime.now(UTC)),
             }
         )
     )

@@ -143,7 +143,7 @@ class _Namespaces:
     def __init__(self, memory: "Memory", allowed: Collection[str]) -> None:
         self.default = memory
         self.allowed = frozenset(allowed)
-        self._open: dict[str, "Memory"] = {memory.namespace: memory}
+        self._open: dict[str, Memory] = {memory.namespace: memory}
         self._lock = threading.Lock()
 
     def may(self, namespace: str) -> bool:

@@ -47,7 +47,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..config import CompactionConfig, LLMConfig, PruningConfig
@@ -76,7 +76,7 @@ log = logging.getLogger("stratamem.agentloop.compaction")
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Compactor(_LiveList, _CutPlanning):

@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import DecodeError, StratamemError, ValidationError
@@ -95,7 +95,7 @@ def _cells(row: str, cols: Sequence[str], line: int) -> list[str]:
 
 
 def _format_time(ts: datetime) -> str:
-    ts = ts.astimezone(timezone.utc)
+    ts = ts.astimezone(UTC)
     out = f"{ts.year:04d}-{ts.month:02d}-{ts.day:02d}T{ts.hour:02d}:{ts.minute:02d}"
     if ts.second or ts.microsecond:
         out += f":{ts.second:02d}"
@@ -118,7 +118,7 @@ def _parse_time(value: str, line: int) -> datetime:
             int(mi),
             int(s or 0),
             int((frac or "").ljust(6, "0") or 0),
-            tzinfo=timezone.utc,
+            tzinfo=UTC,
         )
     except ValueError as exc:
         raise DecodeError(f"t0 is not a valid time: {exc}", line=line) from None

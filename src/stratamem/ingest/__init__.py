@@ -21,7 +21,7 @@ stores it once.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -163,4 +163,4 @@ def read_file(
 
 def _ingest_time() -> datetime:
     # Formats without times: every turn is dated when it was read.
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)

@@ -14,7 +14,7 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import DecodeError, InvalidTurnError, StratamemError
@@ -113,7 +113,7 @@ def epoch_timestamp(value: Any) -> datetime | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     try:
-        return datetime.fromtimestamp(value, tz=timezone.utc)
+        return datetime.fromtimestamp(value, tz=UTC)
     except (OverflowError, OSError, ValueError):
         return None
 

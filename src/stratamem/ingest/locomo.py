@@ -16,7 +16,7 @@ would otherwise collide.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import DecodeError
@@ -50,7 +50,7 @@ def _sessions(sample: Mapping[str, Any], ns: str) -> list[IngestSession]:
     for n in numbers:
         date_text = conv.get(f"session_{n}_date_time")
         try:
-            start = datetime.strptime(str(date_text), LOCOMO_DATE_FORMAT).replace(tzinfo=timezone.utc)
+            start = datetime.strptime(str(date_text), LOCOMO_DATE_FORMAT).replace(tzinfo=UTC)
         except ValueError:
             raise DecodeError(f"LoCoMo {sample_id} session_{n}: unreadable date {date_text!r}") from None
         turns: list[Turn] = []

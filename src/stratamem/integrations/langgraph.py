@@ -23,7 +23,7 @@ import json
 import string
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -222,7 +222,7 @@ class StratamemStore(BaseStore):
         mem = self._mem(self._ns_name(op.namespace))
         session = check_name(f"k.{_enc(op.key)}", "key")
         prev = self._latest(mem, op.key)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         if op.value is None:
             if prev is not None:
                 mem.add(

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -67,7 +67,7 @@ class ItemsCore:
         self.tokenizer = tokenizer
         self.embedder = embedder
         self.events = events or EventBus()
-        self._clock = clock or (lambda: datetime.now(timezone.utc))
+        self._clock = clock or (lambda: datetime.now(UTC))
         self._index = VectorIndex()
         self._index_lock = threading.Lock()
 

@@ -49,7 +49,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -78,7 +78,7 @@ log = logging.getLogger("stratamem.pyramid")
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Pyramid(_Summaries, _Reads):
@@ -340,7 +340,7 @@ class Pyramid(_Summaries, _Reads):
         cold = [i for i, tier in moves.items() if tier == "cold"]
         # One instant names the archive day file and stamps archived_at, so retention
         # expires a node together with the file that holds its content.
-        at = self.clock().astimezone(timezone.utc)
+        at = self.clock().astimezone(UTC)
         ref = None
         if cold and self.archive is not None and p.archive_cold_content:
             # References, not text: the turns table still holds every one of these turns.

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 from ..errors import ArchiveError
@@ -74,7 +74,7 @@ def apply_retention(pyramid: Pyramid, *, now: datetime | None = None) -> Retenti
     if days == 0:
         return RetentionReport(None, (), 0, 0)
     now = now or pyramid.clock()
-    cutoff = datetime.combine((now - timedelta(days=days)).date(), time(0), tzinfo=timezone.utc)
+    cutoff = datetime.combine((now - timedelta(days=days)).date(), time(0), tzinfo=UTC)
     nodes, ns = pyramid.store.nodes, pyramid.namespace
     deleted = 0
     with pyramid.store.transaction():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidTurnError, ValidationError
@@ -72,7 +72,7 @@ def format_timestamp(ts: datetime) -> str:
 def _to_utc(ts: datetime, path: str) -> datetime:
     """``ts`` in UTC; an instant outside datetime's range is a caller error, not an ``OverflowError``."""
     try:
-        return ts.astimezone(timezone.utc)
+        return ts.astimezone(UTC)
     except OverflowError:
         raise InvalidTurnError(f"timestamp {ts.isoformat()} is outside years 1-9999 in UTC", path=path) from None
 
@@ -94,12 +94,12 @@ def parse_timestamp(value: str | datetime, path: str = "timestamp") -> datetime:
     else:
         raise InvalidTurnError(f"expected a timestamp, got {type(value).__name__}", path=path)
     if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=timezone.utc)
+        ts = ts.replace(tzinfo=UTC)
     return _to_utc(ts, path)
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _check_json(value: Any, path: str) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .checks import format_timestamp
@@ -112,7 +112,7 @@ class Manifest:
     """Tokenizer the counts were made with."""
     notes: tuple[str, ...] = ()
     """Degradations and warnings, e.g. recall running lexical-only without an embedder."""
-    created_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     """When the context was assembled."""
     tier_tokens: Mapping[str, int] = field(default_factory=dict)
     """``topics`` policy: tokens each of seed 002's tiers takes (``current``, ``topics``, ``bulks``); else empty."""

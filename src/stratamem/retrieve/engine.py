@@ -482,7 +482,7 @@ class HybridIndex:
             for t in set(self._corpus.terms[i]) - asked:
                 gain[t] = gain.get(t, 0.0) + self._corpus.bm25.idf(t)
         extra = sorted(gain, key=lambda t: -gain[t])[: w.feedback_terms]
-        weights = {t: w.feedback_weight for t in extra}
+        weights = dict.fromkeys(extra, w.feedback_weight)
         return self._lexical(terms + extra, weights)
 
     def _substance(self) -> np.ndarray | None:

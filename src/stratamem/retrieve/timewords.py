@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 __all__ = ["REPORT_LAG", "DateWindow", "EventAnchor", "read_anchors", "read_windows", "resolve_anchor", "utc"]
 
@@ -81,7 +81,7 @@ _ANCHOR = re.compile(rf"\b(?:{_NUM}\s+{_UNIT}\s+)?(before|after)\s+((?:my|our|i|
 
 def utc(when: datetime) -> datetime:
     """``when`` as an aware UTC datetime (a naive one is taken to be UTC already)."""
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def _midnight(when: datetime) -> datetime:
@@ -93,7 +93,7 @@ def _month_start(year: int, month: int) -> datetime:
         year, month = year - 1, month + 12
     while month > 12:
         year, month = year + 1, month - 12
-    return datetime(year, month, 1, tzinfo=timezone.utc)
+    return datetime(year, month, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +166,7 @@ def _calendar(which: str, unit: str, now: datetime, phrase: str) -> DateWindow:
     if unit == "month":
         start = _month_start(today.year, today.month - (1 if back else 0))
         return DateWindow(start, _month_start(start.year, start.month + 1), phrase, timedelta(days=7))
-    start = datetime(today.year - (1 if back else 0), 1, 1, tzinfo=timezone.utc)
+    start = datetime(today.year - (1 if back else 0), 1, 1, tzinfo=UTC)
     return DateWindow(start, start.replace(year=start.year + 1), phrase, timedelta(days=30))
 
 
@@ -187,7 +187,7 @@ def read_windows(query: str, now: datetime) -> tuple[DateWindow, ...]:
             (day.group(1), day.group(2), day.group(3)) if day.group(1) else (day.group(5), day.group(4), day.group(6))
         )
         try:
-            now = datetime(int(y), _MONTH_NAMES.index(month) + 1, int(d), 23, 59, tzinfo=timezone.utc)
+            now = datetime(int(y), _MONTH_NAMES.index(month) + 1, int(d), 23, 59, tzinfo=UTC)
         except ValueError:
             pass  # "31 February": keep now
     today = _midnight(now)
@@ -211,7 +211,7 @@ def read_windows(query: str, now: datetime) -> tuple[DateWindow, ...]:
         month, d = _MONTH_NAMES.index(m.group(2)) + 1, int(m.group(3))
         year = today.year if (month, d) <= (today.month, today.day) else today.year - 1
         try:
-            day = datetime(year, month, d, tzinfo=timezone.utc)
+            day = datetime(year, month, d, tzinfo=UTC)
         except ValueError:
             continue
         out.append(DateWindow(day, day + _DAY, m.group(0), _DAY))

@@ -25,7 +25,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -62,7 +62,7 @@ def _validator() -> Any:
 
 
 def _stamp(at: datetime) -> str:
-    return at.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def parse_stamp(value: str) -> datetime:
@@ -152,7 +152,7 @@ class WorkingState:
         self.namespace = check_name(namespace, "namespace")
         self.config = config or StateConfig()
         self.tokenizer = tokenizer or get_tokenizer("o200k_base")
-        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self.clock = clock or (lambda: datetime.now(UTC))
         self.directory = Path(project_dir) / self.config.workdir / "state" / self.namespace
         self.path = self.directory / "state.json"
         """The canonical document."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -111,7 +111,7 @@ class EmbeddingCache:
             ValueError: A vector is not one-dimensional.
             BackendError: The write failed (nothing was stored).
         """
-        now = self._sql.dialect.stamp(datetime.now(timezone.utc))
+        now = self._sql.dialect.stamp(datetime.now(UTC))
         rows = []
         for h, vec in vectors.items():
             arr = np.asarray(vec, dtype="<f4")

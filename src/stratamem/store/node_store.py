@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import NotFoundError
@@ -515,7 +515,7 @@ class NodeStore:
                 (the primary key refuses it), or the write failed.
         """
         seq_lo, seq_hi = node.seq_range or (None, None)
-        now = self._d.stamp(datetime.now(timezone.utc))
+        now = self._d.stamp(datetime.now(UTC))
         with self._sql.write() as w:
             key = self._key(namespace)
             node_id = int(

@@ -22,7 +22,7 @@ import functools
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Self
 
 from ..errors import BackendError, ConfigError, NotFoundError, StratamemError
@@ -204,7 +204,7 @@ class RecordStore(SharedFeatures):
         ids = self._lookup_sessions(w, key, [name for name, _, _ in sessions])
         missing = [s for s in sessions if s[0] not in ids]
         if missing:
-            at = d.stamp(created_at or datetime.now(timezone.utc))
+            at = d.stamp(created_at or datetime.now(UTC))
             for name, platform, channel in missing:
                 w.execute(
                     f"INSERT INTO sessions ({d.tenant}, name, platform, channel, created_at) "

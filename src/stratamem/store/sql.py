@@ -20,7 +20,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..records import format_timestamp, parse_timestamp
@@ -66,7 +66,7 @@ class Dialect:
         """A stored timestamp back as an aware UTC datetime."""
         if self.name == "sqlite":
             return parse_timestamp(value)
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
 
     def bytewise(self, column: str) -> str:
         """``column`` for ``ORDER BY`` in code-point order (SQLite's default; PostgreSQL needs ``COLLATE "C"``)."""
@@ -188,7 +188,7 @@ class Writer:
         return int(
             self.execute(
                 "INSERT INTO namespaces (name, created_at) VALUES (?, ?) RETURNING id",
-                (namespace, SQLITE.stamp(datetime.now(timezone.utc))),
+                (namespace, SQLITE.stamp(datetime.now(UTC))),
             ).fetchone()[0]
         )
 
