@@ -70,7 +70,7 @@ def _text_estimate(turns: list[Turn]) -> list[float]:
 
 
 def _errors(estimates: list[float], exact: list[int]) -> dict[str, float]:
-    errors = sorted(abs(e - x) / x for e, x in zip(estimates, exact) if x)
+    errors = sorted(abs(e - x) / x for e, x in zip(estimates, exact, strict=True) if x)
     return {
         "total": sum(estimates) / sum(exact) - 1,
         "mean_abs": statistics.fmean(errors),

@@ -112,13 +112,13 @@ class Session:
             "content": say.strip() if say else None,
             "tool_calls": [
                 {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-                for cid, (name, args, _) in zip(ids, calls)
+                for cid, (name, args, _) in zip(ids, calls, strict=True)
             ],
         }
         # Generating the arguments takes time too (a long file is written out in full).
         args_chars = sum(len(json.dumps(args)) for _, args, _ in calls)
         self._emit(message, 3 + (len(say) / 40 if say else 0) + args_chars / 150)
-        for cid, (_, _, result) in zip(ids, calls):
+        for cid, (_, _, result) in zip(ids, calls, strict=True):
             self._emit({"role": "tool", "tool_call_id": cid, "content": result.strip("\n")}, secs)
 
 

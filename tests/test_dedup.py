@@ -15,6 +15,7 @@ import random
 import re
 import tempfile
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -416,7 +417,7 @@ def _find_by_scanning(shown: Shown, tokens: tuple[str, ...]) -> str | None:
     bag = frozenset(tokens)
     if not bag:
         return None
-    numbers = {(a, b) for a, b in zip(("",) + tokens, tokens) if any(c.isdigit() for c in b)}
+    numbers = {(a, b) for a, b in pairwise(("",) + tokens) if any(c.isdigit() for c in b)}
     for facts_bag, pairs, owner in shown._facts:
         common = len(bag & facts_bag)
         if (

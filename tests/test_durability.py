@@ -111,7 +111,7 @@ def _open_new_file_at_once(path: str, barrier: Any, errors: Any) -> None:
     barrier.wait()
     try:
         open_store(path).close()
-    except Exception as exc:  # reported to the parent, which asserts there were none
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which asserts there were none
         errors.put(repr(exc))
 
 

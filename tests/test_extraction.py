@@ -104,7 +104,7 @@ def test_a_summarized_segment_stores_its_key_facts_as_cold_auto_extracted_items(
     assert node.summary_status == "ok"
     items = mem.items.list()
     assert [(i.content, i.type, i.provenance) for i in items] == EXPECTED
-    assert [f for f in node.key_facts] == [c for c, _, _ in EXPECTED]
+    assert list(node.key_facts) == [c for c, _, _ in EXPECTED]
     assert {(i.source, i.review, i.tier, i.session) for i in items} == {("extracted", "pending", "cold", "s")}
     # Recallable, but not pinned in the prompt.
     assert mem.items.hot() == []

@@ -303,7 +303,7 @@ def test_node_methods_by_id_answer_only_inside_their_namespace(store: Any) -> No
         ),
         "set_parent": lambda: store.nodes.set_parent("other", [node_id], node_id),
     }
-    for name, call in writes.items():
+    for call in writes.values():
         with pytest.raises(NotFoundError):
             call()
     store.nodes.clear_archive("other", [node_id])

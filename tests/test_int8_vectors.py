@@ -156,7 +156,7 @@ def test_a_store_written_before_m015_reads_the_same_vectors_and_ranks_the_same(
         "ns", [TurnBatch("s", [Turn(role="user", content=s, timestamp=T0) for s in SUMMARIES], [5] * len(SUMMARIES))]
     )
     node_ids = []
-    for turn, text, vec in zip(stored, SUMMARIES, summary_vecs):
+    for turn, text, vec in zip(stored, SUMMARIES, summary_vecs, strict=True):
         node_id = store.nodes.insert(
             "ns",
             NewNode(
@@ -178,9 +178,9 @@ def test_a_store_written_before_m015_reads_the_same_vectors_and_ranks_the_same(
         node_ids.append(node_id)
     # New writes are int8 already; put the old float32 form back and forget m015, as a store of the previous
     # schema would be.
-    for key, vec in zip(ids, item_vecs):
+    for key, vec in zip(ids, item_vecs, strict=True):
         _float32(store, "memory_items", key, vec)
-    for key, vec in zip(node_ids, summary_vecs):
+    for key, vec in zip(node_ids, summary_vecs, strict=True):
         _float32(store, "nodes", key, vec)
     _raw(store, "DELETE FROM _stratamem_migrations WHERE name = 'm015_int8_vectors'")
     if backend == "postgres":  # (SQLite's new code cannot read float32 blobs: m015 always runs at open)
@@ -201,7 +201,7 @@ def test_a_store_written_before_m015_reads_the_same_vectors_and_ranks_the_same(
         assert [r[0] for r in rows] == ids
         assert [r[1] for r in rows] == [quantized(v.tobytes()) for v in item_vecs]
         assert [store.nodes.embedding("ns", n) for n in node_ids] == [quantized(v.tobytes()) for v in summary_vecs]
-        for vec, (_, blob, _) in zip(item_vecs, rows):
+        for vec, (_, blob, _) in zip(item_vecs, rows, strict=True):
             assert np.abs(np.frombuffer(blob, dtype=np.float32) - vec).max() <= np.abs(vec).max() / 127 / 2 + 1e-7
         if backend == "sqlite":  # only SQLite's bytes shrink: 4 + dims per vector
             sizes = _raw(

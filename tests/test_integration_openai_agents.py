@@ -245,7 +245,7 @@ def test_pop_forgets_a_turn_sealed_into_the_pyramid_and_its_segment_follows(tmp_
         assert await session.pop_item() == {"role": "assistant", "content": "two"}
         assert await session.get_items() == [{"role": "user", "content": "one"}]
         # The segment that covered both turns now covers only the one that is left.
-        (node,) = [n for n in amem.memory.pyramid.nodes(level=1)]
+        (node,) = list(amem.memory.pyramid.nodes(level=1))
         assert node.turn_count == 1
         await amem.close()
 

@@ -498,7 +498,7 @@ def test_one_items_serves_concurrent_adds_searches_and_recalls_from_threads(tmp_
         def run() -> None:
             try:
                 work()  # type: ignore[operator]
-            except BaseException as exc:  # collected and asserted empty below
+            except BaseException as exc:  # noqa: BLE001 - collected and asserted empty below
                 errors.append(exc)
 
         return run

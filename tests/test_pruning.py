@@ -235,8 +235,8 @@ def test_pruning_logs_counts_not_content(caplog: pytest.LogCaptureFixture) -> No
     msgs = anthropic_loop(9)
     with caplog.at_level(logging.INFO, logger="stratamem.agentloop.pruning"):
         prune_tool_results(msgs)
+    after = 2 * len(BIG) + 4 * (3000 + len(trim_marker(1500, 1500, len(BIG)))) + 3 * len(CLEARED_PLACEHOLDER)
     assert caplog.messages == [
-        f"pruned tool results: 4 soft-trimmed, 3 hard-cleared, 2 protected, "
-        f"chars {9 * len(BIG)} -> {2 * len(BIG) + 4 * (3000 + len(trim_marker(1500, 1500, len(BIG)))) + 3 * len(CLEARED_PLACEHOLDER)}"
+        f"pruned tool results: 4 soft-trimmed, 3 hard-cleared, 2 protected, chars {9 * len(BIG)} -> {after}"
     ]
     assert "build log" not in caplog.text

@@ -567,7 +567,7 @@ def test_reading_only_unsettled_segments_moves_tiers_exactly_like_a_full_scan(op
     clock = 0.0
     for session, n, gap, words in ops:
         batch = []
-        for i in range(n):
+        for _ in range(n):
             clock += gap
             # Long turns make segments bigger than the hot budget: they skip hot while older ones may not.
             batch.append(
@@ -609,7 +609,7 @@ def test_concurrent_writers_of_one_namespace_on_postgres_queue_on_the_pyramid_lo
                             session=f"s{w % 2}",
                         )
                     )
-                except Exception as exc:  # every error counts; the assertion below names them
+                except Exception as exc:  # noqa: BLE001 - every error counts; the assertion below names them
                     errors.append(f"{type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]

@@ -125,7 +125,7 @@ def test_replaying_turns_one_batch_at_a_time_seals_the_same_segments(specs, cuts
     sealed: list[list[int]] = []
     open_: list[StoredTurn] = []
     done = 0
-    for cut in sorted(set(c for c in cuts if c <= len(turns))) + [len(turns)]:
+    for cut in sorted({c for c in cuts if c <= len(turns)}) + [len(turns)]:
         open_ = open_ + turns[done:cut]
         done = max(done, cut)
         part = seg.split(open_)

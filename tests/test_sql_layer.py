@@ -1,4 +1,7 @@
-"""The one SQL layer (store/sql.py): placeholder conversion, timestamps, ordering, and feature stores on both backends."""
+"""The one SQL layer (store/sql.py): placeholder conversion, timestamps, ordering, and feature stores.
+
+Every test runs on both backends.
+"""
 
 from __future__ import annotations
 

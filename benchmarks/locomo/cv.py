@@ -184,7 +184,7 @@ def score_points(data: Sequence[Cached], points: Sequence[Weights]) -> tuple[np.
     samples = list(dict.fromkeys(q.sample for q in data))
     col = {s: i for i, s in enumerate(samples)}
     r10, bud = np.zeros((len(points), len(samples))), np.zeros((len(points), len(samples)))
-    names = [n for n in SIGNALS]
+    names = list(SIGNALS)
     groups: dict[tuple[str, float], list[int]] = {}
     for p, w in enumerate(points):
         groups.setdefault((w.normalise, w.rank_k), []).append(p)
@@ -272,7 +272,7 @@ def drop_one(
     base_r = np.zeros(len(samples))
     base_b = np.zeros(len(samples))
     variants: dict[str, list[Weights]] = {n: [] for n in names}
-    for f, p in enumerate(chosen):
+    for p in chosen:
         for n in names:
             variants[n].append(replace(points[p], **{n: 0.0}))
     r0, b0, _ = score_points(data, [points[p] for p in chosen])

@@ -81,7 +81,7 @@ def _env(system: str, workdir: Path, peer_threads: int) -> dict[str, str]:
 def _worker(system: str, python: str, argv: list[str], env: dict[str, str]) -> tuple[dict, float]:
     cmd = [python, str(HERE / SYSTEMS[system]), *argv]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     noise = ("Loading weights", "spaCy", "fastembed", "MockLLM")
     for line in proc.stderr.splitlines():
@@ -222,7 +222,7 @@ def report(run_out: dict) -> str:
         "| context p50 / p95 ms | first query, fresh process s (import + open + query) |"
     )
     lines += [head, "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, r in res.items():
+    for r in res.values():
         kb = r["bytes_after_ingest"] / r["turns"] / 1.024
         first = next(f for f in r["first"] if f["what"] == "search")
         m = first["median"]
@@ -257,20 +257,20 @@ def report(run_out: dict) -> str:
             "",
         ]
     lines.append("Bytes after ingest, per part (KB / 1k turns):")
-    for name, r in res.items():
+    for r in res.values():
         parts = ", ".join(
             f"{k} {v / r['turns'] / 1.024:,.0f}" for k, v in sorted(r["bytes_parts"].items(), key=lambda kv: -kv[1])
         )
         lines.append(f"- {r['name']}: {parts}")
     lines += ["", "Runs (wall, load average 1/5/15 min before -> after; first-query walls of every fresh run):"]
-    for name, r in res.items():
+    for r in res.values():
         walls = "; ".join(f"{f['what']}: " + ", ".join(f"{w:.2f}" for w in f["walls"]) for f in r["first"])
         lines.append(
             f"- {r['name']}: {r['wall_s']:.0f} s, load {' '.join(f'{x:.1f}' for x in r['load_before'])} -> "
             f"{' '.join(f'{x:.1f}' for x in r['load_after'])}; first query s: {walls}"
         )
     lines += ["", "Versions:"]
-    for name, r in res.items():
+    for r in res.values():
         lines.append(f"- {r['name']}: " + ", ".join(f"{k} {v}" for k, v in r["versions"].items()))
     if run_out["peer_venv"]:
         prefix, size = run_out["peer_venv"]
@@ -291,7 +291,7 @@ def report(run_out: dict) -> str:
             "| system | " + " | ".join(str(c) for c in cats) + " |",
             "|---|" + "---:|" * len(cats),
         ]
-        for name, r in res.items():
+        for r in res.values():
             cells = []
             for c in cats:
                 sub = {s: [q for q in qs if q.category == c] for s, qs in questions.items()}

@@ -239,7 +239,8 @@ def plan_import(store: Any, namespace: str, data: ImportedNamespace, *, dedupe: 
     for s in data.sessions:
         turns = data.turns[s.name]
         held = [st.turn for st in store.turns(namespace, s.name)] if s.name in existing else []
-        for seq, (mine, theirs) in enumerate(zip(held, turns), 1):
+        # Either side may be longer (a store ahead of or behind the export): their common prefix must agree.
+        for seq, (mine, theirs) in enumerate(zip(held, turns, strict=False), 1):
             if mine.to_dict() != theirs.to_dict():
                 raise ConflictError(
                     f"session {s.name!r} of namespace {namespace!r} differs from the export "

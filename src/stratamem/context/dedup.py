@@ -41,7 +41,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, pairwise
 
 __all__ = [
     "CONTAINMENT",
@@ -129,7 +129,7 @@ def _fact_entries(text: str, min_tokens: int) -> _Entries:
 
 
 def _entries(text: str, min_tokens: int) -> _Entries:
-    return tuple((frozenset(toks), frozenset(zip(toks, toks[1:]))) for toks in fact_sentences(text, min_tokens))
+    return tuple((frozenset(toks), frozenset(pairwise(toks))) for toks in fact_sentences(text, min_tokens))
 
 
 _cached_entries = lru_cache(maxsize=4096)(_entries)
@@ -214,7 +214,7 @@ class Shown:
             if len(bag & shown) < need:
                 continue
             if numbers is None:
-                numbers = {(a, b) for a, b in zip(("",) + tuple(tokens), tokens) if _NUMBER.search(b)}
+                numbers = {(a, b) for a, b in pairwise(("",) + tuple(tokens)) if _NUMBER.search(b)}
             if all((a, b) in pairs if a else b in shown for a, b in numbers):
                 return owner
         return None

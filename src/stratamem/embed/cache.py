@@ -163,7 +163,7 @@ class CachedEmbedder:
         todo = [h for h in unique if h not in found]
         if todo:
             first_text = {}
-            for h, t in zip(hashes, texts):
+            for h, t in zip(hashes, texts, strict=True):
                 first_text.setdefault(h, t)
             fresh = np.asarray(self.embedder.embed_batch([first_text[h] for h in todo]), dtype=np.float32)
             if fresh.shape != (len(todo), self.dimensions):
@@ -171,7 +171,7 @@ class CachedEmbedder:
                     f"embedder {self.name!r} returned shape {fresh.shape} for {len(todo)} texts, "
                     f"expected ({len(todo)}, {self.dimensions})"
                 )
-            new = dict(zip(todo, fresh))
+            new = dict(zip(todo, fresh, strict=True))
             self.cache.put_many(self.name, new)
             found = {**found, **new}
         with self._lock:

@@ -2,9 +2,10 @@
 
 ``Memory(path)`` uses the embedder ``config.embedding`` names (local MiniLM
 by default), so recall is hybrid without any wiring. Local models are kept
-here per process, keyed by the settings that change their resources: every ``Memory`` of a process (every namespace, every test)
-shares one loaded model instead of paying the load again. Building one
-loads nothing; the weights load on the first embedding.
+here per process, keyed by the settings that change their resources:
+every ``Memory`` of a process (every namespace, every test) shares one
+loaded model instead of paying the load again. Building one loads nothing;
+the weights load on the first embedding.
 
 ``local`` without its extra installed gives ``None`` (recall then runs
 lexically and every manifest says so); ``none`` gives ``None`` on purpose.

@@ -247,7 +247,7 @@ class LocalMiniLM:
                     results = [None] * len(batches)  # type: ignore[list-item]
                     for j, pooled in zip(todo, done, strict=True):
                         results[j] = pooled
-            for chunk, pooled in zip(batches, results):
+            for chunk, pooled in zip(batches, results, strict=True):
                 out[chunk] = pooled
         return normalize_rows(out)
 

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 from ..errors import DecodeError, StratamemError, ValidationError
@@ -243,7 +244,7 @@ def encode_turns(turns: Iterable[Turn]) -> str:
     step = 0
     if turns:
         t0 = turns[0].timestamp
-        deltas = [0] + [_micros(b.timestamp - a.timestamp) for a, b in zip(turns, turns[1:])]
+        deltas = [0] + [_micros(b.timestamp - a.timestamp) for a, b in pairwise(turns)]
         if len(deltas) > 1:
             # Most common step; ties go to the earliest seen, so output is deterministic.
             step = Counter(deltas[1:]).most_common(1)[0][0]

@@ -43,7 +43,9 @@ class Status:
     summary_output_tokens: int = 0
     """Output tokens those calls cost."""
     summary_tokens_saved: int = 0
-    """Prompt tokens one prompt saves by showing the summarized segments as summaries (see ``stratamem.pyramid.spend``)."""
+    """Prompt tokens one prompt saves by showing the summarized segments as summaries.
+
+    See ``stratamem.pyramid.spend``."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""

@@ -203,7 +203,7 @@ class Pyramid(_Summaries, _Reads):
         """
         try:
             self.events.emit(event)
-        except Exception as exc:  # any subscriber bug; made visible below, not swallowed
+        except Exception as exc:  # noqa: BLE001 - any subscriber bug; made visible below, not swallowed
             log.warning("a handler of %s failed: %s", event.kind, type(exc).__name__)
             if event.kind == "hook.failed":
                 return

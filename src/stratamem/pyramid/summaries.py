@@ -224,7 +224,7 @@ class _Summaries:
         errors: list[str] = []
         try:
             summary = run(self.summarizer)
-        except Exception as exc:  # any failure of a pluggable summarizer: fall back, keep it visible
+        except Exception as exc:  # noqa: BLE001 - any failure of a pluggable summarizer: fall back, keep it visible
             self._record_spend(node.level)  # a failed answer still cost its tokens
             errors.append(f"{type(exc).__name__}: {exc}")
             self._emit(
@@ -238,7 +238,7 @@ class _Summaries:
             )
             try:
                 summary = run(self.fallback)
-            except Exception as again:  # the fallback is ours, but add() must not see its bug either
+            except Exception as again:  # noqa: BLE001 - the fallback is ours, but add() must not see its bug either
                 # Already reported as summarizer.failed just above: record it, no second event.
                 self._nodes.set_status(
                     self.namespace, node.id, "failed", f"{errors[0]}; fallback {type(again).__name__}: {again}"
@@ -328,7 +328,7 @@ class _Summaries:
             return None
         try:
             self._items().extract_facts(facts, session=node.session)
-        except Exception as exc:  # the items store runs the pluggable embedder too; record, never raise
+        except Exception as exc:  # noqa: BLE001 - the items store runs the pluggable embedder too; record, never raise
             self.events.emit(self._event("items.extract_failed", node_id=node.id, error=type(exc).__name__))
             return f"item extraction failed: {type(exc).__name__}: {exc}"
         return None

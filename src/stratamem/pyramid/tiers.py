@@ -83,7 +83,7 @@ def decode_turns(fmt: str, content: str, namespace: str, ids: Sequence[StoredTur
         turns = ctf.decode_turns(content)
         if len(turns) != len(ids):
             raise DecodeError(f"CTF content holds {len(turns)} turns, expected {len(ids)}")
-        return [StoredTurn(s.id, s.namespace, s.session, s.seq, s.tokens, t) for s, t in zip(ids, turns)]
+        return [StoredTurn(s.id, s.namespace, s.session, s.seq, s.tokens, t) for s, t in zip(ids, turns, strict=True)]
     raise DecodeError(f"unknown warm format {fmt!r}")
 
 

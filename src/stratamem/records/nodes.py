@@ -65,7 +65,9 @@ class Node:
     summary: Summary | None
     """Summary, key facts and themes; ``None`` while pending."""
     summary_status: SummaryStatus
-    """``pending`` (not yet summarized), ``ok``, or ``failed`` (the model failed; the summary is the extractive fallback)."""
+    """``pending`` (not yet summarized), ``ok``, or ``failed``.
+
+    ``failed``: the model failed; the summary is the extractive fallback."""
     summary_error: str | None
     """What went wrong when ``summary_status`` is ``failed`` (never shown as a summary)."""
     summary_tokens: int | None

@@ -190,7 +190,7 @@ class TurnCorpus:
         # an index opened from the store adds all of a namespace's turns at once.
         base = len(self.turns)
         new = list(range(base, base + len(fresh)))
-        self.pos.update(zip([st.id for st in fresh], new))
+        self.pos.update(zip([st.id for st in fresh], new, strict=True))
         keys = [(st.namespace, st.session) for st in fresh]
         firsts: dict[tuple[str, str], int] = {}
         for j, key in enumerate(keys):  # (one dict probe per turn; new sessions numbered in order of appearance)

@@ -150,7 +150,9 @@ class BM25Index:
         term_of, doc_of = keys // need, keys % need
         cuts = np.flatnonzero(np.diff(term_of)) + 1
         names = list(vocab)
-        for lo, hi in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(keys)])).tolist()):
+        for lo, hi in zip(
+            np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(keys)])).tolist(), strict=True
+        ):
             term = names[int(term_of[lo])]
             docs_list, tfs_list = self._postings.setdefault(term, ([], []))
             docs_list.extend(doc_of[lo:hi].tolist())

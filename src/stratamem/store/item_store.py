@@ -124,8 +124,9 @@ class ItemStore(ItemReads):
             self._guard(w, namespace)
             key = w.tenant(namespace)
             row = w.execute(
-                f"INSERT INTO memory_items ({self._tenant}, {_INSERTED}{columns}) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, "
-                f"?, ?, ?, ?, ?, ?, {vector_placeholder(self._d)}, ?, ?{marks}) RETURNING id",
+                f"INSERT INTO memory_items ({self._tenant}, {_INSERTED}{columns}) "
+                f"VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, {vector_placeholder(self._d)}, ?, ?{marks}) "
+                "RETURNING id",
                 (
                     key,
                     item.session,

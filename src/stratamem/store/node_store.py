@@ -437,7 +437,9 @@ class NodeStore:
         return (rows[0][0], rows[0][1]) if rows else None
 
     def embedding(self, namespace: str, node_id: int) -> bytes | None:
-        """The stored embedding (float32 bytes, see :mod:`stratamem.store.vectors`) of a node of the namespace, or ``None``."""
+        """The stored embedding of a node of the namespace, or ``None``.
+
+        Float32 bytes (see :mod:`stratamem.store.vectors`)."""
         rows = self._q(
             f"SELECT {vector_select(self._d, 'embedding')} FROM nodes WHERE {self._ns} = ? AND id = ?",
             (self._key(namespace), int(node_id)),
@@ -521,8 +523,8 @@ class NodeStore:
             node_id = int(
                 w.execute(
                     f"INSERT INTO nodes ({self._ns}, level, kind, {self._shape.session_column}, seq_lo, seq_hi, "
-                    "turn_count, tokens, first_turn_id, last_turn_id, ts_start, ts_end, reason, tier, tier_at, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                    "turn_count, tokens, first_turn_id, last_turn_id, ts_start, ts_end, reason, tier, tier_at, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                     (
                         key,
                         node.level,
@@ -593,7 +595,9 @@ class NodeStore:
         view_tokens: int | None = None,
         embedding: bytes | None = None,
     ) -> None:
-        """Store a node's summary, its status and (optionally) its embedding (kept as int8, :mod:`stratamem.store.vectors`).
+        """Store a node's summary, its status and (optionally) its embedding.
+
+        The embedding is kept as int8 (:mod:`stratamem.store.vectors`).
 
         Raises:
             NotFoundError: No such node in the namespace.

@@ -197,7 +197,8 @@ class TurnIndex:
             for part in chunks([int(i) for i in turn_ids]):
                 deleted += int(
                     w.execute(
-                        f"DELETE FROM recall_index WHERE {self._ns} = ? AND {self._sql.dialect.in_list('turn_id', len(part))}",
+                        f"DELETE FROM recall_index WHERE {self._ns} = ? "
+                        f"AND {self._sql.dialect.in_list('turn_id', len(part))}",
                         [key, *part],
                     ).rowcount
                 )

@@ -203,7 +203,7 @@ def writer(
             done += n
         os.write(fd, f"!!done {done} {started:.6f} {time.time():.6f}\n".encode())
         store.close()
-    except BaseException as exc:  # the parent reads and asserts on this line
+    except BaseException as exc:  # noqa: BLE001 - the parent reads and asserts on this line
         os.write(fd, f"!{type(exc).__name__}: {exc}\n".encode())
         traceback.print_exc()
         os._exit(1)
@@ -508,7 +508,7 @@ def _fault_child(kind: str, path: str, workdir: str) -> None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (biggest + 16_384, hard))
         try:
             store.append("ns", [TurnBatch("s", _turns("faulted", 0, 300, 2000), [10] * 300)])
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the fault's error, whatever it is, is the drill's result
             out["error"] = f"{type(exc).__name__}: {exc}"
         out["served_during"] = len(store.turns("ns", limit=3)) > 0
         if kind == "disk_full":
@@ -522,7 +522,7 @@ def _fault_child(kind: str, path: str, workdir: str) -> None:
         out["acked"] += [f"after-{i}" for i in range(5)]
         out["served_after"] = len(store.turns("ns", min_seq=1)) > 0
         store.close()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - recorded in result.json for the parent to assert on
         out["error"] = out["error"] or f"unexpected {type(exc).__name__}: {exc}"
     Path(workdir, "result.json").write_text(json.dumps(out))
 
@@ -624,7 +624,7 @@ def restart_drill(
                 store.append("restart", [TurnBatch("s", turns, [5] * batch_turns)])
                 outcomes.append((n, "ok"))
                 after += restarted.is_set()
-            except Exception as exc:  # recorded and asserted on by the caller
+            except Exception as exc:  # noqa: BLE001 - recorded and asserted on by the caller
                 outcomes.append((n, f"{type(exc).__name__}: {exc}"))
                 time.sleep(0.05)
             in_flight.clear()

@@ -152,7 +152,7 @@ def memory_writer(
             # Acknowledge only after the call returned: the memory has promised these.
             os.write(fd, "".join(f"{k}\n" for k in keys).encode())
             n += len(keys)
-    except BaseException as exc:  # the parent reads and asserts on this line
+    except BaseException as exc:  # noqa: BLE001 - the parent reads and asserts on this line
         os.write(fd, f"!{type(exc).__name__}: {exc}\n".encode())
         traceback.print_exc()
         os._exit(1)

@@ -53,8 +53,8 @@ class PgMigration:
 
 
 def _run_all(conn: psycopg.Connection, statements: Sequence[str]) -> None:
-    for sql in statements:
-        conn.execute(sql)  # type: ignore[arg-type]
+    for statement in statements:
+        conn.execute(statement)  # type: ignore[arg-type]
 
 
 def m001_core(conn: psycopg.Connection) -> None:
