@@ -32,10 +32,18 @@ import itertools
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import StratamemError, ValidationError
 from .memory import Memory
+
+if TYPE_CHECKING:
+    import os
+
+    from .config import Config
+    from .events import EventBus
+    from .store.base import Store
+    from .tokens import Tokenizer
 
 __all__ = ["EXCLUDED", "AsyncMemory"]
 
@@ -121,6 +129,20 @@ class AsyncMemory:
     >>> asyncio.run(demo())
     'Our budget is $50K.'
     """
+
+    if TYPE_CHECKING:
+        # Set on the class from ``Memory`` when this module is imported (the loops at the end):
+        # the plain attributes, typed as on ``Memory``, and one async twin per public method,
+        # which a type checker sees through ``__getattr__`` as ``Any``.
+        namespace: str
+        config: Config
+        events: EventBus
+        tokenizer: Tokenizer
+        store: Store
+        embedder: Any
+        project_dir: str | os.PathLike[str] | None
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._init(Memory(*args, **kwargs), _Worker())

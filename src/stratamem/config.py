@@ -431,8 +431,8 @@ def _check_value(value: Any, hint: Any, where: str) -> Any:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
         return value
-    if dataclasses.is_dataclass(hint):
-        if dataclasses.is_dataclass(value) and isinstance(value, hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if isinstance(value, hint):
             return value
         if not isinstance(value, Mapping):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")

@@ -91,7 +91,7 @@ class ForgetReport:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        out = {k: getattr(self, k) for k in self.__slots__}
         out["sessions"], out["archive_files"] = list(self.sessions), list(self.archive_files)
         out["warnings"] = list(self.warnings)
         return out
@@ -187,8 +187,7 @@ def forget(
     """
     what = _check_target(turns, session, all_namespace)
     ids = _turn_ids(turns) if what == "turns" else []
-    if what == "session":
-        check_name(session, "session")
+    session_name = check_name(session, "session") if what == "session" else ""
     store, ns = mem.store, mem.namespace
     if not hasattr(store, "forgetting"):
         raise ConfigError(f"the {store.backend} store cannot forget (it has no forgetting feature store)")
@@ -208,8 +207,8 @@ def forget(
                 )
             return planner.plan(found, sessions=())
         if what == "session":
-            store.session(ns, session)  # NotFoundError for an unknown session
-            return planner.plan(store.turns(ns, session), sessions=(session,))  # type: ignore[arg-type]
+            store.session(ns, session_name)  # NotFoundError for an unknown session
+            return planner.plan(store.turns(ns, session_name), sessions=(session_name,))
         return planner.plan(list(store.iter_turns(ns)), sessions=(), whole=True)
 
     try:
@@ -361,13 +360,13 @@ class _Planner:
             )
             live = [n for n in segs if n.id not in gone and n.seq_range is not None]
             for dead in (n for n in segs if n.id in gone and n.seq_range is not None):
-                lo, hi = dead.seq_range  # type: ignore[misc]
-                after = [n for n in live if n.seq_range[0] > hi]  # type: ignore[index]
-                before = [n for n in live if n.seq_range[1] < lo]  # type: ignore[index]
+                lo, hi = dead.seq_range
+                after = [n for n in live if n.seq_range[0] > hi]
+                before = [n for n in live if n.seq_range[1] < lo]
                 heir = after[0] if after else (before[-1] if before else None)
                 if heir is None:
                     continue
-                span = spans.setdefault(heir.id, list(heir.seq_range))  # type: ignore[arg-type]
+                span = spans.setdefault(heir.id, list(heir.seq_range))
                 span[0], span[1] = min(span[0], lo), max(span[1], hi)
         out: dict[int, tuple[int, int]] = {}
         for node_id, (lo, hi) in spans.items():

@@ -256,7 +256,7 @@ class OpenAIChat(_RetryingClient):
         extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}
         resp = self._client.chat.completions.create(
             model=self.model,
-            messages=payload,  # type: ignore[arg-type]
+            messages=payload,
             max_tokens=max_tokens,
             **extra,
         )
@@ -304,7 +304,7 @@ class AnthropicChat(_RetryingClient):
             extra["system"] = system
         resp = self._client.messages.create(
             model=self.model,
-            messages=messages,  # type: ignore[arg-type]
+            messages=messages,
             max_tokens=max_tokens,
             **extra,
         )

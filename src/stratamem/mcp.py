@@ -116,7 +116,7 @@ def one_line(tool: str, exc: BaseException) -> str:
 def _strict(server_cls: Any, tool_error: Any) -> Any:
     """``server_cls`` refusing unknown arguments and answering every tool error in one line."""
 
-    class StrictServer(server_cls):  # type: ignore[misc, valid-type]
+    class StrictServer(server_cls):
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
             tool = self._tool_manager.get_tool(name)
             if tool is not None:
@@ -170,7 +170,8 @@ class _Kit:
         from pydantic import Field
 
         self.server, self.spaces, self.tool_error, self.Field = server, spaces, tool_error, Field
-        self.Namespace = Annotated[str | None, Field(description="Namespace (default: the server's own).")]
+        # Built at run time (pydantic is imported with the server), so a type checker sees Any.
+        self.Namespace: Any = Annotated[str | None, Field(description="Namespace (default: the server's own).")]
         self.project_dir: Any = None
         """Project directory the context tool passes to ``Memory.context`` (``None``: the memory's own)."""
 
@@ -240,7 +241,8 @@ def _add_turn_tools(kit: _Kit) -> None:
     from .context.policies import policy_names
     from .mcp_budget import MIN_BUDGET, context_result, hits_result, parse_now
 
-    Field, Namespace, spaces, call = kit.Field, kit.Namespace, kit.spaces, kit.call
+    Field, spaces, call = kit.Field, kit.spaces, kit.call
+    Namespace: Any = kit.Namespace  # a run-time Annotated type (see _Kit)
     # The registry's names, read when the server is built (the schema's enum).
     PolicyName: Any = Literal[policy_names()]
 
@@ -379,7 +381,8 @@ def _add_turn_tools(kit: _Kit) -> None:
 
 def _add_item_tools(kit: _Kit) -> None:
     """Long-term memory items (seed 003)."""
-    Field, Namespace, spaces, call = kit.Field, kit.Namespace, kit.spaces, kit.call
+    Field, spaces, call = kit.Field, kit.spaces, kit.call
+    Namespace: Any = kit.Namespace  # a run-time Annotated type (see _Kit)
     ItemType = Literal["fact", "decision", "entity", "preference", "context", "message"]
     Session = Annotated[
         str | None,
@@ -488,7 +491,8 @@ def _add_item_tools(kit: _Kit) -> None:
 
 def _add_admin_tools(kit: _Kit) -> None:
     """Forgetting and the namespaces this server may serve."""
-    Field, Namespace, spaces, call = kit.Field, kit.Namespace, kit.spaces, kit.call
+    Field, spaces, call = kit.Field, kit.spaces, kit.call
+    Namespace: Any = kit.Namespace  # a run-time Annotated type (see _Kit)
 
     def forget(
         turns: Annotated[list[int] | None, Field(min_length=1, description="Turn ids to forget.")] = None,
@@ -569,7 +573,7 @@ def _add_state_tools(
         return call(run)
 
     Op = Literal["set_goal", "set_now", "decide", "add_task", "update_task", "complete_task", "set_convention"]
-    Status = Literal[TASK_STATUSES]  # type: ignore[valid-type]
+    Status: Any = Literal[TASK_STATUSES]  # built from the tuple at run time, like PolicyName
 
     @server.tool(
         name="memory_state_update",
@@ -617,7 +621,8 @@ def _add_conversation_tool(kit: _Kit) -> None:
     """Register ``conversation_show``: the agent-loop state of a conversation (issue 17)."""
     from .agentloop.report import conversation_report
 
-    Field, Namespace, spaces, call = kit.Field, kit.Namespace, kit.spaces, kit.call
+    Field, spaces, call = kit.Field, kit.spaces, kit.call
+    Namespace: Any = kit.Namespace  # a run-time Annotated type (see _Kit)
 
     def conversation_show(
         session: Annotated[str | None, Field(description="Session (default: all).")] = None, namespace: Namespace = None

@@ -207,9 +207,9 @@ def _rust_bindings() -> Any:
             loader.exec_module(mod)
             sys.modules[name] = mod
             return mod
-    import bpe_openai._bindings as mod  # an unusual layout: the ordinary (slow) import
+    import bpe_openai._bindings  # an unusual layout: the ordinary (slow) import
 
-    return mod
+    return bpe_openai._bindings
 
 
 class CharEstimator:

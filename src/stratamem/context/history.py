@@ -342,7 +342,7 @@ def pack_checked(
             ok.append(st)
         if not replace:
             return packed, trial, fresh
-        fresh = [replace.get(t.id, t) for t in fresh if replace.get(t.id, t) is not None]
+        fresh = [kept for kept in (replace.get(t.id, t) for t in fresh) if kept is not None]
         if last:
             # This round's own repeats leave too: pack only the turns that passed, as cut
             # (a subset of what just fitted, so nothing new comes in unchecked).

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -198,10 +199,9 @@ class SummaryIndex:
         self._top_level = max(self._top_level, node.level)
         settled = node.tier != "hot" and node.summary is not None and node.summary_status == "ok"
         (self._watch.discard if settled else self._watch.add)(node.id)
-        eligible = node.summary is not None and node.tier != "hot"
-        if not eligible:
+        if node.summary is None or node.tier == "hot":  # not eligible
             return node.id in self._doc_of
-        text = node.summary.text + " " + " ".join(node.key_facts)  # type: ignore[union-attr]
+        text = node.summary.text + " " + " ".join(node.key_facts)
         known = self._text.get(node.id)
         if known is not None and known[0] == text:
             return False
@@ -320,7 +320,7 @@ class SummaryIndex:
             tier=node.tier,
             score=score,
             # A segment that wins a slot is expanded to its verbatim turns when they fit.
-            expand=(lambda nid=node.id: pyramid.expand(nid)) if segment else None,
+            expand=partial(pyramid.expand, node.id) if segment else None,
             expanded_tokens=node.tokens if segment else 0,
             expand_only=node.summary is None,
         )

@@ -162,7 +162,7 @@ class CachedEmbedder:
                 )
         todo = [h for h in unique if h not in found]
         if todo:
-            first_text = {}
+            first_text: dict[str, str] = {}
             for h, t in zip(hashes, texts, strict=True):
                 first_text.setdefault(h, t)
             fresh = np.asarray(self.embedder.embed_batch([first_text[h] for h in todo]), dtype=np.float32)

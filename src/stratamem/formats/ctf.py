@@ -21,7 +21,7 @@ from itertools import pairwise
 from typing import Any
 
 from ..errors import DecodeError, StratamemError, ValidationError
-from ..records import Turn, block_from_dict, check_text
+from ..records import Role, Turn, block_from_dict, check_text
 
 __all__ = [
     "CTF_VERSION",
@@ -36,9 +36,9 @@ __all__ = [
 CTF_VERSION = 1
 """The version this module writes and the only one it reads."""
 
-ROLE_CODES: Mapping[str, str] = {"system": "s", "user": "u", "assistant": "a", "tool": "t"}
+ROLE_CODES: Mapping[Role, str] = {"system": "s", "user": "u", "assistant": "a", "tool": "t"}
 """One-letter role codes used in rows and in ``name.<r>``/``model.<r>`` keys."""
-_ROLE_OF = {code: role for role, code in ROLE_CODES.items()}
+_ROLE_OF: dict[str, Role] = {code: role for role, code in ROLE_CODES.items()}
 
 _TURN_COLUMNS = ("role", "time", "name", "model", "meta", "content")
 _DEFAULT_COLS = ("role", "content")
@@ -253,9 +253,9 @@ def encode_turns(turns: Iterable[Turn]) -> str:
         items.append(("t0", _format_time(t0)))
         if step:
             items.append(("dt", _format_seconds(step)))
-    defaults: dict[str, dict[str, str | None]] = {}
+    defaults: dict[str, dict[Role, str | None]] = {}
     for field in ("name", "model"):
-        per_role: dict[str, set[str | None]] = {}
+        per_role: dict[Role, set[str | None]] = {}
         for t in turns:
             per_role.setdefault(t.role, set()).add(getattr(t, field))
         if any(len(values) > 1 for values in per_role.values()):
@@ -342,8 +342,10 @@ def decode_turns(text: str) -> list[Turn]:
     step = _parse_seconds(keys.pop("dt"), 1, "dt") if "dt" in keys else 0
     if keys:
         raise DecodeError(f"unknown header key {sorted(keys)[0]!r}", line=1)
-    if n and t0 is None:
-        raise DecodeError("header lacks the base time t0=", line=1)
+    if t0 is None:
+        if n:
+            raise DecodeError("header lacks the base time t0=", line=1)
+        return []
     turns: list[Turn] = []
     at = t0
     for i, row in enumerate(rows):
@@ -355,10 +357,10 @@ def decode_turns(text: str) -> list[Turn]:
         raw_time = values.get("time", "")
         delta = _parse_seconds(raw_time, line, "time") if raw_time else (step if i else 0)
         try:
-            at = at + timedelta(microseconds=delta)  # type: ignore[operator]
+            at = at + timedelta(microseconds=delta)
         except OverflowError:
             raise DecodeError("time is out of range", line=line) from None
-        turns.append(_build_turn(role, at, values, defaults, line))  # type: ignore[arg-type]
+        turns.append(_build_turn(role, at, values, defaults, line))
     return turns
 
 
@@ -372,7 +374,7 @@ def _optional_text(
 
 
 def _build_turn(
-    role: str, at: datetime, values: dict[str, str], defaults: dict[str, dict[str, str]], line: int
+    role: Role, at: datetime, values: dict[str, str], defaults: dict[str, dict[str, str]], line: int
 ) -> Turn:
     name = _optional_text(values, "name", role, defaults, line)
     model = _optional_text(values, "model", role, defaults, line)
@@ -396,7 +398,7 @@ def _build_turn(
             content=content,
             timestamp=at,
             name=name,
-            model=model,  # type: ignore[arg-type]
+            model=model,
             metadata=meta,
         )
     except DecodeError:

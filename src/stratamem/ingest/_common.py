@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import DecodeError, InvalidTurnError, StratamemError
-from ..records import Block, TextBlock, ToolResultBlock, Turn, check_name
+from ..records import Block, Role, TextBlock, ToolResultBlock, Turn, check_name
 
 __all__ = [
     "IngestReport",
@@ -142,7 +142,7 @@ def repair_orphans(turns: list[Turn]) -> int:
                 blocks.append(TextBlock(f"[result of tool call {b.tool_use_id}]\n{b.text}"))
             else:
                 blocks.append(b)
-        role = "tool" if any(isinstance(b, ToolResultBlock) for b in blocks) else "user"
+        role: Role = "tool" if any(isinstance(b, ToolResultBlock) for b in blocks) else "user"
         meta = {**t.metadata, "orphan_tool_results": orphans}
         turns[i] = replace(t, role=role, content=tuple(blocks), metadata=meta)
         converted += len(orphans)

@@ -163,7 +163,8 @@ def _turn(
     if not isinstance(author, Mapping):
         raise bad("a message needs an 'author' object", f"{path}.author")
     role, name = author.get("role"), author.get("name")
-    meta = msg.get("metadata") if isinstance(msg.get("metadata"), Mapping) else {}
+    raw_meta = msg.get("metadata")
+    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
     content = msg.get("content")
     if not isinstance(content, Mapping):
         raise bad("a message needs a 'content' object", f"{path}.content")

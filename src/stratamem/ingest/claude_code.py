@@ -21,13 +21,14 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import StratamemError
 from ..providers import anthropic_block
 from ..records import (
     Block,
     ImageBlock,
+    Role,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -205,7 +206,11 @@ def read_claude_code(
 
 
 def _turn(
-    kind: str, msg: Mapping[str, Any], rec: Mapping[str, Any], ts: datetime, skipped: Counter[str]
+    kind: Literal["user", "assistant"],
+    msg: Mapping[str, Any],
+    rec: Mapping[str, Any],
+    ts: datetime,
+    skipped: Counter[str],
 ) -> tuple[Turn | None, str | None]:
     raw = msg.get("content")
     meta: dict[str, Any] = {"uuid": rec.get("uuid")}
@@ -220,7 +225,7 @@ def _turn(
         meta["message_id"] = message_id
     if isinstance(raw, str):
         content: str | tuple[Block, ...] = check_text(raw, "content")
-        role = kind
+        role: Role = kind
     elif isinstance(raw, list):
         blocks = _blocks(raw, "content", skipped)
         if not blocks:
@@ -237,6 +242,6 @@ def _turn(
         role=role,
         content=content,
         timestamp=ts,
-        model=model,  # type: ignore[arg-type]
+        model=model,
         metadata={k: v for k, v in meta.items() if v is not None},
     ), message_id

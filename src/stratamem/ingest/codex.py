@@ -82,6 +82,8 @@ def read_codex(
     extra_first: list[tuple[int, str]] = []  # (line, instructions) system turns from session meta
     flat = not (records and records[0][1].get("type") in _WRAPPED and "payload" in records[0][1])
     for pos, (n, rec) in enumerate(records):
+        kind: str | None
+        payload: Any
         if flat:
             kind, payload, ts_raw = (
                 ("session_meta", rec, rec.get("timestamp"))

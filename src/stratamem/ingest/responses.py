@@ -163,8 +163,8 @@ class ItemReader:
             )
         if kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
             text = _output_text(item.get("output"), "output")
-            block = ToolResultBlock(check_text(item.get("call_id"), "call_id"), (TextBlock(text),))
-            return self._push(Turn(role="tool", content=(block,), timestamp=timestamp), index)
+            result = ToolResultBlock(check_text(item.get("call_id"), "call_id"), (TextBlock(text),))
+            return self._push(Turn(role="tool", content=(result,), timestamp=timestamp), index)
         self.skipped[str(kind) if isinstance(kind, str) else "untyped item"] += 1
         return None
 

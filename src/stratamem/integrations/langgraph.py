@@ -199,7 +199,8 @@ class StratamemStore(BaseStore):
                 elif isinstance(op, SearchOp):
                     results.append(self._search(op))
                 elif isinstance(op, PutOp):
-                    results.append(self._put(op))
+                    self._put(op)
+                    results.append(None)
                 elif isinstance(op, ListNamespacesOp):
                     results.append(self._list(op))
                 else:
@@ -317,7 +318,7 @@ class LangChainChatModel:
             ModelError: The model failed or answered with no text.
         """
         try:
-            reply = self.chat_model.invoke([SystemMessage(system), *convert_to_messages(list(messages))])
+            reply = self.chat_model.invoke([SystemMessage(system), *convert_to_messages([dict(m) for m in messages])])
         except Exception as exc:  # any provider failure is a ModelError to the compactor
             raise ModelError(f"{type(exc).__name__}: {exc}") from exc
         text = reply.text if isinstance(getattr(reply, "text", None), str) else str(reply.content)

@@ -158,7 +158,7 @@ class StratamemSession:
             None,
         )
         ctx = mem.context(query, budget=self.budget, session=thread, format="openai", policy=self.policy)
-        messages = copy.deepcopy(list(ctx.messages))
+        messages = [dict(m) for m in copy.deepcopy(ctx.messages)]
         prune_tool_results(messages, mem.config.pruning, tokenizer=mem.tokenizer)
         items = messages_to_items(messages)
         return items[-limit:] if limit is not None else items

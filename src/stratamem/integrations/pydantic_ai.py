@@ -110,7 +110,7 @@ def from_openai_messages(messages: Sequence[Mapping[str, Any]]) -> list[ModelMes
                 parts.append(ToolCallPart(fn.get("name") or "tool", fn.get("arguments") or "{}", call.get("id")))
             out.append(ModelResponse(parts=parts))
         elif role == "tool":
-            cid = m.get("tool_call_id")
+            cid: Any = m.get("tool_call_id")  # a JSON value, passed on as given
             out.append(ModelRequest(parts=[ToolReturnPart(names.get(cid, "tool"), content, cid)]))
         elif role == "system":
             out.append(ModelRequest(parts=[SystemPromptPart(content)]))
@@ -212,7 +212,7 @@ class StratamemHistory:
 class StratamemCapability(ProcessHistory[Any]):
     """``ProcessHistory`` with a :class:`StratamemHistory` that also records each model response."""
 
-    processor: StratamemHistory  # type: ignore[assignment]
+    processor: StratamemHistory
 
     async def after_model_request(
         self, ctx: RunContext[Any], *, request_context: Any, response: ModelResponse

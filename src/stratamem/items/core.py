@@ -17,6 +17,7 @@ in the same order and cannot deadlock.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -162,7 +163,7 @@ class ItemsCore:
         view = None if session is None else _view(session)
         return self._db.select(self.namespace, tiers=tiers, live_only=not include_dead, view=view)
 
-    def hot(self, session: str | None = None) -> list[MemoryItem]:
+    def hot(self, session: str | None = None) -> builtins.list[MemoryItem]:
         """The hot items a read in ``session`` sees (what belongs in its prompt), newest first.
 
         Args:

@@ -100,7 +100,7 @@ class Derived:
         except StratamemError as exc:
             self.failed("forget.finish_failed", exc, [])
 
-    def after_add(self, stored: list[StoredTurn], progress: Callable[[int], None] | None = None) -> None:
+    def after_add(self, stored: list[StoredTurn], progress: Callable[[int], object] | None = None) -> None:
         """Feed newly committed turns to the recall index and the pyramid; never raises."""
         if not stored:
             return

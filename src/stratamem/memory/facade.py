@@ -116,38 +116,41 @@ class Memory:
         self._summarizer = summarizer
         self.tokenizer = tokenizer or get_tokenizer(self.config.tokenizer)
         self.namespace = check_name(namespace, "namespace")
-        if isinstance(store, str | os.PathLike):
-            store = SQLiteStore(store, busy_timeout_ms=self.config.store.busy_timeout_ms, tokenizer=self.tokenizer.name)
+        opened: Store = (
+            SQLiteStore(store, busy_timeout_ms=self.config.store.busy_timeout_ms, tokenizer=self.tokenizer.name)
+            if isinstance(store, str | os.PathLike)
+            else store
+        )
         # A store object opened elsewhere records its own tokenizer; counting new
         # turns with another would mix incomparable token counts in one store.
-        if store.tokenizer != self.tokenizer.name:
+        if opened.tokenizer != self.tokenizer.name:
             raise ConfigError(
-                f"the store keeps token counts made with {store.tokenizer!r}, but this Memory "
+                f"the store keeps token counts made with {opened.tokenizer!r}, but this Memory "
                 f"counts with {self.tokenizer.name!r}; use the store's tokenizer"
             )
         # A store missing a feature store the configuration uses is refused here,
         # rather than that feature being skipped silently after turns are committed.
-        missing = [f for f in _needed_features(self.config) if not hasattr(store, f)]
+        missing = [f for f in _needed_features(self.config) if not hasattr(opened, f)]
         if missing:
             raise ConfigError(
-                f"the {store.backend} store has no {', '.join(missing)} feature store(s) this configuration uses"
+                f"the {opened.backend} store has no {', '.join(missing)} feature store(s) this configuration uses"
             )
         if self.config.pyramid.enabled and self.config.pyramid.summarizer == "llm" and summarizer is None:
             raise ConfigError(
                 "pyramid.summarizer is 'llm': pass summarizer=LLMSummarizer(chat_model, tokenizer) "
                 "(the library never builds a model from configuration)"
             )
-        self.store: Store = store
+        self.store: Store = opened
         self._configured = embedder is _CONFIGURED
         if self._configured:
             from ..embed.default import configured_embedders
 
-            embedder, self._derived_embedder = configured_embedders(self.config, store)
+            embedder, self._derived_embedder = configured_embedders(self.config, opened)
         else:
             self._derived_embedder = embedder
         self._embedder: Any = embedder
         self._derived = Derived(
-            store, self.namespace, self.config, self.tokenizer, self.events, summarizer, self._derived_embedder
+            opened, self.namespace, self.config, self.tokenizer, self.events, summarizer, self._derived_embedder
         )
 
     @property
@@ -270,7 +273,7 @@ class Memory:
         return self.pyramid.seal(session)
 
     def add_sessions(
-        self, sessions: Iterable[IngestSession], *, progress: Callable[[int], None] | None = None
+        self, sessions: Iterable[IngestSession], *, progress: Callable[[int], object] | None = None
     ) -> list[StoredTurn]:
         """Store several sessions' turns in one transaction (used by ``ingest``).
 
@@ -287,7 +290,7 @@ class Memory:
         return stored
 
     def ingest(
-        self, sessions: Iterable[IngestSession], *, dedupe: bool = True, progress: Callable[[int], None] | None = None
+        self, sessions: Iterable[IngestSession], *, dedupe: bool = True, progress: Callable[[int], object] | None = None
     ) -> IngestReport:
         """Store imported sessions in one transaction, skipping turns already stored (idempotent).
 

@@ -49,7 +49,7 @@ class Status:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        out = {k: getattr(self, k) for k in self.__slots__}
         out["warnings"] = list(self.warnings)
         return out
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..records.nodes import Node
 from ..text import check_budget
 from .consolidate import Pyramid
 
@@ -129,7 +130,7 @@ def prompt_view(pyramid: Pyramid, session: str, budget: int) -> PromptView:
     # Per-session consolidation (the default): the view holds this session's history only.
     every = cfg.pyramid.consolidation_scope != "session"
 
-    def roots_now() -> list:
+    def roots_now() -> list[Node]:
         return [n for n in pyramid.nodes() if n.parent_id is None and (every or n.session == session)]
 
     roots = roots_now()
@@ -139,9 +140,9 @@ def prompt_view(pyramid: Pyramid, session: str, budget: int) -> PromptView:
         pyramid.summarize_pending(include_hot=True)
         roots = roots_now()
 
-    def item(kind: str, n: object) -> ViewItem:
-        text = n.summary.text if n.summary else ""  # type: ignore[attr-defined]
-        return ViewItem(kind, text, tok.count(text), tuple(pyramid.turn_ids(n.id)), node_id=n.id)  # type: ignore[attr-defined]
+    def item(kind: str, n: Node) -> ViewItem:
+        text = n.summary.text if n.summary else ""
+        return ViewItem(kind, text, tok.count(text), tuple(pyramid.turn_ids(n.id)), node_id=n.id)
 
     topics = [item("topic", n) for n in roots if n.level == 1 and n.tier != "hot"]
     topics, dropped_topics = _fit_newest(topics, alloc[1])

@@ -53,7 +53,7 @@ class LevelStats:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        out = {k: getattr(self, k) for k in self.__slots__}
         out["compression_ratio"] = round(self.compression_ratio, 3)
         return out
 

@@ -77,8 +77,8 @@ def _to_utc(ts: datetime, path: str) -> datetime:
         raise InvalidTurnError(f"timestamp {ts.isoformat()} is outside years 1-9999 in UTC", path=path) from None
 
 
-def parse_timestamp(value: str | datetime, path: str = "timestamp") -> datetime:
-    """Parse an ISO 8601 timestamp; naive values are taken as UTC.
+def parse_timestamp(value: object, path: str = "timestamp") -> datetime:
+    """Parse an ISO 8601 timestamp (a string or a ``datetime``); naive values are taken as UTC.
 
     Raises:
         InvalidTurnError: The value is not an ISO 8601 date-time, or it lies

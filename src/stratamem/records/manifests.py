@@ -44,7 +44,7 @@ class ContextItem:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``duplicate_of`` only when some sentences were left out as shown elsewhere)."""
-        out = {
+        out: dict[str, Any] = {
             "id": self.id,
             "kind": self.kind,
             "tier": self.tier,

@@ -174,10 +174,12 @@ class TurnCorpus:
         picked = list(keep.values())
         fresh = [given[j] for j in picked]
         texts = [self.text(st) for st in fresh] if terms is None or (vectors is None and self.embed is not None) else []
+        vec: np.ndarray | None
         if vectors is not None and self.embed is not None:
-            vec: np.ndarray | None = np.asarray(vectors, dtype=np.float32)
-            if len(picked) != len(vec) or picked[-1] != len(vec) - 1:
-                vec = vec[picked]  # (picked is increasing: all of them means in order, no copy needed)
+            supplied = np.asarray(vectors, dtype=np.float32)
+            if len(picked) != len(supplied) or picked[-1] != len(supplied) - 1:
+                supplied = supplied[picked]  # (picked is increasing: all of them means in order, no copy needed)
+            vec = supplied
         else:
             vec = np.asarray(self.embed(texts), dtype=np.float32) if self.embed is not None else None
         if vec is not None and (

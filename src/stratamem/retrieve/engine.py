@@ -265,7 +265,7 @@ class HybridIndex:
         """
         return self._corpus.turns
 
-    def _materialize(self, positions: Sequence[int]) -> None:
+    def _materialize(self, positions: Iterable[int]) -> None:
         """Replace turn keys at ``positions`` with the full turns (one read)."""
         c = self._corpus
         want = [int(i) for i in positions if not isinstance(c.turns[i], StoredTurn)]
@@ -417,7 +417,8 @@ class HybridIndex:
         sig = self._lexical(terms, None)
         w = self.weights
         if c.vectors is not None:
-            q = np.asarray(self.embedder.embed_batch([query]), dtype=np.float32)[0]  # type: ignore[union-attr]
+            assert self.embedder is not None  # vectors are only ever stored with an embedder
+            q = np.asarray(self.embedder.embed_batch([query]), dtype=np.float32)[0]
             dots = c.dots(q)
             sig["vector"] = np.clip(dots, 0, None)
             if w.vector_passage > 0:

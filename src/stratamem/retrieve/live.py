@@ -59,7 +59,7 @@ class LiveIndex:
         """Drop the open index (it may hold forgotten text); the next use reopens it from the store."""
         self.index = None
 
-    def feed(self, stored: list[StoredTurn], progress: Callable[[int], None] | None = None) -> None:
+    def feed(self, stored: list[StoredTurn], progress: Callable[[int], object] | None = None) -> None:
         """Index newly committed turns; never raises.
 
         Their rows are embedded, analysed and stored beside the turns, so the
@@ -136,6 +136,6 @@ class LiveIndex:
         vectors = None
         if self.embedder is not None:
             blobs = [rows[st.id].vector for st in turns]
-            vectors = decode_int8(blobs, len(blobs[0]) - 4)  # type: ignore[arg-type]
+            vectors = decode_int8(blobs, len(blobs[0]) - 4)
         index.add_turns(turns, terms=terms, vectors=vectors)
         return index

@@ -118,7 +118,7 @@ class TurnIndexer:
             self._rows.set_meta(self.namespace, want)
         self._meta_checked = True
 
-    def index(self, turns: Sequence[StoredTurn], progress: Callable[[int], None] | None = None) -> IndexedBatch:
+    def index(self, turns: Sequence[StoredTurn], progress: Callable[[int], object] | None = None) -> IndexedBatch:
         """Analyse, embed and store the index rows of newly committed turns, in batches.
 
         An embedder failure does not stop the terms from being stored: the
@@ -218,11 +218,11 @@ class TurnIndexer:
         index = HybridIndex(self.embedder, weights, loader=self._load_turns)
         vectors = None
         if self.embedder is not None and turns:
-            vectors = decode_int8(blobs, len(blobs[0]) - 4)  # type: ignore[arg-type]
+            vectors = decode_int8(blobs, len(blobs[0]) - 4)
         passages = None
         if vectors is not None and index.weights.vector_passage > 0:
-            passages = self._passage_rows().read(turns, terms, vectors.shape[1], on_store_error)  # type: ignore[arg-type]
-        index.add_turns(turns, terms=terms, vectors=vectors, passages=passages)  # type: ignore[arg-type]
+            passages = self._passage_rows().read(turns, terms, vectors.shape[1], on_store_error)
+        index.add_turns(turns, terms=terms, vectors=vectors, passages=passages)
         return index
 
     def _load_turns(self, ids: Sequence[int]) -> list[StoredTurn]:

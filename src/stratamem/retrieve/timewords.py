@@ -181,11 +181,10 @@ def read_windows(query: str, now: datetime) -> tuple[DateWindow, ...]:
     text = query.lower()
     if _DURATION.search(text) and ("ago" in text or "since" in text):
         return ()
-    day = _EXPLICIT_DAY.search(text)
-    if day:
-        d, month, y = (
-            (day.group(1), day.group(2), day.group(3)) if day.group(1) else (day.group(5), day.group(4), day.group(6))
-        )
+    explicit = _EXPLICIT_DAY.search(text)
+    if explicit:
+        g = explicit.group
+        d, month, y = (g(1), g(2), g(3)) if g(1) else (g(5), g(4), g(6))
         try:
             now = datetime(int(y), _MONTH_NAMES.index(month) + 1, int(d), 23, 59, tzinfo=UTC)
         except ValueError:

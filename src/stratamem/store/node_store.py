@@ -25,6 +25,7 @@ raises :class:`~stratamem.errors.NotFoundError`. Reach it as ``store.nodes``.
 
 from __future__ import annotations
 
+import builtins
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -110,8 +111,10 @@ class _Tables:
     """``nodes``' key columns, before the shared ones."""
     tail: tuple[str, ...]
     """``nodes``' table constraints, after them."""
-    spelling: dict[str, str]
-    """The ``{node_session}`` and ``{parent_ref}`` placeholders."""
+    node_session: str
+    """The ``{node_session}`` placeholder: the session column."""
+    parent_ref: str
+    """The ``{parent_ref}`` placeholder: the parent link's constraint, if any."""
     node_turns: tuple[str, ...]
     """``node_turns``' columns and constraints."""
     indexes: tuple[str, ...]
@@ -122,7 +125,8 @@ _TABLES = {
     "sqlite": _Tables(
         head=("id INTEGER PRIMARY KEY", "{tenant_column}"),
         tail=(),
-        spelling={"node_session": "session_id INTEGER REFERENCES sessions(id)", "parent_ref": " REFERENCES nodes(id)"},
+        node_session="session_id INTEGER REFERENCES sessions(id)",
+        parent_ref=" REFERENCES nodes(id)",
         node_turns=(
             "level INTEGER NOT NULL",
             "turn_id INTEGER NOT NULL",
@@ -140,7 +144,8 @@ _TABLES = {
     "postgres": _Tables(
         head=("{tenant_column}", "id BIGINT GENERATED ALWAYS AS IDENTITY"),
         tail=("PRIMARY KEY (namespace, id)", "FOREIGN KEY (namespace, parent_id) REFERENCES nodes (namespace, id)"),
-        spelling={"node_session": "session TEXT", "parent_ref": ""},
+        node_session="session TEXT",
+        parent_ref="",
         node_turns=(
             "namespace TEXT NOT NULL",
             "level INTEGER NOT NULL",
@@ -174,7 +179,10 @@ def m003_pyramid(conn: Any) -> None:
     """
     dialect = dialect_of(conn)
     tables = _TABLES[dialect.name]
-    conn.execute(create_table(dialect, "nodes", (*tables.head, *_NODE_COLUMNS, *tables.tail), **tables.spelling))
+    columns = (*tables.head, *_NODE_COLUMNS, *tables.tail)
+    conn.execute(
+        create_table(dialect, "nodes", columns, node_session=tables.node_session, parent_ref=tables.parent_ref)
+    )
     for statement in tables.indexes:
         conn.execute(statement)
     conn.execute(create_table(dialect, "node_turns", tables.node_turns, without_rowid=True))
@@ -371,7 +379,7 @@ class NodeStore:
         )
         return int(rows[0][0])
 
-    def levels(self, namespace: str) -> list[int]:
+    def levels(self, namespace: str) -> builtins.list[int]:
         """Levels that have nodes, ascending."""
         key = self._key(namespace)
         return (
@@ -385,7 +393,7 @@ class NodeStore:
     def _covering(self) -> str:
         return f"FROM node_turns nt JOIN nodes n ON n.id = nt.node_id{self._same('nt', 'n')} WHERE n.{self._ns} = ?"
 
-    def turn_ids(self, namespace: str, node_id: int) -> list[int]:
+    def turn_ids(self, namespace: str, node_id: int) -> builtins.list[int]:
         """Ids of the turns a node of the namespace covers, ascending (empty for an unknown node)."""
         key = self._key(namespace)
         return (
@@ -477,7 +485,7 @@ class NodeStore:
         rows = self._q(f"SELECT ts FROM turns WHERE {self._ns} = ? AND id = ?", (self._key(namespace), int(turn_id)))
         return self._d.read_stamp(rows[0][0]) if rows else None
 
-    def tier_sizes(self, namespace: str) -> list[tuple[Any, ...]]:
+    def tier_sizes(self, namespace: str) -> builtins.list[tuple[Any, ...]]:
         """Per tier of level-1 nodes: tier, nodes, turns, tokens, view tokens, warm bytes, summary bytes."""
         octets = self._d.octets
         return [
@@ -663,7 +671,7 @@ class NodeStore:
         ids = [int(i) for i in node_ids]
         self._update(namespace, "UPDATE nodes SET archive_ref = NULL WHERE", (), expect=0, ids=ids)
 
-    def archived_before(self, namespace: str, cutoff: datetime) -> list[tuple[int, str]]:
+    def archived_before(self, namespace: str, cutoff: datetime) -> builtins.list[tuple[int, str]]:
         """``(node_id, archive_ref)`` of cold segments archived before ``cutoff``."""
         return [
             (int(r[0]), r[1])
@@ -716,7 +724,7 @@ class NodeStore:
                 (self._key(namespace), int(level), int(calls), int(input_tokens), int(output_tokens)),
             )
 
-    def spend(self, namespace: str) -> list[tuple[int, int, int, int]]:
+    def spend(self, namespace: str) -> builtins.list[tuple[int, int, int, int]]:
         """``(level, calls, input_tokens, output_tokens)`` per level with any spend, ascending."""
         return [
             (int(r[0]), int(r[1]), int(r[2]), int(r[3]))

@@ -12,7 +12,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from ..records import Turn, block_from_dict, parse_timestamp
+from ..records import Role, Turn, block_from_dict, parse_timestamp
 
 __all__ = ["turn_columns", "turn_from_columns"]
 
@@ -39,7 +39,7 @@ def turn_columns(turn: Turn) -> tuple[str, str | None, str | None]:
 
 
 def turn_from_columns(
-    role: str,
+    role: Role,
     text: str,
     content: str | None,
     name: str | None,
@@ -54,6 +54,6 @@ def turn_from_columns(
         content=body,
         timestamp=parse_timestamp(ts),
         name=name,
-        model=model,  # type: ignore[arg-type]
+        model=model,
         metadata=json.loads(metadata) if metadata else {},
     )

@@ -81,6 +81,8 @@ class LocalHTTPServer:
         if self._httpd is None:
             raise RuntimeError("the server is not running; call start() or use it as a context manager")
         host, port = self._httpd.server_address[:2]
+        if isinstance(host, bytes):  # typeshed allows a bytes address (AF_UNIX); TCP gives a str
+            host = host.decode()
         return f"http://{host}:{port}"
 
     def start(self) -> Self:

@@ -314,7 +314,7 @@ def _shape(target: str, namespace: str) -> dict[str, int]:
         out["warm segments"] = len(mem.pyramid.nodes(level=1, tier="warm"))
         out["cold segments"] = len(mem.pyramid.nodes(level=1, tier="cold"))
         out["archived segments"] = sum(n.archive_ref is not None for n in mem.pyramid.nodes(level=1, tier="cold"))
-        state = mem.store.conversations.get(namespace, "agent")  # type: ignore[attr-defined]
+        state = mem.store.conversations.get(namespace, "agent")
         out["compactions"] = state.compaction_count if state else 0
         out["compaction fallbacks"] = state.failures if state else 0
         # Messages the agent session stores that its saved state does not count (a kill fell

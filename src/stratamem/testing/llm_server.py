@@ -212,6 +212,13 @@ def _text_of(content: Any) -> str:
 
 
 Reply = Callable[[RecordedRequest], str]
+
+
+def _always(text: str) -> Reply:
+    """A reply that is ``text`` whatever the request."""
+    return lambda _req: text
+
+
 """A reply function: request in, answer text out."""
 
 
@@ -232,7 +239,7 @@ class FakeLLMServer(LocalHTTPServer):
         from ..tokens import get_tokenizer
 
         super().__init__(thread_name="fake-llm-server")
-        self.reply: Reply = (lambda _req, _text=reply: _text) if isinstance(reply, str) else reply
+        self.reply: Reply = _always(reply) if isinstance(reply, str) else reply
         self.model = model
         self.input_overhead = 0
         """Tokens added to every reported input count (simulates provider framing)."""
@@ -358,7 +365,7 @@ class FakeLLMServer(LocalHTTPServer):
                 )
             out.append((None, "[DONE]"))
             return out
-        start = {
+        start: dict[str, Any] = {
             "id": f"msg_fake_{len(self.requests)}",
             "type": "message",
             "role": "assistant",

@@ -61,7 +61,7 @@ def build_router(spaces: Spaces) -> APIRouter:
         out = []
         for name in spaces.names(who):
             m = spaces.get(name, who)
-            out.append(spaces.call(lambda m=m: m.status().to_dict()))
+            out.append(spaces.call(m.status).to_dict())
         return {"namespaces": out}
 
     @r.get("/namespaces/{namespace}/status", tags=["status"], summary="Counts, tiers, items and warnings")

@@ -81,7 +81,11 @@ def build_pages(spaces: Spaces) -> APIRouter:
     @r.get("/", response_class=HTMLResponse)
     def home(request: Request) -> Response:
         names = spaces.names(principal(request))
-        cards = [spaces.call(lambda n=n: overview(spaces.get(n, principal(request)))) | {"name": n} for n in names]
+
+        def card(name: str) -> dict[str, Any]:
+            return spaces.call(lambda: overview(spaces.get(name, principal(request)))) | {"name": name}
+
+        cards = [card(n) for n in names]
         return _page(
             request,
             "overview.html",

@@ -76,7 +76,7 @@ def m005_items(conn: psycopg.Connection) -> None:
         "CREATE INDEX memory_items_terms ON memory_items USING gin (terms)",
         create_table(POSTGRES, "memory_item_metrics", METRIC_COLUMNS),
     ):
-        conn.execute(statement)  # type: ignore[arg-type]
+        conn.execute(statement)
 
 
 def m007_item_ids(conn: psycopg.Connection) -> None:

@@ -54,7 +54,7 @@ class PgMigration:
 
 def _run_all(conn: psycopg.Connection, statements: Sequence[str]) -> None:
     for statement in statements:
-        conn.execute(statement)  # type: ignore[arg-type]
+        conn.execute(statement)
 
 
 def m001_core(conn: psycopg.Connection) -> None:
