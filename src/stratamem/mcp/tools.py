@@ -1,245 +1,29 @@
-"""The MCP server: memory tools for agent hosts, over the official ``mcp`` SDK.
+"""The MCP tools, one registering function per group: turns and context, memory items,
+administration (forget, namespaces), the agent-loop conversation, the working state.
 
-A thin shell: each tool makes one library call and returns text. Arguments
-are checked strictly: every input schema says ``additionalProperties:
-false``, an unknown argument is refused with a one-line error naming it, and
-a schema violation comes back as one line (``ValidationError: <field>:
-<problem>``) instead of the SDK's multi-line dump. A
-:class:`~stratamem.errors.StratamemError` comes back as ``<ErrorClass>:
-<message>``.
-
-Results keep their budget: ``get_context`` returns text whose exact token
-count is within ``budget`` including everything it returns (the manifest is
-summarised in a few lines; the full manifest only with ``explain`` and only
-if it fits), and ``search_memory`` keeps its hits within ``budget`` when one
-is given (:mod:`stratamem.mcp_budget`).
-
-One server serves one namespace (the :class:`~stratamem.memory.Memory` it is
-built with). Tools take an optional ``namespace`` argument, accepted only for
-namespaces the server was configured to allow, so an agent cannot reach
-another agent's memory by naming it; ``list_namespaces`` lists only those.
-
-Tools (:data:`TOOLS`): ``add_turns``, ``add_memory``, ``search_memory``,
-``get_context``, ``forget``, ``list_namespaces``, ``seal_topic`` and seed
-003's ``memory_recall``, ``memory_spill``, ``memory_promote``,
-``memory_status``; the earlier names ``memory_add``, ``memory_context`` and
-``memory_seal_topic`` stay as aliases (:data:`ALIASES`). With a project
-directory, ``memory_state_read`` / ``memory_state_update`` too; ``conversation_show``
-gives a conversation's agent-loop state (checkpoint, compactions, failures,
-last usage). Each group
-of tools is registered by its own function, so another group is one more
-function. The CLI shell is ``stratamem mcp`` (:mod:`stratamem.cli.mcp`).
-Requires the ``mcp`` extra.
+Each group is handed the server's :class:`~stratamem.mcp.server._Kit` (the SDK's
+``Field``, the namespace guard, the error mapping); another group is one more
+function here and one call in :func:`~stratamem.mcp.server.build_server`.
 """
 
 # No ``from __future__ import annotations`` here: the SDK builds each tool's JSON
-# schema from its evaluated annotations, which refer to names local to build_server.
+# schema from its evaluated annotations, which refer to names local to each group.
 import os
-import threading
-from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from .errors import ConfigError, NotFoundError, StratamemError, ValidationError
+from ..errors import NotFoundError, ValidationError
 
 if TYPE_CHECKING:
-    from mcp.server.mcpserver import MCPServer
+    from .server import _Kit, _Namespaces
 
-    from .memory import Memory
-
-__all__ = ["ALIASES", "STATE_TOOLS", "TOOLS", "build_server", "one_line"]
-
-ALIASES: dict[str, str] = {
-    "memory_add": "add_memory",
-    "memory_context": "get_context",
-    "memory_seal_topic": "seal_topic",
-}
-"""Earlier tool names, kept for existing clients: ``old name -> tool it calls``."""
-
-TOOLS: tuple[str, ...] = (
-    "add_turns",
-    "add_memory",
-    "search_memory",
-    "get_context",
-    "forget",
-    "list_namespaces",
-    "seal_topic",
-    "conversation_show",
-    "memory_recall",
-    "memory_spill",
-    "memory_promote",
-    "memory_status",
-    *ALIASES,
-)
-"""Names of the tools every server registers (aliases included)."""
-
-STATE_TOOLS: tuple[str, ...] = ("memory_state_read", "memory_state_update")
-"""Working-state tools, registered when the server is given a project directory."""
-
-_T = TypeVar("_T")
-
-_INSTRUCTIONS = (
-    "Long-term memory for this agent. add_turns stores conversation messages; get_context assembles what to "
-    "remember for the next call within a token budget (the whole result fits the budget); search_memory finds "
-    "past turns and summaries with scores; add_memory stores a fact/decision/entity/preference/context item; "
-    "memory_recall searches spilled items and may promote them; forget deletes turns, a session or the whole "
-    "namespace for good."
-)
+__all__ = ["add_admin_tools", "add_conversation_tool", "add_item_tools", "add_state_tools", "add_turn_tools"]
 
 
-def _import_sdk() -> tuple[Any, Any]:
-    try:
-        from mcp.server.mcpserver import MCPServer
-        from mcp.server.mcpserver.exceptions import ToolError
-    except ImportError as exc:
-        raise ConfigError("the MCP server needs the 'mcp' extra: pip install 'stratamem[mcp]'") from exc
-    return MCPServer, ToolError
-
-
-def one_line(tool: str, exc: BaseException) -> str:
-    """A tool failure as one line: ``ValidationError: <field>: <problem>`` or ``<ErrorClass>: <message>``."""
-    from pydantic import ValidationError as PydanticError
-
-    cause = exc.__cause__
-    if isinstance(cause, PydanticError):
-        errors = cause.errors()
-        first = errors[0]
-        where = ".".join(str(p) for p in first["loc"]) or "arguments"
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return f"ValidationError: {where}: {first['msg']}{more}"
-    text = str(exc)
-    prefix = f"Error executing tool {tool}: "
-    if text.startswith(prefix):
-        text = text[len(prefix) :]
-    return " ".join(text.split())
-
-
-def _strict(server_cls: Any, tool_error: Any) -> Any:
-    """``server_cls`` refusing unknown arguments and answering every tool error in one line."""
-
-    class StrictServer(server_cls):
-        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-            tool = self._tool_manager.get_tool(name)
-            if tool is not None:
-                known = tool.parameters.get("properties", {})
-                unknown = [k for k in arguments or {} if k not in known]
-                if unknown:
-                    raise tool_error(
-                        f"ValidationError: {unknown[0]}: unknown argument of {name} "
-                        f"(known: {', '.join(known) or 'none'})"
-                    )
-            try:
-                return await super().call_tool(name, arguments, context)
-            except tool_error as exc:
-                if type(exc) is not tool_error:  # an unexpected crash: the SDK reports it without details
-                    raise
-                raise tool_error(one_line(name, exc)) from exc.__cause__
-
-    return StrictServer
-
-
-class _Namespaces:
-    """The memories a server may use: its own namespace plus the configured extras."""
-
-    def __init__(self, memory: "Memory", allowed: Collection[str]) -> None:
-        self.default = memory
-        self.allowed = frozenset(allowed)
-        self._open: dict[str, Memory] = {memory.namespace: memory}
-        self._lock = threading.Lock()
-
-    def may(self, namespace: str) -> bool:
-        return namespace == self.default.namespace or "*" in self.allowed or namespace in self.allowed
-
-    def get(self, namespace: str | None) -> "Memory":
-        if namespace is None or namespace == self.default.namespace:
-            return self.default
-        if not self.may(namespace):
-            raise ValidationError(
-                f"this server serves namespace {self.default.namespace!r}; {namespace!r} is not allowed",
-                path="namespace",
-            )
-        with self._lock:
-            if namespace not in self._open:
-                self._open[namespace] = self.default.for_namespace(namespace)
-            return self._open[namespace]
-
-
-class _Kit:
-    """What every tool group needs: the SDK's ``Field``, the namespace guard and the error mapping."""
-
-    def __init__(self, server: Any, spaces: _Namespaces, tool_error: Any) -> None:
-        from pydantic import Field
-
-        self.server, self.spaces, self.tool_error, self.Field = server, spaces, tool_error, Field
-        # Built at run time (pydantic is imported with the server), so a type checker sees Any.
-        self.Namespace: Any = Annotated[str | None, Field(description="Namespace (default: the server's own).")]
-        self.project_dir: Any = None
-        """Project directory the context tool passes to ``Memory.context`` (``None``: the memory's own)."""
-
-    def call(self, fn: Callable[[], _T]) -> _T:
-        try:
-            return fn()
-        except StratamemError as exc:
-            raise self.tool_error(f"{type(exc).__name__}: {' '.join(str(exc).split())}") from exc
-
-    def register(self, fn: Callable[..., Any], name: str, description: str, *, text: bool = False) -> None:
-        """Register ``fn`` as ``name`` and under every earlier name that is an alias of it."""
-        kw = {"structured_output": False} if text else {}
-        self.server.tool(name=name, description=description, **kw)(fn)
-        for old, new in ALIASES.items():
-            if new == name:
-                self.server.tool(name=old, description=f"Alias of {name} (earlier name). {description}", **kw)(fn)
-
-
-def build_server(
-    memory: "Memory",
-    *,
-    allow_namespaces: Collection[str] = (),
-    name: str = "stratamem",
-    project_dir: "str | os.PathLike[str] | None" = None,
-) -> "MCPServer":
-    """An MCP server exposing ``memory``'s turns, context, search, items and forgetting as tools.
-
-    Args:
-        memory: The memory to serve (its namespace is the server's).
-        allow_namespaces: Other namespaces a tool call may name (``"*"`` allows any).
-        name: Server name announced to clients.
-        project_dir: Project whose working state the state tools read and update,
-            and whose instruction files and working state ``get_context`` puts in
-            every context, as ``Memory.context(project_dir=...)`` does
-            (``None``: no state tools; contexts use ``memory.project_dir``).
-
-    Returns:
-        An ``mcp.server.mcpserver.MCPServer``; run it with ``.run("stdio")`` or
-        ``.run("streamable-http", host=..., port=...)``.
-
-    Raises:
-        ConfigError: The ``mcp`` package is not installed.
-    """
-    server_cls, tool_error = _import_sdk()
-    from importlib.metadata import version
-
-    server = _strict(server_cls, tool_error)(
-        name, instructions=_INSTRUCTIONS, version=version("stratamem"), log_level="WARNING"
-    )
-    kit = _Kit(server, _Namespaces(memory, allow_namespaces), tool_error)
-    # The context tool reads the same project as the state tools (None: the memory's own, if any).
-    kit.project_dir = project_dir
-    _add_turn_tools(kit)
-    _add_item_tools(kit)
-    _add_admin_tools(kit)
-    _add_conversation_tool(kit)
-    if project_dir is not None:
-        _add_state_tools(server, kit.spaces, project_dir, kit.call, kit.Namespace)
-    # Strict schemas: clients see that arguments outside the schema are refused.
-    for tool in server._tool_manager.list_tools():
-        tool.parameters["additionalProperties"] = False
-    return server
-
-
-def _add_turn_tools(kit: _Kit) -> None:
+def add_turn_tools(kit: "_Kit") -> None:
     """Conversation turns: store them, assemble a budgeted context, search, seal a topic."""
-    from .context.policies import policy_names
-    from .mcp_budget import MIN_BUDGET, context_result, hits_result, parse_now
+    from ..context.policies import policy_names
+    from ..mcp_budget import MIN_BUDGET, context_result, hits_result, parse_now
 
     Field, spaces, call = kit.Field, kit.spaces, kit.call
     Namespace: Any = kit.Namespace  # a run-time Annotated type (see _Kit)
@@ -379,7 +163,7 @@ def _add_turn_tools(kit: _Kit) -> None:
     )
 
 
-def _add_item_tools(kit: _Kit) -> None:
+def add_item_tools(kit: "_Kit") -> None:
     """Long-term memory items (seed 003)."""
     Field, spaces, call = kit.Field, kit.spaces, kit.call
     Namespace: Any = kit.Namespace  # a run-time Annotated type (see _Kit)
@@ -489,7 +273,7 @@ def _add_item_tools(kit: _Kit) -> None:
     )
 
 
-def _add_admin_tools(kit: _Kit) -> None:
+def add_admin_tools(kit: "_Kit") -> None:
     """Forgetting and the namespaces this server may serve."""
     Field, spaces, call = kit.Field, kit.spaces, kit.call
     Namespace: Any = kit.Namespace  # a run-time Annotated type (see _Kit)
@@ -537,9 +321,9 @@ def _add_admin_tools(kit: _Kit) -> None:
     )
 
 
-def _add_state_tools(
+def add_state_tools(
     server: Any,
-    spaces: _Namespaces,
+    spaces: "_Namespaces",
     project_dir: "str | os.PathLike[str]",
     call: Callable[[Callable[[], Any]], Any],
     Namespace: Any,
@@ -547,7 +331,7 @@ def _add_state_tools(
     """Register the working-state tools (seed 004) for ``project_dir``."""
     from pydantic import Field
 
-    from .state.working import TASK_STATUSES, WorkingState
+    from ..state.working import TASK_STATUSES, WorkingState
 
     def state(namespace: str | None) -> WorkingState:
         mem = spaces.get(namespace)
@@ -617,9 +401,9 @@ def _add_state_tools(
         return call(run)
 
 
-def _add_conversation_tool(kit: _Kit) -> None:
+def add_conversation_tool(kit: "_Kit") -> None:
     """Register ``conversation_show``: the agent-loop state of a conversation (issue 17)."""
-    from .agentloop.report import conversation_report
+    from ..agentloop.report import conversation_report
 
     Field, spaces, call = kit.Field, kit.spaces, kit.call
     Namespace: Any = kit.Namespace  # a run-time Annotated type (see _Kit)
