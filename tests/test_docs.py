@@ -36,7 +36,7 @@ import pytest
 from stratamem.cli import main as cli
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
+PAGES = sorted([ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").rglob("*.md")])
 GENERATED = {ROOT / "docs" / "cli.md", ROOT / "docs" / "api.md"}
 FENCE = re.compile(r"^```([\w-]*)\n(.*?)^```", re.S | re.M)
 
