@@ -35,15 +35,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
 
-from make_agent_transcript import messages as transcript  # noqa: E402
+from make_agent_transcript import messages as transcript
 
-from stratamem import Memory  # noqa: E402
-from stratamem.agentloop import Compactor, prune_tool_results  # noqa: E402
-from stratamem.config import CompactionConfig, Config, PruningConfig  # noqa: E402
-from stratamem.llm import OpenAIChat  # noqa: E402
-from stratamem.providers import structural_problems  # noqa: E402
-from stratamem.testing.llm_server import FakeLLMServer, checkpoint_reply  # noqa: E402
-from stratamem.tokens import REPLY_TOKENS, count_message, count_messages, get_tokenizer  # noqa: E402
+from stratamem import Memory
+from stratamem.agentloop import Compactor, prune_tool_results
+from stratamem.config import CompactionConfig, Config, PruningConfig
+from stratamem.llm import OpenAIChat
+from stratamem.providers import structural_problems
+from stratamem.testing.llm_server import FakeLLMServer, checkpoint_reply
+from stratamem.tokens import REPLY_TOKENS, count_message, count_messages, get_tokenizer
 
 
 @dataclass
@@ -80,8 +80,9 @@ def one_turn(msgs: list[dict]) -> list[dict]:
     return out
 
 
-def replay(name: str, all_msgs: list[dict], ccfg: CompactionConfig, pcfg: PruningConfig,
-           server: FakeLLMServer) -> Track:
+def replay(
+    name: str, all_msgs: list[dict], ccfg: CompactionConfig, pcfg: PruningConfig, server: FakeLLMServer
+) -> Track:
     """Replay the transcript call by call through ``prepare_messages`` with ``ccfg``."""
     track = Track(name)
     budget = ccfg.threshold - ccfg.output_reserve
@@ -125,8 +126,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoint-max", type=int, default=2_000, help="checkpoint_max_tokens")
     ap.add_argument("--min-gain", type=float, default=0.2, help="min_gain_ratio of the ruled track")
     ap.add_argument("--cooldown", type=int, default=2, help="cooldown_calls of the ruled track")
-    ap.add_argument("--one-turn", action="store_true",
-                    help="replay the transcript as one long autonomous turn (every step after the first request)")
+    ap.add_argument(
+        "--one-turn",
+        action="store_true",
+        help="replay the transcript as one long autonomous turn (every step after the first request)",
+    )
     ap.add_argument("--no-pruning", action="store_true", help="turn tool-output pruning off (compaction alone)")
     args = ap.parse_args(argv)
 
@@ -135,18 +139,28 @@ def main(argv: list[str] | None = None) -> int:
     if args.one_turn:
         all_msgs = one_turn(all_msgs)
         print("scenario: one long turn (the first request, then every tool step)")
-    base = dict(threshold=args.threshold, keep_recent_tokens=args.keep_recent, output_reserve=args.reserve,
-                checkpoint_max_tokens=args.checkpoint_max)
+    base = dict(
+        threshold=args.threshold,
+        keep_recent_tokens=args.keep_recent,
+        output_reserve=args.reserve,
+        checkpoint_max_tokens=args.checkpoint_max,
+    )
     eager_cfg = CompactionConfig(**base, min_gain_ratio=0.0, cooldown_calls=0)
     ruled_cfg = CompactionConfig(**base, min_gain_ratio=args.min_gain, cooldown_calls=args.cooldown)
     pcfg = PruningConfig(enabled=not args.no_pruning)
     tool_calls = sum(1 for m in all_msgs if m["role"] == "assistant" and isinstance(m["content"], list))
-    print(f"transcript: {args.turns} user turns, {len(all_msgs)} messages, {tool_calls} tool calls, "
-          f"{sum(len(str(m['content'])) for m in all_msgs):,} characters")
-    print(f"pruning: {'off' if args.no_pruning else 'seed defaults'}; compaction: threshold {args.threshold:,}, keep_recent {args.keep_recent:,}, "
-          f"reserve {args.reserve:,}, checkpoint <= {args.checkpoint_max:,} tokens")
-    print(f"minimum-gain rule: off (every call over the threshold compacts) vs on (min_gain_ratio "
-          f"{args.min_gain}, cooldown {args.cooldown} calls, hard limit {int(args.threshold * (1 + args.min_gain)):,})")
+    print(
+        f"transcript: {args.turns} user turns, {len(all_msgs)} messages, {tool_calls} tool calls, "
+        f"{sum(len(str(m['content'])) for m in all_msgs):,} characters"
+    )
+    print(
+        f"pruning: {'off' if args.no_pruning else 'seed defaults'}; compaction: threshold {args.threshold:,}, keep_recent {args.keep_recent:,}, "
+        f"reserve {args.reserve:,}, checkpoint <= {args.checkpoint_max:,} tokens"
+    )
+    print(
+        f"minimum-gain rule: off (every call over the threshold compacts) vs on (min_gain_ratio "
+        f"{args.min_gain}, cooldown {args.cooldown} calls, hard limit {int(args.threshold * (1 + args.min_gain)):,})"
+    )
     print("summarizer: deterministic checkpoint_reply on FakeLLMServer via the openai client (NOT a real model)\n")
 
     raw_total = pruned_total = calls = 0
@@ -172,28 +186,42 @@ def main(argv: list[str] | None = None) -> int:
     budget = args.threshold - args.reserve
 
     print(f"model calls replayed: {calls}")
-    print(f"{'track':<26} {'prompt tokens':>14} {'% raw':>6} {'largest':>8} {'over':>5} {'compactions':>11} "
-          f"{'deferred':>8} {'summ. calls':>11} {'summ. in':>9} {'summ. out':>9}")
+    print(
+        f"{'track':<26} {'prompt tokens':>14} {'% raw':>6} {'largest':>8} {'over':>5} {'compactions':>11} "
+        f"{'deferred':>8} {'summ. calls':>11} {'summ. in':>9} {'summ. out':>9}"
+    )
     print(f"{'raw':<26} {raw_total:>14,} {1:>6.1%} {peak_raw:>8,} {'':>5} {'':>11} {'':>8} {'':>11} {'':>9} {'':>9}")
-    print(f"{'pruned' if not args.no_pruning else 'pruning off':<26} {pruned_total:>14,} {pruned_total / raw_total:>6.1%} {peak_pruned:>8,}")
+    print(
+        f"{'pruned' if not args.no_pruning else 'pruning off':<26} {pruned_total:>14,} {pruned_total / raw_total:>6.1%} {peak_pruned:>8,}"
+    )
     for t in (eager, ruled):
-        print(f"{'pruned + compacted, ' + t.name:<26} {t.prompt_total:>14,} {t.prompt_total / raw_total:>6.1%} "
-              f"{t.peak:>8,} {t.over_budget:>5} {t.compactions:>11} {t.deferred:>8} {t.summary_calls:>11} "
-              f"{t.sum_in:>9,} {t.sum_out:>9,}")
-    print(f"(largest = largest single request; over = requests above the budget {budget:,}; "
-          f"fallbacks: {eager.fallbacks} / {ruled.fallbacks})")
+        print(
+            f"{'pruned + compacted, ' + t.name:<26} {t.prompt_total:>14,} {t.prompt_total / raw_total:>6.1%} "
+            f"{t.peak:>8,} {t.over_budget:>5} {t.compactions:>11} {t.deferred:>8} {t.summary_calls:>11} "
+            f"{t.sum_in:>9,} {t.sum_out:>9,}"
+        )
+    print(
+        f"(largest = largest single request; over = requests above the budget {budget:,}; "
+        f"fallbacks: {eager.fallbacks} / {ruled.fallbacks})"
+    )
     for t in (eager, ruled):
         saved = pruned_total - t.prompt_total
-        print(f"{t.name}: saved {saved:,} prompt tokens over pruning alone for {t.sum_in + t.sum_out:,} summarizer "
-              f"tokens (ratio {saved / max(1, t.sum_in + t.sum_out):.1f}x); turns stored {t.stored} of "
-              f"{len(all_msgs)}")
-    print(f"rule on vs off: compactions {ruled.compactions} vs {eager.compactions} "
-          f"({ruled.compactions / max(1, eager.compactions):.2f}x), summarizer tokens "
-          f"{ruled.sum_in + ruled.sum_out:,} vs {eager.sum_in + eager.sum_out:,} "
-          f"({(ruled.sum_in + ruled.sum_out) / max(1, eager.sum_in + eager.sum_out):.2f}x), prompt tokens "
-          f"{ruled.prompt_total:,} vs {eager.prompt_total:,} ({ruled.prompt_total / max(1, eager.prompt_total):.3f}x)")
-    print(f"wall time: rule off {t1 - t0:.1f}s, rule on {t2 - t1:.1f}s (2-core shared machine; exact token "
-          f"counting and SQLite writes included)")
+        print(
+            f"{t.name}: saved {saved:,} prompt tokens over pruning alone for {t.sum_in + t.sum_out:,} summarizer "
+            f"tokens (ratio {saved / max(1, t.sum_in + t.sum_out):.1f}x); turns stored {t.stored} of "
+            f"{len(all_msgs)}"
+        )
+    print(
+        f"rule on vs off: compactions {ruled.compactions} vs {eager.compactions} "
+        f"({ruled.compactions / max(1, eager.compactions):.2f}x), summarizer tokens "
+        f"{ruled.sum_in + ruled.sum_out:,} vs {eager.sum_in + eager.sum_out:,} "
+        f"({(ruled.sum_in + ruled.sum_out) / max(1, eager.sum_in + eager.sum_out):.2f}x), prompt tokens "
+        f"{ruled.prompt_total:,} vs {eager.prompt_total:,} ({ruled.prompt_total / max(1, eager.prompt_total):.3f}x)"
+    )
+    print(
+        f"wall time: rule off {t1 - t0:.1f}s, rule on {t2 - t1:.1f}s (2-core shared machine; exact token "
+        f"counting and SQLite writes included)"
+    )
     return 0
 
 

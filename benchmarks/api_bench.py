@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -39,15 +39,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.protocol import LOCOMO_PATH  # noqa: E402
-from stratamem import Config, Memory  # noqa: E402
-from stratamem.ingest import read_file  # noqa: E402
-from stratamem.records import Turn  # noqa: E402
-from stratamem.store import SQLiteStore, TurnBatch  # noqa: E402
-from stratamem.tokens import count_turn, get_tokenizer  # noqa: E402
+from benchmarks.locomo.protocol import LOCOMO_PATH
+from stratamem import Config, Memory
+from stratamem.ingest import read_file
+from stratamem.records import Turn
+from stratamem.store import SQLiteStore, TurnBatch
+from stratamem.tokens import count_turn, get_tokenizer
 
 STORE = Path("/tmp/stratamem-apibench.db")
-START = datetime(2023, 1, 1, tzinfo=timezone.utc)
+START = datetime(2023, 1, 1, tzinfo=UTC)
 BUDGET = 4000
 CONFIG = {"pyramid": {"enabled": False}}
 
@@ -60,8 +60,9 @@ def _corpus() -> tuple[list[tuple[str, str]], list[str]]:
 
 def _turn(texts: list[tuple[str, str]], i: int) -> Turn:
     name, text = texts[i % len(texts)]
-    return Turn(role="user" if i % 2 == 0 else "assistant", content=text, name=name,
-                timestamp=START + timedelta(seconds=30 * i))
+    return Turn(
+        role="user" if i % 2 == 0 else "assistant", content=text, name=name, timestamp=START + timedelta(seconds=30 * i)
+    )
 
 
 def build(size: int, texts: list[tuple[str, str]], ns: str) -> None:
@@ -88,16 +89,33 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def measure(size: int, texts: list[tuple[str, str]], questions: list[str], calls: int,
-            config_path: Path) -> dict[str, list[float]]:
+def measure(
+    size: int, texts: list[tuple[str, str]], questions: list[str], calls: int, config_path: Path
+) -> dict[str, list[float]]:
     """Latencies (s) of library and HTTP calls, interleaved, against a ``stratamem serve`` subprocess."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "stratamem", "--db", str(STORE), "--namespace", f"web{size}",
-                             "--config", str(config_path), "--embedding", "none", "serve", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "stratamem",
+            "--db",
+            str(STORE),
+            "--namespace",
+            f"web{size}",
+            "--config",
+            str(config_path),
+            "--embedding",
+            "none",
+            "serve",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}/api/v1/namespaces/web{size}"
-    out: dict[str, list[float]] = {k: [] for k in ("lib context", "lib add", "web context", "web add",
-                                                   "web health")}
+    out: dict[str, list[float]] = {k: [] for k in ("lib context", "lib add", "web context", "web add", "web health")}
     mem = Memory(STORE, namespace=f"lib{size}", config=Config.from_dict(CONFIG))
     try:
         with httpx.Client(timeout=120) as c:
@@ -161,14 +179,18 @@ def main(argv: list[str] | None = None) -> None:
             floor = got["web health"]
             rows.append((size, "health", 0.0, 0.0, _ms(floor, 50), _ms(floor, 95)))
     print(f"\n{args.calls} calls each, budget {BUDGET}, lexical recall, pyramid off; ms")
-    print(f"{'turns':>8} {'op':<8} {'library p50':>12} {'library p95':>12} {'HTTP p50':>10} {'HTTP p95':>10} "
-          f"{'overhead p50':>13} {'ratio p50':>10}")
+    print(
+        f"{'turns':>8} {'op':<8} {'library p50':>12} {'library p95':>12} {'HTTP p50':>10} {'HTTP p95':>10} "
+        f"{'overhead p50':>13} {'ratio p50':>10}"
+    )
     for size, op, lp50, lp95, hp50, hp95 in rows:
         if op == "health":  # the round-trip floor: GET /health, no library call
             print(f"{size:>8,} {op:<8} {'-':>12} {'-':>12} {hp50:>10.2f} {hp95:>10.2f} {'-':>13} {'-':>10}")
             continue
-        print(f"{size:>8,} {op:<8} {lp50:>12.2f} {lp95:>12.2f} {hp50:>10.2f} {hp95:>10.2f} {hp50 - lp50:>13.2f} "
-              f"{hp50 / lp50:>9.2f}x")
+        print(
+            f"{size:>8,} {op:<8} {lp50:>12.2f} {lp95:>12.2f} {hp50:>10.2f} {hp95:>10.2f} {hp50 - lp50:>13.2f} "
+            f"{hp50 / lp50:>9.2f}x"
+        )
     import os
 
     print(f"load average at the end: {os.getloadavg()[0]:.1f} ({os.cpu_count()} CPUs)")

@@ -76,6 +76,7 @@ NS = "default"
 
 # --- trees, backends, subprocesses ------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Tree:
     """A source tree to drill: its ``src`` goes first on every subprocess's PYTHONPATH."""
@@ -104,8 +105,19 @@ class Sizes:
     def make(cls, quick: bool) -> Sizes:
         if not quick:
             return cls(False)
-        return cls(True, half_open=60, idle_wait=11.0, import_turns=4000, crash_turns=2000, race_rounds=6,
-                   race_facts=5, mcp_query_chars=200_000, serve_kills=1, ingest_kills=1, forget_kills=1)
+        return cls(
+            True,
+            half_open=60,
+            idle_wait=11.0,
+            import_turns=4000,
+            crash_turns=2000,
+            race_rounds=6,
+            race_facts=5,
+            mcp_query_chars=200_000,
+            serve_kills=1,
+            ingest_kills=1,
+            forget_kills=1,
+        )
 
 
 class Env:
@@ -140,12 +152,20 @@ class Env:
         Env._counter += 1
         return self.workdir / f"{Env._counter:03d}-{name}"
 
-    def cli(self, target: str, *args: str, ns: str = NS, timeout: float = 120, stdin: str | None = None,
-            preexec: Callable[[], None] | None = None) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self,
+        target: str,
+        *args: str,
+        ns: str = NS,
+        timeout: float = 120,
+        stdin: str | None = None,
+        preexec: Callable[[], None] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``stratamem --db target -n ns ARGS`` to completion."""
         cmd = [PY, "-m", "stratamem", "--db", target, "-n", ns, *args]
-        return subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=timeout,
-                              input=stdin, preexec_fn=preexec)
+        return subprocess.run(
+            cmd, env=self.env(), capture_output=True, text=True, timeout=timeout, input=stdin, preexec_fn=preexec
+        )
 
     def child(self, name: str, target: str, *args: Any, timeout: float = 300) -> Any:
         """Run one child function of this script (Memory API, this tree) and return its JSON answer."""
@@ -169,8 +189,9 @@ def _free_port() -> int:
 class Server:
     """``stratamem serve`` as a subprocess on a free loopback port; stopped by its pid."""
 
-    def __init__(self, env: Env, target: str, *, token: str | None = None, max_body: int | None = None,
-                 nofile: int | None = None) -> None:
+    def __init__(
+        self, env: Env, target: str, *, token: str | None = None, max_body: int | None = None, nofile: int | None = None
+    ) -> None:
         self.env, self.target, self.token = env, target, token
         self.port = _free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -183,9 +204,15 @@ class Server:
         def limit() -> None:
             if nofile:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        self._log = open(self.log, "wb")  # noqa: SIM115 - open while the server runs
-        self.proc = subprocess.Popen([PY, "-m", "stratamem", "--db", target, *args], env=env.env(**extra),
-                                     stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=limit)
+
+        self._log = open(self.log, "wb")  # open while the server runs
+        self.proc = subprocess.Popen(
+            [PY, "-m", "stratamem", "--db", target, *args],
+            env=env.env(**extra),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=limit,
+        )
         _LIVE.append(self)
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         deadline = time.monotonic() + 90
@@ -254,9 +281,11 @@ class McpSession:
 
         # The server's stderr goes to a file (its startup line would interleave with the table).
         log = env.file("mcp.log")
-        self.params = StdioServerParameters(command="/bin/sh", args=["-c", f'exec "$0" "$@" 2>>{log}', PY, "-m",
-                                                                     "stratamem", "--db", target, "mcp"],
-                                            env=env.env())
+        self.params = StdioServerParameters(
+            command="/bin/sh",
+            args=["-c", f'exec "$0" "$@" 2>>{log}', PY, "-m", "stratamem", "--db", target, "mcp"],
+            env=env.env(),
+        )
         _LIVE.append(self)
         self.loop = asyncio.new_event_loop()
         self.ready = concurrent.futures.Future()  # type: concurrent.futures.Future[None]
@@ -314,8 +343,16 @@ class McpSession:
 
 # --- data -------------------------------------------------------------------------------------
 
-TOPICS = ["database migration", "retry policy", "hiking trip", "budget review", "cat adoption", "garden plans",
-          "guitar lessons", "tax filing"]
+TOPICS = [
+    "database migration",
+    "retry policy",
+    "hiking trip",
+    "budget review",
+    "cat adoption",
+    "garden plans",
+    "guitar lessons",
+    "tax filing",
+]
 
 
 def conversation(n: int = 80, session: str = "s1") -> list[dict[str, Any]]:
@@ -350,17 +387,23 @@ def nested(depth: int) -> dict[str, Any]:
 def export_text(sessions: dict[str, list[dict[str, Any]]], ns: str = NS) -> str:
     """A stratamem export (format version 1) holding ``sessions``' canonical turns."""
     stamp = "2025-01-01T00:00:00Z"
-    lines = [{"format": "stratamem-export", "version": 1, "namespace": ns, "tokenizer": "o200k_base",
-              "exported_at": stamp}]
-    lines += [{"type": "session", "name": s, "platform": None, "channel": None, "created_at": stamp}
-              for s in sessions]
+    lines = [
+        {"format": "stratamem-export", "version": 1, "namespace": ns, "tokenizer": "o200k_base", "exported_at": stamp}
+    ]
+    lines += [{"type": "session", "name": s, "platform": None, "channel": None, "created_at": stamp} for s in sessions]
     out = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in lines)
     digest = hashlib.sha256()
     n = 0
     for s, turns in sessions.items():
         for seq, t in enumerate(turns, 1):
-            line = json.dumps({"type": "turn", "session": s, "seq": seq, "turn": {"timestamp": stamp, **t}},
-                              separators=(",", ":"), ensure_ascii=False) + "\n"
+            line = (
+                json.dumps(
+                    {"type": "turn", "session": s, "seq": seq, "turn": {"timestamp": stamp, **t}},
+                    separators=(",", ":"),
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
             digest.update(line.encode())
             out += line
             n += 1
@@ -373,6 +416,7 @@ def filler_turns(n: int, chars: int = 900, tag: str = "w") -> list[dict[str, Any
 
 
 # --- rows -------------------------------------------------------------------------------------
+
 
 @dataclass
 class Row:
@@ -395,13 +439,20 @@ class Row:
 
 # --- 1: forgotten text served by open memories -----------------------------------------------
 
+
 def probe_forget(e: Env) -> list[Row]:
     """``stratamem forget`` in another process while serve, the MCP server and a Memory are open."""
     target = e.target("forget")
     rows_file = write_jsonl(e.file("conv.jsonl"), conversation())
     e.cli(target, "ingest", str(rows_file)).check_returncode()
-    watcher = subprocess.Popen([PY, str(Path(__file__).resolve()), "--child", "watch", target], env=e.env(),
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    watcher = subprocess.Popen(
+        [PY, str(Path(__file__).resolve()), "--child", "watch", target],
+        env=e.env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     with concurrent.futures.ThreadPoolExecutor(1) as pool:  # the two servers start side by side
         pending = pool.submit(McpSession, e, target)
         srv = Server(e, target)
@@ -414,19 +465,32 @@ def probe_forget(e: Env) -> list[Row]:
         return int(json.loads(watcher.stdout.readline())["carried"])  # type: ignore[union-attr]
 
     def carried(queries: list[tuple[str, str]], secret: str) -> dict[str, int]:
-        http = sum(secret in srv.request("GET", srv.api() + "/context", params={
-            "query": q, "policy": p, "budget": 3000, "format": "text"}).text for q, p in queries)
-        via_mcp = sum(secret in mcp.call("get_context", {"query": q, "policy": p, "budget": 3000})[1]
-                      for q, p in queries)
+        http = sum(
+            secret
+            in srv.request(
+                "GET", srv.api() + "/context", params={"query": q, "policy": p, "budget": 3000, "format": "text"}
+            ).text
+            for q, p in queries
+        )
+        via_mcp = sum(
+            secret in mcp.call("get_context", {"query": q, "policy": p, "budget": 3000})[1] for q, p in queries
+        )
         return {"serve": http, "mcp": via_mcp, "memory": ask_watcher(queries, secret)}
 
-    rows = {k: Row(f"1 forget in another process, read via {label}")
-            for k, label in (("serve", "`serve`"), ("mcp", "MCP stdio"), ("memory", "an open `Memory`"))}
-    stale = {k: Row(f"1 forget N + add N elsewhere, recall via {label}")
-             for k, label in (("serve", "`serve`"), ("mcp", "MCP stdio"), ("memory", "an open `Memory`"))}
+    rows = {
+        k: Row(f"1 forget in another process, read via {label}")
+        for k, label in (("serve", "`serve`"), ("mcp", "MCP stdio"), ("memory", "an open `Memory`"))
+    }
+    stale = {
+        k: Row(f"1 forget N + add N elsewhere, recall via {label}")
+        for k, label in (("serve", "`serve`"), ("mcp", "MCP stdio"), ("memory", "an open `Memory`"))
+    }
     try:
-        a_queries = [(q, p) for p in ("hybrid", "pyramid", "topics")
-                     for q in ("vault passphrase Zebraquokka", "guitar lessons week")]
+        a_queries = [
+            (q, p)
+            for p in ("hybrid", "pyramid", "topics")
+            for q in ("vault passphrase Zebraquokka", "guitar lessons week")
+        ]
         before = carried(a_queries, SECRET_A)
         turns = srv.request("GET", srv.api() + "/sessions/s1/turns", params={"limit": 100}).json()["turns"]
         ids = {s: next(t["id"] for t in turns if s in json.dumps(t)) for s in (SECRET_A, SECRET_B)}
@@ -436,8 +500,10 @@ def probe_forget(e: Env) -> list[Row]:
         for k, row in rows.items():
             row.attempts, row.served = len(a_queries), after[k]
             row.handled = row.attempts - row.served
-            row.note(f"{after[k]}/{len(a_queries)} contexts (hybrid/pyramid/topics) still carried it; before the "
-                     f"forget {before[k]}/{len(a_queries)}; files hold it {on_disk}; forget rc {forgot.returncode}")
+            row.note(
+                f"{after[k]}/{len(a_queries)} contexts (hybrid/pyramid/topics) still carried it; before the "
+                f"forget {before[k]}/{len(a_queries)}; files hold it {on_disk}; forget rc {forgot.returncode}"
+            )
         # Phase B: the recall index counts turns; forget one, add one elsewhere, the count is unchanged.
         b_queries = [("locker combination gym", p) for p in ("recall", "hybrid", "pyramid")]
         carried(b_queries, SECRET_B)  # warm: every index holds the current turns
@@ -448,8 +514,10 @@ def probe_forget(e: Env) -> list[Row]:
         for k, row in stale.items():
             row.attempts, row.served = len(b_queries), after_b[k]
             row.handled = row.attempts - row.served
-            row.note(f"{after_b[k]}/{len(b_queries)} contexts recalled the forgotten turn verbatim; "
-                     f"files hold it {on_disk_b}")
+            row.note(
+                f"{after_b[k]}/{len(b_queries)} contexts recalled the forgotten turn verbatim; "
+                f"files hold it {on_disk_b}"
+            )
     finally:
         watcher.stdin.close()
         watcher.wait(30)
@@ -482,41 +550,65 @@ def probe_deep(e: Env) -> list[Row]:
     reads = Row("2 reads after a deep write")
     e.cli(target, "add", "-s", "ok", "-c", "a plain first turn").check_returncode()
     deep = nested(DEPTH)
-    tool_msgs = [{"role": "user", "content": "please run the tool"},
-                 {"role": "assistant", "content": [{"type": "text", "text": "running"},
-                                                   {"type": "tool_use", "id": "t9", "name": "x", "input": deep}]},
-                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t9", "content": "ok"}]},
-                 {"role": "assistant", "content": "done"}]
+    tool_msgs = [
+        {"role": "user", "content": "please run the tool"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "running"},
+                {"type": "tool_use", "id": "t9", "name": "x", "input": deep},
+            ],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t9", "content": "ok"}]},
+        {"role": "assistant", "content": "done"},
+    ]
     with Server(e, target) as srv:
         outcomes: dict[str, str] = {}
-        r = srv.request("POST", srv.api() + "/turns", json={"session": "meta", "messages": [
-            {"role": "user", "content": "deep metadata", "metadata": deep}]})
+        r = srv.request(
+            "POST",
+            srv.api() + "/turns",
+            json={"session": "meta", "messages": [{"role": "user", "content": "deep metadata", "metadata": deep}]},
+        )
         outcomes["HTTP metadata"] = str(status_of(r))
-        r = srv.request("POST", srv.api() + "/turns", json={"session": "tool", "format": "anthropic",
-                                                           "messages": tool_msgs})
+        r = srv.request(
+            "POST", srv.api() + "/turns", json={"session": "tool", "format": "anthropic", "messages": tool_msgs}
+        )
         outcomes["HTTP tool input"] = str(status_of(r))
-        f = write_jsonl(e.file("deep.jsonl"), [{"role": "user", "content": "deep ingest", "metadata": deep,
-                                                "session": "ingest"}, {"role": "assistant", "content": "ok",
-                                                                       "session": "ingest"}])
+        f = write_jsonl(
+            e.file("deep.jsonl"),
+            [
+                {"role": "user", "content": "deep ingest", "metadata": deep, "session": "ingest"},
+                {"role": "assistant", "content": "ok", "session": "ingest"},
+            ],
+        )
         outcomes["CLI ingest"] = f"rc {e.cli(target, 'ingest', str(f)).returncode}"
         exp = export_text({"imported": [{"role": "user", "content": "deep import", "metadata": deep}]}, "imp")
-        r = srv.request("POST", srv.api("imphttp") + "/import", content=exp.encode(),
-                        headers={"content-type": "application/x-ndjson"})
+        r = srv.request(
+            "POST",
+            srv.api("imphttp") + "/import",
+            content=exp.encode(),
+            headers={"content-type": "application/x-ndjson"},
+        )
         outcomes["HTTP import"] = str(status_of(r))
         fe = e.file("deep-export.jsonl")
         fe.write_text(exp)
         outcomes["CLI import"] = f"rc {e.cli(target, 'import', str(fe), ns='impcli').returncode}"
         mcp = McpSession(e, target)
         try:
-            err, text, _ = mcp.call("add_turns", {"session": "mcp", "messages": [
-                {"role": "user", "content": "deep mcp", "metadata": deep}]})
+            err, text, _ = mcp.call(
+                "add_turns", {"session": "mcp", "messages": [{"role": "user", "content": "deep mcp", "metadata": deep}]}
+            )
             outcomes["MCP add_turns"] = f"error '{text[:50]}'" if err else "ok"
             # What was stored: sessions of the default namespace, and the import namespaces.
             sessions = {s["name"] for s in srv.request("GET", srv.api() + "/sessions").json()["sessions"]}
-            stored = {"HTTP metadata": "meta" in sessions, "HTTP tool input": "tool" in sessions,
-                      "CLI ingest": "ingest" in sessions, "MCP add_turns": "mcp" in sessions,
-                      "HTTP import": status_of(srv.request("GET", srv.api("imphttp") + "/sessions")) == 200,
-                      "CLI import": status_of(srv.request("GET", srv.api("impcli") + "/sessions")) == 200}
+            stored = {
+                "HTTP metadata": "meta" in sessions,
+                "HTTP tool input": "tool" in sessions,
+                "CLI ingest": "ingest" in sessions,
+                "MCP add_turns": "mcp" in sessions,
+                "HTTP import": status_of(srv.request("GET", srv.api("imphttp") + "/sessions")) == 200,
+                "CLI import": status_of(srv.request("GET", srv.api("impcli") + "/sessions")) == 200,
+            }
             write.attempts = len(outcomes)
             refused = {k: not (v.startswith("2") or v in ("rc 0", "ok")) for k, v in outcomes.items()}
             write.handled = sum(refused[k] and not stored[k] for k in outcomes)
@@ -528,8 +620,12 @@ def probe_deep(e: Env) -> list[Row]:
                 checks.append((f"list {s}", srv.request("GET", srv.api() + f"/sessions/{s}/turns")))
             checks.append(("search", srv.request("GET", srv.api() + "/search", params={"q": "deep"})))
             for fmt in ("text", "openai", "anthropic", "responses"):
-                checks.append((f"context {fmt}", srv.request("GET", srv.api() + "/context",
-                                                             params={"format": fmt, "session": "tool"})))
+                checks.append(
+                    (
+                        f"context {fmt}",
+                        srv.request("GET", srv.api() + "/context", params={"format": fmt, "session": "tool"}),
+                    )
+                )
             checks.append(("export", srv.request("GET", srv.api() + "/export")))
             failed = [name for name, r in checks if not isinstance(r, httpx.Response) or r.status_code >= 500]
             for fmt in ("anthropic", "responses"):
@@ -577,17 +673,26 @@ def probe_import_freeze(e: Env) -> list[Row]:
 
             def post(ns: str, body: bytes, result: dict[str, Any] = result) -> None:
                 t = time.monotonic()
-                r = srv.request("POST", srv.api(ns) + "/import", content=body, timeout=900,
-                                headers={"content-type": "application/x-ndjson"})
+                r = srv.request(
+                    "POST",
+                    srv.api(ns) + "/import",
+                    content=body,
+                    timeout=900,
+                    headers={"content-type": "application/x-ndjson"},
+                )
                 result[ns] = (status_of(r), time.monotonic() - t)
 
             def read(i: int) -> None:
                 srv.request("GET", srv.api() + "/context", params={"query": f"week {i}"}, timeout=900)
+
             first = threading.Thread(target=post, args=(f"big{n}", big))
             first.start()
             time.sleep(0.3)
-            others = ([threading.Thread(target=post, args=("small", small))] if n == 0 else
-                      [threading.Thread(target=read, args=(i,)) for i in range(QUEUED)])
+            others = (
+                [threading.Thread(target=post, args=("small", small))]
+                if n == 0
+                else [threading.Thread(target=read, args=(i,)) for i in range(QUEUED)]
+            )
             for t in others:
                 t.start()
             time.sleep(0.3)
@@ -602,15 +707,20 @@ def probe_import_freeze(e: Env) -> list[Row]:
                 t.join()
             row.attempts = len(lat)
             row.handled = sum(x < 1.0 for x in lat)
-            waiting = (f"a second import waiting ({result['small'][0]}, {result['small'][1]:.1f} s)" if n == 0
-                       else f"{QUEUED} GET /context queued")
-            row.note(f"/health max {max(lat):.2f} s (idle median {sorted(idle)[2] * 1000:.0f} ms) during a "
-                     f"{len(big) / 1e6:.1f} MB import ({result[f'big{n}'][0]}, {result[f'big{n}'][1]:.1f} s) with "
-                     + waiting)
+            waiting = (
+                f"a second import waiting ({result['small'][0]}, {result['small'][1]:.1f} s)"
+                if n == 0
+                else f"{QUEUED} GET /context queued"
+            )
+            row.note(
+                f"/health max {max(lat):.2f} s (idle median {sorted(idle)[2] * 1000:.0f} ms) during a "
+                f"{len(big) / 1e6:.1f} MB import ({result[f'big{n}'][0]}, {result[f'big{n}'][1]:.1f} s) with " + waiting
+            )
     return rows
 
 
 # --- 4: duplicate extracted items under several writers ----------------------------------------
+
 
 def probe_item_race(e: Env) -> list[Row]:
     """Four processes extract the same facts at the same instant (``Items.extract_facts``)."""
@@ -619,9 +729,16 @@ def probe_item_race(e: Env) -> list[Row]:
     e.cli(target, "ingest", str(write_jsonl(e.file("c.jsonl"), conversation(20)))).check_returncode()
     start = time.time() + 4.0  # every worker is up by then (each imports stratamem, ~1 s)
     cmd = [PY, str(Path(__file__).resolve()), "--child", "extract", target]
-    procs = [subprocess.Popen([*cmd, json.dumps(start), json.dumps(e.sizes.race_rounds),
-                               json.dumps(e.sizes.race_facts)], env=e.env(), stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [*cmd, json.dumps(start), json.dumps(e.sizes.race_rounds), json.dumps(e.sizes.race_facts)],
+            env=e.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     errors = []
     for p in procs:
         out, err = p.communicate(timeout=300)
@@ -631,29 +748,42 @@ def probe_item_race(e: Env) -> list[Row]:
     row.attempts = e.sizes.race_rounds * e.sizes.race_facts
     row.leaked = found["duplicates"]
     row.handled = found["distinct"] - found["facts_with_copies"]
-    row.note(f"{found['items']} items for {row.attempts} facts ({found['duplicates']} duplicate copies; "
-             f"{found['rounds_with_copies']} of {e.sizes.race_rounds} rounds raced)"
-             + (f"; worker errors: {errors[0]}" if errors else ""))
+    row.note(
+        f"{found['items']} items for {row.attempts} facts ({found['duplicates']} duplicate copies; "
+        f"{found['rounds_with_copies']} of {e.sizes.race_rounds} rounds raced)"
+        + (f"; worker errors: {errors[0]}" if errors else "")
+    )
     return [row]
 
 
 # --- 5: crash in ingest's indexing phase -------------------------------------------------------
 
+
 def probe_crash_repair(e: Env) -> list[Row]:
     """kill -9 of ``stratamem ingest`` after its commit, during indexing and summaries; then rerun."""
     row = Row("5 kill -9 in ingest's indexing phase")
     n = e.sizes.crash_turns
-    big = write_jsonl(e.file("big.jsonl"), [{**t, "session": f"c{i // 500}"} for i, t in
-                                            enumerate(filler_turns(n, 400, "k"))])
-    seed = write_jsonl(e.file("seed.jsonl"), [{"role": "user", "content": "seed", "session": "seed"},
-                                              {"role": "assistant", "content": "ok", "session": "seed"}])
+    big = write_jsonl(
+        e.file("big.jsonl"), [{**t, "session": f"c{i // 500}"} for i, t in enumerate(filler_turns(n, 400, "k"))]
+    )
+    seed = write_jsonl(
+        e.file("seed.jsonl"),
+        [
+            {"role": "user", "content": "seed", "session": "seed"},
+            {"role": "assistant", "content": "ok", "session": "seed"},
+        ],
+    )
     clean = e.target("clean")
     e.cli(clean, "ingest", str(big), timeout=600).check_returncode()
     want = e.child("derived", clean, "k17 k18 k19 line")
     crashed = e.target("crashed")
     e.cli(crashed, "ingest", str(seed)).check_returncode()
-    proc = subprocess.Popen([PY, "-m", "stratamem", "--db", crashed, "ingest", str(big)], env=e.env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [PY, "-m", "stratamem", "--db", crashed, "ingest", str(big)],
+        env=e.env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     committed = e.child("wait_turns", crashed, 3, 120)
     killed = proc.poll() is None
     if killed:
@@ -665,14 +795,17 @@ def probe_crash_repair(e: Env) -> list[Row]:
     row.handled = int(killed and got["segments"] >= want["segments"] and got["turns"] == want["turns"] + 2)
     row.lost = max(0, want["turns"] + 2 - got["turns"])
     first_line = rerun.stdout.strip().splitlines()[0] if rerun.stdout.strip() else rerun.stderr.strip()[-120:]
-    row.note(("killed" if killed else "MISSED (ingest had finished)") + f" {committed['waited']:.1f} s after start, "
-             f"{committed['turns'] - 2} turns committed; rerun: '{first_line}'; segments {got['segments']} "
-             f"(clean ingest: {want['segments']}); first context {got['first_context_s']:.1f} s (clean: "
-             f"{want['first_context_s']:.1f} s); status warnings: {len(got['warnings'])}")
+    row.note(
+        ("killed" if killed else "MISSED (ingest had finished)") + f" {committed['waited']:.1f} s after start, "
+        f"{committed['turns'] - 2} turns committed; rerun: '{first_line}'; segments {got['segments']} "
+        f"(clean ingest: {want['segments']}); first context {got['first_context_s']:.1f} s (clean: "
+        f"{want['first_context_s']:.1f} s); status warnings: {len(got['warnings'])}"
+    )
     return [row]
 
 
 # --- 6: slow and half-open connections ---------------------------------------------------------
+
 
 def _half_open(port: int, n: int, kind: str) -> list[socket.socket]:
     socks = []
@@ -687,8 +820,11 @@ def _half_open(port: int, n: int, kind: str) -> list[socket.socket]:
         if kind == "header":
             s.sendall(b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
         elif kind == "body":
-            s.sendall(b"POST /api/v1/namespaces/default/turns HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
-                      + TOKEN.encode() + b"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"messa")
+            s.sendall(
+                b"POST /api/v1/namespaces/default/turns HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer "
+                + TOKEN.encode()
+                + b'\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"messa'
+            )
         socks.append(s)
     return socks
 
@@ -725,8 +861,11 @@ def probe_connections(e: Env) -> list[Row]:
 
     def start(name: str, **kw: Any) -> None:
         started[name] = Server(e, e.target(name), token=TOKEN, **kw)
-    threads = [threading.Thread(target=start, args=("conn",), kwargs={"max_body": BODY_LIMIT}),
-               threading.Thread(target=start, args=("fd",), kwargs={"nofile": 64})]
+
+    threads = [
+        threading.Thread(target=start, args=("conn",), kwargs={"max_body": BODY_LIMIT}),
+        threading.Thread(target=start, args=("fd",), kwargs={"nofile": 64}),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -750,13 +889,18 @@ def probe_connections(e: Env) -> list[Row]:
     total = sum(len(v) for v in kinds.values())
     slow.attempts, slow.handled = total, sum(closed.values())
     slow.leaked = total - slow.handled
-    slow.note(f"closed by the server after {e.sizes.idle_wait:.0f} s: " + ", ".join(
-        f"{k} {closed[k]}/{len(v)}" for k, v in kinds.items()) + f"; /health {ok}")
+    slow.note(
+        f"closed by the server after {e.sizes.idle_wait:.0f} s: "
+        + ", ".join(f"{k} {closed[k]}/{len(v)}" for k, v in kinds.items())
+        + f"; /health {ok}"
+    )
     fd.attempts = len(probes)
     fd.handled = sum(p == 200 for p in probes)
     fd.leaked = grown
-    fd.note(f"{len(exhaust)} half-open sockets; /health after {e.sizes.idle_wait:.0f} s: "
-            f"{', '.join(map(str, probes))}; server log grew {grown / 1e6:.1f} MB ('leaked' = log bytes)")
+    fd.note(
+        f"{len(exhaust)} half-open sockets; /health after {e.sizes.idle_wait:.0f} s: "
+        f"{', '.join(map(str, probes))}; server log grew {grown / 1e6:.1f} MB ('leaked' = log bytes)"
+    )
     return [slow, fd, bodies]
 
 
@@ -773,8 +917,10 @@ def _bodies(srv: Server) -> Row:
     seen = []
     for path in ("/static/x/import", "/login/import", "/login/x/import", "/api/v1/namespaces/x/import"):
         s = socket.create_connection(("127.0.0.1", srv.port), timeout=2)
-        s.sendall(f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-ndjson\r\n"
-                  f"Content-Length: {size}\r\n\r\n".encode())
+        s.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-ndjson\r\n"
+            f"Content-Length: {size}\r\n\r\n".encode()
+        )
         try:
             head = s.recv(200).split(b"\r\n")[0].decode()
             seen.append((path, head.split(" ", 2)[1] if head else "closed", 0))
@@ -790,12 +936,17 @@ def _bodies(srv: Server) -> Row:
     row.attempts = len(seen)
     row.handled = sum(read == 0 for _, _, read in seen)
     row.leaked = sum(read for _, _, read in seen)
-    row.note("; ".join(f"{p}: {code}" + (f" after reading {read // 1024} KiB" if read else " at once")
-                       for p, code, read in seen) + " ('leaked' = body bytes read)")
+    row.note(
+        "; ".join(
+            f"{p}: {code}" + (f" after reading {read // 1024} KiB" if read else " at once") for p, code, read in seen
+        )
+        + " ('leaked' = body bytes read)"
+    )
     return row
 
 
 # --- 8: the smaller findings ------------------------------------------------------------------
+
 
 def probe_small_http(e: Env) -> list[Row]:
     """8a keep-alive after a 500, 8b integers past 2^63, 8f wrong types, 8g manifests on GET, 8i retries."""
@@ -808,30 +959,51 @@ def probe_small_http(e: Env) -> list[Row]:
     idem = Row("8i retried `POST /turns` with `Idempotency-Key`")
     with Server(e, target) as srv:
         api = srv.api()
-        big_urls = [f"/context?budget={BIG}", f"/context?budget={2**63}", f"/sessions/s1/turns?after_seq={BIG}",
-                    f"/sessions/s1/turns?after_seq={2**63 - 1}", f"/nodes?level={BIG}", f"/manifests/{BIG}",
-                    f"/items/{BIG}", f"/nodes/{BIG}", f"/nodes/{BIG}/expand"]
+        big_urls = [
+            f"/context?budget={BIG}",
+            f"/context?budget={2**63}",
+            f"/sessions/s1/turns?after_seq={BIG}",
+            f"/sessions/s1/turns?after_seq={2**63 - 1}",
+            f"/nodes?level={BIG}",
+            f"/manifests/{BIG}",
+            f"/items/{BIG}",
+            f"/nodes/{BIG}",
+            f"/nodes/{BIG}/expand",
+        ]
         codes = [(u, status_of(srv.request("GET", api + u))) for u in big_urls]
         codes.append(("POST /context budget", status_of(srv.request("POST", api + "/context", json={"budget": BIG}))))
         codes.append(("POST /items/{big}/confirm", status_of(srv.request("POST", api + f"/items/{BIG}/confirm"))))
         # A turn nested too deep for the response serializer (finding 2): listing it is a 500 today.
-        srv.request("POST", api + "/turns", json={"session": "deep", "messages": [
-            {"role": "user", "content": "deep", "metadata": nested(DEPTH)}]})
+        srv.request(
+            "POST",
+            api + "/turns",
+            json={"session": "deep", "messages": [{"role": "user", "content": "deep", "metadata": nested(DEPTH)}]},
+        )
         mcp = McpSession(e, target)
         try:
-            mcp_calls = [("forget", {"turns": [BIG]}), ("memory_promote", {"id": BIG}),
-                         ("get_context", {"budget": BIG}), ("search_memory", {"query": "x", "k": BIG})]
+            mcp_calls = [
+                ("forget", {"turns": [BIG]}),
+                ("memory_promote", {"id": BIG}),
+                ("get_context", {"budget": BIG}),
+                ("search_memory", {"query": "x", "k": BIG}),
+            ]
             mcp_out = [(n, *mcp.call(n, a)[:2]) for n, a in mcp_calls]
             # 8h rides on this session: a long query over MCP, beside HTTP's 20,000-character cap.
-            long_q = ("budget " * (e.sizes.mcp_query_chars // 7 + 1))[:e.sizes.mcp_query_chars]
+            long_q = ("budget " * (e.sizes.mcp_query_chars // 7 + 1))[: e.sizes.mcp_query_chars]
             big_q = [(n, *mcp.call(n, {"query": long_q}, timeout=900)) for n in ("search_memory", "get_context")]
         finally:
             mcp.close()
         http_q = status_of(srv.request("GET", api + "/search", params={"q": "x" * 20_001}))
         # A clean refusal is a 4xx; an MCP refusal is a library error class, not an unexpected crash.
         ok_http = [c for c in codes if isinstance(c[1], int) and 400 <= c[1] < 500]
-        ok_mcp = [c for c in mcp_out if c[1] and c[2].split(":")[0].endswith("Error")
-                  and "unexpected" not in c[2].lower() and "Error executing" not in c[2]]
+        ok_mcp = [
+            c
+            for c in mcp_out
+            if c[1]
+            and c[2].split(":")[0].endswith("Error")
+            and "unexpected" not in c[2].lower()
+            and "Error executing" not in c[2]
+        ]
         ints.attempts, ints.handled = len(codes) + len(mcp_out), len(ok_http) + len(ok_mcp)
         bad = [f"{u.split('?')[0]} {c}" for u, c in codes if (u, c) not in ok_http]
         bad += [f"MCP {n}: {t[:60]}" for n, err, t in mcp_out if (n, err, t) not in ok_mcp]
@@ -845,17 +1017,37 @@ def probe_small_http(e: Env) -> list[Row]:
         alive.observed = [", ".join(alive.observed)]
         # 8f: lax coercion of wrong JSON types.
         coerced = []
-        for name, body in (("budget \"500\"", {"budget": "500"}), ("budget 500.0", {"budget": 500.0}),
-                           ("query 5", {"query": 5}), ("budget true", {"budget": True})):
+        for name, body in (
+            ('budget "500"', {"budget": "500"}),
+            ("budget 500.0", {"budget": 500.0}),
+            ("query 5", {"query": 5}),
+            ("budget true", {"budget": True}),
+        ):
             code = status_of(srv.request("POST", api + "/context", json=body))
             types.attempts += 1
             types.handled += code == 400
             if code != 400:
                 coerced.append(f"{name}: {code}")
-        code = status_of(srv.request("POST", api + "/turns", json={"session": "types", "format": "openai", "messages": [
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "ok"}]}))
+        code = status_of(
+            srv.request(
+                "POST",
+                api + "/turns",
+                json={
+                    "session": "types",
+                    "format": "openai",
+                    "messages": [
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}
+                            ],
+                        },
+                        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                    ],
+                },
+            )
+        )
         types.attempts += 1
         types.handled += code == 400
         if code != 400:
@@ -875,12 +1067,18 @@ def probe_small_http(e: Env) -> list[Row]:
             key = f"drill-retry-{k}"
             body = json.dumps({"session": "retry", "messages": [{"role": "user", "content": f"retry {k} once"}]})
             s = socket.create_connection(("127.0.0.1", srv.port), timeout=5)
-            s.sendall(f"POST /api/v1/namespaces/default/turns HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
-                      f"application/json\r\nIdempotency-Key: {key}\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+            s.sendall(
+                f"POST /api/v1/namespaces/default/turns HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                f"application/json\r\nIdempotency-Key: {key}\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode()
+            )
             s.close()
             time.sleep(0.3)
-            srv.request("POST", api + "/turns", content=body,
-                        headers={"content-type": "application/json", "Idempotency-Key": key})
+            srv.request(
+                "POST",
+                api + "/turns",
+                content=body,
+                headers={"content-type": "application/json", "Idempotency-Key": key},
+            )
         turns = srv.request("GET", api + "/sessions/retry/turns").json()["turns"]
         counts = Counter(t["content"] if isinstance(t["content"], str) else json.dumps(t["content"]) for t in turns)
         idem.attempts = 3
@@ -890,9 +1088,11 @@ def probe_small_http(e: Env) -> list[Row]:
     mq = Row("8h long query over MCP")
     mq.attempts = len(big_q)
     mq.handled = sum(err for _, err, _, _ in big_q)
-    mq.note(f"{len(long_q):,}-character query: " + "; ".join(
-        f"{n} {'refused' if err else 'answered'} in {t:.1f} s" for n, err, _, t in big_q)
-        + f" (HTTP /search with 20,001 characters: {http_q})")
+    mq.note(
+        f"{len(long_q):,}-character query: "
+        + "; ".join(f"{n} {'refused' if err else 'answered'} in {t:.1f} s" for n, err, _, t in big_q)
+        + f" (HTTP /search with 20,001 characters: {http_q})"
+    )
     return [alive, ints, types, manif, mq, idem]
 
 
@@ -942,6 +1142,7 @@ def probe_small_cli(e: Env) -> list[Row]:
         t = e.target(name)
         shutil.copyfile(source, t)
         return t
+
     # 8c: the file-size limit stands in for a full disk (SQLITE_FULL / EFBIG on the next write).
     full = Row("8c disk full during ingest")
     target = copy("full")
@@ -949,6 +1150,7 @@ def probe_small_cli(e: Env) -> list[Row]:
 
     def fsize() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (cap, resource.RLIM_INFINITY))
+
     out = e.cli(target, "ingest", str(big), preexec=fsize)
     after = e.child("derived", target, "")
     err = out.stderr.strip().splitlines()
@@ -1002,11 +1204,11 @@ def probe_small_cli(e: Env) -> list[Row]:
     bom = Row("8f UTF-8 BOM files (JSON Lines, JSON)")
     t = e.target("bom")
     plain = conversation(4)
-    for name, f in (("jsonl", write_jsonl(e.file("bom.jsonl"), plain, b"\xef\xbb\xbf")),
-                    ("json", e.file("bom.json"))):
+    for name, f in (("jsonl", write_jsonl(e.file("bom.jsonl"), plain, b"\xef\xbb\xbf")), ("json", e.file("bom.json"))):
         if name == "json":
-            f.write_bytes(b"\xef\xbb\xbf" + json.dumps([{k: v for k, v in r.items() if k != "session"}
-                                                      for r in plain]).encode())
+            f.write_bytes(
+                b"\xef\xbb\xbf" + json.dumps([{k: v for k, v in r.items() if k != "session"} for r in plain]).encode()
+            )
         o = e.cli(t, "ingest", str(f), "-s", f"bom{name}")
         bom.attempts += 1
         bom.handled += o.returncode == 0
@@ -1014,8 +1216,10 @@ def probe_small_cli(e: Env) -> list[Row]:
     rows.append(bom)
     # 8k: the session count ingest reports.
     count = Row("8k `ingest` reports its session count")
-    inter = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"interleaved {i}", "session": f"r{i % 3}"}
-             for i in range(30)]
+    inter = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"interleaved {i}", "session": f"r{i % 3}"}
+        for i in range(30)
+    ]
     o = e.cli(e.target("count"), "ingest", str(write_jsonl(e.file("inter.jsonl"), inter)))
     line = o.stdout.strip().splitlines()[0] if o.stdout.strip() else o.stderr.strip()
     count.attempts = 1
@@ -1032,14 +1236,14 @@ def _corrupt(path: Path, mode: str) -> None:
     if mode == "schema-garbage":  # a sqlite_schema page (past its header) overwritten with noise
         rnd = random.Random(24)
         p = pages[0]
-        data[p * page + 8:(p + 1) * page] = bytes(rnd.randrange(256) for _ in range(page - 8))
+        data[p * page + 8 : (p + 1) * page] = bytes(rnd.randrange(256) for _ in range(page - 8))
     elif mode == "schema-sql":  # a table's CREATE statement no longer parses
         i = data.find(b"CREATE TABLE", pages[0] * page)
-        data[i:i + 12] = b"CREATE TABXE"
+        data[i : i + 12] = b"CREATE TABXE"
     elif mode == "text-encoding":  # the header says UTF-16: every schema name reads as noise
         data[56:60] = (3).to_bytes(4, "big")
     else:
-        data = data[:len(data) // 2]
+        data = data[: len(data) // 2]
     path.write_bytes(bytes(data))
 
 
@@ -1060,8 +1264,14 @@ def probe_check_derived(e: Env) -> list[Row]:
     out = e.child("forget_check", target, [15, 44, 76])
     row.attempts = len(out)
     row.handled = sum(not r["problems"] for r in out)
-    row.note("after each forget in turn (problems are cumulative): " + "; ".join(f"turn {r['turn']}: " + (f"{len(r['problems'])} problem(s), e.g. {r['problems'][0][:70]}"
-                                                if r["problems"] else "ok") for r in out))
+    row.note(
+        "after each forget in turn (problems are cumulative): "
+        + "; ".join(
+            f"turn {r['turn']}: "
+            + (f"{len(r['problems'])} problem(s), e.g. {r['problems'][0][:70]}" if r["problems"] else "ok")
+            for r in out
+        )
+    )
     return [row]
 
 
@@ -1094,14 +1304,17 @@ def probe_durability(e: Env) -> list[Row]:
                     key = f"srv{c}-{kill}-{k}"
                     k += 1
                     try:
-                        r = http.post(srv.api() + "/turns", json={"session": f"dur{c}", "messages": [
-                            {"role": "user", "content": f"{key} durable"}]})
+                        r = http.post(
+                            srv.api() + "/turns",
+                            json={"session": f"dur{c}", "messages": [{"role": "user", "content": f"{key} durable"}]},
+                        )
                     except httpx.HTTPError:
                         return
                     with lock:
                         sent += 1
                         if r.status_code == 201:
                             acked.add(key)
+
         threads = [threading.Thread(target=client, args=(c,)) for c in range(3)]
         for t in threads:
             t.start()
@@ -1116,8 +1329,10 @@ def probe_durability(e: Env) -> list[Row]:
     partial = kills = 0
     took = 0.0
     for i in range(e.sizes.ingest_kills + 1):
-        rows = [{"role": "user" if j % 2 == 0 else "assistant", "content": f"ing{i}-{j} durable text",
-                 "session": f"ing{i}"} for j in range(INGEST_TURNS)]
+        rows = [
+            {"role": "user" if j % 2 == 0 else "assistant", "content": f"ing{i}-{j} durable text", "session": f"ing{i}"}
+            for j in range(INGEST_TURNS)
+        ]
         f = write_jsonl(e.file(f"ing{i}.jsonl"), rows)
         cmd = [PY, "-m", "stratamem", "--db", target, "ingest", str(f)]
         if i > 0:
@@ -1141,6 +1356,7 @@ def probe_durability(e: Env) -> list[Row]:
 
     def committed_kills(keys: set[str]) -> int:
         return len(keys) // INGEST_TURNS
+
     for i in range(e.sizes.forget_kills + 1):
         cmd = [PY, "-m", "stratamem", "--db", target, "forget", "--session", f"ing{i}", "--yes"]
         t0 = time.monotonic()
@@ -1175,6 +1391,7 @@ def probe_durability(e: Env) -> list[Row]:
 
 # --- children (run with the tree's stratamem) --------------------------------------------------
 
+
 def _open(target: str, ns: str = NS) -> Any:
     from stratamem import Memory
 
@@ -1191,8 +1408,9 @@ def child_main(name: str, target: str, args: list[Any]) -> None:
         mem = _open(target)
         for line in sys.stdin:
             req = json.loads(line)
-            n = sum(req["secret"] in mem.context(q, policy=p, budget=3000, format="text").text
-                    for q, p in req["queries"])
+            n = sum(
+                req["secret"] in mem.context(q, policy=p, budget=3000, format="text").text for q, p in req["queries"]
+            )
             print(json.dumps({"carried": n}), flush=True)
         mem.close()
         return
@@ -1202,19 +1420,34 @@ def child_main(name: str, target: str, args: list[Any]) -> None:
         turn = mem.turns(limit=1)[0].id
         for r in range(rounds):
             time.sleep(max(0.0, start + r * 0.5 - time.time()))
-            mem.items.extract_facts([(f"Fact {r}-{k}: the {TOPICS[k % 8]} key opens door {k} in round {r}",
-                                      "fact", [turn]) for k in range(facts)])
+            mem.items.extract_facts(
+                [
+                    (f"Fact {r}-{k}: the {TOPICS[k % 8]} key opens door {k} in round {r}", "fact", [turn])
+                    for k in range(facts)
+                ]
+            )
         mem.close()
         print(json.dumps({"ok": True}))
         return
     if name == "facts":
         mem = _open(target)
-        seen = Counter(" ".join(i.content.lower().split()).rstrip(".") for i in mem.items.list(include_dead=True)
-                       if i.content.startswith("Fact "))
+        seen = Counter(
+            " ".join(i.content.lower().split()).rstrip(".")
+            for i in mem.items.list(include_dead=True)
+            if i.content.startswith("Fact ")
+        )
         rounds = {k.split()[1].split("-")[0] for k, n in seen.items() if n > 1}
-        print(json.dumps({"items": sum(seen.values()), "distinct": len(seen), "rounds_with_copies": len(rounds),
-                          "duplicates": sum(n - 1 for n in seen.values()),
-                          "facts_with_copies": sum(n > 1 for n in seen.values())}))
+        print(
+            json.dumps(
+                {
+                    "items": sum(seen.values()),
+                    "distinct": len(seen),
+                    "rounds_with_copies": len(rounds),
+                    "duplicates": sum(n - 1 for n in seen.values()),
+                    "facts_with_copies": sum(n > 1 for n in seen.values()),
+                }
+            )
+        )
         return
     if name == "wait_turns":
         least, timeout = args
@@ -1237,8 +1470,11 @@ def child_main(name: str, target: str, args: list[Any]) -> None:
         if args and args[0]:
             mem.context(args[0], budget=2000)
         took = time.monotonic() - t0
-        print(json.dumps({"turns": st.turns, "segments": segments, "warnings": list(st.warnings),
-                          "first_context_s": took}))
+        print(
+            json.dumps(
+                {"turns": st.turns, "segments": segments, "warnings": list(st.warnings), "first_context_s": took}
+            )
+        )
         return
     if name == "forget_check":
         from stratamem.testing.consistency import check_derived
@@ -1288,8 +1524,9 @@ def trees(srcs: list[str], baseline: str | None) -> Iterator[list[Tree]]:
     tmp = None
     if baseline:
         tmp = tempfile.mkdtemp(prefix="drill-base-")
-        blob = subprocess.run(["git", "-C", str(ROOT), "archive", baseline, "src"], check=True,
-                              capture_output=True).stdout
+        blob = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", baseline, "src"], check=True, capture_output=True
+        ).stdout
         with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
             tar.extractall(tmp, filter="data")
         out.insert(0, Tree(baseline, Path(tmp) / "src"))
@@ -1306,14 +1543,24 @@ def main() -> None:
         return
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller probes (about 2 minutes, SQLite)")
-    ap.add_argument("--backend", choices=["sqlite", "postgres", "both"], default=None,
-                    help="store backend (default: sqlite with --quick, both otherwise)")
-    ap.add_argument("--src", action="append", default=[], help="a source tree's src directory, optionally LABEL=PATH (repeatable; default: this repository's src)")
+    ap.add_argument(
+        "--backend",
+        choices=["sqlite", "postgres", "both"],
+        default=None,
+        help="store backend (default: sqlite with --quick, both otherwise)",
+    )
+    ap.add_argument(
+        "--src",
+        action="append",
+        default=[],
+        help="a source tree's src directory, optionally LABEL=PATH (repeatable; default: this repository's src)",
+    )
     ap.add_argument("--baseline", help="a git revision drilled beside the trees (git archive REV src)")
     ap.add_argument("--only", default="", help="comma-separated probe ids: 1,2,3,4,5,67,8,8cli,8j,D")
     args = ap.parse_args()
     backends = {"sqlite": ["sqlite"], "postgres": ["postgres"], "both": ["sqlite", "postgres"]}[
-        args.backend or ("sqlite" if args.quick else "both")]
+        args.backend or ("sqlite" if args.quick else "both")
+    ]
     only = set(filter(None, args.only.split(",")))
     sizes = Sizes.make(args.quick)
     started = time.monotonic()
@@ -1326,8 +1573,7 @@ def main() -> None:
                 pg = _start_pg()
             for backend in backends:
                 for tree in drilled:
-                    env = Env(tree, backend, Path(tmp) / f"{tree.label}-{backend}", pg.get_uri() if pg else None,
-                              sizes)
+                    env = Env(tree, backend, Path(tmp) / f"{tree.label}-{backend}", pg.get_uri() if pg else None, sizes)
                     for pid, probe, where in PROBES:
                         if (only and pid not in only) or backend not in where:
                             continue
@@ -1339,8 +1585,12 @@ def main() -> None:
                         for r in got:
                             r.tree, r.backend, r.seconds = tree.label, backend, time.monotonic() - t0
                         rows += got
-                        print(f"[{time.monotonic() - started:6.0f} s] {tree.label}/{backend} probe {pid}: "
-                              f"{time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)
+                        print(
+                            f"[{time.monotonic() - started:6.0f} s] {tree.label}/{backend} probe {pid}: "
+                            f"{time.monotonic() - t0:.0f} s",
+                            file=sys.stderr,
+                            flush=True,
+                        )
         finally:
             for live in reversed(_LIVE):
                 try:
@@ -1351,9 +1601,11 @@ def main() -> None:
                 pg.cleanup()
     print_table(rows, len({r.tree for r in rows}) > 1)
     load1 = os.getloadavg()
-    print(f"\n{'quick' if args.quick else 'full'} run, {time.monotonic() - started:.0f} s; load average "
-          f"{load0[0]:.1f} at start, {load1[0]:.1f} at end; {os.cpu_count()} cores; trees: "
-          + ", ".join(f"{t.label}={t.src}" for t in drilled))
+    print(
+        f"\n{'quick' if args.quick else 'full'} run, {time.monotonic() - started:.0f} s; load average "
+        f"{load0[0]:.1f} at start, {load1[0]:.1f} at end; {os.cpu_count()} cores; trees: "
+        + ", ".join(f"{t.label}={t.src}" for t in drilled)
+    )
 
 
 def _start_pg() -> Any:
@@ -1369,13 +1621,31 @@ def _start_pg() -> Any:
 def print_table(rows: list[Row], with_tree: bool) -> None:
     index = {id(r): i for i, r in enumerate(rows)}
     rows = sorted(rows, key=lambda r: (_order(r.finding), r.backend, index[id(r)]))
-    head = ["finding", *(["tree"] if with_tree else []), "backend", "attempts", "handled", "lost", "leaked",
-            "served-after-forget", "observed"]
+    head = [
+        "finding",
+        *(["tree"] if with_tree else []),
+        "backend",
+        "attempts",
+        "handled",
+        "lost",
+        "leaked",
+        "served-after-forget",
+        "observed",
+    ]
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("---" for _ in head) + "|")
     for r in rows:
-        cells = [r.finding, *([r.tree] if with_tree else []), r.backend, str(r.attempts), str(r.handled),
-                 str(r.lost), f"{r.leaked:,}", str(r.served), "; ".join(r.observed).replace("|", "/")]
+        cells = [
+            r.finding,
+            *([r.tree] if with_tree else []),
+            r.backend,
+            str(r.attempts),
+            str(r.handled),
+            str(r.lost),
+            f"{r.leaked:,}",
+            str(r.served),
+            "; ".join(r.observed).replace("|", "/"),
+        ]
         print("| " + " | ".join(cells) + " |")
 
 

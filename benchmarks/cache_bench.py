@@ -75,8 +75,9 @@ def _systems(args: argparse.Namespace, tmp: Path) -> list[tuple[str, Path, dict[
     if args.baseline:
         src = tmp / "baseline"
         src.mkdir()
-        tar = subprocess.run(["git", "-C", str(ROOT), "archive", args.baseline, "src"], capture_output=True,
-                             check=True).stdout
+        tar = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", args.baseline, "src"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(src)], input=tar, check=True)
         out.append((f"today @{args.baseline}", src / "src", {}))
         out.append(("this tree" + (f" {sets}" if sets else ""), ROOT / "src", sets))
@@ -90,10 +91,26 @@ def _systems(args: argparse.Namespace, tmp: Path) -> list[tuple[str, Path, dict[
 
 
 def _run(label: str, src: Path, sets: dict[str, Any], args: argparse.Namespace, whole: bool, out: Path) -> dict:
-    cmd = [sys.executable, str(WORKER), "--out", str(out), "--budgets", *map(str, args.budgets),
-           "--formats", *args.formats, "--embed", args.embed, "--set", json.dumps(sets),
-           "--sessions", str(args.sessions), "--agent-turns", str(args.agent_turns),
-           "--agent-threshold", str(args.agent_threshold)]
+    cmd = [
+        sys.executable,
+        str(WORKER),
+        "--out",
+        str(out),
+        "--budgets",
+        *map(str, args.budgets),
+        "--formats",
+        *args.formats,
+        "--embed",
+        args.embed,
+        "--set",
+        json.dumps(sets),
+        "--sessions",
+        str(args.sessions),
+        "--agent-turns",
+        str(args.agent_turns),
+        "--agent-threshold",
+        str(args.agent_threshold),
+    ]
     if args.conversations:
         cmd += ["--locomo", *map(str, args.conversations)]
     if not args.no_agent:
@@ -105,8 +122,7 @@ def _run(label: str, src: Path, sets: dict[str, Any], args: argparse.Namespace, 
     if args.one_cache:
         cmd.append("--one-cache")
     t = time.perf_counter()
-    done = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(src)}, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(src)}, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{label} failed:\n{done.stderr[-4000:]}")
     result = json.loads(out.read_text())
@@ -115,6 +131,7 @@ def _run(label: str, src: Path, sets: dict[str, Any], args: argparse.Namespace, 
 
 
 # --- arithmetic on the workers' sums -----------------------------------------------------------------
+
 
 def _bills(row: dict[str, Any]) -> dict[str, float]:
     """USD of a row's calls for every model of its format (Anthropic: as sent and with caller breakpoints)."""
@@ -164,20 +181,23 @@ def _summary(results: list[dict], dataset: str, fmt: str) -> list[str]:
     if not groups:
         return []
     models = list(OPENAI_MODELS) if fmt == "openai" else [f"{ANTHROPIC_MODEL} sent", f"{ANTHROPIC_MODEL} rolling"]
-    head = (f"| arm | B | calls | tokens/call | prefix share | median/call | 1st change at (median token) | "
-            + ("cached (OpenAI) | " if fmt == "openai" else "read / written (Sonnet, rolling) | ")
-            + " | ".join(f"$ per 1k calls {m}" for m in models) + " | x today |")
-    lines = [f"\n{dataset} · format {fmt} (all conversations replayed)\n", head,
-             "|" + "---|" * (head.count("|") - 1)]
+    head = (
+        "| arm | B | calls | tokens/call | prefix share | median/call | 1st change at (median token) | "
+        + ("cached (OpenAI) | " if fmt == "openai" else "read / written (Sonnet, rolling) | ")
+        + " | ".join(f"$ per 1k calls {m}" for m in models)
+        + " | x today |"
+    )
+    lines = [f"\n{dataset} · format {fmt} (all conversations replayed)\n", head, "|" + "---|" * (head.count("|") - 1)]
     today = results[0]["label"]
     key = models[0] if fmt == "openai" else f"{ANTHROPIC_MODEL} best"
     merged = {k: _merge(rows) for k, rows in groups.items()}
     # Today's bill per (arm, budget): what each row is held against ("x today").
-    base = {(arm, budget): _bills(m)[key] for (label, arm, budget), m in merged.items()
-            if label == f"{today}: {arm}"}
+    base = {(arm, budget): _bills(m)[key] for (label, arm, budget), m in merged.items() if label == f"{today}: {arm}"}
     order = {res["label"]: i for i, res in enumerate(results)}
-    for (label, arm, budget), m in sorted(merged.items(), key=lambda kv: (
-            kv[0][2] is None, kv[0][2] or 0, kv[0][1], order.get(kv[0][0].rsplit(": ", 1)[0], 99))):
+    for (label, arm, budget), m in sorted(
+        merged.items(),
+        key=lambda kv: (kv[0][2] is None, kv[0][2] or 0, kv[0][1], order.get(kv[0][0].rsplit(": ", 1)[0], 99)),
+    ):
         bills = _bills(m)
         if arm == "whole history":
             refs = [base.get(("assembly", b)) for b in sorted({b for (a, b) in base if a == "assembly"})]
@@ -193,16 +213,22 @@ def _summary(results: list[dict], dataset: str, fmt: str) -> list[str]:
         per = 1000 / m["calls"]
         if m["compactions"]:
             label += f" ({m['compactions']} compactions)"
-        lines.append(f"| {label} | {budget or '-'} | {m['calls']:,} | {m['tokens'] / m['calls']:,.0f} | "
-                     f"{m['lcp'] / m['tokens']:.1%} | {m['share_median']:.1%} | {m['lcp_median']:,.0f} | {cache} | "
-                     + " | ".join(_money(bills[x] * per) for x in models) + f" | {ratio} |")
+        lines.append(
+            f"| {label} | {budget or '-'} | {m['calls']:,} | {m['tokens'] / m['calls']:,.0f} | "
+            f"{m['lcp'] / m['tokens']:.1%} | {m['share_median']:.1%} | {m['lcp_median']:,.0f} | {cache} | "
+            + " | ".join(_money(bills[x] * per) for x in models)
+            + f" | {ratio} |"
+        )
     return lines
 
 
 def _per_conversation(results: list[dict]) -> list[str]:
-    lines = ["\nper conversation: prefix share · $ per 1k calls (gpt-4.1 | Sonnet 4.6, cheaper of as sent and "
-             "rolling breakpoints)\n", "| conversation | system: arm | B | openai prefix | gpt-4.1 | "
-             "anthropic prefix | Sonnet 4.6 |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "\nper conversation: prefix share · $ per 1k calls (gpt-4.1 | Sonnet 4.6, cheaper of as sent and "
+        "rolling breakpoints)\n",
+        "| conversation | system: arm | B | openai prefix | gpt-4.1 | anthropic prefix | Sonnet 4.6 |",
+        "|---|---|---|---|---|---|---|",
+    ]
     keyed: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for res in results:
         for r in res["rows"]:
@@ -226,8 +252,9 @@ def _where(results: list[dict]) -> list[str]:
         for dataset in ("locomo", "agent"):
             for fmt in ("openai", "anthropic"):
                 for arm in ("assembly", "wrap"):
-                    rows = [r for r in res["rows"] if r["dataset"] == dataset and r["format"] == fmt
-                            and r["arm"] == arm]
+                    rows = [
+                        r for r in res["rows"] if r["dataset"] == dataset and r["format"] == fmt and r["arm"] == arm
+                    ]
                     for budget in sorted({r["budget"] or 0 for r in rows}):
                         c = sum((Counter(r["where"]) for r in rows if (r["budget"] or 0) == budget), Counter())
                         n = sum(c.values())
@@ -239,22 +266,32 @@ def _where(results: list[dict]) -> list[str]:
 def _parts(results: list[dict]) -> list[str]:
     """What the assembled prompts are made of, how much of each part the previous call also held,
     and the prefix share an append-only layout of the same selection could keep (the reorder bound)."""
-    lines = ["\nwhat the assembly arm's prompts hold (openai format; manifest item tokens by reason: share of "
-             "the prompt · share of that part's tokens also in the previous call's prompt)\n"]
+    lines = [
+        "\nwhat the assembly arm's prompts hold (openai format; manifest item tokens by reason: share of "
+        "the prompt · share of that part's tokens also in the previous call's prompt)\n"
+    ]
     for res in results:
         for dataset in ("locomo", "agent"):
             for budget in sorted({r["budget"] for r in res["rows"] if r["arm"] == "assembly"}):
-                rows = [r for r in res["rows"] if r["dataset"] == dataset and r["arm"] == "assembly"
-                        and r["budget"] == budget and r["format"] == "openai"]
+                rows = [
+                    r
+                    for r in res["rows"]
+                    if r["dataset"] == dataset
+                    and r["arm"] == "assembly"
+                    and r["budget"] == budget
+                    and r["format"] == "openai"
+                ]
                 if not rows:
                     continue
                 m = _merge(rows)
                 c, carried = m["parts"], m["carried"]
                 n = sum(c.values()) or 1
-                lines.append(f"- {res['label']} · {dataset} B={budget}: "
-                             + ", ".join(f"{k} {v / n:.0%} · {carried.get(k, 0) / v:.0%}" for k, v in c.most_common())
-                             + f"; reorder bound {m['chain'] / max(1, m['unit_tokens']):.1%} "
-                               f"(measured prefix share {m['lcp'] / m['tokens']:.1%})")
+                lines.append(
+                    f"- {res['label']} · {dataset} B={budget}: "
+                    + ", ".join(f"{k} {v / n:.0%} · {carried.get(k, 0) / v:.0%}" for k, v in c.most_common())
+                    + f"; reorder bound {m['chain'] / max(1, m['unit_tokens']):.1%} "
+                    f"(measured prefix share {m['lcp'] / m['tokens']:.1%})"
+                )
     return lines
 
 
@@ -282,14 +319,26 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-recall", action="store_true")
     ap.add_argument("--budgets", type=int, nargs="*", default=[2000, 8000], help="none: no assembly arm")
     ap.add_argument("--formats", nargs="+", default=["openai", "anthropic"])
-    ap.add_argument("--embed", choices=("local", "none"), default="local",
-                    help="turn vectors: local MiniLM (cached under /tmp) or none (lexical recall)")
+    ap.add_argument(
+        "--embed",
+        choices=("local", "none"),
+        default="local",
+        help="turn vectors: local MiniLM (cached under /tmp) or none (lexical recall)",
+    )
     ap.add_argument("--baseline", help="git revision whose src is 'today' (default: this tree)")
     ap.add_argument("--src", help="another tree's src directory, run beside today")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="configuration override for the candidate row (e.g. context.dedup=false)")
-    ap.add_argument("--one-cache", action="store_true",
-                    help="keep provider caches across LoCoMo sessions (upper bound; real sessions are days apart)")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="configuration override for the candidate row (e.g. context.dedup=false)",
+    )
+    ap.add_argument(
+        "--one-cache",
+        action="store_true",
+        help="keep provider caches across LoCoMo sessions (upper bound; real sessions are days apart)",
+    )
     ap.add_argument("--quick", action="store_true", help="LoCoMo 0, first 8 sessions; 12-turn agent transcript")
     ap.add_argument("--json", type=Path, help="also write the raw results here")
     args = ap.parse_args(argv)
@@ -303,15 +352,21 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         systems = _systems(args, Path(tmp))
-        results = [_run(label, src, sets, args, i == 0, Path(tmp) / f"{i}.json")
-                   for i, (label, src, sets) in enumerate(systems)]
-    out = [f"prompt caching replay: LoCoMo conversations {args.conversations}"
-           + (f" (first {args.sessions} sessions)" if args.sessions else "")
-           + ("" if args.no_agent else f"; agent transcript, {args.agent_turns} user turns")
-           + f"; budgets {args.budgets}; prices of {PRICE_DATE} (benchmarks/cache/billing.py)"]
+        results = [
+            _run(label, src, sets, args, i == 0, Path(tmp) / f"{i}.json")
+            for i, (label, src, sets) in enumerate(systems)
+        ]
+    out = [
+        f"prompt caching replay: LoCoMo conversations {args.conversations}"
+        + (f" (first {args.sessions} sessions)" if args.sessions else "")
+        + ("" if args.no_agent else f"; agent transcript, {args.agent_turns} user turns")
+        + f"; budgets {args.budgets}; prices of {PRICE_DATE} (benchmarks/cache/billing.py)"
+    ]
     for res in results:
-        out.append(f"- {res['label']}: {res['stratamem']} {res['set'] or ''} — {res['wall']:.0f} s "
-                   f"({', '.join(f'{k} {v:.0f} s' for k, v in res['seconds'].items())}), load {res['load']:.1f}")
+        out.append(
+            f"- {res['label']}: {res['stratamem']} {res['set'] or ''} — {res['wall']:.0f} s "
+            f"({', '.join(f'{k} {v:.0f} s' for k, v in res['seconds'].items())}), load {res['load']:.1f}"
+        )
     for dataset in ("locomo", "agent"):
         for fmt in args.formats:
             out += _summary(results, dataset, fmt)
@@ -319,11 +374,13 @@ def main(argv: list[str] | None = None) -> None:
     out += _where(results)
     out += _parts(results)
     out += _recall(results)
-    out.append(f"\n'prefix share': tokens equal to the previous call's longest common token prefix / all prompt "
-               f"tokens. 'x today': today's bill for the same arm and budget / this row's (whole history: today's "
-               f"assembly at each budget; OpenAI gpt-4.1; Anthropic: the cheaper of as sent and rolling "
-               f"breakpoints). Caches are emptied at each LoCoMo session (days apart) unless --one-cache; output "
-               f"tokens are left out (the same for every arm).")
+    out.append(
+        "\n'prefix share': tokens equal to the previous call's longest common token prefix / all prompt "
+        "tokens. 'x today': today's bill for the same arm and budget / this row's (whole history: today's "
+        "assembly at each budget; OpenAI gpt-4.1; Anthropic: the cheaper of as sent and rolling "
+        "breakpoints). Caches are emptied at each LoCoMo session (days apart) unless --one-cache; output "
+        "tokens are left out (the same for every arm)."
+    )
     out.append(f"total {time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f}")
     print("\n".join(out))
     if args.json:

@@ -41,7 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,15 +49,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.protocol import LOCOMO_PATH  # noqa: E402
-from stratamem import Memory  # noqa: E402
-from stratamem.embed import CachedEmbedder, LocalMiniLM  # noqa: E402
-from stratamem.ingest import read_file  # noqa: E402
-from stratamem.records import Turn  # noqa: E402
-from stratamem.store import SQLiteStore  # noqa: E402
+from benchmarks.locomo.protocol import LOCOMO_PATH
+from stratamem import Memory
+from stratamem.embed import CachedEmbedder, LocalMiniLM
+from stratamem.ingest import read_file
+from stratamem.records import Turn
+from stratamem.store import SQLiteStore
 
 STORE = Path(os.environ.get("STRATAMEM_CTXLAT_STORE", "/tmp/stratamem-ctxlat.db"))
-START = datetime(2023, 1, 1, tzinfo=timezone.utc)
+START = datetime(2023, 1, 1, tzinfo=UTC)
 BUDGET = 4000
 STEPS = 30
 
@@ -147,7 +147,7 @@ def measure(size: int, texts: list[tuple[str, str]], questions: list[str], embed
     mem.context(questions[0], budget=BUDGET)
     out["cold"] = 1000 * (time.perf_counter() - t0)
     lat = []
-    for q in questions[1: STEPS + 1]:
+    for q in questions[1 : STEPS + 1]:
         t0 = time.perf_counter()
         mem.context(q, budget=BUDGET)
         lat.append(time.perf_counter() - t0)
@@ -158,7 +158,7 @@ def measure(size: int, texts: list[tuple[str, str]], questions: list[str], embed
     mem = Memory(store, namespace=f"n{size}", embedder=embedder)
     mem.context(questions[0], budget=BUDGET)
     adds, lat = [], []
-    for step, q in enumerate(questions[STEPS + 1: 2 * STEPS + 1]):
+    for step, q in enumerate(questions[STEPS + 1 : 2 * STEPS + 1]):
         t0 = time.perf_counter()
         mem.add(_turn(texts, size + step), session="one")
         t1 = time.perf_counter()
@@ -185,7 +185,7 @@ def profile(size: int, texts: list[tuple[str, str]], questions: list[str], embed
     mem.context(questions[0], budget=BUDGET)
     prof = cProfile.Profile()
     prof.enable()
-    for step, q in enumerate(questions[1: 11]):
+    for step, q in enumerate(questions[1:11]):
         mem.add(_turn(texts, size + step), session="one")
         mem.context(q, budget=BUDGET)
     prof.disable()
@@ -210,11 +210,20 @@ def compare(baseline: str, sizes: list[int], rounds: int) -> None:
         for r in range(rounds):
             for tree, src in trees.items():
                 for size in sizes:
-                    env = dict(os.environ, PYTHONPATH=str(src),
-                               STRATAMEM_CTXLAT_STORE=f"/tmp/stratamem-ctxlat-{tree}-{baseline}.db")
+                    env = dict(
+                        os.environ,
+                        PYTHONPATH=str(src),
+                        STRATAMEM_CTXLAT_STORE=f"/tmp/stratamem-ctxlat-{tree}-{baseline}.db",
+                    )
                     load = os.getloadavg()[0]
-                    done = subprocess.run([sys.executable, __file__, "--sizes", str(size), "--json"], env=env,
-                                          check=True, capture_output=True, text=True, cwd=root)
+                    done = subprocess.run(
+                        [sys.executable, __file__, "--sizes", str(size), "--json"],
+                        env=env,
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                        cwd=root,
+                    )
                     rows = json.loads(done.stdout.strip().splitlines()[-1])[str(size)]
                     for mode, row in rows.items():
                         runs.setdefault((tree, size, mode), []).append(row)
@@ -222,14 +231,16 @@ def compare(baseline: str, sizes: list[int], rounds: int) -> None:
     print(f"\n{'turns':>8} {'mode':<8} {'code':<9}" + "".join(f"{c:>12}" for c in COLUMNS) + "   (ms)")
     for size in sizes:
         for mode in ("lexical", "hybrid"):
-            med = {tree: {c: statistics.median(r[c] for r in runs[(tree, size, mode)]) for c in COLUMNS}
-                   for tree in trees}
+            med = {
+                tree: {c: statistics.median(r[c] for r in runs[(tree, size, mode)]) for c in COLUMNS} for tree in trees
+            }
             for tree in trees:
                 print(f"{size:>8} {mode:<8} {tree:<9}" + "".join(f"{med[tree][c]:>12.1f}" for c in COLUMNS))
-            print(f"{size:>8} {mode:<8} {'ratio':<9}"
-                  + "".join(f"{med['this'][c] / max(med['baseline'][c], 1e-9):>12.2f}" for c in COLUMNS))
-    print(f"(medians of {rounds} rounds, each of {STEPS} calls a column; baseline {baseline}; "
-          "machine: 2 shared cores)")
+            print(
+                f"{size:>8} {mode:<8} {'ratio':<9}"
+                + "".join(f"{med['this'][c] / max(med['baseline'][c], 1e-9):>12.2f}" for c in COLUMNS)
+            )
+    print(f"(medians of {rounds} rounds, each of {STEPS} calls a column; baseline {baseline}; machine: 2 shared cores)")
 
 
 def main(argv: list[str] | None = None) -> None:

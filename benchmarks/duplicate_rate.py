@@ -40,12 +40,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.protocol import LOCOMO_PATH  # noqa: E402
-from stratamem import Config, Memory  # noqa: E402
-from stratamem.context import POLICIES  # noqa: E402
-from stratamem.context.dedup import fact_tokens, repeated_facts, sentences  # noqa: E402
-from stratamem.ingest import read_file  # noqa: E402
-from stratamem.tokens import get_tokenizer  # noqa: E402
+from benchmarks.locomo.protocol import LOCOMO_PATH
+from stratamem import Config, Memory
+from stratamem.context import POLICIES
+from stratamem.context.dedup import fact_tokens, repeated_facts, sentences
+from stratamem.ingest import read_file
+from stratamem.tokens import get_tokenizer
 
 SAMPLE_QUESTIONS = [
     "What did we decide about the database and the retry policy?",
@@ -60,8 +60,7 @@ SAMPLE_QUESTIONS = [
 
 
 def _config(dedup: bool) -> Config:
-    return Config().replace(pyramid={"defer_summarization": False},
-                            context={"dedup": dedup, "record_manifests": False})
+    return Config().replace(pyramid={"defer_summarization": False}, context={"dedup": dedup, "record_manifests": False})
 
 
 def _locomo(root: Path, conversations: int, every: int) -> list[tuple[str, Path, str, list[str]]]:
@@ -96,8 +95,9 @@ def _extra(text: str, tok) -> tuple[int, int]:
     return copies, cost
 
 
-def _run(label: str, stores: Sequence[tuple[str, Path, str, list[str]]], budgets: Sequence[int],
-         rows: list[list[str]]) -> None:
+def _run(
+    label: str, stores: Sequence[tuple[str, Path, str, list[str]]], budgets: Sequence[int], rows: list[list[str]]
+) -> None:
     tok = get_tokenizer("o200k_base")
     for budget in budgets:
         for policy in POLICIES:
@@ -121,10 +121,18 @@ def _run(label: str, stores: Sequence[tuple[str, Path, str, list[str]]], budgets
                     for mem in mems.values():
                         mem.close()
             off, on = stats[False], stats[True]
-            rows.append([label, str(budget), policy, str(n),
-                         f"{100 * off[0] / n:.0f}% → {100 * on[0] / n:.0f}%", f"{off[1]} → {on[1]}",
-                         f"{off[2]} → {on[2]}",
-                         f"{statistics.median(off[3]):.0f} → {statistics.median(on[3]):.0f}"])
+            rows.append(
+                [
+                    label,
+                    str(budget),
+                    policy,
+                    str(n),
+                    f"{100 * off[0] / n:.0f}% → {100 * on[0] / n:.0f}%",
+                    f"{off[1]} → {on[1]}",
+                    f"{off[2]} → {on[2]}",
+                    f"{statistics.median(off[3]):.0f} → {statistics.median(on[3]):.0f}",
+                ]
+            )
 
 
 def _thresholds(stores: Sequence[tuple[str, Path, str, list[str]]]) -> None:
@@ -181,14 +189,24 @@ def main(argv: list[str] | None = None) -> None:
         _run("LoCoMo", locomo, args.budgets, rows)
         if args.thresholds:
             _thresholds(locomo)
-    head = ["corpus", "budget", "policy", "prompts", "repeat % (off → on)", "extra copies", "repeat tok",
-            "median tokens"]
+    head = [
+        "corpus",
+        "budget",
+        "policy",
+        "prompts",
+        "repeat % (off → on)",
+        "extra copies",
+        "repeat tok",
+        "median tokens",
+    ]
     print("\n| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
         print("| " + " | ".join(r) + " |")
-    print(f"\n(off = context.dedup false, the baseline; on = the pass; same stores, same run; "
-          f"{time.perf_counter() - t0:.0f} s)")
+    print(
+        f"\n(off = context.dedup false, the baseline; on = the pass; same stores, same run; "
+        f"{time.perf_counter() - t0:.0f} s)"
+    )
 
 
 if __name__ == "__main__":

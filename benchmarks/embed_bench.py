@@ -52,8 +52,9 @@ def locomo_turns(n: int) -> list[str]:
     out: list[str] = []
     for conv in data:
         c = conv["conversation"]
-        sessions = sorted((k for k in c if k.startswith("session_") and isinstance(c[k], list)),
-                          key=lambda k: int(k.split("_")[1]))
+        sessions = sorted(
+            (k for k in c if k.startswith("session_") and isinstance(c[k], list)), key=lambda k: int(k.split("_")[1])
+        )
         for key in sessions:
             out.extend(t["text"] for t in c[key])
     return out[:n]
@@ -78,15 +79,16 @@ def _worker(backend: str, n: int, out_path: str) -> None:
             order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))
             out = np.zeros((len(texts), 384), np.float32)
             for s in range(0, len(order), 64):
-                idx = order[s:s + 64]
+                idx = order[s : s + 64]
                 width = max(len(encs[i].ids) for i in idx)
                 ids = np.zeros((len(idx), width), np.int64)
                 mask = np.zeros_like(ids)
                 for r, i in enumerate(idx):
-                    ids[r, :len(encs[i].ids)] = encs[i].ids
-                    mask[r, :len(encs[i].ids)] = 1
-                hidden = sess.run(None, {"input_ids": ids, "attention_mask": mask,
-                                         "token_type_ids": np.zeros_like(ids)})[0]
+                    ids[r, : len(encs[i].ids)] = encs[i].ids
+                    mask[r, : len(encs[i].ids)] = 1
+                hidden = sess.run(
+                    None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+                )[0]
                 pooled = (hidden * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
                 out[idx] = pooled / np.linalg.norm(pooled, axis=1, keepdims=True)
             return out
@@ -127,8 +129,12 @@ def _worker(backend: str, n: int, out_path: str) -> None:
 def _run(python: str, backend: str, n: int, tmp: Path) -> dict | None:
     out = tmp / f"{backend.split('=')[0]}-{time.monotonic_ns()}"
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    proc = subprocess.run([python, str(Path(__file__).resolve()), "--worker", backend, "--turns", str(n),
-                           "--out", str(out)], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [python, str(Path(__file__).resolve()), "--worker", backend, "--turns", str(n), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if proc.returncode != 0:
         print(f"{backend} failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
         return None
@@ -176,10 +182,14 @@ def main() -> None:
             load = os.getloadavg()[0]
         except OSError:
             load = float("nan")
-        print(f"\nall-MiniLM-L6-v2 on {len(texts)} LoCoMo turns (mean {mean_chars:.0f} chars), {os.cpu_count()} CPUs, "
-              f"load average {load:.1f}, {args.rounds} round(s), medians\n")
-        print("| backend | cold start s | sentences/s | query ms p50 | min cosine vs sentence-transformers "
-              "| min cosine vs numpy-t2 |")
+        print(
+            f"\nall-MiniLM-L6-v2 on {len(texts)} LoCoMo turns (mean {mean_chars:.0f} chars), {os.cpu_count()} CPUs, "
+            f"load average {load:.1f}, {args.rounds} round(s), medians\n"
+        )
+        print(
+            "| backend | cold start s | sentences/s | query ms p50 | min cosine vs sentence-transformers "
+            "| min cosine vs numpy-t2 |"
+        )
         print("|---|---:|---:|---:|---:|---:|")
         for backend, runs in results.items():
             if not runs:
@@ -190,9 +200,11 @@ def main() -> None:
                 vec = np.load(runs[0]["vectors"])
                 cos = f"{float((vec * ref).sum(axis=1).min()):.7f}"
             same = "—" if ours is None else f"{float((np.load(runs[0]['vectors']) * ours).sum(axis=1).min()):.7f}"
-            print(f"| {backend.split('=')[0]} | {statistics.median(r['cold_s'] for r in runs):.2f} | "
-                  f"{statistics.median(r['rate'] for r in runs):.0f} | "
-                  f"{statistics.median(r['query_ms_p50'] for r in runs):.1f} | {cos} | {same} |")
+            print(
+                f"| {backend.split('=')[0]} | {statistics.median(r['cold_s'] for r in runs):.2f} | "
+                f"{statistics.median(r['rate'] for r in runs):.0f} | "
+                f"{statistics.median(r['query_ms_p50'] for r in runs):.1f} | {cos} | {same} |"
+            )
 
 
 if __name__ == "__main__":

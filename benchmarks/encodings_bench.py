@@ -70,7 +70,8 @@ def measure(chunks: list[list[Turn]]) -> dict[str, int]:
         totals["pretty_json"] += tok.count(json.dumps(rows, indent=2, ensure_ascii=False))
         totals["compact_json"] += tok.count(json.dumps(rows, separators=(",", ":"), ensure_ascii=False))
         totals["compact_json_no_nulls"] += tok.count(
-            json.dumps(_rows(turns, nulls=False), separators=(",", ":"), ensure_ascii=False))
+            json.dumps(_rows(turns, nulls=False), separators=(",", ":"), ensure_ascii=False)
+        )
         ctf = encode_turns(turns)
         if decode_turns(ctf) != turns:
             raise SystemExit("CTF round trip failed")
@@ -88,8 +89,10 @@ def _report(title: str, totals: dict[str, int]) -> None:
     print(f"{'encoding':<24}{'o200k tokens':>14}{'vs compact JSON':>18}")
     for name, value in totals.items():
         print(f"{name:<24}{value:>14,}{(value - base) / base:>+17.1%}")
-    print(f"CTF saves {1 - totals['ctf'] / base:.1%} vs compact JSON, "
-          f"{1 - totals['ctf'] / totals['compact_json_no_nulls']:.1%} vs compact JSON without nulls")
+    print(
+        f"CTF saves {1 - totals['ctf'] / base:.1%} vs compact JSON, "
+        f"{1 - totals['ctf'] / totals['compact_json_no_nulls']:.1%} vs compact JSON without nulls"
+    )
 
 
 def main() -> int:

@@ -44,7 +44,6 @@ import json
 import os
 import shutil
 import sqlite3
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -55,9 +54,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 LEGACY_COMMIT = "7bbc7e5"
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
-QUESTIONS = ["When did Caroline go to the LGBTQ support group?", "What did Melanie paint recently?",
-             "Where did Jon go on his trip?", "What instrument does Calvin play?",
-             "When did Gina open her store?", "What does Andrew want to adopt?"]
+QUESTIONS = [
+    "When did Caroline go to the LGBTQ support group?",
+    "What did Melanie paint recently?",
+    "Where did Jon go on his trip?",
+    "What instrument does Calvin play?",
+    "When did Gina open her store?",
+    "What does Andrew want to adopt?",
+]
 
 # The code each subprocess runs; ``{legacy}`` selects how the embedder is wired.
 _COMMON = """
@@ -68,7 +72,9 @@ from stratamem.ingest import read_file
 LEGACY = {legacy}
 """
 
-_INGEST_LOCOMO = _COMMON + """
+_INGEST_LOCOMO = (
+    _COMMON
+    + """
 sessions = read_file({locomo!r}, "locomo")
 # One namespace: session names made unique by their conversation.
 sessions = [dataclasses.replace(s, namespace=None, session=f"{{s.namespace}}-{{s.session}}") for s in sessions]
@@ -88,8 +94,11 @@ dt = time.perf_counter() - t0
 mem.close()
 print(json.dumps({{"turns": n, "seconds": dt}}))
 """
+)
 
-_INGEST_SYNTHETIC = _COMMON + """
+_INGEST_SYNTHETIC = (
+    _COMMON
+    + """
 import hashlib
 import numpy as np
 from stratamem.embed import CachedEmbedder, MemoryEmbeddingCache
@@ -134,8 +143,11 @@ if LEGACY:
 mem.close()
 print(json.dumps({{"turns": size, "seconds": dt}}))
 """
+)
 
-_FIRST_QUERY = _COMMON + """
+_FIRST_QUERY = (
+    _COMMON
+    + """
 t0 = time.perf_counter()
 kw = {{}}
 config = Config().replace(pyramid={{"enabled": {pyramid}}})
@@ -160,13 +172,15 @@ notes = list(ctx.manifest.notes) if hasattr(ctx.manifest, "notes") else []
 mem.close()
 print(json.dumps({{"first": first, "warm": statistics.median(warm), "notes": notes}}))
 """
+)
 
 
 def _run(code: str, src: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(src)}
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True,
-                         check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, check=False
+    )
     wall = time.perf_counter() - t0
     if out.returncode != 0:
         raise SystemExit(f"subprocess failed ({src}):\n{out.stderr[-3000:]}")
@@ -179,8 +193,9 @@ def _legacy_src(tmp: Path) -> Path:
     """The legacy tree's ``src`` (``git archive`` of the legacy commit; the repository is not touched)."""
     dest = tmp / "legacy"
     dest.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", LEGACY_COMMIT, "src"], capture_output=True,
-                             check=True).stdout
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", LEGACY_COMMIT, "src"], capture_output=True, check=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     return dest / "src"
 
@@ -205,19 +220,32 @@ def _measure(name: str, build: str, src: Path, db: Path, ns: str, pyramid: bool,
     print(f"  {name}: {built['turns']} turns in {built['seconds']:.1f} s; first query ...", flush=True)
     first = _run(_FIRST_QUERY.format(legacy=legacy, db=str(db), ns=ns, pyramid=pyramid, questions=QUESTIONS), src)
     total, tables = _bytes(db)
-    return {"name": name, "turns": built["turns"], "ingest_s": built["seconds"],
-            "turns_per_s": built["turns"] / built["seconds"], "first_s": first["first"],
-            "first_wall_s": first["wall"], "warm_ms": 1000 * first["warm"], "bytes": total,
-            "kb_per_1000": total / built["turns"] / 1.024, "tables": tables, "notes": first["notes"]}
+    return {
+        "name": name,
+        "turns": built["turns"],
+        "ingest_s": built["seconds"],
+        "turns_per_s": built["turns"] / built["seconds"],
+        "first_s": first["first"],
+        "first_wall_s": first["wall"],
+        "warm_ms": 1000 * first["warm"],
+        "bytes": total,
+        "kb_per_1000": total / built["turns"] / 1.024,
+        "tables": tables,
+        "notes": first["notes"],
+    }
 
 
 def _table(rows: list[dict]) -> str:
-    head = (f"{'store / code':<28} {'turns':>7} {'ingest s':>9} {'turns/s':>8} {'first ctx s':>11} "
-            f"{'proc wall s':>11} {'warm ms':>8} {'KB/1k turns':>11}")
+    head = (
+        f"{'store / code':<28} {'turns':>7} {'ingest s':>9} {'turns/s':>8} {'first ctx s':>11} "
+        f"{'proc wall s':>11} {'warm ms':>8} {'KB/1k turns':>11}"
+    )
     lines = [head, "-" * len(head)]
     for r in rows:
-        lines.append(f"{r['name']:<28} {r['turns']:>7} {r['ingest_s']:>9.1f} {r['turns_per_s']:>8.0f} "
-                     f"{r['first_s']:>11.2f} {r['first_wall_s']:>11.2f} {r['warm_ms']:>8.0f} {r['kb_per_1000']:>11.0f}")
+        lines.append(
+            f"{r['name']:<28} {r['turns']:>7} {r['ingest_s']:>9.1f} {r['turns_per_s']:>8.0f} "
+            f"{r['first_s']:>11.2f} {r['first_wall_s']:>11.2f} {r['warm_ms']:>8.0f} {r['kb_per_1000']:>11.0f}"
+        )
     return "\n".join(lines)
 
 
@@ -232,14 +260,17 @@ def _split(rows: list[dict]) -> str:
 
 def _targets(rows: list[dict]) -> str:
     """Issue 12's targets, each with this tree's figure and the legacy one from the same run."""
+
     def pick(prefix: str, legacy: bool) -> dict | None:
         return next((r for r in rows if r["name"].startswith(prefix) and ("legacy" in r["name"]) == legacy), None)
 
     lines = [f"{'target':<50} {'this tree':>10} {'legacy':>10}  met", "-" * 78]
-    checks = [("first context, LoCoMo 5.9k (<= 1.5 s)", "LoCoMo", "first_s", 1.5, "{:.2f}", True),
-              ("first context, synthetic (<= 3 s at 100k)", "", "first_s", 3.0, "{:.2f}", True),
-              ("ingest incl. embeddings, LoCoMo (>= 150 turns/s)", "LoCoMo", "turns_per_s", 150, "{:.0f}", False),
-              ("KB per 1,000 LoCoMo turns (<= 1,500)", "LoCoMo", "kb_per_1000", 1500, "{:.0f}", True)]
+    checks = [
+        ("first context, LoCoMo 5.9k (<= 1.5 s)", "LoCoMo", "first_s", 1.5, "{:.2f}", True),
+        ("first context, synthetic (<= 3 s at 100k)", "", "first_s", 3.0, "{:.2f}", True),
+        ("ingest incl. embeddings, LoCoMo (>= 150 turns/s)", "LoCoMo", "turns_per_s", 150, "{:.0f}", False),
+        ("KB per 1,000 LoCoMo turns (<= 1,500)", "LoCoMo", "kb_per_1000", 1500, "{:.0f}", True),
+    ]
     for label, prefix, key, limit, fmt, at_most in checks:
         ours = pick(prefix or next((r["name"].split(",")[0] for r in rows if "synthetic" in r["name"]), "?"), False)
         old = pick(prefix or next((r["name"].split(",")[0] for r in rows if "synthetic" in r["name"]), "?"), True)
@@ -247,10 +278,13 @@ def _targets(rows: list[dict]) -> str:
             continue
         value = ours[key]
         met = value <= limit if at_most else value >= limit
-        lines.append(f"{label:<50} {fmt.format(value):>10} {fmt.format(old[key]) if old else '-':>10}  "
-                     f"{'yes' if met else 'NO'}")
-    lines.append(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
-                 f"(2 shared cores; LoCoMo r@10 is benchmarks/locomo_recall.py)")
+        lines.append(
+            f"{label:<50} {fmt.format(value):>10} {fmt.format(old[key]) if old else '-':>10}  {'yes' if met else 'NO'}"
+        )
+    lines.append(
+        f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} "
+        f"(2 shared cores; LoCoMo r@10 is benchmarks/locomo_recall.py)"
+    )
     return "\n".join(lines)
 
 
@@ -271,8 +305,10 @@ def main(argv: list[str] | None = None) -> None:
             codes.append((f"legacy {LEGACY_COMMIT}", _legacy_src(tmp), True))
         plan = []
         if not args.skip_synthetic:
-            plan += [(f"{args.synthetic // 1000}k synthetic, {label}", _INGEST_SYNTHETIC, src, legacy, "synthetic",
-                      False) for label, src, legacy in codes]
+            plan += [
+                (f"{args.synthetic // 1000}k synthetic, {label}", _INGEST_SYNTHETIC, src, legacy, "synthetic", False)
+                for label, src, legacy in codes
+            ]
         if not args.skip_locomo:
             plan += [(f"LoCoMo, {label}", _INGEST_LOCOMO, src, legacy, "locomo", True) for label, src, legacy in codes]
         for i, (name, build, src, legacy, ns, pyramid) in enumerate(plan):

@@ -36,10 +36,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.protocol import LOCOMO_PATH  # noqa: E402
-from stratamem import Memory  # noqa: E402
-from stratamem.ingest import read_file  # noqa: E402
-from stratamem.mcp_budget import context_result  # noqa: E402
+from benchmarks.locomo.protocol import LOCOMO_PATH
+from stratamem import Memory
+from stratamem.ingest import read_file
+from stratamem.mcp_budget import context_result
 
 BUDGETS = (250, 500, 1000, 2000, 4000)
 
@@ -57,22 +57,37 @@ def budget_part(tmp: Path) -> None:
     mem.add_sessions([dataclasses.replace(s, namespace=None) for s in conv])
     count = mem.tokenizer.count
     print(f"LoCoMo conversation 0: {mem.status().turns} turns, {len(questions)} questions, lexical recall")
-    print(f"{'budget':>7} | {'before median':>13} {'max':>6} {'over':>5} | {'after median':>12} {'max':>6} "
-          f"{'over':>5} | {'explain median':>14} {'max':>6} {'over':>5}")
+    print(
+        f"{'budget':>7} | {'before median':>13} {'max':>6} {'over':>5} | {'after median':>12} {'max':>6} "
+        f"{'over':>5} | {'explain median':>14} {'max':>6} {'over':>5}"
+    )
     for budget in BUDGETS:
         before, after, explained = [], [], []
         for q in questions:
             ctx = mem.context(q, budget=budget, format="openai")
-            before.append(count(json.dumps({"format": ctx.format, "messages": [dict(m) for m in ctx.messages],
-                                            "system": ctx.system, "text": None, "tokens": ctx.tokens,
-                                            "manifest": ctx.manifest.to_dict()}, ensure_ascii=False)))
-            after.append(count(context_result(mem, query=q, budget=budget, session=None, fmt="openai",
-                                              explain=False)))
-            explained.append(count(context_result(mem, query=q, budget=budget, session=None, fmt="openai",
-                                                  explain=True)))
+            before.append(
+                count(
+                    json.dumps(
+                        {
+                            "format": ctx.format,
+                            "messages": [dict(m) for m in ctx.messages],
+                            "system": ctx.system,
+                            "text": None,
+                            "tokens": ctx.tokens,
+                            "manifest": ctx.manifest.to_dict(),
+                        },
+                        ensure_ascii=False,
+                    )
+                )
+            )
+            after.append(count(context_result(mem, query=q, budget=budget, session=None, fmt="openai", explain=False)))
+            explained.append(
+                count(context_result(mem, query=q, budget=budget, session=None, fmt="openai", explain=True))
+            )
 
         def row(xs: list[int]) -> str:
             return f"{statistics.median(xs):>13.0f} {max(xs):>6} {sum(x > budget for x in xs) / len(xs):>5.0%}"
+
         print(f"{budget:>7} | {row(before)} | {row(after)[1:]} | {row(explained)[-26:]:>26}", flush=True)
     mem.close()
 
@@ -86,8 +101,10 @@ def forget_part(tmp: Path) -> None:
         with Memory(src, namespace=f"c{i}") as mem:
             total += len(mem.add_sessions([dataclasses.replace(s, namespace=None) for s in conv]))
     add_s = time.perf_counter() - t0
-    print(f"\n{len(convs)} LoCoMo conversations, {total} turns: add_sessions took {add_s:.1f} s "
-          f"({add_s / total * 1000:.2f} ms/turn, pyramid + items on)")
+    print(
+        f"\n{len(convs)} LoCoMo conversations, {total} turns: add_sessions took {add_s:.1f} s "
+        f"({add_s / total * 1000:.2f} ms/turn, pyramid + items on)"
+    )
     rows = []
     for what in ("one turn", "one session", "whole namespace"):
         times = []
@@ -100,7 +117,7 @@ def forget_part(tmp: Path) -> None:
                 shutil.copytree(f"{src}.archive", f"{db}.archive", dirs_exist_ok=True)
             with Memory(db, namespace="c0") as mem:
                 turns = mem.turns()
-                mem.pyramid  # finish any pending work outside the timing
+                _ = mem.pyramid  # finish any pending work outside the timing
                 t = time.perf_counter()
                 if what == "one turn":
                     report = mem.forget(turns=[turns[len(turns) // 2].id])
@@ -110,8 +127,16 @@ def forget_part(tmp: Path) -> None:
                     report = mem.forget(all_namespace=True)
                 times.append(time.perf_counter() - t)
             shutil.rmtree(f"{db}.archive", ignore_errors=True)
-        rows.append((what, statistics.median(times), report.turns, report.nodes_rebuilt, report.nodes_removed,
-                     len(report.archive_files)))
+        rows.append(
+            (
+                what,
+                statistics.median(times),
+                report.turns,
+                report.nodes_rebuilt,
+                report.nodes_removed,
+                len(report.archive_files),
+            )
+        )
     print(f"{'forget':<16} {'median s':>9} {'turns':>6} {'rebuilt':>8} {'removed':>8} {'files':>6}")
     for what, s, turns_n, rebuilt, removed, files in rows:
         print(f"{what:<16} {s:>9.3f} {turns_n:>6} {rebuilt:>8} {removed:>8} {files:>6}")

@@ -45,8 +45,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stratamem import AsyncMemory, Memory  # noqa: E402
-from stratamem.tokens import get_tokenizer  # noqa: E402
+from stratamem import AsyncMemory, Memory
+from stratamem.tokens import get_tokenizer
 
 WARMUP = 3
 
@@ -85,8 +85,9 @@ def _pair_sync(base: Callable[[int], Any], ours: Callable[[int], Any], turns: in
     return _median_ms(a), _median_ms(b)
 
 
-async def _pair_async(base: Callable[[int], Awaitable[Any]], ours: Callable[[int], Awaitable[Any]],
-                      turns: int) -> tuple[float, float]:
+async def _pair_async(
+    base: Callable[[int], Awaitable[Any]], ours: Callable[[int], Awaitable[Any]], turns: int
+) -> tuple[float, float]:
     """:func:`_pair_sync` for coroutines."""
     a: list[float] = []
     b: list[float] = []
@@ -99,8 +100,10 @@ async def _pair_async(base: Callable[[int], Awaitable[Any]], ours: Callable[[int
 
 
 def _pair(i: int) -> list[dict[str, str]]:
-    return [{"role": "user", "content": f"Turn {i}: please check item {i} in the inventory list"},
-            {"role": "assistant", "content": f"Item {i} is in stock, {i * 3} units left."}]
+    return [
+        {"role": "user", "content": f"Turn {i}: please check item {i} in the inventory list"},
+        {"role": "assistant", "content": f"Item {i} is in stock, {i * 3} units left."},
+    ]
 
 
 # --- parts ------------------------------------------------------------------------------
@@ -119,9 +122,11 @@ def bench_aio(tmp: Path, turns: int) -> list[tuple[str, str, float, float]]:
         async def step(i: int) -> None:
             await amem.add(_pair(i), session="s")
             await amem.context(f"item {i}", budget=2000, session="s")
+
         ms = await _pair_async(sync_step, step, turns)
         await amem.close()
         return ms
+
     base, ours = asyncio.run(go())
     sync.close()
     return [("stratamem", "Memory add+context vs AsyncMemory", base, ours)]
@@ -150,13 +155,20 @@ def bench_openai_agents(tmp: Path, turns: int) -> list[tuple[str, str, float, fl
 
     async def go() -> list[tuple[str, str, float, float]]:
         amem = AsyncMemory(tmp / "oai.db", namespace="b")
-        base1, raw = await _pair_async(turn(SQLiteSession("b", str(tmp / "sdk.db"))),
-                                       turn(StratamemSession("b", amem)), turns)
-        base2, ctx = await _pair_async(turn(SQLiteSession("c", str(tmp / "sdk.db"))),
-                                       turn(StratamemSession("c", amem, mode="context", budget=4000)), turns)
+        base1, raw = await _pair_async(
+            turn(SQLiteSession("b", str(tmp / "sdk.db"))), turn(StratamemSession("b", amem)), turns
+        )
+        base2, ctx = await _pair_async(
+            turn(SQLiteSession("c", str(tmp / "sdk.db"))),
+            turn(StratamemSession("c", amem, mode="context", budget=4000)),
+            turns,
+        )
         await amem.close()
-        return [("openai-agents", "Runner.run turn: SQLiteSession vs StratamemSession (raw)", base1, raw),
-                ("openai-agents", "Runner.run turn: SQLiteSession vs StratamemSession (context)", base2, ctx)]
+        return [
+            ("openai-agents", "Runner.run turn: SQLiteSession vs StratamemSession (raw)", base1, raw),
+            ("openai-agents", "Runner.run turn: SQLiteSession vs StratamemSession (context)", base2, ctx),
+        ]
+
     return asyncio.run(go())
 
 
@@ -176,6 +188,7 @@ def bench_langgraph(tmp: Path, turns: int) -> list[tuple[str, str, float, float]
             store.put(ns, f"fact{i}", {"text": f"user likes item {i} and colour {i % 7}"})
             store.get(ns, f"fact{i}")
             store.search(("users",), query=f"colour {i % 7}", limit=5)
+
         return step
 
     mem = Memory(tmp / "lg.db", namespace="b")
@@ -193,17 +206,22 @@ def bench_langgraph(tmp: Path, turns: int) -> list[tuple[str, str, float, float]
     def agent_step(middleware: list[Any]) -> Callable[[int], None]:
         msgs = []
         for i in range(turns + WARMUP):
-            msgs += [AIMessage("", tool_calls=[{"name": "stock", "args": {"item": i}, "id": f"c{i}"}]),
-                     AIMessage(f"ok {i}")]
-        agent = create_agent(Fake(messages=iter(msgs)), tools=[stock], middleware=middleware,
-                             checkpointer=InMemorySaver())
+            msgs += [
+                AIMessage("", tool_calls=[{"name": "stock", "args": {"item": i}, "id": f"c{i}"}]),
+                AIMessage(f"ok {i}"),
+            ]
+        agent = create_agent(
+            Fake(messages=iter(msgs)), tools=[stock], middleware=middleware, checkpointer=InMemorySaver()
+        )
         cfg = {"configurable": {"thread_id": "t"}}
         return lambda i: agent.invoke({"messages": [HumanMessage(f"stock of item {i}?")]}, cfg)
 
     plain, with_mw = _pair_sync(agent_step([]), agent_step([StratamemMiddleware(mem)]), turns)
     mem.close()
-    return [("langgraph", "store put+get+search: InMemoryStore vs StratamemStore", base, ours),
-            ("langchain", "create_agent turn: no middleware vs StratamemMiddleware", plain, with_mw)]
+    return [
+        ("langgraph", "store put+get+search: InMemoryStore vs StratamemStore", base, ours),
+        ("langchain", "create_agent turn: no middleware vs StratamemMiddleware", plain, with_mw),
+    ]
 
 
 def bench_llamaindex(tmp: Path, turns: int) -> list[tuple[str, str, float, float]]:
@@ -246,6 +264,7 @@ def bench_pydantic_ai(tmp: Path, turns: int) -> list[tuple[str, str, float, floa
         base, ours = await _pair_async(plain_step, lambda i: ours_agent.run(f"Turn {i}: check item {i}"), turns)
         await amem.close()
         return [("pydantic-ai", "Agent.run turn: message_history vs StratamemHistory", base, ours)]
+
     return asyncio.run(go())
 
 
@@ -269,9 +288,13 @@ def bench_tokens(tmp: Path, long: int) -> list[tuple[str, int, int, bool]]:
         model = ScriptedModel(steps)
         agent = Agent(name="t", model=model, tools=[read_log])
         for i in range(long):
-            prompt = ("Remember: the rollback password is ORCHID-42. Read log part 0." if i == 0 else
-                      "What is the rollback password? Then read the next part." if i == long - 1 else
-                      f"Read log part {i}.")
+            prompt = (
+                "Remember: the rollback password is ORCHID-42. Read log part 0."
+                if i == 0
+                else "What is the rollback password? Then read the next part."
+                if i == long - 1
+                else f"Read log part {i}."
+            )
             await Runner.run(agent, prompt, session=session)
         sizes = [tok.count(json.dumps(c.input, default=str)) for c in model.calls]
         return sum(sizes), sizes[-2], "ORCHID-42" in json.dumps(model.calls[-2].input, default=str)
@@ -282,6 +305,7 @@ def bench_tokens(tmp: Path, long: int) -> list[tuple[str, int, int, bool]]:
         ours = await run(StratamemSession("t", amem, mode="context", budget=4000))
         await amem.close()
         return [("SQLiteSession (whole history)", *full), ("StratamemSession context, budget 4000", *ours)]
+
     return asyncio.run(go())
 
 
@@ -308,9 +332,11 @@ def bench_pg(turns: int) -> list[tuple[str, str, float, float]]:
 
         async def native() -> float:
             aconn = await psycopg.AsyncConnection.connect(dsn)
+
             async def step(i: int) -> None:
                 async with aconn.transaction():
                     await aconn.execute("INSERT INTO smfw_bench (v) VALUES (%s)", (f"row {i}",))
+
             ms = await _time_async(step, n)
             await aconn.close()
             return ms
@@ -322,12 +348,20 @@ def bench_pg(turns: int) -> list[tuple[str, str, float, float]]:
             def insert(i: int) -> None:
                 with conn.transaction():
                     conn.execute("INSERT INTO smfw_bench (v) VALUES (%s)", (f"row {i}",))
+
             ms = await _time_async(lambda i: asyncio.wrap_future(pool.submit(insert, i)), n)
             pool.shutdown()
             conn.close()
             return ms
-        rows = [("postgres", "INSERT+COMMIT: psycopg AsyncConnection vs sync conn on a worker",
-                 asyncio.run(native()), asyncio.run(offload()))]
+
+        rows = [
+            (
+                "postgres",
+                "INSERT+COMMIT: psycopg AsyncConnection vs sync conn on a worker",
+                asyncio.run(native()),
+                asyncio.run(offload()),
+            )
+        ]
         sync = Memory(open_store(f"{dsn}{'&' if '?' in dsn else '?'}schema=smfw_sync"), namespace="b")
 
         async def sync_add(i: int) -> None:
@@ -338,6 +372,7 @@ def bench_pg(turns: int) -> list[tuple[str, str, float, float]]:
             ms = await _pair_async(sync_add, lambda i: amem.add(_pair(i), session="s"), turns)
             await amem.close()
             return ms
+
         rows.append(("postgres", "add of a pair: Memory vs AsyncMemory", *asyncio.run(amem_add())))
         sync.close()
         return rows
@@ -367,7 +402,7 @@ def main(argv: list[str] | None = None) -> None:
             for fw, what, base, ours in rows:
                 print(f"| {fw:<14} | {what:<66} | {base:8.2f} | {ours:6.2f} | {ours / base:6.2f} |")
         if "pg" in args.parts:
-            print(f"\nPostgreSQL per-call wall time, median (ms)")
+            print("\nPostgreSQL per-call wall time, median (ms)")
             print("| backend | what (baseline vs ours) | baseline | ours | ratio |")
             print("|---|---|---:|---:|---:|")
             for fw, what, base, ours in bench_pg(args.turns):

@@ -38,10 +38,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fixtures"))
 
-from make_claude_code_log import write_log  # noqa: E402
+from make_claude_code_log import write_log
 
-from stratamem import Config, Memory  # noqa: E402
-from stratamem.ingest import read_file  # noqa: E402
+from stratamem import Config, Memory
+from stratamem.ingest import read_file
 
 CONFIG = Config().replace(pyramid={"enabled": False})
 
@@ -102,30 +102,43 @@ def _locomo(n: int, repeat: int, baseline: str) -> None:
     with tempfile.TemporaryDirectory() as d:
         base_src = Path(d) / "baseline"
         base_src.mkdir()
-        tar = subprocess.run(["git", "-C", str(ROOT), "archive", baseline, "src"], capture_output=True,
-                             check=True).stdout
+        tar = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", baseline, "src"], capture_output=True, check=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(base_src)], input=tar, check=True)
         trees = {f"baseline {baseline}": base_src / "src", "this tree": ROOT / "src"}
         runs: dict[str, list[dict]] = {name: [] for name in trees}
         for i in range(repeat):
             for name, src in trees.items():
-                code = _LOCOMO_RUN.format(locomo=str(LOCOMO), n=n, db=str(Path(d) / f"{i}-{len(runs[name])}-"
-                                                                         f"{name[:4]}.db"))
-                out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                                     env={**os.environ, "PYTHONPATH": str(src)}, check=False)
+                code = _LOCOMO_RUN.format(
+                    locomo=str(LOCOMO), n=n, db=str(Path(d) / f"{i}-{len(runs[name])}-{name[:4]}.db")
+                )
+                out = subprocess.run(
+                    [sys.executable, "-c", textwrap.dedent(code)],
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, "PYTHONPATH": str(src)},
+                    check=False,
+                )
                 if out.returncode != 0:
                     raise SystemExit(f"{name} failed:\n{out.stderr[-3000:]}")
                 runs[name].append(json.loads(out.stdout.strip().splitlines()[-1]))
     turns = runs["this tree"][0]["turns"]
-    print(f"LoCoMo, first {n} conversation(s), {turns} turns, one namespace, default configuration; "
-          f"median of {repeat} run(s), fresh process and file each, trees alternating\n")
-    print("| tree | wall s | turns/s | CPU s | turns per CPU s | turn vectors s | pyramid s | texts embedded "
-          "| load |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"LoCoMo, first {n} conversation(s), {turns} turns, one namespace, default configuration; "
+        f"median of {repeat} run(s), fresh process and file each, trees alternating\n"
+    )
+    print(
+        "| tree | wall s | turns/s | CPU s | turns per CPU s | turn vectors s | pyramid s | texts embedded "
+        "| load |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )
     for name, rs in runs.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu", "index", "pyramid", "texts", "load")}
-        print(f"| {name} | {med['wall']:.1f} | {turns / med['wall']:.1f} | {med['cpu']:.1f} | "
-              f"{turns / med['cpu']:.1f} | {med['index']:.1f} | {med['pyramid']:.1f} | {med['texts']:,.0f} | "
-              f"{med['load']:.1f} |")
+        print(
+            f"| {name} | {med['wall']:.1f} | {turns / med['wall']:.1f} | {med['cpu']:.1f} | "
+            f"{turns / med['cpu']:.1f} | {med['index']:.1f} | {med['pyramid']:.1f} | {med['texts']:,.0f} | "
+            f"{med['load']:.1f} |"
+        )
 
 
 def main() -> None:
@@ -139,8 +152,12 @@ def main() -> None:
     if args.locomo:
         _locomo(args.locomo, args.repeat, args.baseline)
         return
-    rows: dict[str, list[float]] = {"read_file (parse + validate)": [], "add_sessions (baseline, no keys)": [],
-                                    "ingest, first time (keys written)": [], "ingest again (all skipped)": []}
+    rows: dict[str, list[float]] = {
+        "read_file (parse + validate)": [],
+        "add_sessions (baseline, no keys)": [],
+        "ingest, first time (keys written)": [],
+        "ingest again (all skipped)": [],
+    }
     with tempfile.TemporaryDirectory() as d:
         log = Path(d) / "session.jsonl"
         lines = write_log(log, episodes=args.episodes)
@@ -157,7 +174,7 @@ def main() -> None:
                 assert mem.status().turns == turns
     base = statistics.median(rows["add_sessions (baseline, no keys)"])
     print(f"Claude Code log: {lines} lines, {turns} turns; median of {args.repeat} runs, fresh SQLite file each\n")
-    print(f"| step | median s | turns/s | vs baseline |\n|---|---:|---:|---:|")
+    print("| step | median s | turns/s | vs baseline |\n|---|---:|---:|---:|")
     for name, times in rows.items():
         med = statistics.median(times)
         print(f"| {name} | {med:.3f} | {turns / med:,.0f} | {med / base:.2f}x |")

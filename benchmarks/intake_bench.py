@@ -303,11 +303,17 @@ def src_of(path: str) -> Path:
 def run_tree(name: str, src: Path, files: list[str], data: Path, repeat: int, mutations: int) -> list[dict]:
     """Every file through one tree, in a fresh interpreter with that tree first on the path."""
     with tempfile.TemporaryDirectory(prefix="intake-") as scratch:
-        payload = json.dumps({"files": files, "data": str(data), "scratch": scratch, "repeat": repeat,
-                              "mutations": mutations})
+        payload = json.dumps(
+            {"files": files, "data": str(data), "scratch": scratch, "repeat": repeat, "mutations": mutations}
+        )
         env = {**os.environ, "PYTHONPATH": str(src)}
-        out = subprocess.run([sys.executable, "-c", textwrap.dedent(_WORKER), payload], capture_output=True,
-                             text=True, env=env, check=False)
+        out = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(_WORKER), payload],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
     if out.returncode != 0:
         raise SystemExit(f"{name} failed:\n{out.stderr[-4000:]}")
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
@@ -331,8 +337,10 @@ def _cell(text: str, width: int) -> str:
 
 def table(rows: list[dict], trees: list[str], width: int) -> str:
     """Markdown table: one row per file and tree, the trees of one file together."""
-    head = ("| file | tree | lines | turns | tool pairs | sessions | sidechains | skipped | orphan results | "
-            "error | ingest s | half: stored | then whole: new | equal | first difference |")
+    head = (
+        "| file | tree | lines | turns | tool pairs | sessions | sidechains | skipped | orphan results | "
+        "error | ingest s | half: stored | then whole: new | equal | first difference |"
+    )
     out = [head, "|---|---|" + "---:|" * 7 + "---|---:|---:|---:|---|---|"]
     by = {(r["file"], r["tree"]): r for r in rows}
     files = list(dict.fromkeys(r["file"] for r in rows))
@@ -346,41 +354,52 @@ def table(rows: list[dict], trees: list[str], width: int) -> str:
             secs = "" if r["seconds"] is None else f"{r['seconds']:.3f}"
             equal = "" if g["equal"] is None else ("yes" if g["equal"] else "**no**")
             diff = g["diff"] or g["error"]
-            out.append(f"| {_short(f)} | {t} | {r['lines']} | {r['turns']} | {r['tool_pairs']} | {r['sessions']} | "
-                       f"{r['sidechains']} | {skipped} | {r['orphans']} | {_cell(r['error'], width)} | {secs} | "
-                       f"{'' if g['first'] is None else g['first']} | {'' if g['second'] is None else g['second']} | "
-                       f"{equal} | {_cell(diff, width)} |")
+            out.append(
+                f"| {_short(f)} | {t} | {r['lines']} | {r['turns']} | {r['tool_pairs']} | {r['sessions']} | "
+                f"{r['sidechains']} | {skipped} | {r['orphans']} | {_cell(r['error'], width)} | {secs} | "
+                f"{'' if g['first'] is None else g['first']} | {'' if g['second'] is None else g['second']} | "
+                f"{equal} | {_cell(diff, width)} |"
+            )
     return "\n".join(out)
 
 
 def error_table(rows: list[dict], trees: list[str]) -> str:
     """Per tree and kind of broken line: refused files, and how many errors name the file and the line."""
-    out = ["| tree | broken line | probes | accepted | refused with the file's own error | refused for the line | "
-           "names the file | names the line | names both |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| tree | broken line | probes | accepted | refused with the file's own error | refused for the line | "
+        "names the file | names the line | names both |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for t in trees:
         probes = [r for r in rows if r["tree"] == t and "mutation" in r]
         for kind in dict.fromkeys(r["mutation"] for r in probes):
             rs = [r for r in probes if r["mutation"] == kind]
             refused = [r for r in rs if r["error"] and not r["own_error"]]
             own = sum(1 for r in rs if r["own_error"])
-            out.append(f"| {t} | {kind} | {len(rs)} | {sum(1 for r in rs if not r['error'])} | {own} | "
-                       f"{len(refused)} | {sum(r['names_file'] for r in refused)} | "
-                       f"{sum(r['names_line'] for r in refused)} | "
-                       f"{sum(r['names_file'] and r['names_line'] for r in refused)} |")
+            out.append(
+                f"| {t} | {kind} | {len(rs)} | {sum(1 for r in rs if not r['error'])} | {own} | "
+                f"{len(refused)} | {sum(r['names_file'] for r in refused)} | "
+                f"{sum(r['names_line'] for r in refused)} | "
+                f"{sum(r['names_file'] and r['names_line'] for r in refused)} |"
+            )
     return "\n".join(out)
 
 
 def summary(rows: list[dict], trees: list[str]) -> str:
     """One line per tree: files refused, grown logs not equal, totals."""
-    out = ["| tree | files | refused | grown log equal (of appendable files) | turns | tool pairs | skipped records | orphan results |",
-           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| tree | files | refused | grown log equal (of appendable files) | turns | tool pairs | skipped records | orphan results |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for t in trees:
         rs = [r for r in rows if r["tree"] == t]
-        out.append(f"| {t} | {len(rs)} | {sum(1 for r in rs if r['error'])} | "
-                   f"{sum(1 for r in rs if r['grown']['equal'])} of "
-                   f"{sum(1 for r in rs if not r['grown']['error'].startswith('n/a'))} | {sum(r['turns'] for r in rs)} | "
-                   f"{sum(r['tool_pairs'] for r in rs)} | {sum(sum(r['skipped'].values()) for r in rs)} | "
-                   f"{sum(r['orphans'] for r in rs)} |")
+        out.append(
+            f"| {t} | {len(rs)} | {sum(1 for r in rs if r['error'])} | "
+            f"{sum(1 for r in rs if r['grown']['equal'])} of "
+            f"{sum(1 for r in rs if not r['grown']['error'].startswith('n/a'))} | {sum(r['turns'] for r in rs)} | "
+            f"{sum(r['tool_pairs'] for r in rs)} | {sum(sum(r['skipped'].values()) for r in rs)} | "
+            f"{sum(r['orphans'] for r in rs)} |"
+        )
     return "\n".join(out)
 
 
@@ -394,8 +413,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="whole-file ingests timed per file (median)")
     parser.add_argument("--width", type=int, default=90, help="characters of an error or difference in the table")
     parser.add_argument("--json", type=Path, help="also write every row (full error texts, skip kinds) here")
-    parser.add_argument("--mutations", type=int, default=0, metavar="N",
-                        help="also break up to N lines per file and kind, and check the error names file and line")
+    parser.add_argument(
+        "--mutations",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also break up to N lines per file and kind, and check the error names file and line",
+    )
     args = parser.parse_args()
     data = args.data.resolve()
     files = files_under(data)
@@ -404,8 +428,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="intake-trees-") as d:
         trees: dict[str, Path] = {}
         for rev in args.baseline:
-            label = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev], capture_output=True,
-                                   text=True, check=True).stdout.strip()
+            label = subprocess.run(
+                ["git", "-C", str(ROOT), "rev-parse", "--short", rev], capture_output=True, text=True, check=True
+            ).stdout.strip()
             trees[f"{rev} ({label})" if label != rev else rev] = extract(rev, Path(d) / f"rev-{len(trees)}")
         for s in args.src:
             trees[s] = src_of(s)
@@ -416,15 +441,19 @@ def main() -> None:
             rows.extend(run_tree(name, src, files, data, args.repeat, args.mutations))
     names = list(trees)
     load = os.getloadavg()
-    print(f"Transcripts under {data}: {len(files)} files; trees: {', '.join(names)}; pyramid and embeddings off; "
-          f"ingest s = median of {args.repeat} (read_file + Memory.ingest, fresh SQLite file each); "
-          f"load average {load[0]:.1f} {load[1]:.1f}\n")
+    print(
+        f"Transcripts under {data}: {len(files)} files; trees: {', '.join(names)}; pyramid and embeddings off; "
+        f"ingest s = median of {args.repeat} (read_file + Memory.ingest, fresh SQLite file each); "
+        f"load average {load[0]:.1f} {load[1]:.1f}\n"
+    )
     files_rows = [r for r in rows if "mutation" not in r]
     print(summary(files_rows, names) + "\n")
     print(table(files_rows, names, args.width))
     if args.mutations:
-        print("\nErrors for broken lines (a copy of each file with one line broken; up to "
-              f"{args.mutations} lines per file and kind, spread over the file):\n")
+        print(
+            "\nErrors for broken lines (a copy of each file with one line broken; up to "
+            f"{args.mutations} lines per file and kind, spread over the file):\n"
+        )
         print(error_table(rows, names))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1, ensure_ascii=False), encoding="utf-8")

@@ -28,14 +28,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from stratamem import Config  # noqa: E402
-from stratamem.items.api import Items  # noqa: E402
-from stratamem.store import SQLiteStore  # noqa: E402
-from stratamem.store.new_rows import NewItem  # noqa: E402
-from stratamem.tokens import get_tokenizer  # noqa: E402
+from stratamem import Config
+from stratamem.items.api import Items
+from stratamem.store import SQLiteStore
+from stratamem.store.new_rows import NewItem
+from stratamem.tokens import get_tokenizer
 
-WORDS = ("budget invoice lisbon rocket vendor tea plan deadline hotel ferry contract launch review design "
-         "market salary river garden piano server").split()
+WORDS = (
+    "budget invoice lisbon rocket vendor tea plan deadline hotel ferry contract launch review design "
+    "market salary river garden piano server"
+).split()
 TOKENIZER = get_tokenizer()
 
 
@@ -47,9 +49,20 @@ def fill(store: SQLiteStore, n: int, sessions: int, scoped: bool, seed: int = 7)
             text = " ".join(rng.choice(WORDS) for _ in range(8)) + f" note {i}"
             session = f"s{rng.randrange(sessions)}"
             scope = "session" if scoped and rng.random() < 0.9 else "namespace"
-            store.items.insert("bench", NewItem(content=text, type="fact", tier="cold", tokens=TOKENIZER.count(text),
-                                                relevance=1.0, source="api", created_at="2025-01-01T00:00:00.000000Z",
-                                                session=session, scope=scope))
+            store.items.insert(
+                "bench",
+                NewItem(
+                    content=text,
+                    type="fact",
+                    tier="cold",
+                    tokens=TOKENIZER.count(text),
+                    relevance=1.0,
+                    source="api",
+                    created_at="2025-01-01T00:00:00.000000Z",
+                    session=session,
+                    scope=scope,
+                ),
+            )
 
 
 def search_latency(n: int, sessions: int, queries: int, scoped: bool) -> tuple[float, float, float]:

@@ -38,11 +38,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from stratamem import Config, Memory  # noqa: E402
-from stratamem.items.search import fts_query  # noqa: E402
-from stratamem.items.api import Items  # noqa: E402
-from stratamem.records import format_timestamp  # noqa: E402
-from stratamem.store.new_rows import NewItem  # noqa: E402
+from datetime import UTC
+
+from stratamem import Config, Memory
+from stratamem.items.api import Items
+from stratamem.items.search import fts_query
+from stratamem.records import format_timestamp
+from stratamem.store.new_rows import NewItem
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 
@@ -97,8 +99,10 @@ def _norm_ids(evidence: list[str]) -> list[str]:
 def example(data: list[dict[str, Any]], sample_no: int, embedder: Any) -> None:
     sample = data[sample_no]
     turns = conversation_turns(sample)
-    print(f"\n== seed 003 Example 1 on LoCoMo conversation {sample_no} ({len(turns)} turns, "
-          f"{sum(1 for k in sample['conversation'] if k.startswith('session_') and not k.endswith('time'))} sessions)")
+    print(
+        f"\n== seed 003 Example 1 on LoCoMo conversation {sample_no} ({len(turns)} turns, "
+        f"{sum(1 for k in sample['conversation'] if k.startswith('session_') and not k.endswith('time'))} sessions)"
+    )
     modes = [("lexical", None)] + ([("hybrid", embedder)] if embedder is not None else [])
     for mode, emb in modes:
         with tempfile.TemporaryDirectory() as tmp:
@@ -117,9 +121,11 @@ def example(data: list[dict[str, Any]], sample_no: int, embedder: Any) -> None:
             dia_of = {v: k for k, v in by_dia.items()}
             cold = {i.id for i in items.list("cold")} | {i.id for i in items.list("warm")}
             status = items.status()
-            print(f"[{mode}] added {len(turns)} turns in {add_s:.1f} s; hot {status.hot.items} items / "
-                  f"{status.hot.tokens} tokens (limit {status.hot_limit}), cold {status.cold.items}, "
-                  f"spills {status.metrics.spills}")
+            print(
+                f"[{mode}] added {len(turns)} turns in {add_s:.1f} s; hot {status.hot.items} items / "
+                f"{status.hot.tokens} tokens (limit {status.hot_limit}), cold {status.cold.items}, "
+                f"spills {status.metrics.spills}"
+            )
             qs = []
             for qa in sample["qa"]:
                 gold = [by_dia[g] for g in _norm_ids(qa.get("evidence", [])) if g in by_dia]
@@ -143,21 +149,25 @@ def example(data: list[dict[str, Any]], sample_no: int, embedder: Any) -> None:
                 if ranked and ranked[0] in gold:
                     firsts.append((spilled_at.get(ranked[0], 0), q, ranked[0]))
             n = len(qs)
-            print(f"[{mode}] {n} questions whose evidence was spilled to cold; "
-                  f"Items.recall hit@1/3/10 = {hits[1] / n:.3f} / {hits[3] / n:.3f} / {hits[10] / n:.3f}; "
-                  f"baseline FTS5-BM25 order hit@1/3/10 = {base[1] / n:.3f} / {base[3] / n:.3f} / {base[10] / n:.3f}; "
-                  f"recall p50 {_pct(lat, 50):.2f} ms p95 {_pct(lat, 95):.2f} ms "
-                  f"(of which query embedding p50 {_pct(emb_ms, 50):.2f} ms)")
+            print(
+                f"[{mode}] {n} questions whose evidence was spilled to cold; "
+                f"Items.recall hit@1/3/10 = {hits[1] / n:.3f} / {hits[3] / n:.3f} / {hits[10] / n:.3f}; "
+                f"baseline FTS5-BM25 order hit@1/3/10 = {base[1] / n:.3f} / {base[3] / n:.3f} / {base[10] / n:.3f}; "
+                f"recall p50 {_pct(lat, 50):.2f} ms p95 {_pct(lat, 95):.2f} ms "
+                f"(of which query embedding p50 {_pct(emb_ms, 50):.2f} ms)"
+            )
             # The narrated example: the earliest-spilled fact that a late question recalls first.
             if firsts:
                 when, q, g = min(firsts)
                 r = items.recall(q, 3)
                 it = r.items[0]
                 order = list(by_dia)
-                print(f"[{mode}] example: turn {dia_of[g]} (#{order.index(dia_of[g]) + 1}) was spilled to cold at "
-                      f"turn #{when}; after turn #{len(turns)} the question {q!r} recalls it first "
-                      f"(score {r.scores[it.id]:.2f}); promoted={it.id in r.promoted} -> tier {it.tier}; "
-                      f"content {it.content[:80]!r}")
+                print(
+                    f"[{mode}] example: turn {dia_of[g]} (#{order.index(dia_of[g]) + 1}) was spilled to cold at "
+                    f"turn #{when}; after turn #{len(turns)} the question {q!r} recalls it first "
+                    f"(score {r.scores[it.id]:.2f}); promoted={it.id in r.promoted} -> tier {it.tier}; "
+                    f"content {it.content[:80]!r}"
+                )
             mem.close()
 
 
@@ -176,8 +186,10 @@ def latency(data: list[dict[str, Any]], sizes: list[int], embedder: Any, queries
     if embedder is not None:
         t0 = time.perf_counter()
         base_vecs = embedder.embed_batch(texts)
-        print(f"embedded {len(texts)} base texts in {time.perf_counter() - t0:.1f} s "
-              f"({len(texts) / (time.perf_counter() - t0):.0f}/s)")
+        print(
+            f"embedded {len(texts)} base texts in {time.perf_counter() - t0:.1f} s "
+            f"({len(texts) / (time.perf_counter() - t0):.0f}/s)"
+        )
     rng = np.random.default_rng(7)
     for size in sizes:
         with tempfile.TemporaryDirectory() as tmp:
@@ -195,10 +207,20 @@ def latency(data: list[dict[str, Any]], sizes: list[int], embedder: Any, queries
                     if base_vecs is not None:
                         v = base_vecs[base] + (rng.normal(0, 0.02, base_vecs.shape[1]) if i >= len(texts) else 0)
                         vec = (v / np.linalg.norm(v)).astype(np.float32).tobytes()
-                    mem.store.items.insert("big", NewItem(
-                        content=text, type="fact", tier="cold", tokens=tok.count(text), relevance=0.5,
-                        source="api", created_at=now, embedding=vec,
-                        embedding_model=getattr(embedder, "name", None) if vec else None))
+                    mem.store.items.insert(
+                        "big",
+                        NewItem(
+                            content=text,
+                            type="fact",
+                            tier="cold",
+                            tokens=tok.count(text),
+                            relevance=0.5,
+                            source="api",
+                            created_at=now,
+                            embedding=vec,
+                            embedding_model=getattr(embedder, "name", None) if vec else None,
+                        ),
+                    )
             build = time.perf_counter() - t0
             row = [f"N={size:>6}: insert {build:5.1f} s"]
             for mode, emb in [("lexical", None), ("hybrid", embedder)]:
@@ -213,8 +235,9 @@ def latency(data: list[dict[str, Any]], sizes: list[int], embedder: Any, queries
                 search = [r.latency_ms - r.embed_ms for r in res]
                 row.append(f"{mode} p50 {_pct(lat, 50):6.2f} ms p95 {_pct(lat, 95):6.2f} ms (first {warm:.0f} ms)")
                 if mode == "hybrid":
-                    row.append(f"hybrid without query embedding p50 {_pct(search, 50):.2f} ms "
-                               f"p95 {_pct(search, 95):.2f} ms")
+                    row.append(
+                        f"hybrid without query embedding p50 {_pct(search, 50):.2f} ms p95 {_pct(search, 95):.2f} ms"
+                    )
             fts = []
             for q in questions:
                 t = time.perf_counter()
@@ -246,8 +269,9 @@ def _bm25s(docs: list[str], questions: list[str]) -> str:
 
 
 def time_now() -> Any:
-    from datetime import datetime, timezone
-    return datetime.now(timezone.utc)
+    from datetime import datetime
+
+    return datetime.now(UTC)
 
 
 # --- part 3: MCP ----------------------------------------------------------------------
@@ -261,8 +285,10 @@ def mcp_roundtrip(data: list[dict[str, Any]], calls: int) -> None:
         seed_db = Path(tmp) / "seed.db"
         with Memory(seed_db, namespace="agent", embedder=None) as mem:
             turns = conversation_turns(data[0])[:200]
-            mem.add([{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, (_, _, t) in
-                     enumerate(turns)], session="s1")
+            mem.add(
+                [{"role": "user" if i % 2 == 0 else "assistant", "content": t} for i, (_, _, t) in enumerate(turns)],
+                session="s1",
+            )
             for _, _, t in turns[:1000]:
                 mem.items.add(t, "context", tier="cold")
         for transport in ("stdio", "http"):
@@ -286,8 +312,10 @@ def _mcp_transport(transport: str, db: Path, project: str, data: list[dict[str, 
     plan: list[tuple[str, Any]] = [
         ("memory_status", lambda i: {}),
         ("memory_add", lambda i: {"content": f"benchmark fact number {i}", "type": "fact"}),
-        ("memory_recall", lambda i: {"query": data[0]["qa"][i % len(data[0]["qa"])]["question"],
-                                     "auto_promote": False}),
+        (
+            "memory_recall",
+            lambda i: {"query": data[0]["qa"][i % len(data[0]["qa"])]["question"], "auto_promote": False},
+        ),
         ("memory_spill", lambda i: {"count": 1}),
         ("memory_context", lambda i: {"query": "what happened", "budget": 2000}),
         ("memory_state_read", lambda i: {}),
@@ -300,8 +328,13 @@ def _mcp_transport(transport: str, db: Path, project: str, data: list[dict[str, 
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        proc = subprocess.Popen([exe, "mcp", "--http", "--port", str(port), "--project", project], env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            [exe, "mcp", "--http", "--port", str(port), "--project", project],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 60
         while True:
             try:

@@ -20,24 +20,29 @@ import argparse
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo import cv  # noqa: E402
-from benchmarks.locomo.baselines import (  # noqa: E402
-    BM25Turns, DenseTurns, Hybrid, MemoryContext, RecentWindow, RRFTurns)
-from benchmarks.locomo.embedcache import CACHE, SYNTH_CACHE, cached_embedder  # noqa: E402
-from benchmarks.locomo.metrics import category_label  # noqa: E402
-from benchmarks.locomo.protocol import LOCOMO_PATH, load_conversations  # noqa: E402
-from benchmarks.locomo.runner import Result, format_tables, run  # noqa: E402
-from stratamem.retrieve import CompactRenderer, Weights  # noqa: E402
-from stratamem.store import SQLiteStore  # noqa: E402
+from benchmarks.locomo import cv
+from benchmarks.locomo.baselines import (
+    BM25Turns,
+    DenseTurns,
+    Hybrid,
+    MemoryContext,
+    RecentWindow,
+    RRFTurns,
+)
+from benchmarks.locomo.embedcache import CACHE, SYNTH_CACHE, cached_embedder
+from benchmarks.locomo.metrics import category_label
+from benchmarks.locomo.protocol import LOCOMO_PATH, load_conversations
+from benchmarks.locomo.runner import Result, format_tables, run
+from stratamem.retrieve import CompactRenderer, Weights
+from stratamem.store import SQLiteStore
 
-TUNE = range(0, 5)
+TUNE = range(5)
 
 
 def _load(args: argparse.Namespace, store: SQLiteStore) -> list:
@@ -57,12 +62,15 @@ def _cv_weights(convs: list, embedder: object | None, points: int) -> tuple[dict
     r10, bud, samples = cv.score_points(data, grid)
     counts = np.array([sum(q.sample == s for q in data) for s in samples], dtype=np.float64)
     chosen, out_r, out_b = cv.cross_validate(r10, bud, counts)
-    lines = [f"\nleave-one-conversation-out: {len(grid)} weight settings, {time.perf_counter() - t0:.0f} s",
-             "held-out sample   r@10   b@1024~   chosen weights (non-zero)"]
+    lines = [
+        f"\nleave-one-conversation-out: {len(grid)} weight settings, {time.perf_counter() - t0:.0f} s",
+        "held-out sample   r@10   b@1024~   chosen weights (non-zero)",
+    ]
     for s, p, r, b in zip(samples, chosen, out_r, out_b, strict=True):
         w = grid[p]
-        nz = ", ".join(f"{n}={getattr(w, n):g}" for n in [*cv.LEVELS, "substance", "substance_terms"]
-                       if getattr(w, n) > 0)
+        nz = ", ".join(
+            f"{n}={getattr(w, n):g}" for n in [*cv.LEVELS, "substance", "substance_terms"] if getattr(w, n) > 0
+        )
         lines.append(f"{s:<16}{r:>7.3f}{b:>9.3f}   norm={w.normalise} {nz}")
     lines.append("\nablation (CV r@10 / b@1024 estimate, question-weighted; '-x' = best grid point without x)")
     for key, (r, b) in cv.ablation(grid, r10, bud, counts).items():
@@ -81,7 +89,9 @@ def _folds_table(results: list[Result]) -> str:
                 row.append("-")
                 continue
             vals = np.array(r.scores.strict[m])
-            per = [vals[[i for i, q in enumerate(qs) if q.sample == s]].mean() for s in dict.fromkeys(q.sample for q in qs)]
+            per = [
+                vals[[i for i, q in enumerate(qs) if q.sample == s]].mean() for s in dict.fromkeys(q.sample for q in qs)
+            ]
             row.append(f"{vals.mean():>7.3f} / {min(per):.3f}")
         out.append(f"{r.name:<30}" + "".join(f"{x:>16}" for x in row))
     return "\n".join(out)
@@ -128,9 +138,11 @@ def main(argv: list[str] | None = None) -> None:
             embedder.save()
     samples = [c.sample for c in convs]
     name = "LoCoMo" if args.dataset == "locomo" else "synthetic assistant chats"
-    print(f"{name}: {len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, "
-          f"{sum(len(c.questions) for c in convs)} questions scored "
-          f"({sum(c.skipped for c in convs)} skipped: no existing evidence id)")
+    print(
+        f"{name}: {len(convs)} conversations, {sum(len(c.turns) for c in convs)} turns, "
+        f"{sum(len(c.questions) for c in convs)} questions scored "
+        f"({sum(c.skipped for c in convs)} skipped: no existing evidence id)"
+    )
     print("\n".join(cv_lines))
     tuned = None
     if args.dataset == "locomo" and not args.cv:
@@ -141,8 +153,12 @@ def main(argv: list[str] | None = None) -> None:
     print("\nMemory.context marks per context (budget: knowledge-update labels / their tokens / excerpts)")
     for system in systems:
         if isinstance(system, MemoryContext):
-            print(f"{system.name:<28}" + "  ".join(
-                f"{b}: {n / c:.2f} / {t / c:.1f} / {e / c:.2f}" for b, (c, n, t, e) in sorted(system.marks.items())))
+            print(
+                f"{system.name:<28}"
+                + "  ".join(
+                    f"{b}: {n / c:.2f} / {t / c:.1f} / {e / c:.2f}" for b, (c, n, t, e) in sorted(system.marks.items())
+                )
+            )
     print(f"\ntotal {time.perf_counter() - t0:.1f} s")
 
 

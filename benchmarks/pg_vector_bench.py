@@ -30,7 +30,7 @@ import os
 import statistics
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -67,10 +67,11 @@ def load(store: object, vecs: np.ndarray, namespaces: int) -> None:
         # Bench rows need no full-text terms (a throwaway schema may take a default).
         conn.execute("ALTER TABLE memory_items ALTER COLUMN terms SET DEFAULT ''::tsvector")
         with conn.cursor().copy(
-                "COPY memory_items (namespace, content, type, tier, tokens, created_at, relevance, source, "
-                "embedding, embedding_model) FROM STDIN WITH (FORMAT BINARY)") as copy:
+            "COPY memory_items (namespace, content, type, tier, tokens, created_at, relevance, source, "
+            "embedding, embedding_model) FROM STDIN WITH (FORMAT BINARY)"
+        ) as copy:
             copy.set_types(["text", "text", "text", "text", "int4", "timestamptz", "float8", "text", "vector", "text"])
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             for i, v in enumerate(vecs):
                 copy.write_row([f"ns{i % namespaces}", f"item {i}", "fact", "cold", 2, now, 1.0, "api", v, "bench"])
         conn.execute("ANALYZE memory_items")
@@ -112,28 +113,40 @@ def run(dsn: str, n: int, namespaces: int, queries: int, rng: np.random.Generato
         index.search(qs[0], K)
         build = time.perf_counter() - t
         got, p50, p95 = timed(lambda q: [i for i, _ in index.search(q, K)], qs)
-        rows.append(f"| {label} | numpy VectorIndex (Items.recall) | {p50:.2f} / {p95:.2f} | "
-                    f"{recall(got, exact):.3f} | load {build:.1f} s |")
+        rows.append(
+            f"| {label} | numpy VectorIndex (Items.recall) | {p50:.2f} / {p95:.2f} | "
+            f"{recall(got, exact):.3f} | load {build:.1f} s |"
+        )
 
         with store.connection() as conn:  # type: ignore[attr-defined]
             conn.execute("SET maintenance_work_mem = '512MB'")
             t = time.perf_counter()
             # HNSW needs a fixed dimension: an expression index over the cast.
-            conn.execute(f"CREATE INDEX bench_hnsw ON memory_items USING hnsw "
-                         f"((embedding::vector({DIMS})) vector_cosine_ops)")
+            conn.execute(
+                f"CREATE INDEX bench_hnsw ON memory_items USING hnsw ((embedding::vector({DIMS})) vector_cosine_ops)"
+            )
             hnsw_s = time.perf_counter() - t
         for ef in (40, 200):
+
             def hnsw(q: np.ndarray, ef: int = ef) -> list[int]:
                 lit = "[" + ",".join(repr(float(x)) for x in q) + "]"
                 with store.connection() as conn:  # type: ignore[attr-defined]
                     with conn.transaction():
                         conn.execute(f"SET LOCAL hnsw.ef_search = {ef}")
-                        return [r[0] for r in conn.execute(
-                            f"SELECT id FROM memory_items WHERE namespace = %s "
-                            f"ORDER BY embedding::vector({DIMS}) <=> %s::vector({DIMS}) LIMIT {K}", (ns, lit))]
+                        return [
+                            r[0]
+                            for r in conn.execute(
+                                f"SELECT id FROM memory_items WHERE namespace = %s "
+                                f"ORDER BY embedding::vector({DIMS}) <=> %s::vector({DIMS}) LIMIT {K}",
+                                (ns, lit),
+                            )
+                        ]
+
             got, p50, p95 = timed(hnsw, qs)
-            rows.append(f"| {label} | HNSW ef_search={ef} | {p50:.1f} / {p95:.1f} | {recall(got, exact):.3f} | "
-                        f"build {hnsw_s:.1f} s |")
+            rows.append(
+                f"| {label} | HNSW ef_search={ef} | {p50:.1f} / {p95:.1f} | {recall(got, exact):.3f} | "
+                f"build {hnsw_s:.1f} s |"
+            )
     finally:
         store.close()
     return rows

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.protocol import LOCOMO_PATH  # noqa: E402
-from stratamem.tokens import PROVIDER_FACTORS, get_tokenizer  # noqa: E402
+from benchmarks.locomo.protocol import LOCOMO_PATH
+from stratamem.tokens import PROVIDER_FACTORS, get_tokenizer
 
 _NODE = """
 const {getTokenizer} = require(process.argv[1] + '/@anthropic-ai/tokenizer');
@@ -38,8 +38,13 @@ console.log(total);
 def locomo_texts() -> list[str]:
     """Every turn text of the ten LoCoMo conversations, in order."""
     data = json.loads(Path(LOCOMO_PATH).read_text(encoding="utf-8"))
-    return [turn["text"] for sample in data for key, value in sample["conversation"].items()
-            if key.startswith("session_") and isinstance(value, list) for turn in value]
+    return [
+        turn["text"]
+        for sample in data
+        for key, value in sample["conversation"].items()
+        if key.startswith("session_") and isinstance(value, list)
+        for turn in value
+    ]
 
 
 def claude_count(texts: list[str], node_modules: str) -> int | None:
@@ -48,8 +53,9 @@ def claude_count(texts: list[str], node_modules: str) -> int | None:
         data = Path(tmp) / "texts.json"
         data.write_text(json.dumps(texts), encoding="utf-8")
         try:
-            out = subprocess.run(["node", "-e", _NODE, node_modules, str(data)], capture_output=True, text=True,
-                                 timeout=600, check=True)
+            out = subprocess.run(
+                ["node", "-e", _NODE, node_modules, str(data)], capture_output=True, text=True, timeout=600, check=True
+            )
         except (OSError, subprocess.CalledProcessError) as exc:
             print(f"(Anthropic tokenizer not run: {exc})", file=sys.stderr)
             return None
@@ -58,8 +64,9 @@ def claude_count(texts: list[str], node_modules: str) -> int | None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--node-modules", default="/tmp/claude-tok/node_modules",
-                        help="node_modules holding @anthropic-ai/tokenizer")
+    parser.add_argument(
+        "--node-modules", default="/tmp/claude-tok/node_modules", help="node_modules holding @anthropic-ai/tokenizer"
+    )
     args = parser.parse_args()
     texts = locomo_texts()
     o200k = sum(get_tokenizer("o200k_base").count(t) for t in texts)

@@ -36,10 +36,12 @@ from stratamem.ingest import IngestSession, read_file
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 
 # The scorer's own word rules, independent of the summarizers' helpers.
-_STOP = set("""a an the and or but if of to in on at by for with from as is are was were be been being it its this
+_STOP = set(
+    """a an the and or but if of to in on at by for with from as is are was were be been being it its this
 that these those he she they them his her their i me my we our you your has have had do does did not no so
 very also about into over after before up out just than then there here which who whom what when where why how
-can could would should will may might must recently currently some any all more most other such own same""".split())
+can could would should will may might must recently currently some any all more most other such own same""".split()
+)
 
 
 def fact_words(text: str, names: set[str]) -> set[str]:
@@ -109,9 +111,17 @@ def run(preset: str, summarizer: str, data, *, cap: int | None = None) -> dict:
                     facts_total += 1
                     facts_cov += covered(fact, words, names)
         mem.close()
-    return {"preset": preset, "summarizer": summarizer, "turns": turns, "seconds": time.perf_counter() - t0,
-            "levels": levels, "facts": facts_total, "covered": facts_cov,
-            "coverage": facts_cov / facts_total if facts_total else 0.0, "segment_summary_tokens": seg_summary_tokens}
+    return {
+        "preset": preset,
+        "summarizer": summarizer,
+        "turns": turns,
+        "seconds": time.perf_counter() - t0,
+        "levels": levels,
+        "facts": facts_total,
+        "covered": facts_cov,
+        "coverage": facts_cov / facts_total if facts_total else 0.0,
+        "segment_summary_tokens": seg_summary_tokens,
+    }
 
 
 def storage(data, target: int = 1000) -> dict:
@@ -127,8 +137,9 @@ def storage(data, target: int = 1000) -> dict:
             if n >= target:
                 break
             take = s.turns[: target - n]
-            picked.append((s.namespace or "default", IngestSession(s.session, take, platform=s.platform,
-                                                                   channel=s.channel)))
+            picked.append(
+                (s.namespace or "default", IngestSession(s.session, take, platform=s.platform, channel=s.channel))
+            )
             n += len(take)
     out = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -160,8 +171,15 @@ def storage(data, target: int = 1000) -> dict:
             store.connection.execute("VACUUM")
             store.connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             vacuumed = store.size_bytes()
-            out[label] = {"turns": turns, "namespaces": len(mems), "db_bytes": db_bytes, "vacuumed": vacuumed,
-                          "archive_bytes": archive, "total": db_bytes + archive, "tiers": tiers}
+            out[label] = {
+                "turns": turns,
+                "namespaces": len(mems),
+                "db_bytes": db_bytes,
+                "vacuumed": vacuumed,
+                "archive_bytes": archive,
+                "total": db_bytes + archive,
+                "tiers": tiers,
+            }
             store.close()
     return out
 
@@ -180,26 +198,36 @@ def main() -> None:
             print(f"{'level':>5} {'nodes':>6} {'turns':>7} {'turn tok':>9} {'summ tok':>9} {'ratio':>7}")
             for level, (nodes, turns, tok, summ) in sorted(r["levels"].items()):
                 print(f"{level:>5} {nodes:>6} {turns:>7} {tok:>9} {summ:>9} {tok / summ if summ else 0:>7.2f}")
-            print(f"fact coverage (level 1): {r['covered']}/{r['facts']} = {r['coverage']:.3f}"
-                  f"  (level-1 summary tokens: {r['segment_summary_tokens']})")
+            print(
+                f"fact coverage (level 1): {r['covered']}/{r['facts']} = {r['coverage']:.3f}"
+                f"  (level-1 summary tokens: {r['segment_summary_tokens']})"
+            )
         h, e = results[(preset, "heuristic")], results[(preset, "extractive")]
         # Same budget in practice, not only the same cap: give extractive the heuristic's
         # average summary size per segment.
         level1 = h["levels"][1]
         avg = max(1, round(h["segment_summary_tokens"] / level1[0]))
         m = run(preset, "extractive", data, cap=avg)
-        print(f"extractive capped at the heuristic's average {avg} tokens/segment: fact coverage "
-              f"{m['covered']}/{m['facts']} = {m['coverage']:.3f} (level-1 summary tokens: {m['segment_summary_tokens']})")
+        print(
+            f"extractive capped at the heuristic's average {avg} tokens/segment: fact coverage "
+            f"{m['covered']}/{m['facts']} = {m['coverage']:.3f} (level-1 summary tokens: {m['segment_summary_tokens']})"
+        )
         ratio = e["coverage"] / h["coverage"] if h["coverage"] else float("inf")
-        print(f"-> {preset}: extractive / heuristic fact coverage = {e['coverage']:.3f} / {h['coverage']:.3f}"
-              f" = {ratio:.2f}x (bar: >= 2x) {'PASS' if ratio >= 2 else 'FAIL'}")
+        print(
+            f"-> {preset}: extractive / heuristic fact coverage = {e['coverage']:.3f} / {h['coverage']:.3f}"
+            f" = {ratio:.2f}x (bar: >= 2x) {'PASS' if ratio >= 2 else 'FAIL'}"
+        )
     print("\n== storage of 1,000 LoCoMo turns (seed 000 expects ~800 KB)")
     for label, s in storage(data).items():
-        print(f"{label:>10}: {s['turns']} turns, db {s['db_bytes']:,} B (after VACUUM {s['vacuumed']:,} B)"
-              f" + archive {s['archive_bytes']:,} B = {s['total']:,} B")
+        print(
+            f"{label:>10}: {s['turns']} turns, db {s['db_bytes']:,} B (after VACUUM {s['vacuumed']:,} B)"
+            f" + archive {s['archive_bytes']:,} B = {s['total']:,} B"
+        )
         for tier, (nodes, turns, tokens, view, size) in s["tiers"].items():
-            print(f"{'':>12}{tier:>5}: nodes {nodes:>4} turns {turns:>5} tokens {tokens:>7} view {view:>7} "
-                  f"bytes {size:>8} ratio {tokens / view if view else 1.0:.2f}")
+            print(
+                f"{'':>12}{tier:>5}: nodes {nodes:>4} turns {turns:>5} tokens {tokens:>7} view {view:>7} "
+                f"bytes {size:>8} ratio {tokens / view if view else 1.0:.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -35,9 +35,18 @@ from stratamem.store import TurnBatch
 def _history(mem: Memory, turns: int) -> None:
     sessions = []
     for j in range(turns // 500):
-        sessions.append(IngestSession(f"bulk{j}", [
-            Turn(role="user" if k % 2 == 0 else "assistant", content=f"turn {k} of session {j}: words about lot {k}")
-            for k in range(500)]))
+        sessions.append(
+            IngestSession(
+                f"bulk{j}",
+                [
+                    Turn(
+                        role="user" if k % 2 == 0 else "assistant",
+                        content=f"turn {k} of session {j}: words about lot {k}",
+                    )
+                    for k in range(500)
+                ],
+            )
+        )
     mem.add_sessions(sessions)
 
 
@@ -50,15 +59,25 @@ def measure(size: int, seals: int, folder: Path) -> dict[str, float]:
         setup = time.perf_counter() - t
         adds, updates, scans = [], [], []
         for i in range(2 * seals):
-            batch = [{"role": "user" if k % 2 == 0 else "assistant", "content": f"live {i}.{k} about the thing"}
-                     for k in range(10)]
+            batch = [
+                {"role": "user" if k % 2 == 0 else "assistant", "content": f"live {i}.{k} about the thing"}
+                for k in range(10)
+            ]
             if i % 2 == 0:  # the whole add: store, recall index, pyramid
                 t = time.perf_counter()
                 mem.add(batch, session="live")
                 adds.append(time.perf_counter() - t)
             else:  # the seal alone: the same turns stored first, then the pyramid's update timed
-                stored = mem.store.append("bench", [TurnBatch("live", [Turn.from_dict(m) for m in batch],
-                                                              [mem.tokenizer.count(m["content"]) for m in batch])])
+                stored = mem.store.append(
+                    "bench",
+                    [
+                        TurnBatch(
+                            "live",
+                            [Turn.from_dict(m) for m in batch],
+                            [mem.tokenizer.count(m["content"]) for m in batch],
+                        )
+                    ],
+                )
                 t = time.perf_counter()
                 mem.pyramid.update(["live"])
                 updates.append(time.perf_counter() - t)
@@ -69,10 +88,14 @@ def measure(size: int, seals: int, folder: Path) -> dict[str, float]:
             nodes.coverage("bench", top)
             scans.append(time.perf_counter() - t)
         segments = len(mem.pyramid.nodes(level=1))
-    return {"turns": size, "segments": segments, "setup_s": round(setup, 1),
-            "seal_add_ms": round(statistics.median(adds) * 1000, 2),
-            "seal_update_ms": round(statistics.median(updates) * 1000, 2),
-            "old_full_scan_ms": round(statistics.median(scans) * 1000, 2)}
+    return {
+        "turns": size,
+        "segments": segments,
+        "setup_s": round(setup, 1),
+        "seal_add_ms": round(statistics.median(adds) * 1000, 2),
+        "seal_update_ms": round(statistics.median(updates) * 1000, 2),
+        "old_full_scan_ms": round(statistics.median(scans) * 1000, 2),
+    }
 
 
 def main() -> None:
@@ -82,16 +105,21 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         rows = [measure(size, args.seals, Path(tmp)) for size in args.sizes]
-    print(f"{'turns':>7} {'segments':>8} {'sealing add ms':>15} {'pyramid update ms':>18} "
-          f"{'old full-scan reads ms':>23}")
+    print(
+        f"{'turns':>7} {'segments':>8} {'sealing add ms':>15} {'pyramid update ms':>18} {'old full-scan reads ms':>23}"
+    )
     for r in rows:
-        print(f"{r['turns']:>7} {r['segments']:>8} {r['seal_add_ms']:>15} {r['seal_update_ms']:>18} "
-              f"{r['old_full_scan_ms']:>23}")
+        print(
+            f"{r['turns']:>7} {r['segments']:>8} {r['seal_add_ms']:>15} {r['seal_update_ms']:>18} "
+            f"{r['old_full_scan_ms']:>23}"
+        )
     if len(rows) > 1:
         a, b = rows[0], rows[-1]
-        print(f"ratio largest/smallest: sealing add {b['seal_add_ms'] / a['seal_add_ms']:.2f}x, pyramid update "
-              f"{b['seal_update_ms'] / a['seal_update_ms']:.2f}x, old full-scan reads "
-              f"{b['old_full_scan_ms'] / a['old_full_scan_ms']:.2f}x")
+        print(
+            f"ratio largest/smallest: sealing add {b['seal_add_ms'] / a['seal_add_ms']:.2f}x, pyramid update "
+            f"{b['seal_update_ms'] / a['seal_update_ms']:.2f}x, old full-scan reads "
+            f"{b['old_full_scan_ms'] / a['old_full_scan_ms']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -70,31 +70,62 @@ def _text_estimate(turns: list[Turn]) -> list[float]:
 
 
 def _errors(estimates: list[float], exact: list[int]) -> dict[str, float]:
-    errors = sorted(abs(e - x) / x for e, x in zip(estimates, exact) if x)
-    return {"total": sum(estimates) / sum(exact) - 1, "mean_abs": statistics.fmean(errors),
-            "p95_abs": errors[int(0.95 * len(errors))]}
+    errors = sorted(abs(e - x) / x for e, x in zip(estimates, exact, strict=True) if x)
+    return {
+        "total": sum(estimates) / sum(exact) - 1,
+        "mean_abs": statistics.fmean(errors),
+        "p95_abs": errors[int(0.95 * len(errors))],
+    }
 
 
 def bench_tokenizers(turns: list[Turn], runs: int) -> list[dict[str, Any]]:
     """Throughput of exact counting and of the len/4 baseline, and the baseline's error."""
     rows: list[dict[str, Any]] = []
     seconds, estimates = _median_time(lambda: _baseline_estimate(turns), runs)
-    rows.append({"method": "len(json.dumps(turn))/4", "seconds": seconds, "tokens": round(sum(estimates)),
-                 "tokens_per_s": sum(estimates) / seconds, "turns_per_s": len(turns) / seconds})
+    rows.append(
+        {
+            "method": "len(json.dumps(turn))/4",
+            "seconds": seconds,
+            "tokens": round(sum(estimates)),
+            "tokens_per_s": sum(estimates) / seconds,
+            "turns_per_s": len(turns) / seconds,
+        }
+    )
     seconds, text_estimates = _median_time(lambda: _text_estimate(turns), runs)
-    rows.append({"method": "len(text)/4", "seconds": seconds, "tokens": round(sum(text_estimates)),
-                 "tokens_per_s": sum(text_estimates) / seconds, "turns_per_s": len(turns) / seconds})
+    rows.append(
+        {
+            "method": "len(text)/4",
+            "seconds": seconds,
+            "tokens": round(sum(text_estimates)),
+            "tokens_per_s": sum(text_estimates) / seconds,
+            "turns_per_s": len(turns) / seconds,
+        }
+    )
     for name in ("o200k_base", "cl100k_base"):
         tok = get_tokenizer(name)
         tok.count("warm up")  # loads the tables outside the timed runs
         seconds, counts = _median_time(lambda: [tok.count(t.text) for t in turns], runs)
-        rows.append({"method": f"{name} text", "seconds": seconds, "tokens": sum(counts),
-                     "tokens_per_s": sum(counts) / seconds, "turns_per_s": len(turns) / seconds,
-                     "len_text_4_error": _errors(text_estimates, counts)})
+        rows.append(
+            {
+                "method": f"{name} text",
+                "seconds": seconds,
+                "tokens": sum(counts),
+                "tokens_per_s": sum(counts) / seconds,
+                "turns_per_s": len(turns) / seconds,
+                "len_text_4_error": _errors(text_estimates, counts),
+            }
+        )
         seconds, exact = _median_time(lambda: [count_turn(t, tok) for t in turns], runs)
-        rows.append({"method": f"{name} count_turn", "seconds": seconds, "tokens": sum(exact),
-                     "tokens_per_s": sum(exact) / seconds, "turns_per_s": len(turns) / seconds,
-                     "len_json_4_error": _errors(estimates, exact)})
+        rows.append(
+            {
+                "method": f"{name} count_turn",
+                "seconds": seconds,
+                "tokens": sum(exact),
+                "tokens_per_s": sum(exact) / seconds,
+                "turns_per_s": len(turns) / seconds,
+                "len_json_4_error": _errors(estimates, exact),
+            }
+        )
     return rows
 
 
@@ -119,8 +150,13 @@ def _ingest_turns(path: Path, sessions: list[IngestSession], config: Config) -> 
 
 
 def _jsonl_lines(sessions: list[IngestSession]) -> list[list[str]]:
-    return [[json.dumps({"namespace": s.namespace, "session": s.session, **t.to_dict()}, ensure_ascii=False) + "\n"
-             for t in s.turns] for s in sessions]
+    return [
+        [
+            json.dumps({"namespace": s.namespace, "session": s.session, **t.to_dict()}, ensure_ascii=False) + "\n"
+            for t in s.turns
+        ]
+        for s in sessions
+    ]
 
 
 def _append_jsonl(path: Path, batches: list[list[str]], per_turn: bool, fsync: bool) -> None:
@@ -142,7 +178,9 @@ def _db_bytes(path: Path) -> int:
     return sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal") if os.path.exists(f"{path}{suffix}"))
 
 
-def bench_ingest(sessions: list[IngestSession], runs: int, workdir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def bench_ingest(
+    sessions: list[IngestSession], runs: int, workdir: Path
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Ingest throughput of the store and the JSON Lines baselines, and bytes on disk."""
     n_turns = sum(len(s.turns) for s in sessions)
     batches = _jsonl_lines(sessions)
@@ -163,8 +201,12 @@ def bench_ingest(sessions: list[IngestSession], runs: int, workdir: Path) -> tup
         ("JSONL append, flush", "per turn", lambda p: _append_jsonl(p, batches, True, False), ".jsonl"),
         ("JSONL append, fsync", "per session", lambda p: _append_jsonl(p, batches, False, True), ".jsonl"),
         # An fsync per turn costs milliseconds on a shared disk: measure it on a slice to keep the run short.
-        ("JSONL append, fsync", f"per turn (first {_FSYNC_SLICE:,} turns)",
-         lambda p: _append_jsonl(p, fsync_slice, True, True), ".jsonl"),
+        (
+            "JSONL append, fsync",
+            f"per turn (first {_FSYNC_SLICE:,} turns)",
+            lambda p: _append_jsonl(p, fsync_slice, True, True),
+            ".jsonl",
+        ),
     ]
     rows: list[dict[str, Any]] = []
     sizes: dict[str, Any] = {}
@@ -197,8 +239,10 @@ def machine_note() -> str:
     """One line describing the machine and the software measured."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    return (f"machine: nproc={cpus}, load(1m)={load:.1f}, Python {platform.python_version()}, "
-            f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.machine()}")
+    return (
+        f"machine: nproc={cpus}, load(1m)={load:.1f}, Python {platform.python_version()}, "
+        f"SQLite {sqlite3.sqlite_version}, {platform.system()} {platform.machine()}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,8 +260,10 @@ def main(argv: list[str] | None = None) -> int:
 
     sessions = read_file(args.data)
     turns = [t for s in sessions for t in s.turns]
-    print(f"LoCoMo: {len(turns):,} turns in {len(sessions)} sessions, "
-          f"{len({s.namespace for s in sessions})} conversations; median of {args.runs} runs")
+    print(
+        f"LoCoMo: {len(turns):,} turns in {len(sessions)} sessions, "
+        f"{len({s.namespace for s in sessions})} conversations; median of {args.runs} runs"
+    )
     print(machine_note())
 
     # The token counters and the JSONL appends take milliseconds: repeat them more for a steadier median.
@@ -225,16 +271,22 @@ def main(argv: list[str] | None = None) -> int:
     print("\n(a) token counting")
     print(f"{'method':<26} {'seconds':>8} {'tokens':>10} {'tokens/s':>12} {'turns/s':>10}")
     for r in tok_rows:
-        print(f"{r['method']:<26} {r['seconds']:>8.3f} {r['tokens']:>10,} {r['tokens_per_s']:>12,.0f} "
-              f"{r['turns_per_s']:>10,.0f}")
+        print(
+            f"{r['method']:<26} {r['seconds']:>8.3f} {r['tokens']:>10,} {r['tokens_per_s']:>12,.0f} "
+            f"{r['turns_per_s']:>10,.0f}"
+        )
     print("relative error of the estimates (total over all turns; per turn: mean and p95 of |error|):")
     for r in tok_rows:
-        for key, label in (("len_json_4_error", "len(json.dumps(turn))/4 vs count_turn"),
-                           ("len_text_4_error", "len(text)/4 vs exact text count")):
+        for key, label in (
+            ("len_json_4_error", "len(json.dumps(turn))/4 vs count_turn"),
+            ("len_text_4_error", "len(text)/4 vs exact text count"),
+        ):
             if key in r:
                 e = r[key]
-                print(f"  {label:<40} {r['method'].split()[0]:<12} total {e['total']:+7.1%}   "
-                      f"mean {e['mean_abs']:6.1%}   p95 {e['p95_abs']:6.1%}")
+                print(
+                    f"  {label:<40} {r['method'].split()[0]:<12} total {e['total']:+7.1%}   "
+                    f"mean {e['mean_abs']:6.1%}   p95 {e['p95_abs']:6.1%}"
+                )
 
     with tempfile.TemporaryDirectory(prefix="stratamem-spine-") as tmp:
         ingest_rows, size = bench_ingest(sessions, args.runs, Path(tmp))
@@ -249,15 +301,29 @@ def main(argv: list[str] | None = None) -> int:
     per_k = 1000 / size["turns"]
     print("\n(c) bytes per 1,000 turns")
     print(f"  SQLite, store only (file+WAL) {size['db_bytes'] * per_k:>12,.0f}  ({size['db_bytes']:,} bytes total)")
-    print(f"  SQLite, default config        {size['db_bytes_default'] * per_k:>12,.0f}  "
-          f"({size['db_bytes_default']:,} bytes total, with segments and summaries)")
-    print(f"  JSON Lines baseline           {size['jsonl_bytes'] * per_k:>12,.0f}  ({size['jsonl_bytes']:,} bytes total)")
+    print(
+        f"  SQLite, default config        {size['db_bytes_default'] * per_k:>12,.0f}  "
+        f"({size['db_bytes_default']:,} bytes total, with segments and summaries)"
+    )
+    print(
+        f"  JSON Lines baseline           {size['jsonl_bytes'] * per_k:>12,.0f}  ({size['jsonl_bytes']:,} bytes total)"
+    )
     print(f"  turn text alone (UTF-8)       {size['text_bytes'] * per_k:>12,.0f}")
     print(f"  ratio store only / JSONL      {size['db_bytes'] / size['jsonl_bytes']:>12.2f}")
 
     if args.json:
-        args.json.write_text(json.dumps({"machine": machine_note(), "runs": args.runs, "tokenizers": tok_rows,
-                                         "ingest": ingest_rows, "bytes": size}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "machine": machine_note(),
+                    "runs": args.runs,
+                    "tokenizers": tok_rows,
+                    "ingest": ingest_rows,
+                    "bytes": size,
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

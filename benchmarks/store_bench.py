@@ -48,8 +48,10 @@ def locomo_texts() -> list[tuple[str, str]]:
     out = []
     for sample in data:
         conv = sample["conversation"]
-        for key in sorted((k for k in conv if k.startswith("session_") and not k.endswith("date_time")),
-                          key=lambda k: int(k.split("_")[1])):
+        for key in sorted(
+            (k for k in conv if k.startswith("session_") and not k.endswith("date_time")),
+            key=lambda k: int(k.split("_")[1]),
+        ):
             out.extend((t["speaker"], t["text"]) for t in conv[key])
     return out
 
@@ -99,8 +101,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small counts (smoke run)")
     ap.add_argument("--trials", type=int, help="SIGKILL trials per backend (default 200, quick 20)")
-    ap.add_argument("--parts", nargs="*", default=["ingest", "context", "crash", "faults"],
-                    choices=["ingest", "context", "crash", "faults"], help="what to run (default: everything)")
+    ap.add_argument(
+        "--parts",
+        nargs="*",
+        default=["ingest", "context", "crash", "faults"],
+        choices=["ingest", "context", "crash", "faults"],
+        help="what to run (default: everything)",
+    )
     args = ap.parse_args()
     trials = args.trials or (20 if args.quick else 200)
     per_writer = 300 if args.quick else 2000
@@ -126,8 +133,9 @@ def main() -> None:
         r = rows[backend]
         (work / backend).mkdir()
         for writers in (1, 4, 8) if "ingest" in args.parts else ():
-            res = drills.run_writers(target(backend, f"w{writers}"), "ingest", work / backend, writers=writers,
-                                     turns_each=per_writer)
+            res = drills.run_writers(
+                target(backend, f"w{writers}"), "ingest", work / backend, writers=writers, turns_each=per_writer
+            )
             c = res.check
             r[f"ingest {writers}x{per_writer} (turns/s)"] = f"{res.turns_per_second:,.0f}"
             r[f"  lost/dup/gaps/errors, {writers} writers"] = f"{c.lost}/{c.duplicated}/{c.gaps}/{len(res.errors)}"
@@ -164,16 +172,20 @@ def crash_rows(r: dict[str, str], backend: str, target: str, work: Path, trials:
     r["crash: acked / lost / dup / gaps"] = f"{c.acknowledged} / {c.lost} / {c.duplicated} / {c.gaps}"
     r["crash: committed, not acked (allowed)"] = str(crash.unacknowledged_stored)
     r["crash: integrity"] = c.integrity
-    r["crash: derived overlap/gap/prov/unread"] = (f"{d.overlaps}/{d.gaps}/{d.bad_provenance}/{d.unreadable}"
-                                                   if d else "n/a")
+    r["crash: derived overlap/gap/prov/unread"] = (
+        f"{d.overlaps}/{d.gaps}/{d.bad_provenance}/{d.unreadable}" if d else "n/a"
+    )
     r["crash: dup items / bad states"] = f"{d.duplicate_items} / {d.state_errors}" if d else "n/a"
     r["crash: nodes L1/L2/L3"] = "/".join(str(crash.shape.get(f"level {i} nodes", 0)) for i in (1, 2, 3))
-    r["crash: cold / archived segments"] = (f"{crash.shape.get('cold segments', 0)} / "
-                                            f"{crash.shape.get('archived segments', 0)}")
-    r["crash: compactions / fallbacks"] = (f"{crash.shape.get('compactions', 0)} / "
-                                           f"{crash.shape.get('compaction fallbacks', 0)}")
+    r["crash: cold / archived segments"] = (
+        f"{crash.shape.get('cold segments', 0)} / {crash.shape.get('archived segments', 0)}"
+    )
+    r["crash: compactions / fallbacks"] = (
+        f"{crash.shape.get('compactions', 0)} / {crash.shape.get('compaction fallbacks', 0)}"
+    )
     r["crash: killed in add/agent/derive/ckpt"] = "/".join(
-        str(crash.phases.get(k, 0)) for k in ("add", "agent", "derive", "checkpoint"))
+        str(crash.phases.get(k, 0)) for k in ("add", "agent", "derive", "checkpoint")
+    )
     r["crash: wall time (s)"] = f"{seconds:.0f}"
     print(backend, "crash", crash.check, crash.derived, crash.phases, crash.shape, crash.failures[:5], flush=True)
 
@@ -195,7 +207,8 @@ def fault_rows(rows: dict[str, dict[str, str]], work: Path, server: LocalPostgre
         res = drills.restart_drill(store, lambda: server.pg_ctl("restart", "-m", "immediate"))
         store.close()
         rows["postgres"]["fault: restart mid-batch"] = (
-            f"ok ({len(res.failed)} of {res.batches} batches refused whole)" if res.ok else f"FAILED {res}")
+            f"ok ({len(res.failed)} of {res.batches} batches refused whole)" if res.ok else f"FAILED {res}"
+        )
         print("restart", res, flush=True)
     else:
         rows["postgres"]["fault: restart mid-batch"] = "skipped (external server)"

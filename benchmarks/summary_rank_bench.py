@@ -31,11 +31,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.protocol import LOCOMO_PATH, normalise_evidence  # noqa: E402
-from stratamem import Config, Memory  # noqa: E402
-from stratamem.embed.default import configured_model  # noqa: E402
-from stratamem.ingest import read_file  # noqa: E402
-from stratamem.context.sources import SummaryIndex  # noqa: E402
+from benchmarks.locomo.protocol import LOCOMO_PATH, normalise_evidence
+from stratamem import Config, Memory
+from stratamem.context.sources import SummaryIndex
+from stratamem.embed.default import configured_model
+from stratamem.ingest import read_file
 
 
 class WordsOnly(SummaryIndex):

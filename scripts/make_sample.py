@@ -42,7 +42,7 @@ import hashlib
 import json
 import sys
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +69,7 @@ class Session:
 
     def __init__(self, name: str, start: str, setting: Mapping[str, Any]) -> None:
         self.name = name
-        self.clock = datetime.fromisoformat(start).replace(tzinfo=timezone.utc)
+        self.clock = datetime.fromisoformat(start).replace(tzinfo=UTC)
         self.setting = setting
         self.records: list[dict[str, Any]] = []
         self._calls = 0
@@ -77,9 +77,15 @@ class Session:
 
     def _emit(self, message: dict[str, Any], seconds: float) -> None:
         self.clock += timedelta(seconds=round(seconds))
-        self.records.append({"session": self.name, "platform": self.setting["platform"],
-                             "channel": self.setting["channel"],
-                             "timestamp": self.clock.strftime("%Y-%m-%dT%H:%M:%SZ"), **message})
+        self.records.append(
+            {
+                "session": self.name,
+                "platform": self.setting["platform"],
+                "channel": self.setting["channel"],
+                "timestamp": self.clock.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                **message,
+            }
+        )
 
     def pause(self, minutes: float) -> None:
         """Time passes without messages (a meeting, lunch, a long build)."""
@@ -101,14 +107,18 @@ class Session:
             self._calls += 1
             digest = hashlib.sha256(f"{self.name}/{self._calls}".encode()).hexdigest()
             ids.append("call_" + digest[:24])
-        message: dict[str, Any] = {"role": "assistant", "content": say.strip() if say else None,
-                                   "tool_calls": [{"id": cid, "type": "function",
-                                                   "function": {"name": name, "arguments": json.dumps(args)}}
-                                                  for cid, (name, args, _) in zip(ids, calls)]}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": say.strip() if say else None,
+            "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+                for cid, (name, args, _) in zip(ids, calls, strict=True)
+            ],
+        }
         # Generating the arguments takes time too (a long file is written out in full).
         args_chars = sum(len(json.dumps(args)) for _, args, _ in calls)
         self._emit(message, 3 + (len(say) / 40 if say else 0) + args_chars / 150)
-        for cid, (_, _, result) in zip(ids, calls):
+        for cid, (_, _, result) in zip(ids, calls, strict=True):
             self._emit({"role": "tool", "tool_call_id": cid, "content": result.strip("\n")}, secs)
 
 
@@ -121,8 +131,11 @@ def call(step: Mapping[str, Any]) -> Call:
         return ("write_file", {"path": path, "content": body}, f"wrote {len(body.encode())} bytes to {path}")
     if "edit" in step:
         path = step["edit"]
-        return ("edit_file", {"path": path, "old": step["old"], "new": step["new"]},
-                step.get("result") or f"edited {path}: 1 replacement")
+        return (
+            "edit_file",
+            {"path": path, "old": step["old"], "new": step["new"]},
+            step.get("result") or f"edited {path}: 1 replacement",
+        )
     if "run" in step:
         return ("run", {"command": step["run"]}, step["output"])
     if "search" in step:

@@ -34,8 +34,12 @@ def sqlite_schema(path: str | Path) -> dict[str, Any]:
     """Every table, index, trigger and view of a SQLite file: its DDL (white space folded) and columns."""
     conn = sqlite3.connect(path)
     try:
-        objects = {f"{kind} {name}": _normal(sql) for kind, name, sql in conn.execute(
-            "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY type, name")}
+        objects = {
+            f"{kind} {name}": _normal(sql)
+            for kind, name, sql in conn.execute(
+                "SELECT type, name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY type, name"
+            )
+        }
         columns = {}
         for (table,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").fetchall():
             columns[table] = [list(r) for r in conn.execute(f'PRAGMA table_xinfo("{table}")')]
@@ -49,16 +53,27 @@ def postgres_schema(dsn: str, schema: str) -> dict[str, Any]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         columns: dict[str, list[list[Any]]] = {}
         for row in conn.execute(
-                "SELECT table_name, column_name, data_type, udt_name, is_nullable, column_default, is_identity, "
-                "identity_generation FROM information_schema.columns WHERE table_schema = %s "
-                "ORDER BY table_name, ordinal_position", (schema,)):
+            "SELECT table_name, column_name, data_type, udt_name, is_nullable, column_default, is_identity, "
+            "identity_generation FROM information_schema.columns WHERE table_schema = %s "
+            "ORDER BY table_name, ordinal_position",
+            (schema,),
+        ):
             columns.setdefault(row[0], []).append(list(row[1:]))
-        constraints = {f"{t} {name}": definition.replace(f"{schema}.", "S.") for t, name, definition in conn.execute(
-            "SELECT c.relname, k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k "
-            "JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
-            "WHERE n.nspname = %s ORDER BY 1, 2", (schema,))}
-        indexes = {name: definition.replace(f"{schema}.", "S.") for name, definition in conn.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s ORDER BY indexname", (schema,))}
+        constraints = {
+            f"{t} {name}": definition.replace(f"{schema}.", "S.")
+            for t, name, definition in conn.execute(
+                "SELECT c.relname, k.conname, pg_get_constraintdef(k.oid) FROM pg_constraint k "
+                "JOIN pg_class c ON c.oid = k.conrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = %s ORDER BY 1, 2",
+                (schema,),
+            )
+        }
+        indexes = {
+            name: definition.replace(f"{schema}.", "S.")
+            for name, definition in conn.execute(
+                "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s ORDER BY indexname", (schema,)
+            )
+        }
     return {"columns": columns, "constraints": constraints, "indexes": indexes}
 
 

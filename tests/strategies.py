@@ -13,14 +13,42 @@ Reusable by any test module: ``from strategies import turns, texts``.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import strategies as st
 
 from stratamem.records import ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, Turn
 
-TRICKY = ("", "-", "\t", "\n", "\r", "\r\n", "\\", "\\\\", "\\N", "\\J", "\\t", "\\n", "␉", "␊", "null",
-          "None", "|", "\\|", " ", "  ", "=", "#CTF v1 turns", "\u2028", "\x85", "\x0b", "é", "😀", "\u200b")
+TRICKY = (
+    "",
+    "-",
+    "\t",
+    "\n",
+    "\r",
+    "\r\n",
+    "\\",
+    "\\\\",
+    "\\N",
+    "\\J",
+    "\\t",
+    "\\n",
+    "␉",
+    "␊",
+    "null",
+    "None",
+    "|",
+    "\\|",
+    " ",
+    "  ",
+    "=",
+    "#CTF v1 turns",
+    "\u2028",
+    "\x85",
+    "\x0b",
+    "é",
+    "😀",
+    "\u200b",
+)
 
 _chars = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
 _plain = st.text(alphabet=_chars, max_size=30)
@@ -35,8 +63,11 @@ short_texts = st.one_of(st.sampled_from(TRICKY), st.text(alphabet=_chars, max_si
 """Short strings for ids, names and dictionary keys."""
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63)
-    | st.floats(allow_nan=False, allow_infinity=False) | short_texts,
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**63)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | short_texts,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(short_texts, inner, max_size=3),
     max_leaves=8,
 )
@@ -60,8 +91,12 @@ images = st.one_of(
 text_blocks = st.builds(TextBlock, texts)
 tool_uses = st.builds(ToolUseBlock, id=short_texts, name=short_texts, input=json_objects)
 thinking = st.builds(ThinkingBlock, texts, st.none() | short_texts)
-tool_results = st.builds(ToolResultBlock, tool_use_id=short_texts,
-                         content=st.lists(text_blocks | images, max_size=3).map(tuple), is_error=st.booleans())
+tool_results = st.builds(
+    ToolResultBlock,
+    tool_use_id=short_texts,
+    content=st.lists(text_blocks | images, max_size=3).map(tuple),
+    is_error=st.booleans(),
+)
 
 
 def blocks_for(role: str) -> st.SearchStrategy[tuple]:
@@ -69,8 +104,9 @@ def blocks_for(role: str) -> st.SearchStrategy[tuple]:
     if role == "assistant":
         return st.lists(text_blocks | images | tool_uses | thinking, max_size=4).map(tuple)
     if role == "tool":
-        return st.tuples(st.lists(tool_results, min_size=1, max_size=3),
-                         st.lists(text_blocks | images, max_size=2)).map(lambda p: tuple(p[0] + p[1]))
+        return st.tuples(
+            st.lists(tool_results, min_size=1, max_size=3), st.lists(text_blocks | images, max_size=2)
+        ).map(lambda p: tuple(p[0] + p[1]))
     return st.lists(text_blocks | images, max_size=3).map(tuple)
 
 
@@ -79,8 +115,14 @@ def turns(draw: st.DrawFn, timestamp: st.SearchStrategy[datetime] = timestamps) 
     """An arbitrary valid turn."""
     role = draw(st.sampled_from(("system", "user", "assistant", "tool")))
     content = draw(blocks_for(role)) if role == "tool" else draw(texts | blocks_for(role))
-    return Turn(role=role, content=content, timestamp=draw(timestamp), name=draw(st.none() | short_texts),
-                model=draw(st.none() | short_texts), metadata=draw(json_objects))
+    return Turn(
+        role=role,
+        content=content,
+        timestamp=draw(timestamp),
+        name=draw(st.none() | short_texts),
+        model=draw(st.none() | short_texts),
+        metadata=draw(json_objects),
+    )
 
 
 @st.composite
@@ -90,8 +132,7 @@ def conversation(draw: st.DrawFn, max_size: int = 8) -> list[Turn]:
     Exercises the header-default paths of encoders (constant names, steps) that
     fully random turns rarely hit.
     """
-    start = draw(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1),
-                              timezones=st.just(timezone.utc)))
+    start = draw(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)))
     step = draw(st.sampled_from((0, 1, 30, 0.5, 3600)))
     names = {"user": draw(st.none() | short_texts), "assistant": draw(st.none() | short_texts)}
     model = draw(st.none() | short_texts)
@@ -102,8 +143,15 @@ def conversation(draw: st.DrawFn, max_size: int = 8) -> list[Turn]:
         role = "user" if i % 2 == 0 else "assistant"
         jitter = draw(st.sampled_from((0, 0, 0, 7, -1)))
         at = at + timedelta(seconds=step + jitter)
-        out.append(Turn(role=role, content=draw(texts), timestamp=at, name=names[role],
-                        model=model if role == "assistant" else None))
+        out.append(
+            Turn(
+                role=role,
+                content=draw(texts),
+                timestamp=at,
+                name=names[role],
+                model=model if role == "assistant" else None,
+            )
+        )
     return out
 
 

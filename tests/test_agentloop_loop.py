@@ -19,10 +19,10 @@ from stratamem import Memory
 from stratamem.agentloop import Compactor, prune_tool_results
 from stratamem.agentloop.checkpoint import CHECKPOINT_HEADER, checkpoint_facts
 from stratamem.agentloop.replay import same_turn
-from stratamem.ingest import parse_messages
 from stratamem.config import CompactionConfig, Config, PruningConfig
 from stratamem.errors import ConfigError
 from stratamem.events import Event, EventBus
+from stratamem.ingest import parse_messages
 from stratamem.llm import OpenAIChat
 from stratamem.providers import structural_problems
 from stratamem.testing.llm_server import FakeLLMServer, checkpoint_reply
@@ -30,8 +30,14 @@ from stratamem.tokens import count_messages, get_tokenizer
 
 TOK = get_tokenizer("o200k_base")
 # The rule off: every call over the threshold compacts (the behaviour before issue 17).
-EAGER = CompactionConfig(threshold=12_000, keep_recent_tokens=3_000, output_reserve=1_000, checkpoint_max_tokens=800,
-                         min_gain_ratio=0.0, cooldown_calls=0)
+EAGER = CompactionConfig(
+    threshold=12_000,
+    keep_recent_tokens=3_000,
+    output_reserve=1_000,
+    checkpoint_max_tokens=800,
+    min_gain_ratio=0.0,
+    cooldown_calls=0,
+)
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +63,7 @@ def no_pyramid() -> Config:
 
 
 # --- async handlers ---------------------------------------------------------------------
+
 
 def test_sync_emit_runs_an_async_handler_to_completion_outside_any_loop() -> None:
     bus = EventBus()
@@ -159,6 +166,7 @@ def test_async_pin_handler_works_in_a_sync_loop_too(model: OpenAIChat) -> None:
 
 # --- resume and idempotent replay --------------------------------------------------------
 
+
 def test_feeding_all_stored_turns_back_stores_nothing_twice(db_path: Path) -> None:
     msgs = anthropic_conversation(20)
     assert len(msgs) == 120
@@ -198,8 +206,9 @@ def test_a_forked_replay_stores_the_new_branch_only(db_path: Path) -> None:
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
-def test_resume_returns_checkpoint_and_recent_turns_within_budget(provider: str, model: OpenAIChat,
-                                                                   db_path: Path) -> None:
+def test_resume_returns_checkpoint_and_recent_turns_within_budget(
+    provider: str, model: OpenAIChat, db_path: Path
+) -> None:
     make = anthropic_conversation if provider == "anthropic" else openai_conversation
     msgs = make(8)
     with Memory(db_path, namespace="agent", config=no_pyramid()) as mem:
@@ -226,8 +235,11 @@ def test_resume_without_compaction_returns_every_stored_turn(db_path: Path) -> N
     msgs = anthropic_conversation(2)
     with Memory(db_path, namespace="agent", config=no_pyramid()) as mem:
         Compactor(None, provider="anthropic", memory=mem, session="s", config=SMALL).sync(msgs)
-        assert same_list(Compactor(None, provider="anthropic", memory=mem, session="s",
-                                   config=SMALL).resume_messages(), msgs, "anthropic")
+        assert same_list(
+            Compactor(None, provider="anthropic", memory=mem, session="s", config=SMALL).resume_messages(),
+            msgs,
+            "anthropic",
+        )
         assert Compactor(None, provider="anthropic", memory=mem, session="new", config=SMALL).resume_messages() == []
 
 
@@ -245,13 +257,28 @@ def test_resume_over_budget_compacts_before_returning(model: OpenAIChat, db_path
 
 # --- the minimum-gain rule ----------------------------------------------------------------
 
+
 def grow(msgs: list[dict[str, Any]], t: int) -> None:
     """One more tool step in the current turn (about 1,400 tokens)."""
     tid = f"toolu_more_{t}"
-    msgs.append({"role": "assistant", "content": [{"type": "tool_use", "id": tid, "name": "read_file",
-                                                   "input": {"path": f"src/x{t}.py"}}]})
-    msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid,
-                                               "content": "".join(f"line {i} of x{t}\n" for i in range(300))}]})
+    msgs.append(
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": tid, "name": "read_file", "input": {"path": f"src/x{t}.py"}}],
+        }
+    )
+    msgs.append(
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": tid,
+                    "content": "".join(f"line {i} of x{t}\n" for i in range(300)),
+                }
+            ],
+        }
+    )
 
 
 def run_loop(model: OpenAIChat, config: CompactionConfig, calls: int = 24) -> tuple[int, int, list[Any]]:
@@ -271,8 +298,15 @@ def run_loop(model: OpenAIChat, config: CompactionConfig, calls: int = 24) -> tu
 
 def test_min_gain_rule_makes_each_compaction_free_its_share_in_a_long_tool_loop(model: OpenAIChat) -> None:
     eager_n, eager_peak, eager = run_loop(model, EAGER)
-    ruled = CompactionConfig(threshold=12_000, keep_recent_tokens=3_000, output_reserve=1_000,
-                             checkpoint_max_tokens=800, min_gain_ratio=0.25, cooldown_calls=0, hard_limit=15_000)
+    ruled = CompactionConfig(
+        threshold=12_000,
+        keep_recent_tokens=3_000,
+        output_reserve=1_000,
+        checkpoint_max_tokens=800,
+        min_gain_ratio=0.25,
+        cooldown_calls=0,
+        hard_limit=15_000,
+    )
     n, peak, results = run_loop(model, ruled)
     # Without the rule, once the long turn fills the window every call compacts (one step each).
     assert [r.status for r in eager[-12:]] == ["compacted"] * 12
@@ -282,21 +316,35 @@ def test_min_gain_rule_makes_each_compaction_free_its_share_in_a_long_tool_loop(
 
 
 def test_cooldown_defers_the_next_calls_after_a_compaction(model: OpenAIChat) -> None:
-    cfg = CompactionConfig(threshold=12_000, keep_recent_tokens=3_000, output_reserve=1_000,
-                           checkpoint_max_tokens=800, min_gain_ratio=0.0, cooldown_calls=3, hard_limit=20_000)
+    cfg = CompactionConfig(
+        threshold=12_000,
+        keep_recent_tokens=3_000,
+        output_reserve=1_000,
+        checkpoint_max_tokens=800,
+        min_gain_ratio=0.0,
+        cooldown_calls=3,
+        hard_limit=20_000,
+    )
     _, _, results = run_loop(model, cfg)
     statuses = [r.status for r in results]
     first = statuses.index("compacted")
     # Right after a compaction: the next 2 calls may only be deferred or not needed.
-    for s in statuses[first + 1:first + 3]:
+    for s in statuses[first + 1 : first + 3]:
         assert s in ("deferred", "not_needed")
     eager = run_loop(model, EAGER)[0]
     assert statuses.count("compacted") < eager
 
 
 def test_deferred_compactions_are_counted_in_the_state(model: OpenAIChat) -> None:
-    cfg = CompactionConfig(threshold=12_000, keep_recent_tokens=3_000, output_reserve=1_000,
-                           checkpoint_max_tokens=800, min_gain_ratio=0.9, cooldown_calls=0, hard_limit=50_000)
+    cfg = CompactionConfig(
+        threshold=12_000,
+        keep_recent_tokens=3_000,
+        output_reserve=1_000,
+        checkpoint_max_tokens=800,
+        min_gain_ratio=0.9,
+        cooldown_calls=0,
+        hard_limit=50_000,
+    )
     msgs = anthropic_conversation(8)
     c = Compactor(model, provider="anthropic", config=cfg)
     r = c.prepare_messages(msgs)
@@ -314,9 +362,19 @@ def test_min_gain_configuration_is_checked(model: OpenAIChat) -> None:
 
 # --- compaction feeds the pyramid and the memory items -------------------------------------
 
+
 def test_compaction_seals_a_segment_and_extracts_items(model: OpenAIChat, db_path: Path) -> None:
-    cfg = Config.from_dict({"pyramid": {"micro_chunk_size": 1000}, "compaction": {
-        "threshold": 12_000, "keep_recent_tokens": 3_000, "output_reserve": 1_000, "checkpoint_max_tokens": 800}})
+    cfg = Config.from_dict(
+        {
+            "pyramid": {"micro_chunk_size": 1000},
+            "compaction": {
+                "threshold": 12_000,
+                "keep_recent_tokens": 3_000,
+                "output_reserve": 1_000,
+                "checkpoint_max_tokens": 800,
+            },
+        }
+    )
     with Memory(db_path, namespace="agent", config=cfg) as mem:
         sealed_events: list[Event] = []
         mem.events.subscribe("segment.sealed", sealed_events.append)
@@ -335,17 +393,23 @@ def test_compaction_seals_a_segment_and_extracts_items(model: OpenAIChat, db_pat
 
 
 def test_checkpoint_facts_reads_the_lasting_sections() -> None:
-    text = ("## Goal\n- fix it\n\n## Constraints & Preferences\n- Use **pytest** only\n- none\n\n"
-            "## Progress\n### Done\n- [x] a\n\n## Key Decisions\n- **Retry**: exponential backoff\n\n"
-            "## Next Steps\n1. ship\n\n## Critical Context\n- `src/a.py` line 3\n- none\n")
-    assert checkpoint_facts(text) == [("Use pytest only", "preference"), ("Retry: exponential backoff", "decision"),
-                                      ("`src/a.py` line 3", "fact")]
+    text = (
+        "## Goal\n- fix it\n\n## Constraints & Preferences\n- Use **pytest** only\n- none\n\n"
+        "## Progress\n### Done\n- [x] a\n\n## Key Decisions\n- **Retry**: exponential backoff\n\n"
+        "## Next Steps\n1. ship\n\n## Critical Context\n- `src/a.py` line 3\n- none\n"
+    )
+    assert checkpoint_facts(text) == [
+        ("Use pytest only", "preference"),
+        ("Retry: exponential backoff", "decision"),
+        ("`src/a.py` line 3", "fact"),
+    ]
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(turns=st.integers(1, 6), cut=st.integers(0, 40), extra=st.integers(0, 3))
-def test_replay_of_any_stored_prefix_or_suffix_stores_only_new_messages(tmp_path: Path, turns: int, cut: int,
-                                                                       extra: int) -> None:
+def test_replay_of_any_stored_prefix_or_suffix_stores_only_new_messages(
+    tmp_path: Path, turns: int, cut: int, extra: int
+) -> None:
     msgs = anthropic_conversation(turns, rows=5)
     db = tmp_path / f"r{turns}_{cut}_{extra}.db"
     with Memory(db, namespace="agent", config=no_pyramid()) as mem:
@@ -372,22 +436,38 @@ def test_m008_adds_the_loop_fields_to_existing_conversation_rows(tmp_path: Path)
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
     mig.apply(conn, [m for m in MIGRATIONS if m.name != "m009_conversation_loop"])
-    conn.execute("INSERT INTO conversations (namespace, session, summary, compaction_count, updated_at) "
-                 "VALUES ('ns', 's', '## Goal', 2, '2025-01-01T00:00:00.000000Z')")
+    conn.execute(
+        "INSERT INTO conversations (namespace, session, summary, compaction_count, updated_at) "
+        "VALUES ('ns', 's', '## Goal', 2, '2025-01-01T00:00:00.000000Z')"
+    )
     conn.close()
     store = SQLiteStore(path)
     state = store.conversations.get("ns", "s")
     assert state is not None
     assert (state.summary, state.compaction_count, state.resume_seq, state.deferred, dict(state.last_usage)) == (
-        "## Goal", 2, 0, 0, {})
+        "## Goal",
+        2,
+        0,
+        0,
+        {},
+    )
     store.close()
 
 
-def test_a_failure_feeding_the_memory_is_reported_and_the_compaction_stands(model: OpenAIChat,
-                                                                             db_path: Path) -> None:
-    cfg = Config.from_dict({"pyramid": {"micro_chunk_size": 1000}, "compaction": {
-        "threshold": 12_000, "keep_recent_tokens": 3_000, "output_reserve": 1_000, "checkpoint_max_tokens": 800}})
+def test_a_failure_feeding_the_memory_is_reported_and_the_compaction_stands(model: OpenAIChat, db_path: Path) -> None:
+    cfg = Config.from_dict(
+        {
+            "pyramid": {"micro_chunk_size": 1000},
+            "compaction": {
+                "threshold": 12_000,
+                "keep_recent_tokens": 3_000,
+                "output_reserve": 1_000,
+                "checkpoint_max_tokens": 800,
+            },
+        }
+    )
     with Memory(db_path, namespace="agent", config=cfg) as mem:
+
         def broken_hook(e: Event) -> None:
             raise RuntimeError("hook bug")
 
@@ -405,8 +485,15 @@ def test_a_failure_feeding_the_memory_is_reported_and_the_compaction_stands(mode
 
 
 def test_deferral_never_lets_a_request_pass_the_hard_limit(model: OpenAIChat) -> None:
-    cfg = CompactionConfig(threshold=12_000, keep_recent_tokens=3_000, output_reserve=1_000,
-                           checkpoint_max_tokens=800, min_gain_ratio=0.9, cooldown_calls=0, hard_limit=16_000)
+    cfg = CompactionConfig(
+        threshold=12_000,
+        keep_recent_tokens=3_000,
+        output_reserve=1_000,
+        checkpoint_max_tokens=800,
+        min_gain_ratio=0.9,
+        cooldown_calls=0,
+        hard_limit=16_000,
+    )
     n, peak, results = run_loop(model, cfg)
     statuses = [r.status for r in results]
     assert statuses.count("deferred") >= 3 and n >= 1
@@ -426,15 +513,20 @@ def test_sync_handlers_still_work_in_async_loops(model: OpenAIChat) -> None:
     assert result.compaction.pinned_indices[0] == 0 and seen == ["compacted"]
 
 
-def test_a_lone_new_request_compacts_instead_of_raising_when_the_recent_window_does_not_fit(
-        model: OpenAIChat) -> None:
+def test_a_lone_new_request_compacts_instead_of_raising_when_the_recent_window_does_not_fit(model: OpenAIChat) -> None:
     # The recent window (turn 1) fits keep_recent_tokens by raw count but not the budget once
     # calibrated, and the new request has no step yet: everything before it is summarized.
     # (The newest turn with no step used to raise BudgetError here.)
     msgs = anthropic_conversation(1, rows=200) + anthropic_conversation(2, rows=50)[6:]
     msgs.append({"role": "user", "content": "Request 2: next."})
-    cfg = CompactionConfig(threshold=6_000, keep_recent_tokens=3_000, output_reserve=500,
-                           checkpoint_max_tokens=800, min_gain_ratio=0.0, cooldown_calls=0)
+    cfg = CompactionConfig(
+        threshold=6_000,
+        keep_recent_tokens=3_000,
+        output_reserve=500,
+        checkpoint_max_tokens=800,
+        min_gain_ratio=0.0,
+        cooldown_calls=0,
+    )
     c = Compactor(model, provider="anthropic", config=cfg)
     c.observe_usage(msgs, count_messages(msgs, TOK) * 3)
     r = c.compact(msgs)

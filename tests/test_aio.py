@@ -11,21 +11,27 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from pg import fresh_schema, schema_url
+
 from stratamem import AsyncMemory, BudgetError, InvalidTurnError, Memory, StratamemError, ValidationError
 from stratamem.aio import EXCLUDED
 from stratamem.store.open import open_store
 
 
 def _public_memory_names() -> list[str]:
-    return sorted(n for n, a in vars(Memory).items()
-                  if not n.startswith("_") and (inspect.isfunction(a) or isinstance(a, property)))
+    return sorted(
+        n
+        for n, a in vars(Memory).items()
+        if not n.startswith("_") and (inspect.isfunction(a) or isinstance(a, property))
+    )
 
 
 def test_every_public_memory_method_has_an_async_twin_or_a_documented_exclusion() -> None:
-    missing = [n for n in _public_memory_names()
-               if n not in EXCLUDED and not inspect.iscoroutinefunction(getattr(AsyncMemory, n, None))]
+    missing = [
+        n
+        for n in _public_memory_names()
+        if n not in EXCLUDED and not inspect.iscoroutinefunction(getattr(AsyncMemory, n, None))
+    ]
     assert missing == [], f"public Memory methods without an async twin (add one or list in EXCLUDED): {missing}"
     # No stale exclusions, and every exclusion says why.
     assert sorted(set(EXCLUDED) - set(_public_memory_names())) == []
@@ -63,6 +69,7 @@ async def _hammer(amem: AsyncMemory, tasks: int, batches: int) -> None:
             await amem.add(_msgs(f"t{t}b{b}", 3), session=session)
             if b % 2:
                 await amem.context(f"t{t}b{b}", budget=300, session=session)
+
     await asyncio.gather(*(worker(t) for t in range(tasks)))
 
 
@@ -74,7 +81,7 @@ def _assert_hammered(mem: Memory, tasks: int, batches: int) -> None:
     for rows in by_session.values():  # each batch contiguous and in order inside its session
         for i in range(0, len(rows), 3):
             tag = rows[i].rsplit(" part ", 1)[0]
-            assert rows[i:i + 3] == [f"{tag} part {k}" for k in range(3)]
+            assert rows[i : i + 3] == [f"{tag} part {k}" for k in range(3)]
     assert mem.status().turns == tasks * batches * 3
 
 
@@ -82,6 +89,7 @@ def test_concurrent_tasks_lose_and_duplicate_nothing_on_sqlite(tmp_path: Path) -
     async def go() -> None:
         async with AsyncMemory(tmp_path / "a.db", namespace="n") as amem:
             await _hammer(amem, tasks=12, batches=6)
+
     asyncio.run(go())
     with Memory(tmp_path / "a.db", namespace="n") as mem:
         _assert_hammered(mem, 12, 6)
@@ -103,6 +111,7 @@ def test_concurrent_tasks_lose_and_duplicate_nothing_on_postgres(pg_dsn: str) ->
             third = amem.for_namespace("third")
         with pytest.raises(StratamemError, match="closed"):
             await third.turns()  # closing the root closed its siblings
+
     asyncio.run(go())
     mem = Memory(open_store(url), namespace="n")
     try:
@@ -127,7 +136,7 @@ def test_any_interleaving_gives_gap_free_sessions_holding_each_batch_whole(plan:
     for i, (s, n) in enumerate(plan):
         rows = by_session[s]
         start = rows.index(f"b{i} part 0")
-        assert rows[start:start + n] == [f"b{i} part {k}" for k in range(n)]
+        assert rows[start : start + n] == [f"b{i} part {k}" for k in range(n)]
     assert sum(len(r) for r in by_session.values()) == sum(n for _, n in plan)
     mem.close()
 
@@ -175,6 +184,7 @@ def test_a_failing_batch_raises_the_sync_error_and_stores_nothing(tmp_path: Path
             await amem.turns()
         with pytest.raises(ValidationError):
             await AsyncMemory.wrap(amem.memory).run(42)  # type: ignore[arg-type]
+
     asyncio.run(go())
     with pytest.raises(ValidationError):
         AsyncMemory.wrap("not a memory")  # type: ignore[arg-type]
@@ -182,12 +192,32 @@ def test_a_failing_batch_raises_the_sync_error_and_stores_nothing(tmp_path: Path
 
 def test_results_match_memory_call_for_call(tmp_path: Path) -> None:
     script: list[tuple[str, list[dict[str, Any]], str]] = [
-        ("s1", [{"role": "user", "content": "Our budget is $50K for the Lisbon offsite."},
-                {"role": "assistant", "content": "Noted: $50K."}], "budget"),
-        ("s2", [{"role": "user", "content": "Book the venue near the river."},
-                {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
-                    "name": "book", "arguments": "{\"where\": \"river\"}"}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": "booked"}], "venue"),
+        (
+            "s1",
+            [
+                {"role": "user", "content": "Our budget is $50K for the Lisbon offsite."},
+                {"role": "assistant", "content": "Noted: $50K."},
+            ],
+            "budget",
+        ),
+        (
+            "s2",
+            [
+                {"role": "user", "content": "Book the venue near the river."},
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "book", "arguments": '{"where": "river"}'},
+                        }
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "booked"},
+            ],
+            "venue",
+        ),
         ("s1", [{"role": "user", "content": "What was the budget again?"}], "Lisbon budget"),
     ]
     sync = Memory(tmp_path / "s.db", namespace="p")
@@ -198,8 +228,14 @@ def test_results_match_memory_call_for_call(tmp_path: Path) -> None:
             for session, msgs, query in script:
                 added = await amem.add(msgs, session=session)
                 ctx = await amem.context(query, budget=400, session=session)
-                out.append(([(t.session, t.seq, t.tokens, t.turn.content) for t in added], ctx.messages,
-                            ctx.tokens, [i.id for i in ctx.manifest.items]))
+                out.append(
+                    (
+                        [(t.session, t.seq, t.tokens, t.turn.content) for t in added],
+                        ctx.messages,
+                        ctx.tokens,
+                        [i.id for i in ctx.manifest.items],
+                    )
+                )
             st_ = await amem.status()
             out.append((st_.turns, st_.tokens, st_.sessions))
             out.append(await amem.run(lambda m: [t.text for t in m.turns("s2")]))
@@ -210,8 +246,14 @@ def test_results_match_memory_call_for_call(tmp_path: Path) -> None:
     for session, msgs, query in script:
         added = sync.add(msgs, session=session)
         ctx = sync.context(query, budget=400, session=session)
-        want.append(([(t.session, t.seq, t.tokens, t.turn.content) for t in added], ctx.messages, ctx.tokens,
-                     [i.id for i in ctx.manifest.items]))
+        want.append(
+            (
+                [(t.session, t.seq, t.tokens, t.turn.content) for t in added],
+                ctx.messages,
+                ctx.tokens,
+                [i.id for i in ctx.manifest.items],
+            )
+        )
     s = sync.status()
     want.append((s.turns, s.tokens, s.sessions))
     want.append([t.text for t in sync.turns("s2")])
@@ -262,6 +304,7 @@ def test_wrapping_one_memory_twice_shares_one_worker_and_sync_callers_use_it(tmp
         await asyncio.gather(*(a.run(lambda m, i=i: add(m, 10 + i)) for i in range(4)))
         # run_sync from inside the worker runs directly instead of deadlocking.
         assert await a.run(lambda m: a.run_sync(lambda m2: m2 is m)) is True
+
     asyncio.run(go())
     for t in threads:
         t.join()

@@ -4,23 +4,28 @@ corruption detection, and retention."""
 from __future__ import annotations
 
 import os
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from stratamem import Config, Memory
-from stratamem.pyramid.archive import Archive
 from stratamem.errors import ArchiveError, BackendError
+from stratamem.pyramid.archive import Archive
 from stratamem.pyramid.retention import apply_retention
 
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 
 
 def msgs(n: int) -> list[dict]:
-    return [{"role": "user" if i % 2 == 0 else "assistant",
-             "content": f"Message {i}: the Huila lot {i} costs {i * 3} euros, shipped on May {i % 28 + 1}.",
-             "timestamp": (T0 + timedelta(minutes=i)).isoformat()} for i in range(n)]
+    return [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": f"Message {i}: the Huila lot {i} costs {i * 3} euros, shipped on May {i % 28 + 1}.",
+            "timestamp": (T0 + timedelta(minutes=i)).isoformat(),
+        }
+        for i in range(n)
+    ]
 
 
 def test_frames_round_trip_and_references_point_at_them(tmp_path: Path):
@@ -36,16 +41,19 @@ def test_frames_round_trip_and_references_point_at_them(tmp_path: Path):
     assert [p.name for p in arc.files()] == ["2024-05-01.jsonl.zst"]
 
 
-@pytest.mark.parametrize("ref", [
-    "../2024-05-01.jsonl.zst@0+10",
-    "/etc/passwd",
-    "/tmp/2024-05-01.jsonl.zst@0+10",
-    "2024-05-01.jsonl.zst/../../x@0+1",
-    "sub/2024-05-01.jsonl.zst@0+10",
-    "2024-05-01.jsonl.zst",
-    "2024-05-01.jsonl.zst@-1+5",
-    "",
-])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "../2024-05-01.jsonl.zst@0+10",
+        "/etc/passwd",
+        "/tmp/2024-05-01.jsonl.zst@0+10",
+        "2024-05-01.jsonl.zst/../../x@0+1",
+        "sub/2024-05-01.jsonl.zst@0+10",
+        "2024-05-01.jsonl.zst",
+        "2024-05-01.jsonl.zst@-1+5",
+        "",
+    ],
+)
 def test_references_that_are_not_plain_archive_entries_are_refused(tmp_path: Path, ref: str):
     arc = Archive(tmp_path / "arc", "ns")
     arc.write({1: []}, day=date(2024, 5, 1))
@@ -91,8 +99,9 @@ def test_corrupt_truncated_and_missing_frames_raise_archive_error(tmp_path: Path
 
 def _memory(tmp_path: Path, **pyramid) -> Memory:
     # Warm holds the newest 10 turns' segments: with hot_chunks=2 (10 turns) every older segment is cold.
-    config = Config().replace(pyramid={"micro_chunk_size": 5, "mini_chunk_size": 10, "macro_chunk_size": 20,
-                                       "warm_max_turns": 10, **pyramid})
+    config = Config().replace(
+        pyramid={"micro_chunk_size": 5, "mini_chunk_size": 10, "macro_chunk_size": 20, "warm_max_turns": 10, **pyramid}
+    )
     return Memory(tmp_path / "m.db", namespace="t", config=config, embedder=None)
 
 
@@ -153,27 +162,37 @@ def _clocked(tmp_path: Path, clock, **pyramid) -> Memory:
     """A Memory whose pyramid runs on an injected clock (the archive day and archived_at both follow it)."""
     from stratamem.pyramid.consolidate import Pyramid
 
-    config = Config().replace(pyramid={"micro_chunk_size": 2, "hot_chunks": 1, "warm_max_age_hours": 1,
-                                       "cold_retention_days": 30, **pyramid})
+    config = Config().replace(
+        pyramid={"micro_chunk_size": 2, "hot_chunks": 1, "warm_max_age_hours": 1, "cold_retention_days": 30, **pyramid}
+    )
     mem = Memory(tmp_path / "m.db", namespace="t", config=config, embedder=None)
-    mem._derived._pyramid = Pyramid(mem.store, mem.namespace, config=config, tokenizer=mem.tokenizer, events=mem.events,
-                                   archive_dir=tmp_path / "m.db.archive", clock=clock)
+    mem._derived._pyramid = Pyramid(
+        mem.store,
+        mem.namespace,
+        config=config,
+        tokenizer=mem.tokenizer,
+        events=mem.events,
+        archive_dir=tmp_path / "m.db.archive",
+        clock=clock,
+    )
     return mem
 
 
 def _daily(n: int, start: datetime) -> list[dict]:
-    return [{"role": "user", "content": f"turn {i} about lot {i}", "timestamp": (start + timedelta(days=i)).isoformat()}
-            for i in range(n)]
+    return [
+        {"role": "user", "content": f"turn {i} about lot {i}", "timestamp": (start + timedelta(days=i)).isoformat()}
+        for i in range(n)
+    ]
 
 
 def test_nodes_expire_with_the_file_their_clock_named(tmp_path: Path):
     # Reviewer repro t7: the clock says 2020-01-01 while the machine's now is years later.
-    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=timezone.utc))
-    for m in _daily(8, datetime(2019, 12, 1, tzinfo=timezone.utc)):
+    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=UTC))
+    for m in _daily(8, datetime(2019, 12, 1, tzinfo=UTC)):
         mem.add(m)
     cold = mem.pyramid.nodes(level=1, tier="cold")
     assert [n.archive_ref.split("@")[0] for n in cold] == ["2020-01-01.jsonl.zst"] * 3
-    report = apply_retention(mem.pyramid, now=datetime(2020, 6, 1, tzinfo=timezone.utc))
+    report = apply_retention(mem.pyramid, now=datetime(2020, 6, 1, tzinfo=UTC))
     assert (report.files, report.nodes) == (("2020-01-01.jsonl.zst",), 3)
     for n in cold:
         assert mem.pyramid.node(n.id).archive_ref is None
@@ -183,12 +202,12 @@ def test_nodes_expire_with_the_file_their_clock_named(tmp_path: Path):
 
 
 def test_retention_keeps_a_file_while_any_node_still_refers_to_it(tmp_path: Path):
-    now = [datetime(2020, 1, 1, tzinfo=timezone.utc)]
+    now = [datetime(2020, 1, 1, tzinfo=UTC)]
     mem = _clocked(tmp_path, lambda: now[0])
-    for m in _daily(6, datetime(2019, 12, 1, tzinfo=timezone.utc)):
+    for m in _daily(6, datetime(2019, 12, 1, tzinfo=UTC)):
         mem.add(m)
-    now[0] = datetime(2020, 3, 1, tzinfo=timezone.utc)
-    for m in _daily(4, datetime(2020, 2, 1, tzinfo=timezone.utc)):
+    now[0] = datetime(2020, 3, 1, tzinfo=UTC)
+    for m in _daily(4, datetime(2020, 2, 1, tzinfo=UTC)):
         mem.add(m)
     refs = {n.id: n.archive_ref for n in mem.pyramid.nodes(level=1, tier="cold")}
     assert sorted({r.split("@")[0] for r in refs.values()}) == ["2020-01-01.jsonl.zst", "2020-03-01.jsonl.zst"]
@@ -196,14 +215,20 @@ def test_retention_keeps_a_file_while_any_node_still_refers_to_it(tmp_path: Path
     # A node whose archived_at is later than its file's day (written before the fix) keeps the file alive.
     late = jan[0]
     node = mem.pyramid.node(late)
-    mem.store.nodes.set_tier("t", late, "cold", at=datetime(2020, 2, 10, tzinfo=timezone.utc),
-                             view_tokens=node.view_tokens, archive_ref=node.archive_ref)
-    report = apply_retention(mem.pyramid, now=datetime(2020, 2, 15, tzinfo=timezone.utc))
+    mem.store.nodes.set_tier(
+        "t",
+        late,
+        "cold",
+        at=datetime(2020, 2, 10, tzinfo=UTC),
+        view_tokens=node.view_tokens,
+        archive_ref=node.archive_ref,
+    )
+    report = apply_retention(mem.pyramid, now=datetime(2020, 2, 15, tzinfo=UTC))
     assert (report.nodes, report.files) == (len(jan) - 1, ())
     assert [p.name for p in mem.pyramid.archive.files()] == ["2020-01-01.jsonl.zst", "2020-03-01.jsonl.zst"]
     assert mem.pyramid.expansion(late).sources == {late: "archive"}
     # Once its last reference expires, the January file goes; March's stays with its nodes.
-    report = apply_retention(mem.pyramid, now=datetime(2020, 3, 20, tzinfo=timezone.utc))
+    report = apply_retention(mem.pyramid, now=datetime(2020, 3, 20, tzinfo=UTC))
     assert (report.nodes, report.files) == (1, ("2020-01-01.jsonl.zst",))
     assert [p.name for p in mem.pyramid.archive.files()] == ["2020-03-01.jsonl.zst"]
     march = [i for i, r in refs.items() if r.startswith("2020-03-01")]
@@ -211,26 +236,27 @@ def test_retention_keeps_a_file_while_any_node_still_refers_to_it(tmp_path: Path
 
 
 def test_a_failed_store_transaction_deletes_no_archive_file(tmp_path: Path):
-    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=timezone.utc), retention_purges_turns=True)
-    for m in _daily(8, datetime(2019, 12, 1, tzinfo=timezone.utc)):
+    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=UTC), retention_purges_turns=True)
+    for m in _daily(8, datetime(2019, 12, 1, tzinfo=UTC)):
         mem.add(m)
     before = {n.id: n.archive_ref for n in mem.pyramid.nodes(level=1, tier="cold")}
     with mem.store.lock:  # a real database refusal half-way through retention
-        mem.store.connection.execute("CREATE TRIGGER no_purge BEFORE DELETE ON turns "
-                                     "BEGIN SELECT RAISE(ABORT, 'turns are on legal hold'); END")
+        mem.store.connection.execute(
+            "CREATE TRIGGER no_purge BEFORE DELETE ON turns BEGIN SELECT RAISE(ABORT, 'turns are on legal hold'); END"
+        )
     with pytest.raises(BackendError, match="legal hold"):
-        apply_retention(mem.pyramid, now=datetime(2020, 6, 1, tzinfo=timezone.utc))
+        apply_retention(mem.pyramid, now=datetime(2020, 6, 1, tzinfo=UTC))
     assert [p.name for p in mem.pyramid.archive.files()] == ["2020-01-01.jsonl.zst"]
     assert {n.id: n.archive_ref for n in mem.pyramid.nodes(level=1, tier="cold")} == before
     assert all(mem.pyramid.expansion(i).sources == {i: "archive"} for i in before)
 
 
 def test_an_old_file_nothing_refers_to_is_deleted(tmp_path: Path):
-    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=timezone.utc))
-    for m in _daily(8, datetime(2019, 12, 1, tzinfo=timezone.utc)):
+    mem = _clocked(tmp_path, lambda: datetime(2020, 1, 1, tzinfo=UTC))
+    for m in _daily(8, datetime(2019, 12, 1, tzinfo=UTC)):
         mem.add(m)
     orphan = mem.pyramid.archive.write({99: []}, day=date(2019, 6, 1))  # e.g. its transaction rolled back
-    report = apply_retention(mem.pyramid, now=datetime(2020, 1, 20, tzinfo=timezone.utc))
+    report = apply_retention(mem.pyramid, now=datetime(2020, 1, 20, tzinfo=UTC))
     assert (report.nodes, report.files) == (0, (orphan.split("@")[0],))
     assert [p.name for p in mem.pyramid.archive.files()] == ["2020-01-01.jsonl.zst"]
 
@@ -260,8 +286,13 @@ def test_a_segment_whose_content_is_gone_everywhere_is_marked_failed_not_raised(
     apply_retention(mem.pyramid, now=mem.pyramid.clock() + timedelta(days=3))
     cold = mem.pyramid.nodes(level=1, tier="cold")
     assert [n.summary_status for n in cold] == ["pending"] * 4
-    eager = Pyramid(mem.store, "t", config=mem.config.replace(pyramid={"auto_summarize": True}),
-                    tokenizer=mem.tokenizer, archive_dir=tmp_path / "m.db.archive")
+    eager = Pyramid(
+        mem.store,
+        "t",
+        config=mem.config.replace(pyramid={"auto_summarize": True}),
+        tokenizer=mem.tokenizer,
+        archive_dir=tmp_path / "m.db.archive",
+    )
     failed = []
     eager.events.subscribe("summarizer.failed", failed.append)
     eager.summarize_pending()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -25,17 +25,26 @@ from stratamem.pyramid.archive import Archive, is_reference, reference_record
 from stratamem.pyramid.tiers import turn_record
 from stratamem.store.open import open_store
 
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 MARK = "QUOKKA-7731"
-CFG = Config().replace(pyramid={"micro_chunk_size": 5, "mini_chunk_size": 10, "macro_chunk_size": 20,
-                                "warm_max_turns": 10})
+CFG = Config().replace(
+    pyramid={"micro_chunk_size": 5, "mini_chunk_size": 10, "macro_chunk_size": 20, "warm_max_turns": 10}
+)
 
 
 def _msgs(n: int, marker_at: int = 3) -> list[dict]:
-    return [{"role": "user" if i % 2 == 0 else "assistant",
-             "content": (f"The spare key code is {MARK}, keep it safe." if i == marker_at
-                         else f"Message {i}: the Huila lot {i} costs {i * 3} euros."),
-             "timestamp": (T0 + timedelta(minutes=i)).isoformat()} for i in range(n)]
+    return [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": (
+                f"The spare key code is {MARK}, keep it safe."
+                if i == marker_at
+                else f"Message {i}: the Huila lot {i} costs {i * 3} euros."
+            ),
+            "timestamp": (T0 + timedelta(minutes=i)).isoformat(),
+        }
+        for i in range(n)
+    ]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -133,11 +142,19 @@ def test_retention_that_purges_turns_leaves_the_cold_content_gone_not_half_there
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(n=st.integers(min_value=6, max_value=60), chunk=st.integers(min_value=2, max_value=7))
-def test_every_cold_frame_references_exactly_its_segments_turns_in_order(tmp_path_factory: pytest.TempPathFactory,
-                                                                         n: int, chunk: int) -> None:
+def test_every_cold_frame_references_exactly_its_segments_turns_in_order(
+    tmp_path_factory: pytest.TempPathFactory, n: int, chunk: int
+) -> None:
     path = tmp_path_factory.mktemp("prop") / "m.db"
-    config = Config().replace(pyramid={"micro_chunk_size": chunk, "mini_chunk_size": chunk * 2,
-                                       "macro_chunk_size": chunk * 4, "warm_max_turns": chunk, "hot_chunks": 1})
+    config = Config().replace(
+        pyramid={
+            "micro_chunk_size": chunk,
+            "mini_chunk_size": chunk * 2,
+            "macro_chunk_size": chunk * 4,
+            "warm_max_turns": chunk,
+            "hot_chunks": 1,
+        }
+    )
     with Memory(path, namespace="t", config=config, embedder=None) as mem:
         mem.add(_msgs(n))
         arc = mem.pyramid.archive

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,19 +13,31 @@ from stratamem import Memory, ValidationError
 from stratamem.providers import structural_problems
 from stratamem.tokens import get_tokenizer
 
-T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 NEEDLE = "The staging database password rotates every 45 days, set by Priya."
-FILLER = ["Let's look at the CSS for the header.", "The button colour should be teal.",
-          "I pushed the layout fix.", "Tests pass on my machine.", "Can you review the PR?",
-          "Sure, looking now.", "The footer overlaps on mobile.", "Fixed with a media query."]
+FILLER = [
+    "Let's look at the CSS for the header.",
+    "The button colour should be teal.",
+    "I pushed the layout fix.",
+    "Tests pass on my machine.",
+    "Can you review the PR?",
+    "Sure, looking now.",
+    "The footer overlaps on mobile.",
+    "Fixed with a media query.",
+]
 
 
 def _long_history(mem: Memory) -> None:
     msgs = []
     for i in range(240):
         text = NEEDLE if i == 6 else f"{FILLER[i % len(FILLER)]} (note {i})"
-        msgs.append({"role": "user" if i % 2 == 0 else "assistant", "content": text,
-                     "timestamp": (T0 + timedelta(minutes=i)).isoformat()})
+        msgs.append(
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": text,
+                "timestamp": (T0 + timedelta(minutes=i)).isoformat(),
+            }
+        )
     mem.add(msgs[:120], session="week1")
     mem.add(msgs[120:], session="week2")
 
@@ -96,11 +108,15 @@ _MEM: dict[str, Memory] = {}
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 # From 4: 3 Anthropic tokens are 2 o200k tokens, below the request overhead (test_shells checks it raises).
-@given(budget=st.integers(min_value=4, max_value=2500), fmt=st.sampled_from(["openai", "anthropic", "text"]),
-       policy=st.sampled_from(["hybrid", "topics", "pyramid", "state_first", "recall"]),
-       query=st.sampled_from(["staging password", "footer media query", "teal button colour", "zzz"]))
-def test_assembly_never_exceeds_the_budget_and_stays_valid(tmp_path_factory: pytest.TempPathFactory, budget: int,
-                                                           fmt: str, policy: str, query: str) -> None:
+@given(
+    budget=st.integers(min_value=4, max_value=2500),
+    fmt=st.sampled_from(["openai", "anthropic", "text"]),
+    policy=st.sampled_from(["hybrid", "topics", "pyramid", "state_first", "recall"]),
+    query=st.sampled_from(["staging password", "footer media query", "teal button colour", "zzz"]),
+)
+def test_assembly_never_exceeds_the_budget_and_stays_valid(
+    tmp_path_factory: pytest.TempPathFactory, budget: int, fmt: str, policy: str, query: str
+) -> None:
     if "m" not in _MEM:
         _MEM["m"] = Memory(tmp_path_factory.mktemp("prop") / "p.db", namespace="p", embedder=None)
         _long_history(_MEM["m"])
@@ -134,8 +150,10 @@ def test_hot_items_are_kept_and_cold_items_recalled_into_the_prompt(history: Mem
     assert by_id[f"item:{hot.id}"].reason == "hot_item"
     assert by_id[f"item:{cold.id}"].reason == "recalled_item"
     system = ctx.messages[0]["content"]
-    assert system.startswith("## Remembered facts\n- (decision) Deploys happen on Tuesdays only.\n"
-                             "- (fact) The on-call rota is kept in the Ops wiki under rotations.")
+    assert system.startswith(
+        "## Remembered facts\n- (decision) Deploys happen on Tuesdays only.\n"
+        "- (fact) The on-call rota is kept in the Ops wiki under rotations."
+    )
     assert ctx.tokens <= 600
 
 
@@ -152,17 +170,24 @@ def test_assembling_a_context_changes_no_memory_item(history: Memory) -> None:
 def _topic_memory(tmp_path: Path) -> Memory:
     from stratamem import Config
 
-    mem = Memory(tmp_path / "topics.db", namespace="t",
-                 config=Config().replace(pyramid={"preset": "topics", "segmenter": "topic", "max_message_chars": 40}), embedder=None)
+    mem = Memory(
+        tmp_path / "topics.db",
+        namespace="t",
+        config=Config().replace(pyramid={"preset": "topics", "segmenter": "topic", "max_message_chars": 40}),
+        embedder=None,
+    )
     t = T0
     for topic in range(6):
-        msgs = [{"role": "user", "content": f"new topic: subject {topic} " + "detail " * 3,
-                 "timestamp": t.isoformat()}]
+        msgs = [{"role": "user", "content": f"new topic: subject {topic} " + "detail " * 3, "timestamp": t.isoformat()}]
         for i in range(5):
             t += timedelta(minutes=1)
-            msgs.append({"role": "assistant" if i % 2 == 0 else "user",
-                         "content": f"about subject {topic}, point {i} " + "x" * (60 if i == 4 else 0),
-                         "timestamp": t.isoformat()})
+            msgs.append(
+                {
+                    "role": "assistant" if i % 2 == 0 else "user",
+                    "content": f"about subject {topic}, point {i} " + "x" * (60 if i == 4 else 0),
+                    "timestamp": t.isoformat(),
+                }
+            )
         t += timedelta(hours=1)  # a silence seals the topic
         mem.add(msgs, session="s")
     return mem
@@ -185,7 +210,8 @@ def test_topics_policy_shows_the_current_topic_then_topic_and_bulk_summaries(tmp
     # summarized yet, so it is shown expanded or not at all (never as a placeholder).
     small = mem.context("anything", budget=300, session="s", policy="topics", format="text")
     assert [(i.turn_ids[0], i.reason) for i in small.manifest.items if i.kind == "segment"] == [
-        (mem.turns("s")[24].id, "expanded")]
+        (mem.turns("s")[24].id, "expanded")
+    ]
     assert "not_summarized_and_too_big" in {m.reason for m in small.manifest.near_misses}
     assert "(not summarized yet)" not in small.text
     assert small.tokens <= 300

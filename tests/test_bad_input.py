@@ -56,89 +56,223 @@ def _ingest(p: Path, text: str, suffix: str = ".jsonl") -> object:
 
 
 def _tool_call(call_id: str) -> dict:
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+    }
 
 
 CASES: list[tuple[str, Callable[[Memory, Path], object], type[StratamemError], str]] = [
-    ("unknown role", lambda m, p: m.add([GOOD, {"role": "wizard", "content": "x"}]),
-     InvalidTurnError, "unknown role 'wizard'"),
+    (
+        "unknown role",
+        lambda m, p: m.add([GOOD, {"role": "wizard", "content": "x"}]),
+        InvalidTurnError,
+        "unknown role 'wizard'",
+    ),
     ("missing content", lambda m, p: m.add([GOOD, {"role": "user"}]), InvalidTurnError, "missing 'content'"),
-    ("non-string content", lambda m, p: m.add([GOOD, {"role": "user", "content": 3.5}]),
-     InvalidTurnError, "content must be a string or a list"),
-    ("malformed block", lambda m, p: m.add([GOOD, {"role": "user", "content": [{"type": "text", "txt": "x"}]}]),
-     InvalidTurnError, "unexpected keys in text block"),
-    ("block that is not an object", lambda m, p: m.add([GOOD, {"role": "user", "content": ["x"]}]),
-     InvalidTurnError, "a content block must be an object"),
-    ("openai tool call with broken JSON", lambda m, p: m.add([GOOD, {"role": "assistant", "tool_calls": [
-        {"id": "c", "type": "function", "function": {"name": "ls", "arguments": "{oops"}}]}]),
-     InvalidTurnError, "tool call arguments are not valid JSON"),
-    ("tool result without its tool call (openai)", lambda m, p: m.add(
-        [GOOD, {"role": "tool", "tool_call_id": "nope", "content": "r"}]),
-     InvalidTurnError, "tool result 'nope' answers no tool call"),
-    ("tool result without its tool call (anthropic)", lambda m, p: m.add([GOOD, {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "ghost", "content": "r"}]}]),
-     InvalidTurnError, "tool result 'ghost' answers no tool call"),
-    ("lone surrogate", lambda m, p: m.add([GOOD, {"role": "user", "content": "bad \ud83d text"}]),
-     InvalidTurnError, "lone surrogate"),
+    (
+        "non-string content",
+        lambda m, p: m.add([GOOD, {"role": "user", "content": 3.5}]),
+        InvalidTurnError,
+        "content must be a string or a list",
+    ),
+    (
+        "malformed block",
+        lambda m, p: m.add([GOOD, {"role": "user", "content": [{"type": "text", "txt": "x"}]}]),
+        InvalidTurnError,
+        "unexpected keys in text block",
+    ),
+    (
+        "block that is not an object",
+        lambda m, p: m.add([GOOD, {"role": "user", "content": ["x"]}]),
+        InvalidTurnError,
+        "a content block must be an object",
+    ),
+    (
+        "openai tool call with broken JSON",
+        lambda m, p: m.add(
+            [
+                GOOD,
+                {
+                    "role": "assistant",
+                    "tool_calls": [{"id": "c", "type": "function", "function": {"name": "ls", "arguments": "{oops"}}],
+                },
+            ]
+        ),
+        InvalidTurnError,
+        "tool call arguments are not valid JSON",
+    ),
+    (
+        "tool result without its tool call (openai)",
+        lambda m, p: m.add([GOOD, {"role": "tool", "tool_call_id": "nope", "content": "r"}]),
+        InvalidTurnError,
+        "tool result 'nope' answers no tool call",
+    ),
+    (
+        "tool result without its tool call (anthropic)",
+        lambda m, p: m.add(
+            [GOOD, {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "ghost", "content": "r"}]}]
+        ),
+        InvalidTurnError,
+        "tool result 'ghost' answers no tool call",
+    ),
+    (
+        "lone surrogate",
+        lambda m, p: m.add([GOOD, {"role": "user", "content": "bad \ud83d text"}]),
+        InvalidTurnError,
+        "lone surrogate",
+    ),
     ("NUL byte", lambda m, p: m.add([GOOD, {"role": "user", "content": "a\x00b"}]), InvalidTurnError, "NUL"),
-    ("10 MB message", lambda m, p: m.add([GOOD, {"role": "user", "content": "x" * 10_000_000}]),
-     InvalidTurnError, "the limit is 4,000,000"),
+    (
+        "10 MB message",
+        lambda m, p: m.add([GOOD, {"role": "user", "content": "x" * 10_000_000}]),
+        InvalidTurnError,
+        "the limit is 4,000,000",
+    ),
     ("zero budget", lambda m, p: m.context(budget=0), BudgetError, "budget must be positive"),
     ("negative budget", lambda m, p: m.context(budget=-5), BudgetError, "budget must be positive"),
     ("non-integer budget", lambda m, p: m.context(budget=10.5), BudgetError, "positive integer"),
-    ("unknown namespace", lambda m, p: m.for_namespace("nobody").context(budget=100),
-     NotFoundError, "unknown namespace 'nobody'"),
-    ("unknown session", lambda m, p: m.context(budget=100, session="nope"),
-     NotFoundError, "unknown session 'nope'"),
+    (
+        "unknown namespace",
+        lambda m, p: m.for_namespace("nobody").context(budget=100),
+        NotFoundError,
+        "unknown namespace 'nobody'",
+    ),
+    ("unknown session", lambda m, p: m.context(budget=100, session="nope"), NotFoundError, "unknown session 'nope'"),
     ("bad session name", lambda m, p: m.add(GOOD, session="../etc"), ValidationError, "invalid session name"),
     ("bad namespace name", lambda m, p: m.for_namespace(""), ValidationError, "invalid namespace name"),
     ("unknown output format", lambda m, p: m.context(budget=100, format="xml"), ValidationError, "unknown format"),
-    ("truncated import file", lambda m, p: m.for_namespace("imp").import_(
-        io.StringIO("".join(_export_text(p).splitlines(keepends=True)[:-1]))),
-     DecodeError, "no end record: the file is truncated"),
-    ("corrupt import file", lambda m, p: m.for_namespace("imp").import_(
-        io.StringIO(_export_text(p).replace('"ok"', '"OK"'))),
-     DecodeError, "checksum mismatch"),
-    ("import line that is not JSON", lambda m, p: m.for_namespace("imp").import_(
-        io.StringIO(_export_text(p).replace('{"type":"turn"', '{"type:"turn"', 1))),
-     DecodeError, "line 3: invalid JSON"),
-    ("not an export at all", lambda m, p: m.for_namespace("imp").import_(io.StringIO('{"role":"user"}\n')),
-     DecodeError, "not a stratamem export"),
+    (
+        "truncated import file",
+        lambda m, p: m.for_namespace("imp").import_(
+            io.StringIO("".join(_export_text(p).splitlines(keepends=True)[:-1]))
+        ),
+        DecodeError,
+        "no end record: the file is truncated",
+    ),
+    (
+        "corrupt import file",
+        lambda m, p: m.for_namespace("imp").import_(io.StringIO(_export_text(p).replace('"ok"', '"OK"'))),
+        DecodeError,
+        "checksum mismatch",
+    ),
+    (
+        "import line that is not JSON",
+        lambda m, p: m.for_namespace("imp").import_(
+            io.StringIO(_export_text(p).replace('{"type":"turn"', '{"type:"turn"', 1))
+        ),
+        DecodeError,
+        "line 3: invalid JSON",
+    ),
+    (
+        "not an export at all",
+        lambda m, p: m.for_namespace("imp").import_(io.StringIO('{"role":"user"}\n')),
+        DecodeError,
+        "not a stratamem export",
+    ),
     # Every field of an import record is type-checked (review #18).
-    ("import turn naming an unhashable session", lambda m, p: _import(m, _SESSION, '{"type":"turn","session":[1]}'),
-     DecodeError, "line 3: turn for unknown session [1]"),
-    ("import line nested too deeply", lambda m, p: _import(m, "[" * 100_000 + "]" * 100_000),
-     DecodeError, "line 2: invalid JSON: nested too deeply"),
-    ("import session with an object platform", lambda m, p: _import(
-        m, _SESSION[:-1] + ',"platform":{"a":1}}', _EMPTY_END), DecodeError, "line 2: platform: expected a string"),
-    ("import session with a numeric name", lambda m, p: _import(
-        m, '{"type":"session","name":7,"created_at":"2020-01-01T00:00:00Z"}'), DecodeError, "invalid session name 7"),
-    ("import turn with a boolean seq", lambda m, p: _import(
-        m, _SESSION, '{"type":"turn","session":"s","seq":true,"turn":{"role":"user","content":"x"}}'),
-     DecodeError, "expected seq 1, got True"),
-    ("import turn holding NaN", lambda m, p: _import(
-        m, _SESSION, '{"type":"turn","session":"s","seq":1,"turn":{"role":"user","content":"x","metadata":{"a":NaN}}}'),
-     DecodeError, "line 3: invalid JSON: NaN is not valid JSON"),
-    ("import end record with string counts", lambda m, p: _import(
-        m, _SESSION, _EMPTY_END.replace('"turns":0', '"turns":"0"')), DecodeError, "end record needs integer"),
-    ("import header with a boolean version", lambda m, p: m.import_(io.StringIO(
-        '{"format":"stratamem-export","version":true,"namespace":"x","tokenizer":"o200k_base"}\n')),
-     DecodeError, "unsupported export version True"),
-    ("ingest JSON nested too deeply", lambda m, p: _ingest(p, "[" * 100_000 + "]" * 100_000, ".json"),
-     DecodeError, "invalid JSON: nested too deeply"),
-    ("ingest line nested too deeply", lambda m, p: _ingest(p, '{"role":"user","content":"a"}\n' + "[" * 50_000),
-     DecodeError, "line 2: invalid JSON: nested too deeply"),
-    ("ingest line with an object platform", lambda m, p: _ingest(
-        p, '{"role":"user","content":"a","platform":{"x":1}}\n'), DecodeError, "line 1: platform: expected a string"),
-    ("ingest line with a list session", lambda m, p: _ingest(p, '{"role":"user","content":"a","session":["s"]}\n'),
-     DecodeError, "line 1: invalid session name ['s']"),
-    ("NaN in a tool input", lambda m, p: m.add([GOOD, {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "t", "name": "n", "input": {"x": float("nan")}}]}], format="anthropic"),
-     InvalidTurnError, "messages[1].content[0].input: not JSON-serializable"),
-    ("timestamp past year 9999 in UTC", lambda m, p: m.add(
-        [GOOD, {"role": "user", "content": "x", "timestamp": "9999-12-31T23:59:59-05:00"}]),
-     InvalidTurnError, "outside years 1-9999 in UTC"),
+    (
+        "import turn naming an unhashable session",
+        lambda m, p: _import(m, _SESSION, '{"type":"turn","session":[1]}'),
+        DecodeError,
+        "line 3: turn for unknown session [1]",
+    ),
+    (
+        "import line nested too deeply",
+        lambda m, p: _import(m, "[" * 100_000 + "]" * 100_000),
+        DecodeError,
+        "line 2: invalid JSON: nested too deeply",
+    ),
+    (
+        "import session with an object platform",
+        lambda m, p: _import(m, _SESSION[:-1] + ',"platform":{"a":1}}', _EMPTY_END),
+        DecodeError,
+        "line 2: platform: expected a string",
+    ),
+    (
+        "import session with a numeric name",
+        lambda m, p: _import(m, '{"type":"session","name":7,"created_at":"2020-01-01T00:00:00Z"}'),
+        DecodeError,
+        "invalid session name 7",
+    ),
+    (
+        "import turn with a boolean seq",
+        lambda m, p: _import(
+            m, _SESSION, '{"type":"turn","session":"s","seq":true,"turn":{"role":"user","content":"x"}}'
+        ),
+        DecodeError,
+        "expected seq 1, got True",
+    ),
+    (
+        "import turn holding NaN",
+        lambda m, p: _import(
+            m,
+            _SESSION,
+            '{"type":"turn","session":"s","seq":1,"turn":{"role":"user","content":"x","metadata":{"a":NaN}}}',
+        ),
+        DecodeError,
+        "line 3: invalid JSON: NaN is not valid JSON",
+    ),
+    (
+        "import end record with string counts",
+        lambda m, p: _import(m, _SESSION, _EMPTY_END.replace('"turns":0', '"turns":"0"')),
+        DecodeError,
+        "end record needs integer",
+    ),
+    (
+        "import header with a boolean version",
+        lambda m, p: m.import_(
+            io.StringIO('{"format":"stratamem-export","version":true,"namespace":"x","tokenizer":"o200k_base"}\n')
+        ),
+        DecodeError,
+        "unsupported export version True",
+    ),
+    (
+        "ingest JSON nested too deeply",
+        lambda m, p: _ingest(p, "[" * 100_000 + "]" * 100_000, ".json"),
+        DecodeError,
+        "invalid JSON: nested too deeply",
+    ),
+    (
+        "ingest line nested too deeply",
+        lambda m, p: _ingest(p, '{"role":"user","content":"a"}\n' + "[" * 50_000),
+        DecodeError,
+        "line 2: invalid JSON: nested too deeply",
+    ),
+    (
+        "ingest line with an object platform",
+        lambda m, p: _ingest(p, '{"role":"user","content":"a","platform":{"x":1}}\n'),
+        DecodeError,
+        "line 1: platform: expected a string",
+    ),
+    (
+        "ingest line with a list session",
+        lambda m, p: _ingest(p, '{"role":"user","content":"a","session":["s"]}\n'),
+        DecodeError,
+        "line 1: invalid session name ['s']",
+    ),
+    (
+        "NaN in a tool input",
+        lambda m, p: m.add(
+            [
+                GOOD,
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t", "name": "n", "input": {"x": float("nan")}}],
+                },
+            ],
+            format="anthropic",
+        ),
+        InvalidTurnError,
+        "messages[1].content[0].input: not JSON-serializable",
+    ),
+    (
+        "timestamp past year 9999 in UTC",
+        lambda m, p: m.add([GOOD, {"role": "user", "content": "x", "timestamp": "9999-12-31T23:59:59-05:00"}]),
+        InvalidTurnError,
+        "outside years 1-9999 in UTC",
+    ),
 ]
 
 
@@ -205,7 +339,9 @@ def test_an_import_into_a_session_holding_other_turns_is_refused(memory: Memory,
     target = memory.for_namespace("copy")
     session = json.loads(text.splitlines()[1])["name"]
     target.add({"role": "user", "content": "something else entirely"}, session=session)
-    with pytest.raises(ValidationError, match=f"session '{session}' of namespace 'copy' differs from the export at seq 1"):
+    with pytest.raises(
+        ValidationError, match=f"session '{session}' of namespace 'copy' differs from the export at seq 1"
+    ):
         target.import_(io.StringIO(text))
     assert target.status().turns == 1
 

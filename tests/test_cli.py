@@ -13,8 +13,11 @@ from stratamem.cli import main
 
 OPENAI_FILE = [
     {"role": "user", "content": "What is in src?"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\": \"src\"}"}}]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": '{"path": "src"}'}}],
+    },
     {"role": "tool", "tool_call_id": "c1", "content": "app.py"},
     {"role": "assistant", "content": "Just app.py."},
 ]
@@ -46,36 +49,51 @@ def test_ingest_context_status_export_import(tmp_path: Path) -> None:
 
 
 def test_ingest_reads_locomo_with_session_dates(tmp_path: Path) -> None:
-    sample = {"sample_id": "t1", "conversation": {
-        "speaker_a": "Ana", "speaker_b": "Ben",
-        "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [{"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Ben!"},
-                      {"speaker": "Ben", "dia_id": "D1:2", "text": "Look", "blip_caption": "a photo of a cat"}],
-        "session_2_date_time": "9:00 am on 9 May, 2023",
-        "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "Morning."}]}}
+    sample = {
+        "sample_id": "t1",
+        "conversation": {
+            "speaker_a": "Ana",
+            "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ana", "dia_id": "D1:1", "text": "Hi Ben!"},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": "Look", "blip_caption": "a photo of a cat"},
+            ],
+            "session_2_date_time": "9:00 am on 9 May, 2023",
+            "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "Morning."}],
+        },
+    }
     src = tmp_path / "locomo.json"
     src.write_text(json.dumps([sample]))
     db = tmp_path / "l.db"
     code, out = run(db, "ingest", str(src))
     assert code == 0 and "into 1 namespace(s): locomo-t1" in out
     code, out = run(db, "-n", "locomo-t1", "context", "--session", "session_1", "--budget", "100")
-    assert out.splitlines() == ["[2023-05-08 13:56] Ana: Hi Ben!",
-                                "[2023-05-08 13:56] Ben: Look [shares a photo of a cat]"]
+    assert out.splitlines() == [
+        "[2023-05-08 13:56] Ana: Hi Ben!",
+        "[2023-05-08 13:56] Ben: Look [shares a photo of a cat]",
+    ]
 
 
 def test_errors_are_one_line_and_exit_non_zero(tmp_path: Path) -> None:
     db = tmp_path / "e.db"
-    proc = subprocess.run([sys.executable, "-m", "stratamem", "--db", str(db), "context", "--budget", "-3"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stratamem", "--db", str(db), "context", "--budget", "-3"],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 1
     assert proc.stderr.strip() == "Error: BudgetError: budget must be positive, got -3"
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"role": "wizard", "content": "x"}\n')
-    proc = subprocess.run([sys.executable, "-m", "stratamem", "--db", str(db), "ingest", str(bad)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stratamem", "--db", str(db), "ingest", str(bad)], capture_output=True, text=True
+    )
     assert proc.returncode == 1
-    assert proc.stderr.strip() == ("Error: DecodeError: line 1: role: unknown role 'wizard' "
-                                   "(expected one of ['system', 'user', 'assistant', 'tool'])")
+    assert proc.stderr.strip() == (
+        "Error: DecodeError: line 1: role: unknown role 'wizard' "
+        "(expected one of ['system', 'user', 'assistant', 'tool'])"
+    )
 
 
 def test_every_command_has_help() -> None:
@@ -88,8 +106,9 @@ def test_every_command_has_help() -> None:
 
 def test_environment_variables_select_db_and_namespace(tmp_path: Path) -> None:
     db = tmp_path / "env.db"
-    result = CliRunner().invoke(main, ["add", "-c", "hello"],
-                                env={"STRATAMEM_DB": str(db), "STRATAMEM_NAMESPACE": "envns"})
+    result = CliRunner().invoke(
+        main, ["add", "-c", "hello"], env={"STRATAMEM_DB": str(db), "STRATAMEM_NAMESPACE": "envns"}
+    )
     assert result.exit_code == 0
     code, out = run(db, "-n", "envns", "status", "--json")
     assert json.loads(out)["turns"] == 1

@@ -24,8 +24,16 @@ def run(db: Path, *args: str, input: str | None = None) -> tuple[int, str]:
 
 def _fill(db: Path) -> list[int]:
     with Memory(db, namespace="alice") as mem:
-        ids = [t.id for t in mem.add([{"role": "user", "content": "The ferry leaves at 7:40 from pier 3."},
-                                      {"role": "assistant", "content": "Noted, pier 3."}], session="trip")]
+        ids = [
+            t.id
+            for t in mem.add(
+                [
+                    {"role": "user", "content": "The ferry leaves at 7:40 from pier 3."},
+                    {"role": "assistant", "content": "Noted, pier 3."},
+                ],
+                session="trip",
+            )
+        ]
         mem.add({"role": "user", "content": "Dinner at the river restaurant."}, session="food")
         mem.for_namespace("bob").add({"role": "user", "content": "hello"})
     return ids
@@ -63,8 +71,14 @@ def test_forget_asks_on_a_terminal_and_only_a_yes_forgets(tmp_path: Path) -> Non
     env = {**os.environ, "STRATAMEM_EMBEDDING": "none"}
     for answer, remaining in (("n", 3), ("y", 0)):
         master, slave = pty.openpty()
-        proc = subprocess.Popen([STRATAMEM, "--db", str(db), "-n", "alice", "forget", "--all"], stdin=slave,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        proc = subprocess.Popen(
+            [STRATAMEM, "--db", str(db), "-n", "alice", "forget", "--all"],
+            stdin=slave,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         os.close(slave)
         os.write(master, f"{answer}\n".encode())
         out, err = proc.communicate(timeout=60)

@@ -46,12 +46,26 @@ def anthropic_conversation(turns: int, steps: int = 2, rows: int = 120) -> list[
         msgs.append({"role": "user", "content": f"Request {t}: fix module src/pkg/mod{t}.py please."})
         for k in range(steps):
             tid = f"toolu_{t}_{k}"
-            msgs.append({"role": "assistant", "content": [
-                {"type": "thinking", "thinking": f"I should look at mod{t}.", "signature": "sig"},
-                {"type": "tool_use", "id": tid, "name": "read_file" if k == 0 else "edit_file",
-                 "input": {"path": f"src/pkg/mod{t}.py"}}]})
-            msgs.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": tid,
-                                                       "content": output(rows, f"t{t}k{k} ")}]})
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": f"I should look at mod{t}.", "signature": "sig"},
+                        {
+                            "type": "tool_use",
+                            "id": tid,
+                            "name": "read_file" if k == 0 else "edit_file",
+                            "input": {"path": f"src/pkg/mod{t}.py"},
+                        },
+                    ],
+                }
+            )
+            msgs.append(
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": tid, "content": output(rows, f"t{t}k{k} ")}],
+                }
+            )
         msgs.append({"role": "assistant", "content": f"Done with request {t}."})
     return msgs
 
@@ -61,12 +75,18 @@ def openai_conversation(turns: int, steps: int = 2, rows: int = 120) -> list[dic
     for t in range(turns):
         msgs.append({"role": "user", "content": f"Request {t}: fix module src/pkg/mod{t}.py please."})
         for k in range(steps):
-            calls = [{"id": f"call_{t}_{k}_{j}", "type": "function",
-                      "function": {"name": "read_file", "arguments": f'{{"path": "src/pkg/mod{t}_{j}.py"}}'}}
-                     for j in range(2)]
+            calls = [
+                {
+                    "id": f"call_{t}_{k}_{j}",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": f'{{"path": "src/pkg/mod{t}_{j}.py"}}'},
+                }
+                for j in range(2)
+            ]
             msgs.append({"role": "assistant", "content": None, "tool_calls": calls})
-            msgs += [{"role": "tool", "tool_call_id": c["id"], "content": output(rows // 2, f"t{t}k{k} ")}
-                     for c in calls]
+            msgs += [
+                {"role": "tool", "tool_call_id": c["id"], "content": output(rows // 2, f"t{t}k{k} ")} for c in calls
+            ]
         msgs.append({"role": "assistant", "content": f"Done with request {t}."})
     return msgs
 
@@ -89,6 +109,7 @@ def compactor(model: Any, provider: str = "anthropic", **kw: Any) -> Compactor:
 
 
 # --- trigger and cut point ----------------------------------------------------------------
+
 
 def test_should_compact_under_threshold(model: OpenAIChat) -> None:
     msgs = anthropic_conversation(2)
@@ -120,7 +141,7 @@ def test_find_cut_point_keeps_recent() -> None:
     starts = real_user_indices(msgs)
     kept = sum(count_message(m, TOK) for m in msgs[cut:])
     assert cut == starts[-2] and kept <= 8_000
-    assert sum(count_message(m, TOK) for m in msgs[starts[-3]:]) > 8_000
+    assert sum(count_message(m, TOK) for m in msgs[starts[-3] :]) > 8_000
     assert find_cut_point(msgs, 10**9, TOK) == 0
 
 
@@ -141,19 +162,19 @@ def test_latest_request_is_always_kept_even_when_large() -> None:
 
 # --- rebuild -------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])
 def test_alternation_preserved(provider: str, model: OpenAIChat) -> None:
     msgs = anthropic_conversation(8) if provider == "anthropic" else openai_conversation(8)
-    latest = copy.deepcopy(msgs[real_user_indices(msgs)[-1]:])
+    latest = copy.deepcopy(msgs[real_user_indices(msgs)[-1] :])
     result = compactor(model, provider).compact(msgs)
     assert result.status == "compacted"
     assert structural_problems(msgs, provider) == []
-    assert msgs[-len(latest):] == latest  # the recent window, verbatim
+    assert msgs[-len(latest) :] == latest  # the recent window, verbatim
     if provider == "openai":
         assert msgs[0] == {"role": "system", "content": "Project rules: run the tests before you answer."}
         msgs = msgs[1:]
-    assert msgs[0]["content"].startswith(CHECKPOINT_HEADER) and msgs[1] == {"role": "assistant",
-                                                                          "content": ACK_TEXT}
+    assert msgs[0]["content"].startswith(CHECKPOINT_HEADER) and msgs[1] == {"role": "assistant", "content": ACK_TEXT}
     assert count_messages(msgs, TOK) + SMALL.output_reserve <= SMALL.threshold
 
 
@@ -164,8 +185,9 @@ def test_alternation_leading_assistant(model: OpenAIChat) -> None:
     keep = sum(count_message(m, TOK) for m in msgs[35:])
     assert msgs[35] == {"role": "assistant", "content": "Done with request 5."}
     assert find_cut_point(msgs, keep, TOK) == 36
-    config = CompactionConfig(threshold=12_000, keep_recent_tokens=keep, output_reserve=1_000,
-                              checkpoint_max_tokens=800)
+    config = CompactionConfig(
+        threshold=12_000, keep_recent_tokens=keep, output_reserve=1_000, checkpoint_max_tokens=800
+    )
     result = compactor(model, config=config).compact(msgs)
     assert result.removed_indices == tuple(range(36))
     assert [m["role"] for m in msgs[:3]] == ["user", "assistant", "user"]
@@ -193,6 +215,7 @@ def test_budget_error_when_the_newest_step_cannot_fit(model: OpenAIChat) -> None
 
 # --- checkpoint ----------------------------------------------------------------------------
 
+
 def test_first_compaction_uses_checkpoint_prompt_with_all_sections(model: OpenAIChat, server: FakeLLMServer) -> None:
     msgs = anthropic_conversation(8)
     c = compactor(model)
@@ -210,7 +233,7 @@ def test_iterative_update_prompt(model: OpenAIChat, server: FakeLLMServer) -> No
     c = compactor(model)
     c.compact(msgs)
     first = c.state.summary or ""
-    msgs += anthropic_conversation(14)[len(anthropic_conversation(8)):]
+    msgs += anthropic_conversation(14)[len(anthropic_conversation(8)) :]
     result = c.compact(msgs)
     req = server.requests[-1]
     assert result.status == "compacted" and result.compaction_number == 2
@@ -244,6 +267,7 @@ def test_anthropic_client_writes_the_checkpoint(server: FakeLLMServer) -> None:
 
 # --- failure ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("failure", ["status", "timeout"])
 def test_summarization_failure_fallback(failure: str, server: FakeLLMServer, db_path: Path) -> None:
     server.requests.clear()
@@ -266,7 +290,7 @@ def test_summarization_failure_fallback(failure: str, server: FakeLLMServer, db_
     assert bus.recent("compaction.after")[-1].data["status"] == "fallback"
     # Nothing is lost: every message is a stored turn, and the failure is in the persisted state.
     assert len(mem.turns("s1")) == len(original)
-    assert set(result.turn_ids) == {t.id for t in mem.turns("s1")[:result.removed_indices[-1] + 1]}
+    assert set(result.turn_ids) == {t.id for t in mem.turns("s1")[: result.removed_indices[-1] + 1]}
     saved = SQLiteStore(db_path).conversations.get("agent", "s1")
     assert saved is not None and (saved.last_status, saved.failures, saved.summary) == ("fallback", 1, None)
     mem.close()
@@ -341,7 +365,7 @@ def test_fallback_keeps_the_previous_checkpoint(model: OpenAIChat, server: FakeL
     c = compactor(model)
     c.compact(msgs)
     summary = c.state.summary or ""
-    msgs += anthropic_conversation(14)[len(anthropic_conversation(8)):]
+    msgs += anthropic_conversation(14)[len(anthropic_conversation(8)) :]
     server.fail_next(1, status=500)
     assert c.compact(msgs).status == "fallback"
     assert summary.split("\n\n## Files")[0] in msgs[0]["content"]
@@ -358,6 +382,7 @@ def test_no_model_truncates_visibly() -> None:
 
 
 # --- events, pinning, cancel -------------------------------------------------------------------
+
 
 def test_before_event_carries_metadata_and_pins_turns(model: OpenAIChat, db_path: Path) -> None:
     mem = Memory(db_path, namespace="agent", embedder=None)
@@ -377,8 +402,9 @@ def test_before_event_carries_metadata_and_pins_turns(model: OpenAIChat, db_path
     assert seen[0].namespace == "agent"
     assert data["compaction_number"] == 1 and data["session"] == "s"
     assert data["turn_ids"] == tuple(stored[i].id for i in data["message_indices"])
-    assert data["tokens_compacted"] == sum(count_message(m, TOK) for m in
-                                           (anthropic_conversation(8)[i] for i in data["message_indices"]))
+    assert data["tokens_compacted"] == sum(
+        count_message(m, TOK) for m in (anthropic_conversation(8)[i] for i in data["message_indices"])
+    )
     assert result.pinned_indices == (0, 1, 2, 3, 4, 5)
     assert msgs[2:8] == first_turn
     assert structural_problems(msgs, "anthropic") == []
@@ -403,6 +429,7 @@ def test_handler_can_cancel(model: OpenAIChat, server: FakeLLMServer) -> None:
 
 
 # --- state -----------------------------------------------------------------------------------
+
 
 def test_conversation_state_updated_and_restored_after_restart(model: OpenAIChat, db_path: Path) -> None:
     mem = Memory(db_path, namespace="agent", embedder=None)
@@ -482,10 +509,27 @@ def transcripts(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, A
     for t in range(draw(st.integers(1, 7))):
         text = " ".join(draw(st.lists(WORDS, min_size=1, max_size=30)))
         if draw(st.booleans()):
-            ant.append({"role": "user", "content": [{"type": "text", "text": text}, {"type": "image", "source": {
-                "type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}]})
-            oai.append({"role": "user", "content": [{"type": "text", "text": text}, {
-                "type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]})
+            ant.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": text},
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+                        },
+                    ],
+                }
+            )
+            oai.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": text},
+                        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+                    ],
+                }
+            )
         else:
             ant.append({"role": "user", "content": text})
             oai.append({"role": "user", "content": text})
@@ -493,19 +537,40 @@ def transcripts(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, A
             ids = [f"c{t}_{k}_{j}" for j in range(draw(st.integers(1, 3)))]
             blocks: list[dict[str, Any]] = []
             if draw(st.booleans()):
-                blocks.append({"type": "thinking", "thinking": " ".join(draw(st.lists(WORDS, max_size=40))),
-                               "signature": "s"})
-            blocks += [{"type": "tool_use", "id": i, "name": draw(st.sampled_from(["read_file", "bash", "edit"])),
-                        "input": {"path": f"src/m{t}.py"}} for i in ids]
+                blocks.append(
+                    {"type": "thinking", "thinking": " ".join(draw(st.lists(WORDS, max_size=40))), "signature": "s"}
+                )
+            blocks += [
+                {
+                    "type": "tool_use",
+                    "id": i,
+                    "name": draw(st.sampled_from(["read_file", "bash", "edit"])),
+                    "input": {"path": f"src/m{t}.py"},
+                }
+                for i in ids
+            ]
             ant.append({"role": "assistant", "content": blocks})
-            oai.append({"role": "assistant", "content": None, "tool_calls": [
-                {"id": i, "type": "function", "function": {"name": "read_file", "arguments": "{}"}} for i in ids]})
+            oai.append(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": i, "type": "function", "function": {"name": "read_file", "arguments": "{}"}} for i in ids
+                    ],
+                }
+            )
             results = []
             for i in ids:
                 body = output(draw(st.integers(0, 150)), i)
                 with_image = draw(st.integers(0, 9)) == 0
-                content: Any = [{"type": "text", "text": body}, {"type": "image", "source": {
-                    "type": "base64", "media_type": "image/png", "data": "AAAA"}}] if with_image else body
+                content: Any = (
+                    [
+                        {"type": "text", "text": body},
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}},
+                    ]
+                    if with_image
+                    else body
+                )
                 results.append({"type": "tool_result", "tool_use_id": i, "content": content})
                 oai.append({"role": "tool", "tool_call_id": i, "content": body})
             ant.append({"role": "user", "content": results})
@@ -517,14 +582,14 @@ def transcripts(draw: st.DrawFn) -> tuple[list[dict[str, Any]], list[dict[str, A
     return ant, oai
 
 
-PROPERTY = CompactionConfig(threshold=24_000, keep_recent_tokens=3_000, output_reserve=1_000,
-                            checkpoint_max_tokens=600)
+PROPERTY = CompactionConfig(threshold=24_000, keep_recent_tokens=3_000, output_reserve=1_000, checkpoint_max_tokens=600)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(pair=transcripts())
 def test_pruned_and_compacted_lists_are_valid_and_within_budget(
-        pair: tuple[list[dict[str, Any]], list[dict[str, Any]]], server: FakeLLMServer) -> None:
+    pair: tuple[list[dict[str, Any]], list[dict[str, Any]]], server: FakeLLMServer
+) -> None:
     model = OpenAIChat("summarizer", base_url=server.openai_base_url, max_retries=0)
     for provider, msgs in zip(("anthropic", "openai"), pair, strict=True):
         assert structural_problems(msgs, provider) == []
@@ -539,5 +604,7 @@ def test_pruned_and_compacted_lists_are_valid_and_within_budget(
         assert c.count(msgs) + PROPERTY.output_reserve <= PROPERTY.threshold
         if result.status == "compacted":
             assert msgs[int(provider == "openai")]["content"].startswith(CHECKPOINT_HEADER)
-            assert msgs[real_user_indices(msgs)[-1]] == (pair[0] if provider == "anthropic" else pair[1])[
-                real_user_indices(msgs)[-1]]
+            assert (
+                msgs[real_user_indices(msgs)[-1]]
+                == (pair[0] if provider == "anthropic" else pair[1])[real_user_indices(msgs)[-1]]
+            )

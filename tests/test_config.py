@@ -16,8 +16,12 @@ def test_defaults_are_the_seeds_numbers() -> None:
     assert (c.pruning.soft_trim_chars, c.pruning.soft_trim_head, c.pruning.soft_trim_tail) == (4000, 1500, 1500)
     assert (c.pruning.hard_clear_after, c.pruning.keep_last_tool_results) == (6, 2)
     assert (c.compaction.threshold, c.compaction.keep_recent_tokens) == (100_000, 20_000)
-    assert (c.items.hot_token_limit, c.items.warm_access_threshold, c.items.promote_threshold,
-            c.items.max_cold_items) == (4000, 3, 0.85, 1000)
+    assert (
+        c.items.hot_token_limit,
+        c.items.warm_access_threshold,
+        c.items.promote_threshold,
+        c.items.max_cold_items,
+    ) == (4000, 3, 0.85, 1000)
     assert (c.state.min_tokens, c.state.max_tokens) == (250, 750)
     assert c.pyramid.silence_minutes == 30 and c.pyramid.topic_token_threshold == 0.6
     assert c.tokenizer == "o200k_base"
@@ -33,16 +37,19 @@ def test_yaml_file_overrides_defaults(tmp_path: Path) -> None:
     assert c.pyramid.mini_chunk_size == 25
 
 
-@pytest.mark.parametrize("data, message", [
-    ({"tokenizr": "x"}, "unknown config key(s): tokenizr"),
-    ({"pyramid": {"micro_chunk": 3}}, "unknown config key(s): pyramid.micro_chunk"),
-    ({"pyramid": {"micro_chunk_size": "ten"}}, "pyramid.micro_chunk_size: expected an integer"),
-    ({"pyramid": {"micro_chunk_size": True}}, "pyramid.micro_chunk_size: expected an integer"),
-    ({"pyramid": {"summarizer": "magic"}}, "pyramid.summarizer: 'magic' is not one of"),
-    ({"context": {"current_share": 0.9}}, "must be 1.0"),
-    ({"items": {"hot_token_limit": -1}}, "items.hot_token_limit: must not be negative"),
-    ({"tokenizer": "p50k"}, "tokenizer: 'p50k' is not"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"tokenizr": "x"}, "unknown config key(s): tokenizr"),
+        ({"pyramid": {"micro_chunk": 3}}, "unknown config key(s): pyramid.micro_chunk"),
+        ({"pyramid": {"micro_chunk_size": "ten"}}, "pyramid.micro_chunk_size: expected an integer"),
+        ({"pyramid": {"micro_chunk_size": True}}, "pyramid.micro_chunk_size: expected an integer"),
+        ({"pyramid": {"summarizer": "magic"}}, "pyramid.summarizer: 'magic' is not one of"),
+        ({"context": {"current_share": 0.9}}, "must be 1.0"),
+        ({"items": {"hot_token_limit": -1}}, "items.hot_token_limit: must not be negative"),
+        ({"tokenizer": "p50k"}, "tokenizer: 'p50k' is not"),
+    ],
+)
 def test_bad_config_is_refused_with_the_key_path(data: dict, message: str) -> None:
     with pytest.raises(ConfigError) as info:
         Config.from_dict(data)

@@ -66,8 +66,13 @@ class _Reads(ast.NodeVisitor):
         self.names.add(node.id)
 
     def visit_Call(self, node: ast.Call) -> None:
-        if (isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) >= 2
-                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str)):
+        if (
+            isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
             self.attrs.add(node.args[1].value)
         self.generic_visit(node)
 
@@ -97,10 +102,14 @@ def unread_keys() -> list[str]:
             found = any(name in m.config_attrs for m in modules)
         else:
             section = path[-1]
-            found = any(name in m.attrs and (section in m.attrs or section_cls.__name__ in m.names)
-                        # A name no other section has, loaded off a ``config``/``cfg`` (a mixin's self.config).
-                        or owners[name] == 1 and name in m.config_attrs
-                        for m in modules)
+            found = any(
+                name in m.attrs
+                and (section in m.attrs or section_cls.__name__ in m.names)
+                # A name no other section has, loaded off a ``config``/``cfg`` (a mixin's self.config).
+                or owners[name] == 1
+                and name in m.config_attrs
+                for m in modules
+            )
         if not found:
             missing.append(key)
     return missing

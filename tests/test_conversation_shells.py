@@ -48,8 +48,10 @@ def test_conversation_show_prints_checkpoint_counts_failures_and_usage(tmp_path:
     db = tmp_path / "m.db"
     made = make_conversation(db)
     runner = CliRunner()
-    out = runner.invoke(main, ["--db", str(db), "-n", "agent", "--embedding", "none", "conversation", "show",
-                               "--session", "s", "--json"])
+    out = runner.invoke(
+        main,
+        ["--db", str(db), "-n", "agent", "--embedding", "none", "conversation", "show", "--session", "s", "--json"],
+    )
     assert out.exit_code == 0, out.output
     report = json.loads(out.output)
     (conv,) = report["conversations"]
@@ -62,20 +64,26 @@ def test_conversation_show_prints_checkpoint_counts_failures_and_usage(tmp_path:
     assert "session s: 1 compaction(s), last fallback, 1 failure(s)" in text.output
     assert "last usage: 5,000 in / 120 out" in text.output
     assert "    ## Goal" in text.output
-    missing = runner.invoke(main, ["--db", str(db), "-n", "agent", "--embedding", "none", "conversation", "show",
-                                   "--session", "nope"])
+    missing = runner.invoke(
+        main, ["--db", str(db), "-n", "agent", "--embedding", "none", "conversation", "show", "--session", "nope"]
+    )
     assert missing.exit_code == 1 and "NotFoundError" in missing.output
 
 
 def test_mcp_conversation_show_over_stdio(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     made = make_conversation(db)
-    env = {"STRATAMEM_DB": str(db), "STRATAMEM_NAMESPACE": "agent", "STRATAMEM_EMBEDDING": "none",
-           "PATH": os.environ.get("PATH", "")}
+    env = {
+        "STRATAMEM_DB": str(db),
+        "STRATAMEM_NAMESPACE": "agent",
+        "STRATAMEM_EMBEDDING": "none",
+        "PATH": os.environ.get("PATH", ""),
+    }
 
     async def main_() -> Any:
-        async with Client(StdioServerParameters(command=STRATAMEM, args=["mcp"], env=env),
-                          read_timeout_seconds=60) as client:
+        async with Client(
+            StdioServerParameters(command=STRATAMEM, args=["mcp"], env=env), read_timeout_seconds=60
+        ) as client:
             one = await client.call_tool("conversation_show", {"session": "s"})
             every = await client.call_tool("conversation_show", {})
             bad = await client.call_tool("conversation_show", {"session": "zzz"})
@@ -90,14 +98,19 @@ def test_mcp_conversation_show_over_stdio(tmp_path: Path) -> None:
 
 
 def test_env_overrides_parse_by_type_and_validate() -> None:
-    env = {"STRATAMEM_COMPACTION_THRESHOLD": "60_000", "STRATAMEM_COMPACTION_MIN_GAIN_RATIO": "0.3",
-           "STRATAMEM_COMPACTION_HARD_LIMIT": "none", "STRATAMEM_PRUNING_ENABLED": "false",
-           "STRATAMEM_PRUNING_KEEP_LAST_TOOL_RESULTS": "4", "STRATAMEM_DB": "ignored here"}
+    env = {
+        "STRATAMEM_COMPACTION_THRESHOLD": "60_000",
+        "STRATAMEM_COMPACTION_MIN_GAIN_RATIO": "0.3",
+        "STRATAMEM_COMPACTION_HARD_LIMIT": "none",
+        "STRATAMEM_PRUNING_ENABLED": "false",
+        "STRATAMEM_PRUNING_KEEP_LAST_TOOL_RESULTS": "4",
+        "STRATAMEM_DB": "ignored here",
+    }
     assert agentloop_env(env) == {
         "compaction": {"hard_limit": None, "min_gain_ratio": 0.3, "threshold": 60_000},
-        "pruning": {"enabled": False, "keep_last_tool_results": 4}}
-    cfg = apply_agentloop_env(Config.from_dict({"compaction": {"threshold": 50_000, "keep_recent_tokens": 9_000}}),
-                              env)
+        "pruning": {"enabled": False, "keep_last_tool_results": 4},
+    }
+    cfg = apply_agentloop_env(Config.from_dict({"compaction": {"threshold": 50_000, "keep_recent_tokens": 9_000}}), env)
     assert (cfg.compaction.threshold, cfg.compaction.keep_recent_tokens) == (60_000, 9_000)  # env over file
     with pytest.raises(ConfigError, match="STRATAMEM_COMPACTION_TRESHOLD"):
         agentloop_env({"STRATAMEM_COMPACTION_TRESHOLD": "1"})
@@ -110,13 +123,24 @@ def test_env_overrides_parse_by_type_and_validate() -> None:
 def test_the_cli_reads_the_overrides_from_its_environment(tmp_path: Path) -> None:
     yaml = tmp_path / "c.yaml"
     yaml.write_text("compaction:\n  threshold: 50000\n")
-    env = {**os.environ, "STRATAMEM_CONFIG": str(yaml), "STRATAMEM_COMPACTION_THRESHOLD": "70000",
-           "STRATAMEM_PRUNING_SOFT_TRIM_CHARS": "9000", "STRATAMEM_DB": str(tmp_path / "m.db"),
-           "STRATAMEM_EMBEDDING": "none"}
-    code = ("from stratamem.cli import Settings; import os; s = Settings(os.environ['STRATAMEM_DB'], 'default', "
-            "os.environ['STRATAMEM_CONFIG']); print(s.config.compaction.threshold, s.config.pruning.soft_trim_chars)")
+    env = {
+        **os.environ,
+        "STRATAMEM_CONFIG": str(yaml),
+        "STRATAMEM_COMPACTION_THRESHOLD": "70000",
+        "STRATAMEM_PRUNING_SOFT_TRIM_CHARS": "9000",
+        "STRATAMEM_DB": str(tmp_path / "m.db"),
+        "STRATAMEM_EMBEDDING": "none",
+    }
+    code = (
+        "from stratamem.cli import Settings; import os; s = Settings(os.environ['STRATAMEM_DB'], 'default', "
+        "os.environ['STRATAMEM_CONFIG']); print(s.config.compaction.threshold, s.config.pruning.soft_trim_chars)"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["70000", "9000"]
-    bad = subprocess.run([STRATAMEM, "conversation", "show"], env={**env, "STRATAMEM_COMPACTION_NOPE": "1"},
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [STRATAMEM, "conversation", "show"],
+        env={**env, "STRATAMEM_COMPACTION_NOPE": "1"},
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 1 and "STRATAMEM_COMPACTION_NOPE" in bad.stderr

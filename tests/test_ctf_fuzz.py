@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,18 +12,30 @@ from stratamem.errors import DecodeError
 from stratamem.formats.ctf import SummaryRow, decode_summaries, decode_turns, encode_summaries, encode_turns
 from stratamem.records import TextBlock, ToolResultBlock, ToolUseBlock, Turn
 
-T0 = datetime(2024, 1, 15, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 15, 10, 0, tzinfo=UTC)
 _SEEDS = [
-    encode_turns([Turn(role="user", content="hi\tthere\\", timestamp=T0, name="A"),
-                  Turn(role="assistant", content=(TextBlock("x"), ToolUseBlock("c", "f", {"a": [1]})),
-                       timestamp=T0 + timedelta(seconds=3.5), model="m", metadata={"k": 1}),
-                  Turn(role="tool", content=(ToolResultBlock("c", (TextBlock("ok"),)),), timestamp=T0,
-                       name=None)]),
-    encode_turns([Turn(role="user", content=c, timestamp=T0 + timedelta(seconds=30 * i), name="Ann")
-                  for i, c in enumerate(["a", "-", "", "\\N"])]),
+    encode_turns(
+        [
+            Turn(role="user", content="hi\tthere\\", timestamp=T0, name="A"),
+            Turn(
+                role="assistant",
+                content=(TextBlock("x"), ToolUseBlock("c", "f", {"a": [1]})),
+                timestamp=T0 + timedelta(seconds=3.5),
+                model="m",
+                metadata={"k": 1},
+            ),
+            Turn(role="tool", content=(ToolResultBlock("c", (TextBlock("ok"),)),), timestamp=T0, name=None),
+        ]
+    ),
+    encode_turns(
+        [
+            Turn(role="user", content=c, timestamp=T0 + timedelta(seconds=30 * i), name="Ann")
+            for i, c in enumerate(["a", "-", "", "\\N"])
+        ]
+    ),
     encode_summaries([SummaryRow("s1", 1, 9, "sum\nmary", ("a|b", "c")), SummaryRow("s2", 10, 12, "", ())]),
 ]
-_ALPHABET = list("\t\n\r\\ =,.-|:0123456789NJZTtsuan{}[]\"#CTFv") + ["␉", "é", "\u2028", "\x00", "\ud800"]
+_ALPHABET = list('\t\n\r\\ =,.-|:0123456789NJZTtsuan{}[]"#CTFv') + ["␉", "é", "\u2028", "\x00", "\ud800"]
 
 
 def _mutate(rng: random.Random, text: str) -> str:
@@ -40,7 +52,7 @@ def _mutate(rng: random.Random, text: str) -> str:
         elif op == 3:
             chars = chars[:pos]  # truncation
         else:
-            chars[pos:pos] = list(rng.choice(["\\J[[[[", "\\J{\"type\":[]}", "9" * 30, "\\N", "\t", "\n"]))
+            chars[pos:pos] = list(rng.choice(["\\J[[[[", '\\J{"type":[]}', "9" * 30, "\\N", "\t", "\n"]))
     return "".join(chars)
 
 
@@ -84,7 +96,15 @@ def test_arbitrary_text_raises_only_decode_error(text):
 
 
 @settings(max_examples=1000, deadline=None)
-@given(st.sampled_from(["#CTF v1 turns n=", "#CTF v1 turns n=2 t0=2024-01-15T10:00Z cols=role,time,name,model,meta,content\n",
-                        "#CTF v1 summaries n=1\n"]), st.text(max_size=120))
+@given(
+    st.sampled_from(
+        [
+            "#CTF v1 turns n=",
+            "#CTF v1 turns n=2 t0=2024-01-15T10:00Z cols=role,time,name,model,meta,content\n",
+            "#CTF v1 summaries n=1\n",
+        ]
+    ),
+    st.text(max_size=120),
+)
 def test_arbitrary_text_after_a_header_raises_only_decode_error(header, text):
     _decode_all(header + text)

@@ -18,8 +18,14 @@ from pg import LocalPostgres, fresh_schema, schema_url
 
 from stratamem.store import open_store
 from stratamem.store.postgres.store import PostgresStore
-from stratamem.testing.drills import (DrillCheck, crash_drill, disk_full_drill, read_only_drill, restart_drill,
-                                      run_writers)
+from stratamem.testing.drills import (
+    DrillCheck,
+    crash_drill,
+    disk_full_drill,
+    read_only_drill,
+    restart_drill,
+    run_writers,
+)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -84,15 +90,16 @@ def test_derived_check_reports_a_broken_archive_frame(tmp_path: Path) -> None:
         broken = check_derived(mem)
     assert not broken.ok
     assert broken.unreadable == len(cold) and broken.archived == len(cold)
-    assert all("ArchiveError" in p for p in broken.problems[:len(cold)]), broken.problems
+    assert all("ArchiveError" in p for p in broken.problems[: len(cold)]), broken.problems
 
 
 def test_concurrent_writers_on_shared_and_own_sessions(target: str, tmp_path: Path) -> None:
     writers = 4
     result = run_writers(target, "conc", tmp_path, writers=writers, turns_each=150, max_batch=6)
     assert result.errors == []  # in particular no "database is locked"
-    assert result.check == DrillCheck(acknowledged=writers * 150, stored=writers * 150, lost=0, duplicated=0,
-                                      gaps=0, integrity=result.check.integrity)
+    assert result.check == DrillCheck(
+        acknowledged=writers * 150, stored=writers * 150, lost=0, duplicated=0, gaps=0, integrity=result.check.integrity
+    )
     assert result.check.integrity in ("ok", "n/a")
     store = open_store(target)
     sessions = {s.name for s in store.sessions("conc")}
@@ -104,7 +111,7 @@ def _open_new_file_at_once(path: str, barrier: Any, errors: Any) -> None:
     barrier.wait()
     try:
         open_store(path).close()
-    except Exception as exc:  # reported to the parent, which asserts there were none
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which asserts there were none
         errors.put(repr(exc))
 
 
@@ -184,5 +191,7 @@ def test_derived_check_reports_a_segment_that_no_longer_matches_its_range(tmp_pa
         result = check_derived(mem)
     assert (result.ok, result.gaps, result.bad_provenance, result.overlaps, result.unreadable) == (False, 1, 1, 0, 0)
     seg = segments[1].id
-    assert result.problems == (f"session 's': segment {seg} starts at seq 6, expected 5",
-                               f"segment {seg} ('s' seq 6..8) holds 4 turn ids that are not that range's turns")
+    assert result.problems == (
+        f"session 's': segment {seg} starts at seq 6, expected 5",
+        f"segment {seg} ('s' seq 6..8) holds 4 turn ids that are not that range's turns",
+    )

@@ -112,9 +112,11 @@ def test_bad_limits_and_a_missing_model_are_config_errors(tmp_path: Path) -> Non
 
 
 def test_importing_and_constructing_loads_nothing_heavy() -> None:
-    code = ("import sys; from stratamem.embed import LocalMiniLM, OpenAIEmbedder; m = LocalMiniLM(); "
-            "heavy = ('tokenizers', 'safetensors', 'openai', 'torch', 'onnx', 'onnxruntime'); "
-            "print(sorted(n for n in heavy if n in sys.modules), m.loaded)")
+    code = (
+        "import sys; from stratamem.embed import LocalMiniLM, OpenAIEmbedder; m = LocalMiniLM(); "
+        "heavy = ('tokenizers', 'safetensors', 'openai', 'torch', 'onnx', 'onnxruntime'); "
+        "print(sorted(n for n in heavy if n in sys.modules), m.loaded)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[] False"
 
@@ -149,8 +151,9 @@ def test_openai_embedder_returns_the_servers_vectors(server: FakeEmbeddingServer
 
 
 def test_openai_embedder_can_ask_for_shortened_vectors(server: FakeEmbeddingServer) -> None:
-    emb = OpenAIEmbedder("fake-embed", dimensions=8, base_url=server.base_url, request_dimensions=True,
-                         api_key="sk-test")
+    emb = OpenAIEmbedder(
+        "fake-embed", dimensions=8, base_url=server.base_url, request_dimensions=True, api_key="sk-test"
+    )
     assert emb.embed_batch(["x"]).shape == (1, 8)
     assert server.requests[0].body["dimensions"] == 8
     assert server.requests[0].headers["authorization"] == "Bearer sk-test"
@@ -304,8 +307,8 @@ def test_the_memory_cache_evicts_the_least_recently_used() -> None:
     fake = HashEmbedder(4)
     cached = CachedEmbedder(fake, cache)
     cached.embed_batch(["a", "b"])
-    cached.embed_batch(["a"])        # "a" is now the most recent
-    cached.embed_batch(["c"])        # evicts "b"
+    cached.embed_batch(["a"])  # "a" is now the most recent
+    cached.embed_batch(["c"])  # evicts "b"
     cached.embed_batch(["a", "b"])
     assert fake.calls == [["a", "b"], ["c"], ["b"]]
     assert len(cache) == 2

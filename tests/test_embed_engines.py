@@ -45,8 +45,7 @@ def _reference() -> np.ndarray:
 
 
 @pytest.mark.parametrize("engine", ["numpy", "onnx"])
-def test_each_engine_equals_sentence_transformers(engine: str, numpy_pass: LocalMiniLM,
-                                                  onnx_pass: LocalMiniLM) -> None:
+def test_each_engine_equals_sentence_transformers(engine: str, numpy_pass: LocalMiniLM, onnx_pass: LocalMiniLM) -> None:
     model = numpy_pass if engine == "numpy" else onnx_pass
     got = model.embed_batch([c["text"] for c in CASES])
     ref = _reference()
@@ -57,8 +56,12 @@ def test_each_engine_equals_sentence_transformers(engine: str, numpy_pass: Local
 def test_engines_agree_on_real_turns_of_every_length(numpy_pass: LocalMiniLM, onnx_pass: LocalMiniLM) -> None:
     """LoCoMo turns in mixed-length batches (padding), plus the empty text and one past the 256-token cut."""
     data = json.loads(LOCOMO.read_text(encoding="utf-8"))
-    turns = [t["text"] for key, s in data[0]["conversation"].items()
-             if key.startswith("session_") and isinstance(s, list) for t in s][:300]
+    turns = [
+        t["text"]
+        for key, s in data[0]["conversation"].items()
+        if key.startswith("session_") and isinstance(s, list)
+        for t in s
+    ][:300]
     texts = [*turns, "", "word " * 400, "?"]
     a, b = numpy_pass.embed_batch(texts), onnx_pass.embed_batch(texts)
     assert a.shape == b.shape == (len(texts), 384)
@@ -88,8 +91,9 @@ def test_auto_builds_onnxruntime_only_for_bulk_calls() -> None:
         model.close()
 
 
-def test_auto_falls_back_to_numpy_without_onnxruntime(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
-                                                      numpy_pass: LocalMiniLM) -> None:
+def test_auto_falls_back_to_numpy_without_onnxruntime(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, numpy_pass: LocalMiniLM
+) -> None:
     # An entry of None in sys.modules makes the import raise ImportError, as if not installed.
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     texts = [f"what happened on day {i}" for i in range(40)]
@@ -99,8 +103,9 @@ def test_auto_falls_back_to_numpy_without_onnxruntime(monkeypatch: pytest.Monkey
             got = model.embed_batch(texts)
         assert model.active_engine == "numpy"
         assert float(np.abs(got - numpy_pass.embed_batch(texts)).max()) == 0.0
-        assert [(r.levelno, "onnxruntime engine unavailable" in r.getMessage()) for r in caplog.records] \
-            == [(logging.INFO, True)]
+        assert [(r.levelno, "onnxruntime engine unavailable" in r.getMessage()) for r in caplog.records] == [
+            (logging.INFO, True)
+        ]
     finally:
         model.close()
     with pytest.raises(ConfigError, match="engine='onnx' needs onnxruntime"):
@@ -116,8 +121,9 @@ class _BrokenInstall(importlib.abc.MetaPathFinder):
         return None
 
 
-def test_a_broken_onnxruntime_install_is_a_warning(monkeypatch: pytest.MonkeyPatch,
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_a_broken_onnxruntime_install_is_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     monkeypatch.delitem(sys.modules, "onnxruntime", raising=False)
     monkeypatch.setattr(sys, "meta_path", [_BrokenInstall(), *sys.meta_path])
     model = LocalMiniLM()
@@ -125,8 +131,9 @@ def test_a_broken_onnxruntime_install_is_a_warning(monkeypatch: pytest.MonkeyPat
         with caplog.at_level(logging.INFO, logger="stratamem.embed.local"):
             model.embed_batch([f"turn {i}" for i in range(32)])
         assert model.active_engine == "numpy"
-        assert [(r.levelno, "cannot open shared object" in r.getMessage()) for r in caplog.records] \
-            == [(logging.WARNING, True)]
+        assert [(r.levelno, "cannot open shared object" in r.getMessage()) for r in caplog.records] == [
+            (logging.WARNING, True)
+        ]
     finally:
         model.close()
 

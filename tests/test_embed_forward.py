@@ -61,8 +61,13 @@ def test_gelu_blocks_cover_every_row_exactly_once(rows: int, scale: float, seed:
 
 
 @settings(max_examples=80, deadline=None)
-@given(b=st.integers(1, 4), n=st.integers(1, 12), scale=st.sampled_from([0.1, 1.0, 5.0, 30.0, 200.0]),
-       padded=st.booleans(), seed=st.integers(0, 2**32 - 1))
+@given(
+    b=st.integers(1, 4),
+    n=st.integers(1, 12),
+    scale=st.sampled_from([0.1, 1.0, 5.0, 30.0, 200.0]),
+    padded=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_attention_equals_the_max_subtracted_softmax(b: int, n: int, scale: float, padded: bool, seed: int) -> None:
     """Any score scale: small ones skip the row maximum, overflowing ones (scale 30, 200) take the textbook path."""
     rng = np.random.default_rng(seed)

@@ -5,46 +5,62 @@ visible and retried without losing a turn."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
 from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
 from stratamem.llm import OpenAIChat
-from stratamem.store import open_store
 from stratamem.records import KeyFact, Summary
+from stratamem.store import open_store
 from stratamem.summarize.facts import ItemFact, fact_type, item_facts
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer
 
-T0 = datetime(2026, 3, 3, 14, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 3, 14, 0, tzinfo=UTC)
 
 CONVERSATION = [
-    ("user", "Ines Duarte is the contact at Northbeam Logistics for the warehouse. The pickups need planning. "
-             "Stock counts should stay exact."),
-    ("assistant", "Noted. I will email Ines on Monday about the pickup window. Planning pickups early avoids "
-                  "surprises. Exact stock counts come from the database."),
-    ("user", "We decided to ship with PostgreSQL 16 on 20 March. The migration script needs care. "
-             "Backups come first."),
-    ("assistant", "Then I will write ADR 0003 today. The migration script copies table by table. "
-                  "Backups run before every copy."),
+    (
+        "user",
+        "Ines Duarte is the contact at Northbeam Logistics for the warehouse. The pickups need planning. "
+        "Stock counts should stay exact.",
+    ),
+    (
+        "assistant",
+        "Noted. I will email Ines on Monday about the pickup window. Planning pickups early avoids "
+        "surprises. Exact stock counts come from the database.",
+    ),
+    ("user", "We decided to ship with PostgreSQL 16 on 20 March. The migration script needs care. Backups come first."),
+    (
+        "assistant",
+        "Then I will write ADR 0003 today. The migration script copies table by table. Backups run before every copy.",
+    ),
     ("user", "I prefer short commit messages, under 50 characters. Long bodies are fine when needed."),
     ("assistant", "Understood, short commit messages from now on. Bodies explain the reasons."),
 ]
 
 
 def msgs() -> list[dict]:
-    return [{"role": role, "content": text, "name": "dana" if role == "user" else None,
-             "timestamp": (T0 + timedelta(minutes=i)).isoformat()}
-            for i, (role, text) in enumerate(CONVERSATION)]
+    return [
+        {
+            "role": role,
+            "content": text,
+            "name": "dana" if role == "user" else None,
+            "timestamp": (T0 + timedelta(minutes=i)).isoformat(),
+        }
+        for i, (role, text) in enumerate(CONVERSATION)
+    ]
 
 
 def memory(path: Path | str, **pyramid) -> Memory:
-    return Memory(path, namespace="shop", config=Config().replace(pyramid={"defer_summarization": False,
-                                                                            **pyramid}), embedder=None)
+    return Memory(
+        path,
+        namespace="shop",
+        config=Config().replace(pyramid={"defer_summarization": False, **pyramid}),
+        embedder=None,
+    )
 
 
 def sealed(mem: Memory):
@@ -76,8 +92,9 @@ def test_the_type_rule_on_example_sentences():
 
 
 def test_only_facts_with_a_source_turn_become_items():
-    summary = Summary("x", key_facts=(KeyFact("dana: We chose Hetzner.", 7), KeyFact("generated", None),
-                                      KeyFact("  ", 8)))
+    summary = Summary(
+        "x", key_facts=(KeyFact("dana: We chose Hetzner.", 7), KeyFact("generated", None), KeyFact("  ", 8))
+    )
     assert item_facts(summary) == [ItemFact("dana: We chose Hetzner.", "decision", 7)]
 
 
@@ -87,7 +104,7 @@ def test_a_summarized_segment_stores_its_key_facts_as_cold_auto_extracted_items(
     assert node.summary_status == "ok"
     items = mem.items.list()
     assert [(i.content, i.type, i.provenance) for i in items] == EXPECTED
-    assert [f for f in node.key_facts] == [c for c, _, _ in EXPECTED]
+    assert list(node.key_facts) == [c for c, _, _ in EXPECTED]
     assert {(i.source, i.review, i.tier, i.session) for i in items} == {("extracted", "pending", "cold", "s")}
     # Recallable, but not pinned in the prompt.
     assert mem.items.hot() == []
@@ -108,16 +125,21 @@ def test_resummarizing_a_segment_adds_no_second_copy_and_does_not_revive_a_rejec
     mem.store.connection.execute("UPDATE nodes SET summary_status = 'failed' WHERE id = ?", (node.id,))
     assert mem.pyramid.retry_failed() == 1
     again = mem.items.list()
-    assert [(i.id, i.content, i.review) for i in again] == [(i.id, i.content, "rejected" if i.id == first[0].id
-                                                             else "pending") for i in first]
+    assert [(i.id, i.content, i.review) for i in again] == [
+        (i.id, i.content, "rejected" if i.id == first[0].id else "pending") for i in first
+    ]
 
 
 def test_the_same_fact_in_another_wording_of_case_and_spacing_is_not_stored_twice(tmp_path):
     mem = memory(tmp_path / "m.db")
     sealed(mem)
     before = len(mem.items.list())
-    made = mem.items.extract_facts([("DANA: we decided to ship with  PostgreSQL 16 on 20 March", "decision", [3]),
-                                    ("dana: A new fact about the pickup on Tuesday.", "fact", [2])])
+    made = mem.items.extract_facts(
+        [
+            ("DANA: we decided to ship with  PostgreSQL 16 on 20 March", "decision", [3]),
+            ("dana: A new fact about the pickup on Tuesday.", "fact", [2]),
+        ]
+    )
     assert [i.content for i in made] == ["dana: A new fact about the pickup on Tuesday."]
     assert len(mem.items.list()) == before + 1
 
@@ -131,8 +153,9 @@ def test_extraction_is_off_when_the_config_says_so(tmp_path):
 def test_a_failing_extraction_keeps_turns_and_summary_is_visible_and_is_retried(tmp_path):
     mem = memory(tmp_path / "m.db")
     # A real SQLite failure on the item insert, not a stand-in.
-    mem.store.connection.execute("CREATE TRIGGER no_items BEFORE INSERT ON memory_items "
-                                 "BEGIN SELECT RAISE(ABORT, 'items are frozen'); END")
+    mem.store.connection.execute(
+        "CREATE TRIGGER no_items BEFORE INSERT ON memory_items BEGIN SELECT RAISE(ABORT, 'items are frozen'); END"
+    )
     failures = []
     mem.events.subscribe("items.extract_failed", failures.append)
     stored = mem.add(msgs(), session="s")  # Memory.add does not raise
@@ -151,16 +174,26 @@ def test_a_failing_extraction_keeps_turns_and_summary_is_visible_and_is_retried(
 
 
 def test_a_fallback_summary_is_not_mined_the_retried_model_summary_is(tmp_path):
-    reply = json.dumps({"summary": "Dana picked PostgreSQL 16 and short commits.",
-                        "key_facts": [{"fact": "Dana decided to ship with PostgreSQL 16 on 20 March", "turn": 3},
-                                      {"fact": "Dana prefers commit messages under 50 characters", "turn": 5},
-                                      {"fact": "not from this segment", "turn": 999}],
-                        "themes": ["postgresql", "commits", "launch"]})
+    reply = json.dumps(
+        {
+            "summary": "Dana picked PostgreSQL 16 and short commits.",
+            "key_facts": [
+                {"fact": "Dana decided to ship with PostgreSQL 16 on 20 March", "turn": 3},
+                {"fact": "Dana prefers commit messages under 50 characters", "turn": 5},
+                {"fact": "not from this segment", "turn": 999},
+            ],
+            "themes": ["postgresql", "commits", "launch"],
+        }
+    )
     with FakeLLMServer(reply="not json") as server:
         model = OpenAIChat("m", base_url=server.openai_base_url, max_retries=0)
-        mem = Memory(tmp_path / "m.db", namespace="shop",
-                     config=Config().replace(pyramid={"summarizer": "llm", "defer_summarization": False}),
-                     summarizer=LLMSummarizer(model, Memory(":memory:", embedder=None).tokenizer), embedder=None)
+        mem = Memory(
+            tmp_path / "m.db",
+            namespace="shop",
+            config=Config().replace(pyramid={"summarizer": "llm", "defer_summarization": False}),
+            summarizer=LLMSummarizer(model, Memory(":memory:", embedder=None).tokenizer),
+            embedder=None,
+        )
         node = sealed(mem)
         assert (node.summary_status, node.summary.summarizer) == ("failed", "extractive")
         assert mem.items.list() == []
@@ -168,7 +201,8 @@ def test_a_fallback_summary_is_not_mined_the_retried_model_summary_is(tmp_path):
         assert mem.pyramid.retry_failed() == 1
         assert [(i.content, i.type, i.provenance) for i in mem.items.list()] == [
             ("Dana decided to ship with PostgreSQL 16 on 20 March", "decision", (3,)),
-            ("Dana prefers commit messages under 50 characters", "preference", (5,))]
+            ("Dana prefers commit messages under 50 characters", "preference", (5,)),
+        ]
 
 
 def test_items_of_one_namespace_are_not_duplicates_of_another(tmp_path):
@@ -204,6 +238,7 @@ def test_extraction_gives_the_same_items_on_every_backend_that_keeps_items(tmp_p
         mem = memory(store)
         sealed(mem)
         assert [(i.content, i.type, i.provenance, i.tier, i.review) for i in mem.items.list()] == [
-            (c, t, p, "cold", "pending") for c, t, p in EXPECTED]
+            (c, t, p, "cold", "pending") for c, t, p in EXPECTED
+        ]
     finally:
         store.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 import sqlite3
 from collections.abc import Callable, Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,23 +24,22 @@ from hypothesis import strategies as st
 from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
-from stratamem.records.conversations import ConversationState
 from stratamem.embed.cache import CachedEmbedder
 from stratamem.errors import BackendError, ConfigError, MigrationError, NotFoundError, ValidationError
 from stratamem.items.api import Items
-from stratamem.records import Turn
+from stratamem.records import KeyFact, Summary, Turn
+from stratamem.records.conversations import ConversationState
 from stratamem.store import Store, TurnBatch
+from stratamem.store.new_rows import NewItem, NewNode
 from stratamem.store.open import open_store
 from stratamem.store.postgres.store import PostgresStore
 from stratamem.store.sqlite.store import SQLiteStore
-from stratamem.store.new_rows import NewItem, NewNode
 from stratamem.store.vectors import quantized
-from stratamem.records import KeyFact, Summary
 from stratamem.testing.hash_embedder import HashEmbedder
 from stratamem.tokens import get_tokenizer
 
 BACKENDS = ["sqlite", "postgres"]
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 TOKENIZER = get_tokenizer()
 
 
@@ -82,16 +81,21 @@ class Clock:
     """A settable clock, so both backends see the same times."""
 
     def __init__(self) -> None:
-        self.now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+        self.now = datetime(2025, 1, 1, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         return self.now
 
 
 def msgs(n: int, start: int = 0) -> list[dict[str, Any]]:
-    return [{"role": "user" if i % 2 == 0 else "assistant",
-             "content": f"Note {i}: Alice paid {i} euros in Paris for the w{i % 7} project.",
-             "timestamp": (T0 + timedelta(minutes=i)).isoformat()} for i in range(start, start + n)]
+    return [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": f"Note {i}: Alice paid {i} euros in Paris for the w{i % 7} project.",
+            "timestamp": (T0 + timedelta(minutes=i)).isoformat(),
+        }
+        for i in range(start, start + n)
+    ]
 
 
 def pyramid_config(**pyramid: Any) -> Config:
@@ -145,16 +149,26 @@ def test_a_cached_embedder_embeds_each_text_once_across_store_handles(store: Any
 def test_conversation_state_round_trips_replaces_and_lists_by_namespace(store: Any) -> None:
     conv = store.conversations
     assert conv.get("ns", "s1") is None
-    state = ConversationState("ns", "s1", summary="## Goal\nship ✓", compaction_count=2, turn_count=40,
-                              compacted_messages=31, files_read=("a.py", "b é.py"), files_modified=("a.py",),
-                              last_status="summarized", failures=1, calibration={"gpt-x": 1.07},
-                              resume_seq=17, deferred=3,
-                              last_usage={"input_tokens": 9_000, "output_tokens": 12, "model": "gpt-x"},
-                              updated_at=datetime(2025, 2, 3, 4, 5, 6, 789012, tzinfo=timezone.utc))
+    state = ConversationState(
+        "ns",
+        "s1",
+        summary="## Goal\nship ✓",
+        compaction_count=2,
+        turn_count=40,
+        compacted_messages=31,
+        files_read=("a.py", "b é.py"),
+        files_modified=("a.py",),
+        last_status="summarized",
+        failures=1,
+        calibration={"gpt-x": 1.07},
+        resume_seq=17,
+        deferred=3,
+        last_usage={"input_tokens": 9_000, "output_tokens": 12, "model": "gpt-x"},
+        updated_at=datetime(2025, 2, 3, 4, 5, 6, 789012, tzinfo=UTC),
+    )
     conv.put(state)
     assert conv.get("ns", "s1") == state
-    newer = ConversationState("ns", "s1", summary=None, last_status="failed", last_error="timeout",
-                              updated_at=T0)
+    newer = ConversationState("ns", "s1", summary=None, last_status="failed", last_error="timeout", updated_at=T0)
     conv.put(newer)
     assert conv.get("ns", "s1") == newer
     conv.put(ConversationState("ns", "B", updated_at=T0))
@@ -174,11 +188,21 @@ def test_conversation_state_with_a_bad_name_is_refused_and_nothing_stored(store:
 
 
 def _segment(store: Any, turns: list[Any], level: int = 1, tier: str | None = "hot") -> int:
-    return store.nodes.insert("ns", NewNode(
-        level=level, kind="micro" if level == 1 else "mini", session="s" if level == 1 else None,
-        seq_range=(turns[0].seq, turns[-1].seq) if level == 1 else None, turn_ids=tuple(t.id for t in turns),
-        tokens=sum(t.tokens for t in turns), start=turns[0].turn.timestamp, end=turns[-1].turn.timestamp,
-        reason="size" if level == 1 else "consolidation", tier=tier))
+    return store.nodes.insert(
+        "ns",
+        NewNode(
+            level=level,
+            kind="micro" if level == 1 else "mini",
+            session="s" if level == 1 else None,
+            seq_range=(turns[0].seq, turns[-1].seq) if level == 1 else None,
+            turn_ids=tuple(t.id for t in turns),
+            tokens=sum(t.tokens for t in turns),
+            start=turns[0].turn.timestamp,
+            end=turns[-1].turn.timestamp,
+            reason="size" if level == 1 else "consolidation",
+            tier=tier,
+        ),
+    )
 
 
 def test_node_rows_round_trip_and_a_turn_cannot_join_two_nodes_of_one_level(store: Any) -> None:
@@ -192,9 +216,19 @@ def test_node_rows_round_trip_and_a_turn_cannot_join_two_nodes_of_one_level(stor
     parent = _segment(store, stored, level=2, tier=None)
     store.nodes.set_parent("ns", [first, second], parent)
     node = store.nodes.get("ns", first)
-    assert (node.level, node.kind, node.session, node.seq_range, node.turn_count, node.tokens, node.parent_id,
-            node.tier, node.summary_status, node.has_embedding, node.start) == (
-        1, "micro", "s", (1, 3), 3, 9, parent, "hot", "pending", False, T0)
+    assert (
+        node.level,
+        node.kind,
+        node.session,
+        node.seq_range,
+        node.turn_count,
+        node.tokens,
+        node.parent_id,
+        node.tier,
+        node.summary_status,
+        node.has_embedding,
+        node.start,
+    ) == (1, "micro", "s", (1, 3), 3, 9, parent, "hot", "pending", False, T0)
     assert store.nodes.turn_ids("ns", parent) == [t.id for t in stored]
     assert store.nodes.coverage("ns", 1) == {t.id: (first if t.seq <= 3 else second) for t in stored}
     assert store.nodes.levels("ns") == [1, 2]
@@ -210,10 +244,12 @@ def test_summaries_embeddings_tiers_and_archive_references(store: Any) -> None:
     stored = store.append("ns", [TurnBatch("s", [turn("é" * 10), turn("plain")], [4, 5])])
     node_id = _segment(store, stored)
     vec = np.array([0.25, -1e-3, 7.0, 1 / 7], dtype=np.float32)
-    summary = Summary("Alice paid.", key_facts=(KeyFact("Alice paid 5 euros", stored[1].id),), themes=("money",),
-                      summarizer="test")
-    store.nodes.set_summary("ns", node_id, summary, tokens=3, status="ok", error=None, view_tokens=4,
-                            embedding=vec.tobytes())
+    summary = Summary(
+        "Alice paid.", key_facts=(KeyFact("Alice paid 5 euros", stored[1].id),), themes=("money",), summarizer="test"
+    )
+    store.nodes.set_summary(
+        "ns", node_id, summary, tokens=3, status="ok", error=None, view_tokens=4, embedding=vec.tobytes()
+    )
     node = store.nodes.get("ns", node_id)
     assert (node.summary, node.summary_tokens, node.view_tokens, node.has_embedding) == (summary, 3, 4, True)
     # Kept as int8 codes and a scale: back within half a quantisation step, the same on both backends.
@@ -249,27 +285,37 @@ def test_node_methods_by_id_answer_only_inside_their_namespace(store: Any) -> No
     store.nodes.set_summary("ns", node_id, summary, tokens=3, status="ok", error=None, embedding=vec)
     store.nodes.set_tier("ns", node_id, "warm", at=T0, view_tokens=2, warm=("json", "[]"))
     # Reads by id from another namespace see nothing.
-    assert (store.nodes.turn_ids("other", node_id), store.nodes.warm_content("other", node_id),
-            store.nodes.embedding("other", node_id)) == ([], None, None)
+    assert (
+        store.nodes.turn_ids("other", node_id),
+        store.nodes.warm_content("other", node_id),
+        store.nodes.embedding("other", node_id),
+    ) == ([], None, None)
     assert store.nodes.covered("ns", 1, [t.id for t in mine + theirs]) == {t.id for t in mine}
     assert store.nodes.covered("other", 1, [t.id for t in mine]) == set()
     # Writes by id into another namespace are refused and change nothing.
     writes: dict[str, Callable[[], object]] = {
-        "set_summary": lambda: store.nodes.set_summary("other", node_id, Summary("x", summarizer="t"), tokens=1,
-                                                       status="ok", error=None),
+        "set_summary": lambda: store.nodes.set_summary(
+            "other", node_id, Summary("x", summarizer="t"), tokens=1, status="ok", error=None
+        ),
         "set_status": lambda: store.nodes.set_status("other", node_id, "failed", "x"),
-        "set_tier": lambda: store.nodes.set_tier("other", node_id, "cold", at=T0, view_tokens=1,
-                                                 archive_ref="2024-05-01.jsonl.zst@0+1"),
+        "set_tier": lambda: store.nodes.set_tier(
+            "other", node_id, "cold", at=T0, view_tokens=1, archive_ref="2024-05-01.jsonl.zst@0+1"
+        ),
         "set_parent": lambda: store.nodes.set_parent("other", [node_id], node_id),
     }
-    for name, call in writes.items():
+    for call in writes.values():
         with pytest.raises(NotFoundError):
             call()
     store.nodes.clear_archive("other", [node_id])
     assert store.nodes.delete_turns("other", [t.id for t in mine]) == 0
     node = store.nodes.get("ns", node_id)
     assert (node.summary, node.summary_status, node.tier, node.parent_id, node.archive_ref) == (
-        summary, "ok", "warm", None, None)
+        summary,
+        "ok",
+        "warm",
+        None,
+        None,
+    )
     assert [t.id for t in store.turns("ns")] == [t.id for t in mine]
     # A failed status keeps the summary it had; tier_not filters by tier.
     store.nodes.set_status("ns", node_id, "failed", "embedding failed: down")
@@ -307,10 +353,20 @@ def _node_view(mem: Memory) -> list[dict[str, Any]]:
 def test_differential_the_pyramid_builds_the_same_tree_tiers_and_expansions(both: list[Any]) -> None:
     views = []
     for store in both:
-        mem = Memory(store, namespace="t", embedder=HashEmbedder(16),
-                     config=pyramid_config(micro_chunk_size=5, mini_chunk_size=10, macro_chunk_size=30,
-                                           defer_summarization=False, archive_cold_content=False,
-                                           consolidation_scope="namespace", warm_max_turns=0))
+        mem = Memory(
+            store,
+            namespace="t",
+            embedder=HashEmbedder(16),
+            config=pyramid_config(
+                micro_chunk_size=5,
+                mini_chunk_size=10,
+                macro_chunk_size=30,
+                defer_summarization=False,
+                archive_cold_content=False,
+                consolidation_scope="namespace",
+                warm_max_turns=0,
+            ),
+        )
         # (Memory keeps a file archive beside a SQLite file only; without it both keep
         # cold content in the canonical turns, so everything else must match.)
         mem.add(msgs(23), session="a")
@@ -358,8 +414,7 @@ def test_memory_refuses_a_store_missing_the_feature_stores_its_config_uses(tmp_p
 
 def _items(store: Any, namespace: str = "t", **cfg: Any) -> Items:
     config = Config().replace(items=cfg) if cfg else Config()
-    return Items(store, namespace, tokenizer=TOKENIZER, config=config.items, embedder=HashEmbedder(32),
-                 clock=Clock())
+    return Items(store, namespace, tokenizer=TOKENIZER, config=config.items, embedder=HashEmbedder(32), clock=Clock())
 
 
 def test_lexical_search_folds_case_and_diacritics_and_matches_whole_words(store: Any) -> None:
@@ -411,8 +466,18 @@ def test_a_failed_item_write_leaves_the_store_as_it_was(store: Any) -> None:
     before = [i.to_dict() for i in items.list()]
     with pytest.raises(BackendError):
         with store.transaction():
-            store.items.insert("t", NewItem(content="x", type="fact", tier="hot", tokens=1, relevance=1.0,
-                                            source="api", created_at="2025-01-01T00:00:00.000000Z"))
+            store.items.insert(
+                "t",
+                NewItem(
+                    content="x",
+                    type="fact",
+                    tier="hot",
+                    tokens=1,
+                    relevance=1.0,
+                    source="api",
+                    created_at="2025-01-01T00:00:00.000000Z",
+                ),
+            )
             store.items.add_metrics("t", {"spills": 1})
             raw(store, "INSERT INTO memory_items (id) VALUES (NULL)")  # a NOT NULL violation inside
     assert [i.to_dict() for i in items.list()] == before
@@ -433,7 +498,8 @@ def test_item_ids_are_never_reused_and_a_pruned_items_vector_is_never_scored(sto
     vec = HashEmbedder(32).embed_batch(["quantum chromodynamics lecture notes"])[0]
     stored = np.frombuffer(quantized(vec.astype(np.float32).tobytes()), dtype=np.float32)
     assert [i.id for i in quantum.items] == [c.id] and quantum.semantic[c.id] == pytest.approx(
-        float(stored @ vec), abs=1e-6)
+        float(stored @ vec), abs=1e-6
+    )
     assert 0.999 < quantum.semantic[c.id] < 1.0
     assert items._index.ids() == {a.id, c.id}
 
@@ -483,8 +549,10 @@ def test_differential_items_tiers_recall_promotion_supersession_and_status(both:
             r = items.recall(q, limit=2)
             recalls.append((q, [i.id for i in r.items], r.promoted, r.spilled, [x.reason for x in r.refused]))
             clock.now += timedelta(minutes=5)
-        extracted = items.extract_from(["Alice likes tea", "Bob likes coffee"],
-                                       [t.id for t in store.append("t", [TurnBatch("s", [turn("x")], [1])])])
+        extracted = items.extract_from(
+            ["Alice likes tea", "Bob likes coffee"],
+            [t.id for t in store.append("t", [TurnBatch("s", [turn("x")], [1])])],
+        )
         items.confirm(extracted[0].id)
         items.reject(extracted[1].id)
         items.supersede(2, 8)
@@ -524,12 +592,26 @@ def test_postgres_applies_every_sqlite_migration_by_name_in_order(both: list[Any
 
 def test_every_feature_store_method_maps_driver_errors(store: Any) -> None:
     store.append("ns", [TurnBatch("s", [turn("x")], [1])])  # the namespace exists: reads reach the tables
-    for table in ("memory_item_metrics", "memory_item_vector_log", "memory_items", "node_turns", "nodes",
-                  "conversations", "embeddings"):
+    for table in (
+        "memory_item_metrics",
+        "memory_item_vector_log",
+        "memory_items",
+        "node_turns",
+        "nodes",
+        "conversations",
+        "embeddings",
+    ):
         raw(store, f"DROP TABLE {table}")
     state = ConversationState("ns", "s", updated_at=T0)
-    item = NewItem(content="x", type="fact", tier="hot", tokens=1, relevance=1.0, source="api",
-                   created_at="2025-01-01T00:00:00.000000Z")
+    item = NewItem(
+        content="x",
+        type="fact",
+        tier="hot",
+        tokens=1,
+        relevance=1.0,
+        source="api",
+        created_at="2025-01-01T00:00:00.000000Z",
+    )
     calls: dict[str, Callable[[], object]] = {
         "embeddings.get_many": lambda: store.embeddings.get_many("m", ["h"]),
         "embeddings.put_many": lambda: store.embeddings.put_many("m", {"h": np.ones(2, dtype=np.float32)}),
@@ -583,8 +665,12 @@ def test_postgres_nearest_is_the_exact_cosine_ranking(pg: Any) -> None:
     ids = [items.add(t, tier="cold").id for t in texts]
     query = HashEmbedder(32).embed_batch(["topic 3 colour 1"])[0]
     # Stored as int8 codes and a scale (store/vectors.py): the ranking is exact over those vectors.
-    mat = np.stack([np.frombuffer(quantized(row.astype(np.float32).tobytes()), dtype=np.float32)
-                    for row in HashEmbedder(32).embed_batch(texts)])
+    mat = np.stack(
+        [
+            np.frombuffer(quantized(row.astype(np.float32).tobytes()), dtype=np.float32)
+            for row in HashEmbedder(32).embed_batch(texts)
+        ]
+    )
     cos = mat @ query / np.linalg.norm(mat, axis=1)
     order = sorted(range(len(ids)), key=lambda i: (-cos[i], ids[i]))[:5]
     got = pg.items.nearest("t", query, 5)
@@ -643,13 +729,17 @@ def test_a_least_privilege_role_uses_every_feature_store(pg_dsn: str) -> None:
 
 # Names that differ only in case or by a prefix (where a sloppy filter would leak).
 _NAMES = ["a", "A", "ab"]
-_feature_ops = st.lists(st.one_of(
-    st.tuples(st.just("item"), st.sampled_from(_NAMES), st.sampled_from(["budget", "tea", "paris"])),
-    st.tuples(st.just("recall"), st.sampled_from(_NAMES), st.sampled_from(["budget", "tea", "paris"])),
-    st.tuples(st.just("spill"), st.sampled_from(_NAMES), st.just("")),
-    st.tuples(st.just("state"), st.sampled_from(_NAMES), st.sampled_from(["s", "S"])),
-    st.tuples(st.just("turns"), st.sampled_from(_NAMES), st.just("")),
-), min_size=1, max_size=8)
+_feature_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("item"), st.sampled_from(_NAMES), st.sampled_from(["budget", "tea", "paris"])),
+        st.tuples(st.just("recall"), st.sampled_from(_NAMES), st.sampled_from(["budget", "tea", "paris"])),
+        st.tuples(st.just("spill"), st.sampled_from(_NAMES), st.just("")),
+        st.tuples(st.just("state"), st.sampled_from(_NAMES), st.sampled_from(["s", "S"])),
+        st.tuples(st.just("turns"), st.sampled_from(_NAMES), st.just("")),
+    ),
+    min_size=1,
+    max_size=8,
+)
 _example = itertools.count()
 
 
@@ -666,9 +756,13 @@ def shared(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 def _snapshot(store: Any, ns: str) -> tuple[Any, ...]:
-    return ([i.to_dict() for i in store.items.select(ns)], store.items.metrics(ns),
-            [(s, store.conversations.get(ns, s)) for s in store.conversations.sessions(ns)],
-            [n.to_dict() for n in store.nodes.list(ns)], store.nodes.coverage(ns, 1))
+    return (
+        [i.to_dict() for i in store.items.select(ns)],
+        store.items.metrics(ns),
+        [(s, store.conversations.get(ns, s)) for s in store.conversations.sessions(ns)],
+        [n.to_dict() for n in store.nodes.list(ns)],
+        store.nodes.coverage(ns, 1),
+    )
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import psycopg
@@ -27,20 +27,27 @@ from psycopg import sql
 from test_pyramid import check_tree
 
 from stratamem import Config, Memory
-from stratamem.records.conversations import ConversationState
 from stratamem.embed.cache import CachedEmbedder, content_hash
 from stratamem.errors import NotFoundError, ValidationError
-from stratamem.retrieve.corpus import TurnCorpus
+from stratamem.records.conversations import ConversationState
 from stratamem.store.open import open_store
 from stratamem.testing.hash_embedder import HashEmbedder
 
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 MARK = "Zyqxmarker4471"
 STAMP = "2024-05-01T09:00:00Z"
 # Small segments that go cold at once, so the marker reaches warm content, the archive and summaries.
-CFG = Config().replace(pyramid={"micro_chunk_size": 4, "mini_chunk_size": 8, "macro_chunk_size": 16,
-                                "hot_chunks": 1, "warm_max_age_hours": 1, "summarizer": "extractive",
-                                "defer_summarization": False})
+CFG = Config().replace(
+    pyramid={
+        "micro_chunk_size": 4,
+        "mini_chunk_size": 8,
+        "macro_chunk_size": 16,
+        "hot_chunks": 1,
+        "warm_max_age_hours": 1,
+        "summarizer": "extractive",
+        "defer_summarization": False,
+    }
+)
 
 
 def fill(mem: Memory, n: int = 40, *, session: str = "s1", marker_at: int | None = 13, start: int = 0) -> None:
@@ -48,8 +55,14 @@ def fill(mem: Memory, n: int = 40, *, session: str = "s1", marker_at: int | None
         text = f"Note {i}: Alice paid {i} euros in Paris for the museum tickets."
         if i == marker_at:
             text = f"My locker code is {MARK} and Bob knows it."
-        mem.add({"role": "user" if i % 2 == 0 else "assistant", "content": text,
-                 "timestamp": (T0 + timedelta(hours=i)).isoformat()}, session=session)
+        mem.add(
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": text,
+                "timestamp": (T0 + timedelta(hours=i)).isoformat(),
+            },
+            session=session,
+        )
 
 
 def marker_files(root: Path) -> list[str]:
@@ -78,8 +91,12 @@ def mem(tmp_path: Path) -> Iterator[Memory]:
 def archived_ids(mem: Memory) -> set[int]:
     """Turn ids the cold segments' archive frames hold."""
     arc = mem.pyramid.archive
-    return {r["id"] for n in mem.pyramid.nodes(level=1, tier="cold") if n.archive_ref
-            for r in arc.read_node(n.archive_ref, n.id)}
+    return {
+        r["id"]
+        for n in mem.pyramid.nodes(level=1, tier="cold")
+        if n.archive_ref
+        for r in arc.read_node(n.archive_ref, n.id)
+    }
 
 
 def marker_turn(mem: Memory) -> int:
@@ -103,7 +120,7 @@ def test_forgetting_a_turn_leaves_no_byte_of_it_in_the_database_wal_or_archive(m
 
     assert marker_files(tmp_path) == []
     assert report.turns == 1 and report.wal_truncated
-    assert report.archive_files == (f"{datetime.now(timezone.utc).date().isoformat()}.jsonl.zst",)
+    assert report.archive_files == (f"{datetime.now(UTC).date().isoformat()}.jsonl.zst",)
     assert report.manifests_removed == 1
     assert [t.id for t in mem.turns()] == [t for t in turns_before if t != tid]
     assert tid not in archived_ids(mem) and archived_ids(mem)
@@ -170,10 +187,34 @@ def test_an_item_with_other_sources_left_is_resourced_and_one_without_is_removed
     store = mem.store.items
     from stratamem.store.new_rows import NewItem
 
-    both = store.insert("alice", NewItem(content="Alice likes Paris", type="fact", tier="cold", tokens=4,
-                                          relevance=0.5, source="auto", created_at=STAMP, provenance=(a, b), session="s1"))
-    only = store.insert("alice", NewItem(content="Alice paid euros", type="fact", tier="cold", tokens=4,
-                                          relevance=0.5, source="auto", created_at=STAMP, provenance=(a,), session="s1"))
+    both = store.insert(
+        "alice",
+        NewItem(
+            content="Alice likes Paris",
+            type="fact",
+            tier="cold",
+            tokens=4,
+            relevance=0.5,
+            source="auto",
+            created_at=STAMP,
+            provenance=(a, b),
+            session="s1",
+        ),
+    )
+    only = store.insert(
+        "alice",
+        NewItem(
+            content="Alice paid euros",
+            type="fact",
+            tier="cold",
+            tokens=4,
+            relevance=0.5,
+            source="auto",
+            created_at=STAMP,
+            provenance=(a,),
+            session="s1",
+        ),
+    )
     report = mem.forget(turns=[a])
     assert (report.items_removed, report.items_resourced) >= (1, 1)
     [kept] = store.get("alice", [both])
@@ -181,9 +222,19 @@ def test_an_item_with_other_sources_left_is_resourced_and_one_without_is_removed
     assert store.get("alice", [only]) == []
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"turns": [1], "session": "s1"}, {"session": "s1", "all_namespace": True},
-                                    {"turns": []}, {"turns": "1"}, {"turns": [True]}, {"all_namespace": "yes"},
-                                    {"session": "bad name!"}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {},
+        {"turns": [1], "session": "s1"},
+        {"session": "s1", "all_namespace": True},
+        {"turns": []},
+        {"turns": "1"},
+        {"turns": [True]},
+        {"all_namespace": "yes"},
+        {"session": "bad name!"},
+    ],
+)
 def test_ambiguous_or_malformed_targets_are_refused_and_nothing_is_forgotten(mem: Memory, kwargs: dict):
     fill(mem, 5, marker_at=None)
     with pytest.raises(ValidationError):
@@ -224,8 +275,9 @@ _CRASH = textwrap.dedent("""
 
 def _crash(db: Path, where: str, tid: int) -> None:
     code = _CRASH.format(tests=str(Path(__file__).parent))
-    proc = subprocess.run([sys.executable, "-c", code, str(db), where, str(tid)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(db), where, str(tid)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 9, proc.stderr
 
 
@@ -267,21 +319,51 @@ def test_a_crash_before_the_commit_forgets_nothing_and_the_staged_file_is_discar
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(st.tuples(st.sampled_from(["add", "add", "seal", "forget", "forget_session"]),
-                              st.sampled_from(["a", "b"]), st.integers(1, 7), st.randoms(use_true_random=False)),
-                    min_size=1, max_size=12),
-       preset=st.sampled_from(["pyramid", "topics", "user_turn"]))
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["add", "add", "seal", "forget", "forget_session"]),
+            st.sampled_from(["a", "b"]),
+            st.integers(1, 7),
+            st.randoms(use_true_random=False),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    preset=st.sampled_from(["pyramid", "topics", "user_turn"]),
+)
 def test_every_turn_stays_in_exactly_one_node_per_level_through_forgets(ops, preset):
     if preset == "user_turn":
-        config = Config().replace(pyramid={"preset": "custom", "segmenter": "user_turn", "mini_chunk_size": 4,
-                                           "macro_chunk_size": 9, "summarizer": "heuristic"})
+        config = Config().replace(
+            pyramid={
+                "preset": "custom",
+                "segmenter": "user_turn",
+                "mini_chunk_size": 4,
+                "macro_chunk_size": 9,
+                "summarizer": "heuristic",
+            }
+        )
     elif preset == "topics":
-        config = Config().replace(pyramid={"preset": "topics", "summarizer": "heuristic", "bulk_merge_size": 2,
-                                           "topic_summary_tokens": 30, "hot_chunks": 1},
-                                  context={"default_budget": 200})
+        config = Config().replace(
+            pyramid={
+                "preset": "topics",
+                "summarizer": "heuristic",
+                "bulk_merge_size": 2,
+                "topic_summary_tokens": 30,
+                "hot_chunks": 1,
+            },
+            context={"default_budget": 200},
+        )
     else:
-        config = Config().replace(pyramid={"micro_chunk_size": 3, "mini_chunk_size": 5, "macro_chunk_size": 11,
-                                           "summarizer": "heuristic", "hot_chunks": 1})
+        config = Config().replace(
+            pyramid={
+                "micro_chunk_size": 3,
+                "mini_chunk_size": 5,
+                "macro_chunk_size": 11,
+                "summarizer": "heuristic",
+                "hot_chunks": 1,
+            }
+        )
     mem = Memory(":memory:", namespace="p", config=config)
     clock = 0
     for op, session, n, rnd in ops:
@@ -295,8 +377,14 @@ def test_every_turn_stays_in_exactly_one_node_per_level_through_forgets(ops, pre
             mem.forget(session=session)
         else:
             for i in range(clock, clock + n):
-                mem.add({"role": "user" if i % 2 == 0 else "assistant", "content": f"Note {i} about w{i % 5}.",
-                         "timestamp": (T0 + timedelta(minutes=i)).isoformat()}, session=session)
+                mem.add(
+                    {
+                        "role": "user" if i % 2 == 0 else "assistant",
+                        "content": f"Note {i} about w{i % 5}.",
+                        "timestamp": (T0 + timedelta(minutes=i)).isoformat(),
+                    },
+                    session=session,
+                )
             clock += n
         check_tree(mem)
     for s in mem.store.sessions("p"):
@@ -309,13 +397,18 @@ def test_every_turn_stays_in_exactly_one_node_per_level_through_forgets(ops, pre
 
 
 def _rows_with_marker(conn: psycopg.Connection, schema: str) -> dict[str, int]:
-    tables = [r[0] for r in conn.execute(
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = %s AND table_type = 'BASE TABLE'",
-        (schema,)).fetchall()]
+    tables = [
+        r[0]
+        for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s AND table_type = 'BASE TABLE'",
+            (schema,),
+        ).fetchall()
+    ]
     out = {}
     for t in tables:
-        q = sql.SQL("SELECT count(*) FROM {}.{} x WHERE x::text ILIKE %s").format(sql.Identifier(schema),
-                                                                                 sql.Identifier(t))
+        q = sql.SQL("SELECT count(*) FROM {}.{} x WHERE x::text ILIKE %s").format(
+            sql.Identifier(schema), sql.Identifier(t)
+        )
         n = conn.execute(q, (f"%{MARK}%",)).fetchone()[0]
         if n:
             out[t] = n
@@ -330,7 +423,8 @@ def _files_with_marker(conn: psycopg.Connection, schema: str) -> list[str]:
         "WHERE n.nspname = %s AND pg_relation_filepath(c.oid) IS NOT NULL "
         "UNION SELECT t.relname, pg_relation_filepath(t.oid) FROM pg_class c JOIN pg_namespace n "
         "ON n.oid = c.relnamespace JOIN pg_class t ON t.oid = c.reltoastrelid WHERE n.nspname = %s",
-        (schema, schema)).fetchall()
+        (schema, schema),
+    ).fetchall()
     hits = []
     needle = MARK.lower().encode()
     for name, rel in rels:
@@ -378,8 +472,9 @@ def test_postgres_forget_of_a_session_and_a_namespace_matches_sqlite(pg_dsn: str
             tree = [(n.level, n.turn_count, n.seq_range) for n in mem.pyramid.nodes()]
             check_tree(mem)
             r2 = mem.forget(all_namespace=True)
-            results.append((r1.turns, r1.sessions, tree, r2.turns,
-                            [(n.namespace, n.turns, n.sessions) for n in mem.namespaces()]))
+            results.append(
+                (r1.turns, r1.sessions, tree, r2.turns, [(n.namespace, n.turns, n.sessions) for n in mem.namespaces()])
+            )
         finally:
             mem.close()
     assert results[0] == results[1]

@@ -31,19 +31,40 @@ import stratamem
 ROOT = Path(stratamem.__file__).parent
 
 LAYERS: dict[str, int] = {
-    "stratamem.errors": 0, "stratamem.records": 0, "stratamem.text": 0, "stratamem.config": 0,
-    "stratamem.tokens": 0, "stratamem.providers": 0, "stratamem.events": 0, "stratamem.llm": 0,
-    "stratamem._jsonio": 0, "stratamem._gcpause": 0,
-    "stratamem.formats": 1, "stratamem.embed": 1, "stratamem.summarize": 1, "stratamem.ingest": 1,
-    "stratamem.exchange": 1, "stratamem.mcp_budget": 1,
+    "stratamem.errors": 0,
+    "stratamem.records": 0,
+    "stratamem.text": 0,
+    "stratamem.config": 0,
+    "stratamem.tokens": 0,
+    "stratamem.providers": 0,
+    "stratamem.events": 0,
+    "stratamem.llm": 0,
+    "stratamem._jsonio": 0,
+    "stratamem._gcpause": 0,
+    "stratamem.formats": 1,
+    "stratamem.embed": 1,
+    "stratamem.summarize": 1,
+    "stratamem.ingest": 1,
+    "stratamem.exchange": 1,
+    "stratamem.mcp_budget": 1,
     "stratamem.store": 2,
-    "stratamem.retrieve": 3, "stratamem.items": 3, "stratamem.state": 3,
+    "stratamem.retrieve": 3,
+    "stratamem.items": 3,
+    "stratamem.state": 3,
     "stratamem.pyramid": 4,
     "stratamem.context": 5,
-    "stratamem.agentloop": 6, "stratamem.forget": 6, "stratamem.search": 6,
-    "stratamem.memory": 7, "stratamem.aio": 7,
-    "stratamem.cli": 8, "stratamem.mcp": 8, "stratamem.web": 8, "stratamem.integrations": 8,
-    "stratamem.testing": 8, "stratamem.__main__": 8, "stratamem": 8,
+    "stratamem.agentloop": 6,
+    "stratamem.forget": 6,
+    "stratamem.search": 6,
+    "stratamem.memory": 7,
+    "stratamem.aio": 7,
+    "stratamem.cli": 8,
+    "stratamem.mcp": 8,
+    "stratamem.web": 8,
+    "stratamem.integrations": 8,
+    "stratamem.testing": 8,
+    "stratamem.__main__": 8,
+    "stratamem": 8,
 }
 
 # Where a storage backend is chosen: the store package's front door and ``open_store``.
@@ -77,7 +98,7 @@ def _imports(module: str, path: Path) -> set[str]:
         names: list[str] = []
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 origin = ".".join(base + ([node.module] if node.module else []))
             else:
                 origin = node.module or ""
@@ -155,8 +176,9 @@ def test_every_module_belongs_to_a_package_with_a_floor() -> None:
 
 
 def test_no_package_imports_a_higher_floor() -> None:
-    upward = sorted(f"{a} ({layer(a)}) -> {b} ({layer(b)})"
-                    for a, targets in GRAPH.items() for b in targets if layer(b) > layer(a))
+    upward = sorted(
+        f"{a} ({layer(a)}) -> {b} ({layer(b)})" for a, targets in GRAPH.items() for b in targets if layer(b) > layer(a)
+    )
     assert upward == []
 
 
@@ -171,8 +193,13 @@ def test_no_module_cycle() -> None:
 
 
 def test_the_store_imports_only_the_floors_below_it() -> None:
-    found = sorted(f"{module} -> {target}" for module, targets in GRAPH.items() if package(module) == "stratamem.store"
-                   for target in targets if package(target) != "stratamem.store" and layer(target) >= 2)
+    found = sorted(
+        f"{module} -> {target}"
+        for module, targets in GRAPH.items()
+        if package(module) == "stratamem.store"
+        for target in targets
+        if package(target) != "stratamem.store" and layer(target) >= 2
+    )
     assert found == []
     assert PACKAGE_GRAPH["stratamem.store"] <= {p for p, n in LAYERS.items() if n < 2}
 
@@ -184,6 +211,10 @@ def test_a_backend_is_chosen_only_at_the_store_front_door_or_by_a_shell() -> Non
                 return name
         return None
 
-    found = sorted(f"{a} -> {b}" for a, targets in GRAPH.items() for b in targets
-                   if backend(b) and backend(a) != backend(b) and a not in CHOOSES_A_BACKEND and layer(a) < 8)
+    found = sorted(
+        f"{a} -> {b}"
+        for a, targets in GRAPH.items()
+        for b in targets
+        if backend(b) and backend(a) != backend(b) and a not in CHOOSES_A_BACKEND and layer(a) < 8
+    )
     assert found == []

@@ -41,8 +41,13 @@ def test_claude_code_keeps_messages_joins_reply_blocks_and_counts_what_it_skips(
     assert main.turns[2].tool_result_ids == ("toolu_01",)
     assert main.turns[4].text == "Good, freeze it with a fixture."
     assert main.turns[0].timestamp.isoformat() == "2025-11-02T09:00:05+00:00"
-    assert main.keys == ("id:claude-code:u-1", "id:claude-code:msg_01A", "id:claude-code:u-5",
-                         "id:claude-code:msg_01B", "id:claude-code:u-8")
+    assert main.keys == (
+        "id:claude-code:u-1",
+        "id:claude-code:msg_01A",
+        "id:claude-code:u-5",
+        "id:claude-code:msg_01B",
+        "id:claude-code:u-8",
+    )
     assert side.skipped == {"summary": 1, "meta": 1, "file-history-snapshot": 1, "system": 1}
     assert main.skipped == {}
     assert _roles(side) == ["user", "assistant", "tool"]
@@ -56,8 +61,11 @@ def test_codex_wrapped_rollout_keeps_instructions_calls_and_outputs() -> None:
     assert s.turns[0].text == "Always run the linter before committing."
     call = s.turns[2].blocks[0]
     assert isinstance(call, ToolUseBlock)
-    assert (call.id, call.name, dict(call.input)) == ("call_A1", "shell",
-                                                      {"command": ["bash", "-lc", "tail -n 5 logs/api.log"]})
+    assert (call.id, call.name, dict(call.input)) == (
+        "call_A1",
+        "shell",
+        {"command": ["bash", "-lc", "tail -n 5 logs/api.log"]},
+    )
     # Codex wraps shell output as JSON text; the output itself is what is kept.
     assert s.turns[3].text == "KeyError: 'DATABASE_URL'\n"
     assert s.turns[4].model == "gpt-5-codex"
@@ -114,9 +122,17 @@ def test_turns_jsonl_carries_sessions_labels_and_ids() -> None:
     assert planning.turns[1].name == "ana" and planning.turns[2].model == "gpt-4o"
 
 
-@pytest.mark.parametrize(("name", "fmt"), [
-    ("claude_code.jsonl", "claude-code"), ("codex.jsonl", "codex"), ("codex_flat.jsonl", "codex"),
-    ("chatgpt_conversations.json", "chatgpt"), ("responses.json", "responses"), ("turns.jsonl", "turns")])
+@pytest.mark.parametrize(
+    ("name", "fmt"),
+    [
+        ("claude_code.jsonl", "claude-code"),
+        ("codex.jsonl", "codex"),
+        ("codex_flat.jsonl", "codex"),
+        ("chatgpt_conversations.json", "chatgpt"),
+        ("responses.json", "responses"),
+        ("turns.jsonl", "turns"),
+    ],
+)
 def test_auto_detects_each_format(name: str, fmt: str) -> None:
     def shape(sessions: list[IngestSession]) -> list[tuple[str | None, list[str], tuple[str, ...]]]:
         return [(s.session, [t.text for t in s.turns], s.keys) for s in sessions]
@@ -147,10 +163,19 @@ def test_a_bad_claude_code_block_is_named_by_line_and_json_path(tmp_path: Path) 
 
 
 def test_a_claude_code_record_without_a_message_is_refused(tmp_path: Path) -> None:
-    bad = _write_lines(tmp_path / "s.jsonl", [
-        {"type": "user", "sessionId": "abc", "uuid": "u1", "timestamp": "2025-01-01T00:00:00Z",
-         "message": {"role": "user", "content": "hi"}},
-        {"type": "assistant", "sessionId": "abc", "uuid": "u2", "timestamp": "2025-01-01T00:00:01Z", "message": 7}])
+    bad = _write_lines(
+        tmp_path / "s.jsonl",
+        [
+            {
+                "type": "user",
+                "sessionId": "abc",
+                "uuid": "u1",
+                "timestamp": "2025-01-01T00:00:00Z",
+                "message": {"role": "user", "content": "hi"},
+            },
+            {"type": "assistant", "sessionId": "abc", "uuid": "u2", "timestamp": "2025-01-01T00:00:01Z", "message": 7},
+        ],
+    )
     with pytest.raises(DecodeError, match=r"^line 2: message: a assistant record needs a 'message' object$"):
         read_file(bad)
 
@@ -174,26 +199,47 @@ def test_a_bad_chatgpt_message_is_named_by_file_and_json_path(tmp_path: Path) ->
     bad.write_text(json.dumps(data))
     with pytest.raises(DecodeError) as info:
         read_file(bad)
-    assert str(info.value) == ("conversations.json: [0].mapping[\"u1\"].message.author.role: "
-                               "unknown author role 'wizard'")
+    assert str(info.value) == (
+        "conversations.json: [0].mapping[\"u1\"].message.author.role: unknown author role 'wizard'"
+    )
 
 
 def test_a_bad_responses_item_in_json_lines_names_its_line(tmp_path: Path) -> None:
-    bad = _write_lines(tmp_path / "items.jsonl", [
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
-        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
-        {"type": "function_call_output", "call_id": 5, "output": "x"}])
+    bad = _write_lines(
+        tmp_path / "items.jsonl",
+        [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": 5, "output": "x"},
+        ],
+    )
     with pytest.raises(DecodeError, match=r"^line 3: call_id: expected a string, got int$"):
         read_file(bad)
 
 
 def test_a_tool_result_without_its_call_is_kept_as_text_not_refused(tmp_path: Path) -> None:
-    path = _write_lines(tmp_path / "resumed.jsonl", [
-        {"type": "user", "sessionId": "abc", "uuid": "u1", "timestamp": "2025-01-01T00:00:00Z",
-         "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_gone",
-                                                  "content": "old output"}]}},
-        {"type": "user", "sessionId": "abc", "uuid": "u2", "timestamp": "2025-01-01T00:00:01Z",
-         "message": {"role": "user", "content": "go on"}}])
+    path = _write_lines(
+        tmp_path / "resumed.jsonl",
+        [
+            {
+                "type": "user",
+                "sessionId": "abc",
+                "uuid": "u1",
+                "timestamp": "2025-01-01T00:00:00Z",
+                "message": {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": "toolu_gone", "content": "old output"}],
+                },
+            },
+            {
+                "type": "user",
+                "sessionId": "abc",
+                "uuid": "u2",
+                "timestamp": "2025-01-01T00:00:01Z",
+                "message": {"role": "user", "content": "go on"},
+            },
+        ],
+    )
     [s] = read_file(path)
     assert _roles(s) == ["user", "user"]
     assert s.turns[0].text == "[result of tool call toolu_gone]\nold output"
@@ -232,11 +278,18 @@ def test_the_generated_log_ingests_once_and_answers_a_question(tmp_path: Path) -
 
 
 def test_a_named_message_format_reads_json_lines(tmp_path: Path) -> None:
-    path = _write_lines(tmp_path / "chat.jsonl", [
-        {"role": "user", "content": "list files"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}])
+    path = _write_lines(
+        tmp_path / "chat.jsonl",
+        [
+            {"role": "user", "content": "list files"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "a.txt"},
+        ],
+    )
     [s] = read_file(path, "openai", session="chat")
     assert (s.session, _roles(s)) == ("chat", ["user", "assistant", "tool"])
     auto, named = read_file(path), read_file(path, "openai")
@@ -248,15 +301,33 @@ def test_codex_user_instructions_and_developer_messages_are_system_turns(tmp_pat
     def item(ts: str, payload: dict) -> dict:
         return {"timestamp": ts, "type": "response_item", "payload": payload}
 
-    path = _write_lines(tmp_path / "rollout.jsonl", [
-        {"timestamp": "2025-10-01T00:00:00Z", "type": "session_meta", "payload": {"id": "s1", "cwd": "/x"}},
-        item("2025-10-01T00:00:01Z", {"type": "message", "role": "developer",
-                                      "content": [{"type": "input_text", "text": "Sandbox: workspace-write."}]}),
-        item("2025-10-01T00:00:02Z", {"type": "message", "role": "user", "content": [
-            {"type": "input_text", "text": "<user_instructions>\nUse tabs.\n</user_instructions>"}]}),
-        item("2025-10-01T00:00:03Z", {"type": "message", "role": "user",
-                                      "content": [{"type": "input_text", "text": "Fix the build."}]}),
-        {"timestamp": "2025-10-01T00:00:04Z", "type": "compacted", "payload": {"message": "summary"}}])
+    path = _write_lines(
+        tmp_path / "rollout.jsonl",
+        [
+            {"timestamp": "2025-10-01T00:00:00Z", "type": "session_meta", "payload": {"id": "s1", "cwd": "/x"}},
+            item(
+                "2025-10-01T00:00:01Z",
+                {
+                    "type": "message",
+                    "role": "developer",
+                    "content": [{"type": "input_text", "text": "Sandbox: workspace-write."}],
+                },
+            ),
+            item(
+                "2025-10-01T00:00:02Z",
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "<user_instructions>\nUse tabs.\n</user_instructions>"}],
+                },
+            ),
+            item(
+                "2025-10-01T00:00:03Z",
+                {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the build."}]},
+            ),
+            {"timestamp": "2025-10-01T00:00:04Z", "type": "compacted", "payload": {"message": "summary"}},
+        ],
+    )
     [s] = read_file(path)
     assert (s.session, _roles(s)) == ("s1", ["system", "system", "user"])
     assert s.turns[1].text == "<user_instructions>\nUse tabs.\n</user_instructions>"
@@ -270,11 +341,18 @@ def _trees(draw: st.DrawFn) -> tuple[dict, str]:
     parents = [None] + [draw(st.integers(min_value=0, max_value=i - 1)) for i in range(1, n)]
     mapping: dict[str, dict] = {}
     for i, p in enumerate(parents):
-        mapping[f"n{i}"] = {"id": f"n{i}", "parent": None if p is None else f"n{p}", "children": [],
-                            "message": {"id": f"n{i}", "author": {"role": "user" if i % 2 else "assistant"},
-                                        "create_time": 1_700_000_000 + i, "content": {"content_type": "text",
-                                                                                      "parts": [f"text {i}"]},
-                                        "recipient": "all"}}
+        mapping[f"n{i}"] = {
+            "id": f"n{i}",
+            "parent": None if p is None else f"n{p}",
+            "children": [],
+            "message": {
+                "id": f"n{i}",
+                "author": {"role": "user" if i % 2 else "assistant"},
+                "create_time": 1_700_000_000 + i,
+                "content": {"content_type": "text", "parts": [f"text {i}"]},
+                "recipient": "all",
+            },
+        }
     for i, p in enumerate(parents):
         if p is not None:
             mapping[f"n{p}"]["children"].append(f"n{i}")

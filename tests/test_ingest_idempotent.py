@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from pg import fresh_schema, schema_url
+
 from stratamem import InvalidTurnError, Memory
 from stratamem.cli import main
 from stratamem.ingest import IngestSession, read_file
@@ -37,14 +37,19 @@ def mem(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
 
 
 def _keys(m: Memory) -> int:
-    return len(m.store.ingest_keys.known("dev", "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10",
-                                         read_file(INGEST / "claude_code.jsonl")[1].keys))
+    return len(
+        m.store.ingest_keys.known(
+            "dev", "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10", read_file(INGEST / "claude_code.jsonl")[1].keys
+        )
+    )
 
 
 def test_ingesting_a_file_twice_stores_it_once(mem: Memory) -> None:
     first = mem.ingest(read_file(INGEST / "claude_code.jsonl"))
-    assert first.stored == {"5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10.sidechain": 3,
-                            "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10": 5}
+    assert first.stored == {
+        "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10.sidechain": 3,
+        "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10": 5,
+    }
     again = mem.ingest(read_file(INGEST / "claude_code.jsonl"))
     assert (again.total_stored, again.total_skipped) == (0, 8)
     assert again.turn_ids == ()
@@ -60,7 +65,12 @@ def test_a_grown_log_adds_only_its_new_messages(mem: Memory, tmp_path: Path) -> 
     report = mem.ingest(read_file(INGEST / "claude_code.jsonl"))
     assert (report.total_stored, report.total_skipped) == (6, 2)
     assert [t.role for t in mem.turns("5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10")] == [
-        "user", "assistant", "tool", "assistant", "user"]
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+    ]
 
 
 def test_dedupe_off_stores_again_and_keeps_one_key_per_record(mem: Memory) -> None:
@@ -105,11 +115,14 @@ _text = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_siz
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(texts=st.lists(_text, min_size=1, max_size=12), cut=st.integers(min_value=0, max_value=12))
-def test_ingesting_a_prefix_then_the_whole_equals_ingesting_the_whole(tmp_path_factory: Any, texts: list[str],
-                                                                     cut: int) -> None:
+def test_ingesting_a_prefix_then_the_whole_equals_ingesting_the_whole(
+    tmp_path_factory: Any, texts: list[str], cut: int
+) -> None:
     d = tmp_path_factory.mktemp("prop")
-    records = [{"role": "user" if i % 2 == 0 else "assistant", "content": t,
-                "timestamp": f"2025-01-01T00:00:{i:02d}Z"} for i, t in enumerate(texts)]
+    records = [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": t, "timestamp": f"2025-01-01T00:00:{i:02d}Z"}
+        for i, t in enumerate(texts)
+    ]
     whole = d / "whole.jsonl"
     prefix = d / "prefix.jsonl"
     whole.write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -137,10 +150,12 @@ def test_cli_ingest_twice_reports_stored_then_skipped(tmp_path: Path) -> None:
         "ingested 8 turns in 2 session(s) into 1 namespace(s): default; 0 already stored (skipped)",
         "  default: session(s) 5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10.sidechain, "
         "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10: 8 stored, 0 skipped",
-        "  records that are not messages, skipped: file-history-snapshot 1, meta 1, summary 1, system 1"]
+        "  records that are not messages, skipped: file-history-snapshot 1, meta 1, summary 1, system 1",
+    ]
     code, out = _run(db, "ingest", str(INGEST / "claude_code.jsonl"))
-    assert out.splitlines()[0] == ("ingested 0 turns in 2 session(s) into 1 namespace(s): default; "
-                                   "8 already stored (skipped)")
+    assert out.splitlines()[0] == (
+        "ingested 0 turns in 2 session(s) into 1 namespace(s): default; 8 already stored (skipped)"
+    )
     code, out = _run(db, "ingest", "--dedupe", "off", str(INGEST / "claude_code.jsonl"))
     assert out.splitlines()[0].startswith("ingested 8 turns in 2 session(s)")
     code, out = _run(db, "status", "--json")
@@ -148,10 +163,21 @@ def test_cli_ingest_twice_reports_stored_then_skipped(tmp_path: Path) -> None:
 
 
 def _locomo(tmp_path: Path, samples: int) -> Path:
-    data = [{"sample_id": f"conv-{i}", "conversation": {
-        "speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": f"I adopted a cat named Pixel {i}."},
-                      {"speaker": "Bo", "dia_id": "D1:2", "text": "Congratulations!"}]}} for i in range(samples)]
+    data = [
+        {
+            "sample_id": f"conv-{i}",
+            "conversation": {
+                "speaker_a": "Ann",
+                "speaker_b": "Bo",
+                "session_1_date_time": "1:56 pm on 8 May, 2023",
+                "session_1": [
+                    {"speaker": "Ann", "dia_id": "D1:1", "text": f"I adopted a cat named Pixel {i}."},
+                    {"speaker": "Bo", "dia_id": "D1:2", "text": "Congratulations!"},
+                ],
+            },
+        }
+        for i in range(samples)
+    ]
     path = tmp_path / f"locomo{samples}.json"
     path.write_text(json.dumps(data))
     return path
@@ -161,12 +187,14 @@ def test_cli_locomo_honours_the_namespace_option(tmp_path: Path) -> None:
     db = tmp_path / "l.db"
     code, out = _run(db, "-n", "bench", "ingest", "--format", "locomo", str(_locomo(tmp_path, 1)))
     assert code == 0 and out.splitlines()[0] == (
-        "ingested 2 turns in 1 session(s) into 1 namespace(s): bench; 0 already stored (skipped)")
+        "ingested 2 turns in 1 session(s) into 1 namespace(s): bench; 0 already stored (skipped)"
+    )
     code, out = _run(db, "-n", "bench", "context", "what is the cat called?")
     assert code == 0 and "Pixel 0" in out
     code, out = _run(db, "-n", "multi", "ingest", str(_locomo(tmp_path, 2)))
-    assert out.splitlines()[0] == ("ingested 4 turns in 2 session(s) into 2 namespace(s): multi-conv-0, "
-                                   "multi-conv-1; 0 already stored (skipped)")
+    assert out.splitlines()[0] == (
+        "ingested 4 turns in 2 session(s) into 2 namespace(s): multi-conv-0, multi-conv-1; 0 already stored (skipped)"
+    )
     assert out.splitlines()[-1] == "  read it with: stratamem -n multi-conv-0 context --explain"
     code, out = _run(db, "ingest", str(_locomo(tmp_path, 1)))
     assert "into 1 namespace(s): locomo-conv-0;" in out.splitlines()[0]
@@ -190,8 +218,10 @@ def test_imported_system_prompts_are_instructions_on_both_backends(mem: Memory) 
     mem.ingest(read_file(INGEST / "turns.jsonl"))
     ctx = mem.context(session="planning", budget=3000, format="openai")
     head = ctx.messages[0]["content"]
-    assert head.startswith("## System prompt\nYou are the project's planning assistant.\n\n"
-                           "## System prompt\nAlways run the linter before committing.")
+    assert head.startswith(
+        "## System prompt\nYou are the project's planning assistant.\n\n"
+        "## System prompt\nAlways run the linter before committing."
+    )
     assert all(m["role"] != "system" for m in ctx.messages[1:])
     assert [it.reason for it in ctx.manifest.items if it.kind == "instructions"] == ["system_prompt"] * 2
 

@@ -8,7 +8,7 @@ search and summary ranking are the same before and after. Both backends.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +17,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-
 from pg import fresh_schema, schema_url
+
 from stratamem import Config
 from stratamem.embed.quantize import int8_blob_size
 from stratamem.errors import BackendError
 from stratamem.items.api import Items
-from stratamem.records import Turn
+from stratamem.records import Summary, Turn
 from stratamem.store import TurnBatch
 from stratamem.store.new_rows import NewNode
 from stratamem.store.open import open_store
 from stratamem.store.sqlite.store import SQLiteStore
 from stratamem.store.vectors import pack_vector, quantized, unpack_vector
-from stratamem.records import Summary
 from stratamem.tokens import get_tokenizer
 
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 TOKENIZER = get_tokenizer()
 
 FACTS = [
@@ -45,12 +44,22 @@ FACTS = [
     "Audrey adopted two dogs from the animal shelter",
     "The server migration to PostgreSQL finished without downtime",
 ]
-QUERIES = ["support group meeting", "painting hobby", "when is the budget review", "new business after losing a job",
-           "online store", "family holiday outdoors", "pets", "database move"]
-SUMMARIES = ["Caroline talks about her support group and adoption plans.",
-             "Melanie describes her paintings and pottery class.",
-             "The team plans the budget review and the database migration.",
-             "Jon and Gina discuss their new businesses."]
+QUERIES = [
+    "support group meeting",
+    "painting hobby",
+    "when is the budget review",
+    "new business after losing a job",
+    "online store",
+    "family holiday outdoors",
+    "pets",
+    "database move",
+]
+SUMMARIES = [
+    "Caroline talks about her support group and adoption plans.",
+    "Melanie describes her paintings and pottery class.",
+    "The team plans the budget review and the database migration.",
+    "Jon and Gina discuss their new businesses.",
+]
 
 
 # --- the codec ----------------------------------------------------------------------------------
@@ -105,8 +114,11 @@ def _float32(store: Any, table: str, key: int, vec: np.ndarray) -> None:
     if store.backend == "sqlite":
         _raw(store, f"UPDATE {table} SET embedding = %s WHERE id = %s", (vec.astype(np.float32).tobytes(), key))
     else:
-        _raw(store, f"UPDATE {table} SET embedding = CAST(%s AS real[])::vector WHERE id = %s",
-             (vec.astype(np.float32).tolist(), key))
+        _raw(
+            store,
+            f"UPDATE {table} SET embedding = CAST(%s AS real[])::vector WHERE id = %s",
+            (vec.astype(np.float32).tolist(), key),
+        )
 
 
 def _items(store: Any, embedder: Any) -> Items:
@@ -132,28 +144,43 @@ FOUND = [[0], [], [2], [3], [4], [], [], []]
 
 
 def test_a_store_written_before_m015_reads_the_same_vectors_and_ranks_the_same(
-        target: tuple[str, str], minilm: Any) -> None:
+    target: tuple[str, str], minilm: Any
+) -> None:
     backend, where = target
     store = open_store(where)
     item_vecs = minilm.embed_batch(FACTS).astype(np.float32)
     summary_vecs = minilm.embed_batch(SUMMARIES).astype(np.float32)
     queries = minilm.embed_batch(QUERIES).astype(np.float32)
     ids = [_items(store, minilm).add(text, tier="cold").id for text in FACTS]
-    stored = store.append("ns", [TurnBatch("s", [Turn(role="user", content=s, timestamp=T0) for s in SUMMARIES],
-                                           [5] * len(SUMMARIES))])
+    stored = store.append(
+        "ns", [TurnBatch("s", [Turn(role="user", content=s, timestamp=T0) for s in SUMMARIES], [5] * len(SUMMARIES))]
+    )
     node_ids = []
-    for turn, text, vec in zip(stored, SUMMARIES, summary_vecs):
-        node_id = store.nodes.insert("ns", NewNode(level=1, kind="micro", session="s", seq_range=(turn.seq, turn.seq),
-                                                   turn_ids=(turn.id,), tokens=5, start=T0, end=T0, reason="size",
-                                                   tier="hot"))
-        store.nodes.set_summary("ns", node_id, Summary(text, summarizer="test"), tokens=5, status="ok", error=None,
-                                embedding=vec.tobytes())
+    for turn, text, vec in zip(stored, SUMMARIES, summary_vecs, strict=True):
+        node_id = store.nodes.insert(
+            "ns",
+            NewNode(
+                level=1,
+                kind="micro",
+                session="s",
+                seq_range=(turn.seq, turn.seq),
+                turn_ids=(turn.id,),
+                tokens=5,
+                start=T0,
+                end=T0,
+                reason="size",
+                tier="hot",
+            ),
+        )
+        store.nodes.set_summary(
+            "ns", node_id, Summary(text, summarizer="test"), tokens=5, status="ok", error=None, embedding=vec.tobytes()
+        )
         node_ids.append(node_id)
     # New writes are int8 already; put the old float32 form back and forget m015, as a store of the previous
     # schema would be.
-    for key, vec in zip(ids, item_vecs):
+    for key, vec in zip(ids, item_vecs, strict=True):
         _float32(store, "memory_items", key, vec)
-    for key, vec in zip(node_ids, summary_vecs):
+    for key, vec in zip(node_ids, summary_vecs, strict=True):
         _float32(store, "nodes", key, vec)
     _raw(store, "DELETE FROM _stratamem_migrations WHERE name = 'm015_int8_vectors'")
     if backend == "postgres":  # (SQLite's new code cannot read float32 blobs: m015 always runs at open)
@@ -168,16 +195,20 @@ def test_a_store_written_before_m015_reads_the_same_vectors_and_ranks_the_same(
     store = open_store(where)  # m015 runs
     try:
         assert _raw(store, "SELECT name FROM _stratamem_migrations WHERE name = 'm015_int8_vectors'") == [
-            ("m015_int8_vectors",)]
+            ("m015_int8_vectors",)
+        ]
         rows = store.items.vectors_after("ns", 0)
         assert [r[0] for r in rows] == ids
         assert [r[1] for r in rows] == [quantized(v.tobytes()) for v in item_vecs]
         assert [store.nodes.embedding("ns", n) for n in node_ids] == [quantized(v.tobytes()) for v in summary_vecs]
-        for vec, (_, blob, _) in zip(item_vecs, rows):
+        for vec, (_, blob, _) in zip(item_vecs, rows, strict=True):
             assert np.abs(np.frombuffer(blob, dtype=np.float32) - vec).max() <= np.abs(vec).max() / 127 / 2 + 1e-7
         if backend == "sqlite":  # only SQLite's bytes shrink: 4 + dims per vector
-            sizes = _raw(store, "SELECT DISTINCT LENGTH(embedding) FROM memory_items UNION "
-                                "SELECT DISTINCT LENGTH(embedding) FROM nodes")
+            sizes = _raw(
+                store,
+                "SELECT DISTINCT LENGTH(embedding) FROM memory_items UNION "
+                "SELECT DISTINCT LENGTH(embedding) FROM nodes",
+            )
             assert sizes == [(int8_blob_size(minilm.dimensions),)]
         # Every converted item is logged, so an index loaded before the migration reloads it.
         seq, changes = store.items.vector_changes("ns", log_before)

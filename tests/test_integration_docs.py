@@ -19,13 +19,14 @@ EXPECT = {
 
 
 @pytest.mark.parametrize("page", PAGES)
-def test_page_example_runs(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_page_example_runs(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = "\n".join(re.findall(r"```python\n(.*?)```", (DOCS / page).read_text(), flags=re.S))
     assert code.strip(), f"{page} has no python example"
     monkeypatch.chdir(tmp_path)  # the examples write their database in the working directory
     # In-process (fresh globals, as a script): the frameworks are imported once per test run.
-    exec(compile(code, f"docs/integrations/{page}", "exec"), {"__name__": "__main__"})  # noqa: S102
+    exec(compile(code, f"docs/integrations/{page}", "exec"), {"__name__": "__main__"})
     out = capsys.readouterr().out
     for expected in EXPECT[page]:
         assert expected in out, (expected, out)

@@ -37,8 +37,9 @@ def _summary(item: Any) -> tuple[Any, ...]:
 _labels = st.sampled_from(["users", "u1", "u 2", "prefs", "été"])
 _ns = st.lists(_labels, min_size=1, max_size=3).map(tuple)
 _keys = st.sampled_from(["a", "b", "c.d", "key with space"])
-_values = st.one_of(st.none(), st.fixed_dictionaries({"n": st.integers(0, 3)}, optional={"tag": st.sampled_from(
-    ["x", "y"])}))
+_values = st.one_of(
+    st.none(), st.fixed_dictionaries({"n": st.integers(0, 3)}, optional={"tag": st.sampled_from(["x", "y"])})
+)
 _ops = st.lists(st.tuples(_ns, _keys, _values), min_size=1, max_size=15)
 
 
@@ -62,10 +63,10 @@ def test_store_behaves_like_langgraphs_in_memory_store(ops: list[Any], flt: Any)
     # ones that were only ever deleted from).
     live = {i.namespace for i in theirs.search((), limit=1000)}
     assert ours.list_namespaces() == [ns for ns in theirs.list_namespaces() if ns in live]
-    assert ours.list_namespaces(prefix=("users",)) == [ns for ns in theirs.list_namespaces(prefix=("users",))
-                                                       if ns in live]
-    assert ours.list_namespaces(suffix=("prefs",), max_depth=1) == sorted(
-        {ns[:1] for ns in live if ns[-1] == "prefs"})
+    assert ours.list_namespaces(prefix=("users",)) == [
+        ns for ns in theirs.list_namespaces(prefix=("users",)) if ns in live
+    ]
+    assert ours.list_namespaces(suffix=("prefs",), max_depth=1) == sorted({ns[:1] for ns in live if ns[-1] == "prefs"})
     assert ours.list_namespaces(limit=1, offset=1) == sorted(live)[1:2]
     for prefix in [(), ("users",), ops[0][0]]:
         got = sorted(map(_summary, ours.search(prefix, filter=flt, limit=100)), key=repr)
@@ -130,8 +131,12 @@ def test_async_batch_in_a_compiled_graph(tmp_path: Path) -> None:
         reply = await model.ainvoke(state["messages"])
         return {"messages": [reply]}
 
-    graph = StateGraph(MessagesState).add_node("chat", chat).add_edge(START, "chat").compile(
-        store=store, checkpointer=InMemorySaver())
+    graph = (
+        StateGraph(MessagesState)
+        .add_node("chat", chat)
+        .add_edge(START, "chat")
+        .compile(store=store, checkpointer=InMemorySaver())
+    )
 
     async def go() -> None:
         cfg = {"configurable": {"thread_id": "t1"}}
@@ -142,6 +147,7 @@ def test_async_batch_in_a_compiled_graph(tmp_path: Path) -> None:
         assert item.value == {"name": "Ada", "visits": 2}
         assert await store.alist_namespaces() == [("users", "ada")]
         await amem.close()
+
     asyncio.run(go())
 
 
@@ -159,16 +165,24 @@ def test_middleware_stores_prunes_and_compacts_inside_create_agent(tmp_path: Pat
     mem = Memory(tmp_path / "m.db", namespace="agent")
     script = [_tool_call(i) if i % 2 == 0 else AIMessage(f"done {i}") for i in range(12)]
     agent_model = ToolCallingFake(messages=iter(script))
-    summarizer = GenericFakeChatModel(messages=iter([AIMessage(
-        "## Goal\nRead the files.\n## Progress\nRead f0-f4.\n## Key facts\nAll files are code.")] * 5))
+    summarizer = GenericFakeChatModel(
+        messages=iter(
+            [AIMessage("## Goal\nRead the files.\n## Progress\nRead f0-f4.\n## Key facts\nAll files are code.")] * 5
+        )
+    )
     middleware = StratamemMiddleware(
-        mem, model=summarizer,
-        compaction=CompactionConfig(threshold=1500, keep_recent_tokens=500, output_reserve=300,
-                                    checkpoint_max_tokens=300),
-        pruning=PruningConfig(soft_trim_chars=2000, soft_trim_head=300, soft_trim_tail=300, hard_clear_after=2,
-                              keep_last_tool_results=1))
-    agent = create_agent(agent_model, tools=[read_file], middleware=[middleware], checkpointer=InMemorySaver(),
-                         store=StratamemStore(mem))
+        mem,
+        model=summarizer,
+        compaction=CompactionConfig(
+            threshold=1500, keep_recent_tokens=500, output_reserve=300, checkpoint_max_tokens=300
+        ),
+        pruning=PruningConfig(
+            soft_trim_chars=2000, soft_trim_head=300, soft_trim_tail=300, hard_clear_after=2, keep_last_tool_results=1
+        ),
+    )
+    agent = create_agent(
+        agent_model, tools=[read_file], middleware=[middleware], checkpointer=InMemorySaver(), store=StratamemStore(mem)
+    )
     cfg = {"configurable": {"thread_id": "job-7"}}
     for i in range(6):
         out = agent.invoke({"messages": [HumanMessage(f"read f{2 * i}.py")]}, cfg)
@@ -192,12 +206,14 @@ def test_middleware_stores_prunes_and_compacts_inside_create_agent(tmp_path: Pat
 def test_async_middleware_runs_on_the_memory_worker(tmp_path: Path) -> None:
     amem = AsyncMemory(tmp_path / "am.db", namespace="agent")
     agent_model = ToolCallingFake(messages=iter([_tool_call(0), AIMessage("ok")]))
-    agent = create_agent(agent_model, tools=[read_file], middleware=[StratamemMiddleware(amem)],
-                         checkpointer=InMemorySaver())
+    agent = create_agent(
+        agent_model, tools=[read_file], middleware=[StratamemMiddleware(amem)], checkpointer=InMemorySaver()
+    )
 
     async def go() -> None:
         out = await agent.ainvoke({"messages": [HumanMessage("read f0.py")]}, {"configurable": {"thread_id": "a1"}})
         assert out["messages"][-1].content == "ok"
         assert [t.role for t in await amem.turns("a1")] == ["user", "assistant", "tool"]
         await amem.close()
+
     asyncio.run(go())

@@ -40,8 +40,9 @@ def _chat(memory: LlamaMemory) -> str:
 
 def _li_memory(session: str, blocks: list[Any]) -> LlamaMemory:
     # A small short-term window, so older messages are flushed to the blocks.
-    return LlamaMemory.from_defaults(session_id=session, token_limit=400, chat_history_token_ratio=0.5,
-                                     token_flush_size=100, memory_blocks=blocks)
+    return LlamaMemory.from_defaults(
+        session_id=session, token_limit=400, chat_history_token_ratio=0.5, token_flush_size=100, memory_blocks=blocks
+    )
 
 
 def test_flushed_messages_are_stored_and_recalled_into_the_prompt(tmp_path: Path) -> None:
@@ -64,10 +65,19 @@ def test_block_returns_nothing_before_a_flush_and_truncates_to_a_smaller_budget(
         block = StratamemMemoryBlock(memory=amem, session="s", budget=2000)
         question = [ChatMessage(role=MessageRole.USER, content="where is the offsite?")]
         assert await block.aget(question) == ""
-        await block.aput([ChatMessage(role=MessageRole.USER, content=f"Note {i}: the offsite is in Lisbon, "
-                                      f"hotel {i} " + "filler " * 40) for i in range(20)]
-                         + [ChatMessage(role=MessageRole.TOOL, content="search returned 3 hotels",
-                                        additional_kwargs={"name": "search"})])
+        await block.aput(
+            [
+                ChatMessage(
+                    role=MessageRole.USER, content=f"Note {i}: the offsite is in Lisbon, hotel {i} " + "filler " * 40
+                )
+                for i in range(20)
+            ]
+            + [
+                ChatMessage(
+                    role=MessageRole.TOOL, content="search returned 3 hotels", additional_kwargs={"name": "search"}
+                )
+            ]
+        )
         full = await block.aget(question)
         assert "Lisbon" in full and amem.tokenizer.count(full) <= 2000
         smaller = await block.atruncate(full, amem.tokenizer.count(full) - 300)
@@ -75,6 +85,7 @@ def test_block_returns_nothing_before_a_flush_and_truncates_to_a_smaller_budget(
         assert await block.atruncate(full, amem.tokenizer.count(full)) is None
         assert (await amem.turns("s"))[-1].text == "[search] search returned 3 hotels"
         await amem.close()
+
     asyncio.run(go())
 
 

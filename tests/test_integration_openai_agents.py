@@ -78,16 +78,22 @@ def test_runner_round_trips_items_exactly_like_the_sdks_sqlite_session(tmp_path:
         ctx = await amem2.context("budget", budget=300)
         assert any("$50K" in str(m["content"]) for m in ctx.messages)
         await amem2.close()
+
     asyncio.run(go())
 
 
 def test_session_protocol_semantics_match_the_sdk_session(tmp_path: Path) -> None:
     """The assertions of the SDK's session tests, run against both implementations."""
+
     async def check(session: Any) -> None:
         assert await session.get_items() == []
         assert await session.pop_item() is None
-        items = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": "Hi there!"},
-                 {"role": "user", "content": "How are you?"}, {"role": "assistant", "content": "Fine."}]
+        items = [
+            {"role": "user", "content": "Hello"},
+            {"role": "assistant", "content": "Hi there!"},
+            {"role": "user", "content": "How are you?"},
+            {"role": "assistant", "content": "Fine."},
+        ]
         await session.add_items(items[:2])
         await session.add_items(items[2:])
         assert await session.get_items() == items
@@ -121,6 +127,7 @@ def test_session_protocol_semantics_match_the_sdk_session(tmp_path: Path) -> Non
         await limited.add_items([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
         assert await limited.get_items() == [{"role": "user", "content": "b"}]
         await amem.close()
+
     asyncio.run(go())
 
 
@@ -143,6 +150,7 @@ def test_bad_input_is_refused_at_the_boundary_and_stores_nothing(tmp_path: Path)
         with pytest.raises(ValidationError):
             StratamemSession("s", "memory.db")  # type: ignore[arg-type]
         await amem.close()
+
     asyncio.run(go())
 
 
@@ -154,26 +162,43 @@ def test_context_mode_keeps_a_long_tool_heavy_run_within_budget(tmp_path: Path) 
         raw = StratamemSession("long", amem)
         budgeted = StratamemSession("long", amem, mode="context", budget=2000)
         for i in range(40):
-            await raw.add_items([
-                {"role": "user", "content": f"Step {i}: read file_{i}.py"},
-                {"type": "function_call", "call_id": f"c{i}", "name": "read", "arguments": json.dumps({"i": i})},
-                {"type": "function_call_output", "call_id": f"c{i}", "output": f"contents {i} " + "x " * 600},
-                {"role": "assistant", "content": f"file_{i}.py is read"}])
-        await raw.add_items([{"role": "user", "content": "The deploy key is KEY-7781."},
-                             {"role": "assistant", "content": "Noted."}])
+            await raw.add_items(
+                [
+                    {"role": "user", "content": f"Step {i}: read file_{i}.py"},
+                    {"type": "function_call", "call_id": f"c{i}", "name": "read", "arguments": json.dumps({"i": i})},
+                    {"type": "function_call_output", "call_id": f"c{i}", "output": f"contents {i} " + "x " * 600},
+                    {"role": "assistant", "content": f"file_{i}.py is read"},
+                ]
+            )
+        await raw.add_items(
+            [{"role": "user", "content": "The deploy key is KEY-7781."}, {"role": "assistant", "content": "Noted."}]
+        )
         for i in range(3):
             await raw.add_items([{"role": "user", "content": f"filler {i}"}, {"role": "assistant", "content": "ok"}])
         await raw.add_items([{"role": "user", "content": "What is the deploy key?"}])
         full = await raw.get_items()
         view = await budgeted.get_items()
         assert len(full) == 40 * 4 + 2 + 6 + 1
-        as_chat = [{"role": i["role"], "content": i["content"]} if "role" in i else
-                   {"role": "tool", "tool_call_id": i["call_id"], "content": i["output"]}
-                   if i["type"] == "function_call_output" else
-                   {"role": "assistant", "tool_calls": [{"id": i["call_id"], "type": "function", "function": {
-                       "name": i["name"], "arguments": i["arguments"]}}]} for i in view]
-        assert count_messages(as_chat, tok) <= 2000 < count_messages(
-            [{"role": "user", "content": json.dumps(full)}], tok)
+        as_chat = [
+            {"role": i["role"], "content": i["content"]}
+            if "role" in i
+            else {"role": "tool", "tool_call_id": i["call_id"], "content": i["output"]}
+            if i["type"] == "function_call_output"
+            else {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "id": i["call_id"],
+                        "type": "function",
+                        "function": {"name": i["name"], "arguments": i["arguments"]},
+                    }
+                ],
+            }
+            for i in view
+        ]
+        assert (
+            count_messages(as_chat, tok) <= 2000 < count_messages([{"role": "user", "content": json.dumps(full)}], tok)
+        )
         texts = json.dumps(view)
         assert "KEY-7781" in texts  # recalled for the latest question
         assert view[-1] == {"role": "user", "content": "What is the deploy key?"}
@@ -188,6 +213,7 @@ def test_context_mode_keeps_a_long_tool_heavy_run_within_budget(tmp_path: Path) 
         assert result.final_output == "KEY-7781"
         assert "KEY-7781" in json.dumps(model.calls[0].input)
         await amem.close()
+
     asyncio.run(go())
 
 
@@ -205,6 +231,7 @@ def test_run_context_routes_each_tenant_to_its_namespace(tmp_path: Path) -> None
         wrapper = RunContextWrapper(context={"tenant": "b"})
         assert [i.get("content") for i in await session.get_items(wrapper=wrapper)][0] == "beta"
         await amem.close()
+
     asyncio.run(go())
 
 
@@ -218,9 +245,10 @@ def test_pop_forgets_a_turn_sealed_into_the_pyramid_and_its_segment_follows(tmp_
         assert await session.pop_item() == {"role": "assistant", "content": "two"}
         assert await session.get_items() == [{"role": "user", "content": "one"}]
         # The segment that covered both turns now covers only the one that is left.
-        (node,) = [n for n in amem.memory.pyramid.nodes(level=1)]
+        (node,) = list(amem.memory.pyramid.nodes(level=1))
         assert node.turn_count == 1
         await amem.close()
+
     asyncio.run(go())
 
 
@@ -252,4 +280,5 @@ def test_session_semantics_on_postgres(pg_dsn: str) -> None:
         assert await session.get_items() == []
         assert len(await StratamemSession("t", amem).get_items()) == 4
         await amem.close()
+
     asyncio.run(go())

@@ -21,6 +21,7 @@ from stratamem.tokens import count_messages, get_tokenizer
 
 def _scripted(seen: list[list[ModelMessage]]) -> FunctionModel:
     """Calls `lookup` once per run when the prompt asks to, then answers from the tool output."""
+
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         seen.append(list(messages))
         last = messages[-1]
@@ -31,6 +32,7 @@ def _scripted(seen: list[list[ModelMessage]]) -> FunctionModel:
         if returns:
             return ModelResponse(parts=[TextPart(f"found: {returns[0].content}")])
         return ModelResponse(parts=[TextPart(f"ok: {prompt}")])
+
     return FunctionModel(respond)
 
 
@@ -59,8 +61,16 @@ def test_every_message_is_stored_and_earlier_runs_come_back_from_stratamem(tmp_p
         assert r2.output.startswith("found: venues facts")
         assert r3.output == "ok: What is our budget?"
         turns = await amem.turns("chat-1")
-        assert [t.role for t in turns] == ["user", "assistant", "user", "assistant", "tool", "assistant",
-                                           "user", "assistant"]
+        assert [t.role for t in turns] == [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant",
+        ]
         assert turns[4].text.count("detail") == 300  # the tool output is stored whole
         # The second run's first request already held the first run, read back from the store.
         first_of_run2 = to_openai_messages(seen[1])
@@ -70,6 +80,7 @@ def test_every_message_is_stored_and_earlier_runs_come_back_from_stratamem(tmp_p
         texts = [m.get("content") for m in to_openai_messages(seen[-1])]
         assert texts.count("Our budget is $50K.") == 1 and texts.count("look up venues") == 1
         await amem.close()
+
     asyncio.run(go())
 
 
@@ -90,6 +101,7 @@ def test_budget_bounds_the_history_of_a_long_tool_heavy_conversation(tmp_path: P
         assert "KEY-7781" in json.dumps(last)  # recalled from the first run
         assert (await amem.status()).turns == 2 + 12 * 4 + 1 + 1
         await amem.close()
+
     asyncio.run(go())
 
 
@@ -100,17 +112,31 @@ def test_test_model_calls_every_tool_and_the_history_stays_valid(tmp_path: Path)
     outputs = [agent.run_sync("go").output for _ in range(3)]
     assert "lookup" in outputs[0]
     # TestModel calls the tool once per conversation (it sees the earlier return in the history).
-    assert [t.role for t in mem.turns("t")] == ["user", "assistant", "tool", "assistant",
-                                                "user", "assistant", "user", "assistant"]
+    assert [t.role for t in mem.turns("t")] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
     mem.close()
 
 
 def test_conversion_round_trips_chat_messages() -> None:
-    chat = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"},
-            {"role": "assistant", "content": None, "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\":1}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "done"},
-            {"role": "assistant", "content": "bye"}]
+    chat = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a":1}'}}],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+        {"role": "assistant", "content": "bye"},
+    ]
     back = to_openai_messages(from_openai_messages(chat))
     assert back == chat
     assert isinstance(from_openai_messages(chat)[3], ModelRequest)

@@ -17,8 +17,8 @@ from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory, ValidationError
 from stratamem.cli import main as cli
-from stratamem.records.items import visible_in
 from stratamem.items.api import Items
+from stratamem.records.items import visible_in
 from stratamem.store import SQLiteStore, open_store
 from stratamem.store import migrations as mig
 from stratamem.store.sqlite.schema import MIGRATIONS
@@ -74,7 +74,9 @@ def test_a_session_scoped_item_is_seen_only_in_its_session(store: Any) -> None:
     assert found(None) == {wide.id}
     assert found("s3") == {wide.id}
     assert {i.id for i in items.recall("budget note", limit=10, auto_promote=False, session="s2").items} == {
-        wide.id, theirs.id}
+        wide.id,
+        theirs.id,
+    }
     assert [i.id for i in items.hot("s1")] == [hot_mine.id]
     assert items.hot("s2") == [] and items.hot() == []
     assert [i.id for i in items.list(session="s2")] == [wide.id, theirs.id]
@@ -113,8 +115,13 @@ def test_bad_scope_arguments_are_refused_and_nothing_is_stored(store: Any) -> No
         items.add("orphan", scope="session")
     with pytest.raises(ValidationError, match="scope: 'team' is not one of namespace, session"):
         items.add("x", session="s1", scope="team")
-    for call in (lambda: items.search("x", session="bad name"), lambda: items.hot("bad name"),
-                 lambda: items.list(session=""), lambda: items.status("a/b"), lambda: items.spill(session="?")):
+    for call in (
+        lambda: items.search("x", session="bad name"),
+        lambda: items.hot("bad name"),
+        lambda: items.list(session=""),
+        lambda: items.status("a/b"),
+        lambda: items.spill(session="?"),
+    ):
         with pytest.raises(ValidationError, match="invalid session name"):
             call()
     assert items.list() == []
@@ -140,26 +147,33 @@ def test_the_context_of_a_session_holds_its_items_and_never_another_sessions(tmp
 _scopes = st.sampled_from([None, "s1", "s2", "s3"])
 _word = st.sampled_from(["budget", "tea", "rocket", "lisbon"])
 _op = st.one_of(
-    st.tuples(st.just("add"), st.sampled_from(["a", "b"]), _scopes, st.booleans(), _word,
-              st.sampled_from(["hot", "cold"])),
+    st.tuples(
+        st.just("add"), st.sampled_from(["a", "b"]), _scopes, st.booleans(), _word, st.sampled_from(["hot", "cold"])
+    ),
     st.tuples(st.just("recall"), st.sampled_from(["a", "b"]), _scopes, st.booleans(), _word, st.just("")),
     st.tuples(st.just("spill"), st.sampled_from(["a", "b"]), _scopes, st.booleans(), _word, st.just("")),
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(ops=st.lists(_op, min_size=1, max_size=25))
 def test_no_read_ever_shows_another_namespace_or_another_sessions_scoped_items(
-        tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[Any, ...]]) -> None:
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[Any, ...]]
+) -> None:
     store = SQLiteStore(tmp_path_factory.mktemp("p") / "m.db")
     spaces = {ns: items_on(store, ns, hot_token_limit=30, spill_count=1) for ns in ("a", "b")}
     reads = [None, "s1", "s2", "s3"]
     for op, ns, session, scoped, word, tier in ops:
         items = spaces[ns]
         if op == "add":
-            items.add(f"{word} note {ns} {session}", session=session,
-                      scope="session" if scoped and session else "namespace", tier=tier)
+            items.add(
+                f"{word} note {ns} {session}",
+                session=session,
+                scope="session" if scoped and session else "namespace",
+                tier=tier,
+            )
         elif op == "recall":
             got = items.recall(word, limit=10, session=session, auto_promote=scoped)
             assert all(i.namespace == ns and visible_in(i, session) for i in got.items)
@@ -172,11 +186,13 @@ def test_no_read_ever_shows_another_namespace_or_another_sessions_scoped_items(
                 # Exactly the visible ones: nothing leaks and nothing visible is lost.
                 want = {i.id for i in everything if visible_in(i, reader)}
                 assert {i.id for i in it.list(session=reader)} == (want if reader else {i.id for i in everything})
-                assert {i.id for i in it.hot(reader)} == {i.id for i in everything
-                                                          if i.tier == "hot" and visible_in(i, reader)}
+                assert {i.id for i in it.hot(reader)} == {
+                    i.id for i in everything if i.tier == "hot" and visible_in(i, reader)
+                }
                 hits = it.search(word, limit=50, session=reader).items
-                assert {i.id for i in hits} == {i.id for i in everything if i.id in want and i.tier != "hot"
-                                                and word in i.content}
+                assert {i.id for i in hits} == {
+                    i.id for i in everything if i.id in want and i.tier != "hot" and word in i.content
+                }
                 totals = it.status(reader).to_dict()
                 seen = [i for i in everything if reader is None or visible_in(i, reader)]
                 assert totals["hot"]["items"] == sum(i.tier == "hot" for i in seen)
@@ -188,9 +204,11 @@ def test_m013_keeps_old_items_visible_to_the_whole_namespace(tmp_path: Path) -> 
     conn = sqlite3.connect(path, isolation_level=None)
     mig.apply(conn, [m for m in MIGRATIONS if m.name != "m013_item_scope"])
     conn.execute("INSERT INTO namespaces (id, name, created_at) VALUES (1, 't', '2025-01-01T00:00:00.000000Z')")
-    conn.execute("INSERT INTO memory_items (namespace_id, session, content, type, tier, tokens, created_at, "
-                 "relevance, source) VALUES (1, 's1', 'the budget is fifty', 'fact', 'cold', 4, "
-                 "'2025-01-01T00:00:00.000000Z', 1.0, 'api')")
+    conn.execute(
+        "INSERT INTO memory_items (namespace_id, session, content, type, tier, tokens, created_at, "
+        "relevance, source) VALUES (1, 's1', 'the budget is fifty', 'fact', 'cold', 4, "
+        "'2025-01-01T00:00:00.000000Z', 1.0, 'api')"
+    )
     conn.close()
     store = SQLiteStore(path)
     items = items_on(store)
@@ -198,8 +216,9 @@ def test_m013_keeps_old_items_visible_to_the_whole_namespace(tmp_path: Path) -> 
     assert (old.scope, old.session) == ("namespace", "s1")
     assert [i.id for i in items.search("budget", session="s2").items] == [old.id]
     with store.lock:
-        assert store.connection.execute("SELECT name FROM _stratamem_migrations WHERE name = 'm013_item_scope'"
-                                        ).fetchall() == [("m013_item_scope",)]
+        assert store.connection.execute(
+            "SELECT name FROM _stratamem_migrations WHERE name = 'm013_item_scope'"
+        ).fetchall() == [("m013_item_scope",)]
     store.close()
 
 
@@ -256,8 +275,7 @@ def test_seed_example_1_conversation_with_memory_management(tmp_path: Path) -> N
     config = Config().replace(items={"hot_token_limit": 1200, "spill_count": 2})
     with Memory(tmp_path / "m.db", namespace="agent", config=config, embedder=None) as mem:
         mem.add({"role": "user", "content": "Let's discuss the project proposal."}, session="session-123")
-        texts = {n: exactly(200, f"Turn {n}: about the project proposal scope and timeline")
-                 for n in range(1, 31)}
+        texts = {n: exactly(200, f"Turn {n}: about the project proposal scope and timeline") for n in range(1, 31)}
         texts[2] = exactly(200, "Turn 2: we agreed on a $50K budget for the proposal")
         ids: dict[int, int] = {}
 
@@ -322,7 +340,9 @@ def test_cli_scopes_items_to_a_session(tmp_path: Path) -> None:
     assert (mine["scope"], wide["type"]) == ("session", "message")
     assert [i["id"] for i in run("items", "recall", "budget note", "--no-promote", "-k", "5")["items"]] == [wide["id"]]
     assert {i["id"] for i in run("items", "recall", "budget note", "--no-promote", "-s", "s1", "-k", "5")["items"]} == {
-        wide["id"], mine["id"]}
+        wide["id"],
+        mine["id"],
+    }
     assert [i["id"] for i in run("items", "list", "--session", "s2")] == [wide["id"]]
     assert run("items", "status", "--session", "s2")["cold"]["items"] == 1
     assert run("items", "status")["cold"]["items"] == 2
@@ -337,13 +357,14 @@ def test_http_item_routes_take_scope_and_session(tmp_path: Path) -> None:
     try:
         with srv.client() as http:
             ns = "/api/v1/namespaces/agent"
-            mine = http.post(f"{ns}/items", json={"content": "s1 rocket note", "session": "s1", "scope": "session",
-                                                  "tier": "cold"})
-            wide = http.post(f"{ns}/items", json={"content": "shared rocket note", "type": "message",
-                                                  "tier": "cold"})
+            mine = http.post(
+                f"{ns}/items", json={"content": "s1 rocket note", "session": "s1", "scope": "session", "tier": "cold"}
+            )
+            wide = http.post(f"{ns}/items", json={"content": "shared rocket note", "type": "message", "tier": "cold"})
             assert (mine.status_code, wide.status_code) == (201, 201), mine.text
-            recall = http.post(f"{ns}/items/recall", json={"query": "rocket note", "limit": 5,
-                                                           "auto_promote": False, "session": "s2"})
+            recall = http.post(
+                f"{ns}/items/recall", json={"query": "rocket note", "limit": 5, "auto_promote": False, "session": "s2"}
+            )
             assert [i["id"] for i in recall.json()["items"]] == [wide.json()["id"]]
             listed = http.get(f"{ns}/items", params={"session": "s1"}).json()["items"]
             assert [i["id"] for i in listed] == [mine.json()["id"], wide.json()["id"]]

@@ -7,7 +7,7 @@ import json
 import re
 import sqlite3
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,7 @@ class Clock:
     """A settable clock: recalls and spills happen at the times the test says."""
 
     def __init__(self) -> None:
-        self.now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+        self.now = datetime(2025, 1, 1, tzinfo=UTC)
 
     def __call__(self) -> datetime:
         return self.now
@@ -41,12 +41,24 @@ class Clock:
         self.now += timedelta(seconds=seconds)
 
 
-def make(tmp_path: Path | None = None, namespace: str = "t", embedder: object | None = None,
-         clock: Clock | None = None, **items_cfg: object) -> tuple[Memory, Items]:
+def make(
+    tmp_path: Path | None = None,
+    namespace: str = "t",
+    embedder: object | None = None,
+    clock: Clock | None = None,
+    **items_cfg: object,
+) -> tuple[Memory, Items]:
     config = Config().replace(items=items_cfg) if items_cfg else Config()
     mem = Memory(tmp_path / "m.db" if tmp_path else ":memory:", namespace=namespace, config=config, embedder=None)
-    items = Items(mem.store, namespace, tokenizer=mem.tokenizer, config=config.items, embedder=embedder,  # type: ignore[arg-type]
-                  events=mem.events, clock=clock)
+    items = Items(
+        mem.store,
+        namespace,
+        tokenizer=mem.tokenizer,
+        config=config.items,
+        embedder=embedder,  # type: ignore[arg-type]
+        events=mem.events,
+        clock=clock,
+    )
     return mem, items
 
 
@@ -207,8 +219,9 @@ def test_a_failed_add_leaves_the_store_as_it_was() -> None:
 
 def test_extracted_items_carry_provenance_and_can_be_confirmed_or_rejected() -> None:
     mem, items = make()
-    turns = mem.add([{"role": "user", "content": "I moved to Lisbon in May."},
-                     {"role": "assistant", "content": "Lisbon, noted."}])
+    turns = mem.add(
+        [{"role": "user", "content": "I moved to Lisbon in May."}, {"role": "assistant", "content": "Lisbon, noted."}]
+    )
     ids = [t.id for t in turns]
     made = items.extract_from(["User moved to Lisbon in May", "User moved to Lisbon in May"], ids)
     assert len(made) == 1
@@ -285,8 +298,11 @@ def test_a_failing_embedder_never_loses_the_item_and_says_so() -> None:
 def test_replacing_a_hot_item_by_key_spills_nothing_else() -> None:
     mem, items = make(hot_token_limit=12, spill_count=1)
     tok = get_tokenizer()
-    assert [tok.count(t) for t in ("deploys run on friday", "the budget is fifty", "the budget is now sixty")] == \
-        [5, 4, 5]
+    assert [tok.count(t) for t in ("deploys run on friday", "the budget is fifty", "the budget is now sixty")] == [
+        5,
+        4,
+        5,
+    ]
     other = items.add("deploys run on friday")  # the oldest: first in spill order
     old = items.add("the budget is fifty", key="budget")
     new = items.add("the budget is now sixty", key="budget")  # 14 > 12 tokens, unless the old one leaves first
@@ -306,8 +322,13 @@ def test_every_embedder_failure_reaches_callers_as_a_model_error() -> None:
                 raise self.answer
             return self.answer
 
-    answers = {"raises": KeyError("gone"), "ragged": [[1.0, 2.0], [3.0]], "not numbers": [["a", "b"]],
-               "nan": [[1.0, float("nan")]], "wrong rows": [[1.0, 0.0], [0.0, 1.0]]}
+    answers = {
+        "raises": KeyError("gone"),
+        "ragged": [[1.0, 2.0], [3.0]],
+        "not numbers": [["a", "b"]],
+        "nan": [[1.0, float("nan")]],
+        "wrong rows": [[1.0, 0.0], [0.0, 1.0]],
+    }
     for label, answer in answers.items():
         mem, items = make(embedder=Broken(answer))
         item = items.add("budget is fifty", tier="cold")
@@ -334,8 +355,9 @@ def _rows(path: Path) -> dict[str, list[tuple[object, ...]]]:
 
 def _world(tmp_path: Path) -> tuple[Memory, Items, Clock]:
     clock = Clock()
-    mem, items = make(tmp_path, embedder=HashEmbedder(64), clock=clock, hot_token_limit=30, spill_count=2,
-                      warm_access_threshold=1)
+    mem, items = make(
+        tmp_path, embedder=HashEmbedder(64), clock=clock, hot_token_limit=30, spill_count=2, warm_access_threshold=1
+    )
     for i in range(12):
         items.add(f"note {i}: the budget of project w{i % 4} is {i * 100} euros", key=f"k{i % 9}")
         clock.advance(60)
@@ -345,8 +367,15 @@ def _world(tmp_path: Path) -> tuple[Memory, Items, Clock]:
 
 def test_search_ranks_exactly_like_recall_and_writes_nothing(tmp_path: Path) -> None:
     mem, items, clock = _world(tmp_path)
-    fresh = Items(mem.store, "t", tokenizer=mem.tokenizer, config=items.config, embedder=HashEmbedder(64),
-                  events=mem.events, clock=clock)
+    fresh = Items(
+        mem.store,
+        "t",
+        tokenizer=mem.tokenizer,
+        config=items.config,
+        embedder=HashEmbedder(64),
+        events=mem.events,
+        clock=clock,
+    )
     queries = ("budget project w2", "euros 300", "note 7", "zebra")
     before = _rows(tmp_path / "m.db")
     events = len(mem.events.recent())
@@ -370,8 +399,7 @@ def test_search_works_on_a_store_that_refuses_writes(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "m.db")
     with store.lock:
         store.connection.execute("PRAGMA query_only = ON")  # every write now fails, BEGIN included
-    reader = Items(store, "t", tokenizer=get_tokenizer(), config=items.config, embedder=HashEmbedder(64),
-                   clock=clock)
+    reader = Items(store, "t", tokenizer=get_tokenizer(), config=items.config, embedder=HashEmbedder(64), clock=clock)
     assert [i.id for i in reader.search("budget project w3", limit=3).items] == expected
     assert len(expected) == 3
     with pytest.raises(BackendError, match="readonly"):
@@ -384,15 +412,19 @@ def test_search_works_on_a_store_that_refuses_writes(tmp_path: Path) -> None:
 
 def test_m007_keeps_every_item_and_its_search_and_stops_id_reuse(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    before_m007 = MIGRATIONS[:[m.name for m in MIGRATIONS].index("m007_item_ids")]
+    before_m007 = MIGRATIONS[: [m.name for m in MIGRATIONS].index("m007_item_ids")]
     conn = sqlite3.connect(path, isolation_level=None)
     mig.apply(conn, before_m007)
     conn.execute("INSERT INTO namespaces (id, name, created_at) VALUES (1, 't', '2025-01-01T00:00:00.000000Z')")
-    for i, (text, newer) in enumerate([("the old budget is fifty", 2), ("the budget is sixty", None),
-                                       ("lunch is at noon", None)], start=1):
-        conn.execute("INSERT INTO memory_items (id, namespace_id, content, type, tier, tokens, created_at, "
-                     "relevance, source, superseded_by) VALUES (?, 1, ?, 'fact', 'cold', 4, "
-                     "'2025-01-01T00:00:00.000000Z', 1.0, 'api', ?)", (i, text, newer))
+    for i, (text, newer) in enumerate(
+        [("the old budget is fifty", 2), ("the budget is sixty", None), ("lunch is at noon", None)], start=1
+    ):
+        conn.execute(
+            "INSERT INTO memory_items (id, namespace_id, content, type, tier, tokens, created_at, "
+            "relevance, source, superseded_by) VALUES (?, 1, ?, 'fact', 'cold', 4, "
+            "'2025-01-01T00:00:00.000000Z', 1.0, 'api', ?)",
+            (i, text, newer),
+        )
     old_rows = conn.execute("SELECT * FROM memory_items ORDER BY id").fetchall()
     conn.close()
     store = SQLiteStore(path)
@@ -400,7 +432,8 @@ def test_m007_keeps_every_item_and_its_search_and_stops_id_reuse(tmp_path: Path)
     with store.lock:
         # m013_item_scope adds the scope column after them: every old item is namespace-wide.
         assert store.connection.execute("SELECT * FROM memory_items ORDER BY id").fetchall() == [
-            (*row, "namespace") for row in old_rows]
+            (*row, "namespace") for row in old_rows
+        ]
     assert [i.id for i in items.search("budget", include_superseded=True).items] == [2, 1]
     assert items.prune([3]) == 1
     assert items.add("a new fact").id == 4  # not 3 again
@@ -409,12 +442,16 @@ def test_m007_keeps_every_item_and_its_search_and_stops_id_reuse(tmp_path: Path)
     assert SQLiteStore(path).items.get("t", [1])[0].superseded_by == 2
 
 
-_index_ops = st.lists(st.one_of(
-    st.tuples(st.just("add"), st.sampled_from(["cold", "warm"]), st.booleans()),  # booleans: embedder up?
-    st.tuples(st.just("prune"), st.integers(0, 30), st.just(False)),
-    st.tuples(st.just("backfill"), st.just(""), st.just(False)),
-    st.tuples(st.just("search"), st.just(""), st.just(False)),
-), min_size=1, max_size=25)
+_index_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.sampled_from(["cold", "warm"]), st.booleans()),  # booleans: embedder up?
+        st.tuples(st.just("prune"), st.integers(0, 30), st.just(False)),
+        st.tuples(st.just("backfill"), st.just(""), st.just(False)),
+        st.tuples(st.just("search"), st.just(""), st.just(False)),
+    ),
+    min_size=1,
+    max_size=25,
+)
 
 
 @settings(max_examples=30, deadline=None)
@@ -461,8 +498,9 @@ def test_one_items_serves_concurrent_adds_searches_and_recalls_from_threads(tmp_
         def run() -> None:
             try:
                 work()  # type: ignore[operator]
-            except BaseException as exc:  # collected and asserted empty below
+            except BaseException as exc:  # noqa: BLE001 - collected and asserted empty below
                 errors.append(exc)
+
         return run
 
     def writer(w: int) -> None:
@@ -496,8 +534,9 @@ def test_one_items_serves_concurrent_adds_searches_and_recalls_from_threads(tmp_
 
 
 def test_status_suggests_spill_recall_and_prune() -> None:
-    mem, items = make(hot_token_limit=20, max_cold_items=2, warm_access_threshold=0, spill_count=1,
-                      promote_threshold=1.01)
+    mem, items = make(
+        hot_token_limit=20, max_cold_items=2, warm_access_threshold=0, spill_count=1, promote_threshold=1.01
+    )
     cold = [items.add(f"cold note {w}", "context", tier="cold") for w in ("kilo", "lima", "mike")]
     s = items.status()
     assert [(x.type, x.item_ids) for x in s.suggestions] == [("prune", (cold[0].id,))]
@@ -537,7 +576,7 @@ def test_metrics_export_in_prometheus_text_format() -> None:
     assert 'stratamem_memory_recall_latency_ms_bucket{namespace="t",le="+Inf"} 2' in text
     assert "# TYPE stratamem_memory_recall_latency_ms histogram" in text
     samples = [ln for ln in text.splitlines() if not ln.startswith("#")]
-    assert all(re.fullmatch(r'[a-z_]+\{[^}]*\} [0-9.+Inf]+', ln) for ln in samples)
+    assert all(re.fullmatch(r"[a-z_]+\{[^}]*\} [0-9.+Inf]+", ln) for ln in samples)
     mem.close()
 
 
@@ -562,19 +601,23 @@ def test_bad_input_gets_clear_errors() -> None:
 # --- namespace isolation (property) ---------------------------------------------------
 
 _words = st.sampled_from(["budget", "alpha", "tea", "lisbon", "rocket", "tuesday", "vendor", "plan"])
-_ops = st.lists(st.one_of(
-    st.tuples(st.just("add"), st.lists(_words, min_size=1, max_size=4)),
-    st.tuples(st.just("recall"), st.lists(_words, min_size=1, max_size=2)),
-    st.tuples(st.just("spill"), st.integers(1, 3)),
-    st.tuples(st.just("promote_other"), st.integers(0, 5)),
-    st.tuples(st.just("key"), st.lists(_words, min_size=1, max_size=3)),
-), max_size=12)
+_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.lists(_words, min_size=1, max_size=4)),
+        st.tuples(st.just("recall"), st.lists(_words, min_size=1, max_size=2)),
+        st.tuples(st.just("spill"), st.integers(1, 3)),
+        st.tuples(st.just("promote_other"), st.integers(0, 5)),
+        st.tuples(st.just("key"), st.lists(_words, min_size=1, max_size=3)),
+    ),
+    max_size=12,
+)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(theirs=st.lists(st.lists(_words, min_size=1, max_size=4), min_size=1, max_size=5), ops=_ops)
-def test_operations_in_one_namespace_never_change_or_reveal_another(theirs: list[list[str]],
-                                                                   ops: list[tuple[str, object]]) -> None:
+def test_operations_in_one_namespace_never_change_or_reveal_another(
+    theirs: list[list[str]], ops: list[tuple[str, object]]
+) -> None:
     mem, b = make(namespace="b", hot_token_limit=12, spill_count=1)
     a = Items(mem.store, "a", tokenizer=mem.tokenizer, config=b.config)
     for words in theirs:
@@ -633,4 +676,3 @@ def test_cli_items_round_trip_and_metrics(tmp_path: Path) -> None:
     assert json.loads(run("metrics", "--format", "json"))[0]["promotions"] == 1
     bad = runner.invoke(cli, [*base, "items", "promote", "999"])
     assert bad.exit_code == 1 and "NotFoundError: no memory item 999 in namespace 'agent'" in bad.output
-

@@ -42,8 +42,9 @@ def test_client_returns_text_and_exact_usage(kind: str, server: FakeLLMServer) -
     assert isinstance(model, ChatModel)
     # Request frame 5 + system (message frame 4 + text) + one message (4 + text): the documented fake costs.
     expected_in = 5 + 4 + tok.count("Be brief.") + 4 + tok.count(HELLO[0]["content"])
-    assert out == Completion("hello there", expected_in, tok.count("hello there"),
-                             model.model, "stop" if kind == "openai" else "end_turn", 1)
+    assert out == Completion(
+        "hello there", expected_in, tok.count("hello there"), model.model, "stop" if kind == "openai" else "end_turn", 1
+    )
     req = server.requests[0]
     assert req.api == kind
     assert req.system == "Be brief."
@@ -113,15 +114,18 @@ def test_server_honours_max_tokens_and_reports_length(kind: str, server: FakeLLM
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("bad, where", [
-    ({"system": 3}, "system"),
-    ({"messages": []}, "messages"),
-    ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0]"),
-    ({"messages": [{"role": "assistant", "content": "x"}]}, "messages[0]"),
-    ({"messages": [{"role": "user", "content": ["x"]}]}, "messages[0].content"),
-    ({"max_tokens": 0}, "max_tokens"),
-    ({"messages": [{"role": "user", "content": "x" * 101}]}, "messages"),
-])
+@pytest.mark.parametrize(
+    "bad, where",
+    [
+        ({"system": 3}, "system"),
+        ({"messages": []}, "messages"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, "messages[0]"),
+        ({"messages": [{"role": "assistant", "content": "x"}]}, "messages[0]"),
+        ({"messages": [{"role": "user", "content": ["x"]}]}, "messages[0].content"),
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"messages": [{"role": "user", "content": "x" * 101}]}, "messages"),
+    ],
+)
 def test_bad_input_is_refused_before_any_call(kind: str, bad: dict, where: str, server: FakeLLMServer) -> None:
     model = make(kind, server, max_input_chars=100)
     args = {"system": "", "messages": HELLO, "max_tokens": 5, **bad}
@@ -155,12 +159,29 @@ def test_input_overhead_shifts_reported_usage(server: FakeLLMServer) -> None:
 def test_checkpoint_reply_has_every_section_and_keeps_previous_lines() -> None:
     with FakeLLMServer(reply=checkpoint_reply) as s:
         model = OpenAIChat("m", base_url=s.openai_base_url)
-        first = model.complete("", [{"role": "user", "content": "[user]: fix src/app/main.py\n\n[assistant]: ok"}],
-                               max_tokens=500).text
-        second = model.complete("", [{"role": "user", "content": "## Previous checkpoint\n" + first +
-                                      "\n\n# New messages\n[user]: now tests/test_x.py"}], max_tokens=500).text
-    for section in ("## Goal", "## Constraints & Preferences", "## Progress", "### Done", "### In Progress",
-                    "## Key Decisions", "## Next Steps", "## Critical Context"):
+        first = model.complete(
+            "", [{"role": "user", "content": "[user]: fix src/app/main.py\n\n[assistant]: ok"}], max_tokens=500
+        ).text
+        second = model.complete(
+            "",
+            [
+                {
+                    "role": "user",
+                    "content": "## Previous checkpoint\n" + first + "\n\n# New messages\n[user]: now tests/test_x.py",
+                }
+            ],
+            max_tokens=500,
+        ).text
+    for section in (
+        "## Goal",
+        "## Constraints & Preferences",
+        "## Progress",
+        "### Done",
+        "### In Progress",
+        "## Key Decisions",
+        "## Next Steps",
+        "## Critical Context",
+    ):
         assert section in first
     assert "- `src/app/main.py`" in second and "- `tests/test_x.py`" in second
     assert "- fix src/app/main.py" in second

@@ -10,16 +10,17 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.metrics import Scores, Unit, covered, recall_frac, summarise  # noqa: E402
-from benchmarks.locomo.protocol import load_conversations, normalise_dia, normalise_evidence  # noqa: E402
-from stratamem.retrieve import CompactRenderer, pack_turns  # noqa: E402
-from stratamem.store import SQLiteStore  # noqa: E402
-from stratamem.tokens import get_tokenizer  # noqa: E402
+from benchmarks.locomo.metrics import Scores, Unit, covered, recall_frac, summarise
+from benchmarks.locomo.protocol import load_conversations, normalise_dia, normalise_evidence
+from stratamem.retrieve import CompactRenderer, pack_turns
+from stratamem.store import SQLiteStore
+from stratamem.tokens import get_tokenizer
 
 SAMPLE = {
     "sample_id": "tiny",
     "conversation": {
-        "speaker_a": "Ana", "speaker_b": "Ben",
+        "speaker_a": "Ana",
+        "speaker_b": "Ben",
         "session_1_date_time": "1:56 pm on 8 May, 2023",
         "session_1": [
             {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a puppy named Rex."},
@@ -112,9 +113,11 @@ def test_budget_walk_keeps_what_fits_and_counts_exactly(tiny) -> None:
     tok = get_tokenizer("o200k_base")
     ranked = [tiny.turns[3], tiny.turns[0], tiny.turns[4], tiny.turns[2]]
     full = pack_turns(ranked, 4096, tok)
-    assert full.text == ("## 8 May 2023\nAna: I adopted a puppy named Rex.\n"
-                         "Ana: A beagle. [shares a photo of a dog]\n"
-                         "## 2 June 2023\nBen: I ran a marathon in Rome.\nAna: Amazing, how long did it take?")
+    assert full.text == (
+        "## 8 May 2023\nAna: I adopted a puppy named Rex.\n"
+        "Ana: A beagle. [shares a photo of a dog]\n"
+        "## 2 June 2023\nBen: I ran a marathon in Rome.\nAna: Amazing, how long did it take?"
+    )
     assert full.tokens == tok.count(full.text)
     for budget in range(1, full.tokens + 1):
         packed = pack_turns(ranked, budget, tok, CompactRenderer())

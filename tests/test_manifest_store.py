@@ -26,8 +26,12 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 
 def _manifest(budget: int) -> Manifest:
-    return Manifest(budget=budget, total_tokens=budget - 1, query=f"q{budget}",
-                    items=(ContextItem("turn:1", "turn", budget - 4, "recalled", turn_ids=(1,)),))
+    return Manifest(
+        budget=budget,
+        total_tokens=budget - 1,
+        query=f"q{budget}",
+        items=(ContextItem("turn:1", "turn", budget - 4, "recalled", turn_ids=(1,)),),
+    )
 
 
 def test_manifests_are_kept_newest_first_per_namespace_within_keep(store: Store) -> None:
@@ -35,8 +39,8 @@ def test_manifests_are_kept_newest_first_per_namespace_within_keep(store: Store)
     other = store.manifests.add("other", None, _manifest(99), keep=3)
     assert ids == sorted(ids) and len(set(ids + [other])) == 5
     assert [m.data["budget_tokens"] for m in store.manifests.latest("ns")] == [40, 30, 20]
-    assert store.manifests.get("ns", ids[0]) is None                 # dropped past keep
-    assert store.manifests.get("ns", other) is None                  # another namespace's
+    assert store.manifests.get("ns", ids[0]) is None  # dropped past keep
+    assert store.manifests.get("ns", other) is None  # another namespace's
     got = store.manifests.get("ns", ids[-1])
     assert got is not None and (got.session, got.data["query"], got.data["items"][0]["turn_ids"]) == ("s", "q40", [1])
     assert [m.data["budget_tokens"] for m in store.manifests.latest("other")] == [99]

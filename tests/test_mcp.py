@@ -23,8 +23,12 @@ def _params(db: Path, namespace: str, *extra: str) -> StdioServerParameters:
     # Env vars only: the shell reads STRATAMEM_DB / STRATAMEM_NAMESPACE, the library never does.
     # Lexical recall keeps the scores these tests assert exact; the hybrid path is
     # covered with the real model in test_items.py.
-    env = {"STRATAMEM_DB": str(db), "STRATAMEM_NAMESPACE": namespace, "STRATAMEM_EMBEDDING": "none",
-           "PATH": os.environ.get("PATH", "")}
+    env = {
+        "STRATAMEM_DB": str(db),
+        "STRATAMEM_NAMESPACE": namespace,
+        "STRATAMEM_EMBEDDING": "none",
+        "PATH": os.environ.get("PATH", ""),
+    }
     return StdioServerParameters(command=STRATAMEM, args=["mcp", *extra], env=env)
 
 
@@ -32,6 +36,7 @@ def _run(server: Any, body: Callable[[Client], Awaitable[Any]]) -> Any:
     async def main() -> Any:
         async with Client(server, read_timeout_seconds=60) as client:
             return await body(client)
+
     return anyio.run(main)
 
 
@@ -79,8 +84,9 @@ def test_bad_input_and_library_errors_come_back_as_clear_tool_errors(tmp_path: P
 
     bad_type, bad_limit, missing, other_ns, blank = _run(_params(tmp_path / "m.db", "agent-a"), body)
     assert all(r.is_error for r in (bad_type, bad_limit, missing, other_ns, blank))
-    assert ("Input should be 'fact', 'decision', 'entity', 'preference', 'context' or 'message'"
-            in bad_type.content[0].text)
+    assert (
+        "Input should be 'fact', 'decision', 'entity', 'preference', 'context' or 'message'" in bad_type.content[0].text
+    )
     assert "greater than or equal to 1" in bad_limit.content[0].text
     assert "NotFoundError: no memory item 999 in namespace 'agent-a'" in missing.content[0].text
     assert "ValidationError: namespace: this server serves namespace 'agent-a'" in other_ns.content[0].text
@@ -90,12 +96,13 @@ def test_bad_input_and_library_errors_come_back_as_clear_tool_errors(tmp_path: P
 def test_context_seal_and_working_state_tools(tmp_path: Path) -> None:
     db = tmp_path / "m.db"
     with Memory(db, namespace="agent-a", embedder=None) as mem:
-        mem.add([{"role": "user", "content": "Our budget is $50K."},
-                 {"role": "assistant", "content": "Noted: $50K."}], session="s1")
+        mem.add(
+            [{"role": "user", "content": "Our budget is $50K."}, {"role": "assistant", "content": "Noted: $50K."}],
+            session="s1",
+        )
 
     async def body(client: Client) -> Any:
-        ctx = _json(await client.call_tool("memory_context", {"query": "budget", "budget": 200,
-                                                              "format": "openai"}))
+        ctx = _json(await client.call_tool("memory_context", {"query": "budget", "budget": 200, "format": "openai"}))
         sealed = _json(await client.call_tool("memory_seal_topic", {"session": "s1"}))
         again = _json(await client.call_tool("memory_seal_topic", {"session": "s1"}))
         goal = _json(await client.call_tool("memory_state_update", {"op": "set_goal", "text": "Ship v1"}))
@@ -105,7 +112,8 @@ def test_context_seal_and_working_state_tools(tmp_path: Path) -> None:
         return ctx, sealed, again, goal, task, missing, read
 
     ctx, sealed, again, goal, task, missing, read = _run(
-        _params(db, "agent-a", "--project", str(tmp_path / "proj")), body)
+        _params(db, "agent-a", "--project", str(tmp_path / "proj")), body
+    )
     assert [m["content"] for m in ctx["messages"]] == ["Our budget is $50K.", "Noted: $50K."]
     assert ctx["tokens"] <= 200 and ctx["manifest"].startswith("[manifest] 2 items")
     assert sealed["sealed"] is True and again == {"session": "s1", "sealed": False, "segment": None}
@@ -122,8 +130,10 @@ def test_allowed_namespaces_are_reachable_and_stay_apart(tmp_path: Path) -> None
 
     async def body(client: Client) -> Any:
         _json(await client.call_tool("memory_add", {"content": "secret of b", "namespace": "b"}))
-        return (_json(await client.call_tool("memory_status", {})),
-                _json(await client.call_tool("memory_status", {"namespace": "b"})))
+        return (
+            _json(await client.call_tool("memory_status", {})),
+            _json(await client.call_tool("memory_status", {"namespace": "b"})),
+        )
 
     mine, theirs = _run(server, body)
     assert mine["hot"]["items"] == 0 and theirs["hot"]["items"] == 1

@@ -32,8 +32,12 @@ START_TIMEOUT_S = 30.0
 
 def _env(db: Path, namespace: str) -> dict[str, str]:
     # Lexical recall (no embedder) keeps the scores exact and the start-up fast.
-    return {"STRATAMEM_DB": str(db), "STRATAMEM_NAMESPACE": namespace, "STRATAMEM_EMBEDDING": "none",
-            "PATH": os.environ.get("PATH", "")}
+    return {
+        "STRATAMEM_DB": str(db),
+        "STRATAMEM_NAMESPACE": namespace,
+        "STRATAMEM_EMBEDDING": "none",
+        "PATH": os.environ.get("PATH", ""),
+    }
 
 
 def _free_port() -> int:
@@ -53,8 +57,10 @@ def _wait_until_listening(proc: subprocess.Popen[bytes], port: int, log: Path) -
             return
         except OSError:
             if time.monotonic() > deadline:
-                pytest.fail(f"the MCP server did not accept connections on 127.0.0.1:{port} within "
-                            f"{START_TIMEOUT_S:.0f} s:\n{log.read_text()}")
+                pytest.fail(
+                    f"the MCP server did not accept connections on 127.0.0.1:{port} within "
+                    f"{START_TIMEOUT_S:.0f} s:\n{log.read_text()}"
+                )
             time.sleep(0.05)
 
 
@@ -63,13 +69,20 @@ def http_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """``stratamem mcp --http`` on a free loopback port; yields (URL, database path)."""
     db = tmp_path / "m.db"
     with Memory(db, namespace="agent-h", embedder=None) as mem:
-        mem.add([{"role": "user", "content": "Our budget is $50K."},
-                 {"role": "assistant", "content": "Noted: $50K."}], session="s1")
+        mem.add(
+            [{"role": "user", "content": "Our budget is $50K."}, {"role": "assistant", "content": "Noted: $50K."}],
+            session="s1",
+        )
     port = _free_port()
     log = tmp_path / "server.log"
     with open(log, "wb") as err:
-        proc = subprocess.Popen([STRATAMEM, "mcp", "--http", "--port", str(port)], env=_env(db, "agent-h"),
-                                stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        proc = subprocess.Popen(
+            [STRATAMEM, "mcp", "--http", "--port", str(port)],
+            env=_env(db, "agent-h"),
+            stdin=subprocess.DEVNULL,
+            stdout=err,
+            stderr=err,
+        )
     try:
         _wait_until_listening(proc, port, log)
         yield f"http://127.0.0.1:{port}/mcp", db
@@ -82,6 +95,7 @@ def _run(server: Any, body: Callable[[Client], Awaitable[Any]]) -> Any:
     async def main() -> Any:
         async with Client(server, read_timeout_seconds=60) as client:
             return await body(client)
+
     return anyio.run(main)
 
 
@@ -100,9 +114,12 @@ def test_http_server_round_trips_add_spill_recall_status_context(http_server: tu
             "spilled": _json(await client.call_tool("memory_spill", {"count": 1})),
             "recalled": _json(await client.call_tool("memory_recall", {"query": "what was the budget?"})),
             "status": _json(await client.call_tool("memory_status", {})),
-            "context": _json(await client.call_tool("memory_context", {"query": "budget", "budget": 800,
-                                                                       "session": "s1", "format": "openai",
-                                                                       "explain": True})),
+            "context": _json(
+                await client.call_tool(
+                    "memory_context",
+                    {"query": "budget", "budget": 800, "session": "s1", "format": "openai", "explain": True},
+                )
+            ),
         }
 
     out = _run(url, body)
@@ -118,9 +135,11 @@ def test_http_server_round_trips_add_spill_recall_status_context(http_server: tu
     metrics = out["status"]["metrics"]
     assert (metrics["spills"], metrics["recalls"], metrics["recall_hits"], metrics["promotions"]) == (1, 1, 1, 1)
     ctx = out["context"]
-    assert ctx["messages"] == [{"role": "system", "content": "## Remembered facts\n- (fact) The budget is $50K"},
-                               {"role": "user", "content": "Our budget is $50K."},
-                               {"role": "assistant", "content": "Noted: $50K."}]
+    assert ctx["messages"] == [
+        {"role": "system", "content": "## Remembered facts\n- (fact) The budget is $50K"},
+        {"role": "user", "content": "Our budget is $50K."},
+        {"role": "assistant", "content": "Noted: $50K."},
+    ]
     # The whole result, manifest included, keeps the budget; the context inside it had less room.
     assert ctx["tokens"] < 800 and ctx["manifest_full"]["budget_tokens"] == 800
     assert ctx["manifest"].startswith("[manifest] 3 items")
@@ -134,26 +153,36 @@ def test_http_server_returns_invalid_input_and_library_errors_as_mcp_errors(http
     url, _ = http_server
 
     async def body(client: Client) -> list[Any]:
-        return [await client.call_tool("memory_add", {"content": "x", "type": "opinion"}),
-                await client.call_tool("memory_context", {"budget": 0}),
-                await client.call_tool("memory_promote", {"id": 999}),
-                await client.call_tool("memory_status", {"namespace": "someone-else"})]
+        return [
+            await client.call_tool("memory_add", {"content": "x", "type": "opinion"}),
+            await client.call_tool("memory_context", {"budget": 0}),
+            await client.call_tool("memory_promote", {"id": 999}),
+            await client.call_tool("memory_status", {"namespace": "someone-else"}),
+        ]
 
     bad_type, bad_budget, missing, other_ns = _run(url, body)
     assert [r.is_error for r in (bad_type, bad_budget, missing, other_ns)] == [True, True, True, True]
-    assert ("Input should be 'fact', 'decision', 'entity', 'preference', 'context' or 'message'"
-            in bad_type.content[0].text)
+    assert (
+        "Input should be 'fact', 'decision', 'entity', 'preference', 'context' or 'message'" in bad_type.content[0].text
+    )
     assert bad_budget.content[0].text == "ValidationError: budget: Input should be greater than or equal to 64"
     assert missing.content[0].text == "NotFoundError: no memory item 999 in namespace 'agent-h'"
-    assert "ValidationError: namespace: this server serves namespace 'agent-h'; 'someone-else' is not allowed" \
+    assert (
+        "ValidationError: namespace: this server serves namespace 'agent-h'; 'someone-else' is not allowed"
         in other_ns.content[0].text
+    )
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.7", "example.com"])
 def test_http_server_refuses_a_non_loopback_host_without_allow_remote(host: str, tmp_path: Path) -> None:
     db = tmp_path / "m.db"
-    proc = subprocess.run([STRATAMEM, "mcp", "--http", "--host", host, "--port", str(_free_port())],
-                          env=_env(db, "agent-h"), capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [STRATAMEM, "mcp", "--http", "--host", host, "--port", str(_free_port())],
+        env=_env(db, "agent-h"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2
     assert f"Error: Invalid value for --host: '{host}' is not a loopback address" in proc.stderr
     assert "--allow-remote" in proc.stderr
@@ -162,18 +191,21 @@ def test_http_server_refuses_a_non_loopback_host_without_allow_remote(host: str,
 
 def test_loopback_hosts_are_recognised() -> None:
     assert [is_loopback(h) for h in ("127.0.0.1", "127.0.0.2", "localhost", "LOCALHOST", "::1", "[::1]")] == [True] * 6
-    assert [is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", "localhost.example.com", "")] \
-        == [False] * 6
+    assert [is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.1", "example.com", "localhost.example.com", "")] == [
+        False
+    ] * 6
 
 
 def test_stdio_server_started_as_python_module(tmp_path: Path) -> None:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "stratamem", "mcp"],
-                                   env=_env(tmp_path / "m.db", "agent-m"))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "stratamem", "mcp"], env=_env(tmp_path / "m.db", "agent-m")
+    )
 
     async def body(client: Client) -> tuple[set[str], dict[str, Any], dict[str, Any]]:
         tools = {t.name for t in (await client.list_tools()).tools}
-        added = _json(await client.call_tool("memory_add", {"content": "Deploys go out on Fridays",
-                                                            "type": "decision"}))
+        added = _json(
+            await client.call_tool("memory_add", {"content": "Deploys go out on Fridays", "type": "decision"})
+        )
         return tools, added, _json(await client.call_tool("memory_status", {}))
 
     tools, added, status = _run(params, body)

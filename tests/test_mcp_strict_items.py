@@ -21,15 +21,22 @@ STRATAMEM = str(Path(sys.executable).with_name("stratamem"))
 # Valid required arguments per tool, so the unknown one is the only thing wrong with each call.
 _REQUIRED: dict[str, dict[str, Any]] = {
     "add_turns": {"messages": [{"role": "user", "content": "hi"}]},
-    "add_memory": {"content": "a fact"}, "memory_add": {"content": "a fact"},
-    "search_memory": {"query": "x"}, "memory_recall": {"query": "x"},
-    "memory_promote": {"id": 1}, "memory_state_update": {"op": "set_goal", "text": "ship"},
+    "add_memory": {"content": "a fact"},
+    "memory_add": {"content": "a fact"},
+    "search_memory": {"query": "x"},
+    "memory_recall": {"query": "x"},
+    "memory_promote": {"id": 1},
+    "memory_state_update": {"op": "set_goal", "text": "ship"},
 }
 
 
 def _params(db: Path, project: Path) -> StdioServerParameters:
-    env = {"STRATAMEM_DB": str(db), "STRATAMEM_NAMESPACE": "agent", "STRATAMEM_EMBEDDING": "none",
-           "PATH": os.environ.get("PATH", "")}
+    env = {
+        "STRATAMEM_DB": str(db),
+        "STRATAMEM_NAMESPACE": "agent",
+        "STRATAMEM_EMBEDDING": "none",
+        "PATH": os.environ.get("PATH", ""),
+    }
     return StdioServerParameters(command=STRATAMEM, args=["mcp", "--project", str(project)], env=env)
 
 
@@ -37,6 +44,7 @@ def _run(server: StdioServerParameters, body: Any) -> Any:
     async def main() -> Any:
         async with Client(server, read_timeout_seconds=60) as client:
             return await body(client)
+
     return anyio.run(main)
 
 
@@ -59,10 +67,13 @@ def test_every_tool_refuses_an_unknown_argument_in_one_line_naming_it_and_the_kn
         result = out[name]
         assert result.is_error, name
         assert [c.text for c in result.content] == [
-            f"ValidationError: sessionId: unknown argument of {name} (known: {known})"], name
-    assert out["autoPromote"].content[0].text.startswith(
-        "ValidationError: autoPromote: unknown argument of memory_recall (known: query, limit, auto_promote, types, "
-        "session, namespace)")
+            f"ValidationError: sessionId: unknown argument of {name} (known: {known})"
+        ], name
+    refusal = out["autoPromote"].content[0].text
+    assert refusal.startswith(
+        "ValidationError: autoPromote: unknown argument of memory_recall "
+        "(known: query, limit, auto_promote, types, session, namespace)"
+    )
     # Refused means not run: nothing was stored by add_turns / add_memory / memory_state_update.
     with Memory(tmp_path / "m.db", namespace="agent", embedder=None) as mem:
         assert mem.turns() == [] and mem.items.list() == []
@@ -79,18 +90,21 @@ def test_item_tools_scope_items_to_a_session_and_take_the_message_type(tmp_path:
             return json.loads(result.content[0].text)
 
         mine = await call("add_memory", {"content": "the s1 budget is 10K", "session": "s1", "scope": "session"})
-        turn = await call("add_memory", {"content": "Turn 2: we agreed on a $50K budget", "type": "message",
-                                         "session": "s2"})
+        turn = await call(
+            "add_memory", {"content": "Turn 2: we agreed on a $50K budget", "type": "message", "session": "s2"}
+        )
         await call("memory_spill", {"count": 2})
         orphan = await client.call_tool("add_memory", {"content": "x", "scope": "session"})
-        return {"mine": mine, "turn": turn, "orphan": orphan,
-                "s2": await call("memory_recall", {"query": "budget", "limit": 5, "session": "s2",
-                                                   "auto_promote": False}),
-                "s1": await call("memory_recall", {"query": "budget", "limit": 5, "session": "s1",
-                                                   "auto_promote": False}),
-                "none": await call("memory_recall", {"query": "budget", "limit": 5, "auto_promote": False}),
-                "status_s2": await call("memory_status", {"session": "s2"}),
-                "status": await call("memory_status", {})}
+        return {
+            "mine": mine,
+            "turn": turn,
+            "orphan": orphan,
+            "s2": await call("memory_recall", {"query": "budget", "limit": 5, "session": "s2", "auto_promote": False}),
+            "s1": await call("memory_recall", {"query": "budget", "limit": 5, "session": "s1", "auto_promote": False}),
+            "none": await call("memory_recall", {"query": "budget", "limit": 5, "auto_promote": False}),
+            "status_s2": await call("memory_status", {"session": "s2"}),
+            "status": await call("memory_status", {}),
+        }
 
     out = _run(_params(tmp_path / "m.db", tmp_path / "project"), body)
     assert (out["mine"]["scope"], out["turn"]["type"], out["turn"]["scope"]) == ("session", "message", "namespace")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -16,12 +16,18 @@ from stratamem.providers import structural_problems
 from stratamem.store import SQLiteStore
 from stratamem.tokens import get_tokenizer
 
-T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
 def _chat(n: int) -> list[dict]:
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message number {i} about topic {i % 7}",
-             "timestamp": (T0 + timedelta(minutes=i)).isoformat()} for i in range(n)]
+    return [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": f"message number {i} about topic {i % 7}",
+            "timestamp": (T0 + timedelta(minutes=i)).isoformat(),
+        }
+        for i in range(n)
+    ]
 
 
 def test_add_assigns_gap_free_sequences_and_exact_tokens(memory: Memory) -> None:
@@ -57,13 +63,19 @@ def test_context_returns_the_most_recent_turns_that_fit(memory: Memory) -> None:
 
 
 def test_context_window_never_opens_with_an_orphaned_tool_result(memory: Memory) -> None:
-    memory.add([
-        {"role": "user", "content": "run it"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "run", "arguments": "{}"}}]},
-        {"role": "tool", "tool_call_id": "c1", "content": "x" * 2000},
-        {"role": "assistant", "content": "done"},
-    ], session="s")
+    memory.add(
+        [
+            {"role": "user", "content": "run it"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "run", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "x" * 2000},
+            {"role": "assistant", "content": "done"},
+        ],
+        session="s",
+    )
     # The big tool result does not fit: OpenAI may open with the assistant's
     # reply, Anthropic needs a user turn first, so its window is empty.
     assert [m["role"] for m in memory.context(budget=60, session="s").messages] == ["assistant"]
@@ -100,8 +112,15 @@ def _shared_memory(factory: pytest.TempPathFactory) -> Memory:
         for i in range(30):
             msgs.append({"role": "user", "content": f"step {i}: " + "word " * (i * 7 % 50)})
             if i % 3 == 0:
-                msgs.append({"role": "assistant", "content": None, "tool_calls": [
-                    {"id": f"c{i}", "type": "function", "function": {"name": "grep", "arguments": '{"q": "x"}'}}]})
+                msgs.append(
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {"id": f"c{i}", "type": "function", "function": {"name": "grep", "arguments": '{"q": "x"}'}}
+                        ],
+                    }
+                )
                 msgs.append({"role": "tool", "tool_call_id": f"c{i}", "content": "line\n" * (i % 9)})
             msgs.append({"role": "assistant", "content": f"answer {i}"})
         mem.add(msgs, session="s")
@@ -156,9 +175,13 @@ def test_the_default_session_is_the_one_written_last(memory: Memory) -> None:
 
 # --- provider validity at the edges of the window (review #8) ------------------------------------
 
+
 def _call(call_id: str) -> dict:
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": "ls", "arguments": "{}"}}]}
+    return {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "ls", "arguments": "{}"}}],
+    }
 
 
 def _no_pyramid() -> Memory:
@@ -182,9 +205,21 @@ def test_a_trailing_tool_call_without_its_result_leaves_the_window() -> None:
 
 def test_a_partly_answered_trailing_call_leaves_with_its_results() -> None:
     with _no_pyramid() as mem:
-        mem.add([{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": "ls", "arguments": "{}"}} for i in (1, 2)]},
-            {"role": "tool", "tool_call_id": "c1", "content": "one"}], format="openai")
+        mem.add(
+            [
+                {"role": "user", "content": "go"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": f"c{i}", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+                        for i in (1, 2)
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "content": "one"},
+            ],
+            format="openai",
+        )
         for fmt in ("openai", "anthropic"):
             assert [m["role"] for m in mem.context(budget=2000, format=fmt).messages] == ["user"]
 
@@ -192,8 +227,10 @@ def test_a_partly_answered_trailing_call_leaves_with_its_results() -> None:
 def test_anthropic_sections_travel_in_a_user_message_when_the_window_has_no_user_turn() -> None:
     with _no_pyramid() as mem:
         mem.add({"role": "user", "content": "remember: the vault code is 4471 " * 3}, session="old")
-        mem.add([{"role": "user", "content": "q " * 400}, {"role": "assistant", "content": "long answer " * 50}],
-                session="s")
+        mem.add(
+            [{"role": "user", "content": "q " * 400}, {"role": "assistant", "content": "long answer " * 50}],
+            session="s",
+        )
         ctx = mem.context("vault code", budget=300, session="s", format="anthropic")
         assert ctx.system == ""
         [message] = ctx.messages
@@ -205,8 +242,7 @@ def test_anthropic_sections_travel_in_a_user_message_when_the_window_has_no_user
 
 
 def test_an_empty_anthropic_message_list_is_flagged() -> None:
-    assert structural_problems([], "anthropic") == [
-        "messages: empty; the Messages API needs at least one user message"]
+    assert structural_problems([], "anthropic") == ["messages: empty; the Messages API needs at least one user message"]
     assert structural_problems([], "openai") == []
 
 
@@ -226,8 +262,15 @@ def _agent_session(draw: st.DrawFn) -> list[dict]:
         else:
             n = draw(st.integers(min_value=1, max_value=2))
             ids = [f"c{i}_{j}" for j in range(n)]
-            msgs.append({"role": "assistant", "content": draw(st.sampled_from([None, "checking"])), "tool_calls": [
-                {"id": c, "type": "function", "function": {"name": "ls", "arguments": "{}"}} for c in ids]})
+            msgs.append(
+                {
+                    "role": "assistant",
+                    "content": draw(st.sampled_from([None, "checking"])),
+                    "tool_calls": [
+                        {"id": c, "type": "function", "function": {"name": "ls", "arguments": "{}"}} for c in ids
+                    ],
+                }
+            )
             last = i == len(kinds) - 1
             answered = draw(st.integers(min_value=0, max_value=n)) if last else n
             msgs += [{"role": "tool", "tool_call_id": c, "content": f"out {words}"} for c in ids[:answered]]
@@ -235,13 +278,23 @@ def _agent_session(draw: st.DrawFn) -> list[dict]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(session=_agent_session(), budget=st.integers(min_value=4, max_value=1500),
-       policy=st.sampled_from(["hybrid", "recall", "state_first"]), query=st.sampled_from([None, "vault code"]))
-def test_contexts_are_valid_requests_for_both_providers(session: list[dict], budget: int, policy: str,
-                                                       query: str | None) -> None:
+@given(
+    session=_agent_session(),
+    budget=st.integers(min_value=4, max_value=1500),
+    policy=st.sampled_from(["hybrid", "recall", "state_first"]),
+    query=st.sampled_from([None, "vault code"]),
+)
+def test_contexts_are_valid_requests_for_both_providers(
+    session: list[dict], budget: int, policy: str, query: str | None
+) -> None:
     with _no_pyramid() as mem:
-        mem.add([{"role": "user", "content": "the vault code is 4471"},
-                 {"role": "assistant", "content": "noted, vault code 4471"}], session="old")
+        mem.add(
+            [
+                {"role": "user", "content": "the vault code is 4471"},
+                {"role": "assistant", "content": "noted, vault code 4471"},
+            ],
+            session="old",
+        )
         mem.add(session, session="s", format="openai")
         for fmt in ("openai", "anthropic"):
             ctx = mem.context(query, budget=budget, session="s", format=fmt, policy=policy)

@@ -14,10 +14,10 @@ class _BrokenSummarizer:
 
     name = "broken"
 
-    def summarize(self, turns, *, max_tokens):  # noqa: ANN001, ANN201 - test double of the protocol
+    def summarize(self, turns, *, max_tokens):  # test double of the protocol
         raise RuntimeError("boom")
 
-    def consolidate(self, children, *, max_tokens, executive=False):  # noqa: ANN001, ANN201
+    def consolidate(self, children, *, max_tokens, executive=False):
         raise RuntimeError("boom")
 
 
@@ -30,7 +30,7 @@ class _FlakyEmbedder:
     def __init__(self) -> None:
         self.fail = False
 
-    def embed_batch(self, texts):  # noqa: ANN001, ANN201
+    def embed_batch(self, texts):
         if self.fail:
             raise RuntimeError("embedding service down")
         out = np.zeros((len(texts), 8), dtype=np.float32)
@@ -41,8 +41,7 @@ class _FlakyEmbedder:
 
 def test_a_failing_embedder_after_the_index_loaded_loses_no_turn(tmp_path: Path) -> None:
     emb = _FlakyEmbedder()
-    mem = Memory(tmp_path / "e.db", namespace="n", embedder=emb,
-                 config=Config().replace(pyramid={"enabled": False}))
+    mem = Memory(tmp_path / "e.db", namespace="n", embedder=emb, config=Config().replace(pyramid={"enabled": False}))
     [first] = mem.add([{"role": "user", "content": "the deploy key lives in vault"}], session="s")
     mem.context("deploy key", budget=200, session="s")  # loads the index
     emb.fail = True
@@ -75,16 +74,31 @@ def test_turns_written_by_another_writer_are_recalled(tmp_path: Path) -> None:
 
 def test_tool_results_pair_with_calls_far_back_in_the_session(tmp_path: Path) -> None:
     mem = Memory(tmp_path / "t.db", namespace="n", config=Config().replace(pyramid={"enabled": False}), embedder=None)
-    mem.add([{"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_%x_1", "type": "function", "function": {"name": "long_job", "arguments": "{}"}}]}], session="s")
+    mem.add(
+        [
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": "call_%x_1", "type": "function", "function": {"name": "long_job", "arguments": "{}"}}
+                ],
+            }
+        ],
+        session="s",
+    )
     mem.add([{"role": "user", "content": f"waiting {i}"} for i in range(300)], session="s")
     [res] = mem.add([{"role": "tool", "tool_call_id": "call_%x_1", "content": "done"}], session="s")
     assert res.turn.tool_result_ids == ("call_%x_1",)
 
 
 def test_the_pyramid_failing_never_fails_the_add(tmp_path: Path) -> None:
-    mem = Memory(tmp_path / "p.db", namespace="n", summarizer=_BrokenSummarizer(),
-                 config=Config().replace(pyramid={"micro_chunk_size": 2, "defer_summarization": False}), embedder=None)
+    mem = Memory(
+        tmp_path / "p.db",
+        namespace="n",
+        summarizer=_BrokenSummarizer(),
+        config=Config().replace(pyramid={"micro_chunk_size": 2, "defer_summarization": False}),
+        embedder=None,
+    )
     stored = mem.add([{"role": "user", "content": f"turn {i}"} for i in range(6)], session="s")
     assert [t.seq for t in stored] == list(range(1, 7))
     assert mem.status().turns == 6
@@ -103,7 +117,10 @@ def test_a_read_only_store_still_builds_contexts_and_reports_the_unrecorded_mani
 def test_a_second_writer_does_not_force_an_index_rebuild_on_every_call(tmp_path: Path) -> None:
     path = tmp_path / "two.db"
     config = Config().replace(pyramid={"enabled": False})
-    a, b = Memory(path, namespace="t", config=config, embedder=None), Memory(path, namespace="t", config=config, embedder=None)
+    a, b = (
+        Memory(path, namespace="t", config=config, embedder=None),
+        Memory(path, namespace="t", config=config, embedder=None),
+    )
     a.add([{"role": "user", "content": "seed turn"}], session="s")
     a.context("seed", budget=200, policy="recall")
     index = a._derived.live.index
@@ -120,13 +137,25 @@ def test_a_second_writer_does_not_force_an_index_rebuild_on_every_call(tmp_path:
 def test_topics_view_truncates_text_blocks_and_tool_results_but_keeps_pairing(tmp_path: Path) -> None:
     from stratamem.providers import structural_problems
 
-    mem = Memory(tmp_path / "tb.db", namespace="n",
-                 config=Config().replace(pyramid={"micro_chunk_size": 50, "max_message_chars": 50}), embedder=None)
-    mem.add([{"role": "user", "content": "hello there"},
-             {"role": "assistant", "content": None, "tool_calls": [
-                 {"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}]},
-             {"role": "tool", "tool_call_id": "c1", "content": "L" * 5000},
-             {"role": "assistant", "content": [{"type": "text", "text": "A" * 5000}]}], session="s")
+    mem = Memory(
+        tmp_path / "tb.db",
+        namespace="n",
+        config=Config().replace(pyramid={"micro_chunk_size": 50, "max_message_chars": 50}),
+        embedder=None,
+    )
+    mem.add(
+        [
+            {"role": "user", "content": "hello there"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "cat", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "c1", "content": "L" * 5000},
+            {"role": "assistant", "content": [{"type": "text", "text": "A" * 5000}]},
+        ],
+        session="s",
+    )
     ctx = mem.context(budget=400, session="s", policy="topics")
     assert [m["role"] for m in ctx.messages] == ["user", "assistant", "tool", "assistant"]
     assert ctx.messages[2]["content"] == "L" * 50 + " [truncated: 4,950 of 5,000 characters not shown]"

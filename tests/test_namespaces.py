@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -22,7 +22,7 @@ from pg import fresh_schema, schema_url
 from stratamem.records import Turn
 from stratamem.store import Store, TurnBatch, open_store
 
-T0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
 _example = itertools.count()
 
 # Names that differ only in case or by a prefix: the spots where a sloppy
@@ -32,12 +32,16 @@ SESSIONS = ["s", "S", "s1"]
 
 ops = st.lists(
     st.one_of(
-        st.tuples(st.just("append"), st.sampled_from(NAMES),
-                  st.lists(st.tuples(st.sampled_from(SESSIONS), st.integers(1, 3)), min_size=1, max_size=3)),
+        st.tuples(
+            st.just("append"),
+            st.sampled_from(NAMES),
+            st.lists(st.tuples(st.sampled_from(SESSIONS), st.integers(1, 3)), min_size=1, max_size=3),
+        ),
         st.tuples(st.just("ensure"), st.sampled_from(NAMES), st.sampled_from(SESSIONS)),
         st.tuples(st.just("rollback"), st.sampled_from(NAMES), st.sampled_from(SESSIONS)),
     ),
-    min_size=1, max_size=12,
+    min_size=1,
+    max_size=12,
 )
 
 
@@ -65,8 +69,7 @@ def test_operations_never_cross_namespaces(shared_store: Store, operations: list
             batches = []
             for session, n in arg:
                 texts = [f"{ns}|{session}|{next(counter)}" for _ in range(n)]
-                batches.append(TurnBatch(session, [Turn(role="user", content=t, timestamp=T0) for t in texts],
-                                         [1] * n))
+                batches.append(TurnBatch(session, [Turn(role="user", content=t, timestamp=T0) for t in texts], [1] * n))
                 model.setdefault(ns, {}).setdefault(session, []).extend(texts)
             store.append(ns, batches)
         elif op == "ensure":
@@ -98,6 +101,10 @@ def test_operations_never_cross_namespaces(shared_store: Store, operations: list
 def test_a_namespace_that_was_never_written_reads_empty(tmp_path: Path) -> None:
     store = open_store(str(tmp_path / "e.db"))
     store.append("a", [TurnBatch("s", [Turn(role="user", content="x", timestamp=T0)], [1])])
-    assert (store.turns("b"), store.sessions("b"), store.stats("b").turns, store.has_namespace("b")) == \
-           ([], [], 0, False)
+    assert (store.turns("b"), store.sessions("b"), store.stats("b").turns, store.has_namespace("b")) == (
+        [],
+        [],
+        0,
+        False,
+    )
     store.close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +24,26 @@ from stratamem.records import StoredTurn, Turn
 from stratamem.retrieve import HybridIndex, Weights
 from stratamem.retrieve.lexical import analyze
 from stratamem.retrieve.passages import (
-    LONG_TERMS, MAX_PASSAGES, PASSAGE_WORDS, PassageVectors, decode_blob, encode_blob, is_long, passage_texts,
-    split_passages)
+    LONG_TERMS,
+    MAX_PASSAGES,
+    PASSAGE_WORDS,
+    PassageVectors,
+    decode_blob,
+    encode_blob,
+    is_long,
+    passage_texts,
+    split_passages,
+)
 from stratamem.store.open import open_store
 from stratamem.store.sqlite import SQLiteStore
 from stratamem.testing.hash_embedder import HashEmbedder
 
 NO_PYRAMID = Config().replace(pyramid={"enabled": False})
 PASSAGES = Config().replace(pyramid={"enabled": False}, embedding={"passages": True})
-FILLER = ("Preheat the oven and line the tray with parchment before you start shaping the dough. "
-          "Keep the kitchen warm so the proofing goes evenly across the whole loaf. ")
+FILLER = (
+    "Preheat the oven and line the tray with parchment before you start shaping the dough. "
+    "Keep the kitchen warm so the proofing goes evenly across the whole loaf. "
+)
 
 
 def _long_answer(fact: str, before: int = 14, after: int = 14) -> str:
@@ -49,8 +59,7 @@ _SENT = st.lists(_WORD, min_size=1, max_size=60).map(lambda ws: " ".join(ws) + "
 
 @settings(max_examples=80, deadline=None)
 @given(st.lists(_SENT, min_size=1, max_size=40), st.integers(5, 200))
-def test_the_split_is_deterministic_bounded_sentence_aligned_and_covers_every_word(sents: list[str], size: int
-                                                                                   ) -> None:
+def test_the_split_is_deterministic_bounded_sentence_aligned_and_covers_every_word(sents: list[str], size: int) -> None:
     text = " ".join(sents)
     out = split_passages(text, size)
     assert out == split_passages(text, size)  # deterministic
@@ -109,17 +118,19 @@ def test_the_best_passage_score_is_the_max_over_the_turn_and_its_passages() -> N
 
 
 def _stored(i: int, role: str, text: str, session: str = "s") -> StoredTurn:
-    turn = Turn(role, text, timestamp=datetime(2024, 5, 1, 12, i, tzinfo=timezone.utc))
+    turn = Turn(role, text, timestamp=datetime(2024, 5, 1, 12, i, tzinfo=UTC))
     return StoredTurn(id=i + 1, namespace="n", session=session, seq=i, turn=turn, tokens=len(text.split()))
 
 
 def test_a_fact_deep_in_a_long_answer_is_found_by_its_passage_vector(minilm: Any) -> None:
     fact = "Feed the sourdough starter with rye flour every twelve hours and keep it at room temperature."
-    turns = [_stored(0, "user", "Can you give me a long guide to baking bread at home?"),
-             _stored(1, "assistant", _long_answer(fact)),
-             _stored(2, "user", "How do I keep my tomato plants from wilting in the heat?"),
-             _stored(3, "assistant", "Water tomato plants deeply in the morning and mulch the soil."),
-             _stored(4, "user", "What is a good stretching routine after running?")]
+    turns = [
+        _stored(0, "user", "Can you give me a long guide to baking bread at home?"),
+        _stored(1, "assistant", _long_answer(fact)),
+        _stored(2, "user", "How do I keep my tomato plants from wilting in the heat?"),
+        _stored(3, "assistant", "Water tomato plants deeply in the morning and mulch the soil."),
+        _stored(4, "user", "What is a good stretching routine after running?"),
+    ]
     on = HybridIndex(minilm, replace(Weights(), vector_passage=1.0))
     on.add_turns(turns)
     sig, _ = on.signals("how often should I feed my sourdough starter?")
@@ -147,12 +158,16 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 
 
 def _chat() -> list[dict[str, str]]:
-    facts = ["The boiler code is 4471 and the filter sits behind the left panel.",
-             "Your visa appointment moved to the consulate on Baker Street."]
+    facts = [
+        "The boiler code is 4471 and the filter sits behind the left panel.",
+        "Your visa appointment moved to the consulate on Baker Street.",
+    ]
     out = []
     for i, fact in enumerate(facts):
-        out += [{"role": "user", "content": f"Question {i} about something else entirely"},
-                {"role": "assistant", "content": _long_answer(fact, 10 + i, 12)}]
+        out += [
+            {"role": "user", "content": f"Question {i} about something else entirely"},
+            {"role": "assistant", "content": _long_answer(fact, 10 + i, 12)},
+        ]
     out.append({"role": "user", "content": "thanks, short reply"})
     return out
 
@@ -227,8 +242,10 @@ def test_short_turns_store_no_passage_rows(tmp_path: Path) -> None:
 def test_a_reopened_index_counts_terms_not_characters(tmp_path: Path) -> None:
     # An opened index holds each turn's terms as one stored string: a short turn whose string
     # is longer than LONG_TERMS characters must not count as long (and be embedded on open).
-    text = ("deployment credentials staging cluster rotation schedule ninety days monday morning pipeline "
-            "secrets vault kubernetes namespace ingress certificate renewal automation terraform modules")
+    text = (
+        "deployment credentials staging cluster rotation schedule ninety days monday morning pipeline "
+        "secrets vault kubernetes namespace ingress certificate renewal automation terraform modules"
+    )
     assert len(" ".join(analyze(text))) > LONG_TERMS and not is_long(len(analyze(text)))
     path = tmp_path / "s.db"
     with Memory(path, namespace="n", config=PASSAGES, embedder=HashEmbedder(32)) as mem:

@@ -25,8 +25,13 @@ BUILT_IN = ("hybrid", "topics", "pyramid", "state_first", "recall")
 @pytest.fixture
 def memory(tmp_path: Path) -> Memory:
     mem = Memory(tmp_path / "p.db", namespace="pol", embedder=None)
-    mem.add([{"role": "user", "content": "The deploy command is make deploy."},
-             {"role": "assistant", "content": "Noted: make deploy."}], session="s1")
+    mem.add(
+        [
+            {"role": "user", "content": "The deploy command is make deploy."},
+            {"role": "assistant", "content": "Noted: make deploy."},
+        ],
+        session="s1",
+    )
     return mem
 
 
@@ -46,8 +51,9 @@ def _cli_choices() -> tuple[str, ...]:
 
 
 def _web_enum() -> list[str]:
-    [choice] = [s for s in ContextRequest.model_json_schema()["properties"]["policy"]["anyOf"]
-                if s.get("type") == "string"]
+    [choice] = [
+        s for s in ContextRequest.model_json_schema()["properties"]["policy"]["anyOf"] if s.get("type") == "string"
+    ]
     return choice["enum"]
 
 
@@ -73,9 +79,23 @@ def test_config_accepts_recall_from_a_yaml_file_the_cli_reads(tmp_path: Path, me
     cfg.write_text("context:\n  policy: recall\n")
     assert Config.from_yaml(cfg).context.policy == "recall"
     memory.close()
-    result = CliRunner().invoke(main, ["--db", str(tmp_path / "p.db"), "--namespace", "pol", "--config", str(cfg),
-                                       "--embedding", "none", "context", "deploy command", "--json"],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        main,
+        [
+            "--db",
+            str(tmp_path / "p.db"),
+            "--namespace",
+            "pol",
+            "--config",
+            str(cfg),
+            "--embedding",
+            "none",
+            "context",
+            "deploy command",
+            "--json",
+        ],
+        catch_exceptions=False,
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.output)
     assert out["manifest"]["policy"] == "recall"

@@ -62,16 +62,21 @@ def test_rows_of_the_wrong_shape_are_held_as_a_model_error() -> None:
         pre.embed_batch(["b"])
 
 
-_PYRAMID = {"micro_chunk_size": 5, "mini_chunk_size": 10, "macro_chunk_size": 20,
-            "defer_summarization": False, "auto_extract_facts": False}
+_PYRAMID = {
+    "micro_chunk_size": 5,
+    "mini_chunk_size": 10,
+    "macro_chunk_size": 20,
+    "defer_summarization": False,
+    "auto_extract_facts": False,
+}
 
 
 def test_summary_vectors_come_from_the_turns_stored_vectors_without_asking_the_model(tmp_path) -> None:
     """With every turn's vector stored, the encoder sees the turns once and no summary text."""
+    from test_pyramid import msgs
+
     from stratamem import Config, Memory
     from stratamem.embed.quantize import decode_int8
-
-    from test_pyramid import msgs
 
     embedder = HashEmbedder(16)
     mem = Memory(tmp_path / "m.db", namespace="t", config=Config().replace(pyramid=_PYRAMID), embedder=embedder)
@@ -95,10 +100,10 @@ def test_summary_vectors_come_from_the_turns_stored_vectors_without_asking_the_m
 
 def test_without_stored_turn_vectors_each_levels_summaries_are_embedded_together(tmp_path) -> None:
     """Turns written without an embedder: summary texts go to the encoder in one call per level."""
+    from test_pyramid import msgs
+
     from stratamem import Config, Memory
     from stratamem.testing.hash_embedder import hash_vector
-
-    from test_pyramid import msgs
 
     off = Config().replace(pyramid={**_PYRAMID, "enabled": False})
     with Memory(tmp_path / "m.db", namespace="t", config=off, embedder=None) as plain:

@@ -27,10 +27,14 @@ def anthropic_step(i: int, output: str, *, thinking: bool = False) -> list[dict[
     blocks: list[dict[str, Any]] = []
     if thinking:
         blocks.append({"type": "thinking", "thinking": "x" * 5000, "signature": "sig"})
-    blocks += [{"type": "text", "text": f"Running step {i}."},
-               {"type": "tool_use", "id": f"t{i}", "name": "bash", "input": {"cmd": "pytest " + "-v " * 2000}}]
-    return [{"role": "assistant", "content": blocks},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": output}]}]
+    blocks += [
+        {"type": "text", "text": f"Running step {i}."},
+        {"type": "tool_use", "id": f"t{i}", "name": "bash", "input": {"cmd": "pytest " + "-v " * 2000}},
+    ]
+    return [
+        {"role": "assistant", "content": blocks},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{i}", "content": output}]},
+    ]
 
 
 def anthropic_loop(n: int, output: str = BIG, **kw: Any) -> list[dict[str, Any]]:
@@ -48,14 +52,16 @@ def result_text(msg: dict[str, Any]) -> str:
 
 
 def test_is_tool_result_message() -> None:
-    assert is_tool_result_message({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a",
-                                                                 "content": "x"}]})
+    assert is_tool_result_message(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "x"}]}
+    )
     assert is_tool_result_message({"role": "tool", "tool_call_id": "a", "content": "x"})
     assert not is_tool_result_message({"role": "user", "content": "hello"})
     assert not is_tool_result_message({"role": "user", "content": [{"type": "text", "text": "hi"}]})
     assert not is_tool_result_message({"role": "user", "content": []})
-    assert not is_tool_result_message({"role": "assistant", "content": [{"type": "tool_use", "id": "a",
-                                                                          "name": "f", "input": {}}]})
+    assert not is_tool_result_message(
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}]}
+    )
 
 
 def test_soft_trim_large_result() -> None:
@@ -64,8 +70,15 @@ def test_soft_trim_large_result() -> None:
     text = result_text(msgs[2])
     assert text == BIG[:1500] + trim_marker(1500, 1500, len(BIG)) + BIG[-1500:]
     assert "kept 1500 head + 1500 tail of 28000 characters" in text
-    assert stats == PruneStats(tool_result_messages=3, protected=2, soft_trimmed=1, hard_cleared=0,
-                               skipped_images=0, chars_before=3 * len(BIG), chars_after=2 * len(BIG) + len(text))
+    assert stats == PruneStats(
+        tool_result_messages=3,
+        protected=2,
+        soft_trimmed=1,
+        hard_cleared=0,
+        skipped_images=0,
+        chars_before=3 * len(BIG),
+        chars_after=2 * len(BIG) + len(text),
+    )
 
 
 def test_soft_trim_preserves_small() -> None:
@@ -119,8 +132,10 @@ def test_never_modify_user_text() -> None:
 
 def test_skip_image_results() -> None:
     msgs = anthropic_loop(9)
-    image = [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
-             {"type": "text", "text": BIG}]
+    image = [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
+        {"type": "text", "text": BIG},
+    ]
     msgs[2]["content"][0]["content"] = copy.deepcopy(image)
     stats = prune_tool_results(msgs)
     assert msgs[2]["content"][0]["content"] == image
@@ -163,11 +178,15 @@ def test_list_content_keeps_list_shape() -> None:
 
 
 def openai_loop(steps: int, parallel: int) -> list[dict[str, Any]]:
-    msgs: list[dict[str, Any]] = [{"role": "system", "content": "You are a coding agent."},
-                                  {"role": "user", "content": "Fix it."}]
+    msgs: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix it."},
+    ]
     for i in range(steps):
-        calls = [{"id": f"c{i}_{j}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
-                 for j in range(parallel)]
+        calls = [
+            {"id": f"c{i}_{j}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+            for j in range(parallel)
+        ]
         msgs.append({"role": "assistant", "content": None, "tool_calls": calls})
         msgs += [{"role": "tool", "tool_call_id": c["id"], "content": BIG} for c in calls]
     return msgs
@@ -216,6 +235,8 @@ def test_pruning_logs_counts_not_content(caplog: pytest.LogCaptureFixture) -> No
     msgs = anthropic_loop(9)
     with caplog.at_level(logging.INFO, logger="stratamem.agentloop.pruning"):
         prune_tool_results(msgs)
-    assert caplog.messages == [f"pruned tool results: 4 soft-trimmed, 3 hard-cleared, 2 protected, "
-                               f"chars {9 * len(BIG)} -> {2 * len(BIG) + 4 * (3000 + len(trim_marker(1500, 1500, len(BIG)))) + 3 * len(CLEARED_PLACEHOLDER)}"]
+    after = 2 * len(BIG) + 4 * (3000 + len(trim_marker(1500, 1500, len(BIG)))) + 3 * len(CLEARED_PLACEHOLDER)
+    assert caplog.messages == [
+        f"pruned tool results: 4 soft-trimmed, 3 hard-cleared, 2 protected, chars {9 * len(BIG)} -> {after}"
+    ]
     assert "build log" not in caplog.text

@@ -9,8 +9,11 @@ import stratamem
 
 def test_all_is_sorted_and_complete() -> None:
     assert stratamem.__all__ == sorted(stratamem.__all__)
-    public = {n for n in dir(stratamem) if not n.startswith("_") and n != "annotations"
-              and not inspect.ismodule(getattr(stratamem, n))}
+    public = {
+        n
+        for n in dir(stratamem)
+        if not n.startswith("_") and n != "annotations" and not inspect.ismodule(getattr(stratamem, n))
+    }
     assert public == set(stratamem.__all__)
     assert len(stratamem.__all__) <= 25
 

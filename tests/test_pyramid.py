@@ -4,7 +4,7 @@ summaries with visible failures, expansion, statistics and seed 002's prompt vie
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -14,23 +14,27 @@ from hypothesis import strategies as st
 
 from stratamem import Config, Memory
 from stratamem.errors import ConfigError, ModelError, NotFoundError
-from stratamem.pyramid.escalation import prompt_view
-from stratamem.store.vectors import quantized
 from stratamem.items.search import embed_texts
 from stratamem.llm import OpenAIChat
+from stratamem.pyramid.escalation import prompt_view
+from stratamem.store.vectors import quantized
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer
 
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 
 
 def msgs(n: int, start: int = 0, minutes: float = 1.0, words: int = 12) -> list[dict]:
     out = []
     for i in range(start, start + n):
         body = " ".join(f"w{(i * 7 + k) % 50}" for k in range(words))
-        out.append({"role": "user" if i % 2 == 0 else "assistant",
-                    "content": f"Note {i}: Alice paid {i} euros in Paris. {body}.",
-                    "timestamp": (T0 + timedelta(minutes=minutes * i)).isoformat()})
+        out.append(
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"Note {i}: Alice paid {i} euros in Paris. {body}.",
+                "timestamp": (T0 + timedelta(minutes=minutes * i)).isoformat(),
+            }
+        )
     return out
 
 
@@ -65,7 +69,7 @@ def check_tree(mem: Memory) -> None:
         else:
             per_session = mem.config.pyramid.consolidation_scope == "session"
             below_all = [n for n in nodes if n.level == level - 1]
-            for group in ({n.session for n in below_all} if per_session else {None}):
+            for group in {n.session for n in below_all} if per_session else {None}:
                 below = [n for n in below_all if not per_session or n.session == group]
                 parented = [n for n in below if n.parent_id is not None]
                 # The consolidated children are the oldest nodes of the level below (of the
@@ -107,19 +111,31 @@ def test_macro_consolidation_covers_at_least_one_hundred_turns():
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(st.tuples(st.sampled_from(["add", "add", "add", "seal"]), st.sampled_from(["a", "b", "c"]),
-                              st.integers(1, 9), st.floats(0, 50)), min_size=1, max_size=14),
-       preset=st.sampled_from(["pyramid", "topics", "user_turn"]), scope=st.sampled_from(["session", "namespace"]))
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["add", "add", "add", "seal"]),
+            st.sampled_from(["a", "b", "c"]),
+            st.integers(1, 9),
+            st.floats(0, 50),
+        ),
+        min_size=1,
+        max_size=14,
+    ),
+    preset=st.sampled_from(["pyramid", "topics", "user_turn"]),
+    scope=st.sampled_from(["session", "namespace"]),
+)
 def test_every_turn_belongs_to_exactly_one_node_per_level(ops, preset, scope):
     if preset == "user_turn":
-        config = cfg(preset="custom", segmenter="user_turn", mini_chunk_size=4, macro_chunk_size=9,
-                     summarizer="heuristic")
+        config = cfg(
+            preset="custom", segmenter="user_turn", mini_chunk_size=4, macro_chunk_size=9, summarizer="heuristic"
+        )
     elif preset == "topics":
-        config = cfg(preset="topics", summarizer="heuristic", bulk_merge_size=2, topic_summary_tokens=30,
-                     hot_chunks=1).replace(context={"default_budget": 200})
+        config = cfg(
+            preset="topics", summarizer="heuristic", bulk_merge_size=2, topic_summary_tokens=30, hot_chunks=1
+        ).replace(context={"default_budget": 200})
     else:
-        config = cfg(micro_chunk_size=3, mini_chunk_size=5, macro_chunk_size=11, summarizer="heuristic",
-                     hot_chunks=1)
+        config = cfg(micro_chunk_size=3, mini_chunk_size=5, macro_chunk_size=11, summarizer="heuristic", hot_chunks=1)
     config = config.replace(pyramid={"consolidation_scope": scope})
     mem = Memory(":memory:", namespace="p", config=config, embedder=None)
     clock = 0
@@ -145,9 +161,16 @@ def test_topics_preset_seals_on_phrases_and_merges_the_three_oldest_topics_into_
     config = cfg(preset="topics", summarizer="extractive").replace(context={"default_budget": 1000})
     mem = Memory(":memory:", namespace="t", config=config, embedder=None)
     for k in range(7):
-        mem.add([{"role": "user", "content": f"{'New topic: ' if k else ''}subject {k} is about the harvest of lot {k} "
-                                             f"in Huila, Colombia, picked on 3 May {2020 + k}."},
-                 {"role": "assistant", "content": f"Noted: lot {k} from Huila, harvested 3 May {2020 + k}."}])
+        mem.add(
+            [
+                {
+                    "role": "user",
+                    "content": f"{'New topic: ' if k else ''}subject {k} is about the harvest of lot {k} "
+                    f"in Huila, Colombia, picked on 3 May {2020 + k}.",
+                },
+                {"role": "assistant", "content": f"Noted: lot {k} from Huila, harvested 3 May {2020 + k}."},
+            ]
+        )
     topics = mem.pyramid.nodes(level=1)
     assert [t.reason for t in topics] == ["phrase"] * 6
     assert [t.kind for t in topics] == ["topic"] * 6
@@ -156,8 +179,12 @@ def test_topics_preset_seals_on_phrases_and_merges_the_three_oldest_topics_into_
     assert mem.pyramid.nodes(level=2) == []
     small = Memory(":memory:", namespace="t", config=config.replace(context={"default_budget": 200}), embedder=None)
     for k in range(7):
-        small.add([{"role": "user", "content": f"{'New topic: ' if k else ''}lot {k} from Huila, May {2020 + k}."},
-                   {"role": "assistant", "content": f"Noted lot {k}."}])
+        small.add(
+            [
+                {"role": "user", "content": f"{'New topic: ' if k else ''}lot {k} from Huila, May {2020 + k}."},
+                {"role": "assistant", "content": f"Noted lot {k}."},
+            ]
+        )
     bulks = small.pyramid.nodes(level=2)
     # Allocation 60 tokens, 24 per topic: merge the 3 oldest whenever more than 2 are pending.
     assert [b.kind for b in bulks] == ["bulk", "bulk"]
@@ -179,8 +206,12 @@ def test_a_manual_seal_closes_the_open_turns_and_is_recorded():
 
 
 def test_tiers_move_hot_to_warm_to_cold_and_expand_gives_back_the_turns(tmp_path: Path):
-    mem = Memory(tmp_path / "m.db", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=10,
-                                                               macro_chunk_size=30, hot_chunks=2, warm_max_turns=0), embedder=None)
+    mem = Memory(
+        tmp_path / "m.db",
+        namespace="t",
+        config=cfg(micro_chunk_size=5, mini_chunk_size=10, macro_chunk_size=30, hot_chunks=2, warm_max_turns=0),
+        embedder=None,
+    )
     stored = mem.add(msgs(47))
     by_tier = {t: [n.id for n in mem.pyramid.nodes(level=1, tier=t)] for t in ("hot", "warm", "cold")}
     # 9 segments (ids 1-9, then 4 minis, 1 macro); the 6 under the macro chunk (turns 1-30)
@@ -199,7 +230,9 @@ def test_tiers_move_hot_to_warm_to_cold_and_expand_gives_back_the_turns(tmp_path
 
 
 def test_segments_older_than_the_warm_age_go_cold():
-    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, warm_max_age_hours=2, hot_chunks=1), embedder=None)
+    mem = Memory(
+        ":memory:", namespace="t", config=cfg(micro_chunk_size=5, warm_max_age_hours=2, hot_chunks=1), embedder=None
+    )
     mem.add(msgs(10, minutes=1))
     mem.add(msgs(10, start=10, minutes=20))  # the last turns are hours later
     tiers = [n.tier for n in mem.pyramid.nodes(level=1)]
@@ -207,12 +240,21 @@ def test_segments_older_than_the_warm_age_go_cold():
 
 
 def test_defer_summarization_leaves_hot_segments_pending():
-    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=100, hot_chunks=2), embedder=None)
+    mem = Memory(
+        ":memory:", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=100, hot_chunks=2), embedder=None
+    )
     mem.add(msgs(15))
     assert [(n.tier, n.summary_status) for n in mem.pyramid.nodes(level=1)] == [
-        ("warm", "ok"), ("hot", "pending"), ("hot", "pending")]
-    eager = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=100,
-                                                          defer_summarization=False), embedder=None)
+        ("warm", "ok"),
+        ("hot", "pending"),
+        ("hot", "pending"),
+    ]
+    eager = Memory(
+        ":memory:",
+        namespace="t",
+        config=cfg(micro_chunk_size=5, mini_chunk_size=100, defer_summarization=False),
+        embedder=None,
+    )
     eager.add(msgs(15))
     assert [n.summary_status for n in eager.pyramid.nodes(level=1)] == ["ok", "ok", "ok"]
 
@@ -220,9 +262,13 @@ def test_defer_summarization_leaves_hot_segments_pending():
 def test_a_failing_model_keeps_the_node_with_an_extractive_summary_and_a_visible_failure():
     with FakeLLMServer(reply="not json") as server:
         model = OpenAIChat("m", base_url=server.openai_base_url, max_retries=0)
-        mem = Memory(":memory:", namespace="t", config=cfg(summarizer="llm", micro_chunk_size=5,
-                                                            defer_summarization=False),
-                     summarizer=LLMSummarizer(model, Memory(":memory:", embedder=None).tokenizer), embedder=None)
+        mem = Memory(
+            ":memory:",
+            namespace="t",
+            config=cfg(summarizer="llm", micro_chunk_size=5, defer_summarization=False),
+            summarizer=LLMSummarizer(model, Memory(":memory:", embedder=None).tokenizer),
+            embedder=None,
+        )
         failures = []
         mem.events.subscribe("summarizer.failed", failures.append)
         stored = mem.add(msgs(5))
@@ -233,8 +279,9 @@ def test_a_failing_model_keeps_the_node_with_an_extractive_summary_and_a_visible
         assert [e.data["node_id"] for e in failures] == [node.id]
         assert len(mem.turns()) == len(stored) == 5
         # The model recovers: retrying replaces the fallback.
-        server.reply = lambda _req: json.dumps({"summary": "Alice paid in Paris.", "key_facts": [],
-                                                "themes": ["money", "paris", "alice"]})
+        server.reply = lambda _req: json.dumps(
+            {"summary": "Alice paid in Paris.", "key_facts": [], "themes": ["money", "paris", "alice"]}
+        )
         assert mem.pyramid.retry_failed() == 1
         fixed = mem.pyramid.node(node.id)
         assert (fixed.summary_status, fixed.summary.text, fixed.summary_error) == ("ok", "Alice paid in Paris.", None)
@@ -256,8 +303,9 @@ class _Embedder:
 
 
 def test_summaries_are_embedded_when_an_embedder_is_given():
-    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, defer_summarization=False),
-                 embedder=_Embedder())
+    mem = Memory(
+        ":memory:", namespace="t", config=cfg(micro_chunk_size=5, defer_summarization=False), embedder=_Embedder()
+    )
     mem.add(msgs(5))
     [node] = mem.pyramid.nodes(level=1)
     vec = mem.pyramid.embedding(node.id)
@@ -270,12 +318,20 @@ def test_summaries_are_embedded_when_an_embedder_is_given():
 
 
 def test_tier_statistics_count_every_turn_once(tmp_path: Path):
-    mem = Memory(tmp_path / "m.db", namespace="t", config=cfg(micro_chunk_size=5, mini_chunk_size=10,
-                                                               macro_chunk_size=30, warm_max_turns=0), embedder=None)
+    mem = Memory(
+        tmp_path / "m.db",
+        namespace="t",
+        config=cfg(micro_chunk_size=5, mini_chunk_size=10, macro_chunk_size=30, warm_max_turns=0),
+        embedder=None,
+    )
     mem.add(msgs(47))
     stats = {s.tier: s for s in mem.pyramid.stats()}
     assert {k: (s.nodes, s.turns) for k, s in stats.items()} == {
-        "hot": (2, 10), "warm": (1, 5), "cold": (6, 30), "open": (0, 2)}
+        "hot": (2, 10),
+        "warm": (1, 5),
+        "cold": (6, 30),
+        "open": (0, 2),
+    }
     assert sum(s.tokens for s in stats.values()) == mem.status().tokens
     assert stats["hot"].compression_ratio == 1.0
     assert stats["cold"].compression_ratio > 1.5
@@ -289,8 +345,12 @@ def test_prompt_view_escalates_in_seed_two_order():
     config = cfg(preset="topics", max_message_chars=40).replace(context={"default_budget": 200})
     mem = Memory(":memory:", namespace="t", config=config, embedder=None)
     for k in range(20):
-        mem.add([{"role": "user", "content": f"{'New topic: ' if k else ''}lot {k} from Huila, May {2020 + k}."},
-                 {"role": "assistant", "content": f"Noted lot {k}."}])
+        mem.add(
+            [
+                {"role": "user", "content": f"{'New topic: ' if k else ''}lot {k} from Huila, May {2020 + k}."},
+                {"role": "assistant", "content": f"Noted lot {k}."},
+            ]
+        )
     long_text = " ".join(f"w{i}" for i in range(150))
     mem.add({"role": "user", "content": long_text})
     view = prompt_view(mem.pyramid, "default", 200)
@@ -337,13 +397,18 @@ def test_a_chat_client_validation_error_falls_back_and_add_does_not_raise():
     # Reviewer repro t2: the client refuses input over its limit before any request.
     with FakeLLMServer(reply="unused") as server:
         model = OpenAIChat("m", base_url=server.openai_base_url, max_input_chars=200, max_retries=0)
-        mem = Memory(":memory:", namespace="t", config=cfg(summarizer="llm", micro_chunk_size=2,
-                                                            defer_summarization=False),
-                     summarizer=LLMSummarizer(model, Memory(":memory:", embedder=None).tokenizer), embedder=None)
+        mem = Memory(
+            ":memory:",
+            namespace="t",
+            config=cfg(summarizer="llm", micro_chunk_size=2, defer_summarization=False),
+            summarizer=LLMSummarizer(model, Memory(":memory:", embedder=None).tokenizer),
+            embedder=None,
+        )
         failures = []
         mem.events.subscribe("summarizer.failed", failures.append)
-        stored = mem.add([{"role": "user", "content": "hello " * 100},
-                          {"role": "assistant", "content": "hi there " * 50}])
+        stored = mem.add(
+            [{"role": "user", "content": "hello " * 100}, {"role": "assistant", "content": "hi there " * 50}]
+        )
         [node] = mem.pyramid.nodes()
         assert len(stored) == 2 and len(mem.turns()) == 2
         assert (node.summary_status, node.summary.summarizer) == ("failed", "extractive")
@@ -355,8 +420,13 @@ def test_a_chat_client_validation_error_falls_back_and_add_does_not_raise():
 def test_any_custom_summarizer_exception_falls_back_once_and_only_retry_failed_tries_again():
     tokenizer = Memory(":memory:", embedder=None).tokenizer
     flaky = _FlakySummarizer(tokenizer)
-    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, defer_summarization=False),
-                 summarizer=flaky, embedder=None)
+    mem = Memory(
+        ":memory:",
+        namespace="t",
+        config=cfg(micro_chunk_size=5, defer_summarization=False),
+        summarizer=flaky,
+        embedder=None,
+    )
     failures = []
     mem.events.subscribe("summarizer.failed", failures.append)
     mem.add(msgs(5))
@@ -405,8 +475,12 @@ class _BrokenEmbedder:
 
 def test_an_embedder_failure_marks_the_node_and_retry_failed_embeds_it():
     embedder = _BrokenEmbedder()
-    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, defer_summarization=False,
-                                                        auto_extract_facts=False), embedder=embedder)
+    mem = Memory(
+        ":memory:",
+        namespace="t",
+        config=cfg(micro_chunk_size=5, defer_summarization=False, auto_extract_facts=False),
+        embedder=embedder,
+    )
     failed = []
     mem.events.subscribe("embed.failed", failed.append)
     mem.add(msgs(5))
@@ -429,7 +503,9 @@ def test_an_embedder_failure_marks_the_node_and_retry_failed_embeds_it():
 def test_warm_segments_are_stored_as_ctf():
     from stratamem.formats import ctf
 
-    mem = Memory(":memory:", namespace="t", config=cfg(micro_chunk_size=5, hot_chunks=1, mini_chunk_size=100), embedder=None)
+    mem = Memory(
+        ":memory:", namespace="t", config=cfg(micro_chunk_size=5, hot_chunks=1, mini_chunk_size=100), embedder=None
+    )
     stored = mem.add(msgs(10))
     [warm] = mem.pyramid.nodes(tier="warm")
     fmt, content = mem.store.nodes.warm_content("t", warm.id)
@@ -445,29 +521,62 @@ def _full_plan_moves(mem: Memory) -> dict:
     segments = mem.pyramid.nodes(level=1)
     top = len(mem.pyramid.plan.levels) + 1
     covered = set(mem.store.nodes.coverage(mem.namespace, top))
-    return plan_tiers(segments, hot_chunks=p.hot_chunks, hot_max_tokens=p.hot_max_tokens,
-                      covered_by_top={n.id for n in segments if n.first_turn_id in covered},
-                      reference=mem.store.nodes.newest_turn_time(mem.namespace),
-                      warm_max_age=timedelta(hours=p.warm_max_age_hours), warm_max_turns=p.warm_max_turns)
+    return plan_tiers(
+        segments,
+        hot_chunks=p.hot_chunks,
+        hot_max_tokens=p.hot_max_tokens,
+        covered_by_top={n.id for n in segments if n.first_turn_id in covered},
+        reference=mem.store.nodes.newest_turn_time(mem.namespace),
+        warm_max_age=timedelta(hours=p.warm_max_age_hours),
+        warm_max_turns=p.warm_max_turns,
+    )
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ops=st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(1, 7),
-                              st.sampled_from([0.5, 30, 400, -600]),  # minutes; imported history may go back
-                              st.sampled_from([1, 40])), min_size=1, max_size=12),
-       hot=st.integers(0, 3), hot_tokens=st.sampled_from([60, 50_000]), warm=st.sampled_from([0, 9, 100]))
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["a", "b"]),
+            st.integers(1, 7),
+            st.sampled_from([0.5, 30, 400, -600]),  # minutes; imported history may go back
+            st.sampled_from([1, 40]),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    hot=st.integers(0, 3),
+    hot_tokens=st.sampled_from([60, 50_000]),
+    warm=st.sampled_from([0, 9, 100]),
+)
 def test_reading_only_unsettled_segments_moves_tiers_exactly_like_a_full_scan(ops, hot, hot_tokens, warm):
-    mem = Memory(":memory:", namespace="p", config=cfg(micro_chunk_size=3, mini_chunk_size=5, macro_chunk_size=11,
-                                                        hot_chunks=hot, hot_max_tokens=hot_tokens, warm_max_turns=warm,
-                                                        warm_max_age_hours=2, summarizer="heuristic"), embedder=None)
+    mem = Memory(
+        ":memory:",
+        namespace="p",
+        config=cfg(
+            micro_chunk_size=3,
+            mini_chunk_size=5,
+            macro_chunk_size=11,
+            hot_chunks=hot,
+            hot_max_tokens=hot_tokens,
+            warm_max_turns=warm,
+            warm_max_age_hours=2,
+            summarizer="heuristic",
+        ),
+        embedder=None,
+    )
     clock = 0.0
     for session, n, gap, words in ops:
         batch = []
-        for i in range(n):
+        for _ in range(n):
             clock += gap
             # Long turns make segments bigger than the hot budget: they skip hot while older ones may not.
-            batch.append({"role": "user", "content": f"t{clock} " + "word " * words,
-                          "timestamp": (T0 + timedelta(minutes=clock)).isoformat()})
+            batch.append(
+                {
+                    "role": "user",
+                    "content": f"t{clock} " + "word " * words,
+                    "timestamp": (T0 + timedelta(minutes=clock)).isoformat(),
+                }
+            )
         before = len(mem.pyramid.nodes())
         mem.add(batch, session=session)
         if len(mem.pyramid.nodes()) > before:  # tiers move when something is sealed, as they always did
@@ -493,10 +602,14 @@ def test_concurrent_writers_of_one_namespace_on_postgres_queue_on_the_pyramid_lo
         with Memory(open_store(url), namespace="shared", config=config, embedder=None) as mem:
             for i in range(12):
                 try:
-                    returned.extend(t.id for t in mem.add([{"role": "user", "content": f"w{w} q{i}"},
-                                                           {"role": "assistant", "content": f"a{i}"}],
-                                                          session=f"s{w % 2}"))
-                except Exception as exc:  # every error counts; the assertion below names them
+                    returned.extend(
+                        t.id
+                        for t in mem.add(
+                            [{"role": "user", "content": f"w{w} q{i}"}, {"role": "assistant", "content": f"a{i}"}],
+                            session=f"s{w % 2}",
+                        )
+                    )
+                except Exception as exc:  # noqa: BLE001 - every error counts; the assertion below names them
                     errors.append(f"{type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
@@ -507,8 +620,11 @@ def test_concurrent_writers_of_one_namespace_on_postgres_queue_on_the_pyramid_lo
     assert errors == []
     with Memory(open_store(url), namespace="shared", config=config, embedder=None) as mem:
         assert sorted(t.id for t in mem.turns()) == sorted(returned) and len(returned) == 72
-        assert sum(n.turn_count for n in mem.pyramid.nodes(level=1)) + sum(
-            len(mem.pyramid.open_turns(s)) for s in ("s0", "s1")) == 72
+        assert (
+            sum(n.turn_count for n in mem.pyramid.nodes(level=1))
+            + sum(len(mem.pyramid.open_turns(s)) for s in ("s0", "s1"))
+            == 72
+        )
         check_tree(mem)
 
 
@@ -520,10 +636,12 @@ def test_the_postgres_pyramid_lock_holds_one_namespace_until_commit(pg_dsn):
     url = schema_url(pg_dsn, fresh_schema(pg_dsn, "lock"))
     holder, other = open_store(url), open_store(url)
     try:
+
         def free(namespace: str) -> bool:
             with other.transaction(), other.connection() as conn:
-                return conn.execute("SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))",
-                                    (0x5079, namespace)).fetchone()[0]
+                return conn.execute(
+                    "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (0x5079, namespace)
+                ).fetchone()[0]
 
         with holder.transaction():
             holder.nodes.lock("ns")
@@ -539,9 +657,11 @@ def test_warm_holds_the_turns_20_to_100_back_and_older_segments_are_cold():
     mem = Memory(":memory:", namespace="t", config=cfg(summarizer="heuristic"), embedder=None)
     mem.add(msgs(130))
     by_tier = {t: [n.seq_range for n in mem.pyramid.nodes(level=1, tier=t)] for t in ("hot", "warm", "cold")}
-    assert by_tier == {"hot": [(111, 120), (121, 130)],
-                       "warm": [(i * 10 + 1, i * 10 + 10) for i in range(3, 11)],
-                       "cold": [(1, 10), (11, 20), (21, 30)]}
+    assert by_tier == {
+        "hot": [(111, 120), (121, 130)],
+        "warm": [(i * 10 + 1, i * 10 + 10) for i in range(3, 11)],
+        "cold": [(1, 10), (11, 20), (21, 30)],
+    }
     assert [n.turn_count for n in mem.pyramid.nodes(level=3)] == [120]  # 4 minis of 30
     stats = {s.tier: (s.nodes, s.turns) for s in mem.pyramid.stats()}
     assert stats == {"hot": (2, 20), "warm": (8, 80), "cold": (3, 30), "open": (0, 0)}
@@ -553,8 +673,9 @@ def test_warm_holds_the_turns_20_to_100_back_and_older_segments_are_cold():
 
 def test_consolidations_merge_one_session_unless_the_scope_is_the_namespace():
     def build(scope: str) -> Memory:
-        mem = Memory(":memory:", namespace="t", config=cfg(summarizer="heuristic", consolidation_scope=scope),
-                     embedder=None)
+        mem = Memory(
+            ":memory:", namespace="t", config=cfg(summarizer="heuristic", consolidation_scope=scope), embedder=None
+        )
         # Two interleaved sessions: 30 turns each, added 15 at a time.
         for part in range(2):
             for name, base in (("a", 0), ("b", 1000)):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
+from test_pyramid import msgs
 
 from stratamem import Config, Memory
 from stratamem.cli import main
@@ -17,10 +18,14 @@ from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer
 from stratamem.tokens import get_tokenizer
 
-from test_pyramid import msgs
-
-REPLY = json.dumps({"summary": "Alice paid in Paris.", "key_facts": [], "themes": ["paris", "money", "notes"],
-                    "executive": "Payments were noted."})
+REPLY = json.dumps(
+    {
+        "summary": "Alice paid in Paris.",
+        "key_facts": [],
+        "themes": ["paris", "money", "notes"],
+        "executive": "Payments were noted.",
+    }
+)
 TOKENIZER = get_tokenizer()
 
 
@@ -57,8 +62,12 @@ def test_spend_sums_the_providers_usage_per_level_and_shows_beside_the_tokens_sa
         segs = mem.pyramid.nodes(level=1)
         assert spend.tokens_saved == sum(n.tokens for n in segs) - sum(n.summary_tokens for n in segs)
         status = mem.status()
-        assert (status.summary_calls, status.summary_input_tokens, status.summary_output_tokens,
-                status.summary_tokens_saved) == (6, spend.input_tokens, spend.output_tokens, spend.tokens_saved)
+        assert (
+            status.summary_calls,
+            status.summary_input_tokens,
+            status.summary_output_tokens,
+            status.summary_tokens_saved,
+        ) == (6, spend.input_tokens, spend.output_tokens, spend.tokens_saved)
         # A failed answer still cost its tokens: counted, and the node falls back.
         server.reply = lambda _req: "not json"
         before = len(server.requests)
@@ -70,23 +79,32 @@ def test_spend_sums_the_providers_usage_per_level_and_shows_beside_the_tokens_sa
         assert after.output_tokens == spend.output_tokens + TOKENIZER.count("not json")
         mem.close()
     # The CLI shows the same figures (read from the store by a fresh process-like Memory).
-    result = CliRunner().invoke(main, ["--db", str(tmp_path / "m.db"), "--namespace", "t", "tiers", "--json"],
-                                catch_exceptions=False)
+    result = CliRunner().invoke(
+        main, ["--db", str(tmp_path / "m.db"), "--namespace", "t", "tiers", "--json"], catch_exceptions=False
+    )
     shown = json.loads(result.output)["summary_spend"]
     assert (shown["calls"], shown["input_tokens"], shown["output_tokens"]) == (
-        7, after.input_tokens, after.output_tokens)
-    result = CliRunner().invoke(main, ["--db", str(tmp_path / "m.db"), "--namespace", "t", "tiers"],
-                                catch_exceptions=False)
-    assert (f"summary spend: 7 calls, {after.input_tokens} input + {after.output_tokens} output tokens; "
-            f"saved per prompt: {after.tokens_saved} tokens") in result.output
-    result = CliRunner().invoke(main, ["--db", str(tmp_path / "m.db"), "--namespace", "t", "status", "--json"],
-                                catch_exceptions=False)
+        7,
+        after.input_tokens,
+        after.output_tokens,
+    )
+    result = CliRunner().invoke(
+        main, ["--db", str(tmp_path / "m.db"), "--namespace", "t", "tiers"], catch_exceptions=False
+    )
+    assert (
+        f"summary spend: 7 calls, {after.input_tokens} input + {after.output_tokens} output tokens; "
+        f"saved per prompt: {after.tokens_saved} tokens"
+    ) in result.output
+    result = CliRunner().invoke(
+        main, ["--db", str(tmp_path / "m.db"), "--namespace", "t", "status", "--json"], catch_exceptions=False
+    )
     assert json.loads(result.output)["summary_calls"] == 7
 
 
 def test_local_summarizers_spend_nothing():
-    mem = Memory(":memory:", namespace="t", config=Config().replace(pyramid={"summarizer": "extractive"}),
-                 embedder=None)
+    mem = Memory(
+        ":memory:", namespace="t", config=Config().replace(pyramid={"summarizer": "extractive"}), embedder=None
+    )
     mem.add(msgs(40))
     spend = mem.pyramid.spend()
     assert (spend.levels, spend.calls, spend.cost_tokens) == ((), 0, 0)
@@ -109,8 +127,7 @@ def test_prometheus_text_has_tier_sizes_seals_failures_and_spend(tmp_path: Path)
     assert samples['stratamem_pyramid_summary_failures{namespace="t"}'] == "1"
     assert samples['stratamem_pyramid_summary_calls_total{namespace="t",level="1"}'] == "3"
     assert samples['stratamem_pyramid_summary_input_tokens_total{namespace="t",level="1"}'] == str(spend.input_tokens)
-    assert samples['stratamem_pyramid_summary_output_tokens_total{namespace="t",level="1"}'] == str(
-        spend.output_tokens)
+    assert samples['stratamem_pyramid_summary_output_tokens_total{namespace="t",level="1"}'] == str(spend.output_tokens)
     assert "# TYPE stratamem_pyramid_segments_sealed_total counter" in text
 
 
@@ -119,9 +136,10 @@ def _topics_memory(scope: str) -> Memory:
 
     from test_pyramid import T0
 
-    config = Config().replace(pyramid={"preset": "topics", "summarizer": "extractive", "bulk_merge_size": 3,
-                                       "consolidation_scope": scope},
-                              context={"default_budget": 400})
+    config = Config().replace(
+        pyramid={"preset": "topics", "summarizer": "extractive", "bulk_merge_size": 3, "consolidation_scope": scope},
+        context={"default_budget": 400},
+    )
     mem = Memory(":memory:", namespace="t", config=config, embedder=None)
     t = T0
     for topic in range(8):
@@ -129,10 +147,14 @@ def _topics_memory(scope: str) -> Memory:
             batch = []
             for i in range(4):
                 t += timedelta(minutes=1)
-                batch.append({"role": "user" if i % 2 == 0 else "assistant",
-                              "content": f"{name} subject {topic} point {i}: Alice paid {topic * 10 + i} euros "
-                                         f"for the {name}{topic} project in Paris and Rome.",
-                              "timestamp": t.isoformat()})
+                batch.append(
+                    {
+                        "role": "user" if i % 2 == 0 else "assistant",
+                        "content": f"{name} subject {topic} point {i}: Alice paid {topic * 10 + i} euros "
+                        f"for the {name}{topic} project in Paris and Rome.",
+                        "timestamp": t.isoformat(),
+                    }
+                )
             mem.add(batch, session=name)
         t += timedelta(hours=1)  # a silence seals each topic
     return mem
@@ -156,14 +178,20 @@ def test_topics_context_reports_tokens_per_tier_and_the_compression_ratio():
             node = mem.pyramid.node(int(item.id.split(":")[1]))
             assert node.session == "a"  # nothing of session b's history in session a's topics context
             source += node.tokens
-    assert dict(m.tier_tokens) == {"current": by_kind["turn"], "topics": by_kind["segment"],
-                                   "bulks": by_kind["consolidation"]}
+    assert dict(m.tier_tokens) == {
+        "current": by_kind["turn"],
+        "topics": by_kind["segment"],
+        "bulks": by_kind["consolidation"],
+    }
     assert m.tier_tokens["bulks"] > 0 and m.tier_tokens["current"] > 0
     assert m.source_tokens == source
     assert m.compression_ratio == source / sum(by_kind.values())
     d = m.to_dict()
     assert (d["tier_tokens"], d["source_tokens"], d["compression_ratio"]) == (
-        dict(m.tier_tokens), source, round(source / sum(by_kind.values()), 3))
+        dict(m.tier_tokens),
+        source,
+        round(source / sum(by_kind.values()), 3),
+    )
     # Other policies report no tiers.
     assert mem.context("what did Alice pay?", budget=1500, session="a").manifest.tier_tokens == {}
 
@@ -176,21 +204,38 @@ def test_namespace_wide_bulks_mix_sessions_when_asked():
 
 
 def test_pyramid_policy_at_1500_tokens_shows_hot_window_relevant_warm_chunks_and_macro_summaries(minilm):
-    from test_pyramid import T0
-
     from datetime import timedelta
+
+    from test_pyramid import T0
 
     config = Config().replace(pyramid={"summarizer": "extractive"}, context={"policy": "pyramid"})
     mem = Memory(":memory:", namespace="t", config=config, embedder=minilm)
-    topics = ["gardening tomatoes", "car repair brakes", "cooking pasta", "piano lessons", "tax forms",
-              "hiking boots", "birthday party", "moving flat", "job interview", "dog training",
-              "guitar strings", "budget spreadsheet", "wedding plans", "kitchen paint"]
+    topics = [
+        "gardening tomatoes",
+        "car repair brakes",
+        "cooking pasta",
+        "piano lessons",
+        "tax forms",
+        "hiking boots",
+        "birthday party",
+        "moving flat",
+        "job interview",
+        "dog training",
+        "guitar strings",
+        "budget spreadsheet",
+        "wedding plans",
+        "kitchen paint",
+    ]
     turns = []
     for i in range(140):
         topic = topics[i // 10]
-        turns.append({"role": "user" if i % 2 == 0 else "assistant",
-                      "content": f"About {topic}: note {i} on the {topic} plan, step {i % 10}.",
-                      "timestamp": (T0 + timedelta(minutes=i)).isoformat()})
+        turns.append(
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"About {topic}: note {i} on the {topic} plan, step {i % 10}.",
+                "timestamp": (T0 + timedelta(minutes=i)).isoformat(),
+            }
+        )
     mem.add(turns, session="s")
     ctx = mem.context("what did we decide about the dog training?", budget=1500, session="s")
     m = ctx.manifest
@@ -206,8 +251,9 @@ def test_pyramid_policy_at_1500_tokens_shows_hot_window_relevant_warm_chunks_and
     assert chunks[0].id == f"node:{dog.id}" and chunks[0].reason == "expanded"
     assert len(chunks) <= 3
     # Macro summaries are the top-level consolidations.
-    assert {i.id for i in macros} <= {f"node:{n.id}" for n in mem.pyramid.nodes() if n.level >= 2
-                                      and n.parent_id is None}
+    assert {i.id for i in macros} <= {
+        f"node:{n.id}" for n in mem.pyramid.nodes() if n.level >= 2 and n.parent_id is None
+    }
 
 
 def test_prompt_view_lists_only_the_sessions_own_topics_and_bulks_when_consolidation_is_per_session():
@@ -218,6 +264,10 @@ def test_prompt_view_lists_only_the_sessions_own_topics_and_bulks_when_consolida
         view = prompt_view(mem.pyramid, "a", 4000)
         shown = [mem.pyramid.node(i.node_id) for i in (*view.topics, *view.bulks)]
         assert view.bulks
-        others = [n for n in shown if n.session not in ("a", None)
-                  or (n.session is None and any(c.session == "b" for c in mem.pyramid.children(n.id)))]
+        others = [
+            n
+            for n in shown
+            if n.session not in ("a", None)
+            or (n.session is None and any(c.session == "b" for c in mem.pyramid.children(n.id)))
+        ]
         assert bool(others) is expect_other

@@ -11,13 +11,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.data.make_recall_chats import PER_HAYSTACK, TYPES, dumps, generate  # noqa: E402
-from benchmarks.locomo import cv  # noqa: E402
-from benchmarks.locomo.synth import load_synth  # noqa: E402
-from stratamem.retrieve import HybridIndex, Weights  # noqa: E402
-from stratamem.retrieve.engine import fuse_signals  # noqa: E402
-from stratamem.store import SQLiteStore  # noqa: E402
-from stratamem.tokens import get_tokenizer  # noqa: E402
+from benchmarks.data.make_recall_chats import PER_HAYSTACK, TYPES, dumps, generate
+from benchmarks.locomo import cv
+from benchmarks.locomo.synth import load_synth
+from stratamem.retrieve import HybridIndex, Weights
+from stratamem.retrieve.engine import fuse_signals
+from stratamem.store import SQLiteStore
+from stratamem.tokens import get_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_a_fact_is_stated_once(data: dict) -> None:
     text = [t["text"] for s in h["sessions"] for t in s["turns"]]
     for q in h["questions"]:
         if q["type"] == "single-session-user":
-            (tid, fact), = q["evidence_text"].items()
+            ((tid, fact),) = q["evidence_text"].items()
             holders = [t for t in text if fact.lower() in t.lower()]
             assert holders
             # The exact statement (the whole evidence turn) appears once.
@@ -136,8 +136,11 @@ def test_score_points_ranks_as_the_engine_does(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "s.db")
     convs = load_synth(store, data)
     cached = cv.collect(convs, None)
-    points = [Weights(passage_terms=64), Weights(passage_terms=64, normalise="z", substance=5.0, lexical_passage=1.0),
-              Weights(passage_terms=64, normalise="rank", lexical_window=0.0, lexical_passage=0.5)]
+    points = [
+        Weights(passage_terms=64),
+        Weights(passage_terms=64, normalise="z", substance=5.0, lexical_passage=1.0),
+        Weights(passage_terms=64, normalise="rank", lexical_window=0.0, lexical_passage=0.5),
+    ]
     r10, _, samples = cv.score_points(cached, points)
     assert samples == ["h00"]
     conv = convs[0]

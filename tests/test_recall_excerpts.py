@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
@@ -16,10 +16,11 @@ from stratamem.retrieve.excerpt import excerpt
 from stratamem.tokens import get_tokenizer
 
 TOK = get_tokenizer("o200k_base")
-T0 = datetime(2024, 2, 1, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 2, 1, 9, 0, tzinfo=UTC)
 NEEDLE = "The sourdough starter needs feeding with rye flour every twelve hours."
-FILLER = [f"Section {i}: general notes on kitchen organisation, shelves, labels and cleaning routines."
-          for i in range(60)]
+FILLER = [
+    f"Section {i}: general notes on kitchen organisation, shelves, labels and cleaning routines." for i in range(60)
+]
 LONG = " ".join(FILLER[:30] + [NEEDLE] + FILLER[30:])
 
 
@@ -29,7 +30,7 @@ def test_the_passage_grows_around_the_best_sentence_within_the_cap() -> None:
     assert ex is not None
     # Ties grow forward: the text after the match is read before the text before it.
     assert ex.text == "… The rye starter is fed twice. Delta four. Echo five."
-    assert text[ex.start:ex.end] == "The rye starter is fed twice. Delta four. Echo five."
+    assert text[ex.start : ex.end] == "The rye starter is fed twice. Delta four. Echo five."
     assert ex.tokens == TOK.count(ex.text) <= 14 and ex.total_tokens == TOK.count(text)
     # Nothing matches: the opening; nothing fits: no excerpt.
     assert excerpt(text, ["zebra"], 6, TOK).text == "Alpha one. …"  # type: ignore[union-attr]
@@ -44,8 +45,14 @@ def test_a_text_without_punctuation_is_cut_into_word_runs() -> None:
 
 
 def _turn(i: int, text: str, day: int) -> StoredTurn:
-    return StoredTurn(id=i, namespace="ns", session=f"s{day}", seq=i, tokens=1,
-                      turn=Turn(role="assistant", content=text, timestamp=T0 + timedelta(days=day), name="Bot"))
+    return StoredTurn(
+        id=i,
+        namespace="ns",
+        session=f"s{day}",
+        seq=i,
+        tokens=1,
+        turn=Turn(role="assistant", content=text, timestamp=T0 + timedelta(days=day), name="Bot"),
+    )
 
 
 def test_packing_shows_a_long_hit_as_an_excerpt_instead_of_skipping_or_spending_it() -> None:
@@ -65,11 +72,20 @@ def test_packing_shows_a_long_hit_as_an_excerpt_instead_of_skipping_or_spending_
 
 def test_memory_context_marks_the_excerpt_in_the_manifest_and_keeps_the_full_turn(tmp_path: Path) -> None:
     mem = Memory(tmp_path / "x.db", namespace="k")
-    mem.add_sessions([IngestSession("old", [Turn(role="user", content="How do I keep a sourdough starter alive?",
-                                                 timestamp=T0),
-                                            Turn(role="assistant", content=LONG, timestamp=T0 + timedelta(seconds=30))]),
-                      IngestSession("new", [Turn(role="user", content="Thanks, baking today.",
-                                                 timestamp=T0 + timedelta(days=3))])])
+    mem.add_sessions(
+        [
+            IngestSession(
+                "old",
+                [
+                    Turn(role="user", content="How do I keep a sourdough starter alive?", timestamp=T0),
+                    Turn(role="assistant", content=LONG, timestamp=T0 + timedelta(seconds=30)),
+                ],
+            ),
+            IngestSession(
+                "new", [Turn(role="user", content="Thanks, baking today.", timestamp=T0 + timedelta(days=3))]
+            ),
+        ]
+    )
     ctx = mem.context("How often should the rye starter be fed?", budget=600, format="text", policy="recall")
     long_id = mem.turns("old")[1].id
     [item] = [i for i in ctx.manifest.items if i.id == f"turn:{long_id}"]
@@ -84,25 +100,36 @@ def test_memory_context_marks_the_excerpt_in_the_manifest_and_keeps_the_full_tur
 _MEM: dict[str, Memory] = {}
 
 
-def _shared_memory(tmp_path_factory) -> Memory:  # noqa: ANN001
+def _shared_memory(tmp_path_factory) -> Memory:
     if "m" not in _MEM:
         mem = Memory(tmp_path_factory.mktemp("ex") / "p.db", namespace="p")
-        mem.add([{"role": "user", "content": "Where is the vault code written down?"},
-                 {"role": "assistant", "content": LONG.replace(NEEDLE, "The vault code is 4471, on the card.")}],
-                session="old")
-        mem.add([{"role": "user", "content": f"Status update {i}: the build is green."} for i in range(30)]
-                + [{"role": "assistant", "content": " ".join(FILLER[:20])}], session="now")
+        mem.add(
+            [
+                {"role": "user", "content": "Where is the vault code written down?"},
+                {"role": "assistant", "content": LONG.replace(NEEDLE, "The vault code is 4471, on the card.")},
+            ],
+            session="old",
+        )
+        mem.add(
+            [{"role": "user", "content": f"Status update {i}: the build is green."} for i in range(30)]
+            + [{"role": "assistant", "content": " ".join(FILLER[:20])}],
+            session="now",
+        )
         _MEM["m"] = mem
     return _MEM["m"]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 # From 4: 3 Anthropic tokens are 2 o200k tokens, below the request overhead (test_shells checks it raises).
-@given(budget=st.integers(min_value=4, max_value=2500), policy=st.sampled_from(["hybrid", "recall", "pyramid"]),
-       fmt=st.sampled_from(["text", "openai", "anthropic"]),
-       query=st.sampled_from([None, "vault code", "What is the vault code?", "build status"]))
-def test_contexts_with_long_turns_never_exceed_the_budget(tmp_path_factory, budget: int, policy: str, fmt: str,
-                                                          query: str | None) -> None:
+@given(
+    budget=st.integers(min_value=4, max_value=2500),
+    policy=st.sampled_from(["hybrid", "recall", "pyramid"]),
+    fmt=st.sampled_from(["text", "openai", "anthropic"]),
+    query=st.sampled_from([None, "vault code", "What is the vault code?", "build status"]),
+)
+def test_contexts_with_long_turns_never_exceed_the_budget(
+    tmp_path_factory, budget: int, policy: str, fmt: str, query: str | None
+) -> None:
     mem = _shared_memory(tmp_path_factory)
     ctx = mem.context(query, budget=budget, session="now", format=fmt, policy=policy)
     assert ctx.tokens <= budget

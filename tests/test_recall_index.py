@@ -7,6 +7,7 @@ tests use the real local MiniLM (shared by the process, loaded once).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +31,10 @@ NO_PYRAMID = Config().replace(pyramid={"enabled": False})
 
 
 def _chat(n: int, topic: str = "turn") -> list[dict[str, str]]:
-    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"{topic} {i}: the deploy key {i} is in vault"}
-            for i in range(n)]
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"{topic} {i}: the deploy key {i} is in vault"}
+        for i in range(n)
+    ]
 
 
 def _hits(mem: Memory, query: str) -> list[tuple[int, float]]:
@@ -56,8 +59,11 @@ def test_memory_uses_the_configured_local_embedder_through_the_store_cache(tmp_p
 
 
 def test_the_default_model_is_shared_by_every_memory_of_the_process(tmp_path: Path) -> None:
-    with Memory(tmp_path / "a.db", embedder=None) as off, Memory(tmp_path / "b.db") as a, \
-            Memory(tmp_path / "c.db", namespace="other") as b:
+    with (
+        Memory(tmp_path / "a.db", embedder=None) as off,
+        Memory(tmp_path / "b.db") as a,
+        Memory(tmp_path / "c.db", namespace="other") as b,
+    ):
         assert off.embedder is None
         assert a.embedder.embedder is b.embedder.embedder  # one loaded model
         assert a.for_namespace("x").embedder.embedder is a.embedder.embedder
@@ -85,7 +91,8 @@ def test_provider_none_in_the_configuration_means_no_embedder(tmp_path: Path) ->
 
 
 def test_turns_are_embedded_when_written_and_a_new_memory_embeds_only_the_query(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from stratamem.retrieve import persisted
 
     monkeypatch.setattr(persisted, "BATCH", 256)  # the default (1024) would need a bigger chat
@@ -132,8 +139,12 @@ def test_a_failing_embedder_keeps_turns_and_terms_and_a_later_open_embeds_them(t
     healthy = HashEmbedder(32)
     with Memory(path, namespace="n", config=NO_PYRAMID, embedder=healthy) as mem:
         ctx = mem.context("deploy key 2", budget=300, policy="recall")
-        assert healthy.calls[0] == [f"user: turn {i}: the deploy key {i} is in vault" if i % 2 == 0 else
-                                    f"assistant: turn {i}: the deploy key {i} is in vault" for i in range(4)]
+        assert healthy.calls[0] == [
+            f"user: turn {i}: the deploy key {i} is in vault"
+            if i % 2 == 0
+            else f"assistant: turn {i}: the deploy key {i} is in vault"
+            for i in range(4)
+        ]
         assert mem.store.embeddings.turns.counts("n") == (4, 4)
         assert {i.turn_ids[0] for i in ctx.manifest.items if i.reason == "recalled"} >= {stored[2].id}
 
@@ -255,8 +266,11 @@ def test_memory_embeds_at_write_time_on_postgres_too(pg_dsn: str) -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.floats(-1, 1, allow_nan=False, width=32), min_size=2, max_size=64).filter(
-    lambda v: float(np.linalg.norm(v)) > 1e-3))
+@given(
+    st.lists(st.floats(-1, 1, allow_nan=False, width=32), min_size=2, max_size=64).filter(
+        lambda v: float(np.linalg.norm(v)) > 1e-3
+    )
+)
 def test_int8_vectors_decode_to_unit_vectors_within_a_small_angle(values: list[float]) -> None:
     vec = np.asarray([values], dtype=np.float32)
     vec /= np.linalg.norm(vec)
@@ -305,18 +319,26 @@ def test_bm25_bulk_extend_builds_the_same_postings_as_adding_one_by_one(docs: li
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.integers(0, 3), min_size=1, max_size=60), st.integers(1, 3))
 def test_window_norms_of_an_opened_index_equal_those_grown_turn_by_turn(sessions: list[int], window: int) -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from stratamem.records import StoredTurn, Turn
     from stratamem.retrieve.corpus import TurnCorpus
 
-    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
     seqs: dict[int, int] = {}
     turns = []
     for i, s in enumerate(sessions):
         seqs[s] = seqs.get(s, 0) + 1
-        turns.append(StoredTurn(id=i + 1, namespace="n", session=f"s{s}", seq=seqs[s], tokens=3,
-                                turn=Turn(role="user", content=f"turn {i} about {s}", timestamp=t0)))
+        turns.append(
+            StoredTurn(
+                id=i + 1,
+                namespace="n",
+                session=f"s{s}",
+                seq=seqs[s],
+                tokens=3,
+                turn=Turn(role="user", content=f"turn {i} about {s}", timestamp=t0),
+            )
+        )
     emb = HashEmbedder(16)
     grown, opened = TurnCorpus(window, emb.embed_batch), TurnCorpus(window, emb.embed_batch)
     for st_ in turns:
@@ -331,12 +353,14 @@ def test_window_norms_of_an_opened_index_equal_those_grown_turn_by_turn(sessions
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(_words, min_size=0, max_size=120), st.lists(_words, max_size=20),
-       st.lists(st.sampled_from(["deploy", "key", "vault", "cat", "lisbon", "june", "x", "absent", "ke"]),
-                max_size=4))
-def test_stored_terms_postings_equal_an_eager_index_s_after_later_adds(docs: list[list[str]],
-                                                                      later: list[list[str]],
-                                                                      early: list[str]) -> None:
+@given(
+    st.lists(_words, min_size=0, max_size=120),
+    st.lists(_words, max_size=20),
+    st.lists(st.sampled_from(["deploy", "key", "vault", "cat", "lisbon", "june", "x", "absent", "ke"]), max_size=4),
+)
+def test_stored_terms_postings_equal_an_eager_index_s_after_later_adds(
+    docs: list[list[str]], later: list[list[str]], early: list[str]
+) -> None:
     from stratamem.retrieve.lexical import BM25Index
     from stratamem.retrieve.stored_terms import StoredTermsIndex
 
@@ -368,23 +392,33 @@ def test_stored_terms_can_only_start_an_empty_index() -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["Ann", "Bo", None])), min_size=1, max_size=50),
-       st.integers(0, 10))
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["Ann", "Bo", None])), min_size=1, max_size=50),
+    st.integers(0, 10),
+)
 def test_a_corpus_opened_in_one_batch_has_the_structure_of_one_grown_turn_by_turn(
-        spec: list[tuple[int, str | None]], split: int) -> None:
-    from datetime import datetime, timedelta, timezone
+    spec: list[tuple[int, str | None]], split: int
+) -> None:
+    from datetime import datetime, timedelta
 
     from stratamem.records import StoredTurn, Turn
     from stratamem.retrieve.corpus import TurnCorpus
 
-    t0 = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
     seqs: dict[int, int] = {}
     turns = []
     for i, (s, name) in enumerate(spec):
         seqs[s] = seqs.get(s, 0) + 1
-        turns.append(StoredTurn(id=i + 1, namespace="n", session=f"s{s}", seq=seqs[s], tokens=3,
-                                turn=Turn(role="user", content=f"turn {i} about {s}", name=name,
-                                          timestamp=t0 + timedelta(minutes=i))))
+        turns.append(
+            StoredTurn(
+                id=i + 1,
+                namespace="n",
+                session=f"s{s}",
+                seq=seqs[s],
+                tokens=3,
+                turn=Turn(role="user", content=f"turn {i} about {s}", name=name, timestamp=t0 + timedelta(minutes=i)),
+            )
+        )
     grown, opened = TurnCorpus(2), TurnCorpus(2)
     for st_ in turns:
         grown.add([st_])
@@ -404,16 +438,20 @@ def test_a_corpus_opened_in_one_batch_has_the_structure_of_one_grown_turn_by_tur
             np.testing.assert_array_equal(a, b)
 
 
-_chat_words = st.lists(st.sampled_from(["deploy", "key", "vault", "lisbon", "june", "cat", "moved", "paint"]),
-                       min_size=1, max_size=6)
+_chat_words = st.lists(
+    st.sampled_from(["deploy", "key", "vault", "lisbon", "june", "cat", "moved", "paint"]), min_size=1, max_size=6
+)
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 @settings(max_examples=8, deadline=None)
 @given(chat=st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), _chat_words), min_size=1, max_size=25))
 def test_an_index_reopened_from_the_store_ranks_exactly_like_a_rebuilt_one(
-        backend: str, chat: list[tuple[str, list[str]]], request: pytest.FixtureRequest,
-        tmp_path_factory: pytest.TempPathFactory) -> None:
+    backend: str,
+    chat: list[tuple[str, list[str]]],
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     from stratamem.retrieve.engine import HybridIndex
 
     if backend == "sqlite":
@@ -431,8 +469,12 @@ def test_an_index_reopened_from_the_store_ranks_exactly_like_a_rebuilt_one(
     # Rebuilt: every turn analysed and embedded again (int8 round trip, as stored), every posting built.
     turns = list(store.iter_turns("n"))
     rebuilt = HybridIndex(emb)
-    rebuilt.add_turns(turns, vectors=decode_int8(encode_int8(np.asarray(
-        emb.embed_batch([TurnCorpus.text(t) for t in turns]), dtype=np.float32)), 24))
+    rebuilt.add_turns(
+        turns,
+        vectors=decode_int8(
+            encode_int8(np.asarray(emb.embed_batch([TurnCorpus.text(t) for t in turns]), dtype=np.float32)), 24
+        ),
+    )
     assert [t.id for t in opened.turns] == [t.id for t in rebuilt.turns]
     for query in ("deploy key", "moved to lisbon in june", "paint cat vault"):
         got = [(h.turn_ids[0], round(h.score["fused"], 6)) for h in opened.search(query, k=10)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ from stratamem.records import StoredTurn, Turn
 from stratamem.retrieve import HybridIndex, read_query
 from stratamem.retrieve.timewords import DateWindow, read_anchors, read_windows, resolve_anchor
 
-UTC = timezone.utc
+UTC = UTC
 NOW = datetime(2023, 5, 17, 15, 0, tzinfo=UTC)  # a Wednesday
 
 
@@ -53,10 +53,12 @@ def test_relative_phrases_resolve_to_exact_windows() -> None:
 
 def test_an_explicit_day_in_the_query_is_what_its_relative_phrases_count_from() -> None:
     # 23 January 2022 was a Sunday: "last Friday" is the 21st, whatever now is.
-    assert _spans("What did Joanna finish last Friday on 23 January, 2022?") == \
-        [(_day(2022, 1, 21), _day(2022, 1, 22), 1)]
-    assert _spans("Tim's issue last week, as mentioned on November 6, 2023?") == \
-        [(_day(2023, 10, 30), _day(2023, 11, 6), 3)]
+    assert _spans("What did Joanna finish last Friday on 23 January, 2022?") == [
+        (_day(2022, 1, 21), _day(2022, 1, 22), 1)
+    ]
+    assert _spans("Tim's issue last week, as mentioned on November 6, 2023?") == [
+        (_day(2023, 10, 30), _day(2023, 11, 6), 3)
+    ]
     # "the last week of August 2023" is a date, not a time relative to now.
     assert _spans("Where was Jolene during the last week of August 2023?") == []
 
@@ -92,17 +94,27 @@ def test_event_anchors_are_read_and_dated_by_the_event() -> None:
 
 
 def _sessions() -> list[tuple[datetime, list[str]]]:
-    return [(_day(2023, 3, 4), ["I bought a new blue jacket at the mall today."]),
-            (_day(2023, 4, 20), ["I finally booked the hotel for my trip to Rome."]),
-            (_day(2023, 5, 2), ["I bought a red jacket for the hiking season."]),
-            (_day(2023, 5, 13), ["Went to the farmers market and bought apples."]),
-            (_day(2023, 5, 16), ["My trip to Rome starts next week, so excited!"])]
+    return [
+        (_day(2023, 3, 4), ["I bought a new blue jacket at the mall today."]),
+        (_day(2023, 4, 20), ["I finally booked the hotel for my trip to Rome."]),
+        (_day(2023, 5, 2), ["I bought a red jacket for the hiking season."]),
+        (_day(2023, 5, 13), ["Went to the farmers market and bought apples."]),
+        (_day(2023, 5, 16), ["My trip to Rome starts next week, so excited!"]),
+    ]
 
 
 def _stored() -> list[StoredTurn]:
-    return [StoredTurn(id=i, namespace="ns", session=f"s{i}", seq=1, tokens=1,
-                       turn=Turn(role="user", content=text, timestamp=day + timedelta(hours=10)))
-            for i, (day, [text]) in enumerate(_sessions(), 1)]
+    return [
+        StoredTurn(
+            id=i,
+            namespace="ns",
+            session=f"s{i}",
+            seq=1,
+            tokens=1,
+            turn=Turn(role="user", content=text, timestamp=day + timedelta(hours=10)),
+        )
+        for i, (day, [text]) in enumerate(_sessions(), 1)
+    ]
 
 
 def test_a_relative_time_boosts_turns_of_its_window_and_filters_nothing() -> None:
@@ -133,28 +145,45 @@ def test_now_defaults_to_the_newest_turn_and_anchors_find_their_event() -> None:
 
 def _memory(path: Path) -> Memory:
     mem = Memory(path, namespace="t")
-    mem.add_sessions([IngestSession(f"s{i}", [Turn(role="user", content=text, timestamp=day + timedelta(hours=10)),
-                                              Turn(role="assistant", content="Noted.",
-                                                   timestamp=day + timedelta(hours=10, seconds=30))])
-                      for i, (day, [text]) in enumerate(_sessions(), 1)])
+    mem.add_sessions(
+        [
+            IngestSession(
+                f"s{i}",
+                [
+                    Turn(role="user", content=text, timestamp=day + timedelta(hours=10)),
+                    Turn(role="assistant", content="Noted.", timestamp=day + timedelta(hours=10, seconds=30)),
+                ],
+            )
+            for i, (day, [text]) in enumerate(_sessions(), 1)
+        ]
+    )
     return mem
 
 
 def test_memory_context_resolves_now_and_explains_the_window(tmp_path: Path) -> None:
     mem = _memory(tmp_path / "m.db")
     ctx = mem.context("Which jacket did I buy two weeks ago?", budget=400, format="text", policy="recall", now=NOW)
-    assert "time window: 'two weeks ago' → 2023-04-30..2023-05-06 (±3.5 d) (now 2023-05-17 15:00 UTC)" \
+    assert (
+        "time window: 'two weeks ago' → 2023-04-30..2023-05-06 (±3.5 d) (now 2023-05-17 15:00 UTC)"
         in ctx.manifest.notes
+    )
     by_id = {i.id: i for i in ctx.manifest.items}
     red = next(st.id for st in mem.turns() if "red jacket" in st.text)
     assert by_id[f"turn:{red}"].score["date_window"] == 0.5
     # A naive now is UTC; the default is the newest turn's time (16 May, 10:00).
-    naive = mem.context("Which jacket did I buy two weeks ago?", budget=400, format="text", policy="recall",
-                        now=datetime(2023, 5, 17, 15, 0))
+    naive = mem.context(
+        "Which jacket did I buy two weeks ago?",
+        budget=400,
+        format="text",
+        policy="recall",
+        now=datetime(2023, 5, 17, 15, 0),
+    )
     assert naive.manifest.notes == ctx.manifest.notes
     default = mem.context("Which jacket did I buy two weeks ago?", budget=400, format="text", policy="recall")
-    assert "time window: 'two weeks ago' → 2023-04-29..2023-05-05 (±3.5 d) (now 2023-05-16 10:00 UTC)" \
+    assert (
+        "time window: 'two weeks ago' → 2023-04-29..2023-05-05 (±3.5 d) (now 2023-05-16 10:00 UTC)"
         in default.manifest.notes
+    )
     with pytest.raises(ValidationError, match="now must be a datetime"):
         mem.context("jacket", now="yesterday")  # type: ignore[arg-type]
     mem.close()
@@ -162,8 +191,19 @@ def test_memory_context_resolves_now_and_explains_the_window(tmp_path: Path) -> 
 
 def test_cli_context_now_flag(tmp_path: Path) -> None:
     _memory(tmp_path / "c.db").close()
-    args = ["--db", str(tmp_path / "c.db"), "--namespace", "t", "context", "What did I buy last Saturday?",
-            "--policy", "recall", "--budget", "300", "--json"]
+    args = [
+        "--db",
+        str(tmp_path / "c.db"),
+        "--namespace",
+        "t",
+        "context",
+        "What did I buy last Saturday?",
+        "--policy",
+        "recall",
+        "--budget",
+        "300",
+        "--json",
+    ]
     out = CliRunner().invoke(main, [*args, "--now", "2023-05-17T15:00:00"], catch_exceptions=False)
     assert out.exit_code == 0
     notes = json.loads(out.output)["manifest"]["notes"]
@@ -173,11 +213,19 @@ def test_cli_context_now_flag(tmp_path: Path) -> None:
 
 
 def test_a_question_about_the_present_prefers_newer_sessions_softly() -> None:
-    turns = [StoredTurn(id=i, namespace="ns", session=f"s{i}", seq=1, tokens=1,
-                        turn=Turn(role="user", content=text, timestamp=day))
-             for i, (day, text) in enumerate([(_day(2023, 1, 5), "I live in Denver, close to the mountains."),
-                                              (_day(2023, 3, 1), "Lunch was a salad with extra feta."),
-                                              (_day(2023, 6, 1), "We live in Austin and it is hot.")], 1)]
+    turns = [
+        StoredTurn(
+            id=i, namespace="ns", session=f"s{i}", seq=1, tokens=1, turn=Turn(role="user", content=text, timestamp=day)
+        )
+        for i, (day, text) in enumerate(
+            [
+                (_day(2023, 1, 5), "I live in Denver, close to the mountains."),
+                (_day(2023, 3, 1), "Lunch was a salad with extra feta."),
+                (_day(2023, 6, 1), "We live in Austin and it is hot."),
+            ],
+            1,
+        )
+    ]
     index = HybridIndex()
     index.add_turns(turns)
     assert read_query("Which city do I live in these days?").current

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from stratamem import Memory
@@ -11,7 +11,7 @@ from stratamem.records import StoredTurn, Turn
 from stratamem.retrieve import Hit, HybridIndex
 from stratamem.retrieve.updates import NEWER, SUPERSEDED, Update, find_updates, order_updates
 
-UTC = timezone.utc
+UTC = UTC
 MARCH, SEPT = datetime(2023, 3, 2, 10, tzinfo=UTC), datetime(2023, 9, 14, 10, tzinfo=UTC)
 DENVER = "I moved to Denver last month for the new job."
 AUSTIN = "We just settled into our new place in Austin, finally unpacked."
@@ -19,16 +19,23 @@ AUSTIN = "We just settled into our new place in Austin, finally unpacked."
 
 def _sessions() -> list[IngestSession]:
     def s(name: str, when: datetime, user: str, bot: str) -> IngestSession:
-        return IngestSession(name, [Turn(role="user", content=user, timestamp=when),
-                                    Turn(role="assistant", content=bot, timestamp=when + timedelta(seconds=30))])
-    return [s("s1", MARCH, DENVER, "Congratulations on the move and the job!"),
-            s("s2", MARCH + timedelta(days=40), "I made a lasagna for dinner with my sister.", "Sounds tasty."),
-            s("s3", SEPT, AUSTIN, "Welcome to Texas! How is the new neighbourhood?"),
-            s("s4", SEPT + timedelta(days=3), "Any tips for growing basil indoors?", "Give it plenty of light.")]
+        return IngestSession(
+            name,
+            [
+                Turn(role="user", content=user, timestamp=when),
+                Turn(role="assistant", content=bot, timestamp=when + timedelta(seconds=30)),
+            ],
+        )
+
+    return [
+        s("s1", MARCH, DENVER, "Congratulations on the move and the job!"),
+        s("s2", MARCH + timedelta(days=40), "I made a lasagna for dinner with my sister.", "Sounds tasty."),
+        s("s3", SEPT, AUSTIN, "Welcome to Texas! How is the new neighbourhood?"),
+        s("s4", SEPT + timedelta(days=3), "Any tips for growing basil indoors?", "Give it plenty of light."),
+    ]
 
 
-def test_the_newer_of_two_turns_about_where_i_live_ranks_first_and_both_are_labelled(tmp_path: Path,
-                                                                                       minilm) -> None:
+def test_the_newer_of_two_turns_about_where_i_live_ranks_first_and_both_are_labelled(tmp_path: Path, minilm) -> None:
     mem = Memory(tmp_path / "u.db", namespace="u", embedder=minilm)
     mem.add_sessions(_sessions())
     denver, austin = (next(st.id for st in mem.turns() if st.text == t) for t in (DENVER, AUSTIN))
@@ -51,14 +58,22 @@ def test_the_newer_of_two_turns_about_where_i_live_ranks_first_and_both_are_labe
 
 
 def _st(i: int, who: str, text: str, day: int) -> StoredTurn:
-    return StoredTurn(id=i, namespace="n", session=f"s{i}", seq=1, tokens=1,
-                      turn=Turn(role="user", content=text, name=who, timestamp=MARCH + timedelta(days=day)))
+    return StoredTurn(
+        id=i,
+        namespace="n",
+        session=f"s{i}",
+        seq=1,
+        tokens=1,
+        turn=Turn(role="user", content=text, name=who, timestamp=MARCH + timedelta(days=day)),
+    )
 
 
-TURNS = [_st(1, "Ana", "My manager at work is Sarah, she runs the data team.", 0),
-         _st(2, "Ana", "My new manager at work is Tom since the reorg of the data team.", 90),
-         _st(3, "Ben", "My manager at work is Priya, she runs the data team.", 95),
-         _st(4, "Ana", "Sarah is my manager at work and the data team lead.", 0)]
+TURNS = [
+    _st(1, "Ana", "My manager at work is Sarah, she runs the data team.", 0),
+    _st(2, "Ana", "My new manager at work is Tom since the reorg of the data team.", 90),
+    _st(3, "Ben", "My manager at work is Priya, she runs the data team.", 95),
+    _st(4, "Ana", "Sarah is my manager at work and the data team lead.", 0),
+]
 
 
 def test_grouping_needs_the_same_speaker_a_different_day_and_similar_words() -> None:

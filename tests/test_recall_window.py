@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -12,14 +12,23 @@ from stratamem.context import Recalled
 from stratamem.context.window import WINDOW_FLOOR, is_follow_up, window_fraction
 from stratamem.records import StoredTurn, Turn
 
-T0 = datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 NEEDLE = "The staging database password rotates every 45 days, set by Priya."
-FILLER = ["Let's look at the CSS for the header.", "The button colour should be teal.",
-          "I pushed the layout fix.", "Tests pass on my machine.", "Can you review the PR?",
-          "Sure, looking now.", "The footer overlaps on mobile.", "Fixed with a media query."]
-LAST = ["For the orders table I suggest a composite index on (customer_id, created_at).",
-        "Would a partial index on open orders help the orders table too?",
-        "Yes: a partial index WHERE status = 'open' keeps the orders table index small."]
+FILLER = [
+    "Let's look at the CSS for the header.",
+    "The button colour should be teal.",
+    "I pushed the layout fix.",
+    "Tests pass on my machine.",
+    "Can you review the PR?",
+    "Sure, looking now.",
+    "The footer overlaps on mobile.",
+    "Fixed with a media query.",
+]
+LAST = [
+    "For the orders table I suggest a composite index on (customer_id, created_at).",
+    "Would a partial index on open orders help the orders table too?",
+    "Yes: a partial index WHERE status = 'open' keeps the orders table index small.",
+]
 
 
 @pytest.fixture
@@ -28,23 +37,35 @@ def mem(tmp_path: Path) -> Memory:
     msgs = []
     for i in range(240):
         text = NEEDLE if i == 6 else f"{FILLER[i % len(FILLER)]} (note {i})"
-        msgs.append({"role": "user" if i % 2 == 0 else "assistant", "content": text,
-                     "timestamp": (T0 + timedelta(minutes=i)).isoformat()})
+        msgs.append(
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": text,
+                "timestamp": (T0 + timedelta(minutes=i)).isoformat(),
+            }
+        )
     m.add(msgs[:120], session="week1")
-    tail = [{"role": "user" if i % 2 == 0 else "assistant", "content": t,
-             "timestamp": (T0 + timedelta(days=7, minutes=i)).isoformat()} for i, t in enumerate(LAST)]
+    tail = [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": t,
+            "timestamp": (T0 + timedelta(days=7, minutes=i)).isoformat(),
+        }
+        for i, t in enumerate(LAST)
+    ]
     m.add(msgs[120:] + tail, session="week2")
     yield m
     m.close()
 
 
-def _window_tokens(ctx) -> int:  # noqa: ANN001
+def _window_tokens(ctx) -> int:
     return sum(i.tokens for i in ctx.manifest.items if i.reason == "recent_window")
 
 
 def test_a_question_about_the_past_gets_a_small_window_and_the_budget_goes_to_recall(mem: Memory) -> None:
-    ctx = mem.context("How often does the staging database password rotate?", budget=1200, session="week2",
-                      format="text")
+    ctx = mem.context(
+        "How often does the staging database password rotate?", budget=1200, session="week2", format="text"
+    )
     assert 0 < _window_tokens(ctx) <= int(1200 * 0.5 * WINDOW_FLOOR)
     assert NEEDLE in ctx.text
     [note] = [n for n in ctx.manifest.notes if n.startswith("hybrid: window match")]
@@ -73,8 +94,9 @@ def test_without_a_query_or_with_a_follow_up_the_window_keeps_its_share(mem: Mem
 
 
 def test_a_question_about_the_last_turns_keeps_the_window(mem: Memory) -> None:
-    ctx = mem.context("Which partial index did you suggest for the orders table?", budget=600, session="week2",
-                      format="text")
+    ctx = mem.context(
+        "Which partial index did you suggest for the orders table?", budget=600, session="week2", format="text"
+    )
     window = {i.id for i in ctx.manifest.items if i.reason == "recent_window"}
     newest = {f"turn:{st.id}" for st in mem.turns("week2")[-3:]}
     assert newest <= window
@@ -83,8 +105,9 @@ def test_a_question_about_the_last_turns_keeps_the_window(mem: Memory) -> None:
 
 
 def _r(i: int, fused: float) -> Recalled:
-    st = StoredTurn(id=i, namespace="n", session="s", seq=i, tokens=1,
-                    turn=Turn(role="user", content=f"t{i}", timestamp=T0))
+    st = StoredTurn(
+        id=i, namespace="n", session="s", seq=i, tokens=1, turn=Turn(role="user", content=f"t{i}", timestamp=T0)
+    )
     return Recalled(st, {"fused": fused})
 
 

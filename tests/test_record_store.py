@@ -7,7 +7,7 @@ boundaries with interleaved sessions and check what was stored, exactly.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,15 +19,21 @@ from stratamem.store.postgres.store import PostgresStore
 from stratamem.store.sql import CHUNK
 from stratamem.store.sqlite.store import SQLiteStore
 
-T0 = datetime(2024, 5, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 PER_INSERT = CHUNK // 11
 
 
 def _batches(plan: list[tuple[str, int]]) -> list[TurnBatch]:
     out, k = [], 0
     for session, n in plan:
-        turns = [Turn(role="user" if (k + i) % 2 else "assistant", content=f"turn {k + i} of {session}",
-                      timestamp=T0 + timedelta(seconds=k + i)) for i in range(n)]
+        turns = [
+            Turn(
+                role="user" if (k + i) % 2 else "assistant",
+                content=f"turn {k + i} of {session}",
+                timestamp=T0 + timedelta(seconds=k + i),
+            )
+            for i in range(n)
+        ]
         out.append(TurnBatch(session, turns, [k + i + 1 for i in range(n)]))
         k += n
     return out

@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import timestamps
 
 from stratamem import Config, Memory
 from stratamem.errors import InvalidTurnError
@@ -34,37 +35,56 @@ from stratamem.records import (
     parse_timestamp,
 )
 from stratamem.store.rows import turn_columns
-from strategies import timestamps
 
-TS = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+TS = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 OPENAI_CONVERSATION = [
     {"role": "system", "content": "You are terse."},
     {"role": "user", "content": "List the files", "name": "dana"},
-    {"role": "assistant", "content": None, "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\": \"src\"}"}},
-        {"id": "call_2", "type": "function", "function": {"name": "ls", "arguments": "{\"path\": \"tests\"}"}},
-    ]},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "ls", "arguments": '{"path": "src"}'}},
+            {"id": "call_2", "type": "function", "function": {"name": "ls", "arguments": '{"path": "tests"}'}},
+        ],
+    },
     {"role": "tool", "tool_call_id": "call_1", "content": "a.py\nb.py"},
     {"role": "tool", "tool_call_id": "call_2", "content": "test_a.py"},
     {"role": "assistant", "content": "Three files."},
-    {"role": "user", "content": [{"type": "text", "text": "And this?"},
-                                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBOR", "detail": "low"}}]},
+    {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "And this?"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBOR", "detail": "low"}},
+        ],
+    },
 ]
 
 ANTHROPIC_CONVERSATION = [
     {"role": "user", "content": "List the files"},
-    {"role": "assistant", "content": [
-        {"type": "thinking", "thinking": "I should call ls.", "signature": "sig=="},
-        {"type": "text", "text": "Listing."},
-        {"type": "tool_use", "id": "tu_1", "name": "ls", "input": {"path": "src"}},
-    ]},
-    {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": "tu_1", "content": [{"type": "text", "text": "a.py"}]},
-    ]},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "thinking", "thinking": "I should call ls.", "signature": "sig=="},
+            {"type": "text", "text": "Listing."},
+            {"type": "tool_use", "id": "tu_1", "name": "ls", "input": {"path": "src"}},
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "tu_1", "content": [{"type": "text", "text": "a.py"}]},
+        ],
+    },
     {"role": "assistant", "content": "One file."},
-    {"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
-                                 {"type": "text", "text": "What is this?"}]},
+    {
+        "role": "user",
+        "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBOR"}},
+            {"type": "text", "text": "What is this?"},
+        ],
+    },
 ]
 
 
@@ -103,34 +123,49 @@ def test_openai_conversation_renders_valid_for_anthropic() -> None:
 
 
 def test_canonical_dict_round_trip_keeps_every_field() -> None:
-    turn = Turn(role="assistant", content=(
-        ThinkingBlock("hmm", "sig"), TextBlock("ok"), ToolUseBlock("t1", "grep", {"q": "x", "n": [1, 2]})),
-        timestamp=TS, name="agent", model="gpt-4o", metadata={"k": [1, "two"]})
+    turn = Turn(
+        role="assistant",
+        content=(ThinkingBlock("hmm", "sig"), TextBlock("ok"), ToolUseBlock("t1", "grep", {"q": "x", "n": [1, 2]})),
+        timestamp=TS,
+        name="agent",
+        model="gpt-4o",
+        metadata={"k": [1, "two"]},
+    )
     assert Turn.from_dict(turn.to_dict()) == turn
 
 
 def test_structural_problems_names_an_orphaned_tool_result() -> None:
     messages = [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": []}]}]
     assert structural_problems(messages, "anthropic") == [
-        "messages[0]: tool_result 'x' has no tool_use in the previous message"]
+        "messages[0]: tool_result 'x' has no tool_use in the previous message"
+    ]
     assert structural_problems([{"role": "tool", "tool_call_id": "x", "content": "r"}], "openai") == [
-        "messages[0]: tool message 'x' answers no pending tool call"]
+        "messages[0]: tool message 'x' answers no pending tool call"
+    ]
 
 
-@pytest.mark.parametrize("bad, fragment", [
-    ({"role": "wizard", "content": "x"}, "unknown role 'wizard'"),
-    ({"role": "user"}, "missing 'content'"),
-    ({"role": "user", "content": 42}, "content must be a string or a list"),
-    ({"role": "user", "content": [{"type": "video", "url": "x"}]}, "unknown content block type 'video'"),
-    ({"role": "user", "content": [{"type": ["text"], "text": "x"}]}, "unknown content block type ['text']"),
-    ({"role": "user", "content": [{"type": "text"}]}, "expected a string, got NoneType"),
-    ({"role": "user", "content": "a\x00b"}, "NUL character"),
-    ({"role": "user", "content": "a\ud800b"}, "lone surrogate"),
-    ({"role": "user", "content": [{"type": "tool_use", "id": "1", "name": "x", "input": {}}]},
-     "tool_use and thinking blocks belong in an 'assistant' turn"),
-    ({"role": "tool", "content": [{"type": "text", "text": "x"}]}, "a tool turn must hold at least one tool_result"),
-    ({"role": "tool", "content": "plain"}, "a tool turn must hold at least one tool_result"),
-])
+@pytest.mark.parametrize(
+    "bad, fragment",
+    [
+        ({"role": "wizard", "content": "x"}, "unknown role 'wizard'"),
+        ({"role": "user"}, "missing 'content'"),
+        ({"role": "user", "content": 42}, "content must be a string or a list"),
+        ({"role": "user", "content": [{"type": "video", "url": "x"}]}, "unknown content block type 'video'"),
+        ({"role": "user", "content": [{"type": ["text"], "text": "x"}]}, "unknown content block type ['text']"),
+        ({"role": "user", "content": [{"type": "text"}]}, "expected a string, got NoneType"),
+        ({"role": "user", "content": "a\x00b"}, "NUL character"),
+        ({"role": "user", "content": "a\ud800b"}, "lone surrogate"),
+        (
+            {"role": "user", "content": [{"type": "tool_use", "id": "1", "name": "x", "input": {}}]},
+            "tool_use and thinking blocks belong in an 'assistant' turn",
+        ),
+        (
+            {"role": "tool", "content": [{"type": "text", "text": "x"}]},
+            "a tool turn must hold at least one tool_result",
+        ),
+        ({"role": "tool", "content": "plain"}, "a tool turn must hold at least one tool_result"),
+    ],
+)
 def test_malformed_turn_dicts_are_rejected_with_a_path(bad: dict, fragment: str) -> None:
     with pytest.raises(InvalidTurnError) as info:
         Turn.from_dict(bad)
@@ -145,27 +180,49 @@ def test_image_block_needs_exactly_one_source() -> None:
 
 _text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=40)
 _ids = st.text("abcdef0123456789", min_size=1, max_size=8)
-_json = st.recursive(st.none() | st.booleans() | st.integers() | _text,
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3), max_leaves=6)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=6,
+)
 
 
 @st.composite
 def _turns(draw: st.DrawFn) -> Turn:
     role = draw(st.sampled_from(["system", "user", "assistant", "tool"]))
     if role == "tool":
-        content: object = tuple(draw(st.lists(
-            st.builds(ToolResultBlock, _ids, st.tuples(st.builds(TextBlock, _text)), st.booleans()),
-            min_size=1, max_size=3)))
+        content: object = tuple(
+            draw(
+                st.lists(
+                    st.builds(ToolResultBlock, _ids, st.tuples(st.builds(TextBlock, _text)), st.booleans()),
+                    min_size=1,
+                    max_size=3,
+                )
+            )
+        )
     elif role == "assistant":
-        blocks = st.one_of(st.builds(TextBlock, _text), st.builds(ThinkingBlock, _text, st.none() | _text),
-                           st.builds(ToolUseBlock, _ids, _text, st.dictionaries(_text, _json, max_size=3)))
+        blocks = st.one_of(
+            st.builds(TextBlock, _text),
+            st.builds(ThinkingBlock, _text, st.none() | _text),
+            st.builds(ToolUseBlock, _ids, _text, st.dictionaries(_text, _json, max_size=3)),
+        )
         content = draw(_text | st.lists(blocks, max_size=4).map(tuple))
     else:
-        content = draw(_text | st.lists(st.one_of(st.builds(TextBlock, _text), st.builds(
-            ImageBlock, st.just("image/png"), _text, st.none())), max_size=3).map(tuple))
-    return Turn(role=role, content=content, timestamp=TS,  # type: ignore[arg-type]
-                name=draw(st.none() | _text), model=draw(st.none() | _text),
-                metadata=draw(st.dictionaries(_text, _json, max_size=3)))
+        content = draw(
+            _text
+            | st.lists(
+                st.one_of(st.builds(TextBlock, _text), st.builds(ImageBlock, st.just("image/png"), _text, st.none())),
+                max_size=3,
+            ).map(tuple)
+        )
+    return Turn(
+        role=role,
+        content=content,
+        timestamp=TS,  # type: ignore[arg-type]
+        name=draw(st.none() | _text),
+        model=draw(st.none() | _text),
+        metadata=draw(st.dictionaries(_text, _json, max_size=3)),
+    )
 
 
 @settings(max_examples=200, deadline=None)
@@ -175,6 +232,7 @@ def test_every_turn_round_trips_through_its_canonical_dict(turn: Turn) -> None:
 
 
 # --- timestamps and JSON values that must never make a namespace unreadable (review #6) ----------
+
 
 @settings(max_examples=300, deadline=None)
 @given(timestamps)
@@ -192,20 +250,28 @@ def test_a_year_before_1000_is_stored_zero_padded_and_reads_back(tmp_path: Path)
         mem.add({"role": "user", "content": "new", "timestamp": "2026-01-01T00:00:00Z"})
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT ts FROM turns ORDER BY id").fetchall() == [
-        ("0999-05-01T00:00:00.000000Z",), ("2026-01-01T00:00:00.000000Z",)]
+        ("0999-05-01T00:00:00.000000Z",),
+        ("2026-01-01T00:00:00.000000Z",),
+    ]
     conn.close()
     with Memory(path, config=config, embedder=None) as mem:
-        assert [st.timestamp for st in mem.turns()] == [datetime(999, 5, 1, tzinfo=timezone.utc),
-                                                         datetime(2026, 1, 1, tzinfo=timezone.utc)]
+        assert [st.timestamp for st in mem.turns()] == [
+            datetime(999, 5, 1, tzinfo=UTC),
+            datetime(2026, 1, 1, tzinfo=UTC),
+        ]
         assert mem.context(budget=200, format="text").text == (
-            "[0999-05-01 00:00] user: old\n[2026-01-01 00:00] user: new")
+            "[0999-05-01 00:00] user: old\n[2026-01-01 00:00] user: new"
+        )
 
 
-@pytest.mark.parametrize("value", [
-    "9999-12-31T23:59:59-05:00",
-    "0001-01-01T00:00:00+05:00",
-    datetime.max.replace(tzinfo=timezone(timedelta(hours=-5))),
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "9999-12-31T23:59:59-05:00",
+        "0001-01-01T00:00:00+05:00",
+        datetime.max.replace(tzinfo=timezone(timedelta(hours=-5))),
+    ],
+)
 def test_a_timestamp_outside_the_utc_range_is_an_invalid_turn(value: object) -> None:
     with pytest.raises(InvalidTurnError, match="outside years 1-9999 in UTC") as info:
         Turn.from_dict({"role": "user", "content": "x", "timestamp": value})
@@ -224,15 +290,42 @@ def test_a_turn_built_directly_with_an_unrepresentable_instant_is_refused() -> N
 def test_nan_and_infinity_in_tool_input_are_refused_in_every_shape(shape: str, number: float) -> None:
     with pytest.raises(InvalidTurnError, match="Out of range float values are not JSON compliant") as info:
         if shape == "anthropic":
-            from_anthropic([{"role": "assistant", "content": [
-                {"type": "tool_use", "id": "t", "name": "n", "input": {"x": number}}]}])
+            from_anthropic(
+                [
+                    {
+                        "role": "assistant",
+                        "content": [{"type": "tool_use", "id": "t", "name": "n", "input": {"x": number}}],
+                    }
+                ]
+            )
         elif shape == "openai":
-            from_openai([{"role": "assistant", "content": None, "tool_calls": [
-                {"id": "t", "type": "function", "function": {"name": "n", "arguments": f'{{"x": {number!r}}}'
-                                                             .replace("nan", "NaN").replace("inf", "Infinity")}}]}])
+            from_openai(
+                [
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "t",
+                                "type": "function",
+                                "function": {
+                                    "name": "n",
+                                    "arguments": f'{{"x": {number!r}}}'.replace("nan", "NaN").replace(
+                                        "inf", "Infinity"
+                                    ),
+                                },
+                            }
+                        ],
+                    }
+                ]
+            )
         elif shape == "canonical":
-            Turn.from_dict({"role": "assistant", "content": [
-                {"type": "tool_use", "id": "t", "name": "n", "input": {"x": [number]}}]})
+            Turn.from_dict(
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t", "name": "n", "input": {"x": [number]}}],
+                }
+            )
         else:
             Turn(role="assistant", content=(ToolUseBlock("t", "n", {"x": {"y": number}}),))
     assert "input" in str(info.value)
@@ -254,8 +347,13 @@ def test_a_nan_turn_is_refused_before_the_store_so_the_namespace_stays_readable(
     with Memory(tmp_path / "m.db", config=Config().replace(pyramid={"enabled": False}), embedder=None) as mem:
         mem.add({"role": "user", "content": "before"})
         with pytest.raises(InvalidTurnError, match=r"messages\[0\]\.content\[0\]\.input"):
-            mem.add({"role": "assistant", "content": [
-                {"type": "tool_use", "id": "t", "name": "n", "input": {"x": math.nan}}]}, format="anthropic")
+            mem.add(
+                {
+                    "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t", "name": "n", "input": {"x": math.nan}}],
+                },
+                format="anthropic",
+            )
         assert [st.text for st in mem.turns()] == ["before"]
 
 
@@ -266,8 +364,15 @@ _BLOCKS = st.one_of(
     st.builds(ImageBlock, st.just("image/png"), _text, st.none()),
     st.builds(ImageBlock, st.none(), st.none(), _text),
     st.builds(ToolUseBlock, _ids, _text, st.dictionaries(_text, _json, max_size=3)),
-    st.builds(ToolResultBlock, _ids, st.lists(st.one_of(st.builds(TextBlock, _text), st.builds(
-        ImageBlock, st.just("image/jpeg"), _text, st.none())), max_size=3).map(tuple), st.booleans()),
+    st.builds(
+        ToolResultBlock,
+        _ids,
+        st.lists(
+            st.one_of(st.builds(TextBlock, _text), st.builds(ImageBlock, st.just("image/jpeg"), _text, st.none())),
+            max_size=3,
+        ).map(tuple),
+        st.booleans(),
+    ),
     st.builds(ThinkingBlock, _text, st.none() | _text),
 )
 
@@ -281,16 +386,24 @@ def test_a_block_reads_back_the_same_from_the_canonical_and_the_anthropic_form(b
     assert anthropic_block(anthropic, "b") == block_from_dict(block.to_dict()) == block  # type: ignore[attr-defined]
 
 
-_TOOL_RESULT_WITH_A_CALL = {"type": "tool_result", "tool_use_id": "t", "content": [
-    {"type": "text", "text": "ok"}, {"type": "tool_use", "id": "u", "name": "n", "input": {}}]}
+_TOOL_RESULT_WITH_A_CALL = {
+    "type": "tool_result",
+    "tool_use_id": "t",
+    "content": [{"type": "text", "text": "ok"}, {"type": "tool_use", "id": "u", "name": "n", "input": {}}],
+}
 
 
-@pytest.mark.parametrize("block, message", [
-    (5, "content[0]: a content block must be an object, got int"),
-    ({"type": "tool_use", "id": "t", "name": "n", "input": "x"},
-     "content[0].input: tool_use input must be a JSON object"),
-    (_TOOL_RESULT_WITH_A_CALL, "content[0].content[1]: tool_result content may hold only text and image blocks"),
-])
+@pytest.mark.parametrize(
+    "block, message",
+    [
+        (5, "content[0]: a content block must be an object, got int"),
+        (
+            {"type": "tool_use", "id": "t", "name": "n", "input": "x"},
+            "content[0].input: tool_use input must be a JSON object",
+        ),
+        (_TOOL_RESULT_WITH_A_CALL, "content[0].content[1]: tool_result content may hold only text and image blocks"),
+    ],
+)
 def test_a_malformed_block_gets_the_same_error_in_both_forms(block: object, message: str) -> None:
     """The Anthropic reader used to say less (no type, "an object", the list's path, not the part's)."""
     role = "tool" if isinstance(block, dict) and block["type"] == "tool_result" else "assistant"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -12,16 +12,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stratamem import Config, Memory
+from stratamem.context import Candidates, ItemUnit, Recalled, assemble
+from stratamem.context.sources import SummaryIndex
 from stratamem.errors import BudgetError, ModelError, ValidationError
 from stratamem.records import StoredTurn, Turn
-from stratamem.context import Candidates, ItemUnit, Recalled, assemble
-from stratamem.retrieve import (BM25Index, CompactRenderer, HybridIndex, PlainRenderer, Weights, analyze, pack_turns,
-                                read_query, stem)
+from stratamem.retrieve import (
+    BM25Index,
+    CompactRenderer,
+    HybridIndex,
+    PlainRenderer,
+    Weights,
+    analyze,
+    pack_turns,
+    read_query,
+    stem,
+)
 from stratamem.retrieve.engine import LEXICAL_WEIGHTS, passages
-from stratamem.context.sources import SummaryIndex
 from stratamem.tokens import get_tokenizer
 
-T0 = datetime(2023, 5, 8, 13, 0, tzinfo=timezone.utc)
+T0 = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
 
 
 def _turns(sessions: Sequence[tuple[datetime, Sequence[tuple[str, str]]]]) -> list[StoredTurn]:
@@ -29,9 +38,21 @@ def _turns(sessions: Sequence[tuple[datetime, Sequence[tuple[str, str]]]]) -> li
     for s, (start, lines) in enumerate(sessions, 1):
         for seq, (who, text) in enumerate(lines, 1):
             n += 1
-            out.append(StoredTurn(id=n, namespace="ns", session=f"session_{s}", seq=seq, tokens=1,
-                                  turn=Turn(role="user" if who == "Ana" else "assistant", content=text,
-                                            timestamp=start + timedelta(seconds=30 * seq), name=who)))
+            out.append(
+                StoredTurn(
+                    id=n,
+                    namespace="ns",
+                    session=f"session_{s}",
+                    seq=seq,
+                    tokens=1,
+                    turn=Turn(
+                        role="user" if who == "Ana" else "assistant",
+                        content=text,
+                        timestamp=start + timedelta(seconds=30 * seq),
+                        name=who,
+                    ),
+                )
+            )
     return out
 
 
@@ -74,24 +95,30 @@ def test_query_reading_finds_speakers_months_and_years() -> None:
     facts = read_query("What did Ana do in June 2023 and in 2022? May Ben come?", {"Ana", "Ben", "Cy"})
     assert facts.speakers == {"Ana", "Ben"}
     assert facts.dates == ((2023, 6), (2022, None))
-    assert facts.date_match(datetime(2023, 6, 30, tzinfo=timezone.utc)) == 1.0
-    assert facts.date_match(datetime(2023, 7, 1, tzinfo=timezone.utc)) == 0.0
+    assert facts.date_match(datetime(2023, 6, 30, tzinfo=UTC)) == 1.0
+    assert facts.date_match(datetime(2023, 7, 1, tzinfo=UTC)) == 0.0
     assert read_query("Where did Cy go in May?", {"Cy"}).dates == ((None, 5),)
 
 
 CHAT = [
-    (T0, [("Ben", "Dance is my go-to for stress relief. Got any favorite styles?"),
-          ("Ana", "Contemporary is so expressive and graceful, it speaks to me."),
-          ("Ben", "Nice. I also started a pottery class.")]),
-    (T0 + timedelta(days=30), [("Ana", "We went camping at the lake with the kids."),
-                               ("Ben", "Sounds fun, I love the lake too.")]),
+    (
+        T0,
+        [
+            ("Ben", "Dance is my go-to for stress relief. Got any favorite styles?"),
+            ("Ana", "Contemporary is so expressive and graceful, it speaks to me."),
+            ("Ben", "Nice. I also started a pottery class."),
+        ],
+    ),
+    (
+        T0 + timedelta(days=30),
+        [("Ana", "We went camping at the lake with the kids."), ("Ben", "Sounds fun, I love the lake too.")],
+    ),
 ]
 
 
 def test_a_reply_is_found_through_the_question_it_answers() -> None:
     turns = _turns(CHAT)
-    plain = HybridIndex(weights=Weights(lexical_window=0, lexical_session=0, lexical_prev=0, lexical_next=0,
-                                        speaker=0))
+    plain = HybridIndex(weights=Weights(lexical_window=0, lexical_session=0, lexical_prev=0, lexical_next=0, speaker=0))
     plain.add_turns(turns)
     scores = {h.turn_ids[0]: h.score["fused"] for h in plain.search("Which favorite style of dance?", k=5)}
     assert scores[1] > 0 and scores[2] == 0.0
@@ -160,33 +187,40 @@ _TOK = get_tokenizer("o200k_base")
 
 _CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
 # Long texts made of sentences (words, punctuation, newlines) so some turns are excerpted.
-_SENTENCES = st.lists(st.lists(st.sampled_from(["dog", "lake", "the", "pottery", "a", "ok", "!", "\n", "é"]),
-                               min_size=1, max_size=30).map(" ".join), max_size=40).map(". ".join)
+_SENTENCES = st.lists(
+    st.lists(
+        st.sampled_from(["dog", "lake", "the", "pottery", "a", "ok", "!", "\n", "é"]), min_size=1, max_size=30
+    ).map(" ".join),
+    max_size=40,
+).map(". ".join)
 
 
 @settings(max_examples=80, deadline=None)
-@given(texts=st.lists(st.one_of(st.text(_CHARS, max_size=60), _SENTENCES), min_size=1, max_size=12),
-       budget=st.integers(min_value=1, max_value=400), plain=st.booleans(),
-       query=st.sampled_from([None, "", "dog lake", "pottery"]), labelled=st.booleans())
-def test_packing_never_exceeds_the_budget(texts: list[str], budget: int, plain: bool, query: str | None,
-                                          labelled: bool) -> None:
+@given(
+    texts=st.lists(st.one_of(st.text(_CHARS, max_size=60), _SENTENCES), min_size=1, max_size=12),
+    budget=st.integers(min_value=1, max_value=400),
+    plain=st.booleans(),
+    query=st.sampled_from([None, "", "dog lake", "pottery"]),
+    labelled=st.booleans(),
+)
+def test_packing_never_exceeds_the_budget(
+    texts: list[str], budget: int, plain: bool, query: str | None, labelled: bool
+) -> None:
     lines = [("Ana" if i % 2 else "Ben", t) for i, t in enumerate(texts)]
-    turns = _turns([(T0, lines[: len(lines) // 2]), (T0 + timedelta(days=1), lines[len(lines) // 2:])])
+    turns = _turns([(T0, lines[: len(lines) // 2]), (T0 + timedelta(days=1), lines[len(lines) // 2 :])])
     labels = {t.id: "(newer)" for t in turns[::2]} if labelled else None
-    packed = pack_turns(reversed(turns), budget, _TOK, PlainRenderer() if plain else None, query=query,
-                        labels=labels)
+    packed = pack_turns(reversed(turns), budget, _TOK, PlainRenderer() if plain else None, query=query, labels=labels)
     assert packed.tokens <= budget
     assert packed.tokens == (_TOK.count(packed.text) if packed.turns else 0)
     assert {t.id for t in packed.turns} | set(packed.skipped) == {t.id for t in turns}
     renderer = PlainRenderer() if plain else CompactRenderer()
-    assert all(packed.costs[t.id] == _TOK.count(renderer.line(t, packed.texts.get(t.id))) + 1
-               for t in packed.turns)
+    assert all(packed.costs[t.id] == _TOK.count(renderer.line(t, packed.texts.get(t.id))) + 1 for t in packed.turns)
     for t in packed.turns:
         ex = packed.excerpts.get(t.id)
         if ex is not None:  # an excerpt is announced, counted and a real passage of the turn
             assert f"(excerpt: {ex.tokens:,} of {ex.total_tokens:,} tokens) " in packed.texts[t.id]
             assert ex.total_tokens == _TOK.count(t.text) and ex.tokens == _TOK.count(ex.text) < ex.total_tokens
-            assert ex.text.strip("… ") == t.text[ex.start:ex.end].strip("… ")
+            assert ex.text.strip("… ") == t.text[ex.start : ex.end].strip("… ")
         elif labels and t.id in labels:
             assert packed.texts[t.id] == f"(newer) {t.text}"
     if not query:
@@ -207,12 +241,24 @@ def _interleaved(draw: st.DrawFn) -> tuple[list[StoredTurn], list[int], list[str
     for i, s in enumerate(sessions, 1):
         seq[s] = seq.get(s, 0) + 1
         who = draw(st.sampled_from(["Ana", "Ben", None]))
-        turns.append(StoredTurn(id=i, namespace="ns", session=f"s{s}", seq=seq[s], tokens=1,
-                                turn=Turn(role="user", content=draw(words), name=who,
-                                          timestamp=T0 + timedelta(days=30 * s, seconds=i))))
+        turns.append(
+            StoredTurn(
+                id=i,
+                namespace="ns",
+                session=f"s{s}",
+                seq=seq[s],
+                tokens=1,
+                turn=Turn(role="user", content=draw(words), name=who, timestamp=T0 + timedelta(days=30 * s, seconds=i)),
+            )
+        )
     cuts = sorted(draw(st.lists(st.integers(min_value=1, max_value=n), max_size=6)))
-    queries = draw(st.lists(st.lists(st.sampled_from(_WORDS + ["Ana", "June", "2023"]), min_size=1, max_size=4)
-                            .map(" ".join), min_size=1, max_size=3))
+    queries = draw(
+        st.lists(
+            st.lists(st.sampled_from(_WORDS + ["Ana", "June", "2023"]), min_size=1, max_size=4).map(" ".join),
+            min_size=1,
+            max_size=3,
+        )
+    )
     return turns, cuts, queries
 
 
@@ -251,7 +297,7 @@ def test_window_and_session_scores_equal_bm25_over_the_concatenated_texts(case: 
     for i, t in enumerate(turns):
         m = members[t.session]
         at = m.index(i)
-        windows.add([w for j in m[max(0, at - window): at + window + 1] for w in terms[j]])
+        windows.add([w for j in m[max(0, at - window) : at + window + 1] for w in terms[j]])
     names = list(members)
     by_session.extend([w for j in members[s] for w in terms[j]] for s in names)
     for q in queries:
@@ -270,15 +316,23 @@ def test_the_summary_index_follows_the_pyramid_as_a_fresh_one_would(tmp_path) ->
     queries = ["Paris rent", "rye bread", "bike", "Rome trip", "nothing matches"]
     seen: set[tuple[str, str | None]] = set()
     for step in range(12):
-        mem.add([{"role": "user" if i % 2 == 0 else "assistant",
-                  "content": f"Step {step}: Ana {_TOPICS[(step + i) % 4]} ({i}).",
-                  "timestamp": (T0 + timedelta(days=2 * step, minutes=i)).isoformat()} for i in range(3)],
-                session=f"s{step // 5}")
+        mem.add(
+            [
+                {
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": f"Step {step}: Ana {_TOPICS[(step + i) % 4]} ({i}).",
+                    "timestamp": (T0 + timedelta(days=2 * step, minutes=i)).isoformat(),
+                }
+                for i in range(3)
+            ],
+            session=f"s{step // 5}",
+        )
         for q in queries:
             grown = mem._summary_index.rank(mem.pyramid, q)
             fresh = SummaryIndex().rank(mem.pyramid, q)
-            assert [(u.id, u.text, u.tier, u.turn_ids) for u in grown] == [(u.id, u.text, u.tier, u.turn_ids)
-                                                                         for u in fresh]
+            assert [(u.id, u.text, u.tier, u.turn_ids) for u in grown] == [
+                (u.id, u.text, u.tier, u.turn_ids) for u in fresh
+            ]
             assert [u.score for u in grown] == [u.score for u in fresh]
             seen |= {(u.kind, u.tier) for u in fresh}
     # Segments went warm, then cold, and consolidations formed: every kind of change was followed.
@@ -288,14 +342,15 @@ def test_the_summary_index_follows_the_pyramid_as_a_fresh_one_would(tmp_path) ->
 def test_substance_ranks_the_fuller_of_two_equal_matches_first_and_never_invents_a_match() -> None:
     long = "The lake trip with the kids, tents, canoes and a campfire every night."
     turns = _turns([(T0, [("Ana", "Lake!"), ("Ben", "Sounds fun."), ("Ana", long)])])
-    index = HybridIndex(weights=Weights(lexical=0, lexical_window=0, lexical_session=0, lexical_prev=0,
-                                        lexical_next=0))
+    index = HybridIndex(weights=Weights(lexical=0, lexical_window=0, lexical_session=0, lexical_prev=0, lexical_next=0))
     index.add_turns(turns)
     # Only the speaker boost matches (equally) Ana's two turns; substance orders them; Ben's turn stays at 0.
     hits = index.search("What did Ana say?", k=3)
     assert [h.turn_ids[0] for h in hits] == [3, 1, 2]
     w = Weights()
-    assert hits[0].score["substance"] == pytest.approx(w.substance * (1 - math.exp(-len(analyze(f"Ana: {long}")) / w.substance_terms)))
+    assert hits[0].score["substance"] == pytest.approx(
+        w.substance * (1 - math.exp(-len(analyze(f"Ana: {long}")) / w.substance_terms))
+    )
     assert hits[1].score["substance"] == pytest.approx(w.substance * (1 - math.exp(-2 / w.substance_terms)))
     assert hits[2].score["fused"] == 0.0 and hits[2].score["substance"] == 0.0
     assert all(h.score["fused"] == 0.0 for h in index.search("volcano", k=3))
@@ -305,11 +360,18 @@ def test_substance_ranks_the_fuller_of_two_equal_matches_first_and_never_invents
 
 def test_recall_policy_drops_an_item_that_restates_a_turn_shown_verbatim() -> None:
     turns = _turns(CHAT)
-    items = [ItemUnit("item:1", "- (fact) Ben: I also started a pottery class.", "recalled_item", "cold", (3,)),
-             ItemUnit("item:2", "- (fact) Ana likes lakes.", "recalled_item", "cold", (4,)),
-             ItemUnit("item:3", "- (decision) Use PostgreSQL.", "recalled_item", "cold", ())]
-    ctx = assemble(Candidates(items=items, recalled=[Recalled(turns[2], {"fused": 1.0})]), budget=400, tokenizer=_TOK,
-                   fmt="text", policy="recall")
+    items = [
+        ItemUnit("item:1", "- (fact) Ben: I also started a pottery class.", "recalled_item", "cold", (3,)),
+        ItemUnit("item:2", "- (fact) Ana likes lakes.", "recalled_item", "cold", (4,)),
+        ItemUnit("item:3", "- (decision) Use PostgreSQL.", "recalled_item", "cold", ()),
+    ]
+    ctx = assemble(
+        Candidates(items=items, recalled=[Recalled(turns[2], {"fused": 1.0})]),
+        budget=400,
+        tokenizer=_TOK,
+        fmt="text",
+        policy="recall",
+    )
     kinds = [(i.id, i.reason) for i in ctx.manifest.items]
     # item:3 (no provenance) goes first; item:2's turn was not shown, so it follows the packing;
     # item:1 only restates turn 3, which is shown verbatim.
@@ -333,7 +395,7 @@ def test_window_scores_of_rare_and_common_terms_equal_bm25_over_the_concatenated
     for i, t in enumerate(turns):
         members = [j for j, u in enumerate(turns) if u.session == t.session]
         at = members.index(i)
-        reference.add([w for j in members[max(0, at - 2): at + 3] for w in terms[j]])
+        reference.add([w for j in members[max(0, at - 2) : at + 3] for w in terms[j]])
     for q in ("rare17 common", "rare0 rare299", "word 3"):
         sig, _ = index.signals(q)
         np.testing.assert_allclose(sig["lexical_window"], reference.scores(analyze(q)), rtol=0, atol=1e-12)
@@ -362,7 +424,8 @@ def test_a_failing_embedder_leaves_the_index_as_it_was_and_the_turns_can_be_adde
     fresh = HybridIndex(embedder=_BagOfWords())
     fresh.add_turns(turns)
     assert [(h.id, h.score) for h in index.search("pottery class lake", k=5)] == [
-        (h.id, h.score) for h in fresh.search("pottery class lake", k=5)]
+        (h.id, h.score) for h in fresh.search("pottery class lake", k=5)
+    ]
 
 
 @settings(max_examples=60, deadline=None)
@@ -379,8 +442,11 @@ def test_passages_cover_every_term_with_runs_no_longer_than_the_size(n: int, siz
 def _long_and_short() -> list[StoredTurn]:
     filler = " ".join(f"word{i} thing{i % 7}" for i in range(300))
     long_answer = f"{filler} For the dough use seventy two percent hydration with a long cold proof. {filler}"
-    chat = [("Ana", "How do I bake bread at home?"), ("Bot", long_answer),
-            ("Ana", "Hydration matters for houseplants too, my neighbour says.")]
+    chat = [
+        ("Ana", "How do I bake bread at home?"),
+        ("Bot", long_answer),
+        ("Ana", "Hydration matters for houseplants too, my neighbour says."),
+    ]
     chat += [("Ana", f"Unrelated note number {i} about my week.") for i in range(10)]
     return _turns([(T0, chat)])
 

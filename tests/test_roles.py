@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -12,15 +12,18 @@ from stratamem.retrieve import HybridIndex, Weights
 from stratamem.retrieve.roles import role_code, role_cue
 
 
-@pytest.mark.parametrize(("query", "cue"), [
-    ("What soil ratio did you suggest for my pots?", "assistant"),
-    ("What kind of wall fixings did you tell me to buy?", "assistant"),
-    ("In one of our chats you gave me a tip. Which ride did you say to take?", "assistant"),
-    ("What car do I drive?", "user"),
-    ("Where is my home at the moment?", "user"),
-    ("Can you recommend something to watch on Friday night?", None),  # a request, not a recall
-    ("When did Caroline go to the support group?", None),
-])
+@pytest.mark.parametrize(
+    ("query", "cue"),
+    [
+        ("What soil ratio did you suggest for my pots?", "assistant"),
+        ("What kind of wall fixings did you tell me to buy?", "assistant"),
+        ("In one of our chats you gave me a tip. Which ride did you say to take?", "assistant"),
+        ("What car do I drive?", "user"),
+        ("Where is my home at the moment?", "user"),
+        ("Can you recommend something to watch on Friday night?", None),  # a request, not a recall
+        ("When did Caroline go to the support group?", None),
+    ],
+)
 def test_the_cue_of_a_query(query: str, cue: str | None) -> None:
     assert role_cue(query) == cue
 
@@ -32,13 +35,16 @@ def test_only_unnamed_speakers_have_a_routed_role() -> None:
 
 
 def _turn(i: int, role: str, text: str, name: str | None = None) -> StoredTurn:
-    t = Turn(role, text, name=name, timestamp=datetime(2024, 1, 1, 0, i, tzinfo=timezone.utc))
+    t = Turn(role, text, name=name, timestamp=datetime(2024, 1, 1, 0, i, tzinfo=UTC))
     return StoredTurn(id=i, namespace="n", session="s", seq=i, turn=t, tokens=5)
 
 
 def test_the_boost_goes_to_the_asked_role_s_turns_only() -> None:
-    turns = [_turn(1, "user", "my pots need soil"), _turn(2, "assistant", "use a soil ratio of two to one"),
-             _turn(3, "user", "thanks for the soil tip", name="Ana")]
+    turns = [
+        _turn(1, "user", "my pots need soil"),
+        _turn(2, "assistant", "use a soil ratio of two to one"),
+        _turn(3, "user", "thanks for the soil tip", name="Ana"),
+    ]
     index = HybridIndex(None, replace(Weights(), role=0.5))
     index.add_turns(turns)
     sig, _ = index.signals("What soil ratio did you suggest for my pots?", weighted_only=True)

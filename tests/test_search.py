@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +15,16 @@ from stratamem.errors import NotFoundError, ValidationError
 from stratamem.search import SearchHit
 from stratamem.store.open import open_store
 
-T0 = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
-CFG = Config().replace(pyramid={"micro_chunk_size": 4, "hot_chunks": 1, "warm_max_age_hours": 1,
-                                "summarizer": "extractive", "defer_summarization": False})
+T0 = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
+CFG = Config().replace(
+    pyramid={
+        "micro_chunk_size": 4,
+        "hot_chunks": 1,
+        "warm_max_age_hours": 1,
+        "summarizer": "extractive",
+        "defer_summarization": False,
+    }
+)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -28,11 +35,22 @@ def mem(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Memory]:
         dsn = request.getfixturevalue("pg_dsn")
         store = open_store(schema_url(dsn, fresh_schema(dsn, "se")))
     m = Memory(store, namespace="alice", config=CFG)
-    topics = ["the ferry to Porto leaves at 7:40", "dinner at the river restaurant", "the museum opens at ten",
-              "hotel booking number B042", "the budget is 900 euros"]
+    topics = [
+        "the ferry to Porto leaves at 7:40",
+        "dinner at the river restaurant",
+        "the museum opens at ten",
+        "hotel booking number B042",
+        "the budget is 900 euros",
+    ]
     for i in range(20):
-        m.add({"role": "user" if i % 2 == 0 else "assistant", "content": f"Remember {topics[i % 5]} (note {i}).",
-               "timestamp": (T0 + timedelta(hours=i)).isoformat()}, session="a" if i < 12 else "b")
+        m.add(
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"Remember {topics[i % 5]} (note {i}).",
+                "timestamp": (T0 + timedelta(hours=i)).isoformat(),
+            },
+            session="a" if i < 12 else "b",
+        )
     yield m
     m.close()
 

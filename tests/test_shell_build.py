@@ -15,9 +15,13 @@ from stratamem.llm import AnthropicChat, OpenAIChat
 from stratamem.testing.llm_server import FakeLLMServer
 from stratamem.tokens import get_tokenizer
 
-SUMMARY = json.dumps({"summary": "Dana chose SQLite in WAL mode for the order service.",
-                      "key_facts": [{"fact": "The order service uses SQLite in WAL mode.", "turn": 1}],
-                      "themes": ["database", "sqlite", "orders"]})
+SUMMARY = json.dumps(
+    {
+        "summary": "Dana chose SQLite in WAL mode for the order service.",
+        "key_facts": [{"fact": "The order service uses SQLite in WAL mode.", "turn": 1}],
+        "themes": ["database", "sqlite", "orders"],
+    }
+)
 
 
 def test_llm_summarizer_comes_from_config_and_writes_the_summaries(tmp_path: Path) -> None:
@@ -26,18 +30,27 @@ def test_llm_summarizer_comes_from_config_and_writes_the_summaries(tmp_path: Pat
         cfg.write_text(
             "pyramid:\n  summarizer: llm\n  summarization_model: small-summarizer\n  micro_chunk_size: 2\n"
             "  defer_summarization: false\n"
-            f"llm:\n  provider: openai\n  model: big-chat\n  base_url: {server.openai_base_url}\n")
+            f"llm:\n  provider: openai\n  model: big-chat\n  base_url: {server.openai_base_url}\n"
+        )
         db = str(tmp_path / "s.db")
         runner = CliRunner()
         for text in ("Which database?", "SQLite in WAL mode."):
-            res = runner.invoke(main, ["--db", db, "--config", str(cfg), "--embedding", "none", "add", "-c", text],
-                                env={"OPENAI_API_KEY": "test-key"}, catch_exceptions=False)
+            res = runner.invoke(
+                main,
+                ["--db", db, "--config", str(cfg), "--embedding", "none", "add", "-c", text],
+                env={"OPENAI_API_KEY": "test-key"},
+                catch_exceptions=False,
+            )
             assert res.exit_code == 0, res.output
-        res = runner.invoke(main, ["--db", db, "--config", str(cfg), "--embedding", "none", "nodes", "--level", "1"],
-                            catch_exceptions=False)
+        res = runner.invoke(
+            main,
+            ["--db", db, "--config", str(cfg), "--embedding", "none", "nodes", "--level", "1"],
+            catch_exceptions=False,
+        )
         nodes = json.loads(res.output)
         assert [n["summary"]["text"] for n in nodes if n["level"] == 1] == [
-            "Dana chose SQLite in WAL mode for the order service."]
+            "Dana chose SQLite in WAL mode for the order service."
+        ]
         assert {r.model for r in server.requests} == {"small-summarizer"}
 
 

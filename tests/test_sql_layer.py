@@ -1,20 +1,22 @@
-"""The one SQL layer (store/sql.py): placeholder conversion, timestamps, ordering, and feature stores on both backends."""
+"""The one SQL layer (store/sql.py): placeholder conversion, timestamps, ordering, and feature stores.
+
+Every test runs on both backends.
+"""
 
 from __future__ import annotations
 
 import re
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
-
 from pg import fresh_schema
 
 from stratamem.records import format_timestamp
-from stratamem.store.postgres.store import PostgresStore
 from stratamem.store.ddl import create_table
+from stratamem.store.postgres.store import PostgresStore
 from stratamem.store.sql import CHUNK, POSTGRES, SQLITE, chunks, dialect_of, run_ddl, upsert
 from stratamem.store.sqlite.store import SQLiteStore
 
@@ -26,7 +28,8 @@ def test_sqlite_statements_are_kept_as_written() -> None:
 
 def test_postgres_placeholders_and_percent_signs() -> None:
     assert POSTGRES.sql("SELECT a FROM t WHERE b = ? AND c LIKE '%x' AND d IN (?,?)") == (
-        "SELECT a FROM t WHERE b = %s AND c LIKE '%%x' AND d IN (%s,%s)")
+        "SELECT a FROM t WHERE b = %s AND c LIKE '%%x' AND d IN (%s,%s)"
+    )
 
 
 @given(st.lists(st.sampled_from(["?", "%", "a", " ", "="]), max_size=40).map("".join))
@@ -43,7 +46,7 @@ def test_timestamps_round_trip_in_both_dialects() -> None:
     assert SQLITE.read_stamp(SQLITE.stamp(at)) == at
     assert POSTGRES.stamp(at) is at
     back = POSTGRES.read_stamp(at)
-    assert back == at and back.tzinfo == timezone.utc
+    assert back == at and back.tzinfo == UTC
 
 
 def test_bytewise_order() -> None:
@@ -55,8 +58,13 @@ def test_dialect_of_a_raw_connection_and_ddl_per_dialect() -> None:
     conn = sqlite3.connect(":memory:")
     assert dialect_of(conn) is SQLITE
     assert dialect_of(object()) is POSTGRES
-    run_ddl(conn, {"sqlite": ["CREATE TABLE a (x INTEGER)", "CREATE TABLE b (y TEXT)"],
-                   "postgres": ["CREATE TABLE never (z BIGINT)"]})
+    run_ddl(
+        conn,
+        {
+            "sqlite": ["CREATE TABLE a (x INTEGER)", "CREATE TABLE b (y TEXT)"],
+            "postgres": ["CREATE TABLE never (z BIGINT)"],
+        },
+    )
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert names == {"a", "b"}
 
@@ -113,14 +121,24 @@ def test_namespace_columns_and_membership_spellings() -> None:
 
 
 def test_create_table_spells_one_column_list_per_dialect() -> None:
-    columns = ("{tenant_column}", "turn_id {bigint} NOT NULL", "v {blob}", "at {stamp}", "x {real}", "e {vector}",
-               "{extra}", "PRIMARY KEY ({tenant}, turn_id)")
+    columns = (
+        "{tenant_column}",
+        "turn_id {bigint} NOT NULL",
+        "v {blob}",
+        "at {stamp}",
+        "x {real}",
+        "e {vector}",
+        "{extra}",
+        "PRIMARY KEY ({tenant}, turn_id)",
+    )
     assert create_table(SQLITE, "t", columns, without_rowid=True, extra="y TEXT") == (
         "CREATE TABLE t (namespace_id INTEGER NOT NULL REFERENCES namespaces(id), turn_id INTEGER NOT NULL, "
-        "v BLOB, at TEXT, x REAL, e BLOB, y TEXT, PRIMARY KEY (namespace_id, turn_id)) WITHOUT ROWID")
+        "v BLOB, at TEXT, x REAL, e BLOB, y TEXT, PRIMARY KEY (namespace_id, turn_id)) WITHOUT ROWID"
+    )
     assert create_table(POSTGRES, "t", columns, without_rowid=True, extra="y TEXT") == (
         "CREATE TABLE t (namespace TEXT NOT NULL, turn_id BIGINT NOT NULL, v BYTEA, at TIMESTAMPTZ, "
-        "x DOUBLE PRECISION, e vector, y TEXT, PRIMARY KEY (namespace, turn_id))")
+        "x DOUBLE PRECISION, e vector, y TEXT, PRIMARY KEY (namespace, turn_id))"
+    )
 
 
 def _writer_tenant_and_turn_rows(store: SQLiteStore | PostgresStore) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import toon_format
@@ -18,7 +18,7 @@ from stratamem.state.working import WorkingState, validate_state
 from stratamem.tokens import get_tokenizer
 
 TOK = get_tokenizer("o200k_base")
-START = datetime(2026, 1, 31, 12, 0, tzinfo=timezone.utc)
+START = datetime(2026, 1, 31, 12, 0, tzinfo=UTC)
 
 
 class Clock:
@@ -46,8 +46,15 @@ def state(tmp_path, clock) -> WorkingState:
 
 def test_a_new_state_is_empty_and_valid(state):
     doc = state.read()
-    assert doc == {"schema_version": 1, "updated_at": "2026-01-31T12:00:00Z", "goal": "", "now": "",
-                   "decisions": [], "tasks": [], "conventions": {}}
+    assert doc == {
+        "schema_version": 1,
+        "updated_at": "2026-01-31T12:00:00Z",
+        "goal": "",
+        "now": "",
+        "decisions": [],
+        "tasks": [],
+        "conventions": {},
+    }
     assert not state.path.exists()
 
 
@@ -58,7 +65,12 @@ def test_updates_are_stamped_and_written_with_the_derived_toon(state, clock):
     decision = state.decide("Use TOON in prompts", "fewer tokens")
     task = state.add_task("Write schema")
     state.set_convention("language", "Python")
-    assert decision == {"id": "D-1", "title": "Use TOON in prompts", "why": "fewer tokens", "ts": "2026-01-31T12:05:00Z"}
+    assert decision == {
+        "id": "D-1",
+        "title": "Use TOON in prompts",
+        "why": "fewer tokens",
+        "ts": "2026-01-31T12:05:00Z",
+    }
     assert task == {"id": "T-1", "title": "Write schema", "status": "open", "updated_at": "2026-01-31T12:05:00Z"}
     on_disk = json.loads(state.path.read_text(encoding="utf-8"))
     assert on_disk["goal"] == "Ship the memory layer" and on_disk["updated_at"] == "2026-01-31T12:05:00Z"
@@ -70,7 +82,8 @@ def test_updates_are_stamped_and_written_with_the_derived_toon(state, clock):
         "decisions[1]{id,title,why,date}:\n"
         "  D-1,Use TOON in prompts,fewer tokens,2026-01-31\n"
         "conventions:\n"
-        "  language: Python\n")
+        "  language: Python\n"
+    )
     assert toon_format.loads(state.toon_path.read_text(encoding="utf-8")) == state.project().view
 
 
@@ -87,16 +100,31 @@ def test_tasks_move_through_statuses_and_can_be_removed(state, clock):
         state.update_task("nope", status="done")
 
 
-@pytest.mark.parametrize(("change", "path", "schema_path"), [
-    pytest.param(lambda s: s.add_task("x", status="finished"), "$.tasks[0].status",
-                 "/properties/tasks/items/properties/status/enum", id="status"),
-    pytest.param(lambda s: s.add_task(""), "$.tasks[0].title",
-                 "/properties/tasks/items/properties/title/minLength", id="empty-title"),
-    pytest.param(lambda s: s.set_goal(7), "$.goal", "/properties/goal/type", id="goal-type"),
-    pytest.param(lambda s: s.decide("d", id="bad id!"), "$.decisions[0].id",
-                 "/properties/decisions/items/properties/id/pattern", id="id-pattern"),
-    pytest.param(lambda s: s.set_now("x" * 2001), "$.now", "/properties/now/maxLength", id="too-long"),
-])
+@pytest.mark.parametrize(
+    ("change", "path", "schema_path"),
+    [
+        pytest.param(
+            lambda s: s.add_task("x", status="finished"),
+            "$.tasks[0].status",
+            "/properties/tasks/items/properties/status/enum",
+            id="status",
+        ),
+        pytest.param(
+            lambda s: s.add_task(""),
+            "$.tasks[0].title",
+            "/properties/tasks/items/properties/title/minLength",
+            id="empty-title",
+        ),
+        pytest.param(lambda s: s.set_goal(7), "$.goal", "/properties/goal/type", id="goal-type"),
+        pytest.param(
+            lambda s: s.decide("d", id="bad id!"),
+            "$.decisions[0].id",
+            "/properties/decisions/items/properties/id/pattern",
+            id="id-pattern",
+        ),
+        pytest.param(lambda s: s.set_now("x" * 2001), "$.now", "/properties/now/maxLength", id="too-long"),
+    ],
+)
 def test_invalid_updates_are_refused_with_the_schema_path_and_change_nothing(state, change, path, schema_path):
     state.set_goal("keep me")
     before = state.path.read_bytes(), state.toon_path.read_bytes()
@@ -185,13 +213,23 @@ def test_budgets_outside_the_window_are_refused(state, budget):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.tuples(st.text(min_size=1, max_size=80).filter(lambda s: s.strip()), st.sampled_from(
-    ["open", "in_progress", "blocked", "done", "dropped"])), max_size=30), st.integers(250, 750))
+@given(
+    st.lists(
+        st.tuples(
+            st.text(min_size=1, max_size=80).filter(lambda s: s.strip()),
+            st.sampled_from(["open", "in_progress", "blocked", "done", "dropped"]),
+        ),
+        max_size=30,
+    ),
+    st.integers(250, 750),
+)
 def test_any_state_projects_within_budget_and_round_trips(tmp_path_factory, tasks, budget):
     state = WorkingState(tmp_path_factory.mktemp("s"), "p", tokenizer=TOK, clock=Clock())
     doc = state.read()
-    doc["tasks"] = [{"id": f"T-{i}", "title": t, "status": s, "updated_at": "2026-01-31T12:00:00Z"}
-                    for i, (t, s) in enumerate(tasks)]
+    doc["tasks"] = [
+        {"id": f"T-{i}", "title": t, "status": s, "updated_at": "2026-01-31T12:00:00Z"}
+        for i, (t, s) in enumerate(tasks)
+    ]
     state.replace(validate_state(doc))
     p = state.project(budget)
     assert p.tokens == TOK.count(p.text) <= budget
@@ -215,7 +253,10 @@ def test_instruction_files_are_loaded_shared_first_with_token_counts(tmp_path):
     (tmp_path / "STRATAMEM.md").write_text("# Rules\nRun pytest before committing.", encoding="utf-8")
     files = load_instructions(tmp_path, TOK)
     assert [(f.path.name, f.scope) for f in files] == [("STRATAMEM.md", "shared"), ("STRATAMEM.local.md", "local")]
-    assert [f.tokens for f in files] == [TOK.count("# Rules\nRun pytest before committing."), TOK.count("Answer in French.")]
+    assert [f.tokens for f in files] == [
+        TOK.count("# Rules\nRun pytest before committing."),
+        TOK.count("Answer in French."),
+    ]
     (tmp_path / "STRATAMEM.md").write_bytes(b"\xff\xfe bad")
     with pytest.raises(DecodeError, match="not UTF-8"):
         load_instructions(tmp_path, TOK)
@@ -223,12 +264,16 @@ def test_instruction_files_are_loaded_shared_first_with_token_counts(tmp_path):
 
 def test_session_logs_append_and_rebuild_from_the_store(tmp_path, memory):
     logs = SessionLogs(tmp_path, memory.namespace)
-    stored = memory.add([{"role": "user", "content": "hi\u2028there"}, {"role": "assistant", "content": "hello"}],
-                        session="s1")
+    stored = memory.add(
+        [{"role": "user", "content": "hi\u2028there"}, {"role": "assistant", "content": "hello"}], session="s1"
+    )
     stored += memory.add({"role": "user", "content": "other"}, session="s2")
     assert logs.append(stored) == 3
     first = logs.read("s1")
-    assert [(r["seq"], r["role"], r["content"]) for r in first] == [(1, "user", "hi\u2028there"), (2, "assistant", "hello")]
+    assert [(r["seq"], r["role"], r["content"]) for r in first] == [
+        (1, "user", "hi\u2028there"),
+        (2, "assistant", "hello"),
+    ]
     logs.path("s1").unlink()
     logs.path("s2").write_text("garbage\n", encoding="utf-8")
     assert logs.rebuild(memory.store) == {"s1": 2, "s2": 1}
@@ -248,8 +293,12 @@ def test_the_state_cli_updates_and_shows_the_state(tmp_path):
     base = ["--db", str(tmp_path / "m.db"), "-n", "proj", "state"]
 
     def run(*args: str) -> str:
-        result = runner.invoke(main, [*base, *args[:1], *args[1:], "-C", str(tmp_path)] if args[0] != "task"
-                               else [*base, "task", args[1], *args[2:], "-C", str(tmp_path)])
+        result = runner.invoke(
+            main,
+            [*base, *args[:1], *args[1:], "-C", str(tmp_path)]
+            if args[0] != "task"
+            else [*base, "task", args[1], *args[2:], "-C", str(tmp_path)],
+        )
         assert result.exit_code == 0, result.output
         return result.output
 
@@ -260,8 +309,9 @@ def test_the_state_cli_updates_and_shows_the_state(tmp_path):
     assert run("decide", "Use CTF", "--why", "tokens") == "decision D-1 recorded\n"
     assert run("convention", "language", "Python") == "convention language set\n"
     out = run("show")
-    assert out.startswith('goal: Ship it\nnow: ""\ntasks[2]{id,title,status}:\n'
-                          '  T-2,write tests,in_progress\n  T-1,write docs,done\n')
+    assert out.startswith(
+        'goal: Ship it\nnow: ""\ntasks[2]{id,title,status}:\n  T-2,write tests,in_progress\n  T-1,write docs,done\n'
+    )
     assert out.endswith(", toon; left out: nothing\n")
     bad = runner.invoke(main, [*base, "task", "update", "T-9", "--status", "done", "-C", str(tmp_path)])
     assert bad.exit_code == 1 and "NotFoundError: no task 'T-9'" in bad.output

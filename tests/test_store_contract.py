@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from stratamem.store import Store, TurnBatch
 from stratamem.store.open import open_store
 
 BACKENDS = ["sqlite", "postgres"]
-T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
 
 Opener = Callable[..., Store]
 
@@ -78,7 +78,11 @@ def raw_execute(store: Store, statement: str) -> None:
 def test_append_assigns_ids_and_gap_free_sequences_in_input_order(store: Store) -> None:
     out = store.append("ns", [batch("a", "one", "two"), batch("b", "x"), batch("a", "three")])
     assert [(t.session, t.seq, t.text, t.tokens) for t in out] == [
-        ("a", 1, "one", 3), ("a", 2, "two", 3), ("b", 1, "x", 1), ("a", 3, "three", 5)]
+        ("a", 1, "one", 3),
+        ("a", 2, "two", 3),
+        ("b", 1, "x", 1),
+        ("a", 3, "three", 5),
+    ]
     assert len({t.id for t in out}) == 4
     more = store.append("ns", [batch("a", "four")])
     assert (more[0].seq, more[0].id > max(t.id for t in out)) == (4, True)
@@ -94,7 +98,7 @@ def test_turns_round_trip_every_field_and_block_type(store: Store) -> None:
     turns = [
         Turn(role="assistant", content=blocks, timestamp=T0, name="bot", model="m-1", metadata={"k": {"z": 1, "a": 2}}),
         Turn(role="tool", content=(ToolResultBlock("tu1", (TextBlock("42"),), is_error=True),), timestamp=T0),
-        Turn(role="user", content="", timestamp=datetime(1999, 12, 31, 23, 59, 59, 1, tzinfo=timezone.utc)),
+        Turn(role="user", content="", timestamp=datetime(1999, 12, 31, 23, 59, 59, 1, tzinfo=UTC)),
     ]
     stored = store.append("ns", [TurnBatch("s", turns, [7, 8, 9])])
     back = store.turns("ns", "s")
@@ -157,7 +161,7 @@ def test_a_failing_nested_block_rolls_back_only_itself(store: Store) -> None:
 
 
 def test_ensure_session_creates_once_and_keeps_first_labels(store: Store) -> None:
-    created = datetime(2023, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    created = datetime(2023, 1, 2, 3, 4, 5, tzinfo=UTC)
     s1 = store.ensure_session("ns", "s", platform="slack", channel="#dev", created_at=created)
     s2 = store.ensure_session("ns", "s", platform="cli", channel="other")
     assert s1 == s2
@@ -203,13 +207,16 @@ def test_turns_are_ordered_by_session_then_sequence(filled: Store) -> None:
     assert [t.text for t in filled.turns("ns", newest_first=True, limit=3)] == ["b2", "b1", "a6"]
 
 
-@pytest.mark.parametrize("kwargs, expected", [
-    ({"session": "a", "min_seq": 2, "max_seq": 4}, ["a2", "a3", "a4"]),
-    ({"session": "a", "max_seq": 5, "newest_first": True, "limit": 2}, ["a5", "a4"]),
-    ({"session": "b"}, ["b1", "b2"]),
-    ({"session": "missing"}, []),
-    ({"ids": []}, []),
-])
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        ({"session": "a", "min_seq": 2, "max_seq": 4}, ["a2", "a3", "a4"]),
+        ({"session": "a", "max_seq": 5, "newest_first": True, "limit": 2}, ["a5", "a4"]),
+        ({"session": "b"}, ["b1", "b2"]),
+        ({"session": "missing"}, []),
+        ({"ids": []}, []),
+    ],
+)
 def test_turns_filters(filled: Store, kwargs: dict[str, Any], expected: list[str]) -> None:
     kwargs = dict(kwargs)  # the parameters are shared by both backends' runs
     session = kwargs.pop("session", None)
@@ -254,9 +261,12 @@ def test_reopening_with_another_tokenizer_is_refused(opener: Opener) -> None:
 
 def test_migrations_are_recorded_by_name_and_a_newer_schema_is_refused(opener: Opener) -> None:
     store = opener()
-    raw_execute(store, "INSERT INTO _stratamem_migrations (name) VALUES ('m999_future')"
-                if store.backend == "postgres" else
-                "INSERT INTO _stratamem_migrations (name, applied_at) VALUES ('m999_future', 'x')")
+    raw_execute(
+        store,
+        "INSERT INTO _stratamem_migrations (name) VALUES ('m999_future')"
+        if store.backend == "postgres"
+        else "INSERT INTO _stratamem_migrations (name, applied_at) VALUES ('m999_future', 'x')",
+    )
     store.close()
     with pytest.raises(MigrationError, match="m999_future"):
         opener()
@@ -355,8 +365,23 @@ def test_migrate_copies_sqlite_into_postgres_and_verifies(tmp_path: Path, pg_dsn
     lite = open_store(str(db))
     lite.ensure_session("a", "empty", platform="cli", created_at=T0)
     lite.append("a", [batch("s1", "one", "two"), batch("s2", "three")])
-    lite.append("b", [TurnBatch("s", [Turn(role="assistant", content=(TextBlock("x"), ToolUseBlock("t", "f")),
-                                           timestamp=T0, metadata={"m": 1})], [9])])
+    lite.append(
+        "b",
+        [
+            TurnBatch(
+                "s",
+                [
+                    Turn(
+                        role="assistant",
+                        content=(TextBlock("x"), ToolUseBlock("t", "f")),
+                        timestamp=T0,
+                        metadata={"m": 1},
+                    )
+                ],
+                [9],
+            )
+        ],
+    )
     lite.close()
     url = schema_url(pg_dsn, fresh_schema(pg_dsn))
     result = CliRunner().invoke(main, ["--db", str(db), "migrate", "--to", "postgres", url, "--json"])
@@ -365,8 +390,9 @@ def test_migrate_copies_sqlite_into_postgres_and_verifies(tmp_path: Path, pg_dsn
     assert report == {"a": (3, 3), "b": (1, 1)}
     lite, pg = open_store(str(db)), open_store(url)
     for ns in ("a", "b"):
-        assert [(t.session, t.seq, t.tokens, t.turn) for t in pg.turns(ns)] == \
-               [(t.session, t.seq, t.tokens, t.turn) for t in lite.turns(ns)]
+        assert [(t.session, t.seq, t.tokens, t.turn) for t in pg.turns(ns)] == [
+            (t.session, t.seq, t.tokens, t.turn) for t in lite.turns(ns)
+        ]
         assert pg.sessions(ns) == lite.sessions(ns)
     # Copying again is refused: the namespaces already have sessions there.
     again = CliRunner().invoke(main, ["--db", str(db), "migrate", "--to", "postgres", url])
@@ -440,7 +466,7 @@ def test_has_tool_call_finds_calls_anywhere_in_the_session_exactly(store: Store)
     call = Turn(role="assistant", content=(ToolUseBlock(id='c_1%"x', name="ls", input={"id": "c_2"}),), timestamp=T0)
     store.append("ns", [TurnBatch("s", [call], [5]), batch("s", *[f"filler {i}" for i in range(30)])])
     assert store.has_tool_call("ns", "s", 'c_1%"x')
-    assert not store.has_tool_call("ns", "s", "c_1")      # a prefix is not the id
-    assert not store.has_tool_call("ns", "s", "c_2")      # an input value named "id" is not a call id
-    assert not store.has_tool_call("ns", "t", 'c_1%"x')   # other session
+    assert not store.has_tool_call("ns", "s", "c_1")  # a prefix is not the id
+    assert not store.has_tool_call("ns", "s", "c_2")  # an input value named "id" is not a call id
+    assert not store.has_tool_call("ns", "t", 'c_1%"x')  # other session
     assert not store.has_tool_call("other", "s", 'c_1%"x')

@@ -4,7 +4,7 @@ through the real OpenAI client against a fake endpoint on 127.0.0.1."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
@@ -15,31 +15,39 @@ from stratamem.llm import OpenAIChat
 from stratamem.records import KeyFact, Sentence, StoredTurn, Summary, TextBlock, ToolResultBlock, ToolUseBlock, Turn
 from stratamem.records.summaries import render
 from stratamem.summarize import Summarizer
-from stratamem.summarize.extractive import ExtractiveSummarizer
 from stratamem.summarize._text import fit_text
 from stratamem.summarize._units import actions, prose_sentences
+from stratamem.summarize.extractive import ExtractiveSummarizer
 from stratamem.summarize.heuristic import HeuristicSummarizer
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer
 from stratamem.tokens import get_tokenizer
 
 TOK = get_tokenizer("o200k_base")
-T0 = datetime(2024, 5, 1, tzinfo=timezone.utc)
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
 
 
 def turns(*specs: tuple[str, str, str]) -> list[StoredTurn]:
-    return [StoredTurn(100 + i, "ns", "s", i + 1, TOK.count(text) + 4, Turn(role, text, timestamp=T0, name=name))
-            for i, (role, name, text) in enumerate(specs)]
+    return [
+        StoredTurn(100 + i, "ns", "s", i + 1, TOK.count(text) + 4, Turn(role, text, timestamp=T0, name=name))
+        for i, (role, name, text) in enumerate(specs)
+    ]
 
 
 CHAT = turns(
     ("user", "Caroline", "Hey Mel! Good to see you! How have you been?"),
     ("assistant", "Melanie", "Hey Caroline! I'm swamped with the kids and work. What's up with you?"),
-    ("user", "Caroline", "I went to an LGBTQ support group yesterday and it was so powerful. "
-                         "The transgender stories were inspiring."),
+    (
+        "user",
+        "Caroline",
+        "I went to an LGBTQ support group yesterday and it was so powerful. The transgender stories were inspiring.",
+    ),
     ("assistant", "Melanie", "Wow, that's cool, Caroline! What happened that was so awesome?"),
-    ("user", "Caroline", "I'm planning to study counseling at Ohio State in September 2023. "
-                         "I want to help people like me."),
+    (
+        "user",
+        "Caroline",
+        "I'm planning to study counseling at Ohio State in September 2023. I want to help people like me.",
+    ),
     ("assistant", "Melanie", "That's great. I painted a lake sunrise last year; painting helps me relax."),
     ("user", "Caroline", "Sounds lovely. Thanks for listening."),
 )
@@ -52,8 +60,10 @@ def test_every_strategy_satisfies_the_protocol():
 
 def test_heuristic_summary_is_seed_zero_rule_of_the_first_user_requests():
     s = HeuristicSummarizer(TOK).summarize(CHAT, max_tokens=100)
-    assert s.text == ("Discussion of: Hey Mel! Good to see you! How have you been?; "
-                      "I went to an LGBTQ support group yesterday and it; I'm planning to study counseling at Ohio State in")
+    assert s.text == (
+        "Discussion of: Hey Mel! Good to see you! How have you been?; "
+        "I went to an LGBTQ support group yesterday and it; I'm planning to study counseling at Ohio State in"
+    )
     assert s.key_facts == ()
     assert s.summarizer == "heuristic"
     assert 3 <= len(s.themes) <= 5
@@ -84,12 +94,54 @@ def test_extractive_prefers_sentences_with_names_numbers_and_dates():
 
 
 def test_extractive_key_facts_are_few_sourced_and_at_most_ten():
-    words = ["coffee", "tea", "bread", "cheese", "wine", "apples", "honey", "rice", "beans", "flour", "salt",
-             "pepper", "olives", "butter", "milk", "eggs", "jam", "nuts", "figs", "dates"]
-    cities = ["Paris", "Oslo", "Lima", "Rome", "Kyiv", "Quito", "Seoul", "Accra", "Perth", "Delhi", "Cairo",
-              "Doha", "Riga", "Baku", "Bern", "Male", "Apia", "Suva", "Lome", "Minsk"]
-    many = turns(*[("user", "Ann", f"{cities[i]} shipped {words[i]} worth {100 + i} euros on May {i + 1}.")
-                   for i in range(20)] * 2)
+    words = [
+        "coffee",
+        "tea",
+        "bread",
+        "cheese",
+        "wine",
+        "apples",
+        "honey",
+        "rice",
+        "beans",
+        "flour",
+        "salt",
+        "pepper",
+        "olives",
+        "butter",
+        "milk",
+        "eggs",
+        "jam",
+        "nuts",
+        "figs",
+        "dates",
+    ]
+    cities = [
+        "Paris",
+        "Oslo",
+        "Lima",
+        "Rome",
+        "Kyiv",
+        "Quito",
+        "Seoul",
+        "Accra",
+        "Perth",
+        "Delhi",
+        "Cairo",
+        "Doha",
+        "Riga",
+        "Baku",
+        "Bern",
+        "Male",
+        "Apia",
+        "Suva",
+        "Lome",
+        "Minsk",
+    ]
+    many = turns(
+        *[("user", "Ann", f"{cities[i]} shipped {words[i]} worth {100 + i} euros on May {i + 1}.") for i in range(20)]
+        * 2
+    )
     s = ExtractiveSummarizer(TOK).summarize(many, max_tokens=200)
     assert len(s.key_facts) == 10
     assert all(f.turn_id is not None for f in s.key_facts)
@@ -100,8 +152,10 @@ def test_extractive_key_facts_are_few_sourced_and_at_most_ten():
 
 
 def test_extractive_skips_code_and_tool_arguments():
-    code = turns(("assistant", "bot", "x = {'a': [1, 2, 3]}; y = f(x) + g(x) * 2 // 3 ** 4 - h[0:9]"),
-                 ("user", "Dana", "Please deploy the service to Hetzner on Friday 20 March."))
+    code = turns(
+        ("assistant", "bot", "x = {'a': [1, 2, 3]}; y = f(x) + g(x) * 2 // 3 ** 4 - h[0:9]"),
+        ("user", "Dana", "Please deploy the service to Hetzner on Friday 20 March."),
+    )
     s = ExtractiveSummarizer(TOK).summarize(code, max_tokens=100)
     assert [x.turn_id for x in s.sentences] == [101]
 
@@ -113,7 +167,8 @@ def test_extractive_merge_reranks_child_sentences_with_their_turn_ids():
     m = ex.merge([a, b], max_tokens=50, executive=True)
     assert TOK.count(m.text) <= 50
     assert {x.turn_id for x in m.sentences} <= {x.turn_id for x in (*a.sentences, *b.sentences)} | {
-        f.turn_id for f in (*a.key_facts, *b.key_facts)}
+        f.turn_id for f in (*a.key_facts, *b.key_facts)
+    }
     assert m.executive is not None and m.executive.split(": ", 1)[1] in m.text
 
 
@@ -124,10 +179,16 @@ def test_summary_round_trips_through_its_dict_form():
 
 # --- llm strategy through the real client ---------------------------------------------------
 
-GOOD = json.dumps({"summary": "Caroline plans to study counseling; Melanie paints.",
-                   "key_facts": [{"fact": "Caroline will study counseling at Ohio State", "turn": 104},
-                                 {"fact": "invented", "turn": 999}],
-                   "themes": ["Counseling", "painting", "family"]})
+GOOD = json.dumps(
+    {
+        "summary": "Caroline plans to study counseling; Melanie paints.",
+        "key_facts": [
+            {"fact": "Caroline will study counseling at Ohio State", "turn": 104},
+            {"fact": "invented", "turn": 999},
+        ],
+        "themes": ["Counseling", "painting", "family"],
+    }
+)
 
 
 def test_llm_summarizer_parses_the_model_json_and_checks_turn_ids():
@@ -171,8 +232,9 @@ def test_llm_summarizer_raises_model_error_when_the_endpoint_keeps_failing():
 
 
 def test_llm_merge_asks_for_an_executive_summary_at_the_top():
-    reply = json.dumps({"summary": "All parts.", "key_facts": [], "themes": ["a", "b", "c"],
-                        "executive": "They planned the launch."})
+    reply = json.dumps(
+        {"summary": "All parts.", "key_facts": [], "themes": ["a", "b", "c"], "executive": "They planned the launch."}
+    )
     with FakeLLMServer(reply=reply) as server:
         model = OpenAIChat("m", base_url=server.openai_base_url, max_retries=0)
         llm = LLMSummarizer(model, TOK)
@@ -182,6 +244,7 @@ def test_llm_merge_asks_for_an_executive_summary_at_the_top():
 
 
 # --- agent conversations: prose first, tool calls as short mentions ------------------------
+
 
 def agent_turn(i: int, role: str, content, name: str | None = None) -> StoredTurn:
     return StoredTurn(200 + i, "ns", "s", i + 1, 10, Turn(role, content, timestamp=T0, name=name))
@@ -193,26 +256,75 @@ def result(call_id: str, text: str, *, error: bool = False) -> ToolResultBlock:
 
 AGENT = [
     agent_turn(0, "system", "You are a coding agent. Tools: read_file, run, search."),
-    agent_turn(1, "user", "Checkout fails now and then under load. Can you look at orders/checkout.py and\n"
-                          "run the tests?", "dana"),
-    agent_turn(2, "assistant", (TextBlock("Reading the checkout first."),
-                                ToolUseBlock("c1", "read_file", {"path": "orders/checkout.py"}),
-                                ToolUseBlock("c2", "search", {"pattern": "call_with_retry", "path": "orders/"}))),
-    agent_turn(3, "tool", (result("c1", "from .retry import call_with_retry\n\ndef checkout(order):\n"
-                                        "    return call_with_retry(lambda: _charge(order))\n"),)),
-    agent_turn(4, "tool", (result("c2", "orders/checkout.py:1:from .retry import call_with_retry\n"
-                                        "orders/payments.py:42:        return call_with_retry(once, self.policy)"),)),
+    agent_turn(
+        1,
+        "user",
+        "Checkout fails now and then under load. Can you look at orders/checkout.py and\nrun the tests?",
+        "dana",
+    ),
+    agent_turn(
+        2,
+        "assistant",
+        (
+            TextBlock("Reading the checkout first."),
+            ToolUseBlock("c1", "read_file", {"path": "orders/checkout.py"}),
+            ToolUseBlock("c2", "search", {"pattern": "call_with_retry", "path": "orders/"}),
+        ),
+    ),
+    agent_turn(
+        3,
+        "tool",
+        (
+            result(
+                "c1",
+                "from .retry import call_with_retry\n\ndef checkout(order):\n"
+                "    return call_with_retry(lambda: _charge(order))\n",
+            ),
+        ),
+    ),
+    agent_turn(
+        4,
+        "tool",
+        (
+            result(
+                "c2",
+                "orders/checkout.py:1:from .retry import call_with_retry\n"
+                "orders/payments.py:42:        return call_with_retry(once, self.policy)",
+            ),
+        ),
+    ),
     agent_turn(5, "assistant", (ToolUseBlock("c3", "run", {"command": "pytest -q"}),)),
-    agent_turn(6, "tool", (result("c3", "..F..F.....\n=== FAILURES ===\nE   sqlite3.OperationalError: database is "
-                                        "locked\n2 failed, 9 passed in 0.41s"),)),
-    agent_turn(7, "assistant", "Two tests fail with `database is locked`: the checkout retries the whole\n"
-                               "transaction, so a second order is created and charged.\n\n```python\n"
-                               "PRAGMA busy_timeout = 5000\n```\n\n- **busy_timeout**: wait up to 5 s for the lock\n"
-                               "- retry only the payment call, never the whole checkout"),
-    agent_turn(8, "user", "OK. We'll keep 3 attempts with a 200 ms base, because Paystream drops about 5 % of "
-                          "sandbox requests.\nShip the fix by Friday 20 March.", "dana"),
-    agent_turn(9, "assistant", (ToolUseBlock("c4", "edit_file", {"path": "orders/db.py", "old": "x",
-                                                                 "new": "PRAGMA busy_timeout = 5000"}),)),
+    agent_turn(
+        6,
+        "tool",
+        (
+            result(
+                "c3",
+                "..F..F.....\n=== FAILURES ===\nE   sqlite3.OperationalError: database is "
+                "locked\n2 failed, 9 passed in 0.41s",
+            ),
+        ),
+    ),
+    agent_turn(
+        7,
+        "assistant",
+        "Two tests fail with `database is locked`: the checkout retries the whole\n"
+        "transaction, so a second order is created and charged.\n\n```python\n"
+        "PRAGMA busy_timeout = 5000\n```\n\n- **busy_timeout**: wait up to 5 s for the lock\n"
+        "- retry only the payment call, never the whole checkout",
+    ),
+    agent_turn(
+        8,
+        "user",
+        "OK. We'll keep 3 attempts with a 200 ms base, because Paystream drops about 5 % of "
+        "sandbox requests.\nShip the fix by Friday 20 March.",
+        "dana",
+    ),
+    agent_turn(
+        9,
+        "assistant",
+        (ToolUseBlock("c4", "edit_file", {"path": "orders/db.py", "old": "x", "new": "PRAGMA busy_timeout = 5000"}),),
+    ),
     agent_turn(10, "tool", (result("c4", "edit_file: old text not found in orders/db.py", error=True),)),
 ]
 DECISION = "dana: We'll keep 3 attempts with a 200 ms base, because Paystream drops about 5 % of sandbox requests."
@@ -225,63 +337,107 @@ def test_a_tool_heavy_segment_is_summarized_from_prose_with_short_action_mention
         "Ran pytest -q (2 failed, 9 passed). Two tests fail with database is locked: the checkout retries the "
         "whole transaction, so a second order is created and charged. busy_timeout: wait up to 5 s for the lock. "
         "Retry only the payment call, never the whole checkout. dana: We'll keep 3 attempts with a 200 ms base, "
-        "because Paystream drops about 5 % of sandbox requests. Ship the fix by Friday 20 March.")
+        "because Paystream drops about 5 % of sandbox requests. Ship the fix by Friday 20 March."
+    )
     assert TOK.count(s.text) <= 120
     assert [(x.turn_id, x.action) for x in s.sentences] == [
-        (201, False), (202, False), (205, True), (207, False), (207, False), (207, False), (208, False), (208, False)]
+        (201, False),
+        (202, False),
+        (205, True),
+        (207, False),
+        (207, False),
+        (207, False),
+        (208, False),
+        (208, False),
+    ]
     # No tool output, no code, no tool arguments, no system prompt.
-    for leaked in ("import", "def ", "orders/payments.py:42", "OperationalError", "```", "PRAGMA", "coding agent",
-                   "**", "`"):
+    for leaked in (
+        "import",
+        "def ",
+        "orders/payments.py:42",
+        "OperationalError",
+        "```",
+        "PRAGMA",
+        "coding agent",
+        "**",
+        "`",
+    ):
         assert leaked not in s.text
 
 
 def test_a_small_budget_keeps_the_decision_with_its_number_and_its_turn():
     s = ExtractiveSummarizer(TOK).summarize(AGENT, max_tokens=60)
-    assert s.text == ("assistant: Ran pytest -q (2 failed, 9 passed). Retry only the payment call, never the whole "
-                      "checkout. dana: We'll keep 3 attempts with a 200 ms base, because Paystream drops about 5 % "
-                      "of sandbox requests. Ship the fix by Friday 20 March.")
+    assert s.text == (
+        "assistant: Ran pytest -q (2 failed, 9 passed). Retry only the payment call, never the whole "
+        "checkout. dana: We'll keep 3 attempts with a 200 ms base, because Paystream drops about 5 % "
+        "of sandbox requests. Ship the fix by Friday 20 March."
+    )
     assert Sentence(DECISION, 208) in s.sentences
 
 
 def test_key_facts_of_an_agent_segment_are_prose_never_action_mentions_or_questions():
     s = ExtractiveSummarizer(TOK).summarize(AGENT, max_tokens=400)
-    assert s.key_facts == (KeyFact("assistant: busy_timeout: wait up to 5 s for the lock.", 207),
-                           KeyFact(DECISION, 208), KeyFact("dana: Ship the fix by Friday 20 March.", 208))
+    assert s.key_facts == (
+        KeyFact("assistant: busy_timeout: wait up to 5 s for the lock.", 207),
+        KeyFact(DECISION, 208),
+        KeyFact("dana: Ship the fix by Friday 20 March.", 208),
+    )
     assert s.themes == ("checkout", "fail", "order", "test", "retry")
     # With room for everything, every call is mentioned once, failures included.
     assert [x.text for x in s.sentences if x.action] == [
         "assistant: Read orders/checkout.py; searched call_with_retry (2 hits).",
         "assistant: Ran pytest -q (2 failed, 9 passed).",
-        "assistant: Edited orders/db.py (failed: edit_file: old text not found in orders/db.py)."]
+        "assistant: Edited orders/db.py (failed: edit_file: old text not found in orders/db.py).",
+    ]
 
 
 def test_hard_wrapped_markdown_becomes_whole_sentences():
-    text = ("Three things decide the design:\n1. **Idempotency-Key**: a repeated key within 24 h returns the\n"
-            "   original response. That makes retries safe.\n2. The sandbox drops about 5 % of requests\n\n"
-            "# Heading\n| a | b |\n```\nx = 1\n```\nThe plan is simple, and it\nfits in one sentence.\n"
-            "    return call(x);\nDone")
+    text = (
+        "Three things decide the design:\n1. **Idempotency-Key**: a repeated key within 24 h returns the\n"
+        "   original response. That makes retries safe.\n2. The sandbox drops about 5 % of requests\n\n"
+        "# Heading\n| a | b |\n```\nx = 1\n```\nThe plan is simple, and it\nfits in one sentence.\n"
+        "    return call(x);\nDone"
+    )
     assert prose_sentences(text) == [
         "Three things decide the design:",
         "Idempotency-Key: a repeated key within 24 h returns the original response.",
         "That makes retries safe.",
         "The sandbox drops about 5 % of requests.",
         "The plan is simple, and it fits in one sentence.",
-        "Done."]
+        "Done.",
+    ]
 
 
 def test_action_mentions_name_the_call_and_only_a_real_outcome():
     turns_ = [
-        agent_turn(0, "assistant", (ToolUseBlock("a", "read_file", {"path": "tests/report.txt"}),
-                                    ToolUseBlock("b", "bash", {"command": "make lint"}),
-                                    ToolUseBlock("c", "grep", {"pattern": "TODO", "path": "src"}),
-                                    ToolUseBlock("d", "deploy_service", {"target": "staging"}))),
-        agent_turn(1, "tool", (result("a", "last run: 3 failed"), result("b", "Error: ruff not installed"),
-                               result("c", ""), result("d", "ok"))),
+        agent_turn(
+            0,
+            "assistant",
+            (
+                ToolUseBlock("a", "read_file", {"path": "tests/report.txt"}),
+                ToolUseBlock("b", "bash", {"command": "make lint"}),
+                ToolUseBlock("c", "grep", {"pattern": "TODO", "path": "src"}),
+                ToolUseBlock("d", "deploy_service", {"target": "staging"}),
+            ),
+        ),
+        agent_turn(
+            1,
+            "tool",
+            (
+                result("a", "last run: 3 failed"),
+                result("b", "Error: ruff not installed"),
+                result("c", ""),
+                result("d", "ok"),
+            ),
+        ),
     ]
-    assert actions(turns_) == {200: "Read tests/report.txt; ran make lint (failed: Error: ruff not installed); "
-                                    "searched TODO (no hits); called deploy_service staging."}
-    busy = [agent_turn(0, "assistant", tuple(ToolUseBlock(f"r{i}", "read_file", {"path": f"f{i}.py"})
-                                             for i in range(6)))]
+    assert actions(turns_) == {
+        200: "Read tests/report.txt; ran make lint (failed: Error: ruff not installed); "
+        "searched TODO (no hits); called deploy_service staging."
+    }
+    busy = [
+        agent_turn(0, "assistant", tuple(ToolUseBlock(f"r{i}", "read_file", {"path": f"f{i}.py"}) for i in range(6)))
+    ]
     assert actions(busy) == {200: "Read f0.py; read f1.py; read f2.py; 3 more calls."}
 
 
@@ -293,15 +449,24 @@ def test_tool_results_are_not_quoted_or_taken_for_requests():
         agent_turn(3, "assistant", "The token expires in 32 days, so rotating it now is safe."),
     ]
     s = ExtractiveSummarizer(TOK).summarize(turns_, max_tokens=200)
-    assert s.text == ("dana: Please rotate the Paystream token before Friday. assistant: Ran vault read "
-                      "shop/paystream. The token expires in 32 days, so rotating it now is safe.")
+    assert s.text == (
+        "dana: Please rotate the Paystream token before Friday. assistant: Ran vault read "
+        "shop/paystream. The token expires in 32 days, so rotating it now is safe."
+    )
     assert HeuristicSummarizer(TOK).summarize(turns_, max_tokens=50).text == (
-        "Discussion of: Please rotate the Paystream token before Friday")
+        "Discussion of: Please rotate the Paystream token before Friday"
+    )
 
 
 def test_render_names_each_speaker_once_per_run():
-    sents = (Sentence("dana: A b.", 1), Sentence("dana: C d.", 2), Sentence("assistant: E f.", 3, True),
-             Sentence("dana: G h.", 4), Sentence("Note: free text.", None), Sentence("Note: more.", None))
+    sents = (
+        Sentence("dana: A b.", 1),
+        Sentence("dana: C d.", 2),
+        Sentence("assistant: E f.", 3, True),
+        Sentence("dana: G h.", 4),
+        Sentence("Note: free text.", None),
+        Sentence("Note: more.", None),
+    )
     assert render(sents) == "dana: A b. C d. assistant: E f. dana: G h. Note: free text. Note: more."
 
 
@@ -318,9 +483,14 @@ texts = st.text(alphabet=st.sampled_from(list("abcdefgh XYZ.,:;!?\n-*`#|01234567
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["user", "assistant", "tool", "system"]), texts,
-                          st.booleans()), min_size=1, max_size=8),
-       st.integers(min_value=8, max_value=120))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["user", "assistant", "tool", "system"]), texts, st.booleans()),
+        min_size=1,
+        max_size=8,
+    ),
+    st.integers(min_value=8, max_value=120),
+)
 def test_every_extractive_sentence_keeps_a_turn_of_the_segment_and_the_budget_holds(specs, budget):
     turns_ = []
     for i, (role, text, with_tool) in enumerate(specs):
@@ -336,8 +506,9 @@ def test_every_extractive_sentence_keeps_a_turn_of_the_segment_and_the_budget_ho
     assert TOK.count(s.text) <= budget
     assert all(x.turn_id in ids for x in s.sentences)
     assert all(f.turn_id in ids for f in s.key_facts)
-    assert s.text == (render(s.sentences) if s.sentences
-                      else fit_text(f"Conversation segment ({len(turns_)} turns)", budget, TOK))
+    assert s.text == (
+        render(s.sentences) if s.sentences else fit_text(f"Conversation segment ({len(turns_)} turns)", budget, TOK)
+    )
 
 
 def test_the_bundled_agent_sample_summaries_quote_prose_and_mention_tools_briefly():
@@ -370,4 +541,5 @@ def test_the_bundled_agent_sample_summaries_quote_prose_and_mention_tools_briefl
     # The decision and its numbers survive summarization, with the turn they were made in.
     retry = [x for n in segments for x in n.summary.sentences if "3 attempts, 200 ms base" in x.text]
     assert [(roles[x.turn_id], x.text) for x in retry] == [
-        ("user", "dana: Go with it: 3 attempts, 200 ms base, full jitter, 2 s cap, 6 s deadline.")]
+        ("user", "dana: Go with it: 3 attempts, 200 ms base, full jitter, 2 s cap, 6 s deadline.")
+    ]

@@ -24,8 +24,13 @@ def mem(tmp_path: Path) -> Iterator[Memory]:
 
 def _chat(m: Memory, session: str, n: int) -> None:
     for i in range(n):
-        m.add([{"role": "user", "content": f"question {i} about order {1000 + i}"},
-               {"role": "assistant", "content": f"answer {i}: it ships on day {i}"}], session=session)
+        m.add(
+            [
+                {"role": "user", "content": f"question {i} about order {1000 + i}"},
+                {"role": "assistant", "content": f"answer {i}: it ships on day {i}"},
+            ],
+            session=session,
+        )
 
 
 def test_a_system_prompt_is_an_instruction_not_a_history_line(mem: Memory) -> None:

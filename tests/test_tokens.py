@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from strategies import texts, turns
 
 from stratamem.errors import ConfigError
 from stratamem.providers import from_anthropic, to_openai
@@ -13,17 +14,16 @@ from stratamem.tokens import (
     IMAGE_TOKENS,
     MESSAGE_TOKENS,
     REPLY_TOKENS,
+    TOOL_CALL_TOKENS,
     BPETokenizer,
     Calibration,
     CharEstimator,
-    TOOL_CALL_TOKENS,
     count_message,
     count_messages,
     count_turn,
     get_tokenizer,
     truncate_to_tokens,
 )
-from strategies import texts, turns
 
 
 def test_o200k_counts_known_strings_exactly() -> None:
@@ -93,6 +93,7 @@ def test_calibration_learns_a_per_model_factor_and_never_shrinks_by_default() ->
 
 # --- stored counts equal the OpenAI rendering (review #28) ----------------------------------
 
+
 @settings(max_examples=300, deadline=None)
 @given(turns())
 def test_a_turn_count_equals_its_openai_rendering(turn: Turn) -> None:
@@ -102,22 +103,39 @@ def test_a_turn_count_equals_its_openai_rendering(turn: Turn) -> None:
 
 def test_several_tool_results_cost_one_tool_message_each() -> None:
     tok = get_tokenizer()
-    [turn] = from_anthropic([{"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": tid, "content": text}
-        for tid, text in (("a", "one"), ("b", "two"), ("c", "three"))]}])
+    [turn] = from_anthropic(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": tid, "content": text}
+                    for tid, text in (("a", "one"), ("b", "two"), ("c", "three"))
+                ],
+            }
+        ]
+    )
     # Three tool messages: framing + tool-call framing + one token of text each.
     assert count_turn(turn, tok) == 3 * (MESSAGE_TOKENS + TOOL_CALL_TOKENS + 1) == 36
 
 
 def test_thinking_costs_nothing_in_the_stored_count() -> None:
     tok = get_tokenizer()
-    [turn] = from_anthropic([{"role": "assistant", "content": [
-        {"type": "thinking", "thinking": "long private reasoning " * 50, "signature": "s"},
-        {"type": "text", "text": "ok"}]}])
+    [turn] = from_anthropic(
+        [
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "long private reasoning " * 50, "signature": "s"},
+                    {"type": "text", "text": "ok"},
+                ],
+            }
+        ]
+    )
     assert count_turn(turn, tok) == MESSAGE_TOKENS + 1
 
 
 # --- truncation for any tokenizer (review #13) ---------------------------------------------
+
 
 class _CountOnly:
     """A tokenizer with nothing but the protocol: one token per word-ish run."""
@@ -151,8 +169,13 @@ def test_truncation_keeps_text_that_fits_and_cuts_by_tokens() -> None:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.sampled_from(["hello world", "naïve café 🍵", "x" * 1999, "y " * 1000, "z" * 2001, ""]) | texts,
-                min_size=1, max_size=6))
+@given(
+    st.lists(
+        st.sampled_from(["hello world", "naïve café 🍵", "x" * 1999, "y " * 1000, "z" * 2001, ""]) | texts,
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_remembered_counts_equal_fresh_encodings(batch: list[str]) -> None:
     """BPETokenizer.count caches short texts: asked twice, in any order, it answers as the encoder does."""
     tok = BPETokenizer("cl100k_base")

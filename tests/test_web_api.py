@@ -50,13 +50,21 @@ def counts(db: Path, namespace: str) -> tuple[int, int]:
 def test_openapi_schema_covers_every_api_route(client: httpx.Client) -> None:
     schema = client.get("/api/openapi.json").json()
     paths = set(schema["paths"])
-    for p in ("/api/v1/namespaces", "/api/v1/metrics", "/api/v1/namespaces/{namespace}/turns",
-              "/api/v1/namespaces/{namespace}/sessions/{session}/turns", "/api/v1/namespaces/{namespace}/context",
-              "/api/v1/namespaces/{namespace}/manifests", "/api/v1/namespaces/{namespace}/search",
-              "/api/v1/namespaces/{namespace}/nodes/{node_id}/expand", "/api/v1/namespaces/{namespace}/tiers",
-              "/api/v1/namespaces/{namespace}/sessions/{session}/seal",
-              "/api/v1/namespaces/{namespace}/items/{item_id}/supersede",
-              "/api/v1/namespaces/{namespace}/state", "/api/v1/namespaces/{namespace}/import"):
+    for p in (
+        "/api/v1/namespaces",
+        "/api/v1/metrics",
+        "/api/v1/namespaces/{namespace}/turns",
+        "/api/v1/namespaces/{namespace}/sessions/{session}/turns",
+        "/api/v1/namespaces/{namespace}/context",
+        "/api/v1/namespaces/{namespace}/manifests",
+        "/api/v1/namespaces/{namespace}/search",
+        "/api/v1/namespaces/{namespace}/nodes/{node_id}/expand",
+        "/api/v1/namespaces/{namespace}/tiers",
+        "/api/v1/namespaces/{namespace}/sessions/{session}/seal",
+        "/api/v1/namespaces/{namespace}/items/{item_id}/supersede",
+        "/api/v1/namespaces/{namespace}/state",
+        "/api/v1/namespaces/{namespace}/import",
+    ):
         assert p in paths, p
     assert not any(p.startswith("/ns/") or p == "/" for p in paths)  # pages stay out of the API schema
     assert schema["components"]["schemas"]["ErrorBody"]["required"] == ["error"]
@@ -118,8 +126,16 @@ def test_pyramid_nodes_node_expand_and_tiers(client: httpx.Client) -> None:
 
 
 def test_seal_makes_a_segment_of_the_open_turns(client: httpx.Client) -> None:
-    client.post("/api/v1/namespaces/sealing/turns", json={"session": "t", "messages": [
-        {"role": "user", "content": "first open turn"}, {"role": "assistant", "content": "second open turn"}]})
+    client.post(
+        "/api/v1/namespaces/sealing/turns",
+        json={
+            "session": "t",
+            "messages": [
+                {"role": "user", "content": "first open turn"},
+                {"role": "assistant", "content": "second open turn"},
+            ],
+        },
+    )
     r = client.post("/api/v1/namespaces/sealing/sessions/t/seal").json()
     assert r["sealed"] is True and r["segment"]["turn_count"] == 2 and r["segment"]["reason"] == "manual"
     assert client.post("/api/v1/namespaces/sealing/sessions/t/seal").json() == {"sealed": False, "segment": None}
@@ -152,17 +168,23 @@ def test_working_state_read_and_change(client: httpx.Client) -> None:
     r = client.post(f"{NS}/state", json={"op": "set_goal", "text": "Ship the web dashboard"})
     assert r.status_code == 200
     state = client.get(f"{NS}/state").json()
-    assert state["state"]["goal"] == "Ship the web dashboard" and "Ship the web dashboard" in state["projection"]["text"]
+    assert (
+        state["state"]["goal"] == "Ship the web dashboard" and "Ship the web dashboard" in state["projection"]["text"]
+    )
     bad = client.post(f"{NS}/state", json={"op": "add_task"})
     assert bad.status_code == 400 and bad.json()["error"]["path"] == "text"
 
 
 def test_export_then_import_round_trips_reimport_skips_and_a_differing_session_conflicts(
-        client: httpx.Client, server: Server) -> None:
+    client: httpx.Client, server: Server
+) -> None:
     exported = client.get("/api/v1/namespaces/pages/export")
     assert exported.headers["content-type"].startswith("application/x-ndjson")
-    r = client.post("/api/v1/namespaces/pages-copy/import", content=exported.content,
-                    headers={"content-type": "application/x-ndjson"})
+    r = client.post(
+        "/api/v1/namespaces/pages-copy/import",
+        content=exported.content,
+        headers={"content-type": "application/x-ndjson"},
+    )
     assert r.status_code == 201 and r.json() == {"sessions": 1, "turns": 5, "skipped": 0}
     before = counts(server.db, "pages-copy")
     again = client.post("/api/v1/namespaces/pages-copy/import", content=exported.content)
@@ -170,11 +192,16 @@ def test_export_then_import_round_trips_reimport_skips_and_a_differing_session_c
     assert counts(server.db, "pages-copy") == before
     # Two namespaces whose session "s" starts differently: importing one into the other is a conflict.
     for ns, text in (("clash-a", "alpha"), ("clash-b", "beta")):
-        assert client.post(f"/api/v1/namespaces/{ns}/turns", json={"messages": [{"role": "user", "content": text}],
-                                                                    "session": "s"}).status_code == 201
+        assert (
+            client.post(
+                f"/api/v1/namespaces/{ns}/turns", json={"messages": [{"role": "user", "content": text}], "session": "s"}
+            ).status_code
+            == 201
+        )
     before = counts(server.db, "clash-b")
-    clash = client.post("/api/v1/namespaces/clash-b/import",
-                        content=client.get("/api/v1/namespaces/clash-a/export").content)
+    clash = client.post(
+        "/api/v1/namespaces/clash-b/import", content=client.get("/api/v1/namespaces/clash-a/export").content
+    )
     assert clash.status_code == 409 and clash.json()["error"]["type"] == "ConflictError"
     assert "differs from the export at seq 1" in clash.json()["error"]["message"]
     assert counts(server.db, "clash-b") == before
@@ -182,26 +209,40 @@ def test_export_then_import_round_trips_reimport_skips_and_a_differing_session_c
     assert garbage.status_code == 400 and garbage.json()["error"]["type"] == "DecodeError"
 
 
-@pytest.mark.parametrize(("method", "path", "body", "status", "kind"), [
-    ("post", f"{NS}/context", {"budget": 0}, 400, "BudgetError"),
-    ("post", f"{NS}/context", {"budget": "lots"}, 400, "ValidationError"),
-    ("post", f"{NS}/context", {"nonsense": 1}, 400, "ValidationError"),
-    ("post", f"{NS}/turns", {"messages": [{"role": "wizard", "content": "x"}]}, 400, "InvalidTurnError"),
-    ("post", f"{NS}/turns", {"messages": [{"role": "tool", "tool_call_id": "nope", "content": "x"}]}, 400,
-     "InvalidTurnError"),
-    ("post", "/api/v1/namespaces/bad name!/turns", {"messages": [{"role": "user", "content": "x"}]}, 400,
-     "ValidationError"),
-    ("get", "/api/v1/namespaces/unknown/status", None, 404, "NotFoundError"),
-    ("post", "/api/v1/namespaces/unknown/context", {}, 404, "NotFoundError"),
-    ("get", f"{NS}/sessions/unknown/turns", None, 404, "NotFoundError"),
-    ("get", f"{NS}/nodes/999999", None, 404, "NotFoundError"),
-    ("get", f"{NS}/items/999999", None, 404, "NotFoundError"),
-    ("get", f"{NS}/manifests/999999", None, 404, "NotFoundError"),
-    ("get", "/api/v1/no/such/route", None, 404, "NotFoundError"),
-    ("get", f"{NS}/nodes", {"tier": "lukewarm"}, 400, "ValidationError"),
-])
-def test_errors_map_to_statuses_with_one_body(client: httpx.Client, method: str, path: str, body: object,
-                                              status: int, kind: str) -> None:
+@pytest.mark.parametrize(
+    ("method", "path", "body", "status", "kind"),
+    [
+        ("post", f"{NS}/context", {"budget": 0}, 400, "BudgetError"),
+        ("post", f"{NS}/context", {"budget": "lots"}, 400, "ValidationError"),
+        ("post", f"{NS}/context", {"nonsense": 1}, 400, "ValidationError"),
+        ("post", f"{NS}/turns", {"messages": [{"role": "wizard", "content": "x"}]}, 400, "InvalidTurnError"),
+        (
+            "post",
+            f"{NS}/turns",
+            {"messages": [{"role": "tool", "tool_call_id": "nope", "content": "x"}]},
+            400,
+            "InvalidTurnError",
+        ),
+        (
+            "post",
+            "/api/v1/namespaces/bad name!/turns",
+            {"messages": [{"role": "user", "content": "x"}]},
+            400,
+            "ValidationError",
+        ),
+        ("get", "/api/v1/namespaces/unknown/status", None, 404, "NotFoundError"),
+        ("post", "/api/v1/namespaces/unknown/context", {}, 404, "NotFoundError"),
+        ("get", f"{NS}/sessions/unknown/turns", None, 404, "NotFoundError"),
+        ("get", f"{NS}/nodes/999999", None, 404, "NotFoundError"),
+        ("get", f"{NS}/items/999999", None, 404, "NotFoundError"),
+        ("get", f"{NS}/manifests/999999", None, 404, "NotFoundError"),
+        ("get", "/api/v1/no/such/route", None, 404, "NotFoundError"),
+        ("get", f"{NS}/nodes", {"tier": "lukewarm"}, 400, "ValidationError"),
+    ],
+)
+def test_errors_map_to_statuses_with_one_body(
+    client: httpx.Client, method: str, path: str, body: object, status: int, kind: str
+) -> None:
     if method == "post":
         r = client.post(path, json=body)
     else:
@@ -256,11 +297,19 @@ WRITES = [
 ]
 
 
-@pytest.mark.parametrize("headers", [{}, {"authorization": "Bearer wrong-token-of-same-length-000"},
-                                     {"authorization": f"Basic {TOKEN}"}, {"cookie": "stratamem_token=nope"}],
-                         ids=["no-token", "wrong-token", "wrong-scheme", "wrong-cookie"])
-def test_requests_without_a_valid_token_are_refused_and_change_nothing(guarded: Server,
-                                                                       headers: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"authorization": "Bearer wrong-token-of-same-length-000"},
+        {"authorization": f"Basic {TOKEN}"},
+        {"cookie": "stratamem_token=nope"},
+    ],
+    ids=["no-token", "wrong-token", "wrong-scheme", "wrong-cookie"],
+)
+def test_requests_without_a_valid_token_are_refused_and_change_nothing(
+    guarded: Server, headers: dict[str, str]
+) -> None:
     before = counts(guarded.db, "team-a")
     with guarded.client(headers=headers) as c:
         for method, path, body in WRITES:
@@ -308,11 +357,13 @@ def test_dns_rebinding_and_foreign_origins_are_refused(server: Server) -> None:
     with server.client() as c:
         r = c.get(f"{NS}/status", headers={"host": f"attacker.example:{server.port}"})
         assert r.status_code == 403 and "DNS rebinding" in r.json()["error"]["message"]
-        r = c.post(f"{NS}/turns", json={"messages": [{"role": "user", "content": "csrf"}]},
-                   headers={"origin": "http://attacker.example"})
+        r = c.post(
+            f"{NS}/turns",
+            json={"messages": [{"role": "user", "content": "csrf"}]},
+            headers={"origin": "http://attacker.example"},
+        )
         assert r.status_code == 403
-        r = c.post(f"{NS}/turns", json={"messages": [{"role": "user", "content": "csrf"}]},
-                   headers={"origin": "null"})
+        r = c.post(f"{NS}/turns", json={"messages": [{"role": "user", "content": "csrf"}]}, headers={"origin": "null"})
         assert r.status_code == 403
         same = c.get(f"{NS}/status", headers={"origin": server.url})
         assert same.status_code == 200 and "access-control-allow-origin" not in same.headers
@@ -327,8 +378,9 @@ def test_cors_is_sent_only_for_configured_origins(tmp_path: Path) -> None:
             ok = c.get("/api/v1/namespaces", headers={"origin": "http://app.example"})
             assert ok.headers["access-control-allow-origin"] == "http://app.example"
             assert c.get("/api/v1/namespaces", headers={"origin": "http://other.example"}).status_code == 403
-            pre = c.options("/api/v1/namespaces", headers={"origin": "http://app.example",
-                                                           "access-control-request-method": "POST"})
+            pre = c.options(
+                "/api/v1/namespaces", headers={"origin": "http://app.example", "access-control-request-method": "POST"}
+            )
             assert pre.status_code == 200 and pre.headers["access-control-allow-origin"] == "http://app.example"
     finally:
         srv.stop()
@@ -360,8 +412,10 @@ def test_stratamem_serve_runs_as_a_real_process(tmp_path: Path) -> None:
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise
                 time.sleep(0.1)
-        r = httpx.post(f"{url}/api/v1/namespaces/default/turns",
-                       json={"messages": [{"role": "user", "content": "over a real process"}]})
+        r = httpx.post(
+            f"{url}/api/v1/namespaces/default/turns",
+            json={"messages": [{"role": "user", "content": "over a real process"}]},
+        )
         assert r.status_code == 201
     finally:
         proc.terminate()
@@ -372,28 +426,50 @@ def test_stratamem_serve_runs_as_a_real_process(tmp_path: Path) -> None:
 
 # --- invariants and docs ---------------------------------------------------------------------------
 
+
 def test_every_library_error_class_has_a_status() -> None:
     import stratamem.errors as errors
     from stratamem.web.errors import status_for
 
-    expected = {"ValidationError": 400, "InvalidTurnError": 400, "BudgetError": 400, "ConfigError": 400,
-                "DecodeError": 400, "NotFoundError": 404, "BackendError": 503, "MigrationError": 503,
-                "ArchiveError": 503, "ModelError": 503, "CompactionCancelled": 409, "ConflictError": 409, "StratamemError": 500}
+    expected = {
+        "ValidationError": 400,
+        "InvalidTurnError": 400,
+        "BudgetError": 400,
+        "ConfigError": 400,
+        "DecodeError": 400,
+        "NotFoundError": 404,
+        "BackendError": 503,
+        "MigrationError": 503,
+        "ArchiveError": 503,
+        "ModelError": 503,
+        "CompactionCancelled": 409,
+        "ConflictError": 409,
+        "StratamemError": 500,
+    }
     assert {name: status_for(getattr(errors, name)("x")) for name in errors.__all__} == expected
 
 
-_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
-                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner,
-                                                                                 max_size=3), max_leaves=8)
-_turn_like = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool", "wizard", ""]),
-                                    "content": _json})
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+_turn_like = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool", "wizard", ""]), "content": _json}
+)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(body=st.one_of(_json, st.fixed_dictionaries({"messages": st.lists(_turn_like, max_size=3)}),
-                      st.fixed_dictionaries({"messages": _json})))
-def test_any_body_gets_a_stored_answer_or_a_400_that_stores_nothing(client: httpx.Client, server: Server,
-                                                                    body: object) -> None:
+@given(
+    body=st.one_of(
+        _json,
+        st.fixed_dictionaries({"messages": st.lists(_turn_like, max_size=3)}),
+        st.fixed_dictionaries({"messages": _json}),
+    )
+)
+def test_any_body_gets_a_stored_answer_or_a_400_that_stores_nothing(
+    client: httpx.Client, server: Server, body: object
+) -> None:
     before = counts(server.db, "fuzz")
     r = client.post("/api/v1/namespaces/fuzz/turns", json=body)
     if r.status_code == 201:
@@ -421,8 +497,10 @@ def test_the_timeline_shows_the_newest_segments_of_a_long_session(tmp_path: Path
     from stratamem.web.views import timeline
 
     with Memory(tmp_path / "m.db", config=web_config()) as mem:
-        mem.add([{"role": "user" if i % 2 == 0 else "assistant", "content": f"message number {i}"}
-                 for i in range(63)], session="long")
+        mem.add(
+            [{"role": "user" if i % 2 == 0 else "assistant", "content": f"message number {i}"} for i in range(63)],
+            session="long",
+        )
         tl = timeline(mem, "long", segments=4, open_limit=2)
         shown = [g["segment"].seq_range for g in tl["groups"]]
         assert shown == [(37, 42), (43, 48), (49, 54), (55, 60)]

@@ -50,8 +50,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 @pytest.fixture
 def page(browser: Browser, server: Server) -> Iterator[Page]:
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, java_script_enabled=False,
-                              base_url=server.url)
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, java_script_enabled=False, base_url=server.url)
     p = ctx.new_page()
     yield p
     ctx.close()
@@ -98,12 +97,14 @@ def test_context_inspector_runs_a_query_and_explains_it(page: Page, server: Serv
     expect(page.locator("#near-misses table tbody tr").first).to_be_visible()
     latest = api(server, "GET", "/manifests", params={"limit": 1})["manifests"][0]
     assert latest["budget_tokens"] == 1500
-    parts = dict(page.locator(".legend li").evaluate_all(
-        "els => els.map(e => [e.dataset.part, Number(e.dataset.tokens)])"))
+    parts = dict(
+        page.locator(".legend li").evaluate_all("els => els.map(e => [e.dataset.part, Number(e.dataset.tokens)])")
+    )
     assert sum(v for k, v in parts.items() if k != "unused") == latest["total_tokens"]
     assert parts["unused"] == 1500 - latest["total_tokens"]
     section_tokens = page.locator("section.section h3 .muted").evaluate_all(
-        "els => els.map(e => Number(e.textContent.split(' tokens')[0].replace(/,/g, '')))")
+        "els => els.map(e => Number(e.textContent.split(' tokens')[0].replace(/,/g, '')))"
+    )
     assert sum(section_tokens) + parts.get("framing", 0) == latest["total_tokens"]
     shot(page, "context", full=False)
     page.click(f"#past a[href='/ns/default/manifests/{latest['id']}']")
@@ -112,9 +113,18 @@ def test_context_inspector_runs_a_query_and_explains_it(page: Page, server: Serv
 
 def test_seal_button_makes_a_new_segment(page: Page, server: Server) -> None:
     api(server, "POST", "/sessions/kickoff/seal")  # start from a clean topic boundary
-    api(server, "POST", "/turns", json={"session": "kickoff", "messages": [
-        {"role": "user", "content": "New topic: should the dashboard show token bars per section?"},
-        {"role": "assistant", "content": "Yes; one stacked bar per prompt, coloured by section."}]})
+    api(
+        server,
+        "POST",
+        "/turns",
+        json={
+            "session": "kickoff",
+            "messages": [
+                {"role": "user", "content": "New topic: should the dashboard show token bars per section?"},
+                {"role": "assistant", "content": "Yes; one stacked bar per prompt, coloured by section."},
+            ],
+        },
+    )
     page.goto("/ns/default/timeline?session=kickoff")
     before = page.locator("a.node.seg").count()
     expect(page.locator(".node.open")).to_contain_text("open · 2")
@@ -161,9 +171,12 @@ def test_pages_fit_a_phone_screen(browser: Browser, server: Server) -> None:
     ctx = browser.new_context(viewport={"width": 390, "height": 844}, base_url=server.url, is_mobile=True)
     p = ctx.new_page()
     try:
-        for path, name in (("/", "phone-overview"), ("/ns/default/context?q=retry+policy&budget=800",
-                                                      "phone-context"), ("/ns/default/timeline", "phone-timeline"),
-                           ("/ns/default/items", "phone-items")):
+        for path, name in (
+            ("/", "phone-overview"),
+            ("/ns/default/context?q=retry+policy&budget=800", "phone-context"),
+            ("/ns/default/timeline", "phone-timeline"),
+            ("/ns/default/items", "phone-items"),
+        ):
             p.goto(path)
             overflow = p.evaluate("document.documentElement.scrollWidth - window.innerWidth")
             assert overflow <= 0, f"{path} scrolls sideways by {overflow}px"
@@ -182,8 +195,14 @@ def test_every_page_loads_nothing_from_other_hosts(page: Page, server: Server) -
     seen: list[str] = []
     page.on("request", lambda req: seen.append(req.url))
     node = api(server, "GET", "/nodes", params={"limit": 1})["nodes"][0]["id"]
-    for path in ("/", "/ns/default/context?q=budget", "/ns/default/timeline", f"/ns/default/nodes/{node}",
-                 "/ns/default/items", "/api/docs"):
+    for path in (
+        "/",
+        "/ns/default/context?q=budget",
+        "/ns/default/timeline",
+        f"/ns/default/nodes/{node}",
+        "/ns/default/items",
+        "/api/docs",
+    ):
         resp = page.goto(path)
         assert resp is not None and resp.status == 200, path
     assert seen and all(u.startswith(server.url + "/") for u in seen), [u for u in seen if server.url not in u]
@@ -197,8 +216,9 @@ def test_the_api_reference_page_lists_every_operation(page: Page, server: Server
     page.goto("/api/docs")
     expect(page.locator("section.op")).to_have_count(n_ops)
     for method in ("POST", "GET"):  # the context route takes its fields as a body or as query parameters
-        expect(page.locator("section.op", has_text=f"{method} /api/v1/namespaces/{{namespace}}/context")
-               ).to_contain_text("budget")
+        expect(
+            page.locator("section.op", has_text=f"{method} /api/v1/namespaces/{{namespace}}/context")
+        ).to_contain_text("budget")
 
 
 def test_the_overview_reports_summarizer_failures(browser: Browser, tmp_path: Path) -> None:
@@ -211,11 +231,14 @@ def test_the_overview_reports_summarizer_failures(browser: Browser, tmp_path: Pa
     with FakeLLMServer(reply="unused") as llm:
         llm.fail_next(5, status=500)
         model = OpenAIChat("m", base_url=llm.openai_base_url, max_retries=0)
-        srv = Server(tmp_path / "m.db", config=config,
-                     summarizer=LLMSummarizer(model, get_tokenizer(config.tokenizer)))
+        srv = Server(tmp_path / "m.db", config=config, summarizer=LLMSummarizer(model, get_tokenizer(config.tokenizer)))
         try:
-            srv.memory.add([{"role": "user", "content": "the summarizer will fail on this topic"},
-                            {"role": "assistant", "content": "and the segment keeps an extractive summary"}])
+            srv.memory.add(
+                [
+                    {"role": "user", "content": "the summarizer will fail on this topic"},
+                    {"role": "assistant", "content": "and the segment keeps an extractive summary"},
+                ]
+            )
             [node] = api(srv, "GET", "/nodes")["nodes"]
             assert node["summary_status"] == "failed"
             ctx = browser.new_context(base_url=srv.url)

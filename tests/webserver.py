@@ -26,8 +26,7 @@ def free_port() -> int:
 
 def web_config() -> Config:
     """Small segments so a short conversation builds a pyramid; quick lock timeouts."""
-    return Config().replace(pyramid={"micro_chunk_size": 6, "mini_chunk_size": 3},
-                            store={"busy_timeout_ms": 200})
+    return Config().replace(pyramid={"micro_chunk_size": 6, "mini_chunk_size": 3}, store={"busy_timeout_ms": 200})
 
 
 def load_sample(mem: Memory) -> int:
@@ -40,8 +39,16 @@ def load_sample(mem: Memory) -> int:
 class Server:
     """``create_app`` served by uvicorn in a daemon thread until :meth:`stop`."""
 
-    def __init__(self, db: Path, *, namespace: str = "default", security: Security | None = None,
-                 project_dir: Path | None = None, config: Config | None = None, summarizer: Any = None) -> None:
+    def __init__(
+        self,
+        db: Path,
+        *,
+        namespace: str = "default",
+        security: Security | None = None,
+        project_dir: Path | None = None,
+        config: Config | None = None,
+        summarizer: Any = None,
+    ) -> None:
         self.db = db
         self.memory = Memory(db, namespace=namespace, config=config or web_config(), summarizer=summarizer)
         self.port = free_port()

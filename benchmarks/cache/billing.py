@@ -60,10 +60,12 @@ PRICES: dict[str, Price] = {
     # platform.claude.com/docs/en/docs/about-claude/pricing (model table: base input, 5m cache writes,
     # cache hits); minimum cacheable length: the prompt-caching page's per-model list, quoted in
     # github.com/anthropics/anthropic-sdk-python/issues/1194 (1,024 for Sonnet 4.6/4.5; 4,096 for Haiku 4.5).
-    "claude-sonnet-4-6": Price("anthropic", 3.00, 0.30, 3.75, 1024,
-                               "platform.claude.com/docs/en/docs/about-claude/pricing"),
-    "claude-haiku-4-5": Price("anthropic", 1.00, 0.10, 1.25, 4096,
-                              "platform.claude.com/docs/en/docs/about-claude/pricing"),
+    "claude-sonnet-4-6": Price(
+        "anthropic", 3.00, 0.30, 3.75, 1024, "platform.claude.com/docs/en/docs/about-claude/pricing"
+    ),
+    "claude-haiku-4-5": Price(
+        "anthropic", 1.00, 0.10, 1.25, 4096, "platform.claude.com/docs/en/docs/about-claude/pricing"
+    ),
     # developers.openai.com/api/docs/pricing (not reachable from this machine); figures as reproduced
     # by github/docs data/tables/copilot/models-and-pricing.yml (GPT-4.1: $2.00 / $0.50 cached) and the
     # openai-cost crate's dated table (gpt-5: $1.25 / $0.125 cached). Caching rules:

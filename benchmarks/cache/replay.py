@@ -39,7 +39,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +55,16 @@ AGENT_EMBEDDINGS = Path("/tmp/stratamem-agent-embeddings.npz")
 MIN_LENGTHS = sorted({p.min_tokens for p in PRICES.values() if p.provider == "anthropic"})
 
 
-_STABILITY = {"system_prompt": 0, "always_included": 1, "hot_item": 2, "summary": 3, "recent_window": 4,
-              "expanded": 5, "recalled": 6, "recalled_item": 7}
+_STABILITY = {
+    "system_prompt": 0,
+    "always_included": 1,
+    "hot_item": 2,
+    "summary": 3,
+    "recent_window": 4,
+    "expanded": 5,
+    "recalled": 6,
+    "recalled_item": 7,
+}
 """Order in which units new to a call are appended in the reorder bound (most stable kinds first)."""
 
 
@@ -158,13 +166,22 @@ class Tracker:
 
     def summary(self) -> dict[str, Any]:
         """The sums the parent turns into tables (JSON-ready)."""
-        return {"calls": self.calls, "tokens": self.tokens, "lcp": self.lcp,
-                "share_median": statistics.median(self.shares) if self.shares else 0.0,
-                "lcp_median": statistics.median(self.lcps[1:]) if len(self.lcps) > 1 else 0,
-                "compactions": self.compactions,
-                "where": dict(self.where), "openai_cached": self.openai_cached, "anthropic": self.anth,
-                "breakpoints": self.breakpoints, "parts": dict(self.parts), "carried": dict(self.carried),
-                "chain": self.chain, "unit_tokens": self.unit_tokens}
+        return {
+            "calls": self.calls,
+            "tokens": self.tokens,
+            "lcp": self.lcp,
+            "share_median": statistics.median(self.shares) if self.shares else 0.0,
+            "lcp_median": statistics.median(self.lcps[1:]) if len(self.lcps) > 1 else 0,
+            "compactions": self.compactions,
+            "where": dict(self.where),
+            "openai_cached": self.openai_cached,
+            "anthropic": self.anth,
+            "breakpoints": self.breakpoints,
+            "parts": dict(self.parts),
+            "carried": dict(self.carried),
+            "chain": self.chain,
+            "unit_tokens": self.unit_tokens,
+        }
 
 
 def _config(sets: Mapping[str, Any]) -> Any:
@@ -197,21 +214,22 @@ def _request(ctx: Any) -> tuple[Any, list[dict[str, Any]]]:
 
 # --- LoCoMo --------------------------------------------------------------------------------------
 
-def replay_locomo(pos: int, args: argparse.Namespace, ser: Serializer, rows: list[dict[str, Any]],
-                  recall: dict[str, Any]) -> None:
+
+def replay_locomo(
+    pos: int, args: argparse.Namespace, ser: Serializer, rows: list[dict[str, Any]], recall: dict[str, Any]
+) -> None:
     """Replay LoCoMo conversation ``pos`` turn by turn; append its rows and its recall."""
+    from benchmarks.locomo.metrics import recall_frac
+    from benchmarks.locomo.protocol import normalise_evidence
     from stratamem import Memory
     from stratamem.ingest import read_file
     from stratamem.providers import to_anthropic, to_openai
-
-    from benchmarks.locomo.metrics import recall_frac
-    from benchmarks.locomo.protocol import normalise_evidence
 
     raw = json.loads(LOCOMO.read_text(encoding="utf-8"))[pos]
     ns = f"locomo-{raw['sample_id']}"
     sessions = [s for s in read_file(LOCOMO, fmt="locomo") if str(s.namespace) == ns]
     if args.sessions:
-        sessions = sessions[:args.sessions]
+        sessions = sessions[: args.sessions]
     embedder = _embedder(args.embed, None)
     track: dict[tuple[str, int | None, str], Tracker] = {}
 
@@ -249,20 +267,34 @@ def replay_locomo(pos: int, args: argparse.Namespace, ser: Serializer, rows: lis
                 if not gold:
                     continue
                 ctx = mem.context(str(qa["question"]), budget=2048, format="text", policy="hybrid")
-                kept = {dia_of[t] for item in ctx.manifest.items if item.kind == "turn" for t in item.turn_ids
-                        if t in dia_of}
+                kept = {
+                    dia_of[t]
+                    for item in ctx.manifest.items
+                    if item.kind == "turn"
+                    for t in item.turn_ids
+                    if t in dia_of
+                }
                 scores.append(recall_frac(gold, kept))
             recall[str(raw["sample_id"])] = {"n": len(scores), "b@2048": sum(scores) / max(1, len(scores))}
         mem.close()
     if embedder is not None:
         embedder.save()
     for (arm, budget, fmt), t in track.items():
-        rows.append({"dataset": "locomo", "conv": str(raw["sample_id"]), "arm": arm, "budget": budget,
-                     "format": fmt, **t.summary()})
+        rows.append(
+            {
+                "dataset": "locomo",
+                "conv": str(raw["sample_id"]),
+                "arm": arm,
+                "budget": budget,
+                "format": fmt,
+                **t.summary(),
+            }
+        )
     ser.clear()
 
 
 # --- the agent-loop transcript -----------------------------------------------------------------------
+
 
 def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str, Any]]) -> None:
     """Replay the agent transcript model call by model call on every arm."""
@@ -279,7 +311,7 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
     shapes = {"anthropic": msgs, "openai": to_openai(from_anthropic(msgs))}
     if len(shapes["openai"]) != len(msgs):
         raise SystemExit("the OpenAI rendering of the transcript is not one message per message")
-    t0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
+    t0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
     track: dict[tuple[str, int | None, str], Tracker] = {}
 
     def tracker(arm: str, budget: int | None, fmt: str) -> Tracker:
@@ -289,8 +321,15 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
     # agentloop_bench.py's settings (keep 8,000 recent tokens, reserve 4,000, checkpoint <= 2,000), the
     # minimum-gain rule as configured (on by default); the threshold is lower than its 32,000 so that a
     # 20-turn transcript compacts a few times (pruning alone keeps it under 32,000).
-    ccfg = CompactionConfig(**{**base.to_dict()["compaction"], "threshold": args.agent_threshold,
-                               "keep_recent_tokens": 8_000, "output_reserve": 4_000, "checkpoint_max_tokens": 2_000})
+    ccfg = CompactionConfig(
+        **{
+            **base.to_dict()["compaction"],
+            "threshold": args.agent_threshold,
+            "keep_recent_tokens": 8_000,
+            "output_reserve": 4_000,
+            "checkpoint_max_tokens": 2_000,
+        }
+    )
     cfg = base.replace(compaction=ccfg)
     embedder = _embedder(args.embed, AGENT_EMBEDDINGS)
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(reply=checkpoint_reply) as server:
@@ -299,8 +338,13 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
         for fmt in args.formats:
             side = Memory(Path(tmp) / f"wrap-{fmt}.db", namespace="agent", config=cfg, embedder=None)
             model = OpenAIChat("fake-summarizer", base_url=server.openai_base_url, max_retries=0)
-            loops[fmt] = (side, Compactor(model, provider=fmt, memory=side, session="replay",
-                                          config=cfg.compaction, pruning=cfg.pruning), [])
+            loops[fmt] = (
+                side,
+                Compactor(
+                    model, provider=fmt, memory=side, session="replay", config=cfg.compaction, pruning=cfg.pruning
+                ),
+                [],
+            )
         query = ""
         for i, m in enumerate(msgs):
             if m["role"] == "user" and isinstance(m["content"], str):
@@ -327,8 +371,16 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
     if embedder is not None:
         embedder.save()
     for (arm, budget, fmt), t in track.items():
-        rows.append({"dataset": "agent", "conv": f"transcript-{args.agent_turns}", "arm": arm, "budget": budget,
-                     "format": fmt, **t.summary()})
+        rows.append(
+            {
+                "dataset": "agent",
+                "conv": f"transcript-{args.agent_turns}",
+                "arm": arm,
+                "budget": budget,
+                "format": fmt,
+                **t.summary(),
+            }
+        )
     ser.clear()
 
 
@@ -346,8 +398,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--whole", action="store_true", help="also the whole-history arm")
     ap.add_argument("--recall", action="store_true", help="b@2048 of each LoCoMo conversation replayed")
     ap.add_argument("--embed", choices=("local", "none"), default="local")
-    ap.add_argument("--one-cache", action="store_true",
-                    help="keep provider caches across LoCoMo sessions (an upper bound: real sessions are days apart)")
+    ap.add_argument(
+        "--one-cache",
+        action="store_true",
+        help="keep provider caches across LoCoMo sessions (an upper bound: real sessions are days apart)",
+    )
     ap.add_argument("--set", type=json.loads, default={}, help="config overrides as a JSON object")
     args = ap.parse_args(argv)
     import stratamem
@@ -365,9 +420,18 @@ def main(argv: list[str] | None = None) -> None:
         t = time.perf_counter()
         replay_agent(args, ser, rows)
         seconds["agent"] = time.perf_counter() - t
-    args.out.write_text(json.dumps({"stratamem": str(Path(stratamem.__file__).parent), "set": args.set,
-                                    "rows": rows, "recall": recall, "seconds": seconds,
-                                    "load": os.getloadavg()[0]}))
+    args.out.write_text(
+        json.dumps(
+            {
+                "stratamem": str(Path(stratamem.__file__).parent),
+                "set": args.set,
+                "rows": rows,
+                "recall": recall,
+                "seconds": seconds,
+                "load": os.getloadavg()[0],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -35,9 +35,15 @@ import numpy as np
 
 __all__ = ["Request", "Serializer", "lcp", "rolling_breakpoints"]
 
-_TITLES = ("## Earlier conversation (recalled, verbatim)", "## Summaries of older conversation",
-           "## Remembered facts", "## Working state", "## Project instructions", "## System prompt",
-           "## Checkpoint of earlier conversation")
+_TITLES = (
+    "## Earlier conversation (recalled, verbatim)",
+    "## Summaries of older conversation",
+    "## Remembered facts",
+    "## Working state",
+    "## Project instructions",
+    "## System prompt",
+    "## Checkpoint of earlier conversation",
+)
 """Section titles of today's assembly (``context/assemble.py``, ``context/sources.py``): where in a
 system text the first changed token falls is reported by the section it falls in."""
 
@@ -92,6 +98,7 @@ class Request:
             return f"{where}: {title}"
         return f"{where}: {label.split('.', 1)[1].replace('_', ' ') if '.' in label else label}"
 
+
 class Serializer:
     """Encodes requests piece by piece with a tokenizer, remembering each piece's ids."""
 
@@ -127,20 +134,35 @@ class Serializer:
                 pieces.append((f"msg[{i}].{role} content", content, True, False))
             elif isinstance(content, Sequence):
                 for block in content:
-                    if isinstance(block, Mapping) and block.get("type") == "text" and set(block) <= {
-                            "type", "text", "cache_control"}:
+                    if (
+                        isinstance(block, Mapping)
+                        and block.get("type") == "text"
+                        and set(block) <= {"type", "text", "cache_control"}
+                    ):
                         text = block.get("text", "")  # a plain text block is its text, as a string content is
                     else:
                         text = _canon(block)
-                    pieces.append((f"msg[{i}].{role} content", text, True,
-                                   isinstance(block, Mapping) and "cache_control" in block))
+                    pieces.append(
+                        (
+                            f"msg[{i}].{role} content",
+                            text,
+                            True,
+                            isinstance(block, Mapping) and "cache_control" in block,
+                        )
+                    )
             for call in m.get("tool_calls") or ():
                 pieces.append((f"msg[{i}].tool_call", _canon(call), True, False))
         arrays = [self._ids(text) for _, text, _, _ in pieces]
         tokens = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.int32)
         ends = np.cumsum([a.shape[0] for a in arrays]) if arrays else np.zeros(0, dtype=np.int64)
-        return Request(tokens, ends, [p[0] for p in pieces], [p[1] for p in pieces],
-                       [k for k, p in enumerate(pieces) if p[2]], [k for k, p in enumerate(pieces) if p[3]])
+        return Request(
+            tokens,
+            ends,
+            [p[0] for p in pieces],
+            [p[1] for p in pieces],
+            [k for k, p in enumerate(pieces) if p[2]],
+            [k for k, p in enumerate(pieces) if p[3]],
+        )
 
 
 def lcp(a: np.ndarray, b: np.ndarray) -> int:

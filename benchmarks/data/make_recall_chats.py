@@ -29,13 +29,13 @@ import json
 import random
 import sys
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benchmarks.data import chat_banks as B  # noqa: E402
+from benchmarks.data import chat_banks as B
 
 VERSION = 1
 """Bumped whenever the generator's output changes (part of the cache key)."""
@@ -43,8 +43,14 @@ VERSION = 1
 TYPES = ("single-session-user", "knowledge-update", "preference", "temporal", "multi-session", "assistant-recall")
 """Question types, in report order."""
 
-PER_HAYSTACK = {"single-session-user": 7, "knowledge-update": 4, "preference": 4, "temporal": 4,
-                "multi-session": 3, "assistant-recall": 3}
+PER_HAYSTACK = {
+    "single-session-user": 7,
+    "knowledge-update": 4,
+    "preference": 4,
+    "temporal": 4,
+    "multi-session": 3,
+    "assistant-recall": 3,
+}
 """Questions of each type per haystack (25 in all)."""
 
 
@@ -88,7 +94,7 @@ class _Haystack:
         self.rng = random.Random(f"stratamem-chats:{seed}:{index}")
         self.index = index
         rng = self.rng
-        start = datetime(2024, 1, 8, tzinfo=timezone.utc) + timedelta(days=rng.randint(0, 300))
+        start = datetime(2024, 1, 8, tzinfo=UTC) + timedelta(days=rng.randint(0, 300))
         dates, day = [], start
         for _ in range(sessions):
             day += timedelta(days=rng.choice((1, 2, 2, 3, 3, 4, 5, 6, 8)))
@@ -126,10 +132,17 @@ class _Haystack:
         self.plan.user.setdefault((s, self.rng.randrange(self.plan.rounds[s])), _Slot()).extras.append(text)
 
     def _question(self, qtype: str, text: str, answer: str, evidence: dict[str, str]) -> None:
-        self.questions.append({"id": f"h{self.index:02d}-q{len(self.questions) + 1:02d}", "type": qtype,
-                               "question": text, "question_date": self.question_date.isoformat(),
-                               "answer": answer, "evidence": sorted(evidence, key=_order),
-                               "evidence_text": evidence})
+        self.questions.append(
+            {
+                "id": f"h{self.index:02d}-q{len(self.questions) + 1:02d}",
+                "type": qtype,
+                "question": text,
+                "question_date": self.question_date.isoformat(),
+                "answer": answer,
+                "evidence": sorted(evidence, key=_order),
+                "evidence_text": evidence,
+            }
+        )
 
     # --- question kinds ------------------------------------------------------------------------
 
@@ -142,17 +155,23 @@ class _Haystack:
             tid = self._say(key, statement)
             for d in rng.sample(kind["distract"], min(2, len(kind["distract"]))):
                 self._distract(d.format(*v), {key[0]})
-            self._question("single-session-user", rng.choice(kind["ask"]).format(*v), kind["answer"].format(*v),
-                           {tid: v[-1] if kind["key"] not in ("commute", "race") else v[0]})
+            self._question(
+                "single-session-user",
+                rng.choice(kind["ask"]).format(*v),
+                kind["answer"].format(*v),
+                {tid: v[-1] if kind["key"] not in ("commute", "race") else v[0]},
+            )
 
     def updates(self, n: int) -> None:
         rng, ns = self.rng, len(self.plan.dates)
         for kind in rng.sample(B.UPDATES, n):
             v = rng.choice(kind["values"])
-            old = self._free_slot(range(0, int(ns * 0.4)))
+            old = self._free_slot(range(int(ns * 0.4)))
             new = self._free_slot(range(int(ns * 0.6), ns))
-            ids = {self._say(old, rng.choice(kind["old"]).format(*v)): v[0],
-                   self._say(new, rng.choice(kind["new"]).format(*v)): v[1]}
+            ids = {
+                self._say(old, rng.choice(kind["old"]).format(*v)): v[0],
+                self._say(new, rng.choice(kind["new"]).format(*v)): v[1],
+            }
             self._question("knowledge-update", rng.choice(kind["ask"]), kind["answer"].format(*v), ids)
 
     def preferences(self, n: int) -> None:
@@ -167,23 +186,30 @@ class _Haystack:
     def temporal(self, n: int) -> None:
         rng, p, ns = self.rng, self.plan, len(self.plan.dates)
         events = rng.sample(B.EVENTS, n // 2 + 2)
-        for said, _ in events[n // 2:]:  # the same kind of remark, other dates: not the evidence
+        for said, _ in events[n // 2 :]:  # the same kind of remark, other dates: not the evidence
             self._distract(rng.choice(B.TEMPORAL_DISTRACT) + f", and once I {said}", set())
         for said, gist in events[: n // 2]:
             key = self._free_slot(range(int(ns * 0.5), ns))
             back, rel = rng.choice(((0, "this morning I"), (1, "yesterday I"), (2, "the day before yesterday I")))
             when = (p.dates[key[0]] - timedelta(days=back)).date()
             tid = self._say(key, f"{rel} {said}")
-            self._question("temporal", f"What did I do {_ago_phrase(when, self.question_date.date())}?",
-                           f"{gist} ({said}, on {when.isoformat()})", {tid: said})
+            self._question(
+                "temporal",
+                f"What did I do {_ago_phrase(when, self.question_date.date())}?",
+                f"{gist} ({said}, on {when.isoformat()})",
+                {tid: said},
+            )
         for started, paraphrase, word in rng.sample(B.STARTS, n - n // 2):
             key = self._free_slot(range(ns))
             days, rel = rng.choice(B.REL_AGO)
             when = (p.dates[key[0]] - timedelta(days=days)).date()
             tid = self._say(key, f"{rel} I {started}")
-            self._question("temporal", rng.choice((f"When did I begin my {paraphrase}?",
-                                                   f"How long have I been doing the {paraphrase} now?")),
-                           f"started around {when.isoformat()}", {tid: word})
+            self._question(
+                "temporal",
+                rng.choice((f"When did I begin my {paraphrase}?", f"How long have I been doing the {paraphrase} now?")),
+                f"started around {when.isoformat()}",
+                {tid: word},
+            )
 
     def aggregates(self, n: int) -> None:
         rng, ns = self.rng, len(self.plan.dates)
@@ -211,8 +237,7 @@ class _Haystack:
             rnd = rng.randrange(p.rounds[s])
             p.assistant.setdefault((s, rnd), []).append(fact["say"].format(v))
             ask = fact["ask"] if rng.random() < 0.5 else f"In one of our chats you gave me a tip. {fact['ask']}"
-            self._question("assistant-recall", ask, fact["answer"].format(v),
-                           {_turn_id(s, rnd, "assistant"): v})
+            self._question("assistant-recall", ask, fact["answer"].format(v), {_turn_id(s, rnd, "assistant"): v})
 
     # --- writing the text ------------------------------------------------------------------------
 
@@ -270,21 +295,42 @@ class _Haystack:
     def build(self) -> dict[str, Any]:
         p = self.plan
         for qtype, count in PER_HAYSTACK.items():
-            {"single-session-user": self.facts, "knowledge-update": self.updates, "preference": self.preferences,
-             "temporal": self.temporal, "multi-session": self.aggregates,
-             "assistant-recall": self.assistant_facts}[qtype](count)
+            {
+                "single-session-user": self.facts,
+                "knowledge-update": self.updates,
+                "preference": self.preferences,
+                "temporal": self.temporal,
+                "multi-session": self.aggregates,
+                "assistant-recall": self.assistant_facts,
+            }[qtype](count)
         sessions = []
         for s, date in enumerate(p.dates):
             turns = []
             for rnd in range(p.rounds[s]):
                 t = date + timedelta(minutes=4 * rnd)
-                turns.append({"id": _turn_id(s, rnd, "user"), "role": "user", "text": self.user_text(s, rnd),
-                              "timestamp": t.isoformat()})
-                turns.append({"id": _turn_id(s, rnd, "assistant"), "role": "assistant",
-                              "text": self.assistant_text(s, rnd), "timestamp": (t + timedelta(minutes=1)).isoformat()})
+                turns.append(
+                    {
+                        "id": _turn_id(s, rnd, "user"),
+                        "role": "user",
+                        "text": self.user_text(s, rnd),
+                        "timestamp": t.isoformat(),
+                    }
+                )
+                turns.append(
+                    {
+                        "id": _turn_id(s, rnd, "assistant"),
+                        "role": "assistant",
+                        "text": self.assistant_text(s, rnd),
+                        "timestamp": (t + timedelta(minutes=1)).isoformat(),
+                    }
+                )
             sessions.append({"id": f"S{s + 1}", "date": date.isoformat(), "topic": p.topics[s], "turns": turns})
-        return {"id": f"h{self.index:02d}", "question_date": self.question_date.isoformat(),
-                "sessions": sessions, "questions": self.questions}
+        return {
+            "id": f"h{self.index:02d}",
+            "question_date": self.question_date.isoformat(),
+            "sessions": sessions,
+            "questions": self.questions,
+        }
 
 
 def _order(turn_id: str) -> tuple[int, int]:
@@ -306,8 +352,13 @@ def generate(seed: int = 11, haystacks: int = 10, sessions: int = 44) -> dict[st
     """The whole dataset as a JSON-ready dict (same arguments, same dict)."""
     if sessions < 10:
         raise ValueError("need at least 10 sessions per haystack")
-    return {"name": "stratamem-synth-chats", "version": VERSION, "seed": seed, "types": list(TYPES),
-            "haystacks": [_Haystack(seed, i, sessions).build() for i in range(haystacks)]}
+    return {
+        "name": "stratamem-synth-chats",
+        "version": VERSION,
+        "seed": seed,
+        "types": list(TYPES),
+        "haystacks": [_Haystack(seed, i, sessions).build() for i in range(haystacks)],
+    }
 
 
 def dumps(data: dict[str, Any]) -> bytes:
@@ -346,7 +397,9 @@ def main(argv: list[str] | None = None) -> None:
     args.out.write_bytes(raw)
     turns = sum(len(s["turns"]) for h in data["haystacks"] for s in h["sessions"])
     qs = [q for h in data["haystacks"] for q in h["questions"]]
-    print(f"{args.out}: {len(raw) / 1e6:.1f} MB, {len(data['haystacks'])} haystacks, {turns} turns, {len(qs)} questions")
+    print(
+        f"{args.out}: {len(raw) / 1e6:.1f} MB, {len(data['haystacks'])} haystacks, {turns} turns, {len(qs)} questions"
+    )
     for t in TYPES:
         print(f"  {t}: {sum(q['type'] == t for q in qs)}")
 

@@ -19,9 +19,9 @@ import numpy as np
 
 from stratamem import Memory
 from stratamem.context.render import recent_window
-from stratamem.tokens import get_tokenizer
 from stratamem.records import StoredTurn
 from stratamem.retrieve import CompactRenderer, HybridIndex, PlainRenderer, TurnRenderer
+from stratamem.tokens import get_tokenizer
 
 from .protocol import Conversation
 
@@ -155,8 +155,12 @@ class DenseTurns:
 
     name = "dense MiniLM turns"
 
-    def __init__(self, embed: Callable[[list[str]], np.ndarray], renderer: TurnRenderer | None = None,
-                 speaker_prefix: bool = False) -> None:
+    def __init__(
+        self,
+        embed: Callable[[list[str]], np.ndarray],
+        renderer: TurnRenderer | None = None,
+        speaker_prefix: bool = False,
+    ) -> None:
         self.embed = embed
         self.renderer = renderer or PlainRenderer()
         self.speaker_prefix = speaker_prefix
@@ -164,8 +168,9 @@ class DenseTurns:
     def fit(self, conv: Conversation, store: Any) -> None:
         """Embed the turns (as ``role: text`` with ``speaker_prefix``, the texts our engine embeds)."""
         self.turns = list(conv.turns)
-        self.matrix = self.embed([f"{st.turn.name or st.role}: {st.text}" if self.speaker_prefix else st.text
-                                  for st in self.turns])
+        self.matrix = self.embed(
+            [f"{st.turn.name or st.role}: {st.text}" if self.speaker_prefix else st.text for st in self.turns]
+        )
 
     def order(self, query: str) -> list[int]:
         """Turn positions by descending cosine."""
@@ -200,8 +205,13 @@ class Hybrid:
 
     name = "stratamem hybrid"
 
-    def __init__(self, embedder: Any | None, renderer: TurnRenderer | None = None,
-                 fold_weights: dict[str, Any] | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        embedder: Any | None,
+        renderer: TurnRenderer | None = None,
+        fold_weights: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> None:
         self.embedder = embedder
         self.options = options
         self.fold_weights = fold_weights

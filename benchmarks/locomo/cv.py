@@ -29,18 +29,45 @@ from .protocol import Conversation
 
 __all__ = ["LEVELS", "Cached", "ablation", "choose", "collect", "folds", "grid", "score_points"]
 
-SIGNALS = ("lexical", "lexical_passage", "lexical_window", "lexical_session", "lexical_prev", "lexical_next",
-           "vector", "vector_passage", "vector_window", "vector_session", "vector_prev", "vector_next", "speaker", "date", "role",
-           "recency", "date_window")
+SIGNALS = (
+    "lexical",
+    "lexical_passage",
+    "lexical_window",
+    "lexical_session",
+    "lexical_prev",
+    "lexical_next",
+    "vector",
+    "vector_passage",
+    "vector_window",
+    "vector_session",
+    "vector_prev",
+    "vector_next",
+    "speaker",
+    "date",
+    "role",
+    "recency",
+    "date_window",
+)
 """Every signal the engine can compute; ``recency`` and ``date_window`` are scored at the
 point's weight (their defaults: neither is in :data:`LEVELS`) so an estimate ranks as the
 engine does."""
 
 LEVELS: dict[str, tuple[float, ...]] = {
-    "lexical": (0.0, 0.5, 1.0), "lexical_passage": (0.0, 0.5, 1.0), "lexical_window": (0.0, 0.4, 0.8),
-    "lexical_session": (0.0, 0.25, 0.5), "lexical_prev": (0.0, 0.25, 0.5), "lexical_next": (0.0, 0.1),
-    "vector": (0.0, 0.5, 1.0, 1.5), "vector_passage": (0.0, 0.5, 1.0, 1.5), "vector_window": (0.0, 0.5, 1.0), "vector_session": (0.0,),
-    "vector_prev": (0.0,), "vector_next": (0.0,), "speaker": (0.0, 0.5), "date": (0.0, 0.5), "role": (0.0, 0.3, 0.6),
+    "lexical": (0.0, 0.5, 1.0),
+    "lexical_passage": (0.0, 0.5, 1.0),
+    "lexical_window": (0.0, 0.4, 0.8),
+    "lexical_session": (0.0, 0.25, 0.5),
+    "lexical_prev": (0.0, 0.25, 0.5),
+    "lexical_next": (0.0, 0.1),
+    "vector": (0.0, 0.5, 1.0, 1.5),
+    "vector_passage": (0.0, 0.5, 1.0, 1.5),
+    "vector_window": (0.0, 0.5, 1.0),
+    "vector_session": (0.0,),
+    "vector_prev": (0.0,),
+    "vector_next": (0.0,),
+    "speaker": (0.0, 0.5),
+    "date": (0.0, 0.5),
+    "role": (0.0, 0.3, 0.6),
 }
 """Values each weight may take in the random grid (0 switches a signal off)."""
 
@@ -102,15 +129,26 @@ CANDIDATES = (
     {"vector": 1.5, "lexical_passage": 0.5, "lexical": 0.5},
     {"vector": 1.5, "lexical_passage": 0.5, "lexical": 0.5, "lexical_window": 0.4, "lexical_session": 0.25},
     {"vector": 1.5, "vector_window": 0.5, "lexical_window": 0.4, "substance_terms": 12.0},
-    {"normalise": "rank", "vector": 1.5, "lexical": 0.5, "lexical_passage": 0.5, "lexical_window": 0.0,
-     "lexical_session": 0.25, "lexical_prev": 0.25, "lexical_next": 0.0, "vector_window": 0.0, "substance_terms": 12.0},
+    {
+        "normalise": "rank",
+        "vector": 1.5,
+        "lexical": 0.5,
+        "lexical_passage": 0.5,
+        "lexical_window": 0.0,
+        "lexical_session": 0.25,
+        "lexical_prev": 0.25,
+        "lexical_next": 0.0,
+        "vector_window": 0.0,
+        "substance_terms": 12.0,
+    },
     {"normalise": "rank", "vector": 1.5},
 )
 """Hand-written settings scored beside the random grid (edits of the defaults toward what each set preferred)."""
 
 
-def grid(points: int, seed: int = 0, normalisers: Sequence[str] = ("max", "z", "rank"),
-         base: Weights | None = None) -> list[Weights]:
+def grid(
+    points: int, seed: int = 0, normalisers: Sequence[str] = ("max", "z", "rank"), base: Weights | None = None
+) -> list[Weights]:
     """A seeded random grid: the :data:`CANDIDATES`; per normaliser, ``base`` itself, ``base`` minus each
     signal, and random points."""
     rng = random.Random(seed)
@@ -130,8 +168,10 @@ def grid(points: int, seed: int = 0, normalisers: Sequence[str] = ("max", "z", "
 
 def _matrix(q: Cached, how: str, rank_k: float, names: Sequence[str]) -> np.ndarray:
     zero = np.zeros(len(q.gold))
-    cols = [zero if n not in q.signals else q.signals[n] if n in _BOOSTS
-            else _normalised(q.signals[n], how, rank_k) for n in names]
+    cols = [
+        zero if n not in q.signals else q.signals[n] if n in _BOOSTS else _normalised(q.signals[n], how, rank_k)
+        for n in names
+    ]
     return np.stack(cols, axis=1)
 
 
@@ -144,7 +184,7 @@ def score_points(data: Sequence[Cached], points: Sequence[Weights]) -> tuple[np.
     samples = list(dict.fromkeys(q.sample for q in data))
     col = {s: i for i, s in enumerate(samples)}
     r10, bud = np.zeros((len(points), len(samples))), np.zeros((len(points), len(samples)))
-    names = [n for n in SIGNALS]
+    names = list(SIGNALS)
     groups: dict[tuple[str, float], list[int]] = {}
     for p, w in enumerate(points):
         groups.setdefault((w.normalise, w.rank_k), []).append(p)
@@ -171,8 +211,9 @@ def score_points(data: Sequence[Cached], points: Sequence[Weights]) -> tuple[np.
     return r10, bud, samples
 
 
-def choose(r10: np.ndarray, bud: np.ndarray, counts: np.ndarray, train: np.ndarray,
-           allowed: np.ndarray | None = None) -> int:
+def choose(
+    r10: np.ndarray, bud: np.ndarray, counts: np.ndarray, train: np.ndarray, allowed: np.ndarray | None = None
+) -> int:
     """The point with the best mean (recall@10 + budget estimate) over the ``train`` columns."""
     score = (r10[:, train].sum(axis=1) + bud[:, train].sum(axis=1)) / counts[train].sum()
     if allowed is not None:
@@ -180,8 +221,9 @@ def choose(r10: np.ndarray, bud: np.ndarray, counts: np.ndarray, train: np.ndarr
     return int(np.argmax(score))
 
 
-def cross_validate(r10: np.ndarray, bud: np.ndarray, counts: np.ndarray,
-                   allowed: np.ndarray | None = None) -> tuple[list[int], np.ndarray, np.ndarray]:
+def cross_validate(
+    r10: np.ndarray, bud: np.ndarray, counts: np.ndarray, allowed: np.ndarray | None = None
+) -> tuple[list[int], np.ndarray, np.ndarray]:
     """Chosen point per fold and the held-out per-sample means (recall@10, budget estimate)."""
     chosen, out_r, out_b = [], np.zeros(len(counts)), np.zeros(len(counts))
     for s in range(len(counts)):
@@ -192,8 +234,9 @@ def cross_validate(r10: np.ndarray, bud: np.ndarray, counts: np.ndarray,
     return chosen, out_r, out_b
 
 
-def ablation(points: Sequence[Weights], r10: np.ndarray, bud: np.ndarray, counts: np.ndarray
-             ) -> dict[str, tuple[float, float]]:
+def ablation(
+    points: Sequence[Weights], r10: np.ndarray, bud: np.ndarray, counts: np.ndarray
+) -> dict[str, tuple[float, float]]:
     """Cross-validated (recall@10, budget estimate), question-weighted, with each signal forced off.
 
     Key ``"all"`` is the full grid; ``"-name"`` restricts the grid to points where
@@ -215,8 +258,9 @@ def ablation(points: Sequence[Weights], r10: np.ndarray, bud: np.ndarray, counts
     return out
 
 
-def drop_one(data: Sequence[Cached], points: Sequence[Weights], chosen: Sequence[int], samples: Sequence[str]
-             ) -> dict[str, tuple[float, float, int]]:
+def drop_one(
+    data: Sequence[Cached], points: Sequence[Weights], chosen: Sequence[int], samples: Sequence[str]
+) -> dict[str, tuple[float, float, int]]:
     """Each fold's chosen setting with one signal switched off, scored on that fold's held-out conversation.
 
     Returns per signal ``(change in r@10, change in budget estimate, folds where it helped)``
@@ -228,7 +272,7 @@ def drop_one(data: Sequence[Cached], points: Sequence[Weights], chosen: Sequence
     base_r = np.zeros(len(samples))
     base_b = np.zeros(len(samples))
     variants: dict[str, list[Weights]] = {n: [] for n in names}
-    for f, p in enumerate(chosen):
+    for p in chosen:
         for n in names:
             variants[n].append(replace(points[p], **{n: 0.0}))
     r0, b0, _ = score_points(data, [points[p] for p in chosen])
@@ -238,13 +282,17 @@ def drop_one(data: Sequence[Cached], points: Sequence[Weights], chosen: Sequence
         r1, b1, _ = score_points(data, variants[n])
         dr = np.array([base_r[f] - r1[f, f] / counts[f] for f in range(len(samples))])
         db = np.array([base_b[f] - b1[f, f] / counts[f] for f in range(len(samples))])
-        out[n] = (float((dr * counts).sum() / counts.sum()), float((db * counts).sum() / counts.sum()),
-                  int(((dr + db) > 0).sum()))
+        out[n] = (
+            float((dr * counts).sum() / counts.sum()),
+            float((db * counts).sum() / counts.sum()),
+            int(((dr + db) > 0).sum()),
+        )
     return out
 
 
-def joint_choose(per: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], held: int | None,
-                 allowed: np.ndarray | None = None) -> int:
+def joint_choose(
+    per: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], held: int | None, allowed: np.ndarray | None = None
+) -> int:
     """The point with the best summed objective over datasets (each its mean over its training questions).
 
     ``per`` holds each dataset's ``(r10, bud, counts)``; column ``held`` of every dataset is left out
@@ -259,8 +307,9 @@ def joint_choose(per: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], held:
     return int(np.argmax(total))
 
 
-def joint_cross_validate(per: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
-                         allowed: np.ndarray | None = None) -> tuple[list[int], list[tuple[np.ndarray, np.ndarray]]]:
+def joint_cross_validate(
+    per: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], allowed: np.ndarray | None = None
+) -> tuple[list[int], list[tuple[np.ndarray, np.ndarray]]]:
     """Fold ``f`` holds out conversation ``f`` of *every* dataset and chooses on the rest of all of them.
 
     Returns the chosen point per fold and, per dataset, the held-out per-conversation
@@ -277,13 +326,17 @@ def joint_cross_validate(per: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]
     return chosen, out
 
 
-def joint_ablation(points: Sequence[Weights], per: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]
-                   ) -> dict[str, list[tuple[float, float]]]:
+def joint_ablation(
+    points: Sequence[Weights], per: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]]
+) -> dict[str, list[tuple[float, float]]]:
     """Joint CV (question-weighted r@10, budget estimate per dataset) with each signal forced off."""
+
     def run(mask: np.ndarray | None) -> list[tuple[float, float]]:
         _, res = joint_cross_validate(per, mask)
-        return [(float((r * c).sum() / c.sum()), float((b * c).sum() / c.sum()))
-                for (r, b), (_, _, c) in zip(res, per, strict=True)]
+        return [
+            (float((r * c).sum() / c.sum()), float((b * c).sum() / c.sum()))
+            for (r, b), (_, _, c) in zip(res, per, strict=True)
+        ]
 
     out = {"all": run(None)}
     for name in [*LEVELS, "substance"]:
@@ -346,8 +399,9 @@ def _with_roles(data: list[Cached], convs: Sequence[Conversation]) -> list[Cache
 
 
 def _nonzero(w: Weights) -> str:
-    return f"norm={w.normalise} " + ", ".join(f"{n}={getattr(w, n):g}" for n in [*LEVELS, "substance", "substance_terms"]
-                                              if getattr(w, n) > 0)
+    return f"norm={w.normalise} " + ", ".join(
+        f"{n}={getattr(w, n):g}" for n in [*LEVELS, "substance", "substance_terms"] if getattr(w, n) > 0
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -394,15 +448,21 @@ def main(argv: list[str] | None = None) -> None:
     total = sum((r10.sum(axis=1) + bud.sum(axis=1)) / counts.sum() for r10, bud, counts in sets)
     best = np.argsort(-total)[:5]
     for rank, p in enumerate(best):
-        parts = "  ".join(f"{n}: r@10 {per[n][0][p].sum() / per[n][2].sum():.3f} b~ {per[n][1][p].sum() / per[n][2].sum():.3f}"
-                          for n in names)
+        parts = "  ".join(
+            f"{n}: r@10 {per[n][0][p].sum() / per[n][2].sum():.3f} b~ {per[n][1][p].sum() / per[n][2].sum():.3f}"
+            for n in names
+        )
         print(f"\n#{rank + 1} joint {total[p]:.3f}  {parts}\n   {_nonzero(points[p])}")
     shipped = Weights()
     for p, w in enumerate(points):
         if w == replace(shipped, passage_terms=64):
-            print(f"\nshipped default (grid point {p}): " + "  ".join(
-                f"{n}: r@10 {per[n][0][p].sum() / per[n][2].sum():.3f} b~ {per[n][1][p].sum() / per[n][2].sum():.3f}"
-                for n in names))
+            print(
+                f"\nshipped default (grid point {p}): "
+                + "  ".join(
+                    f"{n}: r@10 {per[n][0][p].sum() / per[n][2].sum():.3f} b~ {per[n][1][p].sum() / per[n][2].sum():.3f}"
+                    for n in names
+                )
+            )
             break
 
 

@@ -52,8 +52,13 @@ class Scores:
     questions: list[Question] = field(default_factory=list)
     """The questions, aligned with the value lists."""
 
-    def add(self, q: Question, ranking: Sequence[Unit], budget_units: Mapping[int, Sequence[Unit]],
-            dia_of: Mapping[int, str]) -> None:
+    def add(
+        self,
+        q: Question,
+        ranking: Sequence[Unit],
+        budget_units: Mapping[int, Sequence[Unit]],
+        dia_of: Mapping[int, str],
+    ) -> None:
         """Score one question from its ranking and its budget walks."""
         self.questions.append(q)
         for strict, table in ((True, self.strict), (False, self.coverage)):
@@ -68,8 +73,7 @@ def category_label(category: int | str) -> str:
     return category if isinstance(category, str) else f"{category} {CATEGORIES[category]}"
 
 
-def summarise(scores: Scores, *, strict: bool = True,
-              samples: set[str] | None = None) -> dict[str, dict[str, float]]:
+def summarise(scores: Scores, *, strict: bool = True, samples: set[str] | None = None) -> dict[str, dict[str, float]]:
     """Mean of every metric, overall and per category: ``{group: {metric: mean}}``.
 
     Args:

@@ -106,8 +106,9 @@ def _questions(sample: Mapping[str, Any], known: set[str]) -> tuple[list[Questio
     return out, skipped
 
 
-def load_conversations(store: Any, path: Path = LOCOMO_PATH,
-                       samples: Sequence[int] | None = None) -> list[Conversation]:
+def load_conversations(
+    store: Any, path: Path = LOCOMO_PATH, samples: Sequence[int] | None = None
+) -> list[Conversation]:
     """Ingest LoCoMo conversations into ``store`` and pair them with their questions.
 
     Args:

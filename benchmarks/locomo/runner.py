@@ -56,8 +56,9 @@ class _CountCache:
         return getattr(self.inner, attr)
 
 
-def run(systems: Sequence[System], conversations: Sequence[Conversation], store: object,
-        budgets: Sequence[int] = BUDGETS) -> list[Result]:
+def run(
+    systems: Sequence[System], conversations: Sequence[Conversation], store: object, budgets: Sequence[int] = BUDGETS
+) -> list[Result]:
     """Score every system on every conversation's questions.
 
     A system with a ``budgets`` attribute is walked at those budgets only (the
@@ -91,8 +92,9 @@ def _pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(p * len(s)))] if s else 0.0
 
 
-def format_tables(results: Sequence[Result], *, held_out: set[str] | None = None,
-                  tuned_on: set[str] | None = None) -> str:
+def format_tables(
+    results: Sequence[Result], *, held_out: set[str] | None = None, tuned_on: set[str] | None = None
+) -> str:
     """The report: overall strict table, coverage, per category, tune/held-out splits, latency."""
     metrics = [f"r@{k}" for k in KS] + [f"b@{b}" for b in BUDGETS]
     head = f"{'system':<28}" + "".join(f"{m:>8}" for m in metrics)
@@ -102,8 +104,11 @@ def format_tables(results: Sequence[Result], *, held_out: set[str] | None = None
         out.append(f"\n{title}\n{head}")
         for r in results:
             row = summarise(r.scores, strict=strict, samples=samples)["all"]
-            out.append(f"{r.name:<28}" + "".join(f"{row[m]:>8.3f}" if m in row else f"{'-':>8}" for m in metrics)
-                       + f"   n={int(row['n'])}")
+            out.append(
+                f"{r.name:<28}"
+                + "".join(f"{row[m]:>8.3f}" if m in row else f"{'-':>8}" for m in metrics)
+                + f"   n={int(row['n'])}"
+            )
 
     n = len({q.sample for q in results[0].scores.questions})
     table(f"all {n} conversations — strict (verbatim turns only)", True, None)
@@ -117,11 +122,14 @@ def format_tables(results: Sequence[Result], *, held_out: set[str] | None = None
     out.append(f"{'system':<28}" + "".join(f"{c:>26}" for c in cats))
     for r in results:
         s = summarise(r.scores)
-        out.append(f"{r.name:<28}" + "".join(
-            f"{s[c]['r@10']:>15.3f} / {s[c].get('b@1024', float('nan')):.3f}" for c in cats))
+        out.append(
+            f"{r.name:<28}" + "".join(f"{s[c]['r@10']:>15.3f} / {s[c].get('b@1024', float('nan')):.3f}" for c in cats)
+        )
     out.append("\nper category n: " + ", ".join(f"{c}={int(summarise(results[0].scores)[c]['n'])}" for c in cats))
     out.append("\nquery latency (rank only, ms)   p50      p95    index build s")
     for r in results:
-        out.append(f"{r.name:<28}{1000 * _pct(r.latencies, .5):>8.2f} {1000 * _pct(r.latencies, .95):>8.2f}"
-                   f" {r.fit_seconds:>10.2f}")
+        out.append(
+            f"{r.name:<28}{1000 * _pct(r.latencies, 0.5):>8.2f} {1000 * _pct(r.latencies, 0.95):>8.2f}"
+            f" {r.fit_seconds:>10.2f}"
+        )
     return "\n".join(out)

@@ -36,15 +36,35 @@ def load_synth(store: Any, data: dict[str, Any], haystacks: Sequence[int] | None
     for pos in wanted:
         h = data["haystacks"][pos]
         ns = f"synth-{h['id']}"
-        sessions = [IngestSession(s["id"], [
-            Turn(t["role"], t["text"], timestamp=datetime.fromisoformat(t["timestamp"]), metadata={"dia_id": t["id"]})
-            for t in s["turns"]]) for s in h["sessions"]]
+        sessions = [
+            IngestSession(
+                s["id"],
+                [
+                    Turn(
+                        t["role"],
+                        t["text"],
+                        timestamp=datetime.fromisoformat(t["timestamp"]),
+                        metadata={"dia_id": t["id"]},
+                    )
+                    for t in s["turns"]
+                ],
+            )
+            for s in h["sessions"]
+        ]
         # No embedder at ingest (as for LoCoMo): the systems embed through the benchmark's cache.
         stored = Memory(store, namespace=ns, embedder=None).add_sessions(sessions)
         dia_of = {st.id: str(st.turn.metadata["dia_id"]) for st in stored}
         known = set(dia_of.values())
-        questions = tuple(Question(h["id"], i, q["question"], q["type"], tuple(e for e in q["evidence"] if e in known),
-                                   datetime.fromisoformat(q["question_date"]))
-                          for i, q in enumerate(h["questions"]))
+        questions = tuple(
+            Question(
+                h["id"],
+                i,
+                q["question"],
+                q["type"],
+                tuple(e for e in q["evidence"] if e in known),
+                datetime.fromisoformat(q["question_date"]),
+            )
+            for i, q in enumerate(h["questions"])
+        )
         out.append(Conversation(h["id"], ns, tuple(stored), dia_of, questions, 0))
     return out

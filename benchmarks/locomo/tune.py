@@ -23,9 +23,22 @@ from stratamem.store import SQLiteStore
 from .embedcache import cached_embedder
 from .protocol import load_conversations
 
-SIGNALS = ("lexical", "lexical_window", "lexical_session", "vector", "vector_window", "vector_session",
-           "lexical_prev", "lexical_next", "vector_prev", "vector_next", "speaker", "date", "substance",
-           "substance_terms")
+SIGNALS = (
+    "lexical",
+    "lexical_window",
+    "lexical_session",
+    "vector",
+    "vector_window",
+    "vector_session",
+    "lexical_prev",
+    "lexical_next",
+    "vector_prev",
+    "vector_next",
+    "speaker",
+    "date",
+    "substance",
+    "substance_terms",
+)
 
 
 def collect(samples: list[int], weights: Weights, embedder: object | None) -> list[tuple[dict, np.ndarray, int]]:
@@ -55,8 +68,9 @@ def evaluate(data: list, w: dict[str, float], depths: tuple[int, ...] = (10, 40)
     """Mean recall at each depth for weights ``w``."""
     sums = np.zeros(len(depths))
     for sig, gold, _ in data:
-        fused = sum(w.get(n, 0) * (v if n in ("speaker", "date") else _scaled(v)) for n, v in sig.items()
-                    if n != "terms")
+        fused = sum(
+            w.get(n, 0) * (v if n in ("speaker", "date") else _scaled(v)) for n, v in sig.items() if n != "terms"
+        )
         prior = w.get("substance", 0) * (1 - np.exp(-sig["terms"] / w.get("substance_terms", 24.0)))
         fused = fused + np.where(fused > 0, prior, 0.0)
         order = np.argsort(-fused, kind="stable")
@@ -74,8 +88,12 @@ def main() -> None:
         emb.save()
     base = {f: getattr(Weights(), f) for f in SIGNALS}
     print("default", base, evaluate(data, base))
-    grid = {"lexical_session": [0.5, 0.8], "date": [0.3, 0.5], "substance": [0, 1.0, 1.3, 1.6],
-            "substance_terms": [12.0, 24.0]}
+    grid = {
+        "lexical_session": [0.5, 0.8],
+        "date": [0.3, 0.5],
+        "substance": [0, 1.0, 1.3, 1.6],
+        "substance_terms": [12.0, 24.0],
+    }
     if emb is not None:
         grid.update({"vector": [1.0, 1.3], "vector_window": [0.7, 1.0]})
     rows = []

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -77,19 +77,30 @@ def _load(path: Path) -> list[dict[str, Any]]:
 
 def _turns(sample: dict[str, Any]) -> list[PeerTurn]:
     conv = sample["conversation"]
-    numbers = sorted(int(k.split("_")[1]) for k in conv
-                     if k.startswith("session_") and k.count("_") == 1 and isinstance(conv[k], list))
+    numbers = sorted(
+        int(k.split("_")[1])
+        for k in conv
+        if k.startswith("session_") and k.count("_") == 1 and isinstance(conv[k], list)
+    )
     out = []
     for n in numbers:
         date = str(conv[f"session_{n}_date_time"])
-        start = datetime.strptime(date, _DATE_FORMAT).replace(tzinfo=timezone.utc)
+        start = datetime.strptime(date, _DATE_FORMAT).replace(tzinfo=UTC)
         for i, t in enumerate(conv[f"session_{n}"]):
             text = t["text"]
             if t.get("blip_caption"):
                 text = f"{text} [shares {t['blip_caption']}]"
-            out.append(PeerTurn(_normalise(str(t["dia_id"])), f"session_{n}", date,
-                                "user" if t["speaker"] == conv["speaker_a"] else "assistant",
-                                str(t["speaker"]), text, start + i * _SPACING))
+            out.append(
+                PeerTurn(
+                    _normalise(str(t["dia_id"])),
+                    f"session_{n}",
+                    date,
+                    "user" if t["speaker"] == conv["speaker_a"] else "assistant",
+                    str(t["speaker"]),
+                    text,
+                    start + i * _SPACING,
+                )
+            )
     return out
 
 
@@ -105,18 +116,17 @@ def conversations(path: Path = LOCOMO_PATH, count: int | None = None) -> list[tu
     return [(str(s["sample_id"]), _turns(s)) for s in raw]
 
 
-def question_texts(path: Path = LOCOMO_PATH, count: int | None = None,
-                   limit: int | None = None) -> dict[str, list[tuple[int, str]]]:
+def question_texts(
+    path: Path = LOCOMO_PATH, count: int | None = None, limit: int | None = None
+) -> dict[str, list[tuple[int, str]]]:
     """Per sample, ``(qa index, question)`` of every scored question, at most ``limit`` each.
 
     Only questions :func:`gold` scores are listed, so every system answers the same set.
     """
-    return {q_sample: [(q.index, q.text) for q in qs]
-            for q_sample, qs in gold(path, count, limit).items()}
+    return {q_sample: [(q.index, q.text) for q in qs] for q_sample, qs in gold(path, count, limit).items()}
 
 
-def gold(path: Path = LOCOMO_PATH, count: int | None = None,
-         limit: int | None = None) -> dict[str, list[PeerQuestion]]:
+def gold(path: Path = LOCOMO_PATH, count: int | None = None, limit: int | None = None) -> dict[str, list[PeerQuestion]]:
     """Per sample, the scored questions with their gold turns (runner side only)."""
     out: dict[str, list[PeerQuestion]] = {}
     for sample in _load(path)[:count]:
@@ -130,7 +140,8 @@ def gold(path: Path = LOCOMO_PATH, count: int | None = None,
                     if dia and dia in known and dia not in ids:
                         ids.append(dia)
             if ids:
-                qs.append(PeerQuestion(str(sample["sample_id"]), i, str(qa["question"]), int(qa["category"]),
-                                       tuple(ids)))
+                qs.append(
+                    PeerQuestion(str(sample["sample_id"]), i, str(qa["question"]), int(qa["category"]), tuple(ids))
+                )
         out[str(sample["sample_id"])] = qs[:limit]
     return out

@@ -33,7 +33,7 @@ from typing import Any, Protocol
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import data  # noqa: E402  (stdlib-only sibling, importable from any interpreter)
+import data  # stdlib-only sibling, importable from any interpreter
 
 __all__ = ["System", "dir_bytes", "guard_network", "main"]
 
@@ -101,8 +101,9 @@ def _pct(values: Sequence[float], p: float) -> float:
     return s[min(len(s) - 1, int(p * len(s)))] if s else float("nan")
 
 
-def _build(system: System, args: argparse.Namespace,
-           extra: Callable[[System, dict, argparse.Namespace], None] | None) -> dict:
+def _build(
+    system: System, args: argparse.Namespace, extra: Callable[[System, dict, argparse.Namespace], None] | None
+) -> dict:
     convs = data.conversations(args.data, args.conversations)
     questions = data.question_texts(args.data, args.conversations, args.questions)
     workdir = Path(args.workdir)
@@ -140,10 +141,20 @@ def _build(system: System, args: argparse.Namespace,
             ranked = system.search(sample, text)
             latencies.append(time.perf_counter() - t0)
             rankings[sample][index] = ranked[:25]
-    out = {"name": system.name, "turns": n_turns, "open_s": open_s, "ingest_s": ingest_s,
-           "per_conversation": per_conv, "bytes_after_ingest": bytes_ingest, "bytes_parts": parts,
-           "search_ms": [1000 * x for x in latencies], "search_p50_ms": 1000 * _pct(latencies, .5),
-           "search_p95_ms": 1000 * _pct(latencies, .95), "rankings": rankings, "versions": system.versions()}
+    out = {
+        "name": system.name,
+        "turns": n_turns,
+        "open_s": open_s,
+        "ingest_s": ingest_s,
+        "per_conversation": per_conv,
+        "bytes_after_ingest": bytes_ingest,
+        "bytes_parts": parts,
+        "search_ms": [1000 * x for x in latencies],
+        "search_p50_ms": 1000 * _pct(latencies, 0.5),
+        "search_p95_ms": 1000 * _pct(latencies, 0.95),
+        "rankings": rankings,
+        "versions": system.versions(),
+    }
     if extra is not None:
         extra(system, out, args)  # system-specific measurements (stratamem: contexts, as-returned search)
     system.close()
@@ -162,9 +173,12 @@ def _first(system: System, args: argparse.Namespace, import_s: float) -> dict:
     return {"import_s": import_s, "open_s": opened - t0, "query_s": done - opened, "top": ranked[:3]}
 
 
-def main(make: Callable[[], System], import_s: float,
-         extra: Callable[[System, dict, argparse.Namespace], None] | None = None,
-         first_extra: Callable[[System, argparse.Namespace], dict] | None = None) -> None:
+def main(
+    make: Callable[[], System],
+    import_s: float,
+    extra: Callable[[System, dict, argparse.Namespace], None] | None = None,
+    first_extra: Callable[[System, argparse.Namespace], dict] | None = None,
+) -> None:
     """The worker's command line: ``build`` or ``first``; prints one JSON line on stdout."""
     ap = argparse.ArgumentParser()
     ap.add_argument("mode", choices=["build", "first"])

@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -68,8 +67,12 @@ def _env(system: str, workdir: Path, peer_threads: int) -> dict[str, str]:
     if system == "stratamem":
         env["PYTHONPATH"] = str(ROOT / "src")
     else:
-        env.update(MEM0_TELEMETRY="False", MEM0_DIR=str(workdir / "mem0_dir"),
-                   LLAMA_INDEX_CACHE_DIR=str(workdir / "llama_index_cache"), TOKENIZERS_PARALLELISM="false")
+        env.update(
+            MEM0_TELEMETRY="False",
+            MEM0_DIR=str(workdir / "mem0_dir"),
+            LLAMA_INDEX_CACHE_DIR=str(workdir / "llama_index_cache"),
+            TOKENIZERS_PARALLELISM="false",
+        )
         if peer_threads > 0:
             env["OMP_NUM_THREADS"] = str(peer_threads)  # torch's intra-op threads (see README: spin-waiting)
     return env
@@ -78,7 +81,7 @@ def _env(system: str, workdir: Path, peer_threads: int) -> dict[str, str]:
 def _worker(system: str, python: str, argv: list[str], env: dict[str, str]) -> tuple[dict, float]:
     cmd = [python, str(HERE / SYSTEMS[system]), *argv]
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=False)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     wall = time.perf_counter() - t0
     noise = ("Loading weights", "spaCy", "fastembed", "MockLLM")
     for line in proc.stderr.splitlines():
@@ -121,11 +124,18 @@ def _mean(values: list[float]) -> float:
 
 
 def _machine() -> str:
-    cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                if ln.startswith("model name")), platform.processor())
-    mem = next((ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines()
-                if ln.startswith("MemTotal")), "0")
-    return f"{cpu}, {os.cpu_count()} cores, {int(mem) / 1024 ** 2:.0f} GiB, {platform.system()} {platform.release()}"
+    cpu = next(
+        (
+            ln.split(":", 1)[1].strip()
+            for ln in Path("/proc/cpuinfo").read_text().splitlines()
+            if ln.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    mem = next(
+        (ln.split()[1] for ln in Path("/proc/meminfo").read_text().splitlines() if ln.startswith("MemTotal")), "0"
+    )
+    return f"{cpu}, {os.cpu_count()} cores, {int(mem) / 1024**2:.0f} GiB, {platform.system()} {platform.release()}"
 
 
 def _du(path: str) -> int:
@@ -158,27 +168,43 @@ def run(args: argparse.Namespace) -> dict:
             for what in variants:
                 runs = []
                 for _ in range(args.fresh_runs):
-                    r, w = _worker(system, python, ["first", *common, "--user", first_sample, "--query", first_query,
-                                                    "--what", what], env)
+                    r, w = _worker(
+                        system,
+                        python,
+                        ["first", *common, "--user", first_sample, "--query", first_query, "--what", what],
+                        env,
+                    )
                     r["wall_s"] = w
                     runs.append(r)
                 runs.sort(key=lambda r: r["wall_s"])
                 firsts.append({"what": what, "median": runs[len(runs) // 2], "walls": [r["wall_s"] for r in runs]})
             out["first"] = firsts
             results[system] = out
-            print(f"{system}: done in {wall:.0f} s (load {load0[0]:.1f} -> {os.getloadavg()[0]:.1f})",
-                  file=sys.stderr, flush=True)
+            print(
+                f"{system}: done in {wall:.0f} s (load {load0[0]:.1f} -> {os.getloadavg()[0]:.1f})",
+                file=sys.stderr,
+                flush=True,
+            )
     peer_size = None
     if any(s != "stratamem" for s in args.systems):
-        prefix = subprocess.run([args.peer_python, "-c", "import sys; print(sys.prefix)"], capture_output=True,
-                                text=True, check=True).stdout.strip()
+        prefix = subprocess.run(
+            [args.peer_python, "-c", "import sys; print(sys.prefix)"], capture_output=True, text=True, check=True
+        ).stdout.strip()
         peer_size = (prefix, _du(prefix))
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, check=False).stdout.strip()
-    return {"results": results, "questions": {s: len(qs) for s, qs in questions.items()},
-            "gold": questions, "first_query": (first_sample, first_query), "peer_venv": peer_size,
-            "commit": commit, "machine": _machine(), "load_end": os.getloadavg(),
-            "peer_threads": args.peer_threads}
+    commit = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    ).stdout.strip()
+    return {
+        "results": results,
+        "questions": {s: len(qs) for s, qs in questions.items()},
+        "gold": questions,
+        "first_query": (first_sample, first_query),
+        "peer_venv": peer_size,
+        "commit": commit,
+        "machine": _machine(),
+        "load_end": os.getloadavg(),
+        "peer_threads": args.peer_threads,
+    }
 
 
 def report(run_out: dict) -> str:
@@ -186,21 +212,27 @@ def report(run_out: dict) -> str:
     questions = run_out["gold"]
     n_q = sum(len(qs) for qs in questions.values())
     res = run_out["results"]
-    lines = [f"LoCoMo: {len(questions)} conversations, {next(iter(res.values()))['turns']:,} turns, {n_q:,} questions "
-             f"(stratamem {run_out['commit']}; machine: {run_out['machine']})", ""]
-    head = ("| system | ingest turns/s | KB / 1k turns | recall@5 | recall@10 | search p50 / p95 ms "
-            "| context p50 / p95 ms | first query, fresh process s (import + open + query) |")
+    lines = [
+        f"LoCoMo: {len(questions)} conversations, {next(iter(res.values()))['turns']:,} turns, {n_q:,} questions "
+        f"(stratamem {run_out['commit']}; machine: {run_out['machine']})",
+        "",
+    ]
+    head = (
+        "| system | ingest turns/s | KB / 1k turns | recall@5 | recall@10 | search p50 / p95 ms "
+        "| context p50 / p95 ms | first query, fresh process s (import + open + query) |"
+    )
     lines += [head, "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, r in res.items():
+    for r in res.values():
         kb = r["bytes_after_ingest"] / r["turns"] / 1.024
         first = next(f for f in r["first"] if f["what"] == "search")
         m = first["median"]
-        ctx = (f"{_pct(r['context_ms'], .5):.0f} / {_pct(r['context_ms'], .95):.0f}" if "context_ms" in r else "—")
+        ctx = f"{_pct(r['context_ms'], 0.5):.0f} / {_pct(r['context_ms'], 0.95):.0f}" if "context_ms" in r else "—"
         lines.append(
             f"| {r['name']} | {r['turns'] / r['ingest_s']:.0f} | {kb:,.0f} | "
             f"{_mean(_recall(r['rankings'], questions, 5)):.3f} | {_mean(_recall(r['rankings'], questions, 10)):.3f} | "
             f"{r['search_p50_ms']:.1f} / {r['search_p95_ms']:.1f} | {ctx} | "
-            f"{m['wall_s']:.2f} ({m['import_s']:.2f} + {m['open_s']:.2f} + {m['query_s']:.2f}) |")
+            f"{m['wall_s']:.2f} ({m['import_s']:.2f} + {m['open_s']:.2f} + {m['query_s']:.2f}) |"
+        )
     lines.append("")
     if "stratamem" in res:
         s = res["stratamem"]
@@ -213,40 +245,53 @@ def report(run_out: dict) -> str:
         fc = next(f for f in s["first"] if f["what"] == "context")["median"]
         lines += [
             "stratamem, more:",
-            f"- ranking used above: the turn hits of `Memory.search(question, k=30)`, in order (summary hits "
-            f"left out; the peers return turns only).",
+            "- ranking used above: the turn hits of `Memory.search(question, k=30)`, in order (summary hits "
+            "left out; the peers return turns only).",
             f"- the top 10 of the same call as returned (turns and pyramid summaries): "
             f"recall@10 strict {_mean(_returned(s['returned_top10'], questions, True)):.3f}, "
             f"coverage {_mean(_returned(s['returned_top10'], questions, False)):.3f}.",
             f"- `Memory.context(question, budget=4000)`: gold turns held verbatim {_mean(ctx_recall):.3f}; "
             f"KB / 1k turns after one context per question (manifests kept): {kb_final:,.0f}.",
             f"- first `Memory.context` in a fresh process: {fc['wall_s']:.2f} s wall "
-            f"({fc['import_s']:.2f} + {fc['open_s']:.2f} + {fc['query_s']:.2f}).", ""]
+            f"({fc['import_s']:.2f} + {fc['open_s']:.2f} + {fc['query_s']:.2f}).",
+            "",
+        ]
     lines.append("Bytes after ingest, per part (KB / 1k turns):")
-    for name, r in res.items():
-        parts = ", ".join(f"{k} {v / r['turns'] / 1.024:,.0f}" for k, v in sorted(r["bytes_parts"].items(),
-                                                                             key=lambda kv: -kv[1]))
+    for r in res.values():
+        parts = ", ".join(
+            f"{k} {v / r['turns'] / 1.024:,.0f}" for k, v in sorted(r["bytes_parts"].items(), key=lambda kv: -kv[1])
+        )
         lines.append(f"- {r['name']}: {parts}")
     lines += ["", "Runs (wall, load average 1/5/15 min before -> after; first-query walls of every fresh run):"]
-    for name, r in res.items():
+    for r in res.values():
         walls = "; ".join(f"{f['what']}: " + ", ".join(f"{w:.2f}" for w in f["walls"]) for f in r["first"])
-        lines.append(f"- {r['name']}: {r['wall_s']:.0f} s, load {' '.join(f'{x:.1f}' for x in r['load_before'])} -> "
-                     f"{' '.join(f'{x:.1f}' for x in r['load_after'])}; first query s: {walls}")
+        lines.append(
+            f"- {r['name']}: {r['wall_s']:.0f} s, load {' '.join(f'{x:.1f}' for x in r['load_before'])} -> "
+            f"{' '.join(f'{x:.1f}' for x in r['load_after'])}; first query s: {walls}"
+        )
     lines += ["", "Versions:"]
-    for name, r in res.items():
+    for r in res.values():
         lines.append(f"- {r['name']}: " + ", ".join(f"{k} {v}" for k, v in r["versions"].items()))
     if run_out["peer_venv"]:
         prefix, size = run_out["peer_venv"]
-        lines.append(f"- peer venv {prefix}: {size / 1024 ** 3:.2f} GiB installed; torch intra-op threads "
-                     f"{run_out['peer_threads'] or 'torch default'}")
-    lines.append(f"- network attempts in every worker: 0 (audit hook); load average at the end: "
-                 f"{' '.join(f'{x:.1f}' for x in run_out['load_end'])}")
+        lines.append(
+            f"- peer venv {prefix}: {size / 1024**3:.2f} GiB installed; torch intra-op threads "
+            f"{run_out['peer_threads'] or 'torch default'}"
+        )
+    lines.append(
+        f"- network attempts in every worker: 0 (audit hook); load average at the end: "
+        f"{' '.join(f'{x:.1f}' for x in run_out['load_end'])}"
+    )
     cats = sorted({q.category for qs in questions.values() for q in qs})
     if cats:
-        lines += ["", "recall@10 per LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, "
-                      "5 adversarial):", "", "| system | " + " | ".join(str(c) for c in cats) + " |",
-                  "|---|" + "---:|" * len(cats)]
-        for name, r in res.items():
+        lines += [
+            "",
+            "recall@10 per LoCoMo category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial):",
+            "",
+            "| system | " + " | ".join(str(c) for c in cats) + " |",
+            "|---|" + "---:|" * len(cats),
+        ]
+        for r in res.values():
             cells = []
             for c in cats:
                 sub = {s: [q for q in qs if q.category == c] for s, qs in questions.items()}
@@ -264,8 +309,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--quick", action="store_true", help="1 conversation, 60 questions, 1 fresh-process run")
     ap.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS))
     ap.add_argument("--peer-python", default=DEFAULT_PEER_PYTHON, help="interpreter of the peer venv")
-    ap.add_argument("--peer-threads", type=int, default=1,
-                    help="torch intra-op threads for the peers (OMP_NUM_THREADS; 0: torch's default)")
+    ap.add_argument(
+        "--peer-threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads for the peers (OMP_NUM_THREADS; 0: torch's default)",
+    )
     ap.add_argument("--fresh-runs", type=int, default=3, help="fresh-process first queries per system (median)")
     ap.add_argument("--data", type=Path, default=data.LOCOMO_PATH)
     ap.add_argument("--tmp", help="directory for the stores (default: the system's temp dir)")

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import harness  # noqa: I001  (stdlib; puts data.py on the path)
+import harness  # stdlib only; puts data.py on the path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -74,17 +74,24 @@ class LlamaIndexVector:
         if user not in self.indexes:
             where = self.workdir / user
             if where.is_dir():
-                self.indexes[user] = load_index_from_storage(StorageContext.from_defaults(persist_dir=str(where)),
-                                                             embed_model=self.embed)
+                self.indexes[user] = load_index_from_storage(
+                    StorageContext.from_defaults(persist_dir=str(where)), embed_model=self.embed
+                )
             else:
                 self.indexes[user] = VectorStoreIndex(nodes=[], embed_model=self.embed)
         return self.indexes[user]
 
     def add_session(self, user: str, session: str, turns: Sequence[data.PeerTurn]) -> None:
         """``insert_nodes`` of the session's turns."""
-        nodes = [TextNode(text=f"{t.speaker}: {t.text}",
-                          metadata={"dia_id": t.dia_id, "session": session, "session_date": t.session_date},
-                          excluded_embed_metadata_keys=_META, excluded_llm_metadata_keys=_META) for t in turns]
+        nodes = [
+            TextNode(
+                text=f"{t.speaker}: {t.text}",
+                metadata={"dia_id": t.dia_id, "session": session, "session_date": t.session_date},
+                excluded_embed_metadata_keys=_META,
+                excluded_llm_metadata_keys=_META,
+            )
+            for t in turns
+        ]
         self._index(user).insert_nodes(nodes)
 
     def finish_user(self, user: str) -> None:
@@ -106,8 +113,14 @@ class LlamaIndexVector:
         from importlib import metadata
 
         out = {"python": platform.python_version()}
-        for dist in ("llama-index-core", "llama-index-embeddings-huggingface", "sentence-transformers",
-                     "transformers", "torch", "numpy"):
+        for dist in (
+            "llama-index-core",
+            "llama-index-embeddings-huggingface",
+            "sentence-transformers",
+            "transformers",
+            "torch",
+            "numpy",
+        ):
             try:
                 out[dist] = metadata.version(dist)
             except metadata.PackageNotFoundError:

@@ -42,7 +42,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import harness  # noqa: I001  (stdlib; puts data.py on the path)
+import harness  # stdlib only; puts data.py on the path
 
 os.environ["MEM0_TELEMETRY"] = "False"
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -61,10 +61,14 @@ TOP_K = 10
 def config(workdir: Path, model_dir: str) -> dict:
     """The mem0 configuration (see the module docstring)."""
     return {
-        "vector_store": {"provider": "qdrant", "config": {
-            "collection_name": "locomo", "embedding_model_dims": 384, "path": str(workdir / "qdrant")}},
-        "embedder": {"provider": "huggingface", "config": {"model": model_dir, "embedding_dims": 384,
-                                                           "model_kwargs": {"device": "cpu"}}},
+        "vector_store": {
+            "provider": "qdrant",
+            "config": {"collection_name": "locomo", "embedding_model_dims": 384, "path": str(workdir / "qdrant")},
+        },
+        "embedder": {
+            "provider": "huggingface",
+            "config": {"model": model_dir, "embedding_dims": 384, "model_kwargs": {"device": "cpu"}},
+        },
         "llm": {"provider": "openai", "config": {"api_key": "unused", "openai_base_url": "http://127.0.0.1:9/v1"}},
         "history_db_path": str(workdir / "history.db"),
     }
@@ -88,9 +92,12 @@ class Mem0:
         """One ``add(infer=False)`` per turn (its metadata names the turn)."""
         assert self.memory is not None
         for t in turns:
-            self.memory.add([{"role": t.role, "content": f"{t.speaker}: {t.text}", "name": t.speaker}],
-                            user_id=user, infer=False,
-                            metadata={"dia_id": t.dia_id, "session": session, "session_date": t.session_date})
+            self.memory.add(
+                [{"role": t.role, "content": f"{t.speaker}: {t.text}", "name": t.speaker}],
+                user_id=user,
+                infer=False,
+                metadata={"dia_id": t.dia_id, "session": session, "session_date": t.session_date},
+            )
 
     def finish_user(self, user: str) -> None:
         """Nothing to do: every ``add`` is written through."""
@@ -113,8 +120,17 @@ class Mem0:
         from importlib import metadata
 
         out = {"python": platform.python_version()}
-        for dist in ("mem0ai", "qdrant-client", "sentence-transformers", "transformers", "torch", "numpy",
-                     "posthog", "spacy", "fastembed"):
+        for dist in (
+            "mem0ai",
+            "qdrant-client",
+            "sentence-transformers",
+            "transformers",
+            "torch",
+            "numpy",
+            "posthog",
+            "spacy",
+            "fastembed",
+        ):
             try:
                 out[dist] = metadata.version(dist)
             except metadata.PackageNotFoundError:

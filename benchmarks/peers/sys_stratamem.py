@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import harness  # noqa: I001  (stdlib; puts data.py on the path)
+import harness  # stdlib only; puts data.py on the path
 
 harness.guard_network()
 _t0 = time.perf_counter()
@@ -79,8 +79,19 @@ class Stratamem:
     def add_session(self, user: str, session: str, turns: Sequence[data.PeerTurn]) -> None:
         """One ``Memory.add`` per session."""
         stored = self._mem(user).add(
-            [{"role": t.role, "name": t.speaker, "content": t.text, "timestamp": t.timestamp.isoformat(),
-              "metadata": {"dia_id": t.dia_id}} for t in turns], session=session, format="turns")
+            [
+                {
+                    "role": t.role,
+                    "name": t.speaker,
+                    "content": t.text,
+                    "timestamp": t.timestamp.isoformat(),
+                    "metadata": {"dia_id": t.dia_id},
+                }
+                for t in turns
+            ],
+            session=session,
+            format="turns",
+        )
         for st in stored:
             self.dia[st.id] = str(st.turn.metadata["dia_id"])
 
@@ -100,7 +111,8 @@ class Stratamem:
         if self.fresh_process:
             return [h.id for h in hits if h.kind == "turn"]
         self.returned.setdefault(user, {})[query] = [
-            (h.kind, [self._dia_of(mem, t) for t in h.turn_ids]) for h in hits[:10]]
+            (h.kind, [self._dia_of(mem, t) for t in h.turn_ids]) for h in hits[:10]
+        ]
         return [self._dia_of(mem, h.turn_ids[0]) for h in hits if h.kind == "turn"]
 
     def context(self, user: str, query: str) -> list[str]:

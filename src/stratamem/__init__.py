@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from importlib import metadata as _metadata
 
+from .agentloop.wrap import wrap
+from .aio import AsyncMemory
 from .config import Config
 from .errors import (
     BackendError,
@@ -30,9 +32,7 @@ from .errors import (
     ValidationError,
 )
 from .memory import Memory, Status
-from .aio import AsyncMemory  # noqa: E402 - async twin of Memory (issue 15)
 from .records import Context, ContextItem, Manifest, Session, StoredTurn, Turn
-from .agentloop.wrap import wrap  # noqa: I001 - after the facade: it imports the agent loop
 
 try:
     __version__ = _metadata.version("stratamem")
@@ -64,7 +64,17 @@ __all__ = [
     "wrap",
 ]
 
-for _name in ("Config", "Context", "ContextItem", "Manifest", "Memory", "Session", "Status", "StoredTurn", "Turn",
-              "wrap"):
+for _name in (
+    "Config",
+    "Context",
+    "ContextItem",
+    "Manifest",
+    "Memory",
+    "Session",
+    "Status",
+    "StoredTurn",
+    "Turn",
+    "wrap",
+):
     globals()[_name].__module__ = __name__
 del _name

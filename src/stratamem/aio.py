@@ -32,10 +32,18 @@ import itertools
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import StratamemError, ValidationError
 from .memory import Memory
+
+if TYPE_CHECKING:
+    import os
+
+    from .config import Config
+    from .events import EventBus
+    from .store.base import Store
+    from .tokens import Tokenizer
 
 __all__ = ["EXCLUDED", "AsyncMemory"]
 
@@ -79,7 +87,8 @@ def _twin(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
         return await self._call(method, self._memory, *args, **kwargs)
 
     twin.__doc__ = f"Async twin of :meth:`stratamem.Memory.{name}` (run on the worker thread).\n\n" + (
-        inspect.getdoc(method) or "")
+        inspect.getdoc(method) or ""
+    )
     twin.__qualname__ = f"AsyncMemory.{name}"
     return twin
 
@@ -90,7 +99,8 @@ class _Worker:
     def __init__(self) -> None:
         self.thread_id: int | None = None
         self.pool = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=f"stratamem-aio-{next(_names)}", initializer=self._mark)
+            max_workers=1, thread_name_prefix=f"stratamem-aio-{next(_names)}", initializer=self._mark
+        )
         self.members: weakref.WeakSet[AsyncMemory] = weakref.WeakSet()
         """Every AsyncMemory on this worker (the root and its ``for_namespace`` siblings)."""
 
@@ -119,6 +129,20 @@ class AsyncMemory:
     >>> asyncio.run(demo())
     'Our budget is $50K.'
     """
+
+    if TYPE_CHECKING:
+        # Set on the class from ``Memory`` when this module is imported (the loops at the end):
+        # the plain attributes, typed as on ``Memory``, and one async twin per public method,
+        # which a type checker sees through ``__getattr__`` as ``Any``.
+        namespace: str
+        config: Config
+        events: EventBus
+        tokenizer: Tokenizer
+        store: Store
+        embedder: Any
+        project_dir: str | os.PathLike[str] | None
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._init(Memory(*args, **kwargs), _Worker())

@@ -95,8 +95,14 @@ class PyramidConfig:
     defer_summarization: bool = True
     """Summarize a segment when it is demoted from hot rather than when it is sealed."""
     boundary_phrases: tuple[str, ...] = (
-        "new topic", "let's move on", "lets move on", "moving on", "change of subject",
-        "different question", "switching gears", "on another note",
+        "new topic",
+        "let's move on",
+        "lets move on",
+        "moving on",
+        "change of subject",
+        "different question",
+        "switching gears",
+        "on another note",
     )
     """Phrases in a user turn that start a new topic."""
     silence_minutes: float = 30.0
@@ -365,12 +371,14 @@ class Config:
 
     def to_dict(self) -> dict[str, Any]:
         """The config as nested plain values (tuples become lists)."""
+
         def plain(v: Any) -> Any:
             if dataclasses.is_dataclass(v):
                 return {f.name: plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
             if isinstance(v, tuple):
                 return list(v)
             return v
+
         return plain(self)
 
     def replace(self, **changes: Any) -> Config:
@@ -423,8 +431,8 @@ def _check_value(value: Any, hint: Any, where: str) -> Any:
         if not isinstance(value, str):
             raise ConfigError(f"{where}: expected a string, got {value!r}")
         return value
-    if dataclasses.is_dataclass(hint):
-        if dataclasses.is_dataclass(value) and isinstance(value, hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        if isinstance(value, hint):
             return value
         if not isinstance(value, Mapping):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")

@@ -46,7 +46,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 __all__ = ["Event", "EventBus", "Handler", "bind_loop", "run_to_completion"]
@@ -64,7 +64,7 @@ class Event:
     """Ids, counts and flags describing it (never message text)."""
     namespace: str | None = None
     """Namespace it happened in."""
-    at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    at: datetime = field(default_factory=lambda: datetime.now(UTC))
     """When."""
 
 
@@ -72,7 +72,8 @@ Handler = Callable[[Event], Any]
 """A subscriber (a function or an ``async def``); its resolved return value is collected by :meth:`EventBus.emit`."""
 
 _LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
-    "stratamem_event_loop", default=None)
+    "stratamem_event_loop", default=None
+)
 
 
 @contextlib.contextmanager
@@ -104,12 +105,15 @@ def run_to_completion(awaitable: Any) -> Any:
     except RuntimeError:
         running = None
     if loop is not None and loop.is_running() and loop is not running:
+
         async def wrapped() -> Any:
             return await awaitable
+
         return asyncio.run_coroutine_threadsafe(wrapped(), loop).result()
 
     async def main() -> Any:
         return await awaitable
+
     if running is None:
         return asyncio.run(main())
     # This thread runs a loop that is blocked in our caller: run the handler elsewhere.
@@ -120,6 +124,7 @@ def run_to_completion(awaitable: Any) -> Any:
             box["value"] = asyncio.run(main())
         except BaseException as exc:  # noqa: BLE001 - re-raised in the emitting thread
             box["error"] = exc
+
     t = threading.Thread(target=worker, name="stratamem-async-handler")
     t.start()
     t.join()
@@ -146,12 +151,13 @@ class EventBus:
             with self._lock:
                 if handler in self._handlers.get(kind, []):
                     self._handlers[kind].remove(handler)
+
         return unsubscribe
 
     def _record(self, event: Event) -> list[Handler]:
         with self._lock:
             self._history.append(event)
-            del self._history[:-self._limit]
+            del self._history[: -self._limit]
             handlers = list(self._handlers.get(event.kind, ())) + list(self._handlers.get("*", ()))
         log.debug("event %s %s", event.kind, dict(event.data))
         return handlers

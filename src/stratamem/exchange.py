@@ -25,15 +25,22 @@ import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import IO, Any
 
 from ._jsonio import parse_object_line
 from .errors import ConflictError, DecodeError, StratamemError
 from .records import Session, StoredTurn, Turn, check_name, check_text, format_timestamp, parse_timestamp
 
-__all__ = ["EXPORT_FORMAT", "EXPORT_VERSION", "ImportPlan", "ImportedNamespace", "plan_import", "read_export",
-           "write_export"]
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "ImportPlan",
+    "ImportedNamespace",
+    "plan_import",
+    "read_export",
+    "write_export",
+]
 
 EXPORT_FORMAT = "stratamem-export"
 EXPORT_VERSION = 1
@@ -43,15 +50,34 @@ def _line(obj: dict[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
 
 
-def write_export(out: IO[str], namespace: str, tokenizer: str, sessions: Iterable[Session],
-                 turns: Iterable[StoredTurn]) -> tuple[int, int]:
+def write_export(
+    out: IO[str], namespace: str, tokenizer: str, sessions: Iterable[Session], turns: Iterable[StoredTurn]
+) -> tuple[int, int]:
     """Write a namespace's sessions and turns; returns ``(sessions, turns)`` written."""
-    out.write(_line({"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "namespace": namespace,
-                     "tokenizer": tokenizer, "exported_at": format_timestamp(datetime.now(timezone.utc))}))
+    out.write(
+        _line(
+            {
+                "format": EXPORT_FORMAT,
+                "version": EXPORT_VERSION,
+                "namespace": namespace,
+                "tokenizer": tokenizer,
+                "exported_at": format_timestamp(datetime.now(UTC)),
+            }
+        )
+    )
     n_sessions = 0
     for s in sessions:
-        out.write(_line({"type": "session", "name": s.name, "platform": s.platform, "channel": s.channel,
-                         "created_at": format_timestamp(s.created_at)}))
+        out.write(
+            _line(
+                {
+                    "type": "session",
+                    "name": s.name,
+                    "platform": s.platform,
+                    "channel": s.channel,
+                    "created_at": format_timestamp(s.created_at),
+                }
+            )
+        )
         n_sessions += 1
     digest = hashlib.sha256()
     n_turns = 0
@@ -154,8 +180,11 @@ def read_export(source: IO[str]) -> ImportedNamespace:
     if not (_is_int(end.get("sessions")) and _is_int(end.get("turns")) and isinstance(end.get("sha256"), str)):
         raise DecodeError("end record needs integer sessions and turns and a sha256 string", line=end_line)
     if end.get("sessions") != len(sessions) or end.get("turns") != total:
-        raise DecodeError(f"end record counts ({end.get('sessions')} sessions, {end.get('turns')} turns) do not match "
-                          f"the file ({len(sessions)} sessions, {total} turns)", line=end_line)
+        raise DecodeError(
+            f"end record counts ({end.get('sessions')} sessions, {end.get('turns')} turns) do not match "
+            f"the file ({len(sessions)} sessions, {total} turns)",
+            line=end_line,
+        )
     if end.get("sha256") != digest.hexdigest():
         raise DecodeError("checksum mismatch: the turn lines were altered", line=end_line)
     return ImportedNamespace(namespace, tokenizer, sessions, turns)
@@ -171,8 +200,9 @@ def _session(obj: Mapping[str, Any], namespace: str, n: int) -> Session:
     try:
         name = check_name(obj.get("name"), "session")
         created = parse_timestamp(obj.get("created_at"), "created_at")
-        labels = {key: None if obj.get(key) is None else check_text(obj.get(key), key)
-                  for key in ("platform", "channel")}
+        labels = {
+            key: None if obj.get(key) is None else check_text(obj.get(key), key) for key in ("platform", "channel")
+        }
     except StratamemError as exc:
         raise DecodeError(str(exc), line=n) from None
     return Session(namespace, name, labels["platform"], labels["channel"], created)
@@ -209,10 +239,13 @@ def plan_import(store: Any, namespace: str, data: ImportedNamespace, *, dedupe: 
     for s in data.sessions:
         turns = data.turns[s.name]
         held = [st.turn for st in store.turns(namespace, s.name)] if s.name in existing else []
-        for seq, (mine, theirs) in enumerate(zip(held, turns), 1):
+        # Either side may be longer (a store ahead of or behind the export): their common prefix must agree.
+        for seq, (mine, theirs) in enumerate(zip(held, turns, strict=False), 1):
             if mine.to_dict() != theirs.to_dict():
-                raise ConflictError(f"session {s.name!r} of namespace {namespace!r} differs from the export "
-                                      f"at seq {seq}; import into another namespace")
+                raise ConflictError(
+                    f"session {s.name!r} of namespace {namespace!r} differs from the export "
+                    f"at seq {seq}; import into another namespace"
+                )
         skipped += min(len(held), len(turns))
-        out[s.name] = turns[len(held):]
+        out[s.name] = turns[len(held) :]
     return ImportPlan(out, skipped)

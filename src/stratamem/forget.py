@@ -44,15 +44,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .pyramid.archive import Archive
 from .embed.cache import content_hash
 from .errors import ArchiveError, ConfigError, NotFoundError, StratamemError, ValidationError
 from .events import Event
-from .records.nodes import Node
+from .pyramid.archive import Archive
+from .pyramid.tiers import encode_turns
 from .records import StoredTurn, check_name
+from .records.nodes import Node
 from .retrieve.corpus import TurnCorpus
 from .store.forgetting import ForgetPlan, NodeRewrite
-from .pyramid.tiers import encode_turns
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -91,7 +91,7 @@ class ForgetReport:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        out = {k: getattr(self, k) for k in self.__slots__}
         out["sessions"], out["archive_files"] = list(self.sessions), list(self.archive_files)
         out["warnings"] = list(self.warnings)
         return out
@@ -143,8 +143,9 @@ def _check_target(turns: object, session: object, all_namespace: object) -> str:
     if all_namespace:
         given.append("all_namespace")
     if len(given) != 1:
-        raise ValidationError("say exactly one of turns=[ids], session=name or all_namespace=True "
-                              f"(got {', '.join(given) or 'none'})")
+        raise ValidationError(
+            f"say exactly one of turns=[ids], session=name or all_namespace=True (got {', '.join(given) or 'none'})"
+        )
     return given[0]
 
 
@@ -160,8 +161,14 @@ def _turn_ids(turns: object) -> list[int]:
     return sorted(set(ids))
 
 
-def forget(mem: Memory, *, turns: Sequence[int] | None = None, session: str | None = None,
-           all_namespace: bool = False, vacuum: bool = False) -> ForgetReport:
+def forget(
+    mem: Memory,
+    *,
+    turns: Sequence[int] | None = None,
+    session: str | None = None,
+    all_namespace: bool = False,
+    vacuum: bool = False,
+) -> ForgetReport:
     """Delete turns of ``mem``'s namespace and everything derived from them (see the module docstring).
 
     Exactly one target: ``turns`` (ids), ``session`` (a name) or
@@ -180,8 +187,7 @@ def forget(mem: Memory, *, turns: Sequence[int] | None = None, session: str | No
     """
     what = _check_target(turns, session, all_namespace)
     ids = _turn_ids(turns) if what == "turns" else []
-    if what == "session":
-        check_name(session, "session")
+    session_name = check_name(session, "session") if what == "session" else ""
     store, ns = mem.store, mem.namespace
     if not hasattr(store, "forgetting"):
         raise ConfigError(f"the {store.backend} store cannot forget (it has no forgetting feature store)")
@@ -196,12 +202,13 @@ def forget(mem: Memory, *, turns: Sequence[int] | None = None, session: str | No
             found = store.turns(ns, ids=ids)
             missing = sorted(set(ids) - {st.id for st in found})
             if missing:
-                raise NotFoundError(f"no turn {', '.join(map(str, missing[:10]))} in namespace {ns!r}; "
-                                    "nothing was forgotten")
+                raise NotFoundError(
+                    f"no turn {', '.join(map(str, missing[:10]))} in namespace {ns!r}; nothing was forgotten"
+                )
             return planner.plan(found, sessions=())
         if what == "session":
-            store.session(ns, session)  # NotFoundError for an unknown session
-            return planner.plan(store.turns(ns, session), sessions=(session,))  # type: ignore[arg-type]
+            store.session(ns, session_name)  # NotFoundError for an unknown session
+            return planner.plan(store.turns(ns, session_name), sessions=(session_name,))
         return planner.plan(list(store.iter_turns(ns)), sessions=(), whole=True)
 
     try:
@@ -213,12 +220,23 @@ def forget(mem: Memory, *, turns: Sequence[int] | None = None, session: str | No
     warnings = planner.after_commit(plan)
     if vacuum:
         store.forgetting.vacuum()
-    report = ForgetReport(ns, len(plan.turn_ids), tuple(plan.sessions), len(plan.delete_nodes),
-                          len(plan.rewrite_nodes), len(plan.delete_items), len(plan.item_provenance),
-                          len(plan.delete_manifests), tuple(files), truncated, tuple(warnings))
+    report = ForgetReport(
+        ns,
+        len(plan.turn_ids),
+        tuple(plan.sessions),
+        len(plan.delete_nodes),
+        len(plan.rewrite_nodes),
+        len(plan.delete_items),
+        len(plan.item_provenance),
+        len(plan.delete_manifests),
+        tuple(files),
+        truncated,
+        tuple(warnings),
+    )
     # Counts and ids only: a forget event must not repeat what was forgotten.
-    mem.events.emit(Event("memory.forgotten", {k: v for k, v in report.to_dict().items() if k != "warnings"},
-                          namespace=ns))
+    mem.events.emit(
+        Event("memory.forgotten", {k: v for k, v in report.to_dict().items() if k != "warnings"}, namespace=ns)
+    )
     return report
 
 
@@ -256,14 +274,26 @@ class _Planner:
         items_gone, resourced = self._items(forgotten, sessions, whole, hashes)
         manifests = self._manifests(forgotten, touched, set(items_gone), whole)
         affected_sessions = sorted({st.session for st in gone})
-        return ForgetPlan(self.ns, tuple(sorted(forgotten)), sessions=sessions, whole_namespace=whole,
-                          delete_nodes=tuple(delete_nodes), rewrite_nodes=tuple(rewrites), segment_spans=spans,
-                          archive_refs=refs, delete_items=tuple(items_gone), item_provenance=resourced,
-                          delete_manifests=tuple(manifests), conversations=tuple(affected_sessions),
-                          embedding_hashes=tuple(sorted(hashes)), archive_pending=pending)
+        return ForgetPlan(
+            self.ns,
+            tuple(sorted(forgotten)),
+            sessions=sessions,
+            whole_namespace=whole,
+            delete_nodes=tuple(delete_nodes),
+            rewrite_nodes=tuple(rewrites),
+            segment_spans=spans,
+            archive_refs=refs,
+            delete_items=tuple(items_gone),
+            item_provenance=resourced,
+            delete_manifests=tuple(manifests),
+            conversations=tuple(affected_sessions),
+            embedding_hashes=tuple(sorted(hashes)),
+            archive_pending=pending,
+        )
 
-    def _nodes(self, forgotten: set[int], hashes: set[str]
-               ) -> tuple[list[int], list[NodeRewrite], dict[int, tuple[int, int]], set[int]]:
+    def _nodes(
+        self, forgotten: set[int], hashes: set[str]
+    ) -> tuple[list[int], list[NodeRewrite], dict[int, tuple[int, int]], set[int]]:
         nodes, ns, store = self.store.nodes, self.ns, self.store
         delete: list[int] = []
         rewrites: dict[int, NodeRewrite] = {}
@@ -292,26 +322,30 @@ class _Planner:
                     continue
                 if level == 1:
                     rows = store.turns(ns, ids=left)
-                    tokens, start, end = (sum(t.tokens for t in rows), min(t.timestamp for t in rows),
-                                          max(t.timestamp for t in rows))
+                    tokens, start, end = (
+                        sum(t.tokens for t in rows),
+                        min(t.timestamp for t in rows),
+                        max(t.timestamp for t in rows),
+                    )
                     warm, view = None, None
                     if node.tier == "warm" and nodes.warm_content(ns, node_id) is not None:
                         warm = encode_turns(rows, self.mem.config.pyramid.warm_format)
                         view = self.mem.tokenizer.count(warm[1])
-                    rewrites[node_id] = NodeRewrite(node_id, len(left), tokens, left[0], left[-1], start, end,
-                                                    node.seq_range, warm, view)
+                    rewrites[node_id] = NodeRewrite(
+                        node_id, len(left), tokens, left[0], left[-1], start, end, node.seq_range, warm, view
+                    )
                 else:
                     kids = [k for k in nodes.list(ns, parent_id=node_id) if k.id not in delete]
                     parts = [extent.get(k.id, (k.tokens, k.start, k.end)) for k in kids]
-                    tokens, start, end = (sum(p[0] for p in parts), min(p[1] for p in parts),
-                                          max(p[2] for p in parts))
+                    tokens, start, end = (sum(p[0] for p in parts), min(p[1] for p in parts), max(p[2] for p in parts))
                     rewrites[node_id] = NodeRewrite(node_id, len(left), tokens, left[0], left[-1], start, end, None)
                 extent[node_id] = (tokens, start, end)
         spans = self._hand_over(deleted_segments, set(delete), rewrites)
         return delete, list(rewrites.values()), spans, touched
 
-    def _hand_over(self, deleted: Sequence[Node], gone: set[int], rewrites: dict[int, NodeRewrite]
-                   ) -> dict[int, tuple[int, int]]:
+    def _hand_over(
+        self, deleted: Sequence[Node], gone: set[int], rewrites: dict[int, NodeRewrite]
+    ) -> dict[int, tuple[int, int]]:
         """Give each removed segment's sequence span to a surviving neighbour in its session.
 
         The next segment takes it (its span starts earlier); without one, the
@@ -320,36 +354,52 @@ class _Planner:
         """
         spans: dict[int, list[int]] = {}
         for session in sorted({n.session for n in deleted if n.session is not None}):
-            segs = sorted(self.store.nodes.list(self.ns, level=1, session=session),
-                          key=lambda n: n.seq_range[0] if n.seq_range else 0)
+            segs = sorted(
+                self.store.nodes.list(self.ns, level=1, session=session),
+                key=lambda n: n.seq_range[0] if n.seq_range else 0,
+            )
             live = [n for n in segs if n.id not in gone and n.seq_range is not None]
             for dead in (n for n in segs if n.id in gone and n.seq_range is not None):
-                lo, hi = dead.seq_range  # type: ignore[misc]
-                after = [n for n in live if n.seq_range[0] > hi]  # type: ignore[index]
-                before = [n for n in live if n.seq_range[1] < lo]  # type: ignore[index]
+                lo, hi = dead.seq_range
+                after = [n for n in live if n.seq_range[0] > hi]
+                before = [n for n in live if n.seq_range[1] < lo]
                 heir = after[0] if after else (before[-1] if before else None)
                 if heir is None:
                     continue
-                span = spans.setdefault(heir.id, list(heir.seq_range))  # type: ignore[arg-type]
+                span = spans.setdefault(heir.id, list(heir.seq_range))
                 span[0], span[1] = min(span[0], lo), max(span[1], hi)
         out: dict[int, tuple[int, int]] = {}
         for node_id, (lo, hi) in spans.items():
             if node_id in rewrites:
                 r = rewrites[node_id]
-                rewrites[node_id] = NodeRewrite(r.node_id, r.turn_count, r.tokens, r.first_turn_id, r.last_turn_id,
-                                                r.start, r.end, (lo, hi), r.warm, r.view_tokens)
+                rewrites[node_id] = NodeRewrite(
+                    r.node_id,
+                    r.turn_count,
+                    r.tokens,
+                    r.first_turn_id,
+                    r.last_turn_id,
+                    r.start,
+                    r.end,
+                    (lo, hi),
+                    r.warm,
+                    r.view_tokens,
+                )
             else:
                 out[node_id] = (lo, hi)
         return out
 
-    def _archive(self, forgotten: set[int], deleted: set[int], touched: set[int]
-                 ) -> tuple[dict[int, str | None], dict[str, str]]:
+    def _archive(
+        self, forgotten: set[int], deleted: set[int], touched: set[int]
+    ) -> tuple[dict[int, str | None], dict[str, str]]:
         """Stage rewrites of the day files that hold a forgotten turn; returns new references and actions."""
         if self.archive is None:
             return {}, {}
         cold = self.store.nodes.list(self.ns, level=1, tier="cold")
-        dirty = {Archive.file_of(n.archive_ref) for n in cold
-                 if n.archive_ref is not None and n.id in touched and _valid_ref(n.archive_ref)}
+        dirty = {
+            Archive.file_of(n.archive_ref)
+            for n in cold
+            if n.archive_ref is not None and n.id in touched and _valid_ref(n.archive_ref)
+        }
         refs: dict[int, str | None] = {}
         pending: dict[str, str] = {}
         for name in sorted(dirty):
@@ -366,8 +416,11 @@ class _Planner:
                     # Unreadable already: its nodes keep their canonical turns only.
                     log.warning("archive frame %s unreadable while forgetting; dropped: %s", ref, exc)
                     frame = {}
-                keep = {nid: [r for r in frame.get(nid, []) if r.get("id") not in forgotten]
-                        for nid in holders[ref] if nid not in deleted}
+                keep = {
+                    nid: [r for r in frame.get(nid, []) if r.get("id") not in forgotten]
+                    for nid in holders[ref]
+                    if nid not in deleted
+                }
                 keep = {nid: recs for nid, recs in keep.items() if recs}
                 for nid in holders[ref]:
                     if nid not in deleted and nid not in keep:
@@ -385,8 +438,9 @@ class _Planner:
                 pending[name] = "delete"
         return refs, pending
 
-    def _items(self, forgotten: set[int], sessions: tuple[str, ...], whole: bool, hashes: set[str]
-               ) -> tuple[list[int], dict[int, tuple[int, ...]]]:
+    def _items(
+        self, forgotten: set[int], sessions: tuple[str, ...], whole: bool, hashes: set[str]
+    ) -> tuple[list[int], dict[int, tuple[int, ...]]]:
         gone: list[int] = []
         resourced: dict[int, tuple[int, ...]] = {}
         for it in self.store.items.select(self.ns):
@@ -402,7 +456,7 @@ class _Planner:
     def _manifests(self, forgotten: set[int], nodes: set[int], items: set[int], whole: bool) -> list[int]:
         if whole:
             return []  # the store deletes every manifest of the namespace
-        names = ({f"turn:{t}" for t in forgotten} | {f"node:{n}" for n in nodes} | {f"item:{i}" for i in items})
+        names = {f"turn:{t}" for t in forgotten} | {f"node:{n}" for n in nodes} | {f"item:{i}" for i in items}
         out = []
         for m in self.store.manifests.latest(self.ns, limit=2**31 - 1):
             entries = [*m.data.get("items", ()), *m.data.get("near_misses", ())]

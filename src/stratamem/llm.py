@@ -103,8 +103,9 @@ def check_chat_input(system: Any, messages: Any, max_tokens: Any, max_input_char
     if out[0]["role"] != "user":
         raise ValidationError("the first message must be from the user", path="messages[0]")
     if size > max_input_chars:
-        raise ValidationError(f"input is {size:,} characters; this client accepts at most {max_input_chars:,}",
-                              path="messages")
+        raise ValidationError(
+            f"input is {size:,} characters; this client accepts at most {max_input_chars:,}", path="messages"
+        )
     return out
 
 
@@ -116,10 +117,20 @@ class _RetryingClient:
     _connection_errors: tuple[type[Exception], ...] = ()
     _api_errors: tuple[type[Exception], ...] = ()
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
-                 timeout_s: float = 60.0, max_retries: int = 2, backoff_s: float = 0.5, max_backoff_s: float = 8.0,
-                 max_input_chars: int = 1_000_000, temperature: float | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+        max_input_chars: int = 1_000_000,
+        temperature: float | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         if not isinstance(model, str) or not model:
             raise ConfigError("model must be a non-empty string")
         if timeout_s <= 0 or max_retries < 0 or backoff_s < 0 or max_input_chars < 1:
@@ -172,16 +183,24 @@ class _RetryingClient:
                 retryable, why = self._classify(exc)
                 if retryable and attempt <= self.max_retries:
                     delay = min(self.max_backoff_s, self.backoff_s * 2 ** (attempt - 1))
-                    log.warning("%s call failed (%s), retry %d/%d in %.2fs", self.provider, why, attempt,
-                                self.max_retries, delay)
+                    log.warning(
+                        "%s call failed (%s), retry %d/%d in %.2fs",
+                        self.provider,
+                        why,
+                        attempt,
+                        self.max_retries,
+                        delay,
+                    )
                     self._sleep(delay)
                     continue
-                raise ModelError(f"{self.provider} model {self.model!r} failed after {attempt} attempt(s): "
-                                 f"{why}") from exc
+                raise ModelError(
+                    f"{self.provider} model {self.model!r} failed after {attempt} attempt(s): {why}"
+                ) from exc
             if not result.text.strip():
                 raise ModelError(f"{self.provider} model {self.model!r} returned an empty answer")
-            return Completion(result.text, result.input_tokens, result.output_tokens, result.model,
-                              result.finish_reason, attempt)
+            return Completion(
+                result.text, result.input_tokens, result.output_tokens, result.model, result.finish_reason, attempt
+            )
 
     def _classify(self, exc: Exception) -> tuple[bool, str]:
         """Whether ``exc`` is worth retrying, and a short description without content."""
@@ -235,14 +254,23 @@ class OpenAIChat(_RetryingClient):
     def _call(self, system: str, messages: list[dict[str, str]], max_tokens: int) -> Completion:
         payload: list[dict[str, str]] = ([{"role": "system", "content": system}] if system else []) + messages
         extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}
-        resp = self._client.chat.completions.create(model=self.model, messages=payload,  # type: ignore[arg-type]
-                                                    max_tokens=max_tokens, **extra)
+        resp = self._client.chat.completions.create(
+            model=self.model,
+            messages=payload,
+            max_tokens=max_tokens,
+            **extra,
+        )
         if not resp.choices:
             raise ModelError(f"openai model {self.model!r} returned no choices")
         choice = resp.choices[0]
         usage = resp.usage
-        return Completion(choice.message.content or "", usage.prompt_tokens if usage else None,
-                          usage.completion_tokens if usage else None, resp.model, choice.finish_reason)
+        return Completion(
+            choice.message.content or "",
+            usage.prompt_tokens if usage else None,
+            usage.completion_tokens if usage else None,
+            resp.model,
+            choice.finish_reason,
+        )
 
 
 class AnthropicChat(_RetryingClient):
@@ -274,7 +302,11 @@ class AnthropicChat(_RetryingClient):
         extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}
         if system:
             extra["system"] = system
-        resp = self._client.messages.create(model=self.model, messages=messages,  # type: ignore[arg-type]
-                                            max_tokens=max_tokens, **extra)
+        resp = self._client.messages.create(
+            model=self.model,
+            messages=messages,
+            max_tokens=max_tokens,
+            **extra,
+        )
         text = "".join(getattr(b, "text", "") for b in resp.content if getattr(b, "type", None) == "text")
         return Completion(text, resp.usage.input_tokens, resp.usage.output_tokens, resp.model, resp.stop_reason)

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 from .errors import BudgetError, ValidationError
 
 if TYPE_CHECKING:
-    from .records.manifests import Context, Manifest
     from .memory import Memory
+    from .records.manifests import Context, Manifest
     from .search import SearchHit
 
 __all__ = ["MIN_BUDGET", "context_result", "hits_result", "manifest_lines", "parse_now"]
@@ -41,11 +41,15 @@ def _dumps(obj: Any) -> str:
 def manifest_lines(m: Manifest) -> list[str]:
     """The manifest in at most three lines: what went in by reason, what was left out, notes."""
     reasons = Counter(i.reason for i in m.items)
-    lines = [f"[manifest] {len(m.items)} items, {m.total_tokens}/{m.budget} tokens, policy {m.policy}"
-             + (": " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) if reasons else "")]
+    lines = [
+        f"[manifest] {len(m.items)} items, {m.total_tokens}/{m.budget} tokens, policy {m.policy}"
+        + (": " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())) if reasons else "")
+    ]
     if m.near_misses:
         best = m.near_misses[0]
-        lines.append(f"[left out] {len(m.near_misses)} near-misses; best {best.id} ({best.reason}, {best.tokens} tokens)")
+        lines.append(
+            f"[left out] {len(m.near_misses)} near-misses; best {best.id} ({best.reason}, {best.tokens} tokens)"
+        )
     if m.notes:
         lines.append("[notes] " + "; ".join(m.notes))
     return lines
@@ -55,6 +59,7 @@ def _compose(ctx: Context, budget: int, explain: bool, count: Any) -> str:
     """The best result for one assembled context that fits ``budget`` (or the smallest one, if none does)."""
     lines = manifest_lines(ctx.manifest)
     if ctx.format == "text":
+
         def render(summary: list[str], full: str | None) -> str:
             parts = [ctx.text.rstrip("\n")] if ctx.text.strip() else []
             if summary:
@@ -63,6 +68,7 @@ def _compose(ctx: Context, budget: int, explain: bool, count: Any) -> str:
                 parts.append("[manifest json] " + full)
             return "\n\n".join(parts)
     else:
+
         def render(summary: list[str], full: str | None) -> str:
             out: dict[str, Any] = {"format": ctx.format, "tokens": ctx.tokens, "messages": list(ctx.messages)}
             if ctx.system is not None:
@@ -72,6 +78,7 @@ def _compose(ctx: Context, budget: int, explain: bool, count: Any) -> str:
             if full is not None:
                 out["manifest_full"] = json.loads(full)
             return _dumps(out)
+
     candidates = []
     if explain:
         full = _dumps(ctx.manifest.to_dict())
@@ -98,10 +105,20 @@ def parse_now(now: str | None) -> datetime | None:
         raise ValidationError(f"not an ISO 8601 date/time: {now!r}", path="now") from exc
 
 
-def context_result(mem: Memory, *, query: str | None, budget: int, session: str | None, fmt: str,
-                   explain: bool, policy: str | None = None, now: datetime | None = None,
-                   provider: str | None = None, model: str | None = None,
-                   project_dir: str | os.PathLike[str] | None = None) -> str:
+def context_result(
+    mem: Memory,
+    *,
+    query: str | None,
+    budget: int,
+    session: str | None,
+    fmt: str,
+    explain: bool,
+    policy: str | None = None,
+    now: datetime | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    project_dir: str | os.PathLike[str] | None = None,
+) -> str:
     """The assembled context as tool-result text of at most ``budget`` tokens, everything included.
 
     The context is :meth:`Memory.context` with the same arguments, so the
@@ -122,8 +139,17 @@ def context_result(mem: Memory, *, query: str | None, budget: int, session: str 
 
     inner = budget
     for _ in range(_ROUNDS):
-        ctx = mem.context(query, budget=inner, session=session, format=fmt, policy=policy, now=now,
-                          provider=provider, model=model, project_dir=project_dir)
+        ctx = mem.context(
+            query,
+            budget=inner,
+            session=session,
+            format=fmt,
+            policy=policy,
+            now=now,
+            provider=provider,
+            model=model,
+            project_dir=project_dir,
+        )
         text = _compose(ctx, budget, explain, count)
         over = count(text) - budget
         if over <= 0:

@@ -48,14 +48,16 @@ __all__ = [
     "to_responses",
 ]
 
+
 def _require_mapping(m: Any, path: str) -> Mapping[str, Any]:
     if not isinstance(m, Mapping):
         raise InvalidTurnError(f"a message must be an object, got {type(m).__name__}", path=path)
     return m
 
 
-def _turn(role: str, content: str | tuple[Block, ...], m: Mapping[str, Any], path: str,
-          timestamp: datetime | None) -> Turn:
+def _turn(
+    role: str, content: str | tuple[Block, ...], m: Mapping[str, Any], path: str, timestamp: datetime | None
+) -> Turn:
     ts = m.get("timestamp")
     kwargs: dict[str, Any] = {}
     if ts is not None:
@@ -69,6 +71,7 @@ def _turn(role: str, content: str | tuple[Block, ...], m: Mapping[str, Any], pat
 
 
 # --- OpenAI ------------------------------------------------------------------------------
+
 
 def _openai_image(part: Mapping[str, Any], path: str) -> ImageBlock:
     spec = part.get("image_url")
@@ -88,9 +91,7 @@ def _openai_parts(content: Any, path: str, *, allow_images: bool) -> str | tuple
     if isinstance(content, str):
         return check_text(content, path)
     if not isinstance(content, list):
-        raise InvalidTurnError(
-            f"content must be a string or a list of parts, got {type(content).__name__}", path=path
-        )
+        raise InvalidTurnError(f"content must be a string or a list of parts, got {type(content).__name__}", path=path)
     blocks: list[Block] = []
     for i, part in enumerate(content):
         ppath = f"{path}[{i}]"
@@ -154,17 +155,25 @@ def from_openai(messages: Any, *, timestamp: datetime | None = None) -> list[Tur
                 try:
                     parsed = json.loads(args) if isinstance(args, str) else args
                 except json.JSONDecodeError:
-                    raise InvalidTurnError("tool call arguments are not valid JSON", path=f"{cpath}.function.arguments") from None
+                    raise InvalidTurnError(
+                        "tool call arguments are not valid JSON", path=f"{cpath}.function.arguments"
+                    ) from None
                 if not isinstance(parsed, Mapping):
-                    raise InvalidTurnError("tool call arguments must be a JSON object", path=f"{cpath}.function.arguments")
-                blocks.append(ToolUseBlock(
-                    id=check_text(call.get("id"), f"{cpath}.id"),
-                    name=check_text(fn.get("name"), f"{cpath}.function.name"),
-                    input=dict(parsed),
-                ))
+                    raise InvalidTurnError(
+                        "tool call arguments must be a JSON object", path=f"{cpath}.function.arguments"
+                    )
+                blocks.append(
+                    ToolUseBlock(
+                        id=check_text(call.get("id"), f"{cpath}.id"),
+                        name=check_text(fn.get("name"), f"{cpath}.function.name"),
+                        input=dict(parsed),
+                    )
+                )
             if raw_content is None and not calls:
                 raise InvalidTurnError("an assistant message needs content or tool_calls", path=path)
-            content_out: str | tuple[Block, ...] = raw_content if isinstance(raw_content, str) and not calls else tuple(blocks)
+            content_out: str | tuple[Block, ...] = (
+                raw_content if isinstance(raw_content, str) and not calls else tuple(blocks)
+            )
             turns.append(_turn("assistant", content_out, m, path, timestamp))
         elif role == "tool":
             parts = _openai_parts(m.get("content"), f"{path}.content", allow_images=False)
@@ -206,7 +215,8 @@ def to_openai(turns: Iterable[Turn]) -> list[dict[str, Any]]:
             else:
                 base["content"] = [
                     {"type": "text", "text": b.text} if isinstance(b, TextBlock) else _image_url(b)
-                    for b in t.content if isinstance(b, TextBlock | ImageBlock)
+                    for b in t.content
+                    if isinstance(b, TextBlock | ImageBlock)
                 ]
             out.append(base)
         elif t.role == "assistant":
@@ -218,8 +228,14 @@ def to_openai(turns: Iterable[Turn]) -> list[dict[str, Any]]:
                 base["content"] = "".join(texts) if texts else None
                 if calls:
                     base["tool_calls"] = [
-                        {"id": c.id, "type": "function",
-                         "function": {"name": c.name, "arguments": json.dumps(dict(c.input), ensure_ascii=False, allow_nan=False)}}
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {
+                                "name": c.name,
+                                "arguments": json.dumps(dict(c.input), ensure_ascii=False, allow_nan=False),
+                            },
+                        }
                         for c in calls
                     ]
                 if base["content"] is None and not calls:
@@ -242,14 +258,17 @@ def to_openai(turns: Iterable[Turn]) -> list[dict[str, Any]]:
 
 # --- Anthropic ---------------------------------------------------------------------------
 
+
 def _anthropic_image(d: Mapping[str, Any], path: str) -> ImageBlock:
     """An Anthropic image block (its ``source``: ``base64`` with ``media_type``, or ``url``)."""
     src = d.get("source")
     if not isinstance(src, Mapping):
         raise InvalidTurnError("image block needs a source object", path=f"{path}.source")
     if src.get("type") == "base64":
-        return ImageBlock(media_type=check_text(src.get("media_type"), f"{path}.source.media_type"),
-                          data=check_text(src.get("data"), f"{path}.source.data"))
+        return ImageBlock(
+            media_type=check_text(src.get("media_type"), f"{path}.source.media_type"),
+            data=check_text(src.get("data"), f"{path}.source.data"),
+        )
     if src.get("type") == "url":
         return ImageBlock(url=check_text(src.get("url"), f"{path}.source.url"))
     raise InvalidTurnError(f"unsupported image source type {src.get('type')!r}", path=f"{path}.source")
@@ -268,8 +287,9 @@ def anthropic_block(d: Any, path: str) -> Block:
     return block_from_dict(d, path, ANTHROPIC_BLOCKS)
 
 
-def from_anthropic(messages: Any, *, system: str | Sequence[Any] | None = None,
-                   timestamp: datetime | None = None) -> list[Turn]:
+def from_anthropic(
+    messages: Any, *, system: str | Sequence[Any] | None = None, timestamp: datetime | None = None
+) -> list[Turn]:
     """Convert Anthropic Messages (plus an optional ``system`` prompt) to turns.
 
     A user message whose blocks include ``tool_result`` becomes a ``tool`` turn.
@@ -302,7 +322,8 @@ def from_anthropic(messages: Any, *, system: str | Sequence[Any] | None = None,
             continue
         if not isinstance(raw_content, list):
             raise InvalidTurnError(
-                f"content must be a string or a list of blocks, got {type(raw_content).__name__}", path=f"{path}.content"
+                f"content must be a string or a list of blocks, got {type(raw_content).__name__}",
+                path=f"{path}.content",
             )
         blocks = tuple(anthropic_block(b, f"{path}.content[{j}]") for j, b in enumerate(raw_content))
         if role == "user" and any(isinstance(b, ToolResultBlock) for b in blocks):
@@ -317,8 +338,11 @@ def _anthropic_dict(b: Block) -> dict[str, Any]:
             return {"type": "image", "source": {"type": "url", "url": b.url}}
         return {"type": "image", "source": {"type": "base64", "media_type": b.media_type, "data": b.data}}
     if isinstance(b, ToolResultBlock):
-        out: dict[str, Any] = {"type": "tool_result", "tool_use_id": b.tool_use_id,
-                               "content": [_anthropic_dict(p) for p in b.content]}
+        out: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": b.tool_use_id,
+            "content": [_anthropic_dict(p) for p in b.content],
+        }
         if b.is_error:
             out["is_error"] = True
         return out
@@ -355,6 +379,7 @@ def to_anthropic(turns: Iterable[Turn]) -> tuple[str | None, list[dict[str, Any]
 
 
 # --- OpenAI Responses ----------------------------------------------------------------------
+
 
 def _responses_parts(content: Any, role: str) -> list[dict[str, Any]]:
     """Chat Completions content as Responses content parts (``input_*`` in, ``output_text`` out)."""
@@ -396,12 +421,19 @@ def to_responses(messages: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         if content is not None and not (calls and content == ""):
             items.append({"type": "message", "role": role, "content": _responses_parts(content, role)})
         for c in calls:
-            items.append({"type": "function_call", "call_id": c["id"], "name": c["function"]["name"],
-                          "arguments": c["function"]["arguments"]})
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": c["id"],
+                    "name": c["function"]["name"],
+                    "arguments": c["function"]["arguments"],
+                }
+            )
     return items
 
 
 # --- Structural validity -----------------------------------------------------------------
+
 
 def structural_problems(messages: Sequence[Mapping[str, Any]], provider: str) -> list[str]:
     """List what makes ``messages`` invalid for ``provider`` (empty list = valid).
@@ -446,7 +478,9 @@ def _anthropic_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
             pending = set()
         elif role == "assistant":
             if pending:
-                problems.append(f"messages[{i}]: tool_use {sorted(pending)} not answered before the next assistant turn")
+                problems.append(
+                    f"messages[{i}]: tool_use {sorted(pending)} not answered before the next assistant turn"
+                )
             pending = {b.get("id") for b in blocks if b.get("type") == "tool_use"}
     if pending:
         problems.append(f"end of messages: tool_use {sorted(pending)} not answered")

@@ -55,10 +55,17 @@ class SearchHit:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"id": self.id, "kind": self.kind, "score": round(self.score, 6), "text": self.text,
-                "turn_ids": list(self.turn_ids), "session": self.session,
-                "timestamp": self.timestamp.isoformat() if self.timestamp else None, "tier": self.tier,
-                "scores": {k: round(v, 6) for k, v in self.scores.items()}}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "score": round(self.score, 6),
+            "text": self.text,
+            "turn_ids": list(self.turn_ids),
+            "session": self.session,
+            "timestamp": self.timestamp.isoformat() if self.timestamp else None,
+            "tier": self.tier,
+            "scores": {k: round(v, 6) for k, v in self.scores.items()},
+        }
 
 
 def _check(query: object, k: object) -> tuple[str, int]:
@@ -117,10 +124,34 @@ def search(mem: Memory, query: str, *, k: int = 10, session: str | None = None) 
                 break
     best_turn = max((h.score["fused"] for _, h in turns), default=0.0) or 1.0
     best_summary = max((u.score["lexical"] for u, _ in summaries), default=0.0) or 1.0
-    hits = [SearchHit(h.id, "turn", h.score["fused"] / best_turn, f"{st.turn.name or st.role}: {st.text}",
-                      h.turn_ids, st.session, st.timestamp, None, dict(h.score)) for st, h in turns]
-    hits += [SearchHit(u.id, u.kind, u.score["lexical"] / best_summary, u.text, tuple(u.turn_ids), node.session,
-                       node.start, node.tier, dict(u.score)) for u, node in summaries]
+    hits = [
+        SearchHit(
+            h.id,
+            "turn",
+            h.score["fused"] / best_turn,
+            f"{st.turn.name or st.role}: {st.text}",
+            h.turn_ids,
+            st.session,
+            st.timestamp,
+            None,
+            dict(h.score),
+        )
+        for st, h in turns
+    ]
+    hits += [
+        SearchHit(
+            u.id,
+            u.kind,
+            u.score["lexical"] / best_summary,
+            u.text,
+            tuple(u.turn_ids),
+            node.session,
+            node.start,
+            node.tier,
+            dict(u.score),
+        )
+        for u, node in summaries
+    ]
     # Stable: turns were added first, so a turn wins a tie.
     hits.sort(key=lambda h: -h.score)
     return hits[:k]

@@ -9,7 +9,7 @@ floor so none of them has to import :mod:`stratamem.context`.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from .errors import BudgetError, ValidationError
 from .records import Turn
@@ -54,7 +54,7 @@ def check_now(now: object) -> datetime | None:
         return None
     if not isinstance(now, datetime):
         raise ValidationError(f"now must be a datetime, got {type(now).__name__}")
-    return now.replace(tzinfo=timezone.utc) if now.tzinfo is None else now
+    return now.replace(tzinfo=UTC) if now.tzinfo is None else now
 
 
 def check_format(fmt: object) -> str:
@@ -87,5 +87,7 @@ def turn_line(turn: Turn, text: str | None = None) -> str:
     who = turn.name or turn.role
     ts = turn.timestamp
     # Not strftime("%Y"): it does not zero-pad years before 1000 on glibc.
-    return (f"[{ts.year:04d}-{ts.month:02d}-{ts.day:02d} {ts.hour:02d}:{ts.minute:02d}] {who}: "
-            f"{turn.text if text is None else text}")
+    return (
+        f"[{ts.year:04d}-{ts.month:02d}-{ts.day:02d} {ts.hour:02d}:{ts.minute:02d}] {who}: "
+        f"{turn.text if text is None else text}"
+    )

@@ -207,9 +207,9 @@ def _rust_bindings() -> Any:
             loader.exec_module(mod)
             sys.modules[name] = mod
             return mod
-    import bpe_openai._bindings as mod  # an unusual layout: the ordinary (slow) import
+    import bpe_openai._bindings  # an unusual layout: the ordinary (slow) import
 
-    return mod
+    return bpe_openai._bindings
 
 
 class CharEstimator:
@@ -320,8 +320,11 @@ def _count_part(part: Any, tokenizer: Tokenizer) -> int:
     if kind == "thinking":
         return tokenizer.count(part.get("thinking") or "")
     if kind == "tool_use":
-        return TOOL_CALL_TOKENS + tokenizer.count(part.get("name") or "") + tokenizer.count(
-            json.dumps(part.get("input") or {}, ensure_ascii=False))
+        return (
+            TOOL_CALL_TOKENS
+            + tokenizer.count(part.get("name") or "")
+            + tokenizer.count(json.dumps(part.get("input") or {}, ensure_ascii=False))
+        )
     if kind == "tool_result":
         inner = part.get("content")
         if isinstance(inner, list):
@@ -340,15 +343,13 @@ def count_message(message: Mapping[str, Any], tokenizer: Tokenizer) -> int:
         total += tokenizer.count(content)
     for call in message.get("tool_calls") or ():
         fn = call.get("function") or {}
-        total += TOOL_CALL_TOKENS + tokenizer.count(fn.get("name") or "") + tokenizer.count(
-            fn.get("arguments") or "")
+        total += TOOL_CALL_TOKENS + tokenizer.count(fn.get("name") or "") + tokenizer.count(fn.get("arguments") or "")
     if message.get("role") == "tool":
         total += TOOL_CALL_TOKENS
     return total
 
 
-def count_messages(messages: Iterable[Mapping[str, Any]], tokenizer: Tokenizer, *,
-                   system: str | None = None) -> int:
+def count_messages(messages: Iterable[Mapping[str, Any]], tokenizer: Tokenizer, *, system: str | None = None) -> int:
     """Tokens of a whole request: every message, an optional system prompt, and reply priming."""
     total = REPLY_TOKENS + sum(count_message(m, tokenizer) for m in messages)
     if system:
@@ -457,12 +458,18 @@ class Counting:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (the manifest's ``counting``)."""
-        return {"counter": self.counter, "factor": self.factor, "provider": self.provider, "model": self.model,
-                "source": self.source}
+        return {
+            "counter": self.counter,
+            "factor": self.factor,
+            "provider": self.provider,
+            "model": self.model,
+            "source": self.source,
+        }
 
 
-def counting_for(counter: str, provider: str | None, model: str | None = None,
-                 calibration: Calibration | None = None) -> Counting:
+def counting_for(
+    counter: str, provider: str | None, model: str | None = None, calibration: Calibration | None = None
+) -> Counting:
     """The :class:`Counting` for ``provider``/``model``: learned usage first, else the measured ratio.
 
     A ``calibration`` that has observed ``model`` gives its factor (source

@@ -97,10 +97,37 @@ Use the same headings, in the same order, and nothing before or after them:
 {_FORMAT}"""
 
 _READ_WORDS = ("read", "view", "cat", "open", "grep", "search", "find", "list", "ls", "glob", "show", "get")
-_WRITE_WORDS = ("write", "edit", "create", "patch", "replace", "insert", "delete", "remove", "move", "rename",
-                "apply", "save", "update", "append", "str_replace")
-_PATH_KEYS = ("path", "file_path", "filepath", "filename", "file", "paths", "files", "target", "source",
-              "destination", "old_path", "new_path")
+_WRITE_WORDS = (
+    "write",
+    "edit",
+    "create",
+    "patch",
+    "replace",
+    "insert",
+    "delete",
+    "remove",
+    "move",
+    "rename",
+    "apply",
+    "save",
+    "update",
+    "append",
+    "str_replace",
+)
+_PATH_KEYS = (
+    "path",
+    "file_path",
+    "filepath",
+    "filename",
+    "file",
+    "paths",
+    "files",
+    "target",
+    "source",
+    "destination",
+    "old_path",
+    "new_path",
+)
 
 
 def _text_of(content: Any) -> str:
@@ -145,8 +172,7 @@ def serialize_messages(messages: Iterable[Mapping[str, Any]], *, tool_result_cha
         role = m.get("role")
         content = m.get("content")
         if role == "tool":
-            lines.append(f"[tool result {m.get('tool_call_id', '')}]: "
-                         f"{_clip(_text_of(content), tool_result_chars)}")
+            lines.append(f"[tool result {m.get('tool_call_id', '')}]: {_clip(_text_of(content), tool_result_chars)}")
             continue
         blocks = content if isinstance(content, list) else None
         if blocks is None:
@@ -167,12 +193,16 @@ def serialize_messages(messages: Iterable[Mapping[str, Any]], *, tool_result_cha
                     lines.append(f"[tool call {b.get('id', '')}] {b.get('name')}({_clip(args, tool_result_chars)})")
                 elif kind == "tool_result":
                     flag = " (error)" if b.get("is_error") else ""
-                    lines.append(f"[tool result {b.get('tool_use_id', '')}{flag}]: "
-                                 f"{_clip(_text_of(b.get('content')), tool_result_chars)}")
+                    lines.append(
+                        f"[tool result {b.get('tool_use_id', '')}{flag}]: "
+                        f"{_clip(_text_of(b.get('content')), tool_result_chars)}"
+                    )
         for call in m.get("tool_calls") or ():
             fn = call.get("function") or {}
-            lines.append(f"[tool call {call.get('id', '')}] {fn.get('name')}"
-                         f"({_clip(str(fn.get('arguments') or '{}'), tool_result_chars)})")
+            lines.append(
+                f"[tool call {call.get('id', '')}] {fn.get('name')}"
+                f"({_clip(str(fn.get('arguments') or '{}'), tool_result_chars)})"
+            )
     return "\n\n".join(lines)
 
 
@@ -216,8 +246,9 @@ def _kind(tool: str) -> str | None:
     return None
 
 
-def track_files(messages: Iterable[Mapping[str, Any]], read: Sequence[str] = (),
-                modified: Sequence[str] = ()) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def track_files(
+    messages: Iterable[Mapping[str, Any]], read: Sequence[str] = (), modified: Sequence[str] = ()
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Add the paths named by tool calls in ``messages`` to ``read`` and ``modified``.
 
     A call counts as a write when its tool name has a word such as ``write``,
@@ -255,7 +286,7 @@ def strip_files_section(text: str) -> str:
     """``text`` without a trailing ``## Files`` section (it is rebuilt from tracked calls)."""
     at = text.find("\n## Files\n")
     if at < 0:
-        return text[len("## Files\n"):] if text.startswith("## Files\n") else text
+        return text[len("## Files\n") :] if text.startswith("## Files\n") else text
     return text[:at].rstrip()
 
 
@@ -281,7 +312,7 @@ def split_for_model(transcript: str, max_tokens: int, tokenizer: Tokenizer) -> l
                 current, size = [], 0
             head = truncate_to_tokens(piece, max_tokens, tokenizer)
             parts.append(head)
-            piece = piece[len(head):]
+            piece = piece[len(head) :]
             n = tokenizer.count(piece) + 1
         if size + n > max_tokens and current:
             parts.append("\n\n".join(current))
@@ -293,8 +324,7 @@ def split_for_model(transcript: str, max_tokens: int, tokenizer: Tokenizer) -> l
     return parts
 
 
-_FACT_SECTIONS = {"Constraints & Preferences": "preference", "Key Decisions": "decision",
-                  "Critical Context": "fact"}
+_FACT_SECTIONS = {"Constraints & Preferences": "preference", "Key Decisions": "decision", "Critical Context": "fact"}
 _EMPTY = ("none", "- none", "nothing", "n/a")
 
 

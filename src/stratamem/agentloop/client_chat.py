@@ -53,12 +53,18 @@ class ClientChat:
         if self.provider == "openai":
             text = (result.choices[0].message.content or "") if result.choices else ""
             usage = result.usage
-            out = Completion(text, getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None),
-                             result.model, result.choices[0].finish_reason if result.choices else None)
+            out = Completion(
+                text,
+                getattr(usage, "prompt_tokens", None),
+                getattr(usage, "completion_tokens", None),
+                result.model,
+                result.choices[0].finish_reason if result.choices else None,
+            )
         else:
             text = "".join(getattr(b, "text", "") for b in result.content if getattr(b, "type", None) == "text")
-            out = Completion(text, result.usage.input_tokens, result.usage.output_tokens, result.model,
-                             result.stop_reason)
+            out = Completion(
+                text, result.usage.input_tokens, result.usage.output_tokens, result.model, result.stop_reason
+            )
         if not text.strip():
             raise ModelError(f"{self.provider} summary model {self.model!r} returned an empty answer")
         return out

@@ -47,7 +47,7 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..config import CompactionConfig, LLMConfig, PruningConfig
@@ -76,7 +76,7 @@ log = logging.getLogger("stratamem.agentloop.compaction")
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Compactor(_LiveList, _CutPlanning):
@@ -103,12 +103,23 @@ class Compactor(_LiveList, _CutPlanning):
         ConfigError: Unknown provider, or a threshold that cannot hold ``keep_recent_tokens``.
     """
 
-    def __init__(self, model: ChatModel | None, *, provider: str, memory: Memory | None = None,
-                 namespace: str | None = None, session: str = "default", config: CompactionConfig | None = None,
-                 pruning: PruningConfig | None = None, llm: LLMConfig | None = None,
-                 tokenizer: Tokenizer | None = None, calibration: Calibration | None = None,
-                 agent_model: str = "default", events: EventBus | None = None,
-                 states: ConversationStore | None = None) -> None:
+    def __init__(
+        self,
+        model: ChatModel | None,
+        *,
+        provider: str,
+        memory: Memory | None = None,
+        namespace: str | None = None,
+        session: str = "default",
+        config: CompactionConfig | None = None,
+        pruning: PruningConfig | None = None,
+        llm: LLMConfig | None = None,
+        tokenizer: Tokenizer | None = None,
+        calibration: Calibration | None = None,
+        agent_model: str = "default",
+        events: EventBus | None = None,
+        states: ConversationStore | None = None,
+    ) -> None:
         if provider not in ("openai", "anthropic"):
             raise ConfigError(f"provider must be 'openai' or 'anthropic', got {provider!r}")
         base = memory.config if memory is not None else None
@@ -126,10 +137,13 @@ class Compactor(_LiveList, _CutPlanning):
         if states is None and memory is not None:
             states = getattr(memory.store, "conversations", None)
         self.states = states
-        if self.config.keep_recent_tokens + self.config.checkpoint_max_tokens + self.config.output_reserve \
-                > self.config.threshold:
-            raise ConfigError("compaction: keep_recent_tokens + checkpoint_max_tokens + output_reserve "
-                              "must not exceed threshold")
+        if (
+            self.config.keep_recent_tokens + self.config.checkpoint_max_tokens + self.config.output_reserve
+            > self.config.threshold
+        ):
+            raise ConfigError(
+                "compaction: keep_recent_tokens + checkpoint_max_tokens + output_reserve must not exceed threshold"
+            )
         if not 0 <= self.config.min_gain_ratio < 1:
             raise ConfigError("compaction: min_gain_ratio must be in [0, 1)")
         if self.config.hard_limit is not None and self.config.hard_limit < self.config.threshold:
@@ -154,8 +168,9 @@ class Compactor(_LiveList, _CutPlanning):
         return self._state
 
     def _save(self, **changes: Any) -> None:
-        self._state = dataclasses.replace(self._state, updated_at=_now(),
-                                          calibration=self.calibration.to_dict(), **changes)
+        self._state = dataclasses.replace(
+            self._state, updated_at=_now(), calibration=self.calibration.to_dict(), **changes
+        )
         if self.states is not None:
             self.states.put(self._state)
 
@@ -175,8 +190,14 @@ class Compactor(_LiveList, _CutPlanning):
             return False
         return self.count(messages, system=system) + self.config.output_reserve > self.config.threshold
 
-    def observe_usage(self, messages: Sequence[Mapping[str, Any]], input_tokens: int, *,
-                      system: str | None = None, output_tokens: int | None = None) -> float:
+    def observe_usage(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        input_tokens: int,
+        *,
+        system: str | None = None,
+        output_tokens: int | None = None,
+    ) -> float:
         """Learn from the input tokens the provider reported for a request of ``messages``.
 
         The usage is also recorded as the state's ``last_usage`` (``conversation show``).
@@ -229,8 +250,9 @@ class Compactor(_LiveList, _CutPlanning):
         with bind_loop(asyncio.get_running_loop()):
             return await asyncio.to_thread(self.prepare_messages, messages, system=system)
 
-    async def acompact(self, messages: list[dict[str, Any]], *, system: str | None = None,
-                       aligned: list[Any] | None = None) -> CompactionResult:
+    async def acompact(
+        self, messages: list[dict[str, Any]], *, system: str | None = None, aligned: list[Any] | None = None
+    ) -> CompactionResult:
         """:meth:`compact` for async code (same rules as :meth:`aprepare_messages`)."""
         with bind_loop(asyncio.get_running_loop()):
             return await asyncio.to_thread(self.compact, messages, system=system, aligned=aligned)
@@ -255,10 +277,13 @@ class Compactor(_LiveList, _CutPlanning):
             return None
         reason = None
         if self._calls_since is not None and (
-                (cfg.cooldown_calls and self._calls_since < cfg.cooldown_calls)
-                or (cfg.cooldown_tokens and before - self._tokens_after_last < cfg.cooldown_tokens)):
-            reason = (f"cooldown: {self._calls_since} call(s) and {before - self._tokens_after_last:,} tokens "
-                      f"since the last compaction")
+            (cfg.cooldown_calls and self._calls_since < cfg.cooldown_calls)
+            or (cfg.cooldown_tokens and before - self._tokens_after_last < cfg.cooldown_tokens)
+        ):
+            reason = (
+                f"cooldown: {self._calls_since} call(s) and {before - self._tokens_after_last:,} tokens "
+                f"since the last compaction"
+            )
         elif cfg.min_gain_ratio > 0:
             try:
                 plan = self._plan(messages, system)
@@ -274,13 +299,15 @@ class Compactor(_LiveList, _CutPlanning):
             return None
         self._save(deferred=self._state.deferred + 1)
         log.info("compaction of %s/%s deferred (%s)", self.namespace, self.session, reason)
-        return CompactionResult("deferred", self._state.compaction_count, before, before, len(messages),
-                                len(messages), reason=reason)
+        return CompactionResult(
+            "deferred", self._state.compaction_count, before, before, len(messages), len(messages), reason=reason
+        )
 
     # --- compaction -------------------------------------------------------------------
 
-    def compact(self, messages: list[dict[str, Any]], *, system: str | None = None,
-                aligned: list[Any] | None = None) -> CompactionResult:
+    def compact(
+        self, messages: list[dict[str, Any]], *, system: str | None = None, aligned: list[Any] | None = None
+    ) -> CompactionResult:
         """Compact ``messages`` in place now (whether or not the threshold is reached).
 
         Args:
@@ -308,18 +335,36 @@ class Compactor(_LiveList, _CutPlanning):
         starts, cut, old, kept_tail, split = plan.starts, plan.cut, plan.old, plan.kept_tail, plan.split
         old_ids = tuple(i for i in (self._ids[i] for i in old) if i is not None)
         try:
-            answers = self.events.emit(Event("compaction.before", {
-                "session": self.session, "provider": self.provider, "compaction_number": number,
-                "message_indices": tuple(old), "turn_ids": old_ids, "messages": len(old),
-                "tokens_before": before, "tokens_compacted": sum(count_message(messages[i], self.tokenizer)
-                                                                 for i in old),
-                "threshold": self.config.threshold, "split_turn": split}, namespace=self.namespace))
+            answers = self.events.emit(
+                Event(
+                    "compaction.before",
+                    {
+                        "session": self.session,
+                        "provider": self.provider,
+                        "compaction_number": number,
+                        "message_indices": tuple(old),
+                        "turn_ids": old_ids,
+                        "messages": len(old),
+                        "tokens_before": before,
+                        "tokens_compacted": sum(count_message(messages[i], self.tokenizer) for i in old),
+                        "threshold": self.config.threshold,
+                        "split_turn": split,
+                    },
+                    namespace=self.namespace,
+                )
+            )
         except CompactionCancelled as exc:
             self._save(last_status="cancelled", last_error=str(exc) or None)
-            self.events.emit(Event("compaction.after", {"session": self.session, "status": "cancelled",
-                                                        "compaction_number": number}, namespace=self.namespace))
-            return CompactionResult("cancelled", number, before, before, len(messages), len(messages),
-                                    error=str(exc) or None)
+            self.events.emit(
+                Event(
+                    "compaction.after",
+                    {"session": self.session, "status": "cancelled", "compaction_number": number},
+                    namespace=self.namespace,
+                )
+            )
+            return CompactionResult(
+                "cancelled", number, before, before, len(messages), len(messages), error=str(exc) or None
+            )
         pinned = self._pinned(messages, answers, old, starts)
         old = [i for i in old if i not in pinned]
         read, modified = track_files([messages[i] for i in old], self._state.files_read, self._state.files_modified)
@@ -331,9 +376,14 @@ class Compactor(_LiveList, _CutPlanning):
             status, checkpoint = "truncated", None
         else:
             try:
-                checkpoint, calls, n_in, n_out = write_checkpoint(self.model, [messages[i] for i in old],
-                                                                  self._state.summary, config=self.config,
-                                                                  llm=self.llm, tokenizer=self.tokenizer)
+                checkpoint, calls, n_in, n_out = write_checkpoint(
+                    self.model,
+                    [messages[i] for i in old],
+                    self._state.summary,
+                    config=self.config,
+                    llm=self.llm,
+                    tokenizer=self.tokenizer,
+                )
                 missing = tuple(missing_sections(checkpoint))
                 # Tracked files are facts we know, so they are appended, not left to the model.
                 checkpoint = "\n\n".join(p for p in (checkpoint, files_section(read, modified)) if p)
@@ -344,8 +394,13 @@ class Compactor(_LiveList, _CutPlanning):
                 # bounds the prompt: the fallback is recorded in the state, the
                 # compaction.failed event and the log, and no stored message is lost.
                 status, checkpoint, error = "fallback", None, f"{type(exc).__name__}: {exc}"
-                log.error("compaction %d of %s/%s: summarizer failed (%s); truncating to the recent window",
-                          number, self.namespace, self.session, type(exc).__name__)
+                log.error(
+                    "compaction %d of %s/%s: summarizer failed (%s); truncating to the recent window",
+                    number,
+                    self.namespace,
+                    self.session,
+                    type(exc).__name__,
+                )
         prefix = prefix_messages(checkpoint, read, modified, status, len(old), self._state.summary)
         head = [i for i in range(cut) if self._kept_always(messages[i]) and not is_synthetic(messages[i])]
         middle = sorted(pinned)
@@ -364,35 +419,85 @@ class Compactor(_LiveList, _CutPlanning):
         after = self.count(messages, system=system)
         if status == "compacted":
             summary = checkpoint
-            self._save(summary=summary, compaction_count=number, files_read=read, files_modified=modified,
-                       compacted_messages=self._state.compacted_messages + len(removed), last_status=status,
-                       last_error=None, resume_seq=resume)
+            self._save(
+                summary=summary,
+                compaction_count=number,
+                files_read=read,
+                files_modified=modified,
+                compacted_messages=self._state.compacted_messages + len(removed),
+                last_status=status,
+                last_error=None,
+                resume_seq=resume,
+            )
         else:
-            self._save(compacted_messages=self._state.compacted_messages + len(removed), last_status=status,
-                       last_error=error, failures=self._state.failures + (status == "fallback"),
-                       files_read=read, files_modified=modified, resume_seq=resume)
+            self._save(
+                compacted_messages=self._state.compacted_messages + len(removed),
+                last_status=status,
+                last_error=error,
+                failures=self._state.failures + (status == "fallback"),
+                files_read=read,
+                files_modified=modified,
+                resume_seq=resume,
+            )
         sealed, extracted = self._after_compaction(status, checkpoint, old_ids, after)
-        result = CompactionResult(status, number, before, after, count_before, len(messages), removed, old_ids,
-                                  tuple(sorted(pinned)), split, calls, n_in, n_out, missing, error,
-                                  sealed_segment=sealed, items_extracted=extracted)
-        data = {"session": self.session, "status": status, "compaction_number": number,
-                "messages_removed": len(removed), "turn_ids": old_ids, "tokens_before": before,
-                "tokens_after": after, "summary_calls": calls, "summary_input_tokens": n_in,
-                "summary_output_tokens": n_out, "split_turn": split, "pinned": result.pinned_indices,
-                "sealed_segment": sealed, "items_extracted": extracted}
+        result = CompactionResult(
+            status,
+            number,
+            before,
+            after,
+            count_before,
+            len(messages),
+            removed,
+            old_ids,
+            tuple(sorted(pinned)),
+            split,
+            calls,
+            n_in,
+            n_out,
+            missing,
+            error,
+            sealed_segment=sealed,
+            items_extracted=extracted,
+        )
+        data = {
+            "session": self.session,
+            "status": status,
+            "compaction_number": number,
+            "messages_removed": len(removed),
+            "turn_ids": old_ids,
+            "tokens_before": before,
+            "tokens_after": after,
+            "summary_calls": calls,
+            "summary_input_tokens": n_in,
+            "summary_output_tokens": n_out,
+            "split_turn": split,
+            "pinned": result.pinned_indices,
+            "sealed_segment": sealed,
+            "items_extracted": extracted,
+        }
         if status == "fallback":
             # The error's type only: its message may quote model output.
-            self.events.emit(Event("compaction.failed", {**data, "error": (error or "").split(":", 1)[0]},
-                                   namespace=self.namespace))
+            self.events.emit(
+                Event("compaction.failed", {**data, "error": (error or "").split(":", 1)[0]}, namespace=self.namespace)
+            )
         self.events.emit(Event("compaction.after", data, namespace=self.namespace))
-        log.info("compaction %d of %s/%s: %s, %d messages out, tokens %d -> %d", number, self.namespace,
-                 self.session, status, len(removed), before, after)
+        log.info(
+            "compaction %d of %s/%s: %s, %d messages out, tokens %d -> %d",
+            number,
+            self.namespace,
+            self.session,
+            status,
+            len(removed),
+            before,
+            after,
+        )
         return result
 
     # --- internals --------------------------------------------------------------------
 
-    def _after_compaction(self, status: str, checkpoint: str | None, old_ids: tuple[int, ...],
-                          after: int) -> tuple[int | None, int]:
+    def _after_compaction(
+        self, status: str, checkpoint: str | None, old_ids: tuple[int, ...], after: int
+    ) -> tuple[int | None, int]:
         """Restart the cooldown and feed the memory (:func:`~stratamem.agentloop.feed.feed_memory`)."""
         self._calls_since, self._tokens_after_last = 0, after
         if self.memory is None or status == "cancelled":
@@ -400,6 +505,11 @@ class Compactor(_LiveList, _CutPlanning):
         sealed, extracted, problems = feed_memory(self.memory, self.session, self.config, checkpoint, old_ids)
         if problems:
             self._save(last_error="; ".join(problems)[:500])
-            self.events.emit(Event("compaction.feed_failed", {"session": self.session, "errors": [
-                ":".join(p.split(":", 2)[:2]) for p in problems]}, namespace=self.namespace))
+            self.events.emit(
+                Event(
+                    "compaction.feed_failed",
+                    {"session": self.session, "errors": [":".join(p.split(":", 2)[:2]) for p in problems]},
+                    namespace=self.namespace,
+                )
+            )
         return sealed, extracted

@@ -46,8 +46,7 @@ def real_user_indices(messages: Sequence[Mapping[str, Any]]) -> list[int]:
     return out
 
 
-def find_cut_point(messages: Sequence[Mapping[str, Any]], keep_recent_tokens: int,
-                   tokenizer: Tokenizer) -> int:
+def find_cut_point(messages: Sequence[Mapping[str, Any]], keep_recent_tokens: int, tokenizer: Tokenizer) -> int:
     """Index of the first message to keep: the earliest real user turn leaving ≤ ``keep_recent_tokens``.
 
     Walks back over real user turns (see :func:`real_user_indices`) while the
@@ -76,16 +75,20 @@ def tool_steps(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> l
     while i < end:
         j = i + 1
         if messages[i].get("role") == "assistant":
-            while j < end and (messages[j].get("role") == "tool" or is_tool_result_message(messages[j])
-                               or (messages[j].get("role") == "user" and messages[j - 1].get("role") == "tool")):
+            while j < end and (
+                messages[j].get("role") == "tool"
+                or is_tool_result_message(messages[j])
+                or (messages[j].get("role") == "user" and messages[j - 1].get("role") == "tool")
+            ):
                 j += 1
         out.append((i, j))
         i = j
     return out
 
 
-def history_text(messages: Iterable[Mapping[str, Any]], summary: str | None, *, last: int = 20,
-                 tool_result_chars: int = 500) -> str:
+def history_text(
+    messages: Iterable[Mapping[str, Any]], summary: str | None, *, last: int = 20, tool_result_chars: int = 500
+) -> str:
     """Text of a conversation for reflection: the checkpoint, then the last ``last`` messages.
 
     Compaction's own messages are skipped (the checkpoint is given once, first).

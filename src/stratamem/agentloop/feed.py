@@ -26,8 +26,9 @@ __all__ = ["feed_memory"]
 log = logging.getLogger("stratamem.agentloop.feed")
 
 
-def feed_memory(memory: Memory, session: str, config: CompactionConfig, checkpoint: str | None,
-                turn_ids: tuple[int, ...]) -> tuple[int | None, int, list[str]]:
+def feed_memory(
+    memory: Memory, session: str, config: CompactionConfig, checkpoint: str | None, turn_ids: tuple[int, ...]
+) -> tuple[int | None, int, list[str]]:
     """Seal ``session``'s open turns and extract ``checkpoint``'s facts with ``turn_ids`` as provenance.
 
     Sealing runs when ``config.seal_segment`` is on and the memory's pyramid is
@@ -56,6 +57,7 @@ def feed_memory(memory: Memory, session: str, config: CompactionConfig, checkpoi
             except Exception as exc:  # noqa: BLE001 - derived knowledge: reported by the caller
                 problems.append(f"items: {type(exc).__name__}: {exc}")
     if problems:
-        log.warning("after compaction of session %r: %s", session,
-                    "; ".join(":".join(p.split(":", 2)[:2]) for p in problems))
+        log.warning(
+            "after compaction of session %r: %s", session, "; ".join(":".join(p.split(":", 2)[:2]) for p in problems)
+        )
     return sealed, extracted, problems

@@ -45,8 +45,9 @@ class _LiveList:
 
         def should_compact(self, messages: Sequence[Mapping[str, Any]], *, system: str | None = None) -> bool: ...
 
-        def compact(self, messages: list[dict[str, Any]], *, system: str | None = None,
-                    aligned: list[Any] | None = None) -> CompactionResult: ...
+        def compact(
+            self, messages: list[dict[str, Any]], *, system: str | None = None, aligned: list[Any] | None = None
+        ) -> CompactionResult: ...
 
     def resume_messages(self, *, system: str | None = None) -> list[dict[str, Any]]:
         """The live list to continue with after a restart: the checkpoint, then the recent turns.
@@ -67,8 +68,14 @@ class _LiveList:
         Raises:
             BudgetError: The latest request with its newest tool step alone does not fit.
         """
-        prefix = ([{"role": "user", "content": f"{CHECKPOINT_HEADER}\n\n{self._state.summary}"},
-                   {"role": "assistant", "content": ACK_TEXT}] if self._state.summary else [])
+        prefix = (
+            [
+                {"role": "user", "content": f"{CHECKPOINT_HEADER}\n\n{self._state.summary}"},
+                {"role": "assistant", "content": ACK_TEXT},
+            ]
+            if self._state.summary
+            else []
+        )
         if self.memory is None:
             return prefix
         try:
@@ -115,9 +122,10 @@ class _LiveList:
             InvalidTurnError: A message cannot be stored (nothing is stored then).
         """
         if len(messages) < self._seen:
-            raise ValidationError(f"the message list shrank from {self._seen} to {len(messages)} outside compaction",
-                                  path="messages")
-        new = [(i, m) for i, m in enumerate(messages[self._seen:], self._seen) if not is_synthetic(m)]
+            raise ValidationError(
+                f"the message list shrank from {self._seen} to {len(messages)} outside compaction", path="messages"
+            )
+        new = [(i, m) for i, m in enumerate(messages[self._seen :], self._seen) if not is_synthetic(m)]
         self._ids.extend([None] * (len(messages) - self._seen))
         self._seqs.extend([None] * (len(messages) - self._seen))
         ids: list[int] = []

@@ -75,8 +75,9 @@ class LoopSession:
         elif n and (len(msgs) < n or msgs[n - 1] != self._caller_last):
             # Not an extension of what this caller sent before: a new list. The stored
             # turns it repeats are adopted by the new compactor, not stored again.
-            log.info("wrapped conversation %s: the caller sent a new message list; starting over",
-                     self.compactor.session)
+            log.info(
+                "wrapped conversation %s: the caller sent a new message list; starting over", self.compactor.session
+            )
             self.compactor = self._make()
             self.messages = []
             n = 0
@@ -99,8 +100,14 @@ class LoopSession:
         await self.compactor.aprepare_messages(self.messages, system=system)
         return [copy.deepcopy(m) for m in self.messages]
 
-    def after(self, sent: list[dict[str, Any]], system: str | None, reply: dict[str, Any] | None,
-              input_tokens: int | None, output_tokens: int | None) -> None:
+    def after(
+        self,
+        sent: list[dict[str, Any]],
+        system: str | None,
+        reply: dict[str, Any] | None,
+        input_tokens: int | None,
+        output_tokens: int | None,
+    ) -> None:
         """Store the reply and calibrate from the reported usage."""
         if reply is not None:
             self.messages.append(reply)
@@ -109,8 +116,14 @@ class LoopSession:
         if isinstance(input_tokens, int) and input_tokens > 0:
             self.compactor.observe_usage(sent, input_tokens, system=system, output_tokens=output_tokens)
 
-    async def aafter(self, sent: list[dict[str, Any]], system: str | None, reply: dict[str, Any] | None,
-                     input_tokens: int | None, output_tokens: int | None) -> None:
+    async def aafter(
+        self,
+        sent: list[dict[str, Any]],
+        system: str | None,
+        reply: dict[str, Any] | None,
+        input_tokens: int | None,
+        output_tokens: int | None,
+    ) -> None:
         """:meth:`after` for async clients."""
         with bind_loop(asyncio.get_running_loop()):
             await asyncio.to_thread(self.after, sent, system, reply, input_tokens, output_tokens)

@@ -91,11 +91,20 @@ class _CutPlanning:
     def _prefix_estimate(self, read: Sequence[str], modified: Sequence[str]) -> int:
         files = files_section(read, modified)
         body = self.config.checkpoint_max_tokens + self.tokenizer.count(files) + 64
-        return self.calibration.adjust(self.agent_model, body + count_message(
-            {"role": "assistant", "content": ACK_TEXT}, self.tokenizer))
+        return self.calibration.adjust(
+            self.agent_model, body + count_message({"role": "assistant", "content": ACK_TEXT}, self.tokenizer)
+        )
 
-    def _fit_newest_turn(self, messages: Sequence[Mapping[str, Any]], cut: int, last_start: int, old: list[int],
-                         budget: int, reserve: int, system: str | None) -> tuple[list[int], bool]:
+    def _fit_newest_turn(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        cut: int,
+        last_start: int,
+        old: list[int],
+        budget: int,
+        reserve: int,
+        system: str | None,
+    ) -> tuple[list[int], bool]:
         """Indices kept after the prefix; moves old steps of the newest turn into ``old`` if needed."""
         tail = list(range(cut, len(messages)))
         head = [m for i, m in enumerate(messages[:cut]) if self._kept_always(m) and not is_synthetic(m)]
@@ -117,14 +126,24 @@ class _CutPlanning:
                 old.extend(i for a, b in steps[:k] for i in range(a, b))
                 old.sort()
                 return keep, k > 0 or cut < last_start
-        need = self.count(head + [messages[last_start]] + [messages[i] for i in range(*steps[-1])]
-                          if steps else head + [messages[last_start]], system=system) + reserve
-        raise BudgetError(f"the latest user request and its newest tool step need {need:,} tokens with the "
-                          f"checkpoint; the budget is {budget:,} (threshold - output_reserve). Prune tool "
-                          f"output or raise the threshold")
+        need = (
+            self.count(
+                head + [messages[last_start]] + [messages[i] for i in range(*steps[-1])]
+                if steps
+                else head + [messages[last_start]],
+                system=system,
+            )
+            + reserve
+        )
+        raise BudgetError(
+            f"the latest user request and its newest tool step need {need:,} tokens with the "
+            f"checkpoint; the budget is {budget:,} (threshold - output_reserve). Prune tool "
+            f"output or raise the threshold"
+        )
 
-    def _pinned(self, messages: Sequence[Mapping[str, Any]], answers: list[Any], old: list[int],
-                starts: list[int]) -> set[int]:
+    def _pinned(
+        self, messages: Sequence[Mapping[str, Any]], answers: list[Any], old: list[int], starts: list[int]
+    ) -> set[int]:
         """Whole turns holding the indices handlers returned (only turns that were going to leave)."""
         wanted: set[int] = set()
         for answer in answers:

@@ -40,14 +40,18 @@ log = logging.getLogger("stratamem.agentloop.pruning")
 CLEARED_PLACEHOLDER = "[tool output cleared: it was used in earlier steps; run the tool again if you need it]"
 """What a hard-cleared tool result is replaced with."""
 
-_MARKER_RE = re.compile(r"\n\n\[\.\.\. trimmed: kept \d+ head \+ \d+ tail of \d+ characters; "
-                        r"run the tool again for the rest \.\.\.\]\n\n")
+_MARKER_RE = re.compile(
+    r"\n\n\[\.\.\. trimmed: kept \d+ head \+ \d+ tail of \d+ characters; "
+    r"run the tool again for the rest \.\.\.\]\n\n"
+)
 
 
 def trim_marker(head: int, tail: int, total: int) -> str:
     """The line placed between the head and tail of a soft-trimmed result."""
-    return (f"\n\n[... trimmed: kept {head} head + {tail} tail of {total} characters; "
-            f"run the tool again for the rest ...]\n\n")
+    return (
+        f"\n\n[... trimmed: kept {head} head + {tail} tail of {total} characters; "
+        f"run the tool again for the rest ...]\n\n"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +85,7 @@ class PruneStats:
 
 
 def _has_tool_result_block(content: Any) -> bool:
-    return isinstance(content, list) and any(
-        isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content)
+    return isinstance(content, list) and any(isinstance(b, Mapping) and b.get("type") == "tool_result" for b in content)
 
 
 def is_tool_result_message(message: Mapping[str, Any]) -> bool:
@@ -153,8 +156,13 @@ def _check(cfg: PruningConfig) -> None:
         raise ConfigError("pruning: soft_trim_ratio/hard_clear_ratio need context_window")
 
 
-def prune_tool_results(messages: list[dict[str, Any]], config: PruningConfig | None = None, *,
-                       tokenizer: Tokenizer | None = None, system: str | None = None) -> PruneStats:
+def prune_tool_results(
+    messages: list[dict[str, Any]],
+    config: PruningConfig | None = None,
+    *,
+    tokenizer: Tokenizer | None = None,
+    system: str | None = None,
+) -> PruneStats:
     """Soft-trim and hard-clear old tool results of ``messages``, in place.
 
     Args:
@@ -209,6 +217,12 @@ def prune_tool_results(messages: list[dict[str, Any]], config: PruningConfig | N
                 after += len(new)
     stats = PruneStats(len(groups), protected, soft, hard, images, before, after)
     if stats.changed:
-        log.info("pruned tool results: %d soft-trimmed, %d hard-cleared, %d protected, chars %d -> %d",
-                 soft, hard, protected, before, after)
+        log.info(
+            "pruned tool results: %d soft-trimmed, %d hard-cleared, %d protected, chars %d -> %d",
+            soft,
+            hard,
+            protected,
+            before,
+            after,
+        )
     return stats

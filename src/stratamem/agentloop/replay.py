@@ -105,8 +105,9 @@ class ReplayMatcher:
             n += 1
         return n
 
-    def match(self, new: list[tuple[int, Mapping[str, Any]]]
-              ) -> tuple[list[tuple[tuple[int, Mapping[str, Any]], StoredTurn]], list[tuple[int, Mapping[str, Any]]]]:
+    def match(
+        self, new: list[tuple[int, Mapping[str, Any]]]
+    ) -> tuple[list[tuple[tuple[int, Mapping[str, Any]], StoredTurn]], list[tuple[int, Mapping[str, Any]]]]:
         """Split ``new`` (index, message) pairs into replayed ones (with their stored turns) and the rest.
 
         The first call looks for the stored run the messages start in (the

@@ -57,10 +57,12 @@ def conversation_report(memory: Memory, session: str | None = None) -> dict[str,
     if session is not None:
         state = store.get(memory.namespace, check_name(session, "session"))
         if state is None:
-            raise NotFoundError(f"session {session!r} has no agent-loop conversation state in namespace "
-                                f"{memory.namespace!r}")
+            raise NotFoundError(
+                f"session {session!r} has no agent-loop conversation state in namespace {memory.namespace!r}"
+            )
         states = [state]
     else:
-        states = [s for s in (store.get(memory.namespace, name) for name in store.sessions(memory.namespace))
-                  if s is not None]
+        states = [
+            s for s in (store.get(memory.namespace, name) for name in store.sessions(memory.namespace)) if s is not None
+        ]
     return {"namespace": memory.namespace, "conversations": [state_report(s) for s in states]}

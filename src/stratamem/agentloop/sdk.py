@@ -17,10 +17,15 @@ from ..errors import ValidationError
 
 __all__ = ["plain_message"]
 
-_BLOCK_KEYS = {"text": ("type", "text"), "tool_use": ("type", "id", "name", "input"),
-               "thinking": ("type", "thinking", "signature"), "redacted_thinking": ("type", "data"),
-               "tool_result": ("type", "tool_use_id", "content", "is_error"), "image": ("type", "source"),
-               "image_url": ("type", "image_url")}
+_BLOCK_KEYS = {
+    "text": ("type", "text"),
+    "tool_use": ("type", "id", "name", "input"),
+    "thinking": ("type", "thinking", "signature"),
+    "redacted_thinking": ("type", "data"),
+    "tool_result": ("type", "tool_use_id", "content", "is_error"),
+    "image": ("type", "source"),
+    "image_url": ("type", "image_url"),
+}
 _MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
 
 
@@ -61,10 +66,17 @@ def plain_message(message: Any) -> dict[str, Any]:
     if isinstance(out.get("content"), list):
         out["content"] = [_plain_block(b) for b in out["content"]]
     if out.get("tool_calls"):
-        out["tool_calls"] = [{"id": c.get("id"), "type": c.get("type", "function"),
-                              "function": {"name": (c.get("function") or {}).get("name"),
-                                           "arguments": (c.get("function") or {}).get("arguments") or "{}"}}
-                             for c in (_dump(c) for c in out["tool_calls"])]
+        out["tool_calls"] = [
+            {
+                "id": c.get("id"),
+                "type": c.get("type", "function"),
+                "function": {
+                    "name": (c.get("function") or {}).get("name"),
+                    "arguments": (c.get("function") or {}).get("arguments") or "{}",
+                },
+            }
+            for c in (_dump(c) for c in out["tool_calls"])
+        ]
     if out.get("role") == "assistant" and "content" not in out and not out.get("tool_calls"):
         out["content"] = ""
     return out
@@ -115,8 +127,9 @@ class _OpenAIChunks:
             if getattr(delta, "content", None):
                 self.text.append(delta.content)
             for tc in getattr(delta, "tool_calls", None) or []:
-                entry = self.calls.setdefault(tc.index, {"id": None, "type": "function",
-                                                         "function": {"name": "", "arguments": ""}})
+                entry = self.calls.setdefault(
+                    tc.index, {"id": None, "type": "function", "function": {"name": "", "arguments": ""}}
+                )
                 if tc.id:
                     entry["id"] = tc.id
                 fn = tc.function

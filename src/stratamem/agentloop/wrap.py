@@ -92,6 +92,7 @@ class _StreamProxy:
 
 # --- the wrapped resources ------------------------------------------------------------------
 
+
 class _Completions:
     """``chat.completions`` of a wrapped OpenAI client."""
 
@@ -111,8 +112,9 @@ class _Completions:
         stream, hide = self._stream_args(kwargs)
         resp = self._raw.create(messages=sent, **kwargs)
         if stream:
-            return _StreamProxy(resp, _OpenAIChunks(),
-                                lambda acc: self._loop.after(sent, None, acc.reply(), acc.n_in, acc.n_out), hide)
+            return _StreamProxy(
+                resp, _OpenAIChunks(), lambda acc: self._loop.after(sent, None, acc.reply(), acc.n_in, acc.n_out), hide
+            )
         self._loop.after(sent, None, *_openai_reply(resp))
         return resp
 
@@ -121,8 +123,9 @@ class _Completions:
         stream, hide = self._stream_args(kwargs)
         resp = await self._raw.create(messages=sent, **kwargs)
         if stream:
-            return _StreamProxy(resp, _OpenAIChunks(),
-                                lambda acc: self._loop.aafter(sent, None, acc.reply(), acc.n_in, acc.n_out), hide)
+            return _StreamProxy(
+                resp, _OpenAIChunks(), lambda acc: self._loop.aafter(sent, None, acc.reply(), acc.n_in, acc.n_out), hide
+            )
         await self._loop.aafter(sent, None, *_openai_reply(resp))
         return resp
 
@@ -202,9 +205,12 @@ class _Messages:
         sent = self._loop.before(messages, system)
         resp = self._raw.create(messages=sent, **kwargs)
         if kwargs.get("stream"):
-            return _StreamProxy(resp, _AnthropicEvents(),
-                                lambda acc: self._loop.after(sent, system, acc.reply(), acc.n_in, acc.n_out),
-                                lambda _e: False)
+            return _StreamProxy(
+                resp,
+                _AnthropicEvents(),
+                lambda acc: self._loop.after(sent, system, acc.reply(), acc.n_in, acc.n_out),
+                lambda _e: False,
+            )
         self._loop.after(sent, system, *_anthropic_reply(resp))
         return resp
 
@@ -213,9 +219,12 @@ class _Messages:
         sent = await self._loop.abefore(messages, system)
         resp = await self._raw.create(messages=sent, **kwargs)
         if kwargs.get("stream"):
-            return _StreamProxy(resp, _AnthropicEvents(),
-                                lambda acc: self._loop.aafter(sent, system, acc.reply(), acc.n_in, acc.n_out),
-                                lambda _e: False)
+            return _StreamProxy(
+                resp,
+                _AnthropicEvents(),
+                lambda acc: self._loop.aafter(sent, system, acc.reply(), acc.n_in, acc.n_out),
+                lambda _e: False,
+            )
         await self._loop.aafter(sent, system, *_anthropic_reply(resp))
         return resp
 
@@ -240,8 +249,9 @@ class _AsyncStreamEntry:
 
     async def __aenter__(self) -> Any:
         sent = await self._owner._loop.abefore(self._messages, self._system)
-        self._inner = _StreamManager(self._owner._raw.stream(messages=sent, **self._kwargs), self._owner._loop,
-                                     sent, self._system)
+        self._inner = _StreamManager(
+            self._owner._raw.stream(messages=sent, **self._kwargs), self._owner._loop, sent, self._system
+        )
         return await self._inner.__aenter__()
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
@@ -274,6 +284,7 @@ class WrappedClient:
 
 # --- the entry point ----------------------------------------------------------------------------
 
+
 def _kind(client: Any) -> tuple[str, bool]:
     """``(provider, is_async)`` of an official client; ``ValidationError`` for anything else."""
     try:
@@ -288,12 +299,23 @@ def _kind(client: Any) -> tuple[str, bool]:
         return "openai", isinstance(client, openai.AsyncOpenAI)
     if anthropic is not None and isinstance(client, anthropic.Anthropic | anthropic.AsyncAnthropic):
         return "anthropic", isinstance(client, anthropic.AsyncAnthropic)
-    raise ValidationError(f"stratamem.wrap takes an openai.OpenAI/AsyncOpenAI or anthropic.Anthropic/AsyncAnthropic "
-                          f"client, got {type(client).__name__}", path="client")
+    raise ValidationError(
+        f"stratamem.wrap takes an openai.OpenAI/AsyncOpenAI or anthropic.Anthropic/AsyncAnthropic "
+        f"client, got {type(client).__name__}",
+        path="client",
+    )
 
 
-def wrap(client: Any, *, memory: Any = None, session: str = "default", summarizer: Any = None,
-         summary_model: str | None = None, agent_model: str = "default", **compactor_options: Any) -> WrappedClient:
+def wrap(
+    client: Any,
+    *,
+    memory: Any = None,
+    session: str = "default",
+    summarizer: Any = None,
+    summary_model: str | None = None,
+    agent_model: str = "default",
+    **compactor_options: Any,
+) -> WrappedClient:
     """Wrap an official OpenAI or Anthropic client so every call stores, prunes, compacts and calibrates.
 
     Args:
@@ -320,11 +342,15 @@ def wrap(client: Any, *, memory: Any = None, session: str = "default", summarize
     provider, is_async = _kind(client)
     if summarizer is not None and summary_model is not None:
         raise ValidationError("give summarizer or summary_model, not both", path="summary_model")
-    model = summarizer if summarizer is not None else (
-        ClientChat(client, summary_model, provider) if summary_model else None)
+    model = (
+        summarizer
+        if summarizer is not None
+        else (ClientChat(client, summary_model, provider) if summary_model else None)
+    )
 
     def make() -> Compactor:
-        return Compactor(model, provider=provider, memory=memory, session=session, agent_model=agent_model,
-                         **compactor_options)
+        return Compactor(
+            model, provider=provider, memory=memory, session=session, agent_model=agent_model, **compactor_options
+        )
 
     return WrappedClient(client, provider, is_async, LoopSession(make, provider))

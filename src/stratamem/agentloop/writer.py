@@ -34,8 +34,15 @@ from .checkpoint import (
 __all__ = ["prefix_messages", "write_checkpoint"]
 
 
-def write_checkpoint(model: ChatModel, old: Sequence[Mapping[str, Any]], previous_summary: str | None, *,
-                     config: CompactionConfig, llm: LLMConfig, tokenizer: Tokenizer) -> tuple[str, int, int, int]:
+def write_checkpoint(
+    model: ChatModel,
+    old: Sequence[Mapping[str, Any]],
+    previous_summary: str | None,
+    *,
+    config: CompactionConfig,
+    llm: LLMConfig,
+    tokenizer: Tokenizer,
+) -> tuple[str, int, int, int]:
     """The checkpoint of ``old`` (folded into ``previous_summary``, if any) and what writing it cost.
 
     Returns:
@@ -56,8 +63,7 @@ def write_checkpoint(model: ChatModel, old: Sequence[Mapping[str, Any]], previou
             body = f"## Current checkpoint\n\n{previous}\n\n# New messages\n\n{part}"
         else:
             system, body = CHECKPOINT_PROMPT, f"# Conversation transcript\n\n{part}"
-        out = model.complete(system, [{"role": "user", "content": body}],
-                             max_tokens=config.checkpoint_max_tokens)
+        out = model.complete(system, [{"role": "user", "content": body}], max_tokens=config.checkpoint_max_tokens)
         calls += 1
         n_in += out.input_tokens if out.input_tokens is not None else tokenizer.count(system + body)
         n_out += out.output_tokens if out.output_tokens is not None else tokenizer.count(out.text)
@@ -68,8 +74,14 @@ def write_checkpoint(model: ChatModel, old: Sequence[Mapping[str, Any]], previou
     return previous or "", calls, n_in, n_out
 
 
-def prefix_messages(checkpoint: str | None, read: Sequence[str], modified: Sequence[str], status: str,
-                    removed: int, previous_summary: str | None) -> list[dict[str, Any]]:
+def prefix_messages(
+    checkpoint: str | None,
+    read: Sequence[str],
+    modified: Sequence[str],
+    status: str,
+    removed: int,
+    previous_summary: str | None,
+) -> list[dict[str, Any]]:
     """The synthetic user/assistant pair that stands for ``removed`` messages.
 
     With a ``checkpoint``: the checkpoint and the acknowledgement. Without one
@@ -78,12 +90,19 @@ def prefix_messages(checkpoint: str | None, read: Sequence[str], modified: Seque
     """
     files = files_section(read, modified)
     if checkpoint is not None:
-        return [{"role": "user", "content": f"{CHECKPOINT_HEADER}\n\n{checkpoint}"},
-                {"role": "assistant", "content": ACK_TEXT}]
-    why = ("no summarizer is configured" if status == "truncated"
-           else "the summarizer failed, so no new summary could be written")
-    note = (f"{OMITTED_HEADER}\n{removed} earlier messages were left out of this prompt because {why}; "
-            "they are kept in the conversation's store.")
+        return [
+            {"role": "user", "content": f"{CHECKPOINT_HEADER}\n\n{checkpoint}"},
+            {"role": "assistant", "content": ACK_TEXT},
+        ]
+    why = (
+        "no summarizer is configured"
+        if status == "truncated"
+        else "the summarizer failed, so no new summary could be written"
+    )
+    note = (
+        f"{OMITTED_HEADER}\n{removed} earlier messages were left out of this prompt because {why}; "
+        "they are kept in the conversation's store."
+    )
     previous = strip_files_section(previous_summary) if previous_summary else None
     if previous:
         note += f"\n\nThe last summary written before them:\n\n{previous}"

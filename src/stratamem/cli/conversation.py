@@ -36,15 +36,22 @@ def show(settings: Settings, session: str | None, as_json: bool) -> None:
         return
     for c in report["conversations"]:
         usage = c["last_usage"]
-        used = (f"{usage.get('input_tokens', '?'):,} in / {usage.get('output_tokens', '?')} out "
-                f"(estimated {usage.get('estimated', '?'):,})" if usage else "none reported")
-        click.echo(f"session {c['session']}: {c['compaction_count']} compaction(s), last {c['last_status']}, "
-                   f"{c['failures']} failure(s), {c['deferred']} deferred, {c['turn_count']} message(s)")
+        used = (
+            f"{usage.get('input_tokens', '?'):,} in / {usage.get('output_tokens', '?')} out "
+            f"(estimated {usage.get('estimated', '?'):,})"
+            if usage
+            else "none reported"
+        )
+        click.echo(
+            f"session {c['session']}: {c['compaction_count']} compaction(s), last {c['last_status']}, "
+            f"{c['failures']} failure(s), {c['deferred']} deferred, {c['turn_count']} message(s)"
+        )
         if c["last_error"]:
             click.echo(f"  last error: {c['last_error']}")
         click.echo(f"  last usage: {used}")
-        click.echo(f"  files: {len(c['files_read'])} read, {len(c['files_modified'])} modified; "
-                   f"updated {c['updated_at']}")
+        click.echo(
+            f"  files: {len(c['files_read'])} read, {len(c['files_modified'])} modified; updated {c['updated_at']}"
+        )
         click.echo("  checkpoint:" if c["checkpoint"] else "  checkpoint: none yet")
         for line in (c["checkpoint"] or "").splitlines():
             click.echo(f"    {line}")

@@ -20,9 +20,9 @@ import click
 from tqdm import tqdm
 
 from ..context.policies import policy_names
+from ..ingest import INGEST_FORMATS, IngestSession, read_file
 from ..text import CONTEXT_FORMATS
 from ..tokens import PROVIDER_FACTORS
-from ..ingest import INGEST_FORMATS, IngestSession, read_file
 from . import Settings, emit_json, pass_settings
 
 __all__ = ["register"]
@@ -53,11 +53,22 @@ def init(settings: Settings) -> None:
 
 @click.command()
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(INGEST_FORMATS), default="auto", show_default=True,
-              help="Input format (docs/formats.md); auto detects it.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(INGEST_FORMATS),
+    default="auto",
+    show_default=True,
+    help="Input format (docs/formats.md); auto detects it.",
+)
 @click.option("--session", "-s", default=None, help="Session for inputs that name none (default: 'default').")
-@click.option("--dedupe", type=click.Choice(["on", "off"]), default="on", show_default=True,
-              help="Skip messages already stored (off: store them again).")
+@click.option(
+    "--dedupe",
+    type=click.Choice(["on", "off"]),
+    default="on",
+    show_default=True,
+    help="Skip messages already stored (off: store them again).",
+)
 @pass_settings
 def ingest(settings: Settings, path: str, fmt: str, session: str | None, dedupe: str) -> None:
     """Read a conversation file into memory: Claude Code or Codex session logs, a ChatGPT export,
@@ -76,8 +87,9 @@ def ingest(settings: Settings, path: str, fmt: str, session: str | None, dedupe:
     for s in sessions:
         by_ns[s.namespace or settings.namespace].append(s)
     total = sum(len(s.turns) for s in sessions)
-    bar = tqdm(total=total, unit="turn", desc="ingest", disable=None if total > _PROGRESS_MIN_TURNS else True,
-               file=sys.stderr)
+    bar = tqdm(
+        total=total, unit="turn", desc="ingest", disable=None if total > _PROGRESS_MIN_TURNS else True, file=sys.stderr
+    )
     reports = {}
     try:
         for ns, group in by_ns.items():
@@ -92,8 +104,10 @@ def ingest(settings: Settings, path: str, fmt: str, session: str | None, dedupe:
         bar.close()
     stored = sum(r.total_stored for r in reports.values())
     skipped = sum(r.total_skipped for r in reports.values())
-    click.echo(f"ingested {stored} turns in {len(sessions)} session(s) into {len(by_ns)} namespace(s): "
-               f"{', '.join(by_ns)}; {skipped} already stored (skipped)")
+    click.echo(
+        f"ingested {stored} turns in {len(sessions)} session(s) into {len(by_ns)} namespace(s): "
+        f"{', '.join(by_ns)}; {skipped} already stored (skipped)"
+    )
     for ns, r in reports.items():
         names = list(r.stored)
         shown = ", ".join(names[:3]) + (f", ... ({len(names)} in all)" if len(names) > 3 else "")
@@ -103,8 +117,10 @@ def ingest(settings: Settings, path: str, fmt: str, session: str | None, dedupe:
         for kind, n in s.skipped.items():
             records[kind] += n
     if records:
-        click.echo("  records that are not messages, skipped: " +
-                   ", ".join(f"{k} {n}" for k, n in sorted(records.items(), key=lambda kv: (-kv[1], kv[0]))))
+        click.echo(
+            "  records that are not messages, skipped: "
+            + ", ".join(f"{k} {n}" for k, n in sorted(records.items(), key=lambda kv: (-kv[1], kv[0])))
+        )
     others = [ns for ns in by_ns if ns != settings.namespace]
     if others:
         click.echo(f"  read it with: stratamem -n {others[0]} context --explain")
@@ -132,26 +148,58 @@ def add(settings: Settings, role: str, content: str, session: str, name: str | N
 @click.argument("query", required=False)
 @click.option("--budget", "-b", type=int, default=None, help="Token budget (default from config).")
 @click.option("--session", "-s", default=None, help="Session (default: the most recent).")
-@click.option("--format", "fmt", type=click.Choice(CONTEXT_FORMATS), default="text", show_default=True,
-              help="text, or provider messages as JSON: openai (Chat Completions), responses (Responses "
-                   "input items), anthropic.")
-@click.option("--policy", type=click.Choice(policy_names()), default=None,
-              help="Budget policy (default from config: hybrid).")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(CONTEXT_FORMATS),
+    default="text",
+    show_default=True,
+    help="text, or provider messages as JSON: openai (Chat Completions), responses (Responses input items), anthropic.",
+)
+@click.option(
+    "--policy", type=click.Choice(policy_names()), default=None, help="Budget policy (default from config: hybrid)."
+)
 @click.option("--explain", is_flag=True, help="Print the manifest: every item, its tokens and reason.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rendered context and manifest as JSON.")
-@click.option("--now", "now", default=None, metavar="ISO",
-              help="When the query is asked (ISO 8601; naive = UTC) for relative times such as "
-                   "'two weeks ago' (default: the newest turn's time).")
-@click.option("--project-dir", "-C", "project_dir", envvar="STRATAMEM_PROJECT_DIR",
-              type=click.Path(file_okay=False), default=None,
-              help="Project whose instruction files (STRATAMEM.md) and working state go into the context.")
-@click.option("--provider", type=click.Choice(sorted(PROVIDER_FACTORS)), default=None,
-              help="Whose token counting the budget is in (default: the format's provider).")
+@click.option(
+    "--now",
+    "now",
+    default=None,
+    metavar="ISO",
+    help="When the query is asked (ISO 8601; naive = UTC) for relative times such as "
+    "'two weeks ago' (default: the newest turn's time).",
+)
+@click.option(
+    "--project-dir",
+    "-C",
+    "project_dir",
+    envvar="STRATAMEM_PROJECT_DIR",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Project whose instruction files (STRATAMEM.md) and working state go into the context.",
+)
+@click.option(
+    "--provider",
+    type=click.Choice(sorted(PROVIDER_FACTORS)),
+    default=None,
+    help="Whose token counting the budget is in (default: the format's provider).",
+)
 @click.option("--model", default=None, help="Target model (recorded in the manifest's counting).")
 @pass_settings
-def context(settings: Settings, query: str | None, budget: int | None, session: str | None, fmt: str,
-            policy: str | None, explain: bool, as_json: bool, now: str | None = None,
-            project_dir: str | None = None, provider: str | None = None, model: str | None = None) -> None:
+def context(
+    settings: Settings,
+    query: str | None,
+    budget: int | None,
+    session: str | None,
+    fmt: str,
+    policy: str | None,
+    explain: bool,
+    as_json: bool,
+    now: str | None = None,
+    project_dir: str | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+) -> None:
     """Assemble the context for the next model call within a token budget."""
     when = None
     if now is not None:
@@ -160,26 +208,38 @@ def context(settings: Settings, query: str | None, budget: int | None, session: 
         except ValueError as exc:
             raise click.BadParameter(f"not an ISO 8601 date/time: {now!r}", param_hint="--now") from exc
     with settings.memory() as mem:
-        ctx = mem.context(query, budget=budget, session=session, format=fmt, policy=policy, now=when,
-                          provider=provider, model=model, project_dir=project_dir)
+        ctx = mem.context(
+            query,
+            budget=budget,
+            session=session,
+            format=fmt,
+            policy=policy,
+            now=when,
+            provider=provider,
+            model=model,
+            project_dir=project_dir,
+        )
     if as_json:
         emit_json(ctx.to_dict())
         return
     if fmt == "text":
         click.echo(ctx.text)
     else:
-        emit_json({"system": ctx.system, "messages": list(ctx.messages)} if fmt == "anthropic"
-                  else list(ctx.messages))
+        emit_json({"system": ctx.system, "messages": list(ctx.messages)} if fmt == "anthropic" else list(ctx.messages))
     if explain:
         m = ctx.manifest
-        click.echo(f"\n# manifest: {m.total_tokens}/{m.budget} tokens ({_counted(m.counting, m.tokenizer)}), "
-                   f"policy {m.policy}, {len(m.items)} item(s)")
+        click.echo(
+            f"\n# manifest: {m.total_tokens}/{m.budget} tokens ({_counted(m.counting, m.tokenizer)}), "
+            f"policy {m.policy}, {len(m.items)} item(s)"
+        )
         for note in m.notes:
             click.echo(f"# note: {note}")
         for it in m.items:
             score = " ".join(f"{k}={v:.3g}" for k, v in it.score.items())
-            click.echo(f"#  {it.id:<16} {it.kind:<13} {it.tier or '-':<5} {it.format:<8} {it.tokens:>6} "
-                       f"{it.reason} {score}".rstrip())
+            click.echo(
+                f"#  {it.id:<16} {it.kind:<13} {it.tier or '-':<5} {it.format:<8} {it.tokens:>6} "
+                f"{it.reason} {score}".rstrip()
+            )
         for nm in m.near_misses:
             dup = f" duplicate_of={nm.duplicate_of}" if nm.duplicate_of else ""
             click.echo(f"#  (left out) {nm.id:<16} {nm.kind:<13} {nm.tokens:>6} {nm.reason}{dup}")
@@ -212,8 +272,10 @@ def manifests(settings: Settings, limit: int, manifest_id: int | None) -> None:
         for it in d["items"]:
             reasons[it["reason"]] = reasons.get(it["reason"], 0) + 1
         summary = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
-        click.echo(f"#{m.id:<6} {d['timestamp']}  {d['total_tokens']:>6}/{d['budget_tokens']:<6} {d['policy']:<11} "
-                   f"{m.session or '-'}: {summary or 'empty'}")
+        click.echo(
+            f"#{m.id:<6} {d['timestamp']}  {d['total_tokens']:>6}/{d['budget_tokens']:<6} {d['policy']:<11} "
+            f"{m.session or '-'}: {summary or 'empty'}"
+        )
 
 
 @click.command()
@@ -246,8 +308,13 @@ def export_cmd(settings: Settings, path: str) -> None:
 
 @click.command("import")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option("--dedupe", type=click.Choice(["on", "off"]), default="on", show_default=True,
-              help="Skip turns the namespace already holds (off: refuse existing sessions).")
+@click.option(
+    "--dedupe",
+    type=click.Choice(["on", "off"]),
+    default="on",
+    show_default=True,
+    help="Skip turns the namespace already holds (off: refuse existing sessions).",
+)
 @pass_settings
 def import_cmd(settings: Settings, path: str, dedupe: str) -> None:
     """Import an export file into the namespace (all or nothing; turns already held are skipped)."""
@@ -257,13 +324,20 @@ def import_cmd(settings: Settings, path: str, dedupe: str) -> None:
         else:
             with _file(path, "r") as src:
                 n_sessions, n_turns, skipped = mem.import_(src, dedupe=dedupe == "on")
-    click.echo(f"imported {n_turns} turns in {n_sessions} session(s) into {mem.namespace!r}; "
-               f"{skipped} already stored (skipped)")
+    click.echo(
+        f"imported {n_turns} turns in {n_sessions} session(s) into {mem.namespace!r}; "
+        f"{skipped} already stored (skipped)"
+    )
 
 
 @click.command()
-@click.option("--query", "-q", default="What did we decide about the database and the retry policy?",
-              show_default=True, help="Query for the demo context.")
+@click.option(
+    "--query",
+    "-q",
+    default="What did we decide about the database and the retry policy?",
+    show_default=True,
+    help="Query for the demo context.",
+)
 @click.option("--budget", "-b", type=int, default=1500, show_default=True)
 @pass_settings
 def demo(settings: Settings, query: str, budget: int) -> None:
@@ -278,8 +352,7 @@ def demo(settings: Settings, query: str, budget: int) -> None:
         else:
             click.echo(f"{settings.db} already holds namespace {settings.namespace!r}; not ingesting again")
     click.echo(f"\n$ stratamem context {json.dumps(query)} --budget {budget} --explain\n")
-    ctx.invoke(context, query=query, budget=budget, session=None, fmt="text", policy=None, explain=True,
-               as_json=False)
+    ctx.invoke(context, query=query, budget=budget, session=None, fmt="text", policy=None, explain=True, as_json=False)
     click.echo("\n$ stratamem status\n")
     ctx.invoke(status, as_json=False)
 
@@ -288,5 +361,3 @@ def register(group: click.Group) -> None:
     """Add the core commands to ``group``."""
     for cmd in (init, ingest, add, context, manifests, status, export_cmd, import_cmd, demo):
         group.add_command(cmd)
-
-

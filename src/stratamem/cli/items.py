@@ -12,9 +12,9 @@ from typing import Any
 
 import click
 
-from ..records.items import ITEM_TYPES, SCOPES, TIERS
 from ..items.metrics import to_prometheus
 from ..pyramid.metrics import PyramidMetrics, pyramid_prometheus
+from ..records.items import ITEM_TYPES, SCOPES, TIERS
 from . import Settings, emit_json, pass_settings
 
 __all__ = ["register"]
@@ -39,15 +39,34 @@ def items() -> None:
 @click.option("--key", default=None, help="Subject key; replaces live items with the same key.")
 @click.option("--supersedes", type=int, multiple=True, help="Id of an older item this one replaces (repeatable).")
 @click.option("--session", "-s", default=None, help="Session the item is added in.")
-@click.option("--scope", type=click.Choice(SCOPES), default="namespace", show_default=True,
-              help="namespace: every session sees it; session: only --session does.")
+@click.option(
+    "--scope",
+    type=click.Choice(SCOPES),
+    default="namespace",
+    show_default=True,
+    help="namespace: every session sees it; session: only --session does.",
+)
 @click.option("--tier", type=click.Choice(TIERS), default="hot", show_default=True, help="Tier to add to.")
 @pass_settings
-def add_cmd(settings: Settings, content: str, kind: str, key: str | None, supersedes: tuple[int, ...],
-            session: str | None, scope: str, tier: str) -> None:
+def add_cmd(
+    settings: Settings,
+    content: str,
+    kind: str,
+    key: str | None,
+    supersedes: tuple[int, ...],
+    session: str | None,
+    scope: str,
+    tier: str,
+) -> None:
     """Add CONTENT as an item (spilling older hot items if the hot limit would be passed)."""
-    emit_json(_with_items(settings, lambda it: it.add(content, kind, key=key, supersedes=supersedes,
-                                                      session=session, tier=tier, scope=scope).to_dict()))
+    emit_json(
+        _with_items(
+            settings,
+            lambda it: it.add(
+                content, kind, key=key, supersedes=supersedes, session=session, tier=tier, scope=scope
+            ).to_dict(),
+        )
+    )
 
 
 @items.command("recall")
@@ -56,15 +75,36 @@ def add_cmd(settings: Settings, content: str, kind: str, key: str | None, supers
 @click.option("--no-promote", is_flag=True, help="Do not promote matches to hot.")
 @click.option("--type", "types", type=click.Choice(ITEM_TYPES), multiple=True, help="Only this type (repeatable).")
 @click.option("--include-superseded", is_flag=True, help="Also return superseded items.")
-@click.option("--session", "-s", default=None,
-              help="The session reading: namespace-wide items and its own (default: namespace-wide only).")
+@click.option(
+    "--session",
+    "-s",
+    default=None,
+    help="The session reading: namespace-wide items and its own (default: namespace-wide only).",
+)
 @pass_settings
-def recall_cmd(settings: Settings, query: str, limit: int, no_promote: bool, types: tuple[str, ...],
-               include_superseded: bool, session: str | None) -> None:
+def recall_cmd(
+    settings: Settings,
+    query: str,
+    limit: int,
+    no_promote: bool,
+    types: tuple[str, ...],
+    include_superseded: bool,
+    session: str | None,
+) -> None:
     """Search warm and cold items for QUERY (access counts are updated; matches may be promoted)."""
-    emit_json(_with_items(settings, lambda it: it.recall(
-        query, limit, auto_promote=False if no_promote else None, types=types or None,
-        include_superseded=include_superseded, session=session).to_dict()))
+    emit_json(
+        _with_items(
+            settings,
+            lambda it: it.recall(
+                query,
+                limit,
+                auto_promote=False if no_promote else None,
+                types=types or None,
+                include_superseded=include_superseded,
+                session=session,
+            ).to_dict(),
+        )
+    )
 
 
 @items.command("spill")
@@ -96,13 +136,18 @@ def status_cmd(settings: Settings, session: str | None) -> None:
 @items.command("list")
 @click.option("--tier", type=click.Choice(TIERS), default=None, help="Only this tier.")
 @click.option("--live", is_flag=True, help="Leave out superseded and rejected items.")
-@click.option("--session", "-s", default=None,
-              help="Only what this session sees: namespace-wide items and its own (default: every item).")
+@click.option(
+    "--session",
+    "-s",
+    default=None,
+    help="Only what this session sees: namespace-wide items and its own (default: every item).",
+)
 @pass_settings
 def list_cmd(settings: Settings, tier: str | None, live: bool, session: str | None) -> None:
     """Items of the namespace, by id."""
-    emit_json(_with_items(settings, lambda it: [i.to_dict() for i in it.list(tier, include_dead=not live,
-                                                                               session=session)]))
+    emit_json(
+        _with_items(settings, lambda it: [i.to_dict() for i in it.list(tier, include_dead=not live, session=session)])
+    )
 
 
 @items.command("confirm")
@@ -122,8 +167,14 @@ def reject_cmd(settings: Settings, item_id: int) -> None:
 
 
 @click.command("metrics")
-@click.option("--format", "fmt", type=click.Choice(("prometheus", "json")), default="prometheus", show_default=True,
-              help="Output format.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("prometheus", "json")),
+    default="prometheus",
+    show_default=True,
+    help="Output format.",
+)
 @click.option("--all-namespaces", is_flag=True, help="Every namespace of the store, not just the selected one.")
 @pass_settings
 def metrics_cmd(settings: Settings, fmt: str, all_namespaces: bool) -> None:
@@ -132,8 +183,11 @@ def metrics_cmd(settings: Settings, fmt: str, all_namespaces: bool) -> None:
     try:
         names = mem.store.namespaces() if all_namespaces else [mem.namespace]
         found = [mem.for_namespace(n).items.metrics() for n in names]
-        pyramids = ([PyramidMetrics.of(mem.for_namespace(n).pyramid) for n in names]
-                    if mem.config.pyramid.enabled and hasattr(mem.store, "nodes") else [])
+        pyramids = (
+            [PyramidMetrics.of(mem.for_namespace(n).pyramid) for n in names]
+            if mem.config.pyramid.enabled and hasattr(mem.store, "nodes")
+            else []
+        )
     finally:
         mem.close()
     if fmt == "json":

@@ -35,23 +35,50 @@ def is_loopback(host: str) -> bool:
 
 @click.command("mcp")
 @click.option("--http", "http", is_flag=True, help="Serve streamable HTTP instead of stdio.")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="HTTP bind address; must be loopback unless --allow-remote.")
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="HTTP bind address; must be loopback unless --allow-remote."
+)
 @click.option("--port", type=click.IntRange(1, 65535), default=8765, show_default=True, help="HTTP port.")
-@click.option("--allow-remote", is_flag=True,
-              help="Allow a non-loopback --host. The server has no authentication: put a proxy with "
-                   "authentication and TLS in front of it.")
-@click.option("--allow-namespace", "allowed", multiple=True,
-              help="Another namespace tool calls may name (repeatable; '*' allows any).")
-@click.option("--project", type=click.Path(file_okay=False), default=".", show_default=True,
-              help="Project directory: the state tools use its working state, and get_context puts its "
-                   "instruction files (STRATAMEM.md) and working state in every context.")
-@click.option("--db", "db", default=None, help="Database (SQLite file or postgresql:// URL); same as the global "
-              "--db, accepted here so host configurations can read `stratamem mcp --db /abs/path.db`.")
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow a non-loopback --host. The server has no authentication: put a proxy with "
+    "authentication and TLS in front of it.",
+)
+@click.option(
+    "--allow-namespace",
+    "allowed",
+    multiple=True,
+    help="Another namespace tool calls may name (repeatable; '*' allows any).",
+)
+@click.option(
+    "--project",
+    type=click.Path(file_okay=False),
+    default=".",
+    show_default=True,
+    help="Project directory: the state tools use its working state, and get_context puts its "
+    "instruction files (STRATAMEM.md) and working state in every context.",
+)
+@click.option(
+    "--db",
+    "db",
+    default=None,
+    help="Database (SQLite file or postgresql:// URL); same as the global "
+    "--db, accepted here so host configurations can read `stratamem mcp --db /abs/path.db`.",
+)
 @click.option("--namespace", "-n", "namespace", default=None, help="Namespace; same as the global --namespace.")
 @pass_settings
-def mcp_cmd(settings: Settings, http: bool, host: str, port: int, allow_remote: bool, allowed: tuple[str, ...],
-            project: str, db: str | None, namespace: str | None) -> None:
+def mcp_cmd(
+    settings: Settings,
+    http: bool,
+    host: str,
+    port: int,
+    allow_remote: bool,
+    allowed: tuple[str, ...],
+    project: str,
+    db: str | None,
+    namespace: str | None,
+) -> None:
     """Run the MCP server.
 
     Tools: add_turns, add_memory, search_memory, get_context, forget, list_namespaces,
@@ -61,9 +88,11 @@ def mcp_cmd(settings: Settings, http: bool, host: str, port: int, allow_remote: 
     """
     # Checked before the store is opened: a refused bind must not create a database.
     if http and not allow_remote and not is_loopback(host):
-        raise click.BadParameter(f"{host!r} is not a loopback address; the MCP server has no authentication. "
-                                 "Pass --allow-remote to serve other hosts (behind an authenticating proxy)",
-                                 param_hint="--host")
+        raise click.BadParameter(
+            f"{host!r} is not a loopback address; the MCP server has no authentication. "
+            "Pass --allow-remote to serve other hosts (behind an authenticating proxy)",
+            param_hint="--host",
+        )
     if not sdk_installed():
         click.echo("stratamem mcp needs the 'mcp' extra: pip install 'stratamem[mcp]'", err=True)
         raise SystemExit(2)
@@ -78,8 +107,11 @@ def mcp_cmd(settings: Settings, http: bool, host: str, port: int, allow_remote: 
         server = build_server(mem, allow_namespaces=allowed, project_dir=project)
         transport = f"streamable-http http://{host}:{port}/mcp" if http else "stdio"
         # One line on stderr (stdout is the stdio transport): what this server serves, where.
-        click.echo(f"stratamem mcp: name=stratamem db={_shown_db(settings.db)} namespace={mem.namespace} "
-                   f"transport={transport}", err=True)
+        click.echo(
+            f"stratamem mcp: name=stratamem db={_shown_db(settings.db)} namespace={mem.namespace} "
+            f"transport={transport}",
+            err=True,
+        )
         server.run("streamable-http", host=host, port=port) if http else server.run("stdio")
     finally:
         mem.close()

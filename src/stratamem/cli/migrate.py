@@ -13,8 +13,13 @@ __all__ = ["register"]
 @click.command()
 @click.option("--to", "backend", type=click.Choice(["postgres"]), required=True, help="Target backend.")
 @click.argument("dsn")
-@click.option("--only", "namespaces", multiple=True, metavar="NAMESPACE",
-              help="Copy only this namespace (repeatable; default: all).")
+@click.option(
+    "--only",
+    "namespaces",
+    multiple=True,
+    metavar="NAMESPACE",
+    help="Copy only this namespace (repeatable; default: all).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_settings
 def migrate(settings: Settings, backend: str, dsn: str, namespaces: tuple[str, ...], as_json: bool) -> None:
@@ -44,8 +49,12 @@ def migrate(settings: Settings, backend: str, dsn: str, namespaces: tuple[str, .
     finally:
         source.close()
     if as_json:
-        emit_json([{"namespace": c.namespace, "sessions": c.sessions, "turns": c.turns, "checksum": c.checksum}
-                   for c in copies])
+        emit_json(
+            [
+                {"namespace": c.namespace, "sessions": c.sessions, "turns": c.turns, "checksum": c.checksum}
+                for c in copies
+            ]
+        )
         return
     for c in copies:
         click.echo(f"{c.namespace}: {c.sessions} sessions, {c.turns} turns, verified {c.checksum}")

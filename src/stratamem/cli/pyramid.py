@@ -17,9 +17,12 @@ def seal(settings: Settings, session: str) -> None:
     """Seal the open turns of a session into a segment now (a manual topic boundary)."""
     mem = settings.memory()
     node = mem.seal(session)
-    click.echo(f"sealed node {node.id}: turns {node.seq_range[0]}-{node.seq_range[1]} of {session!r} "
-               f"({node.turn_count} turns, {node.tokens} tokens)" if node and node.seq_range
-               else f"nothing open in session {session!r}")
+    click.echo(
+        f"sealed node {node.id}: turns {node.seq_range[0]}-{node.seq_range[1]} of {session!r} "
+        f"({node.turn_count} turns, {node.tokens} tokens)"
+        if node and node.seq_range
+        else f"nothing open in session {session!r}"
+    )
     mem.close()
 
 
@@ -38,18 +41,26 @@ def tiers(settings: Settings, as_json: bool) -> None:
         return
     click.echo(f"{'tier':<6} {'nodes':>6} {'turns':>7} {'tokens':>9} {'view':>9} {'bytes':>10} {'ratio':>7}")
     for s in stats:
-        click.echo(f"{s['tier']:<6} {s['nodes']:>6} {s['turns']:>7} {s['tokens']:>9} {s['view_tokens']:>9} "
-                   f"{s['bytes']:>10} {s['compression_ratio']:>7}")
+        click.echo(
+            f"{s['tier']:<6} {s['nodes']:>6} {s['turns']:>7} {s['tokens']:>9} {s['view_tokens']:>9} "
+            f"{s['bytes']:>10} {s['compression_ratio']:>7}"
+        )
     click.echo(f"{'level':<6} {'nodes':>6} {'turns':>7} {'tokens':>9} {'summary':>9} {'ratio':>7}")
     for lv in levels:
-        click.echo(f"{lv['level']:<6} {lv['nodes']:>6} {lv['turns']:>7} {lv['tokens']:>9} {lv['summary_tokens']:>9} "
-                   f"{lv['compression_ratio']:>7}")
+        click.echo(
+            f"{lv['level']:<6} {lv['nodes']:>6} {lv['turns']:>7} {lv['tokens']:>9} {lv['summary_tokens']:>9} "
+            f"{lv['compression_ratio']:>7}"
+        )
     # Seed 000: what summarizing cost beside what it saves per prompt.
-    click.echo(f"summary spend: {spend['calls']} calls, {spend['input_tokens']} input + {spend['output_tokens']} "
-               f"output tokens; saved per prompt: {spend['tokens_saved']} tokens")
+    click.echo(
+        f"summary spend: {spend['calls']} calls, {spend['input_tokens']} input + {spend['output_tokens']} "
+        f"output tokens; saved per prompt: {spend['tokens_saved']} tokens"
+    )
     for lv in spend["levels"]:
-        click.echo(f"  level {lv['level']}: {lv['calls']} calls, {lv['input_tokens']} input + "
-                   f"{lv['output_tokens']} output tokens")
+        click.echo(
+            f"  level {lv['level']}: {lv['calls']} calls, {lv['input_tokens']} input + "
+            f"{lv['output_tokens']} output tokens"
+        )
 
 
 @click.command()
@@ -73,8 +84,7 @@ def expand(settings: Settings, node_id: int) -> None:
 
     mem = settings.memory()
     for t in mem.pyramid.expand(node_id):
-        click.echo(json.dumps({"id": t.id, "session": t.session, "seq": t.seq, **t.turn.to_dict()},
-                              ensure_ascii=False))
+        click.echo(json.dumps({"id": t.id, "session": t.session, "seq": t.seq, **t.turn.to_dict()}, ensure_ascii=False))
     mem.close()
 
 

@@ -18,8 +18,15 @@ def _state(settings: Settings, project_dir: str) -> WorkingState:
     return WorkingState(project_dir, settings.namespace, config=cfg.state, tokenizer=get_tokenizer(cfg.tokenizer))
 
 
-_project = click.option("--project-dir", "-C", envvar="STRATAMEM_PROJECT_DIR", default=".", show_default=True,
-                        type=click.Path(file_okay=False), help="Project directory holding .stratamem/.")
+_project = click.option(
+    "--project-dir",
+    "-C",
+    envvar="STRATAMEM_PROJECT_DIR",
+    default=".",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Project directory holding .stratamem/.",
+)
 
 
 @click.group()
@@ -29,8 +36,14 @@ def state() -> None:
 
 @state.command()
 @_project
-@click.option("--format", "fmt", type=click.Choice(["prompt", "json"]), default="prompt", show_default=True,
-              help="prompt: the projection a model sees; json: the canonical state.json.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["prompt", "json"]),
+    default="prompt",
+    show_default=True,
+    help="prompt: the projection a model sees; json: the canonical state.json.",
+)
 @click.option("--budget", type=int, default=None, help="Token budget of the projection (default: state.max_tokens).")
 @pass_settings
 def show(settings: Settings, project_dir: str, fmt: str, budget: int | None) -> None:
@@ -82,8 +95,7 @@ def task() -> None:
 @click.option("--status", type=click.Choice(TASK_STATUSES), default="open", show_default=True)
 @click.option("--note", default=None, help="A note, e.g. what blocks it.")
 @pass_settings
-def task_add(settings: Settings, project_dir: str, title: str, id_: str | None, status: str,
-             note: str | None) -> None:
+def task_add(settings: Settings, project_dir: str, title: str, id_: str | None, status: str, note: str | None) -> None:
     """Add a task."""
     made = _state(settings, project_dir).add_task(title, id=id_, status=status, note=note)
     click.echo(f"task {made['id']} added")
@@ -96,8 +108,9 @@ def task_add(settings: Settings, project_dir: str, title: str, id_: str | None, 
 @click.option("--title", default=None)
 @click.option("--note", default=None)
 @pass_settings
-def task_update(settings: Settings, project_dir: str, task_id: str, status: str | None, title: str | None,
-                note: str | None) -> None:
+def task_update(
+    settings: Settings, project_dir: str, task_id: str, status: str | None, title: str | None, note: str | None
+) -> None:
     """Change a task's status, title or note."""
     made = _state(settings, project_dir).update_task(task_id, status=status, title=title, note=note)
     click.echo(f"task {made['id']} is {made['status']}")

@@ -35,6 +35,22 @@ from .render import recent_window
 from .sources import SummaryIndex
 from .units import Candidates, FixedBlock, ItemUnit, Recalled, SummaryUnit
 
-__all__ = ["POLICIES", "Candidates", "FixedBlock", "ItemUnit", "Parts", "Policy", "Recalled", "Request", "Shown",
-           "SummaryIndex", "SummaryUnit", "assemble", "build_context", "get_policy", "policy_names", "recent_window",
-           "register"]
+__all__ = [
+    "POLICIES",
+    "Candidates",
+    "FixedBlock",
+    "ItemUnit",
+    "Parts",
+    "Policy",
+    "Recalled",
+    "Request",
+    "Shown",
+    "SummaryIndex",
+    "SummaryUnit",
+    "assemble",
+    "build_context",
+    "get_policy",
+    "policy_names",
+    "recent_window",
+    "register",
+]

@@ -52,15 +52,30 @@ def build_context(parts: Parts, request: Request) -> Context:
     policy = get_policy(request.policy)
     cands = policy.gather(parts, request)
     cfg = parts.config.context
-    ctx = assemble(cands, budget=request.budget, tokenizer=parts.tokenizer, fmt=request.fmt, policy=policy,
-                   shares=(cfg.current_share, cfg.history_share, cfg.bulk_share), query=request.query,
-                   dedup=cfg.dedup)
+    ctx = assemble(
+        cands,
+        budget=request.budget,
+        tokenizer=parts.tokenizer,
+        fmt=request.fmt,
+        policy=policy,
+        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share),
+        query=request.query,
+        dedup=cfg.dedup,
+    )
     return policy.annotate(ctx, cands, parts)
 
 
-def assemble(cands: Candidates, *, budget: int, tokenizer: Tokenizer, fmt: str = "openai",
-             policy: str | Policy = "hybrid", shares: tuple[float, float, float] = (0.5, 0.3, 0.2),
-             query: str | None = None, dedup: bool = True) -> Context:
+def assemble(
+    cands: Candidates,
+    *,
+    budget: int,
+    tokenizer: Tokenizer,
+    fmt: str = "openai",
+    policy: str | Policy = "hybrid",
+    shares: tuple[float, float, float] = (0.5, 0.3, 0.2),
+    query: str | None = None,
+    dedup: bool = True,
+) -> Context:
     """Fill ``budget`` from the candidates in the policy's order and render the result.
 
     Args:

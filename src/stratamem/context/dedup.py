@@ -41,10 +41,19 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import chain
+from itertools import chain, pairwise
 
-__all__ = ["CONTAINMENT", "FACT_TEXT_TOKENS", "MIN_FACT_TOKENS", "Shown", "Stripped", "fact_sentences", "fact_tokens",
-           "repeated_facts", "sentences"]
+__all__ = [
+    "CONTAINMENT",
+    "FACT_TEXT_TOKENS",
+    "MIN_FACT_TOKENS",
+    "Shown",
+    "Stripped",
+    "fact_sentences",
+    "fact_tokens",
+    "repeated_facts",
+    "sentences",
+]
 
 MIN_FACT_TOKENS = 4
 """Word tokens a sentence needs to count as a fact (shorter: acknowledgements, headers)."""
@@ -120,7 +129,7 @@ def _fact_entries(text: str, min_tokens: int) -> _Entries:
 
 
 def _entries(text: str, min_tokens: int) -> _Entries:
-    return tuple((frozenset(toks), frozenset(zip(toks, toks[1:]))) for toks in fact_sentences(text, min_tokens))
+    return tuple((frozenset(toks), frozenset(pairwise(toks))) for toks in fact_sentences(text, min_tokens))
 
 
 _cached_entries = lru_cache(maxsize=4096)(_entries)
@@ -150,8 +159,9 @@ class Shown:
             (for measuring the pass, ``context.dedup = false``).
     """
 
-    def __init__(self, containment: float = CONTAINMENT, min_tokens: int = MIN_FACT_TOKENS,
-                 enabled: bool = True) -> None:
+    def __init__(
+        self, containment: float = CONTAINMENT, min_tokens: int = MIN_FACT_TOKENS, enabled: bool = True
+    ) -> None:
         self.containment = containment
         self.min_tokens = min_tokens
         self.enabled = enabled
@@ -196,7 +206,7 @@ class Shown:
             # (most asked are), answered without reading any postings.
             return None
         # The absent tokens are the rarest (no postings); the present ones fill up the rest.
-        rare = sorted(present, key=lambda t: len(by_token[t]))[:spare + 1 - (len(bag) - len(present))]
+        rare = sorted(present, key=lambda t: len(by_token[t]))[: spare + 1 - (len(bag) - len(present))]
         candidates = set(chain.from_iterable([by_token[t] for t in rare]))
         numbers = None
         for n in sorted(candidates):
@@ -204,7 +214,7 @@ class Shown:
             if len(bag & shown) < need:
                 continue
             if numbers is None:
-                numbers = {(a, b) for a, b in zip(("",) + tuple(tokens), tokens) if _NUMBER.search(b)}
+                numbers = {(a, b) for a, b in pairwise(("",) + tuple(tokens)) if _NUMBER.search(b)}
             if all((a, b) in pairs if a else b in shown for a, b in numbers):
                 return owner
         return None

@@ -29,8 +29,10 @@ def finish(asm: Assembly, window: Window, history: History, policy: str, notes: 
     ``notes`` are the gatherer's (listed before the steps' own).
     """
     turns = window.turns
-    asm.items.extend(ContextItem(f"turn:{st.id}", "turn", window.costs[st.id], "recent_window", tier="hot",
-                                 turn_ids=(st.id,)) for st in turns)
+    asm.items.extend(
+        ContextItem(f"turn:{st.id}", "turn", window.costs[st.id], "recent_window", tier="hot", turn_ids=(st.id,))
+        for st in turns
+    )
     sections, section_ids = list(asm.sections), list(asm.section_ids)
     ctx = _render(turns, "\n\n".join(sections), asm.fmt, asm.tokenizer)
     # Item costs are upper bounds; this guard only trims if a count was ever low.
@@ -50,9 +52,16 @@ def finish(asm: Assembly, window: Window, history: History, policy: str, notes: 
     misses = _resolve_duplicates(misses, shown)
     step_notes = asm.notes + [note for tid, note in history.excerpt_notes.items() if tid in shown]
     messages, system, text, total = ctx
-    manifest = Manifest(budget=asm.budget, total_tokens=total, items=tuple(items), near_misses=tuple(misses),
-                        policy=policy, query=asm.query, tokenizer=asm.tokenizer.name,
-                        notes=tuple(notes) + tuple(step_notes))
+    manifest = Manifest(
+        budget=asm.budget,
+        total_tokens=total,
+        items=tuple(items),
+        near_misses=tuple(misses),
+        policy=policy,
+        query=asm.query,
+        tokenizer=asm.tokenizer.name,
+        notes=tuple(notes) + tuple(step_notes),
+    )
     return Context(format=asm.fmt, messages=messages, system=system, text=text, manifest=manifest)
 
 
@@ -72,8 +81,9 @@ def _resolve_duplicates(misses: list[NearMiss], shown: set[str]) -> list[NearMis
     return out
 
 
-def _render(window: list[StoredTurn], system_text: str, fmt: str,
-            tokenizer: Tokenizer) -> tuple[tuple[dict, ...], str | None, str, int]:
+def _render(
+    window: list[StoredTurn], system_text: str, fmt: str, tokenizer: Tokenizer
+) -> tuple[tuple[dict, ...], str | None, str, int]:
     """``(messages, system, text, tokens)`` of the window with the sections as system text."""
     messages, system, text = render([st.turn for st in window], fmt)
     if fmt == "text":

@@ -26,8 +26,17 @@ from ..tokens import Tokenizer
 from .sources import SummaryIndex, checkpoint_block, project_blocks, system_blocks
 from .units import FixedBlock, ItemUnit, Recalled
 
-__all__ = ["Parts", "Request", "fixed_blocks", "item_units", "newest_turns", "recall_turns", "recent_turns",
-           "topic_turns", "truncated"]
+__all__ = [
+    "Parts",
+    "Request",
+    "fixed_blocks",
+    "item_units",
+    "newest_turns",
+    "recall_turns",
+    "recent_turns",
+    "topic_turns",
+    "truncated",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,8 +131,11 @@ def recall_turns(parts: Parts, query: str, budget: int, now: datetime | None, no
     notes += [f"time window: {w.describe()} (now {facts.now:%Y-%m-%d %H:%M} UTC)" for w in facts.windows]
     # A hit with no signal at all (fused score 0) is not a match.
     # System prompts are shown as instructions (fixed section), never as recalled history.
-    hits = [h for h in index.search(query, k=k, now=now)
-            if h.score.get("fused", 0.0) > 0 and index.turn(h.turn_ids[0]).role != "system"]
+    hits = [
+        h
+        for h in index.search(query, k=k, now=now)
+        if h.score.get("fused", 0.0) > 0 and index.turn(h.turn_ids[0]).role != "system"
+    ]
     hits, labels = order_updates(hits, find_updates(hits, index.turn, index.similarity, lexical=index.lexical_only))
     if labels:
         notes.append(f"knowledge updates: {update_labels(labels)}")
@@ -146,15 +158,33 @@ def item_units(parts: Parts, query: str | None, session: str | None = None) -> l
     tracks no access and promotes nothing (``Items.recall`` does).
     """
     items = parts.items()
-    units = [ItemUnit(f"item:{it.id}", f"- ({it.type}) {it.content}", "hot_item", "hot", it.provenance,
-                      {"relevance": it.relevance})
-             for it in items.hot(session) if it.superseded_by is None and it.review != "rejected"]
+    units = [
+        ItemUnit(
+            f"item:{it.id}",
+            f"- ({it.type}) {it.content}",
+            "hot_item",
+            "hot",
+            it.provenance,
+            {"relevance": it.relevance},
+        )
+        for it in items.hot(session)
+        if it.superseded_by is None and it.review != "rejected"
+    ]
     if query and query.strip():
         found = items.search(query, limit=10, session=session)
         seen = {u.id for u in units}
-        units += [ItemUnit(f"item:{it.id}", f"- ({it.type}) {it.content}", "recalled_item", it.tier,
-                           it.provenance, {"match": found.scores.get(it.id, 0.0)})
-                  for it in found.items if f"item:{it.id}" not in seen]
+        units += [
+            ItemUnit(
+                f"item:{it.id}",
+                f"- ({it.type}) {it.content}",
+                "recalled_item",
+                it.tier,
+                it.provenance,
+                {"match": found.scores.get(it.id, 0.0)},
+            )
+            for it in found.items
+            if f"item:{it.id}" not in seen
+        ]
     return units
 
 
@@ -176,6 +206,7 @@ def truncated(st: StoredTurn, limit: int) -> StoredTurn:
     Plain content, text blocks and tool-result text are cut; tool calls, ids and
     images are kept whole, so tool pairing stays intact. The stored turn is untouched.
     """
+
     def cut(text: str) -> str:
         if len(text) <= limit:
             return text
@@ -185,10 +216,16 @@ def truncated(st: StoredTurn, limit: int) -> StoredTurn:
     if isinstance(content, str):
         new: str | tuple[Block, ...] = cut(content)
     else:
-        new = tuple(TextBlock(cut(b.text)) if isinstance(b, TextBlock) else
-                    dataclasses.replace(b, content=tuple(TextBlock(cut(p.text)) if isinstance(p, TextBlock) else p
-                                                         for p in b.content))
-                    if isinstance(b, ToolResultBlock) else b for b in content)
+        new = tuple(
+            TextBlock(cut(b.text))
+            if isinstance(b, TextBlock)
+            else dataclasses.replace(
+                b, content=tuple(TextBlock(cut(p.text)) if isinstance(p, TextBlock) else p for p in b.content)
+            )
+            if isinstance(b, ToolResultBlock)
+            else b
+            for b in content
+        )
     if new == content:
         return st
     return dataclasses.replace(st, turn=dataclasses.replace(st.turn, content=new))

@@ -80,8 +80,11 @@ class _ItemSection:
     def take(self, it: ItemUnit, cap: int) -> int:
         """Place ``it`` if it is new and fits ``cap``; the tokens spent (0: left out, with a near-miss)."""
         asm = self.asm
-        dup = (asm.shown.restates(it.text) or self.shown.restates(it.text)
-               or _restated_by_turns(it, self.full_turns, asm.dedup))
+        dup = (
+            asm.shown.restates(it.text)
+            or self.shown.restates(it.text)
+            or _restated_by_turns(it, self.full_turns, asm.dedup)
+        )
         if dup:
             asm.misses.append(NearMiss(it.id, "item", 0, "duplicate", it.score, duplicate_of=dup))
             return 0
@@ -91,8 +94,11 @@ class _ItemSection:
             return 0
         asm.left.left -= cost
         self.lines.append(it.text)
-        self.entries.append(ContextItem(it.id, "item", cost, it.reason, tier=it.tier, format="text",
-                                        score=it.score, turn_ids=it.turn_ids))
+        self.entries.append(
+            ContextItem(
+                it.id, "item", cost, it.reason, tier=it.tier, format="text", score=it.score, turn_ids=it.turn_ids
+            )
+        )
         self.taken.append(it)
         self.shown.add(it.id, it.text)
         return cost
@@ -141,8 +147,9 @@ def take_history(asm: Assembly, cands: Candidates, alloc: Allocation, window: Wi
     deferred: list[ItemUnit] = []
     for it in cands.items:
         if it.turn_ids and set(it.turn_ids) <= in_window and not _new_value(it, section.full_turns):
-            asm.misses.append(NearMiss(it.id, "item", 0, "restates_window_turns", it.score,
-                                       duplicate_of=f"turn:{min(it.turn_ids)}"))
+            asm.misses.append(
+                NearMiss(it.id, "item", 0, "restates_window_turns", it.score, duplicate_of=f"turn:{min(it.turn_ids)}")
+            )
         elif defer and it.turn_ids:
             deferred.append(it)
         else:
@@ -152,8 +159,9 @@ def take_history(asm: Assembly, cands: Candidates, alloc: Allocation, window: Wi
     packed = None
     fresh = screened.turns
     if fresh and room > header_cost:
-        packed, asm.shown, fresh = pack_checked(fresh, room - header_cost, asm.tokenizer, asm.query,
-                                                screened.labels, asm.shown, asm.misses, screened.scores)
+        packed, asm.shown, fresh = pack_checked(
+            fresh, room - header_cost, asm.tokenizer, asm.query, screened.labels, asm.shown, asm.misses, screened.scores
+        )
         if packed.turns:
             asm.left.left -= packed.tokens + header_cost
             section.full_turns.update((st.id, st.text) for st in packed.turns if st.id not in packed.excerpts)
@@ -166,8 +174,9 @@ def take_history(asm: Assembly, cands: Candidates, alloc: Allocation, window: Wi
     packed_texts = {st.id: st.text for st in packed.turns} if packed else {}
     for it in deferred:
         if set(it.turn_ids) <= kept_ids and not _new_value(it, packed_texts):
-            asm.misses.append(NearMiss(it.id, "item", 0, "restates_included_turns", it.score,
-                                       duplicate_of=f"turn:{min(it.turn_ids)}"))
+            asm.misses.append(
+                NearMiss(it.id, "item", 0, "restates_included_turns", it.score, duplicate_of=f"turn:{min(it.turn_ids)}")
+            )
         elif section.take(it, asm.left.left):
             asm.shown.add(it.id, it.text)
     section.place()
@@ -182,10 +191,10 @@ def _screen(asm: Assembly, recalled: Sequence[Recalled], window: Window, reserve
     window_texts = {st.text for st in window.turns}
     for r in recalled:
         if r.turn.id in in_window or r.turn.text in window_texts:
-            twin = r.turn.id if r.turn.id in in_window else next(st.id for st in window.turns
-                                                                  if st.text == r.turn.text)
-            asm.misses.append(NearMiss(f"turn:{r.turn.id}", "turn", 0, "duplicate_of_window", r.score,
-                                       duplicate_of=f"turn:{twin}"))
+            twin = r.turn.id if r.turn.id in in_window else next(st.id for st in window.turns if st.text == r.turn.text)
+            asm.misses.append(
+                NearMiss(f"turn:{r.turn.id}", "turn", 0, "duplicate_of_window", r.score, duplicate_of=f"turn:{twin}")
+            )
             continue
         dup = asm.shown.restates(r.turn.text)
         if dup:
@@ -201,15 +210,27 @@ def _screen(asm: Assembly, recalled: Sequence[Recalled], window: Window, reserve
     return out
 
 
-def _report_unpacked(asm: Assembly, fresh: Sequence[StoredTurn], kept_ids: set[int], packed: Packed | None,
-                     scores: Mapping[int, Mapping[str, float]]) -> None:
+def _report_unpacked(
+    asm: Assembly,
+    fresh: Sequence[StoredTurn],
+    kept_ids: set[int],
+    packed: Packed | None,
+    scores: Mapping[int, Mapping[str, float]],
+) -> None:
     """Near-misses for the candidates the packing left out (their packed cost when it was counted)."""
     line_cost = packed.costs if packed else {}
     for st in fresh:
         if st.id not in kept_ids and len(asm.misses) < MAX_UNPACKED_MISSES:
             cost = line_cost.get(st.id)
-            asm.misses.append(NearMiss(f"turn:{st.id}", "turn", asm.tokenizer.count(st.text) if cost is None else cost,
-                                       "over_budget", scores[st.id]))
+            asm.misses.append(
+                NearMiss(
+                    f"turn:{st.id}",
+                    "turn",
+                    asm.tokenizer.count(st.text) if cost is None else cost,
+                    "over_budget",
+                    scores[st.id],
+                )
+            )
 
 
 def _place_turns(asm: Assembly, packed: Packed | None, scores: Mapping[int, Mapping[str, float]]) -> History:
@@ -217,13 +238,23 @@ def _place_turns(asm: Assembly, packed: Packed | None, scores: Mapping[int, Mapp
     if not packed or not packed.turns:
         return History()
     asm.place(f"{HISTORY_TITLE}\n{packed.text}", {f"turn:{st.id}" for st in packed.turns})
-    asm.items.extend(ContextItem(f"turn:{st.id}", "turn", packed.costs[st.id], "recalled",
-                                 format="excerpt" if st.id in packed.excerpts else "text",
-                                 score=scores[st.id], turn_ids=(st.id,))
-                     for st in sorted(packed.turns, key=lambda t: t.id))
-    notes = {f"turn:{tid}": f"turn:{tid} shown as an excerpt: {ex.tokens} of {ex.total_tokens} tokens "
-                            f"(characters {ex.start}–{ex.end}; expand the turn for the full text)"
-             for tid, ex in sorted(packed.excerpts.items())}
+    asm.items.extend(
+        ContextItem(
+            f"turn:{st.id}",
+            "turn",
+            packed.costs[st.id],
+            "recalled",
+            format="excerpt" if st.id in packed.excerpts else "text",
+            score=scores[st.id],
+            turn_ids=(st.id,),
+        )
+        for st in sorted(packed.turns, key=lambda t: t.id)
+    )
+    notes = {
+        f"turn:{tid}": f"turn:{tid} shown as an excerpt: {ex.tokens} of {ex.total_tokens} tokens "
+        f"(characters {ex.start}–{ex.end}; expand the turn for the full text)"
+        for tid, ex in sorted(packed.excerpts.items())
+    }
     return History({st.id for st in packed.turns}, notes)
 
 
@@ -244,9 +275,16 @@ def _restated_by_turns(it: ItemUnit, full_turns: Mapping[int, str], dedup: bool)
     return None if _new_value(it, full_turns) else f"turn:{min(it.turn_ids)}"
 
 
-def pack_checked(fresh: list[StoredTurn], cap: int, tokenizer: Tokenizer, query: str | None,
-                 labels: Mapping[int, str], shown: Shown, misses: list[NearMiss],
-                 score_of: Mapping[int, Mapping[str, float]]) -> tuple[Packed, Shown, list[StoredTurn]]:
+def pack_checked(
+    fresh: list[StoredTurn],
+    cap: int,
+    tokenizer: Tokenizer,
+    query: str | None,
+    labels: Mapping[int, str],
+    shown: Shown,
+    misses: list[NearMiss],
+    score_of: Mapping[int, Mapping[str, float]],
+) -> tuple[Packed, Shown, list[StoredTurn]]:
     """Pack recalled turns so that none repeats a sentence shown before it.
 
     Packed turns are checked best ranked first against what is shown (fixed
@@ -262,8 +300,14 @@ def pack_checked(fresh: list[StoredTurn], cap: int, tokenizer: Tokenizer, query:
     checked: list[StoredTurn] | None = None
     for attempt in range(4):
         last = attempt == 3
-        packed = pack_turns(checked if last and checked is not None else fresh, cap, tokenizer, CompactRenderer(),
-                            query=query, labels=labels)
+        packed = pack_turns(
+            checked if last and checked is not None else fresh,
+            cap,
+            tokenizer,
+            CompactRenderer(),
+            query=query,
+            labels=labels,
+        )
         trial = shown.copy()
         if not shown.enabled:
             return packed, trial, fresh
@@ -275,8 +319,16 @@ def pack_checked(fresh: list[StoredTurn], cap: int, tokenizer: Tokenizer, query:
             editable = isinstance(st.turn.content, str) and st.role != "tool"
             cut = trial.strip(st.text if editable else text)
             if cut.removed and not cut.facts_left:
-                misses.append(NearMiss(f"turn:{st.id}", "turn", 0, "duplicate", score_of.get(st.id, {}),
-                                       duplicate_of=cut.duplicate_of[0] if cut.duplicate_of else f"turn:{st.id}"))
+                misses.append(
+                    NearMiss(
+                        f"turn:{st.id}",
+                        "turn",
+                        0,
+                        "duplicate",
+                        score_of.get(st.id, {}),
+                        duplicate_of=cut.duplicate_of[0] if cut.duplicate_of else f"turn:{st.id}",
+                    )
+                )
                 replace[st.id] = None
                 continue
             if cut.removed and editable:
@@ -290,7 +342,7 @@ def pack_checked(fresh: list[StoredTurn], cap: int, tokenizer: Tokenizer, query:
             ok.append(st)
         if not replace:
             return packed, trial, fresh
-        fresh = [replace.get(t.id, t) for t in fresh if replace.get(t.id, t) is not None]
+        fresh = [kept for kept in (replace.get(t.id, t) for t in fresh) if kept is not None]
         if last:
             # This round's own repeats leave too: pack only the turns that passed, as cut
             # (a subset of what just fitted, so nothing new comes in unchecked).

@@ -52,16 +52,28 @@ from .window import Window, shrink_window, window_fraction
 if TYPE_CHECKING:
     from ..records.manifests import Context
 
-__all__ = ["POLICIES", "HybridPolicy", "PolicyName", "PyramidPolicy", "RecallPolicy", "StateFirstPolicy",
-           "TopicsPolicy", "get_policy", "policy_names", "register", "unregister"]
+__all__ = [
+    "POLICIES",
+    "HybridPolicy",
+    "PolicyName",
+    "PyramidPolicy",
+    "RecallPolicy",
+    "StateFirstPolicy",
+    "TopicsPolicy",
+    "get_policy",
+    "policy_names",
+    "register",
+    "unregister",
+]
 
 
 class HybridPolicy(Policy):
     """The default: the window, recalled history and summaries, the window sized by the query."""
 
     name = "hybrid"
-    description = ("recent window 50%, recalled history 30%, summaries 20%; the window shrinks for a question "
-                   "about the past")
+    description = (
+        "recent window 50%, recalled history 30%, summaries 20%; the window shrinks for a question about the past"
+    )
 
     def size_window(self, asm: Assembly, window: Window, alloc: Allocation, recalled: Sequence[Recalled]) -> None:
         """Shrink the window to the part of its share the query's match leaves it (:func:`window_fraction`)."""
@@ -110,23 +122,27 @@ class PyramidPolicy(Policy):
 
     def recall_room(self, asm: Assembly, alloc: Allocation, cands: Candidates, strict: bool) -> int:
         """What the warm chunks (their history share) and the macros (their reserve) will not use."""
-        warm_need = sum(su.expanded_tokens if su.expand is not None else asm.tokenizer.count(su.text)
-                        for su in cands.summaries)
+        warm_need = sum(
+            su.expanded_tokens if su.expand is not None else asm.tokenizer.count(su.text) for su in cands.summaries
+        )
         return max(0, asm.left.left - min(alloc.tokens(alloc.history), warm_need) - alloc.reserve)
 
     def reserved_turns(self, alloc: Allocation, cands: Candidates) -> set[int]:
         """Turns of a warm chunk that will be expanded are shown there, not recalled twice."""
         room = alloc.tokens(alloc.history)
-        return {t for su in cands.summaries if su.expand is not None and 0 < su.expanded_tokens <= room
-                for t in su.turn_ids}
+        return {
+            t for su in cands.summaries if su.expand is not None and 0 < su.expanded_tokens <= room for t in su.turn_ids
+        }
 
-    def fill_summaries(self, section: SummarySection, cands: Candidates,
-                       alloc: Allocation) -> list[tuple[SummaryUnit, int]]:
+    def fill_summaries(
+        self, section: SummarySection, cands: Candidates, alloc: Allocation
+    ) -> list[tuple[SummaryUnit, int]]:
         """Warm chunks first (leaving the macros their reserve), then macros, then any chunk
         that did not fit gets what is still free."""
         waiting = section.take(cands.summaries, Budget(max(0, section.asm.left.left - alloc.reserve)))
-        return (section.take(cands.bulks, section.room(), overlap=True)
-                + section.take([su for su, _ in waiting], section.room()))
+        return section.take(cands.bulks, section.room(), overlap=True) + section.take(
+            [su for su, _ in waiting], section.room()
+        )
 
 
 class TopicsPolicy(Policy):
@@ -148,22 +164,25 @@ class TopicsPolicy(Policy):
         limit = parts.config.pyramid.max_message_chars
         window = [truncated(st, limit) for st in reversed(current) if st.role != "system"]
         topics, bulks = parts.summary_index.topics(parts.pyramid(), request.session)
-        return Candidates(fixed=fixed_blocks(parts, request.session, request.project), recent=window,
-                          summaries=topics, bulks=bulks)
+        return Candidates(
+            fixed=fixed_blocks(parts, request.session, request.project), recent=window, summaries=topics, bulks=bulks
+        )
 
     def annotate(self, ctx: Context, cands: Candidates, parts: Parts) -> Context:
         """Seed 002's per-tier totals and the source tokens they stand for, in the manifest."""
         # A truncated turn keeps its stored token count: the tiers' source tokens are the stored turns'.
         turn_tokens = {st.id: st.tokens for st in cands.recent}
         tiers, source = topic_tiers(ctx.manifest, parts.pyramid(), turn_tokens)
-        return dataclasses.replace(ctx, manifest=dataclasses.replace(ctx.manifest, tier_tokens=tiers,
-                                                                     source_tokens=source))
+        return dataclasses.replace(
+            ctx, manifest=dataclasses.replace(ctx.manifest, tier_tokens=tiers, source_tokens=source)
+        )
 
     def present(self, cands: Candidates) -> tuple[bool, bool]:
         return bool(cands.summaries), bool(cands.bulks)
 
-    def fill_summaries(self, section: SummarySection, cands: Candidates,
-                       alloc: Allocation) -> list[tuple[SummaryUnit, int]]:
+    def fill_summaries(
+        self, section: SummarySection, cands: Candidates, alloc: Allocation
+    ) -> list[tuple[SummaryUnit, int]]:
         """Topics take their share, bulks the rest; what is still free then goes to the topics that did
         not fit their share."""
         share = alloc.tokens(alloc.history) if alloc.history else 0

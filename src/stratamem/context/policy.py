@@ -75,8 +75,9 @@ class Policy:
         fixed = fixed_blocks(parts, request.session, request.project)
         summaries, bulks = self.summary_sources(parts, query) if parts.config.pyramid.enabled else ([], [])
         items = item_units(parts, query, request.session)
-        return Candidates(fixed=fixed, recent=recent, recalled=recalled, summaries=summaries, bulks=bulks,
-                          items=items, notes=notes)
+        return Candidates(
+            fixed=fixed, recent=recent, recalled=recalled, summaries=summaries, bulks=bulks, items=items, notes=notes
+        )
 
     def summary_sources(self, parts: Parts, query: str | None) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
         """``(summaries, bulks)`` from the pyramid: by default its summaries ranked for ``query``, no bulks."""
@@ -130,7 +131,8 @@ class Policy:
         """Turns a later section shows in full, so recalling them would show them twice (default: none)."""
         return set()
 
-    def fill_summaries(self, section: SummarySection, cands: Candidates,
-                       alloc: Allocation) -> list[tuple[SummaryUnit, int]]:
+    def fill_summaries(
+        self, section: SummarySection, cands: Candidates, alloc: Allocation
+    ) -> list[tuple[SummaryUnit, int]]:
         """Let the summaries draw on what is left, in order; the units left out for lack of room, with their cost."""
         return section.take(cands.summaries, section.room())

@@ -27,6 +27,7 @@ __all__ = [
     "unit_cost",
 ]
 
+
 def render(turns: Sequence[Turn], fmt: str) -> tuple[tuple[dict[str, Any], ...], str | None, str]:
     """Render turns for ``fmt``: ``(messages, system, text)``; ``system`` is ``""`` for Anthropic when empty."""
     text = "\n".join(turn_line(t) for t in turns)
@@ -113,8 +114,9 @@ def snap_window(window: list[StoredTurn], fmt: str) -> list[StoredTurn]:
     return snap_end(snap_start(window, fmt))
 
 
-def attach_sections(messages: Sequence[dict[str, Any]], system: str | None, sections: str,
-                    fmt: str) -> tuple[tuple[dict[str, Any], ...], str | None]:
+def attach_sections(
+    messages: Sequence[dict[str, Any]], system: str | None, sections: str, fmt: str
+) -> tuple[tuple[dict[str, Any], ...], str | None]:
     """Put assembled sections (recalled history, summaries, state) in front of the messages.
 
     OpenAI: one leading ``system`` message. Anthropic: the system prompt, placed
@@ -137,8 +139,14 @@ def attach_sections(messages: Sequence[dict[str, Any]], system: str | None, sect
     return ({"role": "user", "content": sections},) + messages, system
 
 
-def recent_window(newest_first: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer, fmt: str = "openai",
-                  *, query: str | None = None) -> Context:
+def recent_window(
+    newest_first: Iterable[StoredTurn],
+    budget: int,
+    tokenizer: Tokenizer,
+    fmt: str = "openai",
+    *,
+    query: str | None = None,
+) -> Context:
     """The most recent turns that fit ``budget``, rendered for ``fmt``, with a manifest.
 
     Walks back from the newest turn and stops at the first turn that does not
@@ -179,10 +187,18 @@ def recent_window(newest_first: Iterable[StoredTurn], budget: int, tokenizer: To
         total = rendered_tokens(turns, fmt, tokenizer) if turns else fixed
     messages, system, text = render(turns, fmt)
     items = tuple(
-        ContextItem(id=f"turn:{st.id}", kind="turn", tokens=costs[st.id], reason="recent_window", tier="hot",
-                    turn_ids=(st.id,))
+        ContextItem(
+            id=f"turn:{st.id}", kind="turn", tokens=costs[st.id], reason="recent_window", tier="hot", turn_ids=(st.id,)
+        )
         for st in window
     )
-    manifest = Manifest(budget=budget, total_tokens=total, items=items, near_misses=tuple(misses),
-                        policy="recent", query=query, tokenizer=tokenizer.name)
+    manifest = Manifest(
+        budget=budget,
+        total_tokens=total,
+        items=items,
+        near_misses=tuple(misses),
+        policy="recent",
+        query=query,
+        tokenizer=tokenizer.name,
+    )
     return Context(format=fmt, messages=messages, system=system, text=text, manifest=manifest)

@@ -12,32 +12,36 @@ from __future__ import annotations
 
 import hashlib
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .units import FixedBlock, SummaryUnit
-from ..records.manifests import Manifest
 from ..errors import ModelError, NotFoundError
 from ..items.search import embed_texts
-from ..state.instructions import load_instructions
+from ..records.manifests import Manifest
 from ..records.nodes import Node
 from ..retrieve.lexical import BM25Index, analyze
+from ..state.instructions import load_instructions
 from ..tokens import Tokenizer
+from .units import FixedBlock, SummaryUnit
 
 __all__ = ["SummaryIndex", "checkpoint_block", "project_blocks", "summary_line", "system_blocks", "topic_tiers"]
 
 
-def project_blocks(project_dir: str | os.PathLike[str], namespace: str, tokenizer: Tokenizer,
-                   state: Any) -> list[FixedBlock]:
+def project_blocks(
+    project_dir: str | os.PathLike[str], namespace: str, tokenizer: Tokenizer, state: Any
+) -> list[FixedBlock]:
     """Instruction files and the working state of a project directory, in prompt order.
 
     ``state`` is the namespace's :class:`~stratamem.state.WorkingState`; it is
     included only when its ``state.json`` exists.
     """
-    blocks = [FixedBlock(f"instructions:{f.path.name}", "instructions", f"## Project instructions ({f.path.name})",
-                         f.text) for f in load_instructions(project_dir, tokenizer)]
+    blocks = [
+        FixedBlock(f"instructions:{f.path.name}", "instructions", f"## Project instructions ({f.path.name})", f.text)
+        for f in load_instructions(project_dir, tokenizer)
+    ]
     if state is not None and Path(state.path).exists():
         proj = state.project()
         blocks.append(FixedBlock("state", "state", "## Working state", proj.text, format=proj.format))
@@ -58,8 +62,16 @@ def system_blocks(store: Any, namespace: str, session: str | None) -> list[Fixed
     mine = [st.text for st in rows if st.session == session]
     others = [st.text for st in sorted(rows, key=lambda st: -st.id) if st.session != session]
     texts = [t for t in dict.fromkeys(mine + others) if t.strip()]
-    return [FixedBlock(f"system:{hashlib.sha256(t.encode('utf-8')).hexdigest()[:12]}", "instructions",
-                       "## System prompt", t, reason="system_prompt") for t in texts]
+    return [
+        FixedBlock(
+            f"system:{hashlib.sha256(t.encode('utf-8')).hexdigest()[:12]}",
+            "instructions",
+            "## System prompt",
+            t,
+            reason="system_prompt",
+        )
+        for t in texts
+    ]
 
 
 def checkpoint_block(store: Any, namespace: str, session: str | None) -> list[FixedBlock]:
@@ -69,8 +81,14 @@ def checkpoint_block(store: Any, namespace: str, session: str | None) -> list[Fi
     saved = store.conversations.get(namespace, session)
     if saved is None or not saved.summary:
         return []
-    return [FixedBlock(f"checkpoint:{session}", "checkpoint",
-                       f"## Checkpoint of earlier conversation (compaction {saved.compaction_count})", saved.summary)]
+    return [
+        FixedBlock(
+            f"checkpoint:{session}",
+            "checkpoint",
+            f"## Checkpoint of earlier conversation (compaction {saved.compaction_count})",
+            saved.summary,
+        )
+    ]
 
 
 def summary_line(node: Node) -> str:
@@ -181,10 +199,9 @@ class SummaryIndex:
         self._top_level = max(self._top_level, node.level)
         settled = node.tier != "hot" and node.summary is not None and node.summary_status == "ok"
         (self._watch.discard if settled else self._watch.add)(node.id)
-        eligible = node.summary is not None and node.tier != "hot"
-        if not eligible:
+        if node.summary is None or node.tier == "hot":  # not eligible
             return node.id in self._doc_of
-        text = node.summary.text + " " + " ".join(node.key_facts)  # type: ignore[union-attr]
+        text = node.summary.text + " " + " ".join(node.key_facts)
         known = self._text.get(node.id)
         if known is not None and known[0] == text:
             return False
@@ -199,8 +216,11 @@ class SummaryIndex:
         return False
 
     def _reindex(self) -> None:
-        keep = [i for i in sorted(self._nodes) if i in self._text and self._nodes[i].tier != "hot"
-                and self._nodes[i].summary is not None]
+        keep = [
+            i
+            for i in sorted(self._nodes)
+            if i in self._text and self._nodes[i].tier != "hot" and self._nodes[i].summary is not None
+        ]
         self._docs, self._doc_of = keep, {i: d for d, i in enumerate(keep)}
         self._levels = [0.1 * (self._nodes[i].level - 1) for i in keep]
         self._bm25 = BM25Index()
@@ -242,8 +262,9 @@ class SummaryIndex:
             units.append(self._unit(pyramid, node, score))
         return units
 
-    def pyramid_parts(self, pyramid: Any, query: str | None, *, chunks: int = 3) -> tuple[list[SummaryUnit],
-                                                                                          list[SummaryUnit]]:
+    def pyramid_parts(
+        self, pyramid: Any, query: str | None, *, chunks: int = 3
+    ) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
         """Seed 000's view beyond the hot window: the ``chunks`` segments most relevant to ``query``
         (expandable to their turns) and the top-level consolidations (macro summaries), best first.
 
@@ -251,8 +272,9 @@ class SummaryIndex:
         """
         ranked = self.rank(pyramid, query, limit=max(40, len(self._docs)))
         segments = [u for u in ranked if u.kind == "segment"][:chunks] if query and query.strip() else []
-        roots = [u for u in ranked if u.kind == "consolidation"
-                 and self._nodes[int(u.id.split(":", 1)[1])].parent_id is None]
+        roots = [
+            u for u in ranked if u.kind == "consolidation" and self._nodes[int(u.id.split(":", 1)[1])].parent_id is None
+        ]
         return segments, roots
 
     def _cosines(self, pyramid: Any, query: str) -> np.ndarray | None:
@@ -291,11 +313,17 @@ class SummaryIndex:
             self._turn_ids[node.id] = tuple(pyramid.turn_ids(node.id))
         segment = node.level == 1
         return SummaryUnit(
-            id=f"node:{node.id}", kind="segment" if segment else "consolidation", text=summary_line(node),
-            turn_ids=self._turn_ids[node.id], tier=node.tier, score=score,
+            id=f"node:{node.id}",
+            kind="segment" if segment else "consolidation",
+            text=summary_line(node),
+            turn_ids=self._turn_ids[node.id],
+            tier=node.tier,
+            score=score,
             # A segment that wins a slot is expanded to its verbatim turns when they fit.
-            expand=(lambda nid=node.id: pyramid.expand(nid)) if segment else None,
-            expanded_tokens=node.tokens if segment else 0, expand_only=node.summary is None)
+            expand=partial(pyramid.expand, node.id) if segment else None,
+            expanded_tokens=node.tokens if segment else 0,
+            expand_only=node.summary is None,
+        )
 
     def topics(self, pyramid: Any, session: str | None = None) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
         """Seed 002's view: topic (segment) summaries and bulk (consolidation) summaries, newest first.
@@ -315,8 +343,10 @@ class SummaryIndex:
         bulked = {t for n in top for t in self._unit(pyramid, n, {}).turn_ids}
         topics = [n for n in nodes if n.level == 1 and not set(self._unit(pyramid, n, {}).turn_ids) <= bulked]
         newest = lambda ns: sorted(ns, key=lambda n: n.last_turn_id, reverse=True)  # noqa: E731
-        return ([self._unit(pyramid, n, {"recency": float(-i)}) for i, n in enumerate(newest(topics))],
-                [self._unit(pyramid, n, {"recency": float(-i)}) for i, n in enumerate(newest(top))])
+        return (
+            [self._unit(pyramid, n, {"recency": float(-i)}) for i, n in enumerate(newest(topics))],
+            [self._unit(pyramid, n, {"recency": float(-i)}) for i, n in enumerate(newest(top))],
+        )
 
 
 _TOPIC_TIERS = {"turn": "current", "segment": "topics", "consolidation": "bulks"}

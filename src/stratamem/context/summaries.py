@@ -41,8 +41,7 @@ class SummarySection:
         self.summarized: set[int] = set()
         self.as_summary: set[int] = set()  # turns under the units shown as summaries (not expanded)
 
-    def take(self, units: Sequence[SummaryUnit], cap: Budget,
-             overlap: bool = False) -> list[tuple[SummaryUnit, int]]:
+    def take(self, units: Sequence[SummaryUnit], cap: Budget, overlap: bool = False) -> list[tuple[SummaryUnit, int]]:
         """Take what fits ``cap``; return the units left out for lack of room, with their cost.
 
         ``overlap``: a unit may cover turns of a unit already shown expanded (seed 000's
@@ -70,14 +69,16 @@ class SummarySection:
         """Leave ``su`` out (with a near-miss) when its turns are shown already, verbatim or summarized."""
         covered = set(su.turn_ids)
         if covered and covered <= self.included:
-            self.asm.misses.append(NearMiss(su.id, su.kind, 0, "restates_included_turns", su.score,
-                                            duplicate_of=f"turn:{min(covered)}"))
+            self.asm.misses.append(
+                NearMiss(su.id, su.kind, 0, "restates_included_turns", su.score, duplicate_of=f"turn:{min(covered)}")
+            )
             return True
         if covered & (self.as_summary if overlap else self.summarized):
             # A consolidation and its own child segment say the same thing twice.
             holder = next(i.id for i in self.entries if covered & set(i.turn_ids))
-            self.asm.misses.append(NearMiss(su.id, su.kind, 0, "overlaps_included_summary", su.score,
-                                            duplicate_of=holder))
+            self.asm.misses.append(
+                NearMiss(su.id, su.kind, 0, "overlaps_included_summary", su.score, duplicate_of=holder)
+            )
             return True
         return False
 
@@ -96,18 +97,38 @@ class SummarySection:
         # A summary never restates what is shown: its sentences already shown go.
         cut = asm.shown.strip(text)
         if cut.removed and not cut.facts_left:
-            asm.misses.append(NearMiss(su.id, su.kind, 0, "duplicate", su.score, duplicate_of=cut.duplicate_of[0]
-                                       if cut.duplicate_of else su.id))
+            asm.misses.append(
+                NearMiss(
+                    su.id,
+                    su.kind,
+                    0,
+                    "duplicate",
+                    su.score,
+                    duplicate_of=cut.duplicate_of[0] if cut.duplicate_of else su.id,
+                )
+            )
             return None
         return cut.text, reason, fmt_name, cut.duplicate_of
 
-    def _place(self, su: SummaryUnit, text: str, cost: int, reason: str, fmt_name: str,
-               duplicate_of: tuple[str, ...]) -> None:
+    def _place(
+        self, su: SummaryUnit, text: str, cost: int, reason: str, fmt_name: str, duplicate_of: tuple[str, ...]
+    ) -> None:
         asm = self.asm
         asm.left.left -= cost
         self.lines.append(text)
-        self.entries.append(ContextItem(su.id, su.kind, cost, reason, tier=su.tier, format=fmt_name,
-                                        score=su.score, turn_ids=su.turn_ids, duplicate_of=duplicate_of))
+        self.entries.append(
+            ContextItem(
+                su.id,
+                su.kind,
+                cost,
+                reason,
+                tier=su.tier,
+                format=fmt_name,
+                score=su.score,
+                turn_ids=su.turn_ids,
+                duplicate_of=duplicate_of,
+            )
+        )
         covered = set(su.turn_ids)
         self.summarized.update(covered)
         asm.shown.add(su.id, text)

@@ -26,8 +26,17 @@ from .units import Recalled
 if TYPE_CHECKING:
     from .policy import Policy
 
-__all__ = ["WINDOW_DROP", "WINDOW_FLOOR", "WINDOW_KEEP", "WINDOW_RANKS", "Window", "is_follow_up", "shrink_window",
-           "take_window", "window_fraction"]
+__all__ = [
+    "WINDOW_DROP",
+    "WINDOW_FLOOR",
+    "WINDOW_KEEP",
+    "WINDOW_RANKS",
+    "Window",
+    "is_follow_up",
+    "shrink_window",
+    "take_window",
+    "window_fraction",
+]
 
 
 WINDOW_RANKS = 10
@@ -45,12 +54,18 @@ WINDOW_FLOOR = 0.1
 exchange or so stays for continuity)."""
 
 
-_PAST_CUE = re.compile(r"\b(did|was|were|had|ago|last|previous(ly)?|earlier|before|remember|told|mentioned|used to|"
-                       r"first|when)\b", re.IGNORECASE)
+_PAST_CUE = re.compile(
+    r"\b(did|was|were|had|ago|last|previous(ly)?|earlier|before|remember|told|mentioned|used to|"
+    r"first|when)\b",
+    re.IGNORECASE,
+)
 
 
-_THREAD_CUE = re.compile(r"\b(it|that|this|these|those|them|above|again|more|less|shorter|longer|continue|go on|"
-                         r"next|then|instead|what about|how about|and)\b", re.IGNORECASE)
+_THREAD_CUE = re.compile(
+    r"\b(it|that|this|these|those|them|above|again|more|less|shorter|longer|continue|go on|"
+    r"next|then|instead|what about|how about|and)\b",
+    re.IGNORECASE,
+)
 
 
 def is_follow_up(query: str) -> bool:
@@ -117,8 +132,9 @@ class Window:
         return {st.id for st in self.turns}
 
 
-def take_window(asm: Assembly, recent: Iterable[StoredTurn], alloc: Allocation, policy: Policy,
-                recalled: Sequence[Recalled]) -> Window:
+def take_window(
+    asm: Assembly, recent: Iterable[StoredTurn], alloc: Allocation, policy: Policy, recalled: Sequence[Recalled]
+) -> Window:
     """Fill the window's share from the newest turn back, contiguous; the policy may then shrink it.
 
     ``recent`` is read lazily, newest first: the first turn that does not fit
@@ -158,5 +174,7 @@ def shrink_window(asm: Assembly, window: Window, alloc: Allocation, keep: float,
     for st in window.turns[n:]:
         asm.misses.append(NearMiss(f"turn:{st.id}", "turn", window.costs.pop(st.id), "window_shrunk_for_recall"))
     window.turns = window.turns[:n]
-    asm.notes.append(f"hybrid: window match {match:.2f} (1 - rank/{WINDOW_RANKS} of the best recalled turn "
-                     f"inside the window): window keeps {keep:.0%} of its share; recalled history draws first")
+    asm.notes.append(
+        f"hybrid: window match {match:.2f} (1 - rank/{WINDOW_RANKS} of the best recalled turn "
+        f"inside the window): window keeps {keep:.0%} of its share; recalled history draws first"
+    )

@@ -102,7 +102,7 @@ def embed_in_batches(embedder: Embedder, texts: Sequence[str], *, batch_size: in
     texts = check_texts(texts)
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
-    parts = [embedder.embed_batch(texts[i:i + batch_size]) for i in range(0, len(texts), batch_size)]
+    parts = [embedder.embed_batch(texts[i : i + batch_size]) for i in range(0, len(texts), batch_size)]
     if not parts:
         return np.zeros((0, embedder.dimensions), dtype=np.float32)
     return np.concatenate(parts).astype(np.float32, copy=False)

@@ -45,8 +45,8 @@ _GELU_CHUNK = 65_536
 
 @dataclass(frozen=True, slots=True)
 class _Layer:
-    qkv: np.ndarray      # (d, 3d), query part pre-scaled by 1/sqrt(head_dim)
-    q_bias: np.ndarray   # the query's bias only: see BertEncoder.__init__ for the key's and the value's
+    qkv: np.ndarray  # (d, 3d), query part pre-scaled by 1/sqrt(head_dim)
+    q_bias: np.ndarray  # the query's bias only: see BertEncoder.__init__ for the key's and the value's
     out: np.ndarray
     out_bias: np.ndarray  # the output projection's bias plus the value bias projected through it
     ln1_w: np.ndarray
@@ -88,27 +88,40 @@ class BertEncoder:
         scale = _F32(1.0 / math.sqrt(self.head_dim))
         self.layers: list[_Layer] = []
         for i in range(int(config["num_hidden_layers"])):
+
             def g(name: str, i: int = i) -> np.ndarray:
                 return w[f"encoder.layer.{i}.{name}"]
+
             out_w = np.ascontiguousarray(g("attention.output.dense.weight").T)
             # Two biases are moved, not dropped (exact in real arithmetic, last-bit
             # differences in float32): the key bias adds q·b_k to every score of a
             # query row, which softmax cancels; the attention weights of a row sum to
             # 1, so the value bias reaches the context unchanged and is projected once.
             out_b = g("attention.output.dense.bias") + g("attention.self.value.bias") @ out_w
-            self.layers.append(_Layer(
-                qkv=np.ascontiguousarray(np.concatenate(
-                    [g("attention.self.query.weight") * scale, g("attention.self.key.weight"),
-                     g("attention.self.value.weight")]).T),
-                q_bias=g("attention.self.query.bias") * scale,
-                out=out_w, out_bias=out_b.astype(_F32),
-                ln1_w=g("attention.output.LayerNorm.weight"), ln1_b=g("attention.output.LayerNorm.bias"),
-                up=np.ascontiguousarray(g("intermediate.dense.weight").T),
-                up_bias=g("intermediate.dense.bias"),
-                down=np.ascontiguousarray(g("output.dense.weight").T),
-                down_bias=g("output.dense.bias"),
-                ln2_w=g("output.LayerNorm.weight"), ln2_b=g("output.LayerNorm.bias"),
-            ))
+            self.layers.append(
+                _Layer(
+                    qkv=np.ascontiguousarray(
+                        np.concatenate(
+                            [
+                                g("attention.self.query.weight") * scale,
+                                g("attention.self.key.weight"),
+                                g("attention.self.value.weight"),
+                            ]
+                        ).T
+                    ),
+                    q_bias=g("attention.self.query.bias") * scale,
+                    out=out_w,
+                    out_bias=out_b.astype(_F32),
+                    ln1_w=g("attention.output.LayerNorm.weight"),
+                    ln1_b=g("attention.output.LayerNorm.bias"),
+                    up=np.ascontiguousarray(g("intermediate.dense.weight").T),
+                    up_bias=g("intermediate.dense.bias"),
+                    down=np.ascontiguousarray(g("output.dense.weight").T),
+                    down_bias=g("output.dense.bias"),
+                    ln2_w=g("output.LayerNorm.weight"),
+                    ln2_b=g("output.LayerNorm.bias"),
+                )
+            )
         self.max_positions = int(self.position.shape[0])
 
     def pooled(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -212,7 +225,7 @@ def _bias_gelu_inplace(x: np.ndarray, bias: np.ndarray) -> None:
     a, u, e, q = (np.empty(size, _F32) for _ in range(4))
     zero = np.zeros(size, _F32)  # numpy's maximum runs ~2x faster against an array than a scalar
     for start in range(0, rows, step):
-        block = x[start:start + step]
+        block = x[start : start + step]
         block += bias
         v = block.reshape(-1)
         k = v.size
@@ -222,12 +235,12 @@ def _bias_gelu_inplace(x: np.ndarray, bias: np.ndarray) -> None:
         np.reciprocal(uv, out=uv)
         np.square(v, out=ev)
         ev *= _F32(-0.5)
-        np.exp(ev, out=ev)          # exp(-(|x|/√2)²)
+        np.exp(ev, out=ev)  # exp(-(|x|/√2)²)
         np.multiply(uv, _U_COEF[0], out=qv)
         for coef in _U_COEF[1:]:
             qv += coef
             qv *= uv
-        qv *= ev                    # ½·erfc(|x|/√2)
+        qv *= ev  # ½·erfc(|x|/√2)
         qv *= av
         np.maximum(v, zv, out=v)
         v -= qv

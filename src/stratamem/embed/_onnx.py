@@ -86,8 +86,12 @@ def _graph(enc: BertEncoder) -> tuple[bytes, dict[str, np.ndarray]]:
             initializers.append(numpy_helper.from_array(array, name))
             return name
         external[name] = array
-        t = TensorProto(name=name, data_type=helper.np_dtype_to_tensor_dtype(array.dtype), dims=array.shape,
-                        data_location=TensorProto.EXTERNAL)
+        t = TensorProto(
+            name=name,
+            data_type=helper.np_dtype_to_tensor_dtype(array.dtype),
+            dims=array.shape,
+            data_location=TensorProto.EXTERNAL,
+        )
         # The location is never read: add_external_initializers supplies the data by name.
         entry = t.external_data.add()
         entry.key, entry.value = "location", name
@@ -102,13 +106,18 @@ def _graph(enc: BertEncoder) -> tuple[bytes, dict[str, np.ndarray]]:
     fused = "com.microsoft"
     # Embeddings: word rows plus the first `length` position rows (token type 0 is
     # already folded into them), then layer norm.
-    length = op("Slice", [op("Shape", ["ids"]), weight("one", np.array([1], np.int64)),
-                          weight("two", np.array([2], np.int64))])
+    length = op(
+        "Slice", [op("Shape", ["ids"]), weight("one", np.array([1], np.int64)), weight("two", np.array([2], np.int64))]
+    )
     zero = weight("zero", np.array([0], np.int64))
     positions = op("Slice", [weight("position", enc.position), zero, length, zero])
     x = op("Add", [op("Gather", [weight("word", enc.word), "ids"]), positions])
-    x = op("LayerNormalization", [x, weight("emb_ln_w", enc.emb_ln[0]), weight("emb_ln_b", enc.emb_ln[1])],
-           axis=-1, epsilon=enc.eps)
+    x = op(
+        "LayerNormalization",
+        [x, weight("emb_ln_w", enc.emb_ln[0]), weight("emb_ln_b", enc.emb_ln[1])],
+        axis=-1,
+        epsilon=enc.eps,
+    )
     mask32 = op("Cast", ["mask"], to=TensorProto.INT32)
     for i, layer in enumerate(enc.layers):
         p = f"l{i}."
@@ -116,30 +125,60 @@ def _graph(enc: BertEncoder) -> tuple[bytes, dict[str, np.ndarray]]:
         # the key bias is dropped and the value bias moved into the output bias, as in
         # the numpy pass, so their slots are zero.
         qkv_bias = np.concatenate([layer.q_bias, np.zeros(2 * d, np.float32)])
-        ctx = op("Attention", [x, weight(p + "qkv", layer.qkv), weight(p + "qkv_b", qkv_bias), mask32],
-                 domain=fused, num_heads=heads, scale=1.0)
-        x = op("SkipLayerNormalization", [op("MatMul", [ctx, weight(p + "out", layer.out)]), x,
-                                          weight(p + "ln1_w", layer.ln1_w), weight(p + "ln1_b", layer.ln1_b),
-                                          weight(p + "out_b", layer.out_bias)], domain=fused, epsilon=enc.eps)
-        up = op("BiasGelu", [op("MatMul", [x, weight(p + "up", layer.up)]), weight(p + "up_b", layer.up_bias)],
-                domain=fused)
-        x = op("SkipLayerNormalization", [op("MatMul", [up, weight(p + "down", layer.down)]), x,
-                                          weight(p + "ln2_w", layer.ln2_w), weight(p + "ln2_b", layer.ln2_b),
-                                          weight(p + "down_b", layer.down_bias)], domain=fused, epsilon=enc.eps)
+        ctx = op(
+            "Attention",
+            [x, weight(p + "qkv", layer.qkv), weight(p + "qkv_b", qkv_bias), mask32],
+            domain=fused,
+            num_heads=heads,
+            scale=1.0,
+        )
+        x = op(
+            "SkipLayerNormalization",
+            [
+                op("MatMul", [ctx, weight(p + "out", layer.out)]),
+                x,
+                weight(p + "ln1_w", layer.ln1_w),
+                weight(p + "ln1_b", layer.ln1_b),
+                weight(p + "out_b", layer.out_bias),
+            ],
+            domain=fused,
+            epsilon=enc.eps,
+        )
+        up = op(
+            "BiasGelu", [op("MatMul", [x, weight(p + "up", layer.up)]), weight(p + "up_b", layer.up_bias)], domain=fused
+        )
+        x = op(
+            "SkipLayerNormalization",
+            [
+                op("MatMul", [up, weight(p + "down", layer.down)]),
+                x,
+                weight(p + "ln2_w", layer.ln2_w),
+                weight(p + "ln2_b", layer.ln2_b),
+                weight(p + "down_b", layer.down_bias),
+            ],
+            domain=fused,
+            epsilon=enc.eps,
+        )
     # Mean over real tokens; the count is clamped as sentence-transformers does.
     maskf = op("Cast", ["mask"], to=TensorProto.FLOAT)
-    summed = op("ReduceSum", [op("Mul", [x, op("Unsqueeze", [maskf, weight("axis2", np.array([2], np.int64))])]),
-                              "one"], keepdims=0)
+    summed = op(
+        "ReduceSum",
+        [op("Mul", [x, op("Unsqueeze", [maskf, weight("axis2", np.array([2], np.int64))])]), "one"],
+        keepdims=0,
+    )
     count = op("Max", [op("ReduceSum", [maskf, "one"], keepdims=1), weight("tiny", np.array(1e-9, np.float32))])
     nodes.append(helper.make_node("Div", [summed, count], ["pooled"]))
     graph = helper.make_graph(
-        nodes, "minilm",
-        [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "length"]),
-         helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", "length"])],
+        nodes,
+        "minilm",
+        [
+            helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "length"]),
+            helper.make_tensor_value_info("mask", TensorProto.INT64, ["batch", "length"]),
+        ],
         [helper.make_tensor_value_info("pooled", TensorProto.FLOAT, ["batch", d])],
-        initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET),
-                                                    helper.make_opsetid(fused, 1)])
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET), helper.make_opsetid(fused, 1)])
     # IR 8 is what onnxruntime 1.x reads everywhere; the opset above needs no newer.
     model.ir_version = 8
     return model.SerializeToString(), external

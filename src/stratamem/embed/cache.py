@@ -156,18 +156,22 @@ class CachedEmbedder:
         found = self.cache.get_many(self.name, unique)
         for h, vec in found.items():
             if vec.shape != (self.dimensions,):
-                raise BackendError(f"cached embedding {h} for {self.name!r} has shape {vec.shape}, "
-                                   f"expected ({self.dimensions},); clear the cache for this model")
+                raise BackendError(
+                    f"cached embedding {h} for {self.name!r} has shape {vec.shape}, "
+                    f"expected ({self.dimensions},); clear the cache for this model"
+                )
         todo = [h for h in unique if h not in found]
         if todo:
-            first_text = {}
-            for h, t in zip(hashes, texts):
+            first_text: dict[str, str] = {}
+            for h, t in zip(hashes, texts, strict=True):
                 first_text.setdefault(h, t)
             fresh = np.asarray(self.embedder.embed_batch([first_text[h] for h in todo]), dtype=np.float32)
             if fresh.shape != (len(todo), self.dimensions):
-                raise ModelError(f"embedder {self.name!r} returned shape {fresh.shape} for {len(todo)} texts, "
-                                 f"expected ({len(todo)}, {self.dimensions})")
-            new = dict(zip(todo, fresh))
+                raise ModelError(
+                    f"embedder {self.name!r} returned shape {fresh.shape} for {len(todo)} texts, "
+                    f"expected ({len(todo)}, {self.dimensions})"
+                )
+            new = dict(zip(todo, fresh, strict=True))
             self.cache.put_many(self.name, new)
             found = {**found, **new}
         with self._lock:

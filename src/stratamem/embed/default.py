@@ -2,9 +2,10 @@
 
 ``Memory(path)`` uses the embedder ``config.embedding`` names (local MiniLM
 by default), so recall is hybrid without any wiring. Local models are kept
-here per process, keyed by the settings that change their resources: every ``Memory`` of a process (every namespace, every test)
-shares one loaded model instead of paying the load again. Building one
-loads nothing; the weights load on the first embedding.
+here per process, keyed by the settings that change their resources:
+every ``Memory`` of a process (every namespace, every test) shares one
+loaded model instead of paying the load again. Building one loads nothing;
+the weights load on the first embedding.
 
 ``local`` without its extra installed gives ``None`` (recall then runs
 lexically and every manifest says so); ``none`` gives ``None`` on purpose.
@@ -87,9 +88,15 @@ def _build(config: Config) -> Any:
         from .remote import OpenAIEmbedder
 
         assert cfg.dimensions is not None
-        return OpenAIEmbedder(cfg.model, dimensions=cfg.dimensions, base_url=cfg.base_url,
-                              api_key=os.environ.get("OPENAI_API_KEY"), batch_size=cfg.batch_size,
-                              timeout_s=cfg.timeout_s, max_retries=cfg.max_retries)
+        return OpenAIEmbedder(
+            cfg.model,
+            dimensions=cfg.dimensions,
+            base_url=cfg.base_url,
+            api_key=os.environ.get("OPENAI_API_KEY"),
+            batch_size=cfg.batch_size,
+            timeout_s=cfg.timeout_s,
+            max_retries=cfg.max_retries,
+        )
     from .local import LocalMiniLM
 
     return LocalMiniLM(batch_size=cfg.batch_size, threads=cfg.threads, engine=cfg.engine)

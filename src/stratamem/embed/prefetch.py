@@ -64,8 +64,10 @@ class PrefetchedEmbedder:
         try:
             rows = np.asarray(self.embedder.embed_batch(todo), dtype=np.float32)
             if rows.ndim != 2 or len(rows) != len(todo) or not np.isfinite(rows).all():
-                raise ModelError(f"embedder {self.name} returned {rows.shape} rows, some not finite or not "
-                                 f"{len(todo)}, for {len(todo)} texts")
+                raise ModelError(
+                    f"embedder {self.name} returned {rows.shape} rows, some not finite or not "
+                    f"{len(todo)}, for {len(todo)} texts"
+                )
         except Exception as exc:  # noqa: BLE001 - held and raised to the texts' own callers (above)
             self._failed.update(dict.fromkeys(todo, exc))
             return 0

@@ -42,9 +42,18 @@ class OpenAIEmbedder:
             ``openai`` package is missing.
     """
 
-    def __init__(self, model: str, *, dimensions: int, base_url: str | None = None, api_key: str | None = None,
-                 request_dimensions: bool = False, batch_size: int = 64, timeout_s: float = 60.0,
-                 max_retries: int = 2) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        dimensions: int,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        request_dimensions: bool = False,
+        batch_size: int = 64,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+    ) -> None:
         if not isinstance(model, str) or not model:
             raise ConfigError("model must be a non-empty string")
         if dimensions < 1 or batch_size < 1 or timeout_s <= 0 or max_retries < 0:
@@ -64,8 +73,9 @@ class OpenAIEmbedder:
         self.request_dimensions = request_dimensions
         self.batch_size = int(batch_size)
         self._errors: tuple[type[Exception], ...] = (openai.OpenAIError,)
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "unused", timeout=float(timeout_s),
-                                     max_retries=int(max_retries))
+        self._client = openai.OpenAI(
+            base_url=base_url, api_key=api_key or "unused", timeout=float(timeout_s), max_retries=int(max_retries)
+        )
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts with one request per ``batch_size`` texts.
@@ -85,8 +95,8 @@ class OpenAIEmbedder:
         texts = check_texts(texts)
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):
-            chunk = texts[start:start + self.batch_size]
-            out[start:start + len(chunk)] = self._request(chunk)
+            chunk = texts[start : start + self.batch_size]
+            out[start : start + len(chunk)] = self._request(chunk)
         return normalize_rows(out)
 
     def _request(self, chunk: list[str]) -> np.ndarray:
@@ -105,8 +115,10 @@ class OpenAIEmbedder:
         except (TypeError, ValueError) as exc:
             raise ModelError(f"embedding model {self.model!r} returned malformed vectors") from exc
         if vectors.shape != (len(chunk), self.dimensions):
-            raise ModelError(f"embedding model {self.model!r} returned vectors of shape {vectors.shape}, "
-                             f"expected ({len(chunk)}, {self.dimensions})")
+            raise ModelError(
+                f"embedding model {self.model!r} returned vectors of shape {vectors.shape}, "
+                f"expected ({len(chunk)}, {self.dimensions})"
+            )
         if not np.isfinite(vectors).all() or not np.linalg.norm(vectors, axis=1).all():
             raise ModelError(f"embedding model {self.model!r} returned a non-finite or all-zero vector")
         return vectors

@@ -16,11 +16,12 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 from ..errors import DecodeError, StratamemError, ValidationError
-from ..records import Turn, block_from_dict, check_text
+from ..records import Role, Turn, block_from_dict, check_text
 
 __all__ = [
     "CTF_VERSION",
@@ -35,9 +36,9 @@ __all__ = [
 CTF_VERSION = 1
 """The version this module writes and the only one it reads."""
 
-ROLE_CODES: Mapping[str, str] = {"system": "s", "user": "u", "assistant": "a", "tool": "t"}
+ROLE_CODES: Mapping[Role, str] = {"system": "s", "user": "u", "assistant": "a", "tool": "t"}
 """One-letter role codes used in rows and in ``name.<r>``/``model.<r>`` keys."""
-_ROLE_OF = {code: role for role, code in ROLE_CODES.items()}
+_ROLE_OF: dict[str, Role] = {code: role for role, code in ROLE_CODES.items()}
 
 _TURN_COLUMNS = ("role", "time", "name", "model", "meta", "content")
 _DEFAULT_COLS = ("role", "content")
@@ -74,7 +75,7 @@ def _unescape(cell: str, line: int, extra: Mapping[str, str] | None = None) -> s
         if value is None and extra is not None and nxt:
             value = extra.get(nxt)
         if value is None:
-            raise DecodeError(f"bad escape {cell[i:i + 2]!r}", line=line)
+            raise DecodeError(f"bad escape {cell[i : i + 2]!r}", line=line)
         out.append(value)
         i += 2
     return "".join(out)
@@ -82,8 +83,7 @@ def _unescape(cell: str, line: int, extra: Mapping[str, str] | None = None) -> s
 
 def _check_raw(line_text: str, line: int) -> None:
     if "\r" in line_text:
-        raise DecodeError("raw carriage return (CTF writes CR as \\r; was the document converted to CRLF?)",
-                          line=line)
+        raise DecodeError("raw carriage return (CTF writes CR as \\r; was the document converted to CRLF?)", line=line)
 
 
 def _cells(row: str, cols: Sequence[str], line: int) -> list[str]:
@@ -96,7 +96,7 @@ def _cells(row: str, cols: Sequence[str], line: int) -> list[str]:
 
 
 def _format_time(ts: datetime) -> str:
-    ts = ts.astimezone(timezone.utc)
+    ts = ts.astimezone(UTC)
     out = f"{ts.year:04d}-{ts.month:02d}-{ts.day:02d}T{ts.hour:02d}:{ts.minute:02d}"
     if ts.second or ts.microsecond:
         out += f":{ts.second:02d}"
@@ -111,8 +111,16 @@ def _parse_time(value: str, line: int) -> datetime:
         raise DecodeError(f"t0 is not a UTC time like 2024-01-15T10:00Z: {value!r}", line=line)
     y, mo, d, h, mi, s, frac = m.groups()
     try:
-        return datetime(int(y), int(mo), int(d), int(h), int(mi), int(s or 0),
-                        int((frac or "").ljust(6, "0") or 0), tzinfo=timezone.utc)
+        return datetime(
+            int(y),
+            int(mo),
+            int(d),
+            int(h),
+            int(mi),
+            int(s or 0),
+            int((frac or "").ljust(6, "0") or 0),
+            tzinfo=UTC,
+        )
     except ValueError as exc:
         raise DecodeError(f"t0 is not a valid time: {exc}", line=line) from None
 
@@ -151,6 +159,7 @@ def _load_json(text: str, line: int, what: str) -> Any:
 
 
 # --- header (docs/ctf.md "Header") --------------------------------------------------------
+
 
 def _header(kind: str, items: Iterable[tuple[str, str]]) -> str:
     parts = [f"#CTF v{CTF_VERSION} {kind}"]
@@ -207,6 +216,7 @@ def _count(keys: dict[str, str], rows: int) -> int:
 
 # --- turns ------------------------------------------------------------------------------
 
+
 def encode_turns(turns: Iterable[Turn]) -> str:
     """Encode turns as a CTF v1 ``turns`` document.
 
@@ -234,7 +244,7 @@ def encode_turns(turns: Iterable[Turn]) -> str:
     step = 0
     if turns:
         t0 = turns[0].timestamp
-        deltas = [0] + [_micros(b.timestamp - a.timestamp) for a, b in zip(turns, turns[1:])]
+        deltas = [0] + [_micros(b.timestamp - a.timestamp) for a, b in pairwise(turns)]
         if len(deltas) > 1:
             # Most common step; ties go to the earliest seen, so output is deterministic.
             step = Counter(deltas[1:]).most_common(1)[0][0]
@@ -243,9 +253,9 @@ def encode_turns(turns: Iterable[Turn]) -> str:
         items.append(("t0", _format_time(t0)))
         if step:
             items.append(("dt", _format_seconds(step)))
-    defaults: dict[str, dict[str, str | None]] = {}
+    defaults: dict[str, dict[Role, str | None]] = {}
     for field in ("name", "model"):
-        per_role: dict[str, set[str | None]] = {}
+        per_role: dict[Role, set[str | None]] = {}
         for t in turns:
             per_role.setdefault(t.role, set()).add(getattr(t, field))
         if any(len(values) > 1 for values in per_role.values()):
@@ -332,8 +342,10 @@ def decode_turns(text: str) -> list[Turn]:
     step = _parse_seconds(keys.pop("dt"), 1, "dt") if "dt" in keys else 0
     if keys:
         raise DecodeError(f"unknown header key {sorted(keys)[0]!r}", line=1)
-    if n and t0 is None:
-        raise DecodeError("header lacks the base time t0=", line=1)
+    if t0 is None:
+        if n:
+            raise DecodeError("header lacks the base time t0=", line=1)
+        return []
     turns: list[Turn] = []
     at = t0
     for i, row in enumerate(rows):
@@ -345,23 +357,25 @@ def decode_turns(text: str) -> list[Turn]:
         raw_time = values.get("time", "")
         delta = _parse_seconds(raw_time, line, "time") if raw_time else (step if i else 0)
         try:
-            at = at + timedelta(microseconds=delta)  # type: ignore[operator]
+            at = at + timedelta(microseconds=delta)
         except OverflowError:
             raise DecodeError("time is out of range", line=line) from None
-        turns.append(_build_turn(role, at, values, defaults, line))  # type: ignore[arg-type]
+        turns.append(_build_turn(role, at, values, defaults, line))
     return turns
 
 
-def _optional_text(values: dict[str, str], field: str, role: str, defaults: dict[str, dict[str, str]],
-                   line: int) -> str | None:
+def _optional_text(
+    values: dict[str, str], field: str, role: str, defaults: dict[str, dict[str, str]], line: int
+) -> str | None:
     if field not in values:
         return defaults[field].get(role)
     cell = values[field]
     return None if cell == _NULL else _unescape(cell, line)
 
 
-def _build_turn(role: str, at: datetime, values: dict[str, str], defaults: dict[str, dict[str, str]],
-                line: int) -> Turn:
+def _build_turn(
+    role: Role, at: datetime, values: dict[str, str], defaults: dict[str, dict[str, str]], line: int
+) -> Turn:
     name = _optional_text(values, "name", role, defaults, line)
     model = _optional_text(values, "model", role, defaults, line)
     meta: Any = {}
@@ -373,14 +387,20 @@ def _build_turn(role: str, at: datetime, values: dict[str, str], defaults: dict[
     content: Any
     try:
         if cell.startswith(_JSON):
-            raw = _load_json(cell[len(_JSON):], line, "content blocks")
+            raw = _load_json(cell[len(_JSON) :], line, "content blocks")
             if not isinstance(raw, list):
                 raise DecodeError("content blocks must be a JSON array", line=line)
             content = tuple(block_from_dict(b, f"content[{k}]") for k, b in enumerate(raw))
         else:
             content = _unescape(cell, line)
-        return Turn(role=role, content=content, timestamp=at, name=name, model=model,  # type: ignore[arg-type]
-                    metadata=meta)
+        return Turn(
+            role=role,
+            content=content,
+            timestamp=at,
+            name=name,
+            model=model,
+            metadata=meta,
+        )
     except DecodeError:
         raise
     except (StratamemError, RecursionError, TypeError) as exc:
@@ -390,6 +410,7 @@ def _build_turn(role: str, at: datetime, values: dict[str, str], defaults: dict[
 
 
 # --- summaries (docs/ctf.md "Columns of summaries") ---------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class SummaryRow:
@@ -440,8 +461,9 @@ def encode_summaries(rows: Iterable[SummaryRow]) -> str:
         if not isinstance(r, SummaryRow):
             raise ValidationError(f"expected a SummaryRow, got {type(r).__name__}", path=f"rows[{i}]")
         themes = "|".join(t.translate(_THEME_OUT) for t in r.themes)
-        lines.append("\t".join([r.id.translate(_TEXT_OUT), f"{r.first}-{r.last}",
-                                r.summary.translate(_TEXT_OUT), themes]))
+        lines.append(
+            "\t".join([r.id.translate(_TEXT_OUT), f"{r.first}-{r.last}", r.summary.translate(_TEXT_OUT), themes])
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -490,8 +512,15 @@ def decode_summaries(text: str) -> list[SummaryRow]:
         if not m:
             raise DecodeError(f"range must be 'first-last', got {span!r}", line=line)
         try:
-            out.append(SummaryRow(_unescape(node_id, line), int(m.group(1)), int(m.group(2)),
-                                  _unescape(summary, line), _split_themes(themes, line)))
+            out.append(
+                SummaryRow(
+                    _unescape(node_id, line),
+                    int(m.group(1)),
+                    int(m.group(2)),
+                    _unescape(summary, line),
+                    _split_themes(themes, line),
+                )
+            )
         except DecodeError:
             raise
         except StratamemError as exc:

@@ -80,12 +80,25 @@ def project(value: Any, tokenizer: Tokenizer) -> Projection:
     try:
         back = toon_format.loads(as_toon)
     except (toon_format.ToonDecodeError, ValueError, TypeError, RecursionError) as exc:
-        return Projection(as_json, "json", json_tokens, json_tokens, toon_tokens,
-                          f"TOON does not round-trip: decoding failed ({exc})")
+        return Projection(
+            as_json, "json", json_tokens, json_tokens, toon_tokens, f"TOON does not round-trip: decoding failed ({exc})"
+        )
     if not _same(back, value):
-        return Projection(as_json, "json", json_tokens, json_tokens, toon_tokens,
-                          "TOON does not round-trip: the decoded value differs")
+        return Projection(
+            as_json,
+            "json",
+            json_tokens,
+            json_tokens,
+            toon_tokens,
+            "TOON does not round-trip: the decoded value differs",
+        )
     if toon_tokens >= json_tokens:
-        return Projection(as_json, "json", json_tokens, json_tokens, toon_tokens,
-                          f"TOON is not smaller ({toon_tokens} tokens vs {json_tokens} for compact JSON)")
+        return Projection(
+            as_json,
+            "json",
+            json_tokens,
+            json_tokens,
+            toon_tokens,
+            f"TOON is not smaller ({toon_tokens} tokens vs {json_tokens} for compact JSON)",
+        )
     return Projection(as_toon, "toon", toon_tokens, json_tokens, toon_tokens, None)

@@ -21,7 +21,7 @@ stores it once.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,16 @@ from .locomo import LOCOMO_DATE_FORMAT, looks_like_locomo, read_locomo
 from .messages import parse_messages, read_message_file, read_message_lines
 from .responses import looks_like_responses, read_responses
 
-__all__ = ["INGEST_FORMATS", "IngestReport", "IngestSession", "content_key", "LOCOMO_DATE_FORMAT", "detect_format", "parse_messages", "read_file"]
+__all__ = [
+    "INGEST_FORMATS",
+    "IngestReport",
+    "IngestSession",
+    "content_key",
+    "LOCOMO_DATE_FORMAT",
+    "detect_format",
+    "parse_messages",
+    "read_file",
+]
 
 INGEST_FORMATS = ("auto", "turns", "openai", "anthropic", "responses", "claude-code", "codex", "chatgpt", "locomo")
 """Formats :func:`read_file` reads (``auto`` detects)."""
@@ -88,8 +97,9 @@ def detect_format(data: Any, *, lines: bool) -> str:
     return "messages"
 
 
-def read_file(path: str | Path, fmt: str = "auto", *, session: str | None = None,
-              namespace: str | None = None) -> list[IngestSession]:
+def read_file(
+    path: str | Path, fmt: str = "auto", *, session: str | None = None, namespace: str | None = None
+) -> list[IngestSession]:
     """Read a conversation file into sessions of turns, validating everything first.
 
     Args:
@@ -121,8 +131,11 @@ def read_file(path: str | Path, fmt: str = "auto", *, session: str | None = None
     except UnicodeDecodeError as exc:
         raise DecodeError(f"{p} is not valid UTF-8 (byte {exc.start})") from None
     where = p.name
-    if fmt in _LINE_FORMATS or (fmt not in ("chatgpt", "locomo") and _is_lines(p, text)) or (
-            fmt == "turns" and not text.lstrip().startswith("[")):
+    if (
+        fmt in _LINE_FORMATS
+        or (fmt not in ("chatgpt", "locomo") and _is_lines(p, text))
+        or (fmt == "turns" and not text.lstrip().startswith("["))
+    ):
         records = _records(text)
         kind = detect_format(records, lines=True) if fmt == "auto" else fmt
         if kind == "claude-code":
@@ -150,4 +163,4 @@ def read_file(path: str | Path, fmt: str = "auto", *, session: str | None = None
 
 def _ingest_time() -> datetime:
     # Formats without times: every turn is dated when it was read.
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)

@@ -14,14 +14,24 @@ import hashlib
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import DecodeError, InvalidTurnError, StratamemError
-from ..records import Block, TextBlock, ToolResultBlock, Turn, check_name
+from ..records import Block, Role, TextBlock, ToolResultBlock, Turn, check_name
 
-__all__ = ["IngestReport", "IngestSession", "bad", "content_key", "epoch_timestamp", "fail", "id_key", "record_error", "repair_orphans",
-           "safe_session"]
+__all__ = [
+    "IngestReport",
+    "IngestSession",
+    "bad",
+    "content_key",
+    "epoch_timestamp",
+    "fail",
+    "id_key",
+    "record_error",
+    "repair_orphans",
+    "safe_session",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +113,7 @@ def epoch_timestamp(value: Any) -> datetime | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     try:
-        return datetime.fromtimestamp(value, tz=timezone.utc)
+        return datetime.fromtimestamp(value, tz=UTC)
     except (OverflowError, OSError, ValueError):
         return None
 
@@ -132,7 +142,7 @@ def repair_orphans(turns: list[Turn]) -> int:
                 blocks.append(TextBlock(f"[result of tool call {b.tool_use_id}]\n{b.text}"))
             else:
                 blocks.append(b)
-        role = "tool" if any(isinstance(b, ToolResultBlock) for b in blocks) else "user"
+        role: Role = "tool" if any(isinstance(b, ToolResultBlock) for b in blocks) else "user"
         meta = {**t.metadata, "orphan_tool_results": orphans}
         turns[i] = replace(t, role=role, content=tuple(blocks), metadata=meta)
         converted += len(orphans)

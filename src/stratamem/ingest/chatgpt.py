@@ -57,6 +57,7 @@ def _branch(conv: Mapping[str, Any], path: str) -> list[tuple[str, Mapping[str, 
             msg = mapping[k].get("message")
             t = msg.get("create_time") if isinstance(msg, Mapping) else None
             return t if isinstance(t, int | float) and not isinstance(t, bool) else float("-inf")
+
         leaf = max(leaves, key=created)
     out: list[tuple[str, Mapping[str, Any]]] = []
     seen: set[str] = set()
@@ -88,8 +89,11 @@ def _text(content: Mapping[str, Any], path: str) -> str | tuple[Block, ...] | No
             if isinstance(p, str):
                 if p:
                     blocks.append(TextBlock(check_text(p, f"{path}.parts[{i}]")))
-            elif isinstance(p, Mapping) and p.get("content_type") == "image_asset_pointer" and isinstance(
-                    p.get("asset_pointer"), str):
+            elif (
+                isinstance(p, Mapping)
+                and p.get("content_type") == "image_asset_pointer"
+                and isinstance(p.get("asset_pointer"), str)
+            ):
                 blocks.append(ImageBlock(url=check_text(p["asset_pointer"], f"{path}.parts[{i}].asset_pointer")))
             elif isinstance(p, Mapping):
                 blocks.append(TextBlock(f"[{p.get('content_type', 'attachment')}]"))
@@ -109,16 +113,17 @@ def _conversation(conv: Any, index: int, where: str, default_session: str | None
     if not isinstance(conv, Mapping) or not isinstance(conv.get("mapping"), Mapping):
         raise fail("a conversation needs a 'mapping' object", path=f"{path}.mapping", where=where)
     conv_id = conv.get("conversation_id") or conv.get("id")
-    session = safe_session(conv_id, None) or (f"chatgpt-{index + 1}" if default_session is None
-                                              else f"{default_session}-{index + 1}")
+    session = safe_session(conv_id, None) or (
+        f"chatgpt-{index + 1}" if default_session is None else f"{default_session}-{index + 1}"
+    )
     skipped: Counter[str] = Counter()
     try:
         branch = _branch(conv, path)
     except StratamemError as exc:
         raise record_error(exc, line=None, path="", where=where) from None
-    off_branch = sum(1 for v in conv["mapping"].values()
-                                   if isinstance(v, Mapping) and isinstance(v.get("message"), Mapping)) - sum(
-        1 for _, node in branch if isinstance(node.get("message"), Mapping))
+    off_branch = sum(
+        1 for v in conv["mapping"].values() if isinstance(v, Mapping) and isinstance(v.get("message"), Mapping)
+    ) - sum(1 for _, node in branch if isinstance(node.get("message"), Mapping))
     if off_branch:
         skipped["other branch"] += off_branch
     last = epoch_timestamp(conv.get("create_time"))
@@ -141,17 +146,25 @@ def _conversation(conv: Any, index: int, where: str, default_session: str | None
         keys.append(id_key("chatgpt", str(msg.get("id") or node_id)))
     repair_orphans(turns)
     title = conv.get("title")
-    return IngestSession(session, turns, platform="chatgpt", keys=tuple(keys), skipped=dict(skipped),
-                         labels={"title": title} if isinstance(title, str) else {})
+    return IngestSession(
+        session,
+        turns,
+        platform="chatgpt",
+        keys=tuple(keys),
+        skipped=dict(skipped),
+        labels={"title": title} if isinstance(title, str) else {},
+    )
 
 
-def _turn(msg: Mapping[str, Any], path: str, last: datetime | None, pending: list[tuple[str, str]],
-          skipped: Counter[str]) -> Turn | None:
+def _turn(
+    msg: Mapping[str, Any], path: str, last: datetime | None, pending: list[tuple[str, str]], skipped: Counter[str]
+) -> Turn | None:
     author = msg.get("author")
     if not isinstance(author, Mapping):
         raise bad("a message needs an 'author' object", f"{path}.author")
     role, name = author.get("role"), author.get("name")
-    meta = msg.get("metadata") if isinstance(msg.get("metadata"), Mapping) else {}
+    raw_meta = msg.get("metadata")
+    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
     content = msg.get("content")
     if not isinstance(content, Mapping):
         raise bad("a message needs a 'content' object", f"{path}.content")
@@ -180,23 +193,37 @@ def _turn(msg: Mapping[str, Any], path: str, last: datetime | None, pending: lis
         tool = check_text(msg["recipient"], f"{path}.recipient")
         pending.append((call_id, tool))
         arg = "code" if content.get("content_type") == "code" else "text"
-        return Turn(role="assistant", content=(ToolUseBlock(call_id, tool, {arg: text}),), timestamp=ts,
-                    model=model, metadata=info)
+        return Turn(
+            role="assistant",
+            content=(ToolUseBlock(call_id, tool, {arg: text}),),
+            timestamp=ts,
+            model=model,
+            metadata=info,
+        )
     if role == "tool":
         match = next((p for p in pending if p[1] == name), pending[0] if pending else None)
         if match is not None:
             pending.remove(match)
-            return Turn(role="tool", content=(ToolResultBlock(match[0], (TextBlock(text),)),), timestamp=ts,
-                        name=name if isinstance(name, str) else None, metadata=info)
-        return Turn(role="assistant", content=text, timestamp=ts, name=name if isinstance(name, str) else "tool",
-                    metadata={**info, "tool_output": True})
+            return Turn(
+                role="tool",
+                content=(ToolResultBlock(match[0], (TextBlock(text),)),),
+                timestamp=ts,
+                name=name if isinstance(name, str) else None,
+                metadata=info,
+            )
+        return Turn(
+            role="assistant",
+            content=text,
+            timestamp=ts,
+            name=name if isinstance(name, str) else "tool",
+            metadata={**info, "tool_output": True},
+        )
     if role not in ("system", "user", "assistant"):
         raise bad(f"unknown author role {role!r}", f"{path}.author.role")
     if role == "system" and not instructions and not text.strip():
         skipped["empty"] += 1
         return None
-    return Turn(role=role, content=body, timestamp=ts, model=model if role == "assistant" else None,
-                metadata=info)
+    return Turn(role=role, content=body, timestamp=ts, model=model if role == "assistant" else None, metadata=info)
 
 
 def read_chatgpt(data: Any, default_session: str | None, where: str = "") -> list[IngestSession]:

@@ -28,7 +28,8 @@ def check_sizes(turns: Sequence[Turn], limit: int) -> None:
         if size > limit:
             raise InvalidTurnError(
                 f"turn is {size:,} characters; the limit is {limit:,} (config store.max_turn_chars)",
-                path=f"messages[{i}]")
+                path=f"messages[{i}]",
+            )
 
 
 def check_tool_pairs(store: Any, namespace: str, session: str, turns: Sequence[Turn]) -> None:
@@ -52,5 +53,6 @@ def check_tool_pairs(store: Any, namespace: str, session: str, turns: Sequence[T
             if tid in recent or store.has_tool_call(namespace, session, tid):
                 known.add(tid)
                 continue
-            raise InvalidTurnError(f"tool result {tid!r} answers no tool call in session {session!r}",
-                                   path=f"messages[{i}]")
+            raise InvalidTurnError(
+                f"tool result {tid!r} answers no tool call in session {session!r}", path=f"messages[{i}]"
+            )

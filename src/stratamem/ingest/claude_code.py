@@ -21,13 +21,14 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import StratamemError
 from ..providers import anthropic_block
 from ..records import (
     Block,
     ImageBlock,
+    Role,
     TextBlock,
     ThinkingBlock,
     ToolResultBlock,
@@ -40,8 +41,9 @@ from ._common import IngestSession, bad, fail, id_key, record_error, repair_orph
 
 __all__ = ["RECORD_TYPES", "looks_like_claude_code", "read_claude_code"]
 
-RECORD_TYPES = frozenset({"user", "assistant", "summary", "system", "file-history-snapshot", "queue-operation",
-                          "progress", "result"})
+RECORD_TYPES = frozenset(
+    {"user", "assistant", "summary", "system", "file-history-snapshot", "queue-operation", "progress", "result"}
+)
 """Top-level ``type`` values of Claude Code records (only user/assistant hold messages)."""
 
 # Blocks that are not conversation content: dropped from the turn and counted.
@@ -52,8 +54,11 @@ def looks_like_claude_code(records: list[tuple[int, dict[str, Any]]]) -> bool:
     """Whether the records are a Claude Code log: typed records with its threading fields."""
     for _, rec in records[:50]:
         kind = rec.get("type")
-        if kind in ("user", "assistant") and isinstance(rec.get("message"), Mapping) and (
-                "sessionId" in rec or "parentUuid" in rec or "uuid" in rec):
+        if (
+            kind in ("user", "assistant")
+            and isinstance(rec.get("message"), Mapping)
+            and ("sessionId" in rec or "parentUuid" in rec or "uuid" in rec)
+        ):
             return True
         if kind == "summary" and "leafUuid" in rec:
             return True
@@ -97,8 +102,13 @@ def _blocks(raw: list[Any], path: str, dropped: Counter[str]) -> list[Block]:
         if kind in _DROPPED_BLOCKS:
             dropped[f"block:{kind}"] += 1
         elif kind == "tool_result":
-            out.append(ToolResultBlock(check_text(d.get("tool_use_id"), f"{bpath}.tool_use_id"),
-                                       _result_parts(d.get("content"), f"{bpath}.content"), d.get("is_error") is True))
+            out.append(
+                ToolResultBlock(
+                    check_text(d.get("tool_use_id"), f"{bpath}.tool_use_id"),
+                    _result_parts(d.get("content"), f"{bpath}.content"),
+                    d.get("is_error") is True,
+                )
+            )
         else:
             out.append(anthropic_block(d, bpath))
     return out
@@ -115,8 +125,9 @@ class _Session:
         self.last_message_id: str | None = None  # of the last turn, when it is an assistant reply
 
 
-def read_claude_code(records: list[tuple[int, dict[str, Any]]], default_session: str | None,
-                     where: str = "") -> list[IngestSession]:
+def read_claude_code(
+    records: list[tuple[int, dict[str, Any]]], default_session: str | None, where: str = ""
+) -> list[IngestSession]:
     """Claude Code records (``(line, object)`` pairs) as sessions of turns.
 
     Raises:
@@ -141,8 +152,11 @@ def read_claude_code(records: list[tuple[int, dict[str, Any]]], default_session:
         sidechain = rec.get("isSidechain") is True
         if sidechain:
             agent = rec.get("agentId")
-            sid = f"{sid or 'default'}.agent-{agent}" if isinstance(agent, str) and agent.isalnum() \
+            sid = (
+                f"{sid or 'default'}.agent-{agent}"
+                if isinstance(agent, str) and agent.isalnum()
                 else f"{sid or 'default'}.sidechain"
+            )
         sess = sessions.setdefault(sid, _Session(sid, sidechain))
         try:
             ts = parse_timestamp(rec["timestamp"], "timestamp") if rec.get("timestamp") is not None else last_ts
@@ -157,8 +171,12 @@ def read_claude_code(records: list[tuple[int, dict[str, Any]]], default_session:
             raise record_error(exc, line=n, path="message", where=where) from None
         if turn is None:
             continue
-        if (message_id is not None and message_id == sess.last_message_id and sess.turns
-                and sess.turns[-1].role == "assistant"):
+        if (
+            message_id is not None
+            and message_id == sess.last_message_id
+            and sess.turns
+            and sess.turns[-1].role == "assistant"
+        ):
             # Another block of the same reply: one turn, as the API returned it.
             prev = sess.turns[-1]
             sess.turns[-1] = replace(prev, content=prev.blocks + turn.blocks)
@@ -173,15 +191,27 @@ def read_claude_code(records: list[tuple[int, dict[str, Any]]], default_session:
     for i, sess in enumerate(ordered):
         repair_orphans(sess.turns)
         # The file's skip counts ride on its first session, so they are reported once.
-        out.append(IngestSession(sess.name, sess.turns, platform="claude-code", keys=tuple(sess.keys),
-                                 skipped=dict(skipped) if i == 0 else {}))
+        out.append(
+            IngestSession(
+                sess.name,
+                sess.turns,
+                platform="claude-code",
+                keys=tuple(sess.keys),
+                skipped=dict(skipped) if i == 0 else {},
+            )
+        )
     if not out and skipped:
         out.append(IngestSession(default_session, [], platform="claude-code", skipped=dict(skipped)))
     return out
 
 
-def _turn(kind: str, msg: Mapping[str, Any], rec: Mapping[str, Any], ts: datetime,
-          skipped: Counter[str]) -> tuple[Turn | None, str | None]:
+def _turn(
+    kind: Literal["user", "assistant"],
+    msg: Mapping[str, Any],
+    rec: Mapping[str, Any],
+    ts: datetime,
+    skipped: Counter[str],
+) -> tuple[Turn | None, str | None]:
     raw = msg.get("content")
     meta: dict[str, Any] = {"uuid": rec.get("uuid")}
     if rec.get("parentUuid"):
@@ -195,7 +225,7 @@ def _turn(kind: str, msg: Mapping[str, Any], rec: Mapping[str, Any], ts: datetim
         meta["message_id"] = message_id
     if isinstance(raw, str):
         content: str | tuple[Block, ...] = check_text(raw, "content")
-        role = kind
+        role: Role = kind
     elif isinstance(raw, list):
         blocks = _blocks(raw, "content", skipped)
         if not blocks:
@@ -208,5 +238,10 @@ def _turn(kind: str, msg: Mapping[str, Any], rec: Mapping[str, Any], ts: datetim
     else:
         raise bad("content must be a string or a list of blocks", "content")
     model = msg.get("model") if kind == "assistant" and isinstance(msg.get("model"), str) else None
-    return Turn(role=role, content=content, timestamp=ts, model=model,  # type: ignore[arg-type]
-                metadata={k: v for k, v in meta.items() if v is not None}), message_id
+    return Turn(
+        role=role,
+        content=content,
+        timestamp=ts,
+        model=model,
+        metadata={k: v for k, v in meta.items() if v is not None},
+    ), message_id

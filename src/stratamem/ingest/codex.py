@@ -43,8 +43,13 @@ def looks_like_codex(records: list[tuple[int, dict[str, Any]]]) -> bool:
     if first.get("type") in _WRAPPED and "payload" in first:
         return True
     # Flat: a meta line (id + timestamp, no role/type), then bare items or state markers.
-    return ("id" in first and "timestamp" in first and "type" not in first and "role" not in first
-            and any(r.get("record_type") == "state" or r.get("type") in ITEM_TYPES for _, r in records[1:50]))
+    return (
+        "id" in first
+        and "timestamp" in first
+        and "type" not in first
+        and "role" not in first
+        and any(r.get("record_type") == "state" or r.get("type") in ITEM_TYPES for _, r in records[1:50])
+    )
 
 
 def _is_environment(item: Mapping[str, Any]) -> bool:
@@ -61,8 +66,9 @@ def _first_text(item: Mapping[str, Any]) -> str:
     return ""
 
 
-def read_codex(records: list[tuple[int, dict[str, Any]]], default_session: str | None,
-               where: str = "") -> list[IngestSession]:
+def read_codex(
+    records: list[tuple[int, dict[str, Any]]], default_session: str | None, where: str = ""
+) -> list[IngestSession]:
     """Codex rollout records (``(line, object)`` pairs) as one session.
 
     Raises:
@@ -76,9 +82,14 @@ def read_codex(records: list[tuple[int, dict[str, Any]]], default_session: str |
     extra_first: list[tuple[int, str]] = []  # (line, instructions) system turns from session meta
     flat = not (records and records[0][1].get("type") in _WRAPPED and "payload" in records[0][1])
     for pos, (n, rec) in enumerate(records):
+        kind: str | None
+        payload: Any
         if flat:
-            kind, payload, ts_raw = ("session_meta", rec, rec.get("timestamp")) if pos == 0 else (
-                "state" if "record_type" in rec else "response_item", rec, None)
+            kind, payload, ts_raw = (
+                ("session_meta", rec, rec.get("timestamp"))
+                if pos == 0
+                else ("state" if "record_type" in rec else "response_item", rec, None)
+            )
             base = ""
         else:
             kind, payload, ts_raw = rec.get("type"), rec.get("payload"), rec.get("timestamp")
@@ -115,8 +126,9 @@ def read_codex(records: list[tuple[int, dict[str, Any]]], default_session: str |
         except StratamemError as exc:
             raise record_error(exc, line=n, path=base, where=where) from None
         if turn is not None and turn.role == "user" and _first_text(payload).lstrip().startswith("<user_instructions>"):
-            reader.turns[-1] = Turn(role="system", content=turn.content, timestamp=turn.timestamp,
-                                    metadata=turn.metadata)
+            reader.turns[-1] = Turn(
+                role="system", content=turn.content, timestamp=turn.timestamp, metadata=turn.metadata
+            )
     turns: list[Turn] = []
     keys: list[str] = []
     for _, text in extra_first:
@@ -128,7 +140,10 @@ def read_codex(records: list[tuple[int, dict[str, Any]]], default_session: str |
         item = records[src][1]
         item = item.get("payload", item) if not flat else item
         ident = item.get("id") if isinstance(item, Mapping) else None
-        keys.append(id_key("codex", ident) if isinstance(ident, str) and ident.startswith(("msg_", "fc_", "rs_"))
-                    else content_key(src, item))
+        keys.append(
+            id_key("codex", ident)
+            if isinstance(ident, str) and ident.startswith(("msg_", "fc_", "rs_"))
+            else content_key(src, item)
+        )
     repair_orphans(turns)
     return [IngestSession(session, turns, platform="codex", keys=tuple(keys), skipped=dict(skipped))]

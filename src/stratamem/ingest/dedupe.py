@@ -36,7 +36,9 @@ class IngestPlan:
     """Turns already held, by session."""
 
 
-def plan_ingest(keys_store: Any, namespace: str, sessions: Iterable[IngestSession], *, dedupe: bool = True) -> IngestPlan:
+def plan_ingest(
+    keys_store: Any, namespace: str, sessions: Iterable[IngestSession], *, dedupe: bool = True
+) -> IngestPlan:
     """Drop the turns a session already holds (or repeats within the input) when ``dedupe``.
 
     Args:

@@ -16,7 +16,7 @@ would otherwise collide.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import DecodeError
@@ -41,13 +41,16 @@ def _sessions(sample: Mapping[str, Any], ns: str) -> list[IngestSession]:
     if not isinstance(conv, Mapping):
         raise DecodeError(f"LoCoMo {sample_id}: a sample needs a 'conversation' object")
     speaker_a = conv.get("speaker_a")
-    numbers = sorted(int(k.split("_")[1]) for k in conv
-                     if k.startswith("session_") and k.count("_") == 1 and isinstance(conv[k], list))
+    numbers = sorted(
+        int(k.split("_")[1])
+        for k in conv
+        if k.startswith("session_") and k.count("_") == 1 and isinstance(conv[k], list)
+    )
     out: list[IngestSession] = []
     for n in numbers:
         date_text = conv.get(f"session_{n}_date_time")
         try:
-            start = datetime.strptime(str(date_text), LOCOMO_DATE_FORMAT).replace(tzinfo=timezone.utc)
+            start = datetime.strptime(str(date_text), LOCOMO_DATE_FORMAT).replace(tzinfo=UTC)
         except ValueError:
             raise DecodeError(f"LoCoMo {sample_id} session_{n}: unreadable date {date_text!r}") from None
         turns: list[Turn] = []
@@ -64,11 +67,26 @@ def _sessions(sample: Mapping[str, Any], ns: str) -> list[IngestSession]:
                 meta["image_caption"] = caption
                 text = f"{text} [shares {caption}]"
             speaker = t.get("speaker")
-            turns.append(Turn(role="user" if speaker == speaker_a else "assistant", content=text,
-                              timestamp=start + i * _TURN_SPACING, name=speaker, metadata=meta))
+            turns.append(
+                Turn(
+                    role="user" if speaker == speaker_a else "assistant",
+                    content=text,
+                    timestamp=start + i * _TURN_SPACING,
+                    name=speaker,
+                    metadata=meta,
+                )
+            )
             keys.append(id_key("locomo", str(t["dia_id"])) if t.get("dia_id") else f"locomo:{n}:{i}")
-        out.append(IngestSession(f"session_{n}", turns, namespace=ns, platform="locomo",
-                                 labels={"date": str(date_text)}, keys=tuple(keys)))
+        out.append(
+            IngestSession(
+                f"session_{n}",
+                turns,
+                namespace=ns,
+                platform="locomo",
+                labels={"date": str(date_text)},
+                keys=tuple(keys),
+            )
+        )
     return out
 
 

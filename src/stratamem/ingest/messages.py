@@ -75,8 +75,9 @@ def parse_messages(messages: Any, fmt: str = "auto", *, timestamp: datetime | No
     if isinstance(messages, Mapping):
         messages = [messages]
     if not isinstance(messages, list | tuple):
-        raise InvalidTurnError(f"expected a message or a list of messages, got {type(messages).__name__}",
-                               path="messages")
+        raise InvalidTurnError(
+            f"expected a message or a list of messages, got {type(messages).__name__}", path="messages"
+        )
     messages = list(messages)
     if all(isinstance(m, Turn) for m in messages):
         return list(messages)
@@ -96,8 +97,10 @@ def parse_messages(messages: Any, fmt: str = "auto", *, timestamp: datetime | No
 def _positional_keys(raw: Sequence[Any], turns: Sequence[Turn]) -> tuple[str, ...]:
     """Keys for turns converted one-to-one from ``raw`` (a system prompt may add one turn in front)."""
     offset = len(turns) - len(raw)
-    return tuple(content_key(i - offset, raw[i - offset] if i >= offset else {"system": turns[i].text})
-                 for i in range(len(turns)))
+    return tuple(
+        content_key(i - offset, raw[i - offset] if i >= offset else {"system": turns[i].text})
+        for i in range(len(turns))
+    )
 
 
 def read_message_file(data: Any, fmt: str, session: str | None, where: str) -> IngestSession:
@@ -122,8 +125,9 @@ def read_message_file(data: Any, fmt: str, session: str | None, where: str) -> I
     return IngestSession(session, turns, keys=_positional_keys(data, turns))
 
 
-def read_message_lines(records: list[tuple[int, dict[str, Any]]], fmt: str,
-                       default_session: str | None) -> list[IngestSession]:
+def read_message_lines(
+    records: list[tuple[int, dict[str, Any]]], fmt: str, default_session: str | None
+) -> list[IngestSession]:
     """JSON Lines of messages or turns (``session``/``platform``/``channel``/``id`` keys per line).
 
     Raises:
@@ -136,9 +140,14 @@ def read_message_lines(records: list[tuple[int, dict[str, Any]]], fmt: str,
             sess = obj.pop("session", default_session)
             if sess is not None:
                 check_name(sess, "session")
-            labels = [None if v is None else check_text(v, key)
-                      for key, v in (("platform", obj.pop("platform", None)), ("channel", obj.pop("channel", None)),
-                                     ("id", obj.pop("id", None)))]
+            labels = [
+                None if v is None else check_text(v, key)
+                for key, v in (
+                    ("platform", obj.pop("platform", None)),
+                    ("channel", obj.pop("channel", None)),
+                    ("id", obj.pop("id", None)),
+                )
+            ]
         except StratamemError as exc:
             raise DecodeError(str(exc), line=n) from None
         rows.append((n, sess, labels[0], labels[1], labels[2], obj))
@@ -173,7 +182,7 @@ def _at_line(exc: ValidationError, chunk: Sequence[tuple[Any, ...]]) -> DecodeEr
     """Map ``messages[i].x`` in a chunk's error to the file line of message ``i``."""
     path = exc.path or ""
     if path.startswith("messages[") and "]" in path:
-        idx = int(path[len("messages["):path.index("]")])
-        rest = path[path.index("]") + 1:].lstrip(".")
+        idx = int(path[len("messages[") : path.index("]")])
+        rest = path[path.index("]") + 1 :].lstrip(".")
         return fail(exc.reason, line=chunk[idx][0], path=rest or None)
     return DecodeError(str(exc), line=chunk[0][0])

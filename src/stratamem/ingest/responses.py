@@ -28,8 +28,18 @@ from ._common import IngestSession, bad, content_key, id_key, record_error, repa
 
 __all__ = ["ITEM_TYPES", "ItemReader", "looks_like_responses", "read_responses"]
 
-ITEM_TYPES = frozenset({"message", "function_call", "function_call_output", "custom_tool_call",
-                        "custom_tool_call_output", "local_shell_call", "local_shell_call_output", "reasoning"})
+ITEM_TYPES = frozenset(
+    {
+        "message",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "local_shell_call",
+        "local_shell_call_output",
+        "reasoning",
+    }
+)
 """Item types this reader knows (others are skipped and counted)."""
 
 _TEXT_PARTS = ("input_text", "output_text", "text", "summary_text")
@@ -40,9 +50,12 @@ def looks_like_responses(items: list[Any]) -> bool:
     typed = [i for i in items[:50] if isinstance(i, Mapping) and i.get("type") in ITEM_TYPES]
     if not typed:
         return False
-    return any(i.get("type") != "message" or isinstance(i.get("content"), list) and any(
-        isinstance(p, Mapping) and p.get("type") in ("input_text", "output_text") for p in i["content"])
-        for i in typed)
+    return any(
+        i.get("type") != "message"
+        or isinstance(i.get("content"), list)
+        and any(isinstance(p, Mapping) and p.get("type") in ("input_text", "output_text") for p in i["content"])
+        for i in typed
+    )
 
 
 def _text_of(raw: Any, path: str, *, allow_images: bool) -> str | tuple[Block, ...]:
@@ -113,8 +126,9 @@ class ItemReader:
         self.skipped = skipped
         self._open_reply = False  # the last turn is an assistant turn that may take more calls
 
-    def add(self, item: Any, index: int, timestamp: datetime, *, model: str | None = None,
-            path: str = "") -> Turn | None:
+    def add(
+        self, item: Any, index: int, timestamp: datetime, *, model: str | None = None, path: str = ""
+    ) -> Turn | None:
         """Convert ``item`` (the ``index``-th of its session); returns the new turn, or ``None``.
 
         ``None`` means the item was skipped or joined the previous assistant turn.
@@ -144,12 +158,13 @@ class ItemReader:
                 prev = self.turns[-1]
                 self.turns[-1] = replace(prev, content=prev.blocks + (block,))
                 return None
-            return self._push(Turn(role="assistant", content=(block,), timestamp=timestamp, model=model), index,
-                              open_reply=True)
+            return self._push(
+                Turn(role="assistant", content=(block,), timestamp=timestamp, model=model), index, open_reply=True
+            )
         if kind in ("function_call_output", "custom_tool_call_output", "local_shell_call_output"):
             text = _output_text(item.get("output"), "output")
-            block = ToolResultBlock(check_text(item.get("call_id"), "call_id"), (TextBlock(text),))
-            return self._push(Turn(role="tool", content=(block,), timestamp=timestamp), index)
+            result = ToolResultBlock(check_text(item.get("call_id"), "call_id"), (TextBlock(text),))
+            return self._push(Turn(role="tool", content=(result,), timestamp=timestamp), index)
         self.skipped[str(kind) if isinstance(kind, str) else "untyped item"] += 1
         return None
 
@@ -161,8 +176,9 @@ class ItemReader:
             raise bad(f"unknown role {role!r} (expected user, assistant, system or developer)", "role")
         content = _text_of(item.get("content"), "content", allow_images=role == "user")
         meta = {"message_id": item["id"]} if isinstance(item.get("id"), str) else {}
-        turn = Turn(role=role, content=content, timestamp=timestamp, model=model if role == "assistant" else None,
-                    metadata=meta)
+        turn = Turn(
+            role=role, content=content, timestamp=timestamp, model=model if role == "assistant" else None, metadata=meta
+        )
         return self._push(turn, index, open_reply=role == "assistant")
 
     def _push(self, turn: Turn, index: int, *, open_reply: bool = False) -> Turn:
@@ -172,8 +188,9 @@ class ItemReader:
         return turn
 
 
-def read_responses(items: list[tuple[int | None, Any]], default_session: str | None, timestamp: datetime,
-                   where: str = "") -> IngestSession:
+def read_responses(
+    items: list[tuple[int | None, Any]], default_session: str | None, timestamp: datetime, where: str = ""
+) -> IngestSession:
     """A list of items (each with its file line, or ``None`` in a JSON file) as one session.
 
     Items carry no times: every turn gets ``timestamp``. An item's ``id`` is its
@@ -197,5 +214,4 @@ def read_responses(items: list[tuple[int | None, Any]], default_session: str | N
         item = items[src][1]
         ident = item.get("id") if isinstance(item, Mapping) else None
         keys.append(id_key("responses", ident) if isinstance(ident, str) else content_key(src, item))
-    return IngestSession(default_session, turns, platform="openai-responses", keys=tuple(keys),
-                         skipped=dict(skipped))
+    return IngestSession(default_session, turns, platform="openai-responses", keys=tuple(keys), skipped=dict(skipped))

@@ -29,8 +29,9 @@ def _parts_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, Sequence):
-        return "\n".join(str(p.get("text") or p.get("refusal") or "") for p in content
-                         if isinstance(p, Mapping)).strip()
+        return "\n".join(
+            str(p.get("text") or p.get("refusal") or "") for p in content if isinstance(p, Mapping)
+        ).strip()
     return ""
 
 
@@ -54,8 +55,11 @@ def item_to_turn(item: Mapping[str, Any], index: int = 0) -> Turn:
             parsed = json.loads(args) if isinstance(args, str) else args
         except ValueError:
             parsed = None
-        block = ToolUseBlock(str(item.get("call_id") or item.get("id")), str(item.get("name") or "tool"),
-                             parsed if isinstance(parsed, Mapping) else {"arguments": args})
+        block = ToolUseBlock(
+            str(item.get("call_id") or item.get("id")),
+            str(item.get("name") or "tool"),
+            parsed if isinstance(parsed, Mapping) else {"arguments": args},
+        )
         return Turn("assistant", (block,), metadata=meta)
     if kind == "function_call_output":
         out = item.get("output")
@@ -80,8 +84,14 @@ def turn_to_item(st: StoredTurn) -> dict[str, Any]:
     out: list[dict[str, Any]] = []
     for block in st.turn.blocks:
         if isinstance(block, ToolUseBlock):
-            out.append({"type": "function_call", "call_id": block.id, "name": block.name,
-                        "arguments": json.dumps(dict(block.input), ensure_ascii=False)})
+            out.append(
+                {
+                    "type": "function_call",
+                    "call_id": block.id,
+                    "name": block.name,
+                    "arguments": json.dumps(dict(block.input), ensure_ascii=False),
+                }
+            )
         elif isinstance(block, ToolResultBlock):
             out.append({"type": "function_call_output", "call_id": block.tool_use_id, "output": block.text})
     if len(out) == 1:
@@ -95,14 +105,25 @@ def messages_to_items(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, A
     for m in messages:
         role = m.get("role")
         if role == "tool":
-            items.append({"type": "function_call_output", "call_id": m.get("tool_call_id"),
-                          "output": _parts_text(m.get("content"))})
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": m.get("tool_call_id"),
+                    "output": _parts_text(m.get("content")),
+                }
+            )
             continue
         text = _parts_text(m.get("content"))
         if text or not m.get("tool_calls"):
             items.append({"role": role, "content": text})
         for call in m.get("tool_calls") or ():
             fn = call.get("function") or {}
-            items.append({"type": "function_call", "call_id": call.get("id"), "name": fn.get("name"),
-                          "arguments": fn.get("arguments") or "{}"})
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call.get("id"),
+                    "name": fn.get("name"),
+                    "arguments": fn.get("arguments") or "{}",
+                }
+            )
     return items

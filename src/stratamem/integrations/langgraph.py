@@ -23,7 +23,7 @@ import json
 import string
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware
@@ -64,7 +64,7 @@ def _dec(text: str) -> str:
     out, i = bytearray(), 0
     while i < len(text):
         if text[i] == "=":
-            out.append(int(text[i + 1:i + 3], 16))
+            out.append(int(text[i + 1 : i + 3], 16))
             i += 3
         else:
             out += text[i].encode()
@@ -82,16 +82,21 @@ def _get_path(value: Mapping[str, Any], path: str) -> Any:
 
 
 _MISSING = object()
-_OPS = {"$eq": lambda a, b: a == b, "$ne": lambda a, b: a != b, "$gt": lambda a, b: a > b,
-        "$gte": lambda a, b: a >= b, "$lt": lambda a, b: a < b, "$lte": lambda a, b: a <= b}
+_OPS = {
+    "$eq": lambda a, b: a == b,
+    "$ne": lambda a, b: a != b,
+    "$gt": lambda a, b: a > b,
+    "$gte": lambda a, b: a >= b,
+    "$lt": lambda a, b: a < b,
+    "$lte": lambda a, b: a <= b,
+}
 
 
 def _matches(value: Mapping[str, Any], flt: Mapping[str, Any] | None) -> bool:
     """LangGraph filter semantics: equality per (dotted) field, or ``{"$op": x}`` comparisons."""
     for path, want in (flt or {}).items():
         got = _get_path(value, path)
-        conds = want.items() if isinstance(want, Mapping) and want and all(k in _OPS for k in want) \
-            else [("$eq", want)]
+        conds = want.items() if isinstance(want, Mapping) and want and all(k in _OPS for k in want) else [("$eq", want)]
         for op, operand in conds:
             if got is _MISSING:
                 if op != "$ne":
@@ -152,14 +157,16 @@ class StratamemStore(BaseStore):
             return None
         return rows[0]
 
-    def _item(self, st: StoredTurn, namespace: tuple[str, ...], score: float | None = None,
-              search: bool = False) -> Item:
+    def _item(
+        self, st: StoredTurn, namespace: tuple[str, ...], score: float | None = None, search: bool = False
+    ) -> Item:
         meta = st.turn.metadata[_META]
         created = datetime.fromisoformat(meta["created_at"])
         if search:
             return SearchItem(namespace, meta["key"], meta["value"], created, st.timestamp, score)
-        return Item(value=meta["value"], key=meta["key"], namespace=namespace, created_at=created,
-                    updated_at=st.timestamp)
+        return Item(
+            value=meta["value"], key=meta["key"], namespace=namespace, created_at=created, updated_at=st.timestamp
+        )
 
     def _live(self, ns_name: str) -> list[StoredTurn]:
         """The current version of every live key of a namespace."""
@@ -192,7 +199,8 @@ class StratamemStore(BaseStore):
                 elif isinstance(op, SearchOp):
                     results.append(self._search(op))
                 elif isinstance(op, PutOp):
-                    results.append(self._put(op))
+                    self._put(op)
+                    results.append(None)
                 elif isinstance(op, ListNamespacesOp):
                     results.append(self._list(op))
                 else:
@@ -215,11 +223,12 @@ class StratamemStore(BaseStore):
         mem = self._mem(self._ns_name(op.namespace))
         session = check_name(f"k.{_enc(op.key)}", "key")
         prev = self._latest(mem, op.key)
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         if op.value is None:
             if prev is not None:
-                mem.add(Turn("user", "", timestamp=now, metadata={_META: {"key": op.key, "deleted": True}}),
-                        session=session)
+                mem.add(
+                    Turn("user", "", timestamp=now, metadata={_META: {"key": op.key, "deleted": True}}), session=session
+                )
             return
         if not isinstance(op.value, Mapping):
             raise ValidationError(f"a value must be a dict, got {type(op.value).__name__}")
@@ -235,15 +244,16 @@ class StratamemStore(BaseStore):
         value = op.value or {}
         if op.index:
             parts = [_get_path(value, f) for f in op.index]
-            return "\n".join(json.dumps(p, ensure_ascii=False) if not isinstance(p, str) else p
-                             for p in parts if p is not _MISSING)
+            return "\n".join(
+                json.dumps(p, ensure_ascii=False) if not isinstance(p, str) else p for p in parts if p is not _MISSING
+            )
         return json.dumps(value, ensure_ascii=False)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = op.namespace_prefix
         found: list[tuple[float | None, SearchItem]] = []
         for ns_name, ns in self._namespaces():
-            if ns[:len(prefix)] != tuple(prefix):
+            if ns[: len(prefix)] != tuple(prefix):
                 continue
             live = [st for st in self._live(ns_name) if _matches(st.turn.metadata[_META]["value"], op.filter)]
             scores: dict[int, float] = {}
@@ -264,7 +274,7 @@ class StratamemStore(BaseStore):
             found.sort(key=lambda p: (p[0] is None, -(p[0] or 0.0), -p[1].updated_at.timestamp()))
         else:
             found.sort(key=lambda p: -p[1].updated_at.timestamp())
-        return [item for _, item in found[op.offset:op.offset + op.limit]]
+        return [item for _, item in found[op.offset : op.offset + op.limit]]
 
     def _list(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         out: set[tuple[str, ...]] = set()
@@ -273,14 +283,14 @@ class StratamemStore(BaseStore):
                 continue
             if not all(_condition(ns, c.match_type, tuple(c.path)) for c in op.match_conditions or ()):
                 continue
-            out.add(ns[:op.max_depth] if op.max_depth is not None else ns)
-        return sorted(out)[op.offset:op.offset + op.limit]
+            out.add(ns[: op.max_depth] if op.max_depth is not None else ns)
+        return sorted(out)[op.offset : op.offset + op.limit]
 
 
 def _condition(ns: tuple[str, ...], kind: str, path: tuple[str, ...]) -> bool:
     if len(path) > len(ns):
         return False
-    part = ns[:len(path)] if kind == "prefix" else ns[len(ns) - len(path):]
+    part = ns[: len(path)] if kind == "prefix" else ns[len(ns) - len(path) :]
     return all(p == "*" or p == n for p, n in zip(path, part, strict=True))
 
 
@@ -308,8 +318,8 @@ class LangChainChatModel:
             ModelError: The model failed or answered with no text.
         """
         try:
-            reply = self.chat_model.invoke([SystemMessage(system), *convert_to_messages(list(messages))])
-        except Exception as exc:  # noqa: BLE001 - any provider failure is a ModelError to the compactor
+            reply = self.chat_model.invoke([SystemMessage(system), *convert_to_messages([dict(m) for m in messages])])
+        except Exception as exc:  # any provider failure is a ModelError to the compactor
             raise ModelError(f"{type(exc).__name__}: {exc}") from exc
         text = reply.text if isinstance(getattr(reply, "text", None), str) else str(reply.content)
         if not text.strip():
@@ -337,9 +347,15 @@ class StratamemMiddleware(AgentMiddleware):
         default_session: Session for runs without a ``thread_id``.
     """
 
-    def __init__(self, memory: Memory | AsyncMemory, *, model: Any = None,
-                 compaction: CompactionConfig | None = None, pruning: PruningConfig | None = None,
-                 default_session: str = "default") -> None:
+    def __init__(
+        self,
+        memory: Memory | AsyncMemory,
+        *,
+        model: Any = None,
+        compaction: CompactionConfig | None = None,
+        pruning: PruningConfig | None = None,
+        default_session: str = "default",
+    ) -> None:
         super().__init__()
         if isinstance(memory, Memory):
             memory = AsyncMemory.wrap(memory)
@@ -371,8 +387,13 @@ class StratamemMiddleware(AgentMiddleware):
             compactor = self._compactors.get(session)
             if compactor is None:
                 compactor = self._compactors[session] = Compactor(
-                    self.model, provider="openai", memory=self.memory.memory, session=session,
-                    config=self.compaction, pruning=self.pruning)
+                    self.model,
+                    provider="openai",
+                    memory=self.memory.memory,
+                    session=session,
+                    config=self.compaction,
+                    pruning=self.pruning,
+                )
             live = [dict(m) for m in convert_to_openai_messages(messages)]
             result = compactor.prepare_messages(live)
             self.last_results[session] = result

@@ -30,8 +30,12 @@ from ._sessions import session_exists
 
 __all__ = ["StratamemMemoryBlock"]
 
-_ROLES = {MessageRole.USER: "user", MessageRole.ASSISTANT: "assistant", MessageRole.SYSTEM: "system",
-          MessageRole.DEVELOPER: "system"}
+_ROLES = {
+    MessageRole.USER: "user",
+    MessageRole.ASSISTANT: "assistant",
+    MessageRole.SYSTEM: "system",
+    MessageRole.DEVELOPER: "system",
+}
 
 
 def _to_turn_dict(message: ChatMessage) -> dict[str, Any] | None:
@@ -97,6 +101,7 @@ class StratamemMemoryBlock(BaseMemoryBlock[str]):
             # The short-term FIFO already holds the newest messages: only recall and summaries add anything,
             # so the window is skipped (policy "recall").
             return mem.context(query, budget=budget, session=self.session, format="text", policy="recall").text
+
         return await self._amem.run(build)
 
     async def atruncate(self, content: str, tokens_to_truncate: int) -> str | None:

@@ -30,8 +30,8 @@ from typing import Any
 
 from agents.memory import SessionSettings
 
-from ..aio import AsyncMemory
 from ..agentloop import prune_tool_results
+from ..aio import AsyncMemory
 from ..errors import StratamemError, ValidationError
 from ..memory import Memory
 from ..records import check_name
@@ -63,10 +63,17 @@ class StratamemSession:
         ValidationError: Invalid session id, mode, budget or memory.
     """
 
-    def __init__(self, session_id: str, memory: AsyncMemory | Memory, *, mode: str = "raw",
-                 budget: int | None = None, policy: str | None = None,
-                 namespace_for: Callable[[Any], str] | None = None,
-                 session_settings: SessionSettings | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        memory: AsyncMemory | Memory,
+        *,
+        mode: str = "raw",
+        budget: int | None = None,
+        policy: str | None = None,
+        namespace_for: Callable[[Any], str] | None = None,
+        session_settings: SessionSettings | None = None,
+    ) -> None:
         self.session_id = check_name(session_id, "session")
         if isinstance(memory, Memory):
             memory = AsyncMemory.wrap(memory)
@@ -102,8 +109,11 @@ class StratamemSession:
         ns = mem.namespace
         if ns not in self._current:
             prefix = self.session_id + _GEN
-            gens = [int(s.name[len(prefix):]) for s in mem.store.sessions(ns)
-                    if s.name.startswith(prefix) and s.name[len(prefix):].isdigit()]
+            gens = [
+                int(s.name[len(prefix) :])
+                for s in mem.store.sessions(ns)
+                if s.name.startswith(prefix) and s.name[len(prefix) :].isdigit()
+            ]
             self._current[ns] = f"{prefix}{max(gens)}" if gens else self.session_id
         return self._current[ns]
 
@@ -139,10 +149,16 @@ class StratamemSession:
         if not recent:
             return []
         # Recall is driven by the latest user message (the SDK adds the new input after reading).
-        query = next((str(i.get("content")) for i in reversed(recent)
-                      if i.get("role") == "user" and isinstance(i.get("content"), str)), None)
+        query = next(
+            (
+                str(i.get("content"))
+                for i in reversed(recent)
+                if i.get("role") == "user" and isinstance(i.get("content"), str)
+            ),
+            None,
+        )
         ctx = mem.context(query, budget=self.budget, session=thread, format="openai", policy=self.policy)
-        messages = copy.deepcopy(list(ctx.messages))
+        messages = [dict(m) for m in copy.deepcopy(ctx.messages)]
         prune_tool_results(messages, mem.config.pruning, tokenizer=mem.tokenizer)
         items = messages_to_items(messages)
         return items[-limit:] if limit is not None else items
@@ -163,23 +179,27 @@ class StratamemSession:
 
     async def pop_item(self, *, wrapper: Any = None) -> dict[str, Any] | None:
         """Remove and return the newest item (``None`` if the session is empty)."""
+
         def pop(m: Memory) -> dict[str, Any] | None:
             thread = self._thread(m)
             if not session_exists(m, thread) or not m.turns(thread, limit=1):
                 return None
             return turn_to_item(forget_session_tail(m, thread, 1)[0])
+
         return await self._memory(wrapper).run(pop)
 
     async def clear_session(self, *, wrapper: Any = None) -> None:
         """Start a new, empty thread for this session id (earlier turns stay as history)."""
+
         def clear(m: Memory) -> None:
             thread = self._thread(m)
             if not session_exists(m, thread) or not m.turns(thread, limit=1):
                 return
-            n = int(thread[len(self.session_id + _GEN):]) + 1 if _GEN in thread[len(self.session_id):] else 1
+            n = int(thread[len(self.session_id + _GEN) :]) + 1 if _GEN in thread[len(self.session_id) :] else 1
             name = check_name(f"{self.session_id}{_GEN}{n}", "session")
             m.store.ensure_session(m.namespace, name)
             self._current[m.namespace] = name
+
         await self._memory(wrapper).run(clear)
 
 

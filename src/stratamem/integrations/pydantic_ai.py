@@ -79,9 +79,15 @@ def to_openai_messages(messages: Sequence[ModelMessage]) -> list[dict[str, Any]]
                         out.append({"role": "user", "content": p.model_response()})
         elif isinstance(m, ModelResponse):
             text = "\n".join(p.content for p in m.parts if isinstance(p, TextPart))
-            calls = [{"id": p.tool_call_id, "type": "function",
-                      "function": {"name": p.tool_name, "arguments": p.args_as_json_str()}}
-                     for p in m.parts if isinstance(p, ToolCallPart)]
+            calls = [
+                {
+                    "id": p.tool_call_id,
+                    "type": "function",
+                    "function": {"name": p.tool_name, "arguments": p.args_as_json_str()},
+                }
+                for p in m.parts
+                if isinstance(p, ToolCallPart)
+            ]
             msg: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
                 msg["tool_calls"] = calls
@@ -104,7 +110,7 @@ def from_openai_messages(messages: Sequence[Mapping[str, Any]]) -> list[ModelMes
                 parts.append(ToolCallPart(fn.get("name") or "tool", fn.get("arguments") or "{}", call.get("id")))
             out.append(ModelResponse(parts=parts))
         elif role == "tool":
-            cid = m.get("tool_call_id")
+            cid: Any = m.get("tool_call_id")  # a JSON value, passed on as given
             out.append(ModelRequest(parts=[ToolReturnPart(names.get(cid, "tool"), content, cid)]))
         elif role == "system":
             out.append(ModelRequest(parts=[SystemPromptPart(content)]))
@@ -126,8 +132,14 @@ class StratamemHistory:
         ValidationError: Invalid memory, session or budget.
     """
 
-    def __init__(self, memory: AsyncMemory | Memory, *, session: str = "default", budget: int | None = None,
-                 policy: str | None = None) -> None:
+    def __init__(
+        self,
+        memory: AsyncMemory | Memory,
+        *,
+        session: str = "default",
+        budget: int | None = None,
+        policy: str | None = None,
+    ) -> None:
         if isinstance(memory, Memory):
             memory = AsyncMemory.wrap(memory)
         if not isinstance(memory, AsyncMemory):
@@ -150,8 +162,16 @@ class StratamemHistory:
             earlier, mine = messages[:-1], messages[-1:]
         key = run_id or ""
         if key not in self._runs:
-            prompt = next((_text(p.content) for m in reversed(mine) if isinstance(m, ModelRequest)
-                           for p in m.parts if isinstance(p, UserPromptPart)), None)
+            prompt = next(
+                (
+                    _text(p.content)
+                    for m in reversed(mine)
+                    if isinstance(m, ModelRequest)
+                    for p in m.parts
+                    if isinstance(p, UserPromptPart)
+                ),
+                None,
+            )
             prefix = await self.memory.run(lambda mem: self._prefix(mem, earlier, prompt))
             self._runs[key] = (prefix, 0)
             while len(self._runs) > 16:  # concurrent runs are fine; finished ones are forgotten
@@ -192,10 +212,11 @@ class StratamemHistory:
 class StratamemCapability(ProcessHistory[Any]):
     """``ProcessHistory`` with a :class:`StratamemHistory` that also records each model response."""
 
-    processor: StratamemHistory  # type: ignore[assignment]
+    processor: StratamemHistory
 
-    async def after_model_request(self, ctx: RunContext[Any], *, request_context: Any,
-                                  response: ModelResponse) -> ModelResponse:
+    async def after_model_request(
+        self, ctx: RunContext[Any], *, request_context: Any, response: ModelResponse
+    ) -> ModelResponse:
         """Store the response as turns, then pass it on unchanged."""
         await self.processor.record_response(ctx, response)
         return response

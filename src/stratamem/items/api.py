@@ -53,6 +53,7 @@ from datetime import datetime
 from typing import Any
 
 from ..errors import NotFoundError, ValidationError
+from ..records import check_name, format_timestamp, parse_timestamp
 from ..records.items import (
     ITEM_TYPES,
     TIERS,
@@ -66,11 +67,10 @@ from ..records.items import (
     check_metadata,
     check_scope,
 )
+from ..store.new_rows import NewItem
 from .recall import RecallOps
 from .review import ReviewOps
 from .search import content_terms
-from ..records import check_name, format_timestamp, parse_timestamp
-from ..store.new_rows import NewItem
 
 __all__ = ["Items"]
 
@@ -98,9 +98,19 @@ class Items(RecallOps, ReviewOps):
 
     # --- add / extract ----------------------------------------------------------------
 
-    def add(self, content: str, type: str = "fact", *, session: str | None = None, key: str | None = None,
-            supersedes: Sequence[int] = (), metadata: Mapping[str, Any] | None = None,
-            valid_from: datetime | str | None = None, tier: str = "hot", scope: str = "namespace") -> MemoryItem:
+    def add(
+        self,
+        content: str,
+        type: str = "fact",
+        *,
+        session: str | None = None,
+        key: str | None = None,
+        supersedes: Sequence[int] = (),
+        metadata: Mapping[str, Any] | None = None,
+        valid_from: datetime | str | None = None,
+        tier: str = "hot",
+        scope: str = "namespace",
+    ) -> MemoryItem:
         """Add an item (to hot by default), spilling first if it would not fit.
 
         Args:
@@ -142,9 +152,22 @@ class Items(RecallOps, ReviewOps):
         now = self._now()
         start = parse_timestamp(valid_from, "valid_from") if valid_from is not None else now
         ((vector, model),) = self._embed_for_storage([text])
-        new = NewItem(content=text, type=kind, tier=tier, tokens=tokens, relevance=1.0, source="api",
-                      created_at=format_timestamp(now), session=session, key=key, valid_from=format_timestamp(start),
-                      metadata=check_metadata(metadata), embedding=vector, embedding_model=model, scope=scope)
+        new = NewItem(
+            content=text,
+            type=kind,
+            tier=tier,
+            tokens=tokens,
+            relevance=1.0,
+            source="api",
+            created_at=format_timestamp(now),
+            session=session,
+            key=key,
+            valid_from=format_timestamp(start),
+            metadata=check_metadata(metadata),
+            embedding=vector,
+            embedding_model=model,
+            scope=scope,
+        )
         with self._db.transaction():
             targets = self._supersession_targets(older, key, scope, session)
             # Replaced items leave hot first, so their room counts before anything else is spilled.
@@ -157,8 +180,15 @@ class Items(RecallOps, ReviewOps):
         self._emit("items.added", id=item_id, tier=tier, tokens=tokens, superseded=list(replaced))
         return self.get(item_id)
 
-    def extract_from(self, facts: Sequence[str], provenance: Sequence[int], *, type: str = "fact",
-                     session: str | None = None, tier: str = "cold") -> list[MemoryItem]:
+    def extract_from(
+        self,
+        facts: Sequence[str],
+        provenance: Sequence[int],
+        *,
+        type: str = "fact",
+        session: str | None = None,
+        tier: str = "cold",
+    ) -> list[MemoryItem]:
         """Store facts extracted from a segment as auto-extracted items awaiting review.
 
         All facts share ``type`` and ``provenance``; :meth:`extract_facts` takes
@@ -184,8 +214,9 @@ class Items(RecallOps, ReviewOps):
             raise ValidationError("extracted items need the turn ids they come from", path="provenance")
         return self.extract_facts([(f, type, provenance) for f in facts], session=session, tier=tier)
 
-    def extract_facts(self, facts: Sequence[tuple[str, str, Sequence[int]]], *, session: str | None = None,
-                      tier: str = "cold") -> list[MemoryItem]:
+    def extract_facts(
+        self, facts: Sequence[tuple[str, str, Sequence[int]]], *, session: str | None = None, tier: str = "cold"
+    ) -> list[MemoryItem]:
         """Store ``(text, type, provenance)`` facts as auto-extracted items awaiting review.
 
         A fact whose text (ignoring case, spacing and a final period) is already
@@ -232,10 +263,26 @@ class Items(RecallOps, ReviewOps):
                 tokens = self.tokenizer.count(text)
                 if tier == "hot":
                     self._make_room(tokens)
-                ids.append(self._db.insert(self.namespace, NewItem(
-                    content=text, type=kind, tier=tier, tokens=tokens, relevance=1.0, source="extracted",
-                    created_at=now, session=session, provenance=turn_ids, review="pending",
-                    valid_from=now, embedding=vec, embedding_model=model)))
+                ids.append(
+                    self._db.insert(
+                        self.namespace,
+                        NewItem(
+                            content=text,
+                            type=kind,
+                            tier=tier,
+                            tokens=tokens,
+                            relevance=1.0,
+                            source="extracted",
+                            created_at=now,
+                            session=session,
+                            provenance=turn_ids,
+                            review="pending",
+                            valid_from=now,
+                            embedding=vec,
+                            embedding_model=model,
+                        ),
+                    )
+                )
         self._emit("items.extracted", ids=ids, turns=len(all_ids))
         return self._db.get(self.namespace, ids)
 
@@ -256,8 +303,9 @@ class Items(RecallOps, ReviewOps):
     def metrics(self) -> ItemMetrics:
         """Counters and rates of this namespace (persisted; shared by every process)."""
         hot_tokens = self._db.tier_totals(self.namespace).get("hot", (0, 0))[1]
-        return ItemMetrics.from_values(self.namespace, self._db.metrics(self.namespace), hot_tokens,
-                                       self.config.hot_token_limit)
+        return ItemMetrics.from_values(
+            self.namespace, self._db.metrics(self.namespace), hot_tokens, self.config.hot_token_limit
+        )
 
     def status(self, session: str | None = None) -> ItemStatus:
         """Per-tier items and tokens, hot utilization, flags, suggestions and metrics.
@@ -276,9 +324,18 @@ class Items(RecallOps, ReviewOps):
         def tier(name: str) -> TierStatus:
             n, t = totals.get(name, (0, 0))
             return TierStatus(n, t)
-        return ItemStatus(self.namespace, tier("hot"), tier("warm"), tier("cold"), self.config.hot_token_limit,
-                          self._db.flag_counts(self.namespace), tuple(self._suggestions()), self.metrics(),
-                          self.embedder is not None)
+
+        return ItemStatus(
+            self.namespace,
+            tier("hot"),
+            tier("warm"),
+            tier("cold"),
+            self.config.hot_token_limit,
+            self._db.flag_counts(self.namespace),
+            tuple(self._suggestions()),
+            self.metrics(),
+            self.embedder is not None,
+        )
 
 
 def _fact_key(text: str) -> str:

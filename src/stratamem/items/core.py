@@ -17,10 +17,11 @@ in the same order and cannot deadlock.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -29,10 +30,10 @@ from ..config import ItemsConfig
 from ..embed import model_name
 from ..errors import ConfigError, ModelError, NotFoundError
 from ..events import Event, EventBus
-from ..records.items import TIERS, MemoryItem, check_choice, check_item_id
-from .search import Embedder, VectorIndex, embed_texts
 from ..records import check_name
+from ..records.items import TIERS, MemoryItem, check_choice, check_item_id
 from ..tokens import Tokenizer
+from .search import Embedder, VectorIndex, embed_texts
 
 __all__ = ["ItemsCore", "embedder_name"]
 
@@ -47,9 +48,17 @@ class ItemsCore:
         ValidationError: Invalid namespace name.
     """
 
-    def __init__(self, store: Any, namespace: str, *, tokenizer: Tokenizer, config: ItemsConfig | None = None,
-                 embedder: Embedder | None = None, events: EventBus | None = None,
-                 clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        store: Any,
+        namespace: str,
+        *,
+        tokenizer: Tokenizer,
+        config: ItemsConfig | None = None,
+        embedder: Embedder | None = None,
+        events: EventBus | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         if not hasattr(store, "items"):
             raise ConfigError(f"the {getattr(store, 'backend', '?')} store does not keep memory items")
         self._db = store.items
@@ -59,7 +68,7 @@ class ItemsCore:
         self.tokenizer = tokenizer
         self.embedder = embedder
         self.events = events or EventBus()
-        self._clock = clock or (lambda: datetime.now(timezone.utc))
+        self._clock = clock or (lambda: datetime.now(UTC))
         self._index = VectorIndex()
         self._index_lock = threading.Lock()
 
@@ -92,8 +101,11 @@ class ItemsCore:
         try:
             mat = self._embed(texts)
         except ModelError as exc:
-            log.warning("embedding %d item(s) failed (%s); stored without vectors, see status flags.unembedded",
-                        len(texts), type(exc.__cause__ or exc).__name__)
+            log.warning(
+                "embedding %d item(s) failed (%s); stored without vectors, see status flags.unembedded",
+                len(texts),
+                type(exc.__cause__ or exc).__name__,
+            )
             self._emit("items.embed_failed", error=str(exc)[:200], count=len(texts))
             return [(None, None)] * len(texts)
         name = embedder_name(self.embedder)
@@ -133,8 +145,9 @@ class ItemsCore:
             raise NotFoundError(f"no memory item {item_id} in namespace {self.namespace!r}")
         return found[0]
 
-    def list(self, tier: str | None = None, *, include_dead: bool = True,
-             session: str | None = None) -> list[MemoryItem]:
+    def list(
+        self, tier: str | None = None, *, include_dead: bool = True, session: str | None = None
+    ) -> list[MemoryItem]:
         """Items of this namespace by id, optionally one tier; ``include_dead=False`` drops superseded/rejected.
 
         Args:
@@ -150,7 +163,7 @@ class ItemsCore:
         view = None if session is None else _view(session)
         return self._db.select(self.namespace, tiers=tiers, live_only=not include_dead, view=view)
 
-    def hot(self, session: str | None = None) -> list[MemoryItem]:
+    def hot(self, session: str | None = None) -> builtins.list[MemoryItem]:
         """The hot items a read in ``session`` sees (what belongs in its prompt), newest first.
 
         Args:

@@ -53,8 +53,7 @@ def to_prometheus(metrics: Iterable[ItemMetrics]) -> str:
     """
     metrics = list(metrics)
     families: list[tuple[str, str, str, Any]] = [
-        ("hot_utilization", "gauge", "Hot memory tokens over the hot token limit (0-1).",
-         lambda m: m.hot_utilization),
+        ("hot_utilization", "gauge", "Hot memory tokens over the hot token limit (0-1).", lambda m: m.hot_utilization),
         ("hot_tokens", "gauge", "Tokens held by hot memory items.", lambda m: m.hot_tokens),
         ("spills_total", "counter", "Spill operations.", lambda m: m.spills),
         ("spilled_items_total", "counter", "Items moved out of hot memory by spills.", lambda m: m.spilled_items),
@@ -62,8 +61,12 @@ def to_prometheus(metrics: Iterable[ItemMetrics]) -> str:
         ("recall_hits_total", "counter", "Recalls that returned at least one item.", lambda m: m.recall_hits),
         ("hit_rate", "gauge", "Share of recalls that returned at least one item (0-1).", lambda m: m.hit_rate),
         ("promotions_total", "counter", "Items promoted to hot memory.", lambda m: m.promotions),
-        ("promotions_refused_total", "counter", "Promotions refused by hot capacity or the anti-thrash rules.",
-         lambda m: m.promotions_refused),
+        (
+            "promotions_refused_total",
+            "counter",
+            "Promotions refused by hot capacity or the anti-thrash rules.",
+            lambda m: m.promotions_refused,
+        ),
     ]
     lines: list[str] = []
     for name, kind, help_text, get in families:

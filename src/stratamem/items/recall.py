@@ -27,12 +27,12 @@ from datetime import datetime
 import numpy as np
 
 from ..errors import ConfigError, ValidationError
-from .core import embedder_name
+from ..records import check_name, format_timestamp, parse_timestamp
 from ..records.items import ITEM_TYPES, MemoryItem, RecallResult, Refusal, check_choice, check_content, visible_in
+from .core import embedder_name
+from .metrics import latency_deltas
 from .search import content_terms, fts_query, lexical_score
 from .tiers import TierOps
-from .metrics import latency_deltas
-from ..records import check_name, format_timestamp, parse_timestamp
 
 __all__ = ["RecallOps"]
 
@@ -57,8 +57,15 @@ class _Ranking:
 class RecallOps(TierOps):
     """Search and recall (a part of :class:`stratamem.items.Items`)."""
 
-    def _candidates(self, query: str, terms: list[str], qvec: np.ndarray | None, want: int,
-                    eligible: Callable[[MemoryItem], bool], session: str | None) -> list[MemoryItem]:
+    def _candidates(
+        self,
+        query: str,
+        terms: list[str],
+        qvec: np.ndarray | None,
+        want: int,
+        eligible: Callable[[MemoryItem], bool],
+        session: str | None,
+    ) -> list[MemoryItem]:
         """Union of lexical and semantic top lists, widened until ``want`` eligible items or exhaustion."""
         fetch = max(30, want * 5)
         match = fts_query(query) if terms else ""
@@ -81,9 +88,17 @@ class RecallOps(TierOps):
         qvec = self._embed([query])[0]
         return qvec, (time.perf_counter() - started) * 1000
 
-    def _rank(self, query: str, limit: int, qvec: np.ndarray | None, embed_ms: float,
-              types: Sequence[str] | None, include_superseded: bool, when: datetime | None,
-              session: str | None) -> _Ranking:
+    def _rank(
+        self,
+        query: str,
+        limit: int,
+        qvec: np.ndarray | None,
+        embed_ms: float,
+        types: Sequence[str] | None,
+        include_superseded: bool,
+        when: datetime | None,
+        session: str | None,
+    ) -> _Ranking:
         """Rank eligible items for ``query`` (arguments already checked); reads only."""
         kinds = None if types is None else set(types)
         terms = content_terms(query)
@@ -102,17 +117,31 @@ class RecallOps(TierOps):
         found = self._candidates(query, terms, qvec, limit, eligible, session)
         sem = dict(self._index.scores_for([i.id for i in found], qvec)) if qvec is not None else {}
         lex = {i.id: lexical_score(terms, i.content) for i in found}
-        score = {i.id: (_SEMANTIC_WEIGHT * max(sem.get(i.id, 0.0), 0.0) + (1 - _SEMANTIC_WEIGHT) * lex[i.id]
-                        if qvec is not None else lex[i.id]) for i in found}
-        ranked = sorted((i for i in found if score[i.id] >= self.config.recall_min_score),
-                        key=lambda i: (-score[i.id], -i.id))[:limit]
+        score = {
+            i.id: (
+                _SEMANTIC_WEIGHT * max(sem.get(i.id, 0.0), 0.0) + (1 - _SEMANTIC_WEIGHT) * lex[i.id]
+                if qvec is not None
+                else lex[i.id]
+            )
+            for i in found
+        }
+        ranked = sorted(
+            (i for i in found if score[i.id] >= self.config.recall_min_score), key=lambda i: (-score[i.id], -i.id)
+        )[:limit]
         keep = {i.id for i in ranked}
-        return _Ranking(query, tuple(ranked), {i: s for i, s in score.items() if i in keep},
-                        {i: s for i, s in sem.items() if i in keep}, {i: s for i, s in lex.items() if i in keep},
-                        qvec is not None, embed_ms)
+        return _Ranking(
+            query,
+            tuple(ranked),
+            {i: s for i, s in score.items() if i in keep},
+            {i: s for i, s in sem.items() if i in keep},
+            {i: s for i, s in lex.items() if i in keep},
+            qvec is not None,
+            embed_ms,
+        )
 
-    def _checked(self, query: str, limit: int, types: Sequence[str] | None, as_of: datetime | str | None,
-                 session: str | None) -> tuple[str, tuple[str, ...] | None, datetime | None]:
+    def _checked(
+        self, query: str, limit: int, types: Sequence[str] | None, as_of: datetime | str | None, session: str | None
+    ) -> tuple[str, tuple[str, ...] | None, datetime | None]:
         query = check_content(query, "query")
         if session is not None:
             check_name(session, "session")
@@ -129,9 +158,16 @@ class RecallOps(TierOps):
             self._refresh_index()
         return qvec, embed_ms
 
-    def search(self, query: str, limit: int = 3, *, types: Sequence[str] | None = None,
-               include_superseded: bool = False, as_of: datetime | str | None = None,
-               session: str | None = None) -> RecallResult:
+    def search(
+        self,
+        query: str,
+        limit: int = 3,
+        *,
+        types: Sequence[str] | None = None,
+        include_superseded: bool = False,
+        as_of: datetime | str | None = None,
+        session: str | None = None,
+    ) -> RecallResult:
         """Rank warm and cold items for ``query`` exactly as :meth:`recall` does, and change nothing.
 
         No access is recorded, nothing is promoted, no metric is written, so it
@@ -161,9 +197,17 @@ class RecallOps(TierOps):
         r = self._rank(query, limit, qvec, embed_ms, kinds, include_superseded, when, session)
         return self._result(r, r.ranked, (), (), (), (time.perf_counter() - started) * 1000)
 
-    def recall(self, query: str, limit: int = 3, *, auto_promote: bool | None = None,
-               types: Sequence[str] | None = None, include_superseded: bool = False,
-               as_of: datetime | str | None = None, session: str | None = None) -> RecallResult:
+    def recall(
+        self,
+        query: str,
+        limit: int = 3,
+        *,
+        auto_promote: bool | None = None,
+        types: Sequence[str] | None = None,
+        include_superseded: bool = False,
+        as_of: datetime | str | None = None,
+        session: str | None = None,
+    ) -> RecallResult:
         """Find the warm and cold items that match ``query``; track access; promote by the rules.
 
         Args:
@@ -193,12 +237,15 @@ class RecallOps(TierOps):
         with self._db.transaction():
             r = self._rank(query, limit, qvec, embed_ms, kinds, include_superseded, when, session)
             now = self._now()
-            self._db.record_access(self.namespace, {i.id: (i.relevance + r.score[i.id]) / 2 for i in r.ranked},
-                                   format_timestamp(now))
+            self._db.record_access(
+                self.namespace, {i.id: (i.relevance + r.score[i.id]) / 2 for i in r.ranked}, format_timestamp(now)
+            )
             if promote:
                 for it in r.ranked:
-                    if r.score[it.id] >= self.config.promote_threshold or \
-                            it.access_count + 1 > self.config.warm_access_threshold:
+                    if (
+                        r.score[it.id] >= self.config.promote_threshold
+                        or it.access_count + 1 > self.config.warm_access_threshold
+                    ):
                         reason, out = self._try_promote(self.get(it.id), now, set(promoted))
                         if reason is None:
                             promoted.append(it.id)
@@ -206,25 +253,52 @@ class RecallOps(TierOps):
                         else:
                             refused.append(Refusal(it.id, reason))
             latency = (time.perf_counter() - started) * 1000
-            self._db.add_metrics(self.namespace, {"recalls": 1, "recall_hits": 1 if r.ranked else 0,
-                                                  "promotions": len(promoted), "promotions_refused": len(refused),
-                                                  **latency_deltas(latency)})
+            self._db.add_metrics(
+                self.namespace,
+                {
+                    "recalls": 1,
+                    "recall_hits": 1 if r.ranked else 0,
+                    "promotions": len(promoted),
+                    "promotions_refused": len(refused),
+                    **latency_deltas(latency),
+                },
+            )
         after = {i.id: i for i in self._db.get(self.namespace, [i.id for i in r.ranked])}
         if spilled:
             self._emit("items.spilled", ids=spilled, automatic=True, reason="promotion")
         if promoted:
             self._emit("items.promoted", ids=promoted, explicit=False)
-        self._emit("items.recalled", hits=len(r.ranked), promoted=len(promoted), refused=len(refused),
-                   latency_ms=round(latency, 3))
+        self._emit(
+            "items.recalled",
+            hits=len(r.ranked),
+            promoted=len(promoted),
+            refused=len(refused),
+            latency_ms=round(latency, 3),
+        )
         return self._result(r, tuple(after[i.id] for i in r.ranked), promoted, refused, spilled, latency)
 
     @staticmethod
-    def _result(r: _Ranking, items: Sequence[MemoryItem], promoted: Sequence[int], refused: Sequence[Refusal],
-                spilled: Sequence[int], latency: float) -> RecallResult:
+    def _result(
+        r: _Ranking,
+        items: Sequence[MemoryItem],
+        promoted: Sequence[int],
+        refused: Sequence[Refusal],
+        spilled: Sequence[int],
+        latency: float,
+    ) -> RecallResult:
         return RecallResult(
-            query=r.query, items=tuple(items), scores=dict(r.score), semantic=dict(r.semantic),
-            lexical=dict(r.lexical), promoted=tuple(promoted), refused=tuple(refused), spilled=tuple(spilled),
-            mode="hybrid" if r.hybrid else "lexical", latency_ms=latency, embed_ms=r.embed_ms)
+            query=r.query,
+            items=tuple(items),
+            scores=dict(r.score),
+            semantic=dict(r.semantic),
+            lexical=dict(r.lexical),
+            promoted=tuple(promoted),
+            refused=tuple(refused),
+            spilled=tuple(spilled),
+            mode="hybrid" if r.hybrid else "lexical",
+            latency_ms=latency,
+            embed_ms=r.embed_ms,
+        )
 
     def embed_missing(self, batch_size: int = 64) -> int:
         """Embed items stored without a vector (e.g. after an embedder failure); returns how many.
@@ -241,7 +315,7 @@ class RecallOps(TierOps):
         todo = [i for i in self._db.select(self.namespace) if not i.embedded]
         name = embedder_name(self.embedder)
         for start in range(0, len(todo), batch_size):
-            chunk = todo[start:start + batch_size]
+            chunk = todo[start : start + batch_size]
             mat = self._embed([i.content for i in chunk])
             with self._db.transaction():
                 for item, row in zip(chunk, mat, strict=True):

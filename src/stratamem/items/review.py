@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..errors import ValidationError
-from .core import ItemsCore
-from ..records.items import MemoryItem, Suggestion, check_item_id
-from .status import suggest
 from ..records import format_timestamp
+from ..records.items import MemoryItem, Suggestion, check_item_id
+from .core import ItemsCore
+from .status import suggest
 
 __all__ = ["ReviewOps"]
 
@@ -32,8 +32,9 @@ __all__ = ["ReviewOps"]
 class ReviewOps(ItemsCore):
     """Supersession, review and prune (a part of :class:`stratamem.items.Items`)."""
 
-    def _supersession_targets(self, older: Sequence[int], key: str | None, scope: str = "namespace",
-                              session: str | None = None) -> list[MemoryItem]:
+    def _supersession_targets(
+        self, older: Sequence[int], key: str | None, scope: str = "namespace", session: str | None = None
+    ) -> list[MemoryItem]:
         """Inside a transaction: the items a new item replaces (named ones, live same-key ones).
 
         A key replaces only items of the new item's own scope: a session's item never
@@ -44,8 +45,11 @@ class ReviewOps(ItemsCore):
         """
         targets = {t.id: t for t in (self.get(i) for i in older)}
         if key is not None:
-            targets.update((i.id, i) for i in self._db.select(self.namespace, key=key, live_only=True)
-                           if i.scope == scope and (scope == "namespace" or i.session == session))
+            targets.update(
+                (i.id, i)
+                for i in self._db.select(self.namespace, key=key, live_only=True)
+                if i.scope == scope and (scope == "namespace" or i.session == session)
+            )
         return sorted(targets.values(), key=lambda t: t.id)
 
     def _demote_replaced(self, targets: Sequence[MemoryItem]) -> None:
@@ -131,5 +135,10 @@ class ReviewOps(ItemsCore):
 
     def _suggestions(self) -> list[Suggestion]:
         cold_count = self._db.tier_totals(self.namespace).get("cold", (0, 0))[0]
-        return suggest(self.config, self._hot(), self._db.select(self.namespace, tiers=("warm",), live_only=True),
-                       cold_count, lambda: self._db.select(self.namespace, tiers=("cold",), order="prune"))
+        return suggest(
+            self.config,
+            self._hot(),
+            self._db.select(self.namespace, tiers=("warm",), live_only=True),
+            cold_count,
+            lambda: self._db.select(self.namespace, tiers=("cold",), order="prune"),
+        )

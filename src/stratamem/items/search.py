@@ -28,14 +28,16 @@ from ..errors import ModelError
 __all__ = ["Embedder", "VectorIndex", "content_terms", "embed_texts", "fts_query", "lexical_score"]
 
 # Words that carry no topic; removing them keeps "what was the budget?" about "budget".
-_STOPWORDS = frozenset("""
+_STOPWORDS = frozenset(
+    """
 a about above after again against all am an and any are as at be because been before being below between both
 but by can could did do does doing down during each few for from further had has have having he her here hers
 him his how i if in into is it its itself just me more most my no nor not now of off on once only or other our
 ours out over own same she should so some such than that the their theirs them then there these they this those
 through to too under until up very was we were what when where which while who whom why will with would you your
 yours earlier ago tell know remember said say discussed mentioned talked
-""".split())
+""".split()
+)
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
@@ -162,8 +164,9 @@ class VectorIndex:
         dims = {v.shape[0] for v in put.values()} | kept_dims
         if len(dims) > 1:
             # Left pending: every search keeps failing the same way until the vectors are fixed.
-            raise ModelError(f"item vectors of this namespace have mixed dimensions {sorted(dims)}; "
-                             "re-embed them with one embedder")
+            raise ModelError(
+                f"item vectors of this namespace have mixed dimensions {sorted(dims)}; re-embed them with one embedder"
+            )
         self._pending = {}
         if evict:
             keep = np.ones(len(self._ids), dtype=bool)
@@ -194,8 +197,10 @@ class VectorIndex:
 
     def _check_dims(self, query: np.ndarray) -> None:
         if query.shape[0] != self._mat.shape[1]:
-            raise ModelError(f"query vector has {query.shape[0]} dimensions, stored item vectors "
-                             f"{self._mat.shape[1]}: recall with the embedder the items were added with")
+            raise ModelError(
+                f"query vector has {query.shape[0]} dimensions, stored item vectors "
+                f"{self._mat.shape[1]}: recall with the embedder the items were added with"
+            )
 
     def search(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
         """The ``k`` most similar ``(id, cosine)``, best first.

@@ -21,8 +21,13 @@ RECALL_BELOW = 0.5
 """Suggest promoting busy warm items only while hot holds less than this share."""
 
 
-def suggest(config: ItemsConfig, hot: Sequence[MemoryItem], warm: Sequence[MemoryItem], cold_count: int,
-            cold_in_prune_order: Callable[[], Sequence[MemoryItem]]) -> list[Suggestion]:
+def suggest(
+    config: ItemsConfig,
+    hot: Sequence[MemoryItem],
+    warm: Sequence[MemoryItem],
+    cold_count: int,
+    cold_in_prune_order: Callable[[], Sequence[MemoryItem]],
+) -> list[Suggestion]:
     """Suggestions for one namespace.
 
     Args:
@@ -40,22 +45,36 @@ def suggest(config: ItemsConfig, hot: Sequence[MemoryItem], warm: Sequence[Memor
     limit = config.hot_token_limit
     hot_tokens = sum(i.tokens for i in hot)
     if limit and hot_tokens > SPILL_AT * limit:
-        out.append(Suggestion("spill", f"hot memory is at {100 * hot_tokens / limit:.0f}% of its {limit}-token limit",
-                              tuple(i.id for i in hot[:config.spill_count])))
+        out.append(
+            Suggestion(
+                "spill",
+                f"hot memory is at {100 * hot_tokens / limit:.0f}% of its {limit}-token limit",
+                tuple(i.id for i in hot[: config.spill_count]),
+            )
+        )
     room = limit - hot_tokens
     fits = []
-    for item in sorted((i for i in warm if i.access_count > config.warm_access_threshold),
-                       key=lambda i: (-i.access_count, i.id)):
+    for item in sorted(
+        (i for i in warm if i.access_count > config.warm_access_threshold), key=lambda i: (-i.access_count, i.id)
+    ):
         if item.tokens <= room:
             fits.append(item.id)
             room -= item.tokens
     if fits and hot_tokens < RECALL_BELOW * limit:
-        out.append(Suggestion("recall", f"{len(fits)} warm item(s) are accessed often and fit in hot: promote them",
-                              tuple(fits)))
+        out.append(
+            Suggestion(
+                "recall", f"{len(fits)} warm item(s) are accessed often and fit in hot: promote them", tuple(fits)
+            )
+        )
     if cold_count > config.max_cold_items:
         cold = cold_in_prune_order()
         # Superseded and rejected items go first: they are already out of recall.
         ordered = [i for i in cold if not i.live] + [i for i in cold if i.live]
-        out.append(Suggestion("prune", f"cold storage holds {cold_count} items, more than {config.max_cold_items}",
-                              tuple(i.id for i in ordered[:cold_count - config.max_cold_items])))
+        out.append(
+            Suggestion(
+                "prune",
+                f"cold storage holds {cold_count} items, more than {config.max_cold_items}",
+                tuple(i.id for i in ordered[: cold_count - config.max_cold_items]),
+            )
+        )
     return out

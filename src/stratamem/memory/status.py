@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Status", "spend_fields"]
+__all__ = ["Status", "namespace_status", "spend_fields"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,11 +43,13 @@ class Status:
     summary_output_tokens: int = 0
     """Output tokens those calls cost."""
     summary_tokens_saved: int = 0
-    """Prompt tokens one prompt saves by showing the summarized segments as summaries (see ``stratamem.pyramid.spend``)."""
+    """Prompt tokens one prompt saves by showing the summarized segments as summaries.
+
+    See ``stratamem.pyramid.spend``."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        out = {k: getattr(self, k) for k in self.__slots__}
         out["warnings"] = list(self.warnings)
         return out
 
@@ -59,7 +61,39 @@ def spend_fields(store: Any, namespace: str) -> dict[str, int]:
         return {}
     from ..pyramid.spend import LevelSpend, SummarySpend
 
-    spend = SummarySpend(namespace, tuple(LevelSpend(*r) for r in nodes.spend(namespace)),
-                         *nodes.summarized_tokens(namespace))
-    return {"summary_calls": spend.calls, "summary_input_tokens": spend.input_tokens,
-            "summary_output_tokens": spend.output_tokens, "summary_tokens_saved": spend.tokens_saved}
+    spend = SummarySpend(
+        namespace, tuple(LevelSpend(*r) for r in nodes.spend(namespace)), *nodes.summarized_tokens(namespace)
+    )
+    return {
+        "summary_calls": spend.calls,
+        "summary_input_tokens": spend.input_tokens,
+        "summary_output_tokens": spend.output_tokens,
+        "summary_tokens_saved": spend.tokens_saved,
+    }
+
+
+def namespace_status(
+    store: Any, namespace: str, tokenizer: str, warnings: tuple[str, ...], embedder: Any, index_model: str | None
+) -> Status:
+    """The :class:`Status` of ``namespace``: the store's counts, the recall index's vectors and the spend.
+
+    ``embedder`` is the model the recall index embeds with (``None``: lexical
+    recall), ``index_model`` the name its stored vectors carry.
+    """
+    s = store.stats(namespace)
+    embedded = store.embeddings.turns.counts(namespace)[1] if embedder is not None else 0
+    return Status(
+        namespace,
+        store.backend,
+        s.sessions,
+        s.turns,
+        s.tokens,
+        s.text_bytes,
+        store.size_bytes(),
+        tokenizer,
+        warnings,
+        embedder=index_model or "none",
+        embedding_dims=int(getattr(embedder, "dimensions", 0) or 0) if embedder is not None else 0,
+        embedded_turns=embedded,
+        **spend_fields(store, namespace),
+    )

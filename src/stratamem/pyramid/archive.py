@@ -105,8 +105,11 @@ class Archive:
         return f"{name}@{offset}+{len(frame)}"
 
     def _frame(self, records: Mapping[int, Sequence[Mapping[str, Any]]]) -> bytes:
-        payload = json.dumps({"v": _FORMAT_VERSION, "nodes": {str(k): list(v) for k, v in records.items()}},
-                             ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        payload = json.dumps(
+            {"v": _FORMAT_VERSION, "nodes": {str(k): list(v) for k, v in records.items()}},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        ).encode("utf-8")
         return zstandard.ZstdCompressor(level=self.level, write_checksum=True).compress(payload)
 
     def _resolve(self, ref: object) -> tuple[Path, int, int]:
@@ -286,8 +289,11 @@ class Archive:
         """Day files with a staged rewrite (``<file>.rewrite`` present)."""
         if not self.dir.is_dir():
             return []
-        return sorted(p.name[: -len(_STAGED)] for p in self.dir.iterdir()
-                      if p.name.endswith(_STAGED) and _FILE.match(p.name[: -len(_STAGED)]))
+        return sorted(
+            p.name[: -len(_STAGED)]
+            for p in self.dir.iterdir()
+            if p.name.endswith(_STAGED) and _FILE.match(p.name[: -len(_STAGED)])
+        )
 
     def discard_staged(self, name: str) -> None:
         """Delete a staged rewrite that no committed forget refers to.

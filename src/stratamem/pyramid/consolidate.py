@@ -49,7 +49,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable, Sequence
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -78,7 +78,7 @@ log = logging.getLogger("stratamem.pyramid")
 
 
 def _utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Pyramid(_Summaries, _Reads):
@@ -103,10 +103,19 @@ class Pyramid(_Summaries, _Reads):
         ConfigError: The store keeps no nodes, or ``llm`` is configured without a summarizer.
     """
 
-    def __init__(self, store: Any, namespace: str, *, config: Config, tokenizer: Tokenizer,
-                 events: EventBus | None = None, summarizer: Summarizer | None = None, embedder: Any = None,
-                 archive_dir: str | os.PathLike[str] | None = None,
-                 clock: Callable[[], datetime] = _utcnow) -> None:
+    def __init__(
+        self,
+        store: Any,
+        namespace: str,
+        *,
+        config: Config,
+        tokenizer: Tokenizer,
+        events: EventBus | None = None,
+        summarizer: Summarizer | None = None,
+        embedder: Any = None,
+        archive_dir: str | os.PathLike[str] | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
         if not hasattr(store, "nodes"):
             raise ConfigError(f"the {getattr(store, 'backend', '?')} store keeps no pyramid nodes yet")
         self.store = store
@@ -194,12 +203,11 @@ class Pyramid(_Summaries, _Reads):
         """
         try:
             self.events.emit(event)
-        except Exception as exc:  # any subscriber bug; made visible below, not swallowed
+        except Exception as exc:  # noqa: BLE001 - any subscriber bug; made visible below, not swallowed
             log.warning("a handler of %s failed: %s", event.kind, type(exc).__name__)
             if event.kind == "hook.failed":
                 return
-            self._emit(self._event("hook.failed", event=event.kind, error=type(exc).__name__,
-                                   message=str(exc)[:200]))
+            self._emit(self._event("hook.failed", event=event.kind, error=type(exc).__name__, message=str(exc)[:200]))
 
     def _seal(self, session: str, manual: bool, events: list[Event]) -> list[int]:
         sealed = self._nodes.sealed_seq(self.namespace, session)
@@ -218,14 +226,25 @@ class Pyramid(_Summaries, _Reads):
             # A segment's span starts right after the last sealed one: sequence numbers
             # of forgotten turns (stratamem.forget) stay accounted for, never a gap.
             lo, sealed = sealed + 1, turns[-1].seq
-            node_id = self._nodes.insert(self.namespace, NewNode(
-                level=1, kind=self.plan.segmenter.kind, session=session, seq_range=(lo, turns[-1].seq),
-                turn_ids=tuple(t.id for t in turns), tokens=sum(t.tokens for t in turns),
-                start=min(t.timestamp for t in turns), end=max(t.timestamp for t in turns),
-                reason=seal.reason, tier="hot"))
+            node_id = self._nodes.insert(
+                self.namespace,
+                NewNode(
+                    level=1,
+                    kind=self.plan.segmenter.kind,
+                    session=session,
+                    seq_range=(lo, turns[-1].seq),
+                    turn_ids=tuple(t.id for t in turns),
+                    tokens=sum(t.tokens for t in turns),
+                    start=min(t.timestamp for t in turns),
+                    end=max(t.timestamp for t in turns),
+                    reason=seal.reason,
+                    tier="hot",
+                ),
+            )
             out.append(node_id)
-            events.append(self._event("segment.sealed", node_id=node_id, session=session, turns=len(turns),
-                                      reason=seal.reason))
+            events.append(
+                self._event("segment.sealed", node_id=node_id, session=session, turns=len(turns), reason=seal.reason)
+            )
         return out
 
     def _consolidate(self, sessions: Sequence[str], events: list[Event]) -> list[int]:
@@ -249,21 +268,44 @@ class Pyramid(_Summaries, _Reads):
             if session is None:
                 # Only nodes newer than the last consolidated child can be pending (the levels
                 # are gap-free prefixes), so the read stays small however long the history is.
-                pending = self._nodes.list(self.namespace, level=level - 1, unparented=True,
-                                           after_id=self._nodes.last_child_id(self.namespace, level))
+                pending = self._nodes.list(
+                    self.namespace,
+                    level=level - 1,
+                    unparented=True,
+                    after_id=self._nodes.last_child_id(self.namespace, level),
+                )
             else:
                 pending = self._nodes.list(self.namespace, level=level - 1, unparented=True, session=session)
             while (n := rule.take(pending, self._estimate)) > 0:
                 children, pending = pending[:n], pending[n:]
                 ids = tuple(sorted(t for c in children for t in self._nodes.turn_ids(self.namespace, c.id)))
-                node_id = self._nodes.insert(self.namespace, NewNode(
-                    level=level, kind=rule.kind, session=session, seq_range=None, turn_ids=ids,
-                    tokens=sum(c.tokens for c in children), start=min(c.start for c in children),
-                    end=max(c.end for c in children), reason="consolidation", tier=None))
+                node_id = self._nodes.insert(
+                    self.namespace,
+                    NewNode(
+                        level=level,
+                        kind=rule.kind,
+                        session=session,
+                        seq_range=None,
+                        turn_ids=ids,
+                        tokens=sum(c.tokens for c in children),
+                        start=min(c.start for c in children),
+                        end=max(c.end for c in children),
+                        reason="consolidation",
+                        tier=None,
+                    ),
+                )
                 self._nodes.set_parent(self.namespace, [c.id for c in children], node_id)
                 out.append(node_id)
-                events.append(self._event("node.consolidated", node_id=node_id, level=level, kind=rule.kind,
-                                          children=[c.id for c in children], turns=len(ids)))
+                events.append(
+                    self._event(
+                        "node.consolidated",
+                        node_id=node_id,
+                        level=level,
+                        kind=rule.kind,
+                        children=[c.id for c in children],
+                        turns=len(ids),
+                    )
+                )
         return out
 
     def _move_tiers(self, events: list[Event]) -> None:
@@ -282,9 +324,15 @@ class Pyramid(_Summaries, _Reads):
             top = len(self.plan.levels) + 1
             covered = self._nodes.covered(ns, top, [n.first_turn_id for n in live])
             covered_nodes = {n.id for n in live if n.first_turn_id in covered}
-        moves = plan_tiers(segments, hot_chunks=p.hot_chunks, hot_max_tokens=p.hot_max_tokens,
-                           covered_by_top=covered_nodes, reference=reference,
-                           warm_max_age=timedelta(hours=p.warm_max_age_hours), warm_max_turns=p.warm_max_turns)
+        moves = plan_tiers(
+            segments,
+            hot_chunks=p.hot_chunks,
+            hot_max_tokens=p.hot_max_tokens,
+            covered_by_top=covered_nodes,
+            reference=reference,
+            warm_max_age=timedelta(hours=p.warm_max_age_hours),
+            warm_max_turns=p.warm_max_turns,
+        )
         if not moves:
             return
         by_id = {n.id: n for n in segments}
@@ -292,7 +340,7 @@ class Pyramid(_Summaries, _Reads):
         cold = [i for i, tier in moves.items() if tier == "cold"]
         # One instant names the archive day file and stamps archived_at, so retention
         # expires a node together with the file that holds its content.
-        at = self.clock().astimezone(timezone.utc)
+        at = self.clock().astimezone(UTC)
         ref = None
         if cold and self.archive is not None and p.archive_cold_content:
             # References, not text: the turns table still holds every one of these turns.
@@ -301,11 +349,13 @@ class Pyramid(_Summaries, _Reads):
             node = by_id[node_id]
             if tier == "warm":
                 fmt, content = encode_turns(turns[node_id], p.warm_format)
-                self._nodes.set_tier(ns, node_id, "warm", at=at, view_tokens=self.tokenizer.count(content),
-                                     warm=(fmt, content))
+                self._nodes.set_tier(
+                    ns, node_id, "warm", at=at, view_tokens=self.tokenizer.count(content), warm=(fmt, content)
+                )
             else:
-                self._nodes.set_tier(ns, node_id, "cold", at=at, view_tokens=self._cold_tokens(node.summary),
-                                     archive_ref=ref)
+                self._nodes.set_tier(
+                    ns, node_id, "cold", at=at, view_tokens=self._cold_tokens(node.summary), archive_ref=ref
+                )
             events.append(self._event("tier.changed", node_id=node_id, before=node.tier, after=tier))
 
     def _reference(self) -> datetime | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..records.nodes import Node
 from ..text import check_budget
 from .consolidate import Pyramid
 
@@ -105,19 +106,31 @@ def prompt_view(pyramid: Pyramid, session: str, budget: int) -> PromptView:
 
     # The current topic is held in full: the session's hot segments and its open turns.
     hot = [t for n in pyramid.nodes(level=1, tier="hot", session=session) for t in pyramid.expand(n.id)]
-    current = [ViewItem("turn", t.text, tok.count(t.text), (t.id,), role=t.role)
-               for t in (*hot, *pyramid.open_turns(session))]
+    current = [
+        ViewItem("turn", t.text, tok.count(t.text), (t.id,), role=t.role) for t in (*hot, *pyramid.open_turns(session))
+    ]
     if sum(i.tokens for i in current) > alloc[0]:
         steps.append("truncate")
         limit = cfg.pyramid.max_message_chars
-        current = [ViewItem("turn", i.text[:limit] + TRUNCATION_MARKER, tok.count(i.text[:limit] + TRUNCATION_MARKER),
-                            i.turn_ids, role=i.role, truncated=True) if len(i.text) > limit else i for i in current]
+        current = [
+            ViewItem(
+                "turn",
+                i.text[:limit] + TRUNCATION_MARKER,
+                tok.count(i.text[:limit] + TRUNCATION_MARKER),
+                i.turn_ids,
+                role=i.role,
+                truncated=True,
+            )
+            if len(i.text) > limit
+            else i
+            for i in current
+        ]
     current, dropped_turns = _fit_newest(current, alloc[0])
 
     # Per-session consolidation (the default): the view holds this session's history only.
     every = cfg.pyramid.consolidation_scope != "session"
 
-    def roots_now() -> list:
+    def roots_now() -> list[Node]:
         return [n for n in pyramid.nodes() if n.parent_id is None and (every or n.session == session)]
 
     roots = roots_now()
@@ -127,9 +140,9 @@ def prompt_view(pyramid: Pyramid, session: str, budget: int) -> PromptView:
         pyramid.summarize_pending(include_hot=True)
         roots = roots_now()
 
-    def item(kind: str, n: object) -> ViewItem:
-        text = n.summary.text if n.summary else ""  # type: ignore[attr-defined]
-        return ViewItem(kind, text, tok.count(text), tuple(pyramid.turn_ids(n.id)), node_id=n.id)  # type: ignore[attr-defined]
+    def item(kind: str, n: Node) -> ViewItem:
+        text = n.summary.text if n.summary else ""
+        return ViewItem(kind, text, tok.count(text), tuple(pyramid.turn_ids(n.id)), node_id=n.id)
 
     topics = [item("topic", n) for n in roots if n.level == 1 and n.tier != "hot"]
     topics, dropped_topics = _fit_newest(topics, alloc[1])
@@ -139,6 +152,11 @@ def prompt_view(pyramid: Pyramid, session: str, budget: int) -> PromptView:
     bulks, dropped_bulks = _fit_newest(bulks, alloc[2])
     if dropped_bulks:
         steps.append("drop_bulk")
-    return PromptView(tuple(current), tuple(topics), tuple(bulks), tuple(steps),
-                      tuple(t for i in dropped_turns for t in i.turn_ids),
-                      tuple(i.node_id for i in (*dropped_topics, *dropped_bulks) if i.node_id is not None))
+    return PromptView(
+        tuple(current),
+        tuple(topics),
+        tuple(bulks),
+        tuple(steps),
+        tuple(t for i in dropped_turns for t in i.turn_ids),
+        tuple(i.node_id for i in (*dropped_topics, *dropped_bulks) if i.node_id is not None),
+    )

@@ -47,8 +47,13 @@ class PyramidMetrics:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"namespace": self.namespace, "tiers": [t.to_dict() for t in self.tiers], "segments": self.segments,
-                "failures": self.failures, "spend": self.spend.to_dict()}
+        return {
+            "namespace": self.namespace,
+            "tiers": [t.to_dict() for t in self.tiers],
+            "segments": self.segments,
+            "failures": self.failures,
+            "spend": self.spend.to_dict(),
+        }
 
 
 def pyramid_prometheus(metrics: Iterable[PyramidMetrics]) -> str:
@@ -62,22 +67,49 @@ def pyramid_prometheus(metrics: Iterable[PyramidMetrics]) -> str:
         lines.extend(f"{full}{{{labels}}} {format_value(float(v))}" for labels, v in samples)
 
     def ns(m: PyramidMetrics, **extra: Any) -> str:
-        return ",".join([f'namespace="{escape_label(m.namespace)}"'] + [f'{k}="{escape_label(str(v))}"' for k, v in extra.items()])
+        return ",".join(
+            [f'namespace="{escape_label(m.namespace)}"'] + [f'{k}="{escape_label(str(v))}"' for k, v in extra.items()]
+        )
 
-    for field_name, help_text in (("nodes", "Segments held in the tier (open: unsealed turns have none)."),
-                                  ("turns", "Turns the tier covers."), ("tokens", "Exact tokens of those turns."),
-                                  ("view_tokens", "Tokens of the tier's compact representation.")):
-        family(f"tier_{field_name}", "gauge", help_text,
-               [(ns(m, tier=t.tier), getattr(t, field_name)) for m in metrics for t in m.tiers])
-    family("segments_sealed_total", "counter", "Segments sealed (rate() of it is the seal rate).",
-           [(ns(m), m.segments) for m in metrics])
-    family("summary_failures", "gauge", "Nodes whose summary failed (a local fallback stands in).",
-           [(ns(m), m.failures) for m in metrics])
-    for field_name, help_text in (("calls", "Summarizer model calls."),
-                                  ("input_tokens", "Summarizer input tokens (provider usage)."),
-                                  ("output_tokens", "Summarizer output tokens (provider usage).")):
-        family(f"summary_{field_name}_total", "counter", help_text,
-               [(ns(m, level=s.level), getattr(s, field_name)) for m in metrics for s in m.spend.levels])
-    family("summary_tokens_saved", "gauge", "Prompt tokens one prompt saves by showing summaries instead of turns.",
-           [(ns(m), m.spend.tokens_saved) for m in metrics])
+    for field_name, help_text in (
+        ("nodes", "Segments held in the tier (open: unsealed turns have none)."),
+        ("turns", "Turns the tier covers."),
+        ("tokens", "Exact tokens of those turns."),
+        ("view_tokens", "Tokens of the tier's compact representation."),
+    ):
+        family(
+            f"tier_{field_name}",
+            "gauge",
+            help_text,
+            [(ns(m, tier=t.tier), getattr(t, field_name)) for m in metrics for t in m.tiers],
+        )
+    family(
+        "segments_sealed_total",
+        "counter",
+        "Segments sealed (rate() of it is the seal rate).",
+        [(ns(m), m.segments) for m in metrics],
+    )
+    family(
+        "summary_failures",
+        "gauge",
+        "Nodes whose summary failed (a local fallback stands in).",
+        [(ns(m), m.failures) for m in metrics],
+    )
+    for field_name, help_text in (
+        ("calls", "Summarizer model calls."),
+        ("input_tokens", "Summarizer input tokens (provider usage)."),
+        ("output_tokens", "Summarizer output tokens (provider usage)."),
+    ):
+        family(
+            f"summary_{field_name}_total",
+            "counter",
+            help_text,
+            [(ns(m, level=s.level), getattr(s, field_name)) for m in metrics for s in m.spend.levels],
+        )
+    family(
+        "summary_tokens_saved",
+        "gauge",
+        "Prompt tokens one prompt saves by showing summaries instead of turns.",
+        [(ns(m), m.spend.tokens_saved) for m in metrics],
+    )
     return "\n".join(lines) + "\n"

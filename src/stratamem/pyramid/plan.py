@@ -62,7 +62,6 @@ class Plan:
     """Rules for levels 2, 3, …"""
 
 
-
 def plan_for(config: Config) -> Plan:
     """The segmenter and consolidation rules a configuration asks for.
 
@@ -75,15 +74,17 @@ def plan_for(config: Config) -> Plan:
     p, c = config.pyramid, config.context
     if p.preset == "topics" or (p.preset == "custom" and p.segmenter == "topic"):
         current = c.current_share * c.default_budget
-        segmenter: Segmenter = TopicSegmenter(p.boundary_phrases, timedelta(minutes=p.silence_minutes),
-                                              max(1, int(p.topic_token_threshold * current)))
+        segmenter: Segmenter = TopicSegmenter(
+            p.boundary_phrases, timedelta(minutes=p.silence_minutes), max(1, int(p.topic_token_threshold * current))
+        )
     elif p.preset == "custom" and p.segmenter == "user_turn":
         segmenter = UserTurnSegmenter()
     else:
         segmenter = FixedSegmenter(p.micro_chunk_size)
     if p.preset == "topics":
-        levels: tuple[LevelRule, ...] = (LevelRule("bulk", children=p.bulk_merge_size,
-                                                   over_tokens=int(c.history_share * c.default_budget)),)
+        levels: tuple[LevelRule, ...] = (
+            LevelRule("bulk", children=p.bulk_merge_size, over_tokens=int(c.history_share * c.default_budget)),
+        )
     else:
         levels = (LevelRule("mini", min_turns=p.mini_chunk_size), LevelRule("macro", min_turns=p.macro_chunk_size))
     return Plan(segmenter, levels)
@@ -105,5 +106,7 @@ def make_summarizer(config: Config, tokenizer: Tokenizer, *, summarizer: Summari
         return HeuristicSummarizer(tokenizer)
     if name == "extractive":
         return ExtractiveSummarizer(tokenizer)
-    raise ConfigError("pyramid.summarizer is 'llm': pass summarizer=LLMSummarizer(chat_model, tokenizer) "
-                      "(the model named by pyramid.summarization_model or llm.model)")
+    raise ConfigError(
+        "pyramid.summarizer is 'llm': pass summarizer=LLMSummarizer(chat_model, tokenizer) "
+        "(the model named by pyramid.summarization_model or llm.model)"
+    )

@@ -53,7 +53,7 @@ class LevelStats:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        out = {k: getattr(self, k) for k in self.__slots__}
         out["compression_ratio"] = round(self.compression_ratio, 3)
         return out
 
@@ -70,7 +70,6 @@ class Expansion:
     """Segments whose tier copy could not be read (the error), read from the canonical turns instead."""
 
 
-
 class _Reads:
     """Reading a namespace's tree: nodes, provenance, expansion, statistics (a part of ``Pyramid``)."""
 
@@ -84,8 +83,15 @@ class _Reads:
 
         def _emit(self, event: Event) -> None: ...
 
-    def nodes(self, *, level: int | None = None, tier: str | None = None, session: str | None = None,
-              newest_first: bool = False, limit: int | None = None) -> list[Node]:
+    def nodes(
+        self,
+        *,
+        level: int | None = None,
+        tier: str | None = None,
+        session: str | None = None,
+        newest_first: bool = False,
+        limit: int | None = None,
+    ) -> list[Node]:
         """Nodes of the namespace, filtered, in creation order (oldest first unless ``newest_first``).
 
         Raises:
@@ -95,8 +101,9 @@ class _Reads:
             raise ValidationError(f"unknown tier {tier!r} (expected hot, warm or cold)")
         if level is not None and level < 1:
             raise ValidationError("level must be at least 1")
-        return self._nodes.list(self.namespace, level=level, tier=tier, session=session,
-                                newest_first=newest_first, limit=limit)
+        return self._nodes.list(
+            self.namespace, level=level, tier=tier, session=session, newest_first=newest_first, limit=limit
+        )
 
     def node(self, node_id: int) -> Node:
         """One node.
@@ -153,9 +160,11 @@ class _Reads:
         node = self.node(node_id)
         if node.level > 1:
             parts = [self.expansion(c.id) for c in self.children(node_id)]
-            return Expansion([t for part in parts for t in part.turns],
-                             {k: v for part in parts for k, v in part.sources.items()},
-                             {k: v for part in parts for k, v in part.fallbacks.items()})
+            return Expansion(
+                [t for part in parts for t in part.turns],
+                {k: v for part in parts for k, v in part.sources.items()},
+                {k: v for part in parts for k, v in part.fallbacks.items()},
+            )
         ids = self._nodes.turn_ids(self.namespace, node_id)
         problem: StratamemError | None = None
         try:
@@ -166,8 +175,10 @@ class _Reads:
             return Expansion(copy[1], {node_id: copy[0]})
         turns = self.store.turns(self.namespace, ids=ids)
         if len(turns) != len(ids):
-            gone = (f"node {node_id}: {len(ids) - len(turns)} turns were deleted by retention and "
-                    "their archived content is gone")
+            gone = (
+                f"node {node_id}: {len(ids) - len(turns)} turns were deleted by retention and "
+                "their archived content is gone"
+            )
             if problem is not None:
                 raise ArchiveError(f"{gone} ({problem})") from problem
             raise ArchiveError(gone)
@@ -231,8 +242,17 @@ class _Reads:
         sealed_turns = sum(s.turns for s in out)
         sealed_tokens = sum(s.tokens for s in out)
         open_bytes = ns.text_bytes - sum(raw.values())
-        out.append(TierStats("open", 0, ns.turns - sealed_turns, ns.tokens - sealed_tokens,
-                             ns.tokens - sealed_tokens, open_bytes, open_bytes))
+        out.append(
+            TierStats(
+                "open",
+                0,
+                ns.turns - sealed_turns,
+                ns.tokens - sealed_tokens,
+                ns.tokens - sealed_tokens,
+                open_bytes,
+                open_bytes,
+            )
+        )
         return out
 
     def level_stats(self) -> list[LevelStats]:
@@ -241,8 +261,17 @@ class _Reads:
         for level in self._nodes.levels(self.namespace):
             nodes = self._nodes.list(self.namespace, level=level)
             done = [n for n in nodes if n.summary_tokens is not None]
-            out.append(LevelStats(level, len(nodes), sum(n.turn_count for n in nodes), sum(n.tokens for n in nodes),
-                                  len(done), sum(n.tokens for n in done), sum(n.summary_tokens or 0 for n in done)))
+            out.append(
+                LevelStats(
+                    level,
+                    len(nodes),
+                    sum(n.turn_count for n in nodes),
+                    sum(n.tokens for n in nodes),
+                    len(done),
+                    sum(n.tokens for n in done),
+                    sum(n.summary_tokens or 0 for n in done),
+                )
+            )
         return out
 
     def archive_path(self) -> Path | None:

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime, time, timedelta, timezone
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
-from .archive import Archive
 from ..errors import ArchiveError
 from ..events import Event
+from .archive import Archive
 from .consolidate import Pyramid
 
 __all__ = ["RetentionReport", "apply_retention"]
@@ -50,8 +50,12 @@ class RetentionReport:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"cutoff": self.cutoff.isoformat() if self.cutoff else None, "files": list(self.files),
-                "nodes": self.nodes, "turns_deleted": self.turns_deleted}
+        return {
+            "cutoff": self.cutoff.isoformat() if self.cutoff else None,
+            "files": list(self.files),
+            "nodes": self.nodes,
+            "turns_deleted": self.turns_deleted,
+        }
 
 
 def apply_retention(pyramid: Pyramid, *, now: datetime | None = None) -> RetentionReport:
@@ -70,7 +74,7 @@ def apply_retention(pyramid: Pyramid, *, now: datetime | None = None) -> Retenti
     if days == 0:
         return RetentionReport(None, (), 0, 0)
     now = now or pyramid.clock()
-    cutoff = datetime.combine((now - timedelta(days=days)).date(), time(0), tzinfo=timezone.utc)
+    cutoff = datetime.combine((now - timedelta(days=days)).date(), time(0), tzinfo=UTC)
     nodes, ns = pyramid.store.nodes, pyramid.namespace
     deleted = 0
     with pyramid.store.transaction():
@@ -85,8 +89,9 @@ def apply_retention(pyramid: Pyramid, *, now: datetime | None = None) -> Retenti
     if pyramid.archive is not None:
         live = nodes.archive_refs(ns)
         files = _delete_unreferenced(pyramid.archive, [ref for _, ref in expired], live, cutoff)
-    pyramid.events.emit(Event("retention.applied", {"nodes": len(expired), "files": len(files),
-                                                    "turns_deleted": deleted}, namespace=ns))
+    pyramid.events.emit(
+        Event("retention.applied", {"nodes": len(expired), "files": len(files), "turns_deleted": deleted}, namespace=ns)
+    )
     return RetentionReport(cutoff, files, len(expired), deleted)
 
 
@@ -98,10 +103,12 @@ def _file(ref: str) -> str | None:
         return None
 
 
-def _delete_unreferenced(archive: Archive, expired: Iterable[str], live: Iterable[str],
-                         cutoff: datetime) -> tuple[str, ...]:
+def _delete_unreferenced(
+    archive: Archive, expired: Iterable[str], live: Iterable[str], cutoff: datetime
+) -> tuple[str, ...]:
     """Delete the day files of expired references (and old orphans) that no live reference names."""
-    candidates = {_file(r) for r in expired} | {p.name for p in archive.files()
-                                                 if Archive.day_of(p.name) < cutoff.date()}
+    candidates = {_file(r) for r in expired} | {
+        p.name for p in archive.files() if Archive.day_of(p.name) < cutoff.date()
+    }
     keep = {_file(r) for r in live}
     return tuple(archive.delete(sorted(n for n in candidates - keep if n is not None)))

@@ -81,7 +81,7 @@ class FixedSegmenter:
     def split(self, turns: Sequence[StoredTurn]) -> Split:
         """Full runs of ``size`` turns are sealed; the remainder stays open."""
         full = len(turns) // self.size * self.size
-        seals = tuple(Seal(tuple(turns[i:i + self.size]), "size") for i in range(0, full, self.size))
+        seals = tuple(Seal(tuple(turns[i : i + self.size]), "size") for i in range(0, full, self.size))
         return Split(seals, tuple(turns[full:]))
 
 

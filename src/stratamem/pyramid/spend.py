@@ -35,8 +35,12 @@ class LevelSpend:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"level": self.level, "calls": self.calls, "input_tokens": self.input_tokens,
-                "output_tokens": self.output_tokens}
+        return {
+            "level": self.level,
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +88,12 @@ class SummarySpend:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, with the totals."""
-        return {"calls": self.calls, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
-                "cost_tokens": self.cost_tokens, "tokens_saved": self.tokens_saved,
-                "savings_exceed_cost": self.savings_exceed_cost, "levels": [s.to_dict() for s in self.levels]}
+        return {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_tokens": self.cost_tokens,
+            "tokens_saved": self.tokens_saved,
+            "savings_exceed_cost": self.savings_exceed_cost,
+            "levels": [s.to_dict() for s in self.levels],
+        }

@@ -75,7 +75,6 @@ class _Summaries:
         cap = p.topic_summary_tokens if node.level == 1 else p.bulk_summary_tokens
         return max(1, min(cap, max(_MIN_SUMMARY_TOKENS, math.ceil(node.tokens * p.summary_ratio))))
 
-
     def summarize_pending(self, *, include_hot: bool | None = None) -> int:
         """Summarize nodes that need a summary now; returns how many were summarized.
 
@@ -85,8 +84,11 @@ class _Summaries:
         defer = self.config.pyramid.defer_summarization if include_hot is None else not include_hot
         if not self.config.pyramid.auto_summarize:
             return 0
-        todo = [n for n in self._nodes.list(self.namespace, status="pending")
-                if not (n.level == 1 and defer and n.tier == "hot")]
+        todo = [
+            n
+            for n in self._nodes.list(self.namespace, status="pending")
+            if not (n.level == 1 and defer and n.tier == "hot")
+        ]
         segments = [n for n in todo if n.level == 1]
         done = 0
         # Segments first, in groups: every summary of a group is made, then all their
@@ -94,7 +96,7 @@ class _Summaries:
         # node is written as before. Consolidations follow; they read their children's
         # summaries from the store, which are all written by then.
         for lo in range(0, len(segments), _SUMMARY_GROUP):
-            made = [(n, self._make_summary(n)) for n in segments[lo:lo + _SUMMARY_GROUP]]
+            made = [(n, self._make_summary(n)) for n in segments[lo : lo + _SUMMARY_GROUP]]
             done += self._finish_group(made)
         # Consolidations the same way, one level at a time (a merge reads its children's
         # summaries, so a level is written before the next is made): their summaries
@@ -104,7 +106,7 @@ class _Summaries:
             nodes = [n for n in merges if n.level == level]
             for lo in range(0, len(nodes), _SUMMARY_GROUP):
                 made = []
-                for node in nodes[lo:lo + _SUMMARY_GROUP]:
+                for node in nodes[lo : lo + _SUMMARY_GROUP]:
                     done_children, m = self._make_merge(node)
                     done += done_children
                     made.append((node, m))
@@ -132,8 +134,11 @@ class _Summaries:
         if self.config.pyramid.auto_embed:
             # Summary vectors from the turns' stored vectors (one read for the group); only
             # the summaries that cannot have one are embedded from their text.
-            wanted = {node.id: self._nodes.turn_ids(self.namespace, node.id)
-                      for node, m in made if m is not None and m[0].text}
+            wanted = {
+                node.id: self._nodes.turn_ids(self.namespace, node.id)
+                for node, m in made
+                if m is not None and m[0].text
+            }
             got = turn_mean_vectors(self.store, self.namespace, self._model, wanted)
             self._derived = {node_id: got.get(node_id) for node_id in wanted}
         texts: list[str] = []
@@ -156,8 +161,9 @@ class _Summaries:
         """
         wanted = set(node_ids)
         done = 0
-        for node in sorted((n for n in self._nodes.list(self.namespace) if n.id in wanted),
-                           key=lambda n: (n.level, n.id)):
+        for node in sorted(
+            (n for n in self._nodes.list(self.namespace) if n.id in wanted), key=lambda n: (n.level, n.id)
+        ):
             done += self._summarize(self._nodes.get(self.namespace, node.id), force=True)
         return done
 
@@ -218,17 +224,25 @@ class _Summaries:
         errors: list[str] = []
         try:
             summary = run(self.summarizer)
-        except Exception as exc:  # any failure of a pluggable summarizer: fall back, keep it visible
+        except Exception as exc:  # noqa: BLE001 - any failure of a pluggable summarizer: fall back, keep it visible
             self._record_spend(node.level)  # a failed answer still cost its tokens
             errors.append(f"{type(exc).__name__}: {exc}")
-            self._emit(self._event("summarizer.failed", node_id=node.id, level=node.level,
-                                   summarizer=self.summarizer.name, error=type(exc).__name__))
+            self._emit(
+                self._event(
+                    "summarizer.failed",
+                    node_id=node.id,
+                    level=node.level,
+                    summarizer=self.summarizer.name,
+                    error=type(exc).__name__,
+                )
+            )
             try:
                 summary = run(self.fallback)
-            except Exception as again:  # the fallback is ours, but add() must not see its bug either
+            except Exception as again:  # noqa: BLE001 - the fallback is ours, but add() must not see its bug either
                 # Already reported as summarizer.failed just above: record it, no second event.
-                self._nodes.set_status(self.namespace, node.id, "failed",
-                                       f"{errors[0]}; fallback {type(again).__name__}: {again}")
+                self._nodes.set_status(
+                    self.namespace, node.id, "failed", f"{errors[0]}; fallback {type(again).__name__}: {again}"
+                )
                 return None
         if not errors:
             self._record_spend(node.level)
@@ -247,9 +261,16 @@ class _Summaries:
             errors.append(embed_error)
         tokens = self.tokenizer.count(summary.text)
         view = self._cold_tokens(summary) if node.tier == "cold" else None
-        self._nodes.set_summary(self.namespace, node.id, summary, tokens=tokens,
-                                status="failed" if errors else "ok", error="; ".join(errors) or None,
-                                view_tokens=view, embedding=embedding)
+        self._nodes.set_summary(
+            self.namespace,
+            node.id,
+            summary,
+            tokens=tokens,
+            status="failed" if errors else "ok",
+            error="; ".join(errors) or None,
+            view_tokens=view,
+            embedding=embedding,
+        )
         return 1
 
     def _record_spend(self, level: int) -> None:
@@ -264,8 +285,12 @@ class _Summaries:
     def spend(self) -> SummarySpend:
         """Model calls and tokens spent on summaries (per level), beside the prompt tokens they save."""
         turn_tokens, summary_tokens = self._nodes.summarized_tokens(self.namespace)
-        return SummarySpend(self.namespace, tuple(LevelSpend(*row) for row in self._nodes.spend(self.namespace)),
-                            turn_tokens, summary_tokens)
+        return SummarySpend(
+            self.namespace,
+            tuple(LevelSpend(*row) for row in self._nodes.spend(self.namespace)),
+            turn_tokens,
+            summary_tokens,
+        )
 
     def failed_count(self) -> int:
         """Nodes whose summary failed (an extractive fallback stands in until :meth:`retry_failed`)."""
@@ -273,8 +298,15 @@ class _Summaries:
 
     def _failed(self, node: Node, error: str, exc: BaseException) -> int:
         """Record that no summary could be made at all (the node keeps what it had); returns 0."""
-        self._emit(self._event("summarizer.failed", node_id=node.id, level=node.level,
-                               summarizer=self.summarizer.name, error=type(exc).__name__))
+        self._emit(
+            self._event(
+                "summarizer.failed",
+                node_id=node.id,
+                level=node.level,
+                summarizer=self.summarizer.name,
+                error=type(exc).__name__,
+            )
+        )
         self._nodes.set_status(self.namespace, node.id, "failed", error)
         return 0
 
@@ -296,7 +328,7 @@ class _Summaries:
             return None
         try:
             self._items().extract_facts(facts, session=node.session)
-        except Exception as exc:  # the items store runs the pluggable embedder too; record, never raise
+        except Exception as exc:  # noqa: BLE001 - the items store runs the pluggable embedder too; record, never raise
             self.events.emit(self._event("items.extract_failed", node_id=node.id, error=type(exc).__name__))
             return f"item extraction failed: {type(exc).__name__}: {exc}"
         return None
@@ -305,8 +337,14 @@ class _Summaries:
         if self._item_api is None:
             from ..items.api import Items
 
-            self._item_api = Items(self.store, self.namespace, tokenizer=self.tokenizer, config=self.config.items,
-                                   embedder=self._batched, events=self.events)
+            self._item_api = Items(
+                self.store,
+                self.namespace,
+                tokenizer=self.tokenizer,
+                config=self.config.items,
+                embedder=self._batched,
+                events=self.events,
+            )
         return self._item_api
 
     def _embed(self, node: Node, text: str) -> tuple[bytes | None, str | None]:
@@ -320,8 +358,9 @@ class _Summaries:
         if node.id in self._derived:  # looked up with its group in _prefetch
             derived = self._derived.pop(node.id)
         else:  # a node written on its own (summarize_nodes, retry_failed)
-            derived = turn_mean_vectors(self.store, self.namespace, self._model,
-                                        {node.id: self._nodes.turn_ids(self.namespace, node.id)}).get(node.id)
+            derived = turn_mean_vectors(
+                self.store, self.namespace, self._model, {node.id: self._nodes.turn_ids(self.namespace, node.id)}
+            ).get(node.id)
         if derived is not None:
             return derived.tobytes(), None
         try:

@@ -26,8 +26,8 @@ from typing import Any
 
 from ..errors import DecodeError
 from ..formats import ctf
-from ..records.nodes import Node, Tier
 from ..records import StoredTurn, Turn
+from ..records.nodes import Node, Tier
 
 __all__ = ["decode_turns", "encode_turns", "plan_tiers", "turn_record", "turn_from_record"]
 
@@ -44,8 +44,9 @@ def turn_from_record(rec: dict[str, Any], namespace: str) -> StoredTurn:
         DecodeError: The record is malformed.
     """
     try:
-        return StoredTurn(int(rec["id"]), namespace, rec["session"], int(rec["seq"]), int(rec["tokens"]),
-                          Turn.from_dict(rec["turn"]))
+        return StoredTurn(
+            int(rec["id"]), namespace, rec["session"], int(rec["seq"]), int(rec["tokens"]), Turn.from_dict(rec["turn"])
+        )
     except (KeyError, TypeError, ValueError) as exc:
         raise DecodeError(f"malformed turn record: {exc}") from exc
 
@@ -82,12 +83,20 @@ def decode_turns(fmt: str, content: str, namespace: str, ids: Sequence[StoredTur
         turns = ctf.decode_turns(content)
         if len(turns) != len(ids):
             raise DecodeError(f"CTF content holds {len(turns)} turns, expected {len(ids)}")
-        return [StoredTurn(s.id, s.namespace, s.session, s.seq, s.tokens, t) for s, t in zip(ids, turns)]
+        return [StoredTurn(s.id, s.namespace, s.session, s.seq, s.tokens, t) for s, t in zip(ids, turns, strict=True)]
     raise DecodeError(f"unknown warm format {fmt!r}")
 
 
-def plan_tiers(segments: Sequence[Node], *, hot_chunks: int, hot_max_tokens: int, covered_by_top: Iterable[int],
-               reference: datetime, warm_max_age: timedelta, warm_max_turns: int = 0) -> dict[int, Tier]:
+def plan_tiers(
+    segments: Sequence[Node],
+    *,
+    hot_chunks: int,
+    hot_max_tokens: int,
+    covered_by_top: Iterable[int],
+    reference: datetime,
+    warm_max_age: timedelta,
+    warm_max_turns: int = 0,
+) -> dict[int, Tier]:
     """Target tier of each segment that must move (segments staying put are left out).
 
     Args:

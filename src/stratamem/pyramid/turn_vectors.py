@@ -29,8 +29,9 @@ from ..embed.quantize import decode_int8
 __all__ = ["turn_mean_vectors"]
 
 
-def turn_mean_vectors(store: Any, namespace: str, model: str,
-                      turn_ids: Mapping[int, Sequence[int]]) -> dict[int, np.ndarray]:
+def turn_mean_vectors(
+    store: Any, namespace: str, model: str, turn_ids: Mapping[int, Sequence[int]]
+) -> dict[int, np.ndarray]:
     """Unit vector of the sum of each node's stored turn vectors, for the nodes that can have one.
 
     Args:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import InvalidTurnError, ValidationError
@@ -52,9 +52,7 @@ def check_text(value: object, path: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise InvalidTurnError(
-            f"text is not valid Unicode (lone surrogate at index {exc.start})", path=path
-        ) from None
+        raise InvalidTurnError(f"text is not valid Unicode (lone surrogate at index {exc.start})", path=path) from None
     return value
 
 
@@ -68,20 +66,19 @@ def format_timestamp(ts: datetime) -> str:
         InvalidTurnError: ``ts`` falls outside years 1–9999 once converted to UTC.
     """
     u = _to_utc(ts, "timestamp")
-    return (f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}"
-            f".{u.microsecond:06d}Z")
+    return f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}.{u.microsecond:06d}Z"
 
 
 def _to_utc(ts: datetime, path: str) -> datetime:
     """``ts`` in UTC; an instant outside datetime's range is a caller error, not an ``OverflowError``."""
     try:
-        return ts.astimezone(timezone.utc)
+        return ts.astimezone(UTC)
     except OverflowError:
         raise InvalidTurnError(f"timestamp {ts.isoformat()} is outside years 1-9999 in UTC", path=path) from None
 
 
-def parse_timestamp(value: str | datetime, path: str = "timestamp") -> datetime:
-    """Parse an ISO 8601 timestamp; naive values are taken as UTC.
+def parse_timestamp(value: object, path: str = "timestamp") -> datetime:
+    """Parse an ISO 8601 timestamp (a string or a ``datetime``); naive values are taken as UTC.
 
     Raises:
         InvalidTurnError: The value is not an ISO 8601 date-time, or it lies
@@ -97,12 +94,12 @@ def parse_timestamp(value: str | datetime, path: str = "timestamp") -> datetime:
     else:
         raise InvalidTurnError(f"expected a timestamp, got {type(value).__name__}", path=path)
     if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=timezone.utc)
+        ts = ts.replace(tzinfo=UTC)
     return _to_utc(ts, path)
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _check_json(value: Any, path: str) -> None:
@@ -116,4 +113,3 @@ def _check_json(value: Any, path: str) -> None:
         json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
     except (TypeError, ValueError, UnicodeEncodeError, RecursionError) as exc:
         raise InvalidTurnError(f"not JSON-serializable: {exc}", path=path) from None
-

@@ -123,15 +123,30 @@ class MemoryItem:
     def to_dict(self) -> dict[str, Any]:
         """JSON form (timestamps as canonical UTC strings)."""
         return {
-            "id": self.id, "namespace": self.namespace, "content": self.content, "type": self.type,
-            "tier": self.tier, "tokens": self.tokens, "access_count": self.access_count,
-            "last_accessed_at": _ts(self.last_accessed_at), "created_at": _ts(self.created_at),
-            "relevance": round(self.relevance, 4), "source": self.source, "provenance": list(self.provenance),
-            "session": self.session, "review": self.review, "key": self.key,
-            "valid_from": _ts(self.valid_from), "valid_to": _ts(self.valid_to),
-            "superseded_by": self.superseded_by, "supersedes": list(self.supersedes),
-            "promoted_at": _ts(self.promoted_at), "demoted_at": _ts(self.demoted_at),
-            "metadata": dict(self.metadata), "embedded": self.embedded, "scope": self.scope,
+            "id": self.id,
+            "namespace": self.namespace,
+            "content": self.content,
+            "type": self.type,
+            "tier": self.tier,
+            "tokens": self.tokens,
+            "access_count": self.access_count,
+            "last_accessed_at": _ts(self.last_accessed_at),
+            "created_at": _ts(self.created_at),
+            "relevance": round(self.relevance, 4),
+            "source": self.source,
+            "provenance": list(self.provenance),
+            "session": self.session,
+            "review": self.review,
+            "key": self.key,
+            "valid_from": _ts(self.valid_from),
+            "valid_to": _ts(self.valid_to),
+            "superseded_by": self.superseded_by,
+            "supersedes": list(self.supersedes),
+            "promoted_at": _ts(self.promoted_at),
+            "demoted_at": _ts(self.demoted_at),
+            "metadata": dict(self.metadata),
+            "embedded": self.embedded,
+            "scope": self.scope,
         }
 
 
@@ -165,8 +180,13 @@ class SpillResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"spilled_count": len(self.spilled), "spilled": list(self.spilled), "to_warm": list(self.to_warm),
-                "to_cold": list(self.to_cold), "tokens": self.tokens}
+        return {
+            "spilled_count": len(self.spilled),
+            "spilled": list(self.spilled),
+            "to_warm": list(self.to_warm),
+            "to_cold": list(self.to_cold),
+            "tokens": self.tokens,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,11 +218,16 @@ class RecallResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
-        return {"query": self.query, "mode": self.mode,
-                "items": [{**i.to_dict(), "score": round(self.scores[i.id], 4)} for i in self.items],
-                "promoted": list(self.promoted), "refused": [r.to_dict() for r in self.refused],
-                "spilled": list(self.spilled), "latency_ms": round(self.latency_ms, 3),
-                "embed_ms": round(self.embed_ms, 3)}
+        return {
+            "query": self.query,
+            "mode": self.mode,
+            "items": [{**i.to_dict(), "score": round(self.scores[i.id], 4)} for i in self.items],
+            "promoted": list(self.promoted),
+            "refused": [r.to_dict() for r in self.refused],
+            "spilled": list(self.spilled),
+            "latency_ms": round(self.latency_ms, 3),
+            "embed_ms": round(self.embed_ms, 3),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,22 +310,41 @@ class ItemMetrics:
     @classmethod
     def from_values(cls, namespace: str, values: Mapping[str, float], hot_tokens: int, hot_limit: int) -> ItemMetrics:
         """Build from the persisted name → value map."""
+
         def n(name: str) -> int:
             return int(values.get(name, 0))
-        return cls(namespace, hot_tokens, hot_limit, n("spills"), n("spilled_items"), n("recalls"),
-                   n("recall_hits"), n("promotions"), n("promotions_refused"),
-                   float(values.get("recall_latency_ms_sum", 0.0)),
-                   tuple((b, n(latency_bucket_name(b))) for b in LATENCY_BUCKETS_MS))
+
+        return cls(
+            namespace,
+            hot_tokens,
+            hot_limit,
+            n("spills"),
+            n("spilled_items"),
+            n("recalls"),
+            n("recall_hits"),
+            n("promotions"),
+            n("promotions_refused"),
+            float(values.get("recall_latency_ms_sum", 0.0)),
+            tuple((b, n(latency_bucket_name(b))) for b in LATENCY_BUCKETS_MS),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, including the derived rates."""
-        return {"namespace": self.namespace, "hot_tokens": self.hot_tokens, "hot_limit": self.hot_limit,
-                "hot_utilization": round(self.hot_utilization, 4), "spills": self.spills,
-                "spilled_items": self.spilled_items, "recalls": self.recalls, "recall_hits": self.recall_hits,
-                "hit_rate": round(self.hit_rate, 4), "promotions": self.promotions,
-                "promotions_refused": self.promotions_refused,
-                "recall_latency_ms_mean": round(self.recall_latency_ms_mean, 3),
-                "recall_latency_ms_sum": round(self.recall_latency_ms_sum, 3)}
+        return {
+            "namespace": self.namespace,
+            "hot_tokens": self.hot_tokens,
+            "hot_limit": self.hot_limit,
+            "hot_utilization": round(self.hot_utilization, 4),
+            "spills": self.spills,
+            "spilled_items": self.spilled_items,
+            "recalls": self.recalls,
+            "recall_hits": self.recall_hits,
+            "hit_rate": round(self.hit_rate, 4),
+            "promotions": self.promotions,
+            "promotions_refused": self.promotions_refused,
+            "recall_latency_ms_mean": round(self.recall_latency_ms_mean, 3),
+            "recall_latency_ms_sum": round(self.recall_latency_ms_sum, 3),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -335,12 +379,18 @@ class ItemStatus:
         """JSON form, shaped like seed 003's ``MemoryStatus``."""
         return {
             "namespace": self.namespace,
-            "hot": {"items": self.hot.items, "tokens": self.hot.tokens, "limit": self.hot_limit,
-                    "utilization_percent": round(self.utilization_percent, 2)},
+            "hot": {
+                "items": self.hot.items,
+                "tokens": self.hot.tokens,
+                "limit": self.hot_limit,
+                "utilization_percent": round(self.utilization_percent, 2),
+            },
             "warm": {"items": self.warm.items, "tokens": self.warm.tokens},
             "cold": {"items": self.cold.items, "tokens": self.cold.tokens},
-            "flags": dict(self.flags), "recall_mode": "hybrid" if self.semantic else "lexical",
-            "suggestions": [s.to_dict() for s in self.suggestions], "metrics": self.metrics.to_dict(),
+            "flags": dict(self.flags),
+            "recall_mode": "hybrid" if self.semantic else "lexical",
+            "suggestions": [s.to_dict() for s in self.suggestions],
+            "metrics": self.metrics.to_dict(),
         }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from .checks import format_timestamp
@@ -44,9 +44,16 @@ class ContextItem:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``duplicate_of`` only when some sentences were left out as shown elsewhere)."""
-        out = {"id": self.id, "kind": self.kind, "tier": self.tier, "format": self.format,
-               "tokens": self.tokens, "reason": self.reason, "score": dict(self.score),
-               "turn_ids": list(self.turn_ids)}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "kind": self.kind,
+            "tier": self.tier,
+            "format": self.format,
+            "tokens": self.tokens,
+            "reason": self.reason,
+            "score": dict(self.score),
+            "turn_ids": list(self.turn_ids),
+        }
         if self.duplicate_of:
             out["duplicate_of"] = list(self.duplicate_of)
         return out
@@ -73,8 +80,13 @@ class NearMiss:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (``duplicate_of`` only for a duplicate)."""
-        out = {"id": self.id, "kind": self.kind, "tokens": self.tokens, "reason": self.reason,
-               "score": dict(self.score)}
+        out = {
+            "id": self.id,
+            "kind": self.kind,
+            "tokens": self.tokens,
+            "reason": self.reason,
+            "score": dict(self.score),
+        }
         if self.duplicate_of is not None:
             out["duplicate_of"] = self.duplicate_of
         return out
@@ -100,7 +112,7 @@ class Manifest:
     """Tokenizer the counts were made with."""
     notes: tuple[str, ...] = ()
     """Degradations and warnings, e.g. recall running lexical-only without an embedder."""
-    created_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    created_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     """When the context was assembled."""
     tier_tokens: Mapping[str, int] = field(default_factory=dict)
     """``topics`` policy: tokens each of seed 002's tiers takes (``current``, ``topics``, ``bulks``); else empty."""
@@ -119,14 +131,27 @@ class Manifest:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (as stored and shown by ``stratamem context --explain``)."""
-        return {"timestamp": format_timestamp(self.created_at), "budget_tokens": self.budget,
-                "total_tokens": self.total_tokens, "policy": self.policy, "query": self.query,
-                "tokenizer": self.tokenizer, "notes": list(self.notes),
-                "items": [i.to_dict() for i in self.items],
-                "near_misses": [n.to_dict() for n in self.near_misses],
-                "counting": dict(self.counting) if self.counting is not None else None,
-                **({"tier_tokens": dict(self.tier_tokens), "source_tokens": self.source_tokens,
-                    "compression_ratio": round(self.compression_ratio, 3)} if self.tier_tokens else {})}
+        return {
+            "timestamp": format_timestamp(self.created_at),
+            "budget_tokens": self.budget,
+            "total_tokens": self.total_tokens,
+            "policy": self.policy,
+            "query": self.query,
+            "tokenizer": self.tokenizer,
+            "notes": list(self.notes),
+            "items": [i.to_dict() for i in self.items],
+            "near_misses": [n.to_dict() for n in self.near_misses],
+            "counting": dict(self.counting) if self.counting is not None else None,
+            **(
+                {
+                    "tier_tokens": dict(self.tier_tokens),
+                    "source_tokens": self.source_tokens,
+                    "compression_ratio": round(self.compression_ratio, 3),
+                }
+                if self.tier_tokens
+                else {}
+            ),
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,5 +176,11 @@ class Context:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form: the rendered context and its manifest (``stratamem context --json``, the HTTP API)."""
-        return {"format": self.format, "messages": [dict(m) for m in self.messages], "system": self.system,
-                "text": self.text, "tokens": self.tokens, "manifest": self.manifest.to_dict()}
+        return {
+            "format": self.format,
+            "messages": [dict(m) for m in self.messages],
+            "system": self.system,
+            "text": self.text,
+            "tokens": self.tokens,
+            "manifest": self.manifest.to_dict(),
+        }

@@ -65,7 +65,9 @@ class Node:
     summary: Summary | None
     """Summary, key facts and themes; ``None`` while pending."""
     summary_status: SummaryStatus
-    """``pending`` (not yet summarized), ``ok``, or ``failed`` (the model failed; the summary is the extractive fallback)."""
+    """``pending`` (not yet summarized), ``ok``, or ``failed``.
+
+    ``failed``: the model failed; the summary is the extractive fallback."""
     summary_error: str | None
     """What went wrong when ``summary_status`` is ``failed`` (never shown as a summary)."""
     summary_tokens: int | None
@@ -92,7 +94,7 @@ class Node:
     def to_dict(self) -> dict[str, Any]:
         """JSON form (timestamps as canonical strings)."""
         out: dict[str, Any] = {}
-        for name in self.__slots__:  # type: ignore[attr-defined]
+        for name in self.__slots__:
             value = getattr(self, name)
             if isinstance(value, datetime):
                 value = format_timestamp(value)
@@ -130,6 +132,6 @@ class TierStats:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form, including the compression ratio."""
-        out = {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+        out = {k: getattr(self, k) for k in self.__slots__}
         out["compression_ratio"] = round(self.compression_ratio, 3)
         return out

@@ -102,10 +102,11 @@ class Summary:
         return cls(
             text=text,
             sentences=sentences,
-            key_facts=tuple(KeyFact(sentences[f].text, sentences[f].turn_id) if isinstance(f, int) else KeyFact(*f)
-                            for f in d.get("key_facts", ())),
+            key_facts=tuple(
+                KeyFact(sentences[f].text, sentences[f].turn_id) if isinstance(f, int) else KeyFact(*f)
+                for f in d.get("key_facts", ())
+            ),
             themes=tuple(d.get("themes", ())),
             executive=d.get("executive"),
             summarizer=d.get("summarizer", ""),
         )
-

@@ -60,9 +60,7 @@ class Turn:
         elif isinstance(self.content, tuple):
             for i, block in enumerate(self.content):
                 if not isinstance(block, TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock):
-                    raise InvalidTurnError(
-                        f"not a content block: {type(block).__name__}", path=f"content[{i}]"
-                    )
+                    raise InvalidTurnError(f"not a content block: {type(block).__name__}", path=f"content[{i}]")
                 if isinstance(block, ToolUseBlock):
                     # Blocks built directly (providers, callers) skip block_from_dict's check.
                     if not isinstance(block.input, Mapping):
@@ -91,9 +89,7 @@ class Turn:
         if self.role == "tool" and "tool_result" not in kinds:
             raise InvalidTurnError("a tool turn must hold at least one tool_result block", path="content")
         if "tool_result" in kinds and self.role != "tool":
-            raise InvalidTurnError(
-                f"tool_result blocks belong in a 'tool' turn, not {self.role!r}", path="content"
-            )
+            raise InvalidTurnError(f"tool_result blocks belong in a 'tool' turn, not {self.role!r}", path="content")
         if kinds & {"tool_use", "thinking"} and self.role != "assistant":
             raise InvalidTurnError(
                 f"tool_use and thinking blocks belong in an 'assistant' turn, not {self.role!r}",
@@ -122,7 +118,9 @@ class Turn:
             if isinstance(b, TextBlock):
                 parts.append(b.text)
             elif isinstance(b, ToolUseBlock):
-                parts.append(f"{b.name}({json.dumps(dict(b.input), ensure_ascii=False, sort_keys=True, allow_nan=False)})")
+                parts.append(
+                    f"{b.name}({json.dumps(dict(b.input), ensure_ascii=False, sort_keys=True, allow_nan=False)})"
+                )
             elif isinstance(b, ToolResultBlock):
                 parts.append(b.text + (" [image]" if b.has_image else ""))
             elif isinstance(b, ImageBlock):

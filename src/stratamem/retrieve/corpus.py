@@ -41,8 +41,10 @@ from .stored_terms import StoredTermsIndex, TermLists
 __all__ = ["ANALYZER", "TurnCorpus"]
 
 # Exercises every rule of the word analysis (case, apostrophes, stop words, stems, digits).
-_PROBE = ("Caroline: I've been running the LGBTQ support groups since 7 May 2023 - they're "
-          "amazing! Melanie's kids loved the pottery classes, painting & hiking trips.")
+_PROBE = (
+    "Caroline: I've been running the LGBTQ support groups since 7 May 2023 - they're "
+    "amazing! Melanie's kids loved the pottery classes, painting & hiking trips."
+)
 
 
 def _fingerprint() -> str:
@@ -67,8 +69,14 @@ class _Rows:
 
     def extend(self, rows: np.ndarray) -> None:
         need = self.n + len(rows)
-        if self.n == 0 and len(rows) > len(self._buf) and rows.dtype == self._buf.dtype \
-                and rows.shape[1:] == self._buf.shape[1:] and rows.flags.c_contiguous and rows.flags.owndata:
+        if (
+            self.n == 0
+            and len(rows) > len(self._buf)
+            and rows.dtype == self._buf.dtype
+            and rows.shape[1:] == self._buf.shape[1:]
+            and rows.flags.c_contiguous
+            and rows.flags.owndata
+        ):
             # A first large batch (an index opened from the store) becomes the buffer: no copy.
             self._buf, self.n = rows, need
             return
@@ -76,7 +84,7 @@ class _Rows:
             grown = np.zeros((max(need, 2 * len(self._buf)),) + self._buf.shape[1:], dtype=self._buf.dtype)
             grown[: self.n] = self._buf[: self.n]
             self._buf = grown
-        self._buf[self.n: need] = rows
+        self._buf[self.n : need] = rows
         self.n = need
 
     @property
@@ -128,8 +136,13 @@ class TurnCorpus:
 
     # --- growing -----------------------------------------------------------------------
 
-    def add(self, turns: Iterable[StoredTurn], *, terms: Sequence[list[str]] | None = None,
-            vectors: np.ndarray | None = None) -> list[int]:
+    def add(
+        self,
+        turns: Iterable[StoredTurn],
+        *,
+        terms: Sequence[list[str]] | None = None,
+        vectors: np.ndarray | None = None,
+    ) -> list[int]:
         """Index turns not seen before (in stored order); returns their positions.
 
         The new texts are embedded before anything changes: if the embedder
@@ -160,22 +173,26 @@ class TurnCorpus:
             return []
         picked = list(keep.values())
         fresh = [given[j] for j in picked]
-        texts = [self.text(st) for st in fresh] if terms is None or (vectors is None and self.embed is not None) \
-            else []
+        texts = [self.text(st) for st in fresh] if terms is None or (vectors is None and self.embed is not None) else []
+        vec: np.ndarray | None
         if vectors is not None and self.embed is not None:
-            vec: np.ndarray | None = np.asarray(vectors, dtype=np.float32)
-            if len(picked) != len(vec) or picked[-1] != len(vec) - 1:
-                vec = vec[picked]  # (picked is increasing: all of them means in order, no copy needed)
+            supplied = np.asarray(vectors, dtype=np.float32)
+            if len(picked) != len(supplied) or picked[-1] != len(supplied) - 1:
+                supplied = supplied[picked]  # (picked is increasing: all of them means in order, no copy needed)
+            vec = supplied
         else:
             vec = np.asarray(self.embed(texts), dtype=np.float32) if self.embed is not None else None
-        if vec is not None and (vec.ndim != 2 or len(vec) != len(fresh)
-                                or (self.vectors is not None and vec.shape[1] != self.vectors.view.shape[1])):
+        if vec is not None and (
+            vec.ndim != 2
+            or len(vec) != len(fresh)
+            or (self.vectors is not None and vec.shape[1] != self.vectors.view.shape[1])
+        ):
             raise ModelError(f"embedder returned shape {vec.shape} for {len(fresh)} texts")
         # Bookkeeping with C-level passes (dict/map/numpy), not a Python loop per turn:
         # an index opened from the store adds all of a namespace's turns at once.
         base = len(self.turns)
         new = list(range(base, base + len(fresh)))
-        self.pos.update(zip([st.id for st in fresh], new))
+        self.pos.update(zip([st.id for st in fresh], new, strict=True))
         keys = [(st.namespace, st.session) for st in fresh]
         firsts: dict[tuple[str, str], int] = {}
         for j, key in enumerate(keys):  # (one dict probe per turn; new sessions numbered in order of appearance)
@@ -263,7 +280,7 @@ class TurnCorpus:
             for d in range(-w, w + 1):
                 a, b = max(p0, -d), min(p1, n - d)
                 if a < b:
-                    np.add(acc[a - p0:b - p0], ordered[a + d - g0:b + d - g0], out=acc[a - p0:b - p0])
+                    np.add(acc[a - p0 : b - p0], ordered[a + d - g0 : b + d - g0], out=acc[a - p0 : b - p0])
             norms = np.maximum(np.linalg.norm(acc, axis=1).astype(np.float64), 1e-12)
             if in_order:
                 out[p0:p1] = norms
@@ -346,8 +363,9 @@ class TurnCorpus:
         idf = max(math.log(1.0 + (n - df + 0.5) / (df + 0.5)), 1e-6) * weight
         out[hit] += idf * t * (self.k1 + 1.0) / (t + norm[hit])
 
-    def lexical(self, terms: Sequence[str], weights: dict[str, float] | None = None
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def lexical(
+        self, terms: Sequence[str], weights: dict[str, float] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """BM25 of each turn, of each turn's window, and of each session, for query ``terms``.
 
         Window and session scores are exactly those of a BM25 index over the
@@ -379,7 +397,7 @@ class TurnCorpus:
         vec = self.vectors.view
         out = np.empty(len(vec), dtype=np.float32)
         for lo in range(0, len(vec), _BLOCK):
-            np.dot(vec[lo: lo + _BLOCK], q, out=out[lo: lo + _BLOCK])
+            np.dot(vec[lo : lo + _BLOCK], q, out=out[lo : lo + _BLOCK])
         return out
 
     def window_cosines(self, dots: np.ndarray) -> np.ndarray:

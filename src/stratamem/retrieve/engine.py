@@ -177,8 +177,9 @@ settings): r@10 / b@1024 estimate LoCoMo 0.782 / 0.848 vs 0.781 / 0.843 at 0.5, 
 0.278 / 0.293 vs 0.272 / 0.273."""
 
 
-def fuse_signals(sig: Mapping[str, np.ndarray], weights: Weights, substance: np.ndarray | None
-                 ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
+def fuse_signals(
+    sig: Mapping[str, np.ndarray], weights: Weights, substance: np.ndarray | None
+) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
     """Fused per-turn scores from raw signals: ``(fused, weighted parts, prior)``.
 
     Every weighted similarity signal is normalised per query (``weights.normalise``)
@@ -213,7 +214,7 @@ def passages(terms: Sequence[str], size: int) -> list[Sequence[str]]:
     if len(terms) <= size:
         return [terms]
     step = max(1, size // 2)
-    return [terms[i: i + size] for i in range(0, len(terms) - size + step, step)]
+    return [terms[i : i + size] for i in range(0, len(terms) - size + step, step)]
 
 
 class HybridIndex:
@@ -231,8 +232,12 @@ class HybridIndex:
         weights: Signal weights.
     """
 
-    def __init__(self, embedder: Embedder | None = None, weights: Weights | None = None,
-                 loader: Callable[[Sequence[int]], list[StoredTurn]] | None = None) -> None:
+    def __init__(
+        self,
+        embedder: Embedder | None = None,
+        weights: Weights | None = None,
+        loader: Callable[[Sequence[int]], list[StoredTurn]] | None = None,
+    ) -> None:
         self.embedder = embedder
         self.weights = weights or (Weights() if embedder is not None else LEXICAL_WEIGHTS)
         self._corpus = TurnCorpus(self.weights.window, embedder.embed_batch if embedder is not None else None)
@@ -260,7 +265,7 @@ class HybridIndex:
         """
         return self._corpus.turns
 
-    def _materialize(self, positions: Sequence[int]) -> None:
+    def _materialize(self, positions: Iterable[int]) -> None:
         """Replace turn keys at ``positions`` with the full turns (one read)."""
         c = self._corpus
         want = [int(i) for i in positions if not isinstance(c.turns[i], StoredTurn)]
@@ -277,8 +282,14 @@ class HybridIndex:
         """Whether recall runs without vectors."""
         return self.embedder is None
 
-    def add_turns(self, turns: Iterable[StoredTurn], *, terms: Sequence[list[str]] | None = None,
-                  vectors: np.ndarray | None = None, passages: Mapping[int, np.ndarray] | None = None) -> None:
+    def add_turns(
+        self,
+        turns: Iterable[StoredTurn],
+        *,
+        terms: Sequence[list[str]] | None = None,
+        vectors: np.ndarray | None = None,
+        passages: Mapping[int, np.ndarray] | None = None,
+    ) -> None:
         """Add stored turns (in stored order); already indexed ids are ignored.
 
         Only the new turns are analysed and embedded; ``terms`` and ``vectors``
@@ -303,20 +314,26 @@ class HybridIndex:
             vec = np.asarray(self.embedder.embed_batch(flat), dtype=np.float32)
             at = 0
             for tid, texts in want:
-                made[tid] = vec[at: at + len(texts)]
+                made[tid] = vec[at : at + len(texts)]
                 at += len(texts)
         new = self._add(given, terms, vectors)
         self._passage_vectors.add(new, [made.get(self._corpus.turns[i].id, np.zeros((0, 0))) for i in new])
 
-    def passage_texts(self, turns: Sequence[StoredTurn], terms: Sequence[list[str]],
-                      skip: Mapping[int, np.ndarray] | None = None) -> list[tuple[int, list[str]]]:
+    def passage_texts(
+        self, turns: Sequence[StoredTurn], terms: Sequence[list[str]], skip: Mapping[int, np.ndarray] | None = None
+    ) -> list[tuple[int, list[str]]]:
         """``(turn id, passage texts)`` of the long, not yet indexed full turns among ``turns``
         (those in ``skip`` left out): what :meth:`add_turns` embeds as passages."""
         out = []
         seen: set[int] = set()
         for st, t in zip(turns, terms, strict=True):
-            if st.id in self._corpus.pos or st.id in seen or (skip and st.id in skip) \
-                    or not isinstance(st, StoredTurn) or not is_long(len(t)):
+            if (
+                st.id in self._corpus.pos
+                or st.id in seen
+                or (skip and st.id in skip)
+                or not isinstance(st, StoredTurn)
+                or not is_long(len(t))
+            ):
                 continue
             seen.add(st.id)
             out.append((st.id, passage_texts(st)))
@@ -381,8 +398,9 @@ class HybridIndex:
                 windows.append(resolve_anchor(anchor, c.session_dates[int(c.session_of[at])]))
         return replace(facts, windows=tuple(windows))
 
-    def signals(self, query: str, *, weighted_only: bool = False,
-                now: datetime | None = None) -> tuple[dict[str, np.ndarray], QueryFacts]:
+    def signals(
+        self, query: str, *, weighted_only: bool = False, now: datetime | None = None
+    ) -> tuple[dict[str, np.ndarray], QueryFacts]:
         """Each signal's raw per-turn scores for ``query`` (for tuning and the manifest).
 
         Args:
@@ -399,7 +417,8 @@ class HybridIndex:
         sig = self._lexical(terms, None)
         w = self.weights
         if c.vectors is not None:
-            q = np.asarray(self.embedder.embed_batch([query]), dtype=np.float32)[0]  # type: ignore[union-attr]
+            assert self.embedder is not None  # vectors are only ever stored with an embedder
+            q = np.asarray(self.embedder.embed_batch([query]), dtype=np.float32)[0]
             dots = c.dots(q)
             sig["vector"] = np.clip(dots, 0, None)
             if w.vector_passage > 0:
@@ -464,7 +483,7 @@ class HybridIndex:
             for t in set(self._corpus.terms[i]) - asked:
                 gain[t] = gain.get(t, 0.0) + self._corpus.bm25.idf(t)
         extra = sorted(gain, key=lambda t: -gain[t])[: w.feedback_terms]
-        weights = {t: w.feedback_weight for t in extra}
+        weights = dict.fromkeys(extra, w.feedback_weight)
         return self._lexical(terms + extra, weights)
 
     def _substance(self) -> np.ndarray | None:
@@ -506,10 +525,19 @@ class HybridIndex:
             top = np.argsort(-fused, kind="stable")
         self._materialize(top)
         # Breakdowns only for the hits: the per-signal arrays are never materialised.
-        return [Hit(f"turn:{self.turns[i].id}", "turn", (self.turns[i].id,),
-                    {**{n: float(v[i]) for n, v in parts.items()},
-                     **({"substance": float(prior[i])} if prior.size else {}), "fused": float(fused[i])})
-                for i in top]
+        return [
+            Hit(
+                f"turn:{self.turns[i].id}",
+                "turn",
+                (self.turns[i].id,),
+                {
+                    **{n: float(v[i]) for n, v in parts.items()},
+                    **({"substance": float(prior[i])} if prior.size else {}),
+                    "fused": float(fused[i]),
+                },
+            )
+            for i in top
+        ]
 
     def describe(self) -> dict[str, Any]:
         """Size and mode, for status output."""

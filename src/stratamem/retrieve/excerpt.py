@@ -57,7 +57,7 @@ def _units(text: str) -> list[tuple[int, int]]:
         end = m.start() if m else len(text)
         words = list(_WORD.finditer(text, pos, end))
         for i in range(0, len(words), MAX_UNIT_WORDS):
-            run = words[i:i + MAX_UNIT_WORDS]
+            run = words[i : i + MAX_UNIT_WORDS]
             spans.append((run[0].start(), run[-1].end()))
         if m:
             pos = m.end()
@@ -65,7 +65,7 @@ def _units(text: str) -> list[tuple[int, int]]:
 
 
 def _render(text: str, spans: list[tuple[int, int]], lo: int, hi: int) -> str:
-    body = text[spans[lo][0]:spans[hi][1]]
+    body = text[spans[lo][0] : spans[hi][1]]
     return (ELLIPSIS + " " if lo > 0 else "") + body + (" " + ELLIPSIS if hi < len(spans) - 1 else "")
 
 
@@ -96,9 +96,8 @@ def excerpt(text: str, query_terms: Collection[str], max_tokens: int, tokenizer:
         words = [(m.start(), m.end()) for m in _WORD.finditer(text, a, b)]
         if len(words) < 2:
             return None
-        spans = spans[:seed] + words + spans[seed + 1:]
-        scores = scores[:seed] + [len(wanted.intersection(analyze(text[x:y]))) for x, y in words] \
-            + scores[seed + 1:]
+        spans = spans[:seed] + words + spans[seed + 1 :]
+        scores = scores[:seed] + [len(wanted.intersection(analyze(text[x:y]))) for x, y in words] + scores[seed + 1 :]
         seed = max(range(seed, seed + len(words)), key=lambda i: (scores[i], -i))
         lo = hi = seed
         best = _render(text, spans, lo, hi)

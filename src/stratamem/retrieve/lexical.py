@@ -23,14 +23,16 @@ __all__ = ["BM25Index", "analyze", "stem"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all am an and any are aren't as at be because been before being below between
 both but by can could did do does doing don down during each few for from further had has have having he her here
 hers herself him himself his how i if in into is it its itself just let me more most my myself no nor not now of off
 on once only or other our ours ourselves out over own same she should so some such than that the their theirs them
 themselves then there these they this those through to too under until up very was we were what when where which
 while who whom why will with would you your yours yourself yourselves s t d ll m re ve y o
-""".split())
+""".split()
+)
 
 _VOWEL = re.compile(r"[aeiouy]")
 
@@ -148,7 +150,9 @@ class BM25Index:
         term_of, doc_of = keys // need, keys % need
         cuts = np.flatnonzero(np.diff(term_of)) + 1
         names = list(vocab)
-        for lo, hi in zip(np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(keys)])).tolist()):
+        for lo, hi in zip(
+            np.concatenate(([0], cuts)).tolist(), np.concatenate((cuts, [len(keys)])).tolist(), strict=True
+        ):
             term = names[int(term_of[lo])]
             docs_list, tfs_list = self._postings.setdefault(term, ([], []))
             docs_list.extend(doc_of[lo:hi].tolist())
@@ -167,8 +171,9 @@ class BM25Index:
         have = 0 if cached is None else len(cached[0])
         if have < len(docs):
             tail = (np.asarray(docs[have:], dtype=np.int64), np.asarray(tfs[have:], dtype=np.float64))
-            cached = tail if cached is None else (np.concatenate((cached[0], tail[0])),
-                                                  np.concatenate((cached[1], tail[1])))
+            cached = (
+                tail if cached is None else (np.concatenate((cached[0], tail[0])), np.concatenate((cached[1], tail[1])))
+            )
             self._arrays[term] = cached
         assert cached is not None
         return cached

@@ -59,7 +59,7 @@ class LiveIndex:
         """Drop the open index (it may hold forgotten text); the next use reopens it from the store."""
         self.index = None
 
-    def feed(self, stored: list[StoredTurn], progress: Callable[[int], None] | None = None) -> None:
+    def feed(self, stored: list[StoredTurn], progress: Callable[[int], object] | None = None) -> None:
         """Index newly committed turns; never raises.
 
         Their rows are embedded, analysed and stored beside the turns, so the
@@ -79,8 +79,12 @@ class LiveIndex:
             self.index = None
             self.report("recall.embed_failed", batch.error, stored)
         index = self.index
-        if batch is not None and index is not None and (not len(index) or stored[0].id > index.turns[-1].id) \
-                and self._in_step(len(index) + len(stored)):
+        if (
+            batch is not None
+            and index is not None
+            and (not len(index) or stored[0].id > index.turns[-1].id)
+            and self._in_step(len(index) + len(stored))
+        ):
             try:
                 index.add_turns(stored, terms=batch.terms, vectors=batch.vectors, passages=batch.passages)
             except Exception as exc:  # noqa: BLE001 - reported; the index is rebuilt on next use
@@ -107,13 +111,13 @@ class LiveIndex:
         if index is not None and self.store.turn_count(self.namespace) != len(index):
             indexed = [st.id for st in index.turns]
             ids = self.store.turn_ids(self.namespace)
-            new = ids[len(indexed):] if ids[:len(indexed)] == indexed else None
+            new = ids[len(indexed) :] if ids[: len(indexed)] == indexed else None
             if new is None:
                 index = None
             else:
                 for start in range(0, len(new), 500):
                     # Written by another process: its rows are stored (or made now, when missing).
-                    index = self._catch_up(index, self.store.turns(self.namespace, ids=new[start:start + 500]))
+                    index = self._catch_up(index, self.store.turns(self.namespace, ids=new[start : start + 500]))
                     if index is None:
                         break
         if index is None:
@@ -132,6 +136,6 @@ class LiveIndex:
         vectors = None
         if self.embedder is not None:
             blobs = [rows[st.id].vector for st in turns]
-            vectors = decode_int8(blobs, len(blobs[0]) - 4)  # type: ignore[arg-type]
+            vectors = decode_int8(blobs, len(blobs[0]) - 4)
         index.add_turns(turns, terms=terms, vectors=vectors)
         return index

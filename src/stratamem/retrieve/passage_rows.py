@@ -64,7 +64,7 @@ class PassageRows:
         out, at = {}, 0
         for st, group in zip(turns, texts, strict=True):
             if group:
-                out[st.id] = encode_blob(vec[at:at + len(group)])
+                out[st.id] = encode_blob(vec[at : at + len(group)])
             at += len(group)
         return out
 
@@ -88,8 +88,13 @@ class PassageRows:
         self._rows.put(self.namespace, self.key(dims), blobs)
         return self._decode(blobs, dims)
 
-    def read(self, turns: list[Any], terms: Sequence[list[str] | str], dims: int,
-             on_store_error: Callable[[Exception], None] | None = None) -> dict[int, np.ndarray]:
+    def read(
+        self,
+        turns: list[Any],
+        terms: Sequence[list[str] | str],
+        dims: int,
+        on_store_error: Callable[[Exception], None] | None = None,
+    ) -> dict[int, np.ndarray]:
         """Passage vectors of the long turns among ``turns`` (keys or full turns), making missing ones.
 
         Raises:
@@ -101,8 +106,11 @@ class PassageRows:
         blobs = self._rows.load(self.namespace, self.key(dims))
         missing = [i for i in long if i not in blobs]
         if missing:
-            full = [st for lo in range(0, len(missing), 500)
-                    for st in self.store.turns(self.namespace, ids=missing[lo:lo + 500])]
+            full = [
+                st
+                for lo in range(0, len(missing), 500)
+                for st in self.store.turns(self.namespace, ids=missing[lo : lo + 500])
+            ]
             made = self._embed(full)
             blobs.update(made)
             try:
@@ -114,5 +122,9 @@ class PassageRows:
             return self._decode({i: blobs[i] for i in long if i in blobs}, dims)
         except StratamemError:
             # A row of the wrong size (another model under the same name): make them all again.
-            full = [st for lo in range(0, len(long), 500) for st in self.store.turns(self.namespace, ids=long[lo:lo + 500])]
+            full = [
+                st
+                for lo in range(0, len(long), 500)
+                for st in self.store.turns(self.namespace, ids=long[lo : lo + 500])
+            ]
             return self._decode(self._embed(full), dims)

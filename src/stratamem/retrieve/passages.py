@@ -29,8 +29,17 @@ from ..embed.quantize import decode_int8, encode_int8, int8_blob_size
 from ..errors import BackendError
 from ..records import StoredTurn
 
-__all__ = ["LONG_TERMS", "MAX_PASSAGES", "PASSAGE_WORDS", "PassageVectors", "decode_blob", "encode_blob", "is_long", "passage_texts",
-           "split_passages"]
+__all__ = [
+    "LONG_TERMS",
+    "MAX_PASSAGES",
+    "PASSAGE_WORDS",
+    "PassageVectors",
+    "decode_blob",
+    "encode_blob",
+    "is_long",
+    "passage_texts",
+    "split_passages",
+]
 
 PASSAGE_WORDS = 140
 """Most whitespace words per passage: ~190 word pieces with the speaker prefix, inside MiniLM's 256."""
@@ -57,7 +66,7 @@ def _sentences(text: str, size: int) -> list[list[str]]:
     for part in _SENTENCE.split(text):
         words = part.split()
         for lo in range(0, len(words), size):
-            out.append(words[lo:lo + size])
+            out.append(words[lo : lo + size])
     return [s for s in out if s]
 
 
@@ -109,7 +118,7 @@ def decode_blob(blob: bytes, dims: int) -> np.ndarray:
     size = int8_blob_size(dims)
     if not blob or len(blob) % size:
         raise BackendError(f"stored passage vectors are {len(blob)} bytes, not a multiple of {size}")
-    return decode_int8([blob[i:i + size] for i in range(0, len(blob), size)], dims)
+    return decode_int8([blob[i : i + size] for i in range(0, len(blob), size)], dims)
 
 
 class PassageVectors:

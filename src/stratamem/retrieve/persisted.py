@@ -118,7 +118,7 @@ class TurnIndexer:
             self._rows.set_meta(self.namespace, want)
         self._meta_checked = True
 
-    def index(self, turns: Sequence[StoredTurn], progress: Callable[[int], None] | None = None) -> IndexedBatch:
+    def index(self, turns: Sequence[StoredTurn], progress: Callable[[int], object] | None = None) -> IndexedBatch:
         """Analyse, embed and store the index rows of newly committed turns, in batches.
 
         An embedder failure does not stop the terms from being stored: the
@@ -135,7 +135,7 @@ class TurnIndexer:
         from ..store.base_turn_index import TurnIndexRow
 
         for lo in range(0, len(turns), BATCH):
-            chunk = turns[lo:lo + BATCH]
+            chunk = turns[lo : lo + BATCH]
             texts = [TurnCorpus.text(st) for st in chunk]
             terms = [analyze(t) for t in texts]
             coded: list[bytes | None] = [None] * len(chunk)
@@ -144,8 +144,10 @@ class TurnIndexer:
                     coded = list(encode_int8(_embed(self.embedder, texts)))
                 except ModelError as exc:
                     error = exc
-            self._rows.put(self.namespace, [TurnIndexRow(st.id, " ".join(t), b)
-                                            for st, t, b in zip(chunk, terms, coded, strict=True)])
+            self._rows.put(
+                self.namespace,
+                [TurnIndexRow(st.id, " ".join(t), b) for st, t, b in zip(chunk, terms, coded, strict=True)],
+            )
             all_terms.extend(terms)
             blobs.extend(coded)
             if progress is not None:
@@ -197,11 +199,17 @@ class TurnIndexer:
             terms, blobs = [None] * len(turns), [None] * len(turns)
         dims = getattr(self.embedder, "dimensions", None) if self.embedder is not None else None
         stale = {i for i, b in enumerate(blobs) if b is not None and dims and len(b) != int(dims) + 4}
-        todo = [i for i in range(len(turns))
-                if terms[i] is None or (self.embedder is not None and (blobs[i] is None or i in stale))]
+        todo = [
+            i
+            for i in range(len(turns))
+            if terms[i] is None or (self.embedder is not None and (blobs[i] is None or i in stale))
+        ]
         if todo:
-            full = {st.id: st for lo in range(0, len(todo), 500)
-                    for st in self.store.turns(self.namespace, ids=[turns[i].id for i in todo[lo:lo + 500]])}
+            full = {
+                st.id: st
+                for lo in range(0, len(todo), 500)
+                for st in self.store.turns(self.namespace, ids=[turns[i].id for i in todo[lo : lo + 500]])
+            }
             for i in todo:
                 turns[i] = full[turns[i].id]
             self._fill(turns, terms, blobs, todo, on_store_error)
@@ -210,23 +218,29 @@ class TurnIndexer:
         index = HybridIndex(self.embedder, weights, loader=self._load_turns)
         vectors = None
         if self.embedder is not None and turns:
-            vectors = decode_int8(blobs, len(blobs[0]) - 4)  # type: ignore[arg-type]
+            vectors = decode_int8(blobs, len(blobs[0]) - 4)
         passages = None
         if vectors is not None and index.weights.vector_passage > 0:
-            passages = self._passage_rows().read(turns, terms, vectors.shape[1], on_store_error)  # type: ignore[arg-type]
-        index.add_turns(turns, terms=terms, vectors=vectors, passages=passages)  # type: ignore[arg-type]
+            passages = self._passage_rows().read(turns, terms, vectors.shape[1], on_store_error)
+        index.add_turns(turns, terms=terms, vectors=vectors, passages=passages)
         return index
 
     def _load_turns(self, ids: Sequence[int]) -> list[StoredTurn]:
         return self.store.turns(self.namespace, ids=list(ids))
 
-    def _fill(self, turns: list[StoredTurn], terms: list[str | None], blobs: list[bytes | None],
-              todo: list[int], on_store_error: Callable[[Exception], None] | None) -> None:
+    def _fill(
+        self,
+        turns: list[StoredTurn],
+        terms: list[str | None],
+        blobs: list[bytes | None],
+        todo: list[int],
+        on_store_error: Callable[[Exception], None] | None,
+    ) -> None:
         from ..store.base_turn_index import TurnIndexRow
 
         store_ok = True
         for lo in range(0, len(todo), BATCH):
-            part = todo[lo:lo + BATCH]
+            part = todo[lo : lo + BATCH]
             texts = [TurnCorpus.text(turns[i]) for i in part]
             for i, text in zip(part, texts, strict=True):
                 if terms[i] is None:
@@ -236,8 +250,7 @@ class TurnIndexer:
                     blobs[i] = blob
             if store_ok:
                 try:
-                    self._rows.put(self.namespace, [TurnIndexRow(turns[i].id, terms[i] or "", blobs[i])
-                                                    for i in part])
+                    self._rows.put(self.namespace, [TurnIndexRow(turns[i].id, terms[i] or "", blobs[i]) for i in part])
                 except StratamemError as exc:
                     store_ok = False
                     if on_store_error is not None:

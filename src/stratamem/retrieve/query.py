@@ -19,12 +19,19 @@ from .timewords import DateWindow, EventAnchor, read_anchors, read_windows, utc
 
 __all__ = ["QueryFacts", "read_query"]
 
-_MONTHS = {m: i for i, m in enumerate(
-    "january february march april may june july august september october november december".split(), 1)}
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        "january february march april may june july august september october november december".split(), 1
+    )
+}
 _MONTH_RE = re.compile(r"\b(" + "|".join(_MONTHS) + r")\b(?:\s*,?\s*(\d{4}))?", re.IGNORECASE)
 _YEAR_RE = re.compile(r"\b(19\d\d|20\d\d)\b")
-_CURRENT_RE = re.compile(r"\b(now|currently|current|these days|nowadays|at the moment|at present|right now|"
-                         r"most recent(ly)?|latest|anymore|still|up to date)\b", re.IGNORECASE)
+_CURRENT_RE = re.compile(
+    r"\b(now|currently|current|these days|nowadays|at the moment|at present|right now|"
+    r"most recent(ly)?|latest|anymore|still|up to date)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +90,7 @@ def read_query(query: str, speakers: Iterable[str] = (), now: datetime | None = 
     spans: list[tuple[int, int]] = []
     for m in _MONTH_RE.finditer(query):
         word = m.group(1)
-        opens_sentence = m.start() == 0 or query[:m.start()].rstrip()[-1:] in ".?!"
+        opens_sentence = m.start() == 0 or query[: m.start()].rstrip()[-1:] in ".?!"
         if word.lower() == "may" and (word != "May" or opens_sentence) and not m.group(2):
             continue
         dates.append((int(m.group(2)) if m.group(2) else None, _MONTHS[word.lower()]))

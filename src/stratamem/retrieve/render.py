@@ -19,15 +19,14 @@ from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..text import turn_line
 from ..errors import BudgetError
 from ..records import StoredTurn
+from ..text import turn_line
 from ..tokens import Tokenizer
 from .excerpt import Excerpt, excerpt
 from .lexical import analyze
 
-__all__ = ["LONG_SHARE", "CompactRenderer", "Packed", "PlainRenderer", "TurnRenderer", "pack_turns",
-           "render_turns"]
+__all__ = ["LONG_SHARE", "CompactRenderer", "Packed", "PlainRenderer", "TurnRenderer", "pack_turns", "render_turns"]
 
 LONG_SHARE = 0.25
 """A turn whose line costs more than this share of the packing budget is shown as an excerpt."""
@@ -93,8 +92,7 @@ class CompactRenderer:
         return f"{turn.turn.name or turn.role}: {turn.text if text is None else text}"
 
 
-def render_turns(turns: Iterable[StoredTurn], renderer: TurnRenderer,
-                 texts: Mapping[int, str] | None = None) -> str:
+def render_turns(turns: Iterable[StoredTurn], renderer: TurnRenderer, texts: Mapping[int, str] | None = None) -> str:
     """Render turns in stored order, with a header whenever the group changes.
 
     ``texts`` replaces the text of the turns it names (excerpts, labelled lines).
@@ -137,10 +135,17 @@ def excerpt_label(ex: Excerpt) -> str:
     return f"(excerpt: {ex.tokens:,} of {ex.total_tokens:,} tokens)"
 
 
-def pack_turns(ranked: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer,
-               renderer: TurnRenderer | None = None, *, max_candidates: int | None = None,
-               query: str | None = None, labels: Mapping[int, str] | None = None,
-               long_share: float = LONG_SHARE) -> Packed:
+def pack_turns(
+    ranked: Iterable[StoredTurn],
+    budget: int,
+    tokenizer: Tokenizer,
+    renderer: TurnRenderer | None = None,
+    *,
+    max_candidates: int | None = None,
+    query: str | None = None,
+    labels: Mapping[int, str] | None = None,
+    long_share: float = LONG_SHARE,
+) -> Packed:
     """Walk a ranking and keep each turn whose rendering still fits ``budget``.
 
     A turn that does not fit is skipped and the walk goes on, so a long turn
@@ -205,8 +210,9 @@ def pack_turns(ranked: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer,
             header = headers[key]
         ex = None
         if long_line is not None and line > long_line:
-            ex, text, line = _excerpted(st, label, terms, min(excerpt_cap, budget - used - header), tokenizer,
-                                        renderer, text, line)
+            ex, text, line = _excerpted(
+                st, label, terms, min(excerpt_cap, budget - used - header), tokenizer, renderer, text, line
+            )
             costs[st.id] = line
         if used + line + header > budget:
             skipped.append(st.id)
@@ -231,8 +237,16 @@ def pack_turns(ranked: Iterable[StoredTurn], budget: int, tokenizer: Tokenizer,
     return Packed(tuple(kept), text, tokens, tuple(skipped), costs, excerpts, texts)
 
 
-def _excerpted(st: StoredTurn, label: str | None, terms: list[str], room: int, tokenizer: Tokenizer,
-               renderer: TurnRenderer, text: str | None, line: int) -> tuple[Excerpt | None, str | None, int]:
+def _excerpted(
+    st: StoredTurn,
+    label: str | None,
+    terms: list[str],
+    room: int,
+    tokenizer: Tokenizer,
+    renderer: TurnRenderer,
+    text: str | None,
+    line: int,
+) -> tuple[Excerpt | None, str | None, int]:
     """An excerpt of ``st`` whose line (label, speaker and newline included) fits ``room``.
 
     Returns the excerpt, the text shown and the line's cost; the full line as
@@ -248,5 +262,3 @@ def _excerpted(st: StoredTurn, label: str | None, terms: list[str], room: int, t
         return None, text, line  # nothing fits, or the "excerpt" would be the whole turn
     shown = f"{prefix}{excerpt_label(ex)} {ex.text}"
     return ex, shown, tokenizer.count(renderer.line(st, shown)) + 1
-
-

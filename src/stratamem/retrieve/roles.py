@@ -30,10 +30,14 @@ ROLE_CODES = {"user": 1, "assistant": 2}
 _ASSISTANT = re.compile(
     r"\b(you|you'd|you've)\s+(said|say|told|tell|suggested|suggest|recommended|recommend|mentioned|mention|"
     r"advised|advise|gave|give|proposed|propose|explained|explain|wrote|write|listed|list|called|call|named)\b",
-    re.IGNORECASE)
-_PAST = re.compile(r"\b(did|had|have|once|earlier|before|last time|our chats?|you said|you told|you suggested|"
-                   r"you recommended|you mentioned|you advised|you gave|you proposed|you explained|you wrote|"
-                   r"you listed|you called|you named)\b", re.IGNORECASE)
+    re.IGNORECASE,
+)
+_PAST = re.compile(
+    r"\b(did|had|have|once|earlier|before|last time|our chats?|you said|you told|you suggested|"
+    r"you recommended|you mentioned|you advised|you gave|you proposed|you explained|you wrote|"
+    r"you listed|you called|you named)\b",
+    re.IGNORECASE,
+)
 _FIRST_PERSON = re.compile(r"\b(i|i'm|i've|i'd|my|me|mine|myself)\b", re.IGNORECASE)
 
 

@@ -17,6 +17,7 @@ therefore scores, are exactly those of an index built eagerly.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -25,14 +26,14 @@ from .lexical import BM25Index
 __all__ = ["StoredTermsIndex", "TermLists"]
 
 
-class TermLists(list):  # type: ignore[type-arg]
+class TermLists(list[Any]):
     """Per-document term lists where opened documents hold their stored string until read.
 
     Reading item ``i`` splits the string once and keeps the list, so callers
     see ``list[str]`` items as with an eagerly built corpus.
     """
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def]
+    def __getitem__(self, i: Any) -> Any:  # an index or a slice, like list's
         item = super().__getitem__(i)
         if isinstance(i, int) and isinstance(item, str):
             item = item.split()

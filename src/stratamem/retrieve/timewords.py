@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 __all__ = ["REPORT_LAG", "DateWindow", "EventAnchor", "read_anchors", "read_windows", "resolve_anchor", "utc"]
 
@@ -30,11 +30,31 @@ REPORT_LAG = timedelta(days=2)
 so a session that soon after a window still scores fully."""
 _MONTH_NAMES = "january february march april may june july august september october november december".split()
 _WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-            "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "couple of": 2, "a couple of": 2,
-            "few": 3, "a few": 3, "several": 4}
-_NUM = r"(\d{1,3}|a couple of|couple of|a few|few|several|an|a|one|two|three|four|five|six|seven|eight|nine|ten" \
-       r"|eleven|twelve)"
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "couple of": 2,
+    "a couple of": 2,
+    "few": 3,
+    "a few": 3,
+    "several": 4,
+}
+_NUM = (
+    r"(\d{1,3}|a couple of|couple of|a few|few|several|an|a|one|two|three|four|five|six|seven|eight|nine|ten"
+    r"|eleven|twelve)"
+)
 _UNIT = r"(day|week|month|year)s?"
 _UNIT_DAYS = {"day": 1, "week": 7, "month": 30, "year": 365}
 
@@ -45,18 +65,23 @@ _LAST_UNIT = re.compile(r"(?<!the )\b(last|this|past|previous)\s+(week|weekend|m
 _MONTH_ALT = "|".join(_MONTH_NAMES)
 # An explicit day in the query ("… last week, as mentioned on 6 November, 2023") is the
 # moment its relative phrases count from.
-_EXPLICIT_DAY = re.compile(rf"\b(\d{{1,2}})\s+({_MONTH_ALT}),?\s+(\d{{4}})\b|\b({_MONTH_ALT})\s+(\d{{1,2}}),?\s+(\d{{4}})\b")
+_EXPLICIT_DAY = re.compile(
+    rf"\b(\d{{1,2}})\s+({_MONTH_ALT}),?\s+(\d{{4}})\b|\b({_MONTH_ALT})\s+(\d{{1,2}}),?\s+(\d{{4}})\b"
+)
 _WEEKDAY = re.compile(r"\b(?:(last|this\s+past|past|on|this)\s+)(" + "|".join(_WEEKDAYS) + r")\b")
-_ON_DAY = re.compile(r"\b(on|since|around|by)\s+(" + "|".join(_MONTH_NAMES) + r")\s+(\d{1,2})(?:st|nd|rd|th)?\b"
-                     r"(?!,?\s*\d{4})")
-_IN_MONTH = re.compile(r"\b(in|during|since|early|late|mid|back\s+in)\s+(" + "|".join(_MONTH_NAMES)
-                       + r")\b(?!\s*,?\s*\d{4})")
+_ON_DAY = re.compile(
+    r"\b(on|since|around|by)\s+(" + "|".join(_MONTH_NAMES) + r")\s+(\d{1,2})(?:st|nd|rd|th)?\b"
+    r"(?!,?\s*\d{4})"
+)
+_IN_MONTH = re.compile(
+    r"\b(in|during|since|early|late|mid|back\s+in)\s+(" + "|".join(_MONTH_NAMES) + r")\b(?!\s*,?\s*\d{4})"
+)
 _ANCHOR = re.compile(rf"\b(?:{_NUM}\s+{_UNIT}\s+)?(before|after)\s+((?:my|our|i|we|the)\b[^?.!,;]*)")
 
 
 def utc(when: datetime) -> datetime:
     """``when`` as an aware UTC datetime (a naive one is taken to be UTC already)."""
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def _midnight(when: datetime) -> datetime:
@@ -68,7 +93,7 @@ def _month_start(year: int, month: int) -> datetime:
         year, month = year - 1, month + 12
     while month > 12:
         year, month = year + 1, month - 12
-    return datetime(year, month, 1, tzinfo=timezone.utc)
+    return datetime(year, month, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +121,7 @@ class DateWindow:
     def describe(self) -> str:
         """``'two weeks ago' → 2023-05-01..2023-05-07 (±1 d)`` for manifests and notes."""
         last = self.end - timedelta(microseconds=1)
-        return (f"{self.phrase!r} → {self.start:%Y-%m-%d}..{last:%Y-%m-%d} "
-                f"(±{self.slack.total_seconds() / 86400:g} d)")
+        return f"{self.phrase!r} → {self.start:%Y-%m-%d}..{last:%Y-%m-%d} (±{self.slack.total_seconds() / 86400:g} d)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +166,7 @@ def _calendar(which: str, unit: str, now: datetime, phrase: str) -> DateWindow:
     if unit == "month":
         start = _month_start(today.year, today.month - (1 if back else 0))
         return DateWindow(start, _month_start(start.year, start.month + 1), phrase, timedelta(days=7))
-    start = datetime(today.year - (1 if back else 0), 1, 1, tzinfo=timezone.utc)
+    start = datetime(today.year - (1 if back else 0), 1, 1, tzinfo=UTC)
     return DateWindow(start, start.replace(year=start.year + 1), phrase, timedelta(days=30))
 
 
@@ -157,12 +181,12 @@ def read_windows(query: str, now: datetime) -> tuple[DateWindow, ...]:
     text = query.lower()
     if _DURATION.search(text) and ("ago" in text or "since" in text):
         return ()
-    day = _EXPLICIT_DAY.search(text)
-    if day:
-        d, month, y = (day.group(1), day.group(2), day.group(3)) if day.group(1) else \
-            (day.group(5), day.group(4), day.group(6))
+    explicit = _EXPLICIT_DAY.search(text)
+    if explicit:
+        g = explicit.group
+        d, month, y = (g(1), g(2), g(3)) if g(1) else (g(5), g(4), g(6))
         try:
-            now = datetime(int(y), _MONTH_NAMES.index(month) + 1, int(d), 23, 59, tzinfo=timezone.utc)
+            now = datetime(int(y), _MONTH_NAMES.index(month) + 1, int(d), 23, 59, tzinfo=UTC)
         except ValueError:
             pass  # "31 February": keep now
     today = _midnight(now)
@@ -186,7 +210,7 @@ def read_windows(query: str, now: datetime) -> tuple[DateWindow, ...]:
         month, d = _MONTH_NAMES.index(m.group(2)) + 1, int(m.group(3))
         year = today.year if (month, d) <= (today.month, today.day) else today.year - 1
         try:
-            day = datetime(year, month, d, tzinfo=timezone.utc)
+            day = datetime(year, month, d, tzinfo=UTC)
         except ValueError:
             continue
         out.append(DateWindow(day, day + _DAY, m.group(0), _DAY))

@@ -34,8 +34,18 @@ from dataclasses import dataclass
 from ..records import StoredTurn
 from .engine import Hit
 
-__all__ = ["MAX_GROUP", "MIN_COSINE", "MIN_OVERLAP", "MIN_SHARE", "NEWER", "SUPERSEDED", "TOP", "Update", "find_updates",
-           "order_updates"]
+__all__ = [
+    "MAX_GROUP",
+    "MIN_COSINE",
+    "MIN_OVERLAP",
+    "MIN_SHARE",
+    "NEWER",
+    "SUPERSEDED",
+    "TOP",
+    "Update",
+    "find_updates",
+    "order_updates",
+]
 
 TOP = 10
 """Only the best hits are compared (an update is worth showing only if both sides are recalled)."""
@@ -68,8 +78,13 @@ def _speaker(st: StoredTurn) -> str:
     return st.turn.name or st.role
 
 
-def find_updates(hits: Sequence[Hit], turn: Callable[[int], StoredTurn],
-                 similarity: Callable[[int, int], float], *, lexical: bool = False) -> list[Update]:
+def find_updates(
+    hits: Sequence[Hit],
+    turn: Callable[[int], StoredTurn],
+    similarity: Callable[[int, int], float],
+    *,
+    lexical: bool = False,
+) -> list[Update]:
     """Groups of recalled turns that speak about the same thing on different days.
 
     Args:
@@ -95,7 +110,7 @@ def find_updates(hits: Sequence[Hit], turn: Callable[[int], StoredTurn],
         return i
 
     for n, a in enumerate(ids):
-        for b in ids[n + 1:]:
+        for b in ids[n + 1 :]:
             ta, tb = turns[a], turns[b]
             if _speaker(ta) != _speaker(tb) or ta.timestamp.date() == tb.timestamp.date():
                 continue

@@ -76,19 +76,28 @@ def _parse(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def _view(goal: str, now: str, tasks: list[dict[str, Any]], decisions: list[dict[str, Any]],
-          conventions: dict[str, str]) -> dict[str, Any]:
+def _view(
+    goal: str, now: str, tasks: list[dict[str, Any]], decisions: list[dict[str, Any]], conventions: dict[str, str]
+) -> dict[str, Any]:
     view: dict[str, Any] = {"goal": goal, "now": now}
     if tasks:
         tasks = sorted(tasks, key=lambda t: (_STATUS_ORDER[t["status"]], _neg_time(t["updated_at"])))
         with_note = any(t.get("note") for t in tasks)
         # Uniform rows keep TOON's tabular form: every row gets a note column or none does.
-        view["tasks"] = [{"id": t["id"], "title": t["title"], "status": t["status"],
-                          **({"note": t.get("note", "")} if with_note else {})} for t in tasks]
+        view["tasks"] = [
+            {
+                "id": t["id"],
+                "title": t["title"],
+                "status": t["status"],
+                **({"note": t.get("note", "")} if with_note else {}),
+            }
+            for t in tasks
+        ]
     if decisions:
         decisions = sorted(decisions, key=lambda d: _neg_time(d["ts"]))
-        view["decisions"] = [{"id": d["id"], "title": d["title"], "why": d["why"], "date": d["ts"][:10]}
-                             for d in decisions]
+        view["decisions"] = [
+            {"id": d["id"], "title": d["title"], "why": d["why"], "date": d["ts"][:10]} for d in decisions
+        ]
     if conventions:
         view["conventions"] = dict(conventions)
     return view
@@ -110,8 +119,9 @@ def _shorten(text: str, fits: Any) -> str:
     return text[:lo] + "…" if lo else ""
 
 
-def project_state(doc: dict[str, Any], tokenizer: Tokenizer, *, config: StateConfig, budget: int | None,
-                  now: datetime) -> StateProjection:
+def project_state(
+    doc: dict[str, Any], tokenizer: Tokenizer, *, config: StateConfig, budget: int | None, now: datetime
+) -> StateProjection:
     """Project a validated state document for the prompt.
 
     Args:
@@ -131,8 +141,10 @@ def project_state(doc: dict[str, Any], tokenizer: Tokenizer, *, config: StateCon
     """
     budget = config.max_tokens if budget is None else budget
     if isinstance(budget, bool) or not isinstance(budget, int) or not config.min_tokens <= budget <= config.max_tokens:
-        raise BudgetError(f"the working-state budget must be an integer in [{config.min_tokens}, "
-                          f"{config.max_tokens}] (config state.min_tokens/max_tokens), got {budget!r}")
+        raise BudgetError(
+            f"the working-state budget must be an integer in [{config.min_tokens}, "
+            f"{config.max_tokens}] (config state.min_tokens/max_tokens), got {budget!r}"
+        )
     omitted: list[Omission] = []
     task_cutoff = now - timedelta(days=config.done_tasks_max_age_days)
     decision_cutoff = now - timedelta(days=config.decisions_max_age_days)
@@ -172,9 +184,11 @@ def project_state(doc: dict[str, Any], tokenizer: Tokenizer, *, config: StateCon
     conventions: dict[str, str] = {}
     result = render(goal, now_text, tasks, decisions, conventions)
     for kind, entry in candidates:
-        trial = (tasks + [entry] if kind == "task" else tasks,
-                 decisions + [entry] if kind == "decision" else decisions,
-                 {**conventions, entry: doc["conventions"][entry]} if kind == "convention" else conventions)
+        trial = (
+            tasks + [entry] if kind == "task" else tasks,
+            decisions + [entry] if kind == "decision" else decisions,
+            {**conventions, entry: doc["conventions"][entry]} if kind == "convention" else conventions,
+        )
         attempt = render(goal, now_text, *trial)
         if attempt.tokens <= budget:
             tasks, decisions, conventions = trial

@@ -25,7 +25,7 @@ import re
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -34,8 +34,8 @@ from typing import Any
 from ..config import StateConfig
 from ..errors import BackendError, DecodeError, NotFoundError, ValidationError
 from ..records import check_name
-from .prompt import StateProjection, project_state
 from ..tokens import Tokenizer, get_tokenizer
+from .prompt import StateProjection, project_state
 
 try:  # POSIX advisory locks; Windows has none, where concurrent writers are not supported.
     import fcntl
@@ -62,7 +62,7 @@ def _validator() -> Any:
 
 
 def _stamp(at: datetime) -> str:
-    return at.astimezone(timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return at.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def parse_stamp(value: str) -> datetime:
@@ -72,8 +72,15 @@ def parse_stamp(value: str) -> datetime:
 
 def empty_state(at: datetime) -> dict[str, Any]:
     """A new, valid state document stamped ``at``."""
-    return {"schema_version": SCHEMA_VERSION, "updated_at": _stamp(at), "goal": "", "now": "",
-            "decisions": [], "tasks": [], "conventions": {}}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "updated_at": _stamp(at),
+        "goal": "",
+        "now": "",
+        "decisions": [],
+        "tasks": [],
+        "conventions": {},
+    }
 
 
 def validate_state(doc: Any) -> dict[str, Any]:
@@ -95,8 +102,9 @@ def validate_state(doc: Any) -> dict[str, Any]:
         seen: set[str] = set()
         for i, entry in enumerate(doc[key]):
             if entry["id"] in seen:
-                raise ValidationError(f"duplicate id {entry['id']!r} (ids are unique within {key})",
-                                      path=f"$.{key}[{i}].id")
+                raise ValidationError(
+                    f"duplicate id {entry['id']!r} (ids are unique within {key})", path=f"$.{key}[{i}].id"
+                )
             seen.add(entry["id"])
     stamps = [("$.updated_at", doc["updated_at"])]
     stamps += [(f"$.decisions[{i}].ts", d["ts"]) for i, d in enumerate(doc["decisions"])]
@@ -132,13 +140,19 @@ class WorkingState:
         ValidationError: Invalid namespace name.
     """
 
-    def __init__(self, project_dir: str | os.PathLike[str], namespace: str = "default", *,
-                 config: StateConfig | None = None, tokenizer: Tokenizer | None = None,
-                 clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        project_dir: str | os.PathLike[str],
+        namespace: str = "default",
+        *,
+        config: StateConfig | None = None,
+        tokenizer: Tokenizer | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         self.namespace = check_name(namespace, "namespace")
         self.config = config or StateConfig()
         self.tokenizer = tokenizer or get_tokenizer("o200k_base")
-        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self.clock = clock or (lambda: datetime.now(UTC))
         self.directory = Path(project_dir) / self.config.workdir / "state" / self.namespace
         self.path = self.directory / "state.json"
         """The canonical document."""
@@ -208,11 +222,13 @@ class WorkingState:
         def change(d: dict[str, Any], at: str) -> None:
             made.update(id=id or _next_id(d["decisions"], "D"), title=title, why=why, ts=at)
             d["decisions"].append(made)
+
         self._update(change)
         return made
 
-    def add_task(self, title: str, *, id: str | None = None, status: str = "open",
-                 note: str | None = None) -> dict[str, Any]:
+    def add_task(
+        self, title: str, *, id: str | None = None, status: str = "open", note: str | None = None
+    ) -> dict[str, Any]:
         """Add a task, stamped now; returns it.
 
         Raises:
@@ -225,11 +241,13 @@ class WorkingState:
             if note is not None:
                 made["note"] = note
             d["tasks"].append(made)
+
         self._update(change)
         return made
 
-    def update_task(self, id: str, *, status: str | None = None, title: str | None = None,
-                    note: str | None = None) -> dict[str, Any]:
+    def update_task(
+        self, id: str, *, status: str | None = None, title: str | None = None, note: str | None = None
+    ) -> dict[str, Any]:
         """Change a task's status, title or note, stamped now; returns it.
 
         Raises:
@@ -245,6 +263,7 @@ class WorkingState:
                     task[key] = value
             task["updated_at"] = at
             found.update(task)
+
         self._update(change)
         return found
 
@@ -266,6 +285,7 @@ class WorkingState:
         Raises:
             NotFoundError: Removing a convention that does not exist.
         """
+
         def change(d: dict[str, Any], at: str) -> None:
             if value is not None:
                 d["conventions"][key] = value
@@ -273,6 +293,7 @@ class WorkingState:
                 del d["conventions"][key]
             else:
                 raise NotFoundError(f"no convention {key!r}")
+
         return self._update(change)
 
     # --- internals ---------------------------------------------------------------
@@ -299,7 +320,7 @@ class WorkingState:
         # Read-modify-write must not interleave between processes (CLI and agent).
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            handle = open(self.directory / ".lock", "a+")  # noqa: SIM115 - held for the block
+            handle = open(self.directory / ".lock", "a+")  # held for the block
         except OSError as exc:
             raise BackendError(f"cannot open the state directory {self.directory}: {exc}") from exc
         try:
@@ -322,8 +343,9 @@ def _atomic_write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so readers see the old or the new file, never half."""
     tmp = None
     try:
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
-                                         suffix=".tmp", delete=False) as fh:
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp", delete=False
+        ) as fh:
             tmp = fh.name
             fh.write(text)
             fh.flush()

@@ -3,9 +3,10 @@
 :class:`~stratamem.store.base.Store` is the protocol (with
 :class:`ConversationStore`); :class:`SQLiteStore` the embedded default.
 Features hand the store :class:`NewNode` and :class:`NewItem` rows to insert;
-what it reads back are records (:mod:`stratamem.records`). The PostgreSQL backend lives in :mod:`stratamem.store.postgres`
-(extra ``stratamem[postgres]``); :func:`open_store` picks the backend from a
-path or a ``postgresql://`` URL.
+what it reads back are records (:mod:`stratamem.records`). The PostgreSQL
+backend lives in :mod:`stratamem.store.postgres` (extra
+``stratamem[postgres]``); :func:`open_store` picks the backend from a path
+or a ``postgresql://`` URL.
 """
 
 from __future__ import annotations

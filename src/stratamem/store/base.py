@@ -68,21 +68,42 @@ class Store(Protocol):
 
     # Feature stores (one module per backend: ``store/<backend>_<feature>.py``).
     # Both built-in backends have all of them; ``Memory`` checks at construction
-    # that a store has the ones its configuration uses.
-    embeddings: Any
-    """Content-addressed embedding cache."""
-    nodes: Any
-    """Pyramid nodes (segments, consolidations, tiers)."""
-    conversations: Any
-    """Agent-loop conversation state."""
-    items: Any
-    """Long-term memory items."""
-    manifests: Any
-    """Recorded context manifests."""
-    ingest_keys: Any
-    """Dedupe keys of ingested records (used by ``Memory.ingest``)."""
-    forgetting: Any
-    """Deleting turns and everything derived from them (``apply`` a forget plan)."""
+    # that a store has the ones its configuration uses. Read-only: a backend
+    # builds each on first use (``SharedFeatures``).
+    @property
+    def embeddings(self) -> Any:
+        """Content-addressed embedding cache."""
+        ...
+
+    @property
+    def nodes(self) -> Any:
+        """Pyramid nodes (segments, consolidations, tiers)."""
+        ...
+
+    @property
+    def conversations(self) -> Any:
+        """Agent-loop conversation state."""
+        ...
+
+    @property
+    def items(self) -> Any:
+        """Long-term memory items."""
+        ...
+
+    @property
+    def manifests(self) -> Any:
+        """Recorded context manifests."""
+        ...
+
+    @property
+    def ingest_keys(self) -> Any:
+        """Dedupe keys of ingested records (used by ``Memory.ingest``)."""
+        ...
+
+    @property
+    def forgetting(self) -> Any:
+        """Deleting turns and everything derived from them (``apply`` a forget plan)."""
+        ...
 
     def append(self, namespace: str, batches: Sequence[TurnBatch]) -> list[StoredTurn]:
         """Store turns in one transaction: all of them or none.
@@ -98,8 +119,15 @@ class Store(Protocol):
         """
         ...
 
-    def ensure_session(self, namespace: str, session: str, *, platform: str | None = None,
-                       channel: str | None = None, created_at: datetime | None = None) -> Session:
+    def ensure_session(
+        self,
+        namespace: str,
+        session: str,
+        *,
+        platform: str | None = None,
+        channel: str | None = None,
+        created_at: datetime | None = None,
+    ) -> Session:
         """Return the session, creating it (and the namespace) if missing.
 
         ``platform``, ``channel`` and ``created_at`` apply only when it is created.
@@ -130,9 +158,18 @@ class Store(Protocol):
         """Every namespace with its counts, sorted by name."""
         ...
 
-    def turns(self, namespace: str, session: str | None = None, *, ids: Sequence[int] | None = None,
-              min_seq: int | None = None, max_seq: int | None = None, newest_first: bool = False,
-              limit: int | None = None, role: str | None = None) -> list[StoredTurn]:
+    def turns(
+        self,
+        namespace: str,
+        session: str | None = None,
+        *,
+        ids: Sequence[int] | None = None,
+        min_seq: int | None = None,
+        max_seq: int | None = None,
+        newest_first: bool = False,
+        limit: int | None = None,
+        role: str | None = None,
+    ) -> list[StoredTurn]:
         """Turns of a namespace (optionally one session), ordered by session then sequence.
 
         ``newest_first`` reverses the order; ``ids`` restricts to those turn ids

@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..records.conversations import ConversationState
 from ..records import check_name
+from ..records.conversations import ConversationState
 from .sql import Sql, run_ddl, upsert
 
 __all__ = ["Conversations", "m004_conversations", "m009_conversation_loop"]
 
-_COLUMNS = ("namespace, session, summary, compaction_count, turn_count, compacted_messages, files_read, "
-            "files_modified, last_status, last_error, failures, calibration, updated_at, loop")
+_COLUMNS = (
+    "namespace, session, summary, compaction_count, turn_count, compacted_messages, files_read, "
+    "files_modified, last_status, last_error, failures, calibration, updated_at, loop"
+)
 
 _TABLE = """CREATE TABLE conversations (
         namespace TEXT NOT NULL,
@@ -52,14 +54,18 @@ def m009_conversation_loop(conn: Any) -> None:
 
 def _loop_json(state: ConversationState) -> str:
     """The agent-loop fields added by ``m009_conversation_loop``, as one JSON object."""
-    return json.dumps({"resume_seq": state.resume_seq, "deferred": state.deferred,
-                       "last_usage": dict(state.last_usage)})
+    return json.dumps(
+        {"resume_seq": state.resume_seq, "deferred": state.deferred, "last_usage": dict(state.last_usage)}
+    )
 
 
 def _loop_fields(text: str | None) -> dict[str, Any]:
     data = json.loads(text or "{}")
-    return {"resume_seq": int(data.get("resume_seq", 0)), "deferred": int(data.get("deferred", 0)),
-            "last_usage": dict(data.get("last_usage") or {})}
+    return {
+        "resume_seq": int(data.get("resume_seq", 0)),
+        "deferred": int(data.get("deferred", 0)),
+        "last_usage": dict(data.get("last_usage") or {}),
+    }
 
 
 class Conversations:
@@ -78,17 +84,28 @@ class Conversations:
         Raises:
             BackendError: The database failed.
         """
-        rows = self._sql.rows(f"SELECT {_COLUMNS} FROM conversations WHERE namespace = ? AND session = ?",
-                              (namespace, session))
+        rows = self._sql.rows(
+            f"SELECT {_COLUMNS} FROM conversations WHERE namespace = ? AND session = ?", (namespace, session)
+        )
         if not rows:
             return None
         row = rows[0]
         return ConversationState(
-            namespace=row[0], session=row[1], summary=row[2], compaction_count=row[3], turn_count=row[4],
-            compacted_messages=row[5], files_read=tuple(json.loads(row[6])),
-            files_modified=tuple(json.loads(row[7])), last_status=row[8], last_error=row[9], failures=row[10],
-            calibration=json.loads(row[11]), **_loop_fields(row[13]),
-            updated_at=self._sql.dialect.read_stamp(row[12]))
+            namespace=row[0],
+            session=row[1],
+            summary=row[2],
+            compaction_count=row[3],
+            turn_count=row[4],
+            compacted_messages=row[5],
+            files_read=tuple(json.loads(row[6])),
+            files_modified=tuple(json.loads(row[7])),
+            last_status=row[8],
+            last_error=row[9],
+            failures=row[10],
+            calibration=json.loads(row[11]),
+            **_loop_fields(row[13]),
+            updated_at=self._sql.dialect.read_stamp(row[12]),
+        )
 
     def put(self, state: ConversationState) -> None:
         """Insert or replace the state of its (namespace, session), in one transaction.
@@ -99,16 +116,30 @@ class Conversations:
         """
         check_name(state.namespace, "namespace")
         check_name(state.session, "session")
-        values = (state.namespace, state.session, state.summary, state.compaction_count, state.turn_count,
-                  state.compacted_messages, json.dumps(list(state.files_read)),
-                  json.dumps(list(state.files_modified)), state.last_status, state.last_error, state.failures,
-                  json.dumps(dict(state.calibration)), self._sql.dialect.stamp(state.updated_at), _loop_json(state))
+        values = (
+            state.namespace,
+            state.session,
+            state.summary,
+            state.compaction_count,
+            state.turn_count,
+            state.compacted_messages,
+            json.dumps(list(state.files_read)),
+            json.dumps(list(state.files_modified)),
+            state.last_status,
+            state.last_error,
+            state.failures,
+            json.dumps(dict(state.calibration)),
+            self._sql.dialect.stamp(state.updated_at),
+            _loop_json(state),
+        )
         names = _COLUMNS.split(", ")
         with self._sql.write() as w:
             w.execute(upsert("conversations", names[:2], names[2:]), values)
 
     def sessions(self, namespace: str) -> list[str]:
         """Sessions of ``namespace`` that have saved state, sorted by code point."""
-        rows = self._sql.rows(f"SELECT session FROM conversations WHERE namespace = ? "
-                              f"ORDER BY {self._sql.dialect.bytewise('session')}", (namespace,))
+        rows = self._sql.rows(
+            f"SELECT session FROM conversations WHERE namespace = ? ORDER BY {self._sql.dialect.bytewise('session')}",
+            (namespace,),
+        )
         return [r[0] for r in rows]

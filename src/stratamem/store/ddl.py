@@ -39,20 +39,29 @@ TYPES: Mapping[str, Mapping[str, str]] = {
         "tenant": "namespace_id",
         "tenant_column": "namespace_id INTEGER NOT NULL REFERENCES namespaces(id)",
         "tenant_pk": "namespace_id INTEGER PRIMARY KEY REFERENCES namespaces(id)",
-        "bigint": "INTEGER", "blob": "BLOB", "stamp": "TEXT", "real": "REAL", "vector": "BLOB",
+        "bigint": "INTEGER",
+        "blob": "BLOB",
+        "stamp": "TEXT",
+        "real": "REAL",
+        "vector": "BLOB",
     },
     "postgres": {
         "tenant": "namespace",
         "tenant_column": "namespace TEXT NOT NULL",
         "tenant_pk": "namespace TEXT PRIMARY KEY",
-        "bigint": "BIGINT", "blob": "BYTEA", "stamp": "TIMESTAMPTZ", "real": "DOUBLE PRECISION", "vector": "vector",
+        "bigint": "BIGINT",
+        "blob": "BYTEA",
+        "stamp": "TIMESTAMPTZ",
+        "real": "DOUBLE PRECISION",
+        "vector": "vector",
     },
 }
 """Per dialect, what each placeholder of a column definition stands for."""
 
 
-def create_table(dialect: Dialect, name: str, columns: Sequence[str], *, without_rowid: bool = False,
-                 **extra: str) -> str:
+def create_table(
+    dialect: Dialect, name: str, columns: Sequence[str], *, without_rowid: bool = False, **extra: str
+) -> str:
     """``CREATE TABLE name (...)`` with each column definition's placeholders filled in for ``dialect``.
 
     Args:

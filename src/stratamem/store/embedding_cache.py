@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -45,9 +45,21 @@ def m002_embeddings(conn: Any) -> None:
     namespaces, and hold no text. Vectors are plain bytes (little-endian
     float32), not pgvector: the cache is looked up by key, never searched.
     """
-    run_tables(conn, ("embeddings", ["model TEXT NOT NULL", "hash TEXT NOT NULL", "dims INTEGER NOT NULL",
-                                     "vector {blob} NOT NULL", "created_at {stamp} NOT NULL",
-                                     "PRIMARY KEY (model, hash)"], True))
+    run_tables(
+        conn,
+        (
+            "embeddings",
+            [
+                "model TEXT NOT NULL",
+                "hash TEXT NOT NULL",
+                "dims INTEGER NOT NULL",
+                "vector {blob} NOT NULL",
+                "created_at {stamp} NOT NULL",
+                "PRIMARY KEY (model, hash)",
+            ],
+            True,
+        ),
+    )
 
 
 class EmbeddingCache:
@@ -81,8 +93,11 @@ class EmbeddingCache:
         """
         out: dict[str, np.ndarray] = {}
         for part in chunks(list(dict.fromkeys(hashes))):
-            rows = self._sql.rows(f"SELECT hash, dims, vector FROM embeddings WHERE model = ? AND "
-                                  f"{self._sql.dialect.in_list('hash', len(part))}", [model, *part])
+            rows = self._sql.rows(
+                f"SELECT hash, dims, vector FROM embeddings WHERE model = ? AND "
+                f"{self._sql.dialect.in_list('hash', len(part))}",
+                [model, *part],
+            )
             for h, dims, blob in rows:
                 if len(blob) != 4 * dims:
                     raise BackendError(f"embedding {h} of {model!r} is corrupt: {len(blob)} bytes for {dims} dims")
@@ -96,7 +111,7 @@ class EmbeddingCache:
             ValueError: A vector is not one-dimensional.
             BackendError: The write failed (nothing was stored).
         """
-        now = self._sql.dialect.stamp(datetime.now(timezone.utc))
+        now = self._sql.dialect.stamp(datetime.now(UTC))
         rows = []
         for h, vec in vectors.items():
             arr = np.asarray(vec, dtype="<f4")
@@ -106,8 +121,11 @@ class EmbeddingCache:
         if not rows:
             return
         with self._sql.write() as w:
-            w.executemany("INSERT INTO embeddings (model, hash, dims, vector, created_at) VALUES (?, ?, ?, ?, ?) "
-                          "ON CONFLICT (model, hash) DO NOTHING", rows)
+            w.executemany(
+                "INSERT INTO embeddings (model, hash, dims, vector, created_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (model, hash) DO NOTHING",
+                rows,
+            )
 
     def count(self, model: str | None = None) -> int:
         """Cached vectors, for one model or all."""

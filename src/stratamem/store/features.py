@@ -13,14 +13,15 @@ names those subclasses in :attr:`SharedFeatures.item_store_class` and
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Self
 
 if TYPE_CHECKING:
     from .conversations import Conversations
     from .embedding_cache import EmbeddingCache
     from .forget_rows import ForgetRows
-    from .item_store import ItemStore
     from .ingest_keys import IngestKeys
+    from .item_store import ItemStore
     from .manifests import Manifests
     from .node_store import NodeStore
     from .sql import Sql
@@ -31,22 +32,26 @@ __all__ = ["SharedFeatures"]
 class SharedFeatures:
     """Cached properties for the feature stores that speak :mod:`stratamem.store.sql`."""
 
-    sql: Sql
+    @property
+    def sql(self) -> Sql:
+        """The backend's SQL handle; every backend store overrides this."""
+        raise NotImplementedError
 
-    item_store_class: type[ItemStore]
+    # Each is built from the backend store itself (``Self``), not from its ``sql`` handle.
+    item_store_class: Callable[[Self], ItemStore]
     """The backend's item store (the shared reads and writes plus its lexical search)."""
-    forget_class: type[ForgetRows]
+    forget_class: Callable[[Self], ForgetRows]
     """The backend's forgetting (the shared plan statements plus what makes the bytes go)."""
 
     @functools.cached_property
-    def items(self) -> ItemStore:
+    def items(self: Self) -> ItemStore:
         """Memory items of every namespace (:mod:`stratamem.store.item_store`, search per backend)."""
-        return self.item_store_class(self)  # type: ignore[arg-type]
+        return self.item_store_class(self)
 
     @functools.cached_property
-    def forgetting(self) -> ForgetRows:
+    def forgetting(self: Self) -> ForgetRows:
         """Deleting turns and everything derived from them (:mod:`stratamem.store.forget_rows`)."""
-        return self.forget_class(self)  # type: ignore[call-arg]
+        return self.forget_class(self)
 
     @functools.cached_property
     def embeddings(self) -> EmbeddingCache:

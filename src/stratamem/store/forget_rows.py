@@ -27,8 +27,15 @@ from .sql import SQLITE, SqlFeature, Writer, chunks, upsert
 __all__ = ["ForgetRows"]
 
 # Tables keyed by the tenant column, in the order a whole namespace is deleted (children first).
-_BY_TENANT = ("summary_spend", "memory_items", "memory_item_metrics", "recall_index", "recall_index_meta",
-              "recall_passages", "turns")
+_BY_TENANT = (
+    "summary_spend",
+    "memory_items",
+    "memory_item_metrics",
+    "recall_index",
+    "recall_index_meta",
+    "recall_passages",
+    "turns",
+)
 
 
 def _sorted(values: Iterable[Any]) -> list[Any]:
@@ -53,8 +60,10 @@ class ForgetRows(SqlFeature):
         """Log the item vectors about to go (PostgreSQL; SQLite's delete trigger does it)."""
         if self._d is SQLITE:
             return
-        select = ("INSERT INTO memory_item_vector_log (namespace, item_id) SELECT namespace, id FROM memory_items "
-                  "WHERE namespace = ? AND embedding IS NOT NULL")
+        select = (
+            "INSERT INTO memory_item_vector_log (namespace, item_id) SELECT namespace, id FROM memory_items "
+            "WHERE namespace = ? AND embedding IS NOT NULL"
+        )
         if ids is None:
             w.execute(f"{select} ORDER BY id", (key,))
             return
@@ -72,8 +81,13 @@ class ForgetRows(SqlFeature):
         else:
             self._delete_parts(w, p, key)
         if p.delete_manifests:
-            self._in(w, "DELETE FROM manifests WHERE namespace = ? AND", (ns,), "id",
-                     _sorted(int(i) for i in p.delete_manifests))
+            self._in(
+                w,
+                "DELETE FROM manifests WHERE namespace = ? AND",
+                (ns,),
+                "id",
+                _sorted(int(i) for i in p.delete_manifests),
+            )
         if p.conversations:
             self._in(w, "DELETE FROM conversations WHERE namespace = ? AND", (ns,), "session", _sorted(p.conversations))
         if p.embedding_hashes:
@@ -119,11 +133,27 @@ class ForgetRows(SqlFeature):
                 "summary_tokens = NULL, summary_status = 'pending', summary_error = NULL, embedding = NULL, "
                 "view_tokens = ?, warm_format = COALESCE(?, warm_format), warm_content = COALESCE(?, warm_content) "
                 f"WHERE {t} = ? AND id = ?",
-                (r.turn_count, r.tokens, r.first_turn_id, r.last_turn_id, stamp(r.start), stamp(r.end), lo, hi,
-                 r.view_tokens, fmt, content, key, r.node_id))
+                (
+                    r.turn_count,
+                    r.tokens,
+                    r.first_turn_id,
+                    r.last_turn_id,
+                    stamp(r.start),
+                    stamp(r.end),
+                    lo,
+                    hi,
+                    r.view_tokens,
+                    fmt,
+                    content,
+                    key,
+                    r.node_id,
+                ),
+            )
         for node_id, (lo, hi) in p.segment_spans.items():
-            w.execute(f"UPDATE nodes SET seq_lo = ?, seq_hi = ? WHERE {t} = ? AND id = ?",
-                      (int(lo), int(hi), key, int(node_id)))
+            w.execute(
+                f"UPDATE nodes SET seq_lo = ?, seq_hi = ? WHERE {t} = ? AND id = ?",
+                (int(lo), int(hi), key, int(node_id)),
+            )
         for node_id, ref in p.archive_refs.items():
             w.execute(f"UPDATE nodes SET archive_ref = ? WHERE {t} = ? AND id = ?", (ref, key, int(node_id)))
         if p.delete_items:
@@ -131,8 +161,10 @@ class ForgetRows(SqlFeature):
             self._log_vectors(w, key, items)
             self._in(w, f"DELETE FROM memory_items WHERE {t} = ? AND", (key,), "id", items)
         for item_id, prov in p.item_provenance.items():
-            w.execute(f"UPDATE memory_items SET provenance = ? WHERE {t} = ? AND id = ?",
-                      (json.dumps(list(prov)), key, int(item_id)))
+            w.execute(
+                f"UPDATE memory_items SET provenance = ? WHERE {t} = ? AND id = ?",
+                (json.dumps(list(prov)), key, int(item_id)),
+            )
         # The stored recall index holds each turn's analysed terms and vector.
         for table in ("recall_index", "recall_passages"):
             self._in(w, f"DELETE FROM {table} WHERE {t} = ? AND", (key,), "turn_id", turns)

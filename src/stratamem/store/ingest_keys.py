@@ -23,8 +23,13 @@ _CHUNK = 500
 
 # The namespace is named here (not the tenant column) on both backends: keys are
 # looked up by the names an importer holds.
-_COLUMNS = ("namespace TEXT NOT NULL", "session TEXT NOT NULL", "key TEXT NOT NULL", "turn_id {bigint} NOT NULL",
-            "PRIMARY KEY (namespace, session, key)")
+_COLUMNS = (
+    "namespace TEXT NOT NULL",
+    "session TEXT NOT NULL",
+    "key TEXT NOT NULL",
+    "turn_id {bigint} NOT NULL",
+    "PRIMARY KEY (namespace, session, key)",
+)
 
 
 def m008_ingest_keys(conn: Any) -> None:
@@ -51,11 +56,15 @@ class IngestKeys:
         found: set[str] = set()
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), _CHUNK):
-            chunk = unique[start:start + _CHUNK]
+            chunk = unique[start : start + _CHUNK]
             marks = ",".join("?" * len(chunk))
-            found.update(r[0] for r in self._sql.rows(
-                f"SELECT key FROM ingest_keys WHERE namespace = ? AND session = ? AND key IN ({marks})",
-                (namespace, session, *chunk)))
+            found.update(
+                r[0]
+                for r in self._sql.rows(
+                    f"SELECT key FROM ingest_keys WHERE namespace = ? AND session = ? AND key IN ({marks})",
+                    (namespace, session, *chunk),
+                )
+            )
         return found
 
     def record(self, namespace: str, rows: Iterable[tuple[str, str, int]]) -> None:

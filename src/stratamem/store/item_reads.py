@@ -22,12 +22,17 @@ from .vectors import read_vector, vector_select
 
 __all__ = ["ItemReads"]
 
-_COLUMNS = ("id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, relevance, "
-            "source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, demoted_at, "
-            "metadata, embedding IS NOT NULL, scope")
+_COLUMNS = (
+    "id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, relevance, "
+    "source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, demoted_at, "
+    "metadata, embedding IS NOT NULL, scope"
+)
 
-_ORDERS = {"id": "id", "spill": "relevance ASC, created_at ASC, id ASC",
-           "prune": "access_count ASC, COALESCE(last_accessed_at, created_at) ASC, id ASC"}
+_ORDERS = {
+    "id": "id",
+    "spill": "relevance ASC, created_at ASC, id ASC",
+    "prune": "access_count ASC, COALESCE(last_accessed_at, created_at) ASC, id ASC",
+}
 
 
 class ItemReads(SqlFeature):
@@ -39,21 +44,40 @@ class ItemReads(SqlFeature):
     def _to_item(self, namespace: str, row: Sequence[Any], supersedes: tuple[int, ...] = ()) -> MemoryItem:
         stamp = self._stamp
         return MemoryItem(
-            id=int(row[0]), namespace=namespace, session=row[1], content=row[2], type=row[3], tier=row[4],
-            tokens=int(row[5]), access_count=int(row[6]), last_accessed_at=stamp(row[7]),
-            created_at=stamp(row[8]), relevance=float(row[9]), source=row[10],
-            provenance=tuple(json.loads(row[11])), review=row[12], key=row[13], valid_from=stamp(row[14]),
-            valid_to=stamp(row[15]), superseded_by=int(row[16]) if row[16] is not None else None,
-            promoted_at=stamp(row[17]), demoted_at=stamp(row[18]),
-            metadata=json.loads(row[19]) if row[19] else {}, embedded=bool(row[20]), supersedes=supersedes,
-            scope=row[21])
+            id=int(row[0]),
+            namespace=namespace,
+            session=row[1],
+            content=row[2],
+            type=row[3],
+            tier=row[4],
+            tokens=int(row[5]),
+            access_count=int(row[6]),
+            last_accessed_at=stamp(row[7]),
+            created_at=stamp(row[8]),
+            relevance=float(row[9]),
+            source=row[10],
+            provenance=tuple(json.loads(row[11])),
+            review=row[12],
+            key=row[13],
+            valid_from=stamp(row[14]),
+            valid_to=stamp(row[15]),
+            superseded_by=int(row[16]) if row[16] is not None else None,
+            promoted_at=stamp(row[17]),
+            demoted_at=stamp(row[18]),
+            metadata=json.loads(row[19]) if row[19] else {},
+            embedded=bool(row[20]),
+            supersedes=supersedes,
+            scope=row[21],
+        )
 
     def _items(self, namespace: str, where: str, params: Sequence[Any], order: str = "id") -> list[MemoryItem]:
         key = self._sql.tenant_key(namespace)
         if key is None:
             return []
-        rows = self._sql.rows(f"SELECT {_COLUMNS} FROM memory_items WHERE {self._tenant} = ? AND ({where}) "
-                              f"ORDER BY {order}", [key, *params])
+        rows = self._sql.rows(
+            f"SELECT {_COLUMNS} FROM memory_items WHERE {self._tenant} = ? AND ({where}) ORDER BY {order}",
+            [key, *params],
+        )
         if not rows:
             return []
         # SQLite: "+namespace_id" keeps the planner on the superseded_by index; on the
@@ -62,8 +86,10 @@ class ItemReads(SqlFeature):
         older: dict[int, list[int]] = {}
         for part in chunks([int(r[0]) for r in rows]):
             for old_id, newer in self._sql.rows(
-                    f"SELECT id, superseded_by FROM memory_items WHERE {tenant} = ? AND "
-                    f"{self._d.in_list('superseded_by', len(part))} ORDER BY id", [key, *part]):
+                f"SELECT id, superseded_by FROM memory_items WHERE {tenant} = ? AND "
+                f"{self._d.in_list('superseded_by', len(part))} ORDER BY id",
+                [key, *part],
+            ):
                 older.setdefault(int(newer), []).append(int(old_id))
         return [self._to_item(namespace, r, tuple(older.get(int(r[0]), ()))) for r in rows]
 
@@ -76,9 +102,17 @@ class ItemReads(SqlFeature):
             out.extend(self._items(namespace, self._d.in_list("id", len(part)), part))
         return sorted(out, key=lambda i: i.id)
 
-    def select(self, namespace: str, *, tiers: Sequence[str] | None = None, key: str | None = None,
-               live_only: bool = False, order: str = "id", limit: int | None = None,
-               view: Sequence[str] | None = None) -> list[MemoryItem]:
+    def select(
+        self,
+        namespace: str,
+        *,
+        tiers: Sequence[str] | None = None,
+        key: str | None = None,
+        live_only: bool = False,
+        order: str = "id",
+        limit: int | None = None,
+        view: Sequence[str] | None = None,
+    ) -> list[MemoryItem]:
         """Items of the namespace, optionally by tier, key or session view (see
         :func:`~stratamem.store.item_view.view_clause`); ``live_only`` drops superseded and rejected."""
         seen, params = view_clause(view)
@@ -103,8 +137,11 @@ class ItemReads(SqlFeature):
         if key is None:
             return {}
         seen, params = view_clause(view)
-        rows = self._sql.rows("SELECT tier, COUNT(*), COALESCE(SUM(tokens), 0) FROM memory_items "
-                              f"WHERE {self._tenant} = ? AND {seen} GROUP BY tier", (key, *params))
+        rows = self._sql.rows(
+            "SELECT tier, COUNT(*), COALESCE(SUM(tokens), 0) FROM memory_items "
+            f"WHERE {self._tenant} = ? AND {seen} GROUP BY tier",
+            (key, *params),
+        )
         return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
     def flag_counts(self, namespace: str) -> dict[str, int]:
@@ -115,18 +152,26 @@ class ItemReads(SqlFeature):
         row = self._sql.rows(
             "SELECT COUNT(superseded_by), COUNT(CASE WHEN review = 'pending' THEN 1 END), "
             "COUNT(CASE WHEN review = 'rejected' THEN 1 END), COUNT(CASE WHEN embedding IS NULL THEN 1 END) "
-            f"FROM memory_items WHERE {self._tenant} = ?", (key,))[0]
-        return {"superseded": int(row[0]), "pending_review": int(row[1]), "rejected": int(row[2]),
-                "unembedded": int(row[3])}
+            f"FROM memory_items WHERE {self._tenant} = ?",
+            (key,),
+        )[0]
+        return {
+            "superseded": int(row[0]),
+            "pending_review": int(row[1]),
+            "rejected": int(row[2]),
+            "unembedded": int(row[3]),
+        }
 
     def vectors_after(self, namespace: str, after_id: int) -> list[tuple[int, bytes, str | None]]:
         """``(id, float32 bytes, model)`` of embedded items with id > ``after_id``, by id."""
         key = self._sql.tenant_key(namespace)
         if key is None:
             return []
-        rows = self._sql.rows(f"SELECT id, {vector_select(self._d, 'embedding')}, embedding_model FROM memory_items "
-                              f"WHERE {self._tenant} = ? AND id > ? AND embedding IS NOT NULL ORDER BY id",
-                              (key, int(after_id)))
+        rows = self._sql.rows(
+            f"SELECT id, {vector_select(self._d, 'embedding')}, embedding_model FROM memory_items "
+            f"WHERE {self._tenant} = ? AND id > ? AND embedding IS NOT NULL ORDER BY id",
+            (key, int(after_id)),
+        )
         return [(int(r[0]), read_vector(self._d, r[1]), r[2]) for r in rows]
 
     def vector_log_head(self, namespace: str) -> int:
@@ -154,17 +199,24 @@ class ItemReads(SqlFeature):
         rows = self._sql.rows(
             f"SELECT l.seq, l.item_id, {vector_select(self._d, 'm.embedding')} FROM memory_item_vector_log l "
             f"LEFT JOIN memory_items m ON m.{self._tenant} = l.{self._tenant} AND m.id = l.item_id "
-            f"WHERE l.{self._tenant} = ? AND l.seq > ? ORDER BY l.seq", (key, int(after_seq)))
+            f"WHERE l.{self._tenant} = ? AND l.seq > ? ORDER BY l.seq",
+            (key, int(after_seq)),
+        )
         if not rows:
             return int(after_seq), []
-        return int(rows[-1][0]), [(int(r[1]), read_vector(self._d, r[2]) if r[2] is not None else None)
-                                  for r in rows]
+        return int(rows[-1][0]), [(int(r[1]), read_vector(self._d, r[2]) if r[2] is not None else None) for r in rows]
 
     def metrics(self, namespace: str) -> dict[str, float]:
         """The namespace's persisted metric values by name."""
         key = self._sql.tenant_key(namespace)
-        return {} if key is None else {r[0]: float(r[1]) for r in self._sql.rows(
-            f"SELECT name, value FROM memory_item_metrics WHERE {self._tenant} = ?", (key,))}
+        return (
+            {}
+            if key is None
+            else {
+                r[0]: float(r[1])
+                for r in self._sql.rows(f"SELECT name, value FROM memory_item_metrics WHERE {self._tenant} = ?", (key,))
+            }
+        )
 
     @staticmethod
     def timestamp(value: Any) -> str:

@@ -37,11 +37,28 @@ __all__ = ["ITEM_COLUMNS", "ItemStore", "METRIC_COLUMNS"]
 # --- the tables' columns (the migrations are per backend: their keys and search columns differ) ---
 
 ITEM_COLUMNS: tuple[str, ...] = (
-    "session TEXT", "content TEXT NOT NULL", "type TEXT NOT NULL", "tier TEXT NOT NULL", "tokens INTEGER NOT NULL",
-    "access_count INTEGER NOT NULL DEFAULT 0", "last_accessed_at {stamp}", "created_at {stamp} NOT NULL",
-    "relevance {real} NOT NULL", "source TEXT NOT NULL", "provenance TEXT NOT NULL DEFAULT '[]'", "review TEXT",
-    "key TEXT", "valid_from {stamp}", "valid_to {stamp}", "superseded_by {bigint}{superseded_ref}",
-    "promoted_at {stamp}", "demoted_at {stamp}", "metadata TEXT", "embedding {vector}", "embedding_model TEXT")
+    "session TEXT",
+    "content TEXT NOT NULL",
+    "type TEXT NOT NULL",
+    "tier TEXT NOT NULL",
+    "tokens INTEGER NOT NULL",
+    "access_count INTEGER NOT NULL DEFAULT 0",
+    "last_accessed_at {stamp}",
+    "created_at {stamp} NOT NULL",
+    "relevance {real} NOT NULL",
+    "source TEXT NOT NULL",
+    "provenance TEXT NOT NULL DEFAULT '[]'",
+    "review TEXT",
+    "key TEXT",
+    "valid_from {stamp}",
+    "valid_to {stamp}",
+    "superseded_by {bigint}{superseded_ref}",
+    "promoted_at {stamp}",
+    "demoted_at {stamp}",
+    "metadata TEXT",
+    "embedding {vector}",
+    "embedding_model TEXT",
+)
 """``memory_items``' columns after its key columns, as :func:`~stratamem.store.ddl.create_table` spells them.
 
 ``provenance`` is a JSON list of turn ids (empty when added through the API);
@@ -49,15 +66,34 @@ ITEM_COLUMNS: tuple[str, ...] = (
 ``{superseded_ref}`` is the migration's: m005 on SQLite had a foreign key there.
 """
 
-METRIC_COLUMNS: tuple[str, ...] = ("{tenant_column}", "name TEXT NOT NULL", "value {real} NOT NULL",
-                                   "PRIMARY KEY ({tenant}, name)")
+METRIC_COLUMNS: tuple[str, ...] = (
+    "{tenant_column}",
+    "name TEXT NOT NULL",
+    "value {real} NOT NULL",
+    "PRIMARY KEY ({tenant}, name)",
+)
 """``memory_item_metrics``: counters and latency histogram buckets, persisted so every process sees them."""
 
-_UPDATABLE = frozenset({"tier", "access_count", "last_accessed_at", "relevance", "review", "valid_to",
-                        "superseded_by", "promoted_at", "demoted_at", "embedding", "embedding_model"})
+_UPDATABLE = frozenset(
+    {
+        "tier",
+        "access_count",
+        "last_accessed_at",
+        "relevance",
+        "review",
+        "valid_to",
+        "superseded_by",
+        "promoted_at",
+        "demoted_at",
+        "embedding",
+        "embedding_model",
+    }
+)
 
-_INSERTED = ("session, content, type, tier, tokens, access_count, created_at, relevance, source, provenance, "
-             "review, key, valid_from, valid_to, metadata, embedding, embedding_model, scope")
+_INSERTED = (
+    "session, content, type, tier, tokens, access_count, created_at, relevance, source, provenance, "
+    "review, key, valid_from, valid_to, metadata, embedding, embedding_model, scope"
+)
 
 
 class ItemStore(ItemReads):
@@ -88,13 +124,31 @@ class ItemStore(ItemReads):
             self._guard(w, namespace)
             key = w.tenant(namespace)
             row = w.execute(
-                f"INSERT INTO memory_items ({self._tenant}, {_INSERTED}{columns}) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, "
-                f"?, ?, ?, ?, ?, ?, {vector_placeholder(self._d)}, ?, ?{marks}) RETURNING id",
-                (key, item.session, item.content, item.type, item.tier, item.tokens, item.created_at,
-                 item.relevance, item.source, json.dumps(list(item.provenance)), item.review, item.key,
-                 item.valid_from, item.valid_to,
-                 json.dumps(dict(item.metadata), ensure_ascii=False) if item.metadata else None,
-                 write_vector(self._d, item.embedding), item.embedding_model, item.scope, *values)).fetchone()
+                f"INSERT INTO memory_items ({self._tenant}, {_INSERTED}{columns}) "
+                f"VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, {vector_placeholder(self._d)}, ?, ?{marks}) "
+                "RETURNING id",
+                (
+                    key,
+                    item.session,
+                    item.content,
+                    item.type,
+                    item.tier,
+                    item.tokens,
+                    item.created_at,
+                    item.relevance,
+                    item.source,
+                    json.dumps(list(item.provenance)),
+                    item.review,
+                    item.key,
+                    item.valid_from,
+                    item.valid_to,
+                    json.dumps(dict(item.metadata), ensure_ascii=False) if item.metadata else None,
+                    write_vector(self._d, item.embedding),
+                    item.embedding_model,
+                    item.scope,
+                    *values,
+                ),
+            ).fetchone()
             return int(row[0])
 
     def update(self, namespace: str, ids: Sequence[int], **columns: Any) -> int:
@@ -122,8 +176,10 @@ class ItemStore(ItemReads):
                 if "embedding" in values:
                     self._log_vectors(w, key, part, stored_only=False)
                 clause, params = self._d.one_of("id", part)
-                changed += w.execute(f"UPDATE memory_items SET {sets} WHERE {self._tenant} = ? AND {clause}",
-                                     [*values.values(), key, *params]).rowcount
+                changed += w.execute(
+                    f"UPDATE memory_items SET {sets} WHERE {self._tenant} = ? AND {clause}",
+                    [*values.values(), key, *params],
+                ).rowcount
         return changed
 
     def record_access(self, namespace: str, updates: Mapping[int, float], at: str) -> None:
@@ -133,9 +189,11 @@ class ItemStore(ItemReads):
             return
         with self._sql.write() as w:
             self._guard(w, namespace)
-            w.executemany(f"UPDATE memory_items SET access_count = access_count + 1, last_accessed_at = ?, "
-                          f"relevance = ? WHERE {self._tenant} = ? AND id = ?",
-                          [(at, float(rel), key, int(i)) for i, rel in updates.items()])
+            w.executemany(
+                f"UPDATE memory_items SET access_count = access_count + 1, last_accessed_at = ?, "
+                f"relevance = ? WHERE {self._tenant} = ? AND id = ?",
+                [(at, float(rel), key, int(i)) for i, rel in updates.items()],
+            )
 
     def delete(self, namespace: str, ids: Sequence[int]) -> int:
         """Delete items (and their lexical terms), logging their vectors as gone.
@@ -152,8 +210,9 @@ class ItemStore(ItemReads):
             for part in chunks([int(i) for i in ids]):
                 self._log_vectors(w, key, part, stored_only=True)
                 clause, params = self._d.one_of("id", part)
-                deleted += w.execute(f"DELETE FROM memory_items WHERE {self._tenant} = ? AND {clause}",
-                                     (key, *params)).rowcount
+                deleted += w.execute(
+                    f"DELETE FROM memory_items WHERE {self._tenant} = ? AND {clause}", (key, *params)
+                ).rowcount
         return deleted
 
     def add_metrics(self, namespace: str, deltas: Mapping[str, float]) -> None:
@@ -163,7 +222,9 @@ class ItemStore(ItemReads):
         with self._sql.write() as w:
             self._guard(w, namespace)
             key = w.tenant(namespace)
-            w.executemany(f"INSERT INTO memory_item_metrics ({self._tenant}, name, value) VALUES (?, ?, ?) "
-                          f"ON CONFLICT ({self._tenant}, name) DO UPDATE SET "
-                          "value = memory_item_metrics.value + excluded.value",
-                          [(key, k, float(v)) for k, v in deltas.items()])
+            w.executemany(
+                f"INSERT INTO memory_item_metrics ({self._tenant}, name, value) VALUES (?, ?, ?) "
+                f"ON CONFLICT ({self._tenant}, name) DO UPDATE SET "
+                "value = memory_item_metrics.value + excluded.value",
+                [(key, k, float(v)) for k, v in deltas.items()],
+            )

@@ -18,7 +18,8 @@ from .sql import Sql, run_ddl
 __all__ = ["Manifests", "m006_manifests"]
 
 _DDL = {
-    "sqlite": ["""CREATE TABLE manifests (
+    "sqlite": [
+        """CREATE TABLE manifests (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
         namespace TEXT NOT NULL,
         session TEXT,
@@ -28,8 +29,10 @@ _DDL = {
         items INTEGER NOT NULL,
         manifest TEXT NOT NULL
     )""",
-               "CREATE INDEX manifests_namespace ON manifests (namespace, id)"],
-    "postgres": ["""CREATE TABLE manifests (
+        "CREATE INDEX manifests_namespace ON manifests (namespace, id)",
+    ],
+    "postgres": [
+        """CREATE TABLE manifests (
         namespace TEXT NOT NULL,
         id BIGINT GENERATED ALWAYS AS IDENTITY,
         session TEXT,
@@ -39,7 +42,8 @@ _DDL = {
         items INTEGER NOT NULL,
         manifest TEXT NOT NULL,
         PRIMARY KEY (namespace, id)
-    )"""],
+    )"""
+    ],
 }
 
 _SELECT = "SELECT id, namespace, session, manifest FROM manifests WHERE namespace = ?"
@@ -73,17 +77,26 @@ class Manifests:
             mid = w.execute(
                 "INSERT INTO manifests (namespace, session, created_at, budget, total_tokens, items, manifest) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (namespace, session, self._sql.dialect.stamp(manifest.created_at), manifest.budget,
-                 manifest.total_tokens, len(manifest.items), body)).fetchone()[0]
+                (
+                    namespace,
+                    session,
+                    self._sql.dialect.stamp(manifest.created_at),
+                    manifest.budget,
+                    manifest.total_tokens,
+                    len(manifest.items),
+                    body,
+                ),
+            ).fetchone()[0]
             w.execute(
                 "DELETE FROM manifests WHERE namespace = ? AND id <= (SELECT id FROM manifests WHERE namespace = ? "
-                "ORDER BY id DESC LIMIT 1 OFFSET ?)", (namespace, namespace, keep))
+                "ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                (namespace, namespace, keep),
+            )
         return int(mid)
 
     def latest(self, namespace: str, limit: int = 20) -> list[StoredManifest]:
         """The namespace's newest manifests, newest first."""
-        return [self._row(r) for r in self._sql.rows(f"{_SELECT} ORDER BY id DESC LIMIT ?",
-                                                     (namespace, int(limit)))]
+        return [self._row(r) for r in self._sql.rows(f"{_SELECT} ORDER BY id DESC LIMIT ?", (namespace, int(limit)))]
 
     def get(self, namespace: str, manifest_id: int) -> StoredManifest | None:
         """One manifest of the namespace by id (``None`` if it is not there)."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from ..errors import MigrationError
 
@@ -97,8 +97,10 @@ def apply(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> list[str
                 conn.execute("COMMIT")
                 continue
             m.run(conn)
-            conn.execute(f"INSERT INTO {_TABLE} (name, applied_at) VALUES (?, ?)",
-                         (m.name, datetime.now(timezone.utc).isoformat()))
+            conn.execute(
+                f"INSERT INTO {_TABLE} (name, applied_at) VALUES (?, ?)",
+                (m.name, datetime.now(UTC).isoformat()),
+            )
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             conn.execute("ROLLBACK")

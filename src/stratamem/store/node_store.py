@@ -28,16 +28,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import NotFoundError
-from ..records.nodes import Node
 from ..records import Summary
-from .new_rows import NewNode
 from .ddl import create_table
-from .sql import SQLITE, Sql, Writer, chunks, dialect_of
-from .vectors import read_vector, vector_placeholder, vector_select, write_vector
+from .new_rows import NewNode
+from .node_reads import NodeReads
+from .sql import SQLITE, Writer, chunks, dialect_of
+from .vectors import vector_placeholder, write_vector
 
 __all__ = ["NodeStore", "m003_pyramid", "m014_summary_spend"]
 
@@ -45,38 +45,37 @@ __all__ = ["NodeStore", "m003_pyramid", "m014_summary_spend"]
 _LOCK_CLASS = 0x5079
 
 
-@dataclass(frozen=True)
-class _Shape:
-    """The fragments in which the two backends' node tables differ."""
-
-    session: str
-    """The session name of node ``n`` in a select list."""
-    join: str
-    """What the select list needs joined to ``nodes n``."""
-    session_column: str
-    """The nodes column naming the session."""
-    node_turns_tenant: bool
-    """Whether ``node_turns`` has the tenant column."""
-
-
-_SHAPES = {
-    "sqlite": _Shape(session="s.name", join=" LEFT JOIN sessions s ON s.id = n.session_id",
-                     session_column="session_id", node_turns_tenant=False),
-    "postgres": _Shape(session="n.session", join="", session_column="session", node_turns_tenant=True),
-}
-
 # --- the tables (m003_pyramid, m014_summary_spend) ------------------------------------------
 
 # The columns both backends' ``nodes`` share, in order, between the key columns and the table constraints.
 _NODE_COLUMNS = (
-    "level INTEGER NOT NULL CHECK (level >= 1)", "kind TEXT NOT NULL", "{node_session}", "seq_lo {bigint}",
-    "seq_hi {bigint}", "turn_count INTEGER NOT NULL", "tokens {bigint} NOT NULL", "first_turn_id {bigint} NOT NULL",
-    "last_turn_id {bigint} NOT NULL", "ts_start {stamp} NOT NULL", "ts_end {stamp} NOT NULL",
-    "parent_id {bigint}{parent_ref}", "reason TEXT NOT NULL", "tier TEXT CHECK (tier IN ('hot', 'warm', 'cold'))",
-    "tier_at {stamp}", "summary TEXT", "summary_tokens INTEGER",
+    "level INTEGER NOT NULL CHECK (level >= 1)",
+    "kind TEXT NOT NULL",
+    "{node_session}",
+    "seq_lo {bigint}",
+    "seq_hi {bigint}",
+    "turn_count INTEGER NOT NULL",
+    "tokens {bigint} NOT NULL",
+    "first_turn_id {bigint} NOT NULL",
+    "last_turn_id {bigint} NOT NULL",
+    "ts_start {stamp} NOT NULL",
+    "ts_end {stamp} NOT NULL",
+    "parent_id {bigint}{parent_ref}",
+    "reason TEXT NOT NULL",
+    "tier TEXT CHECK (tier IN ('hot', 'warm', 'cold'))",
+    "tier_at {stamp}",
+    "summary TEXT",
+    "summary_tokens INTEGER",
     "summary_status TEXT NOT NULL DEFAULT 'pending' CHECK (summary_status IN ('pending', 'ok', 'failed'))",
-    "summary_error TEXT", "view_tokens INTEGER", "warm_content TEXT", "warm_format TEXT", "archive_ref TEXT",
-    "archived_at {stamp}", "embedding {vector}", "created_at {stamp} NOT NULL")
+    "summary_error TEXT",
+    "view_tokens INTEGER",
+    "warm_content TEXT",
+    "warm_format TEXT",
+    "archive_ref TEXT",
+    "archived_at {stamp}",
+    "embedding {vector}",
+    "created_at {stamp} NOT NULL",
+)
 
 
 @dataclass(frozen=True)
@@ -87,8 +86,10 @@ class _Tables:
     """``nodes``' key columns, before the shared ones."""
     tail: tuple[str, ...]
     """``nodes``' table constraints, after them."""
-    spelling: dict[str, str]
-    """The ``{node_session}`` and ``{parent_ref}`` placeholders."""
+    node_session: str
+    """The ``{node_session}`` placeholder: the session column."""
+    parent_ref: str
+    """The ``{parent_ref}`` placeholder: the parent link's constraint, if any."""
     node_turns: tuple[str, ...]
     """``node_turns``' columns and constraints."""
     indexes: tuple[str, ...]
@@ -97,31 +98,51 @@ class _Tables:
 
 _TABLES = {
     "sqlite": _Tables(
-        head=("id INTEGER PRIMARY KEY", "{tenant_column}"), tail=(),
-        spelling={"node_session": "session_id INTEGER REFERENCES sessions(id)", "parent_ref": " REFERENCES nodes(id)"},
-        node_turns=("level INTEGER NOT NULL", "turn_id INTEGER NOT NULL",
-                    "node_id INTEGER NOT NULL REFERENCES nodes(id)", "PRIMARY KEY (level, turn_id)"),
-        indexes=("CREATE INDEX nodes_level ON nodes (namespace_id, level, id)",
-                 "CREATE INDEX nodes_session ON nodes (session_id, seq_hi)",
-                 "CREATE INDEX nodes_parent ON nodes (parent_id)")),
+        head=("id INTEGER PRIMARY KEY", "{tenant_column}"),
+        tail=(),
+        node_session="session_id INTEGER REFERENCES sessions(id)",
+        parent_ref=" REFERENCES nodes(id)",
+        node_turns=(
+            "level INTEGER NOT NULL",
+            "turn_id INTEGER NOT NULL",
+            "node_id INTEGER NOT NULL REFERENCES nodes(id)",
+            "PRIMARY KEY (level, turn_id)",
+        ),
+        indexes=(
+            "CREATE INDEX nodes_level ON nodes (namespace_id, level, id)",
+            "CREATE INDEX nodes_session ON nodes (session_id, seq_hi)",
+            "CREATE INDEX nodes_parent ON nodes (parent_id)",
+        ),
+    ),
     # No foreign keys into the canonical tables: retention deletes turns while their
     # coverage rows stay; node-to-node links are enforced within the namespace.
     "postgres": _Tables(
         head=("{tenant_column}", "id BIGINT GENERATED ALWAYS AS IDENTITY"),
         tail=("PRIMARY KEY (namespace, id)", "FOREIGN KEY (namespace, parent_id) REFERENCES nodes (namespace, id)"),
-        spelling={"node_session": "session TEXT", "parent_ref": ""},
-        node_turns=("namespace TEXT NOT NULL", "level INTEGER NOT NULL", "turn_id BIGINT NOT NULL",
-                    "node_id BIGINT NOT NULL", "PRIMARY KEY (namespace, level, turn_id)",
-                    "FOREIGN KEY (namespace, node_id) REFERENCES nodes (namespace, id)"),
+        node_session="session TEXT",
+        parent_ref="",
+        node_turns=(
+            "namespace TEXT NOT NULL",
+            "level INTEGER NOT NULL",
+            "turn_id BIGINT NOT NULL",
+            "node_id BIGINT NOT NULL",
+            "PRIMARY KEY (namespace, level, turn_id)",
+            "FOREIGN KEY (namespace, node_id) REFERENCES nodes (namespace, id)",
+        ),
         # Store-wide id index (early versions looked nodes up by bare id; migrations are never edited).
-        indexes=("CREATE INDEX nodes_id ON nodes (id)",
-                 "CREATE INDEX nodes_level ON nodes (namespace, level, id)",
-                 "CREATE INDEX nodes_session ON nodes (namespace, session, seq_hi)",
-                 "CREATE INDEX nodes_parent ON nodes (parent_id)")),
+        indexes=(
+            "CREATE INDEX nodes_id ON nodes (id)",
+            "CREATE INDEX nodes_level ON nodes (namespace, level, id)",
+            "CREATE INDEX nodes_session ON nodes (namespace, session, seq_hi)",
+            "CREATE INDEX nodes_parent ON nodes (parent_id)",
+        ),
+    ),
 }
 
-_NODE_TURNS_INDEX = {"sqlite": "CREATE INDEX node_turns_node ON node_turns (node_id)",
-                     "postgres": "CREATE INDEX node_turns_node ON node_turns (node_id, turn_id)"}
+_NODE_TURNS_INDEX = {
+    "sqlite": "CREATE INDEX node_turns_node ON node_turns (node_id)",
+    "postgres": "CREATE INDEX node_turns_node ON node_turns (node_id, turn_id)",
+}
 
 
 def m003_pyramid(conn: Any) -> None:
@@ -133,7 +154,10 @@ def m003_pyramid(conn: Any) -> None:
     """
     dialect = dialect_of(conn)
     tables = _TABLES[dialect.name]
-    conn.execute(create_table(dialect, "nodes", (*tables.head, *_NODE_COLUMNS, *tables.tail), **tables.spelling))
+    columns = (*tables.head, *_NODE_COLUMNS, *tables.tail)
+    conn.execute(
+        create_table(dialect, "nodes", columns, node_session=tables.node_session, parent_ref=tables.parent_ref)
+    )
     for statement in tables.indexes:
         conn.execute(statement)
     conn.execute(create_table(dialect, "node_turns", tables.node_turns, without_rowid=True))
@@ -142,24 +166,23 @@ def m003_pyramid(conn: Any) -> None:
 
 def m014_summary_spend(conn: Any) -> None:
     """What summarizing cost, per namespace and level: model calls and the provider's token usage."""
-    conn.execute(create_table(dialect_of(conn), "summary_spend", (
-        "{tenant_column}", "level INTEGER NOT NULL CHECK (level >= 1)", "calls {bigint} NOT NULL DEFAULT 0",
-        "input_tokens {bigint} NOT NULL DEFAULT 0", "output_tokens {bigint} NOT NULL DEFAULT 0",
-        "PRIMARY KEY ({tenant}, level)")))
+    conn.execute(
+        create_table(
+            dialect_of(conn),
+            "summary_spend",
+            (
+                "{tenant_column}",
+                "level INTEGER NOT NULL CHECK (level >= 1)",
+                "calls {bigint} NOT NULL DEFAULT 0",
+                "input_tokens {bigint} NOT NULL DEFAULT 0",
+                "output_tokens {bigint} NOT NULL DEFAULT 0",
+                "PRIMARY KEY ({tenant}, level)",
+            ),
+        )
+    )
 
 
-# --- the statements ------------------------------------------------------------------------
-
-_COLS = ("n.id, n.level, n.kind, {session}, n.seq_lo, n.seq_hi, n.turn_count, n.tokens, n.first_turn_id, "
-         "n.last_turn_id, n.ts_start, n.ts_end, n.parent_id, n.reason, n.tier, n.summary, n.summary_status, "
-         "n.summary_error, n.summary_tokens, n.view_tokens, n.archive_ref, n.embedding IS NOT NULL, n.created_at")
-
-
-def _int(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
-class NodeStore:
+class NodeStore(NodeReads):
     """Node rows of every namespace in one store.
 
     Write methods must run inside ``store.transaction()`` when several must
@@ -168,202 +191,6 @@ class NodeStore:
     Args:
         sql: The owning store's SQL layer.
     """
-
-    def __init__(self, sql: Sql) -> None:
-        self._sql = sql
-        self._d = sql.dialect
-        self._shape = _SHAPES[sql.dialect.name]
-        self._ns = sql.dialect.tenant
-        self._cols = _COLS.format(session=self._shape.session)
-        self._from = f"FROM nodes n{self._shape.join}"
-
-    # --- per-backend pieces ------------------------------------------------------------
-
-    def _same(self, a: str, b: str) -> str:
-        """A join condition tying ``node_turns`` alias ``a`` to alias ``b``'s namespace (PostgreSQL only)."""
-        return f" AND {a}.{self._ns} = {b}.{self._ns}" if self._shape.node_turns_tenant else ""
-
-    def _session_filter(self, key: Any, session: str) -> tuple[str, list[Any]]:
-        if self._d is SQLITE:
-            return "n.session_id = (SELECT id FROM sessions WHERE namespace_id = ? AND name = ?)", [key, session]
-        return "n.session = ?", [session]
-
-    def _row(self, namespace: str, r: Sequence[Any]) -> Node:
-        stamp = self._d.read_stamp
-        return Node(
-            id=int(r[0]), namespace=namespace, level=r[1], kind=r[2], session=r[3],
-            seq_range=(int(r[4]), int(r[5])) if r[4] is not None else None, turn_count=r[6], tokens=int(r[7]),
-            first_turn_id=int(r[8]), last_turn_id=int(r[9]), start=stamp(r[10]), end=stamp(r[11]),
-            parent_id=_int(r[12]), reason=r[13], tier=r[14],
-            summary=Summary.from_dict(json.loads(r[15])) if r[15] else None, summary_status=r[16],
-            summary_error=r[17], summary_tokens=r[18], view_tokens=r[19], archive_ref=r[20],
-            has_embedding=bool(r[21]), created_at=stamp(r[22]))
-
-    def _key(self, namespace: str) -> Any | None:
-        return self._sql.tenant_key(namespace)
-
-    def _q(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return self._sql.rows(statement, params)
-
-    # --- reading -----------------------------------------------------------------------
-
-    def sealed_seq(self, namespace: str, session: str) -> int:
-        """Highest session sequence number already sealed into a segment (0 if none)."""
-        key = self._key(namespace)
-        if key is None:
-            return 0
-        where, params = self._session_filter(key, session)
-        rows = self._q(f"SELECT COALESCE(MAX(n.seq_hi), 0) FROM nodes n WHERE n.{self._ns} = ? AND {where} "
-                       "AND n.level = 1", (key, *params))
-        return int(rows[0][0])
-
-    def get(self, namespace: str, node_id: int) -> Node:
-        """One node of the namespace.
-
-        Raises:
-            NotFoundError: No such node in this namespace.
-        """
-        key = self._key(namespace)
-        rows = [] if key is None else self._q(
-            f"SELECT {self._cols} {self._from} WHERE n.{self._ns} = ? AND n.id = ?", (key, int(node_id)))
-        if not rows:
-            raise NotFoundError(f"no node {node_id} in namespace {namespace!r}")
-        return self._row(namespace, rows[0])
-
-    def list(self, namespace: str, *, level: int | None = None, tier: str | None = None,
-             session: str | None = None, status: str | None = None, unparented: bool = False,
-             parent_id: int | None = None, newest_first: bool = False, limit: int | None = None,
-             tier_not: str | None = None, after_id: int | None = None) -> list[Node]:
-        """Nodes of the namespace matching every given filter, in creation order.
-
-        ``tier_not`` keeps nodes with a tier other than the one named (the
-        ``nodes_level`` index narrows the scan to the namespace and level);
-        ``after_id`` keeps nodes with larger ids (an index range with ``level``).
-        """
-        key = self._key(namespace)
-        if key is None:
-            return []
-        where, params = [f"n.{self._ns} = ?"], [key]
-        for clause, value in (("n.level = ?", level), ("n.tier = ?", tier), ("n.tier <> ?", tier_not),
-                              ("n.id > ?", after_id), ("n.summary_status = ?", status),
-                              ("n.parent_id = ?", parent_id)):
-            if value is not None:
-                where.append(clause)
-                params.append(value)
-        if session is not None:
-            clause, more = self._session_filter(key, session)
-            where.append(clause)
-            params += more
-        if unparented:
-            where.append("n.parent_id IS NULL")
-        statement = (f"SELECT {self._cols} {self._from} WHERE {' AND '.join(where)} "
-                     f"ORDER BY n.id {'DESC' if newest_first else 'ASC'}")
-        if limit is not None:
-            statement += f" LIMIT {int(limit)}"
-        return [self._row(namespace, r) for r in self._q(statement, params)]
-
-    def last_child_id(self, namespace: str, level: int) -> int:
-        """Highest id among the children of the namespace's newest node at ``level`` (0 if none).
-
-        Consolidations take the oldest pending nodes of the level below, so
-        every node of ``level - 1`` above this id is still unparented.
-        """
-        key = self._key(namespace)
-        if key is None:
-            return 0
-        rows = self._q(f"SELECT COALESCE(MAX(id), 0) FROM nodes WHERE {self._ns} = ? AND parent_id = "
-                       f"(SELECT MAX(id) FROM nodes WHERE {self._ns} = ? AND level = ?)", (key, key, level))
-        return int(rows[0][0])
-
-    def levels(self, namespace: str) -> list[int]:
-        """Levels that have nodes, ascending."""
-        key = self._key(namespace)
-        return [] if key is None else [r[0] for r in self._q(
-            f"SELECT DISTINCT level FROM nodes WHERE {self._ns} = ? ORDER BY level", (key,))]
-
-    def _covering(self) -> str:
-        return f"FROM node_turns nt JOIN nodes n ON n.id = nt.node_id{self._same('nt', 'n')} WHERE n.{self._ns} = ?"
-
-    def turn_ids(self, namespace: str, node_id: int) -> list[int]:
-        """Ids of the turns a node of the namespace covers, ascending (empty for an unknown node)."""
-        key = self._key(namespace)
-        return [] if key is None else [int(r[0]) for r in self._q(
-            f"SELECT nt.turn_id {self._covering()} AND nt.node_id = ? ORDER BY nt.turn_id", (key, int(node_id)))]
-
-    def coverage(self, namespace: str, level: int) -> dict[int, int]:
-        """``turn_id -> node_id`` for every covered turn of the namespace at ``level``."""
-        key = self._key(namespace)
-        return {} if key is None else {int(r[0]): int(r[1]) for r in self._q(
-            f"SELECT nt.turn_id, nt.node_id {self._covering()} AND nt.level = ?", (key, level))}
-
-    def covered(self, namespace: str, level: int, turn_ids: Iterable[int]) -> set[int]:
-        """Which of ``turn_ids`` a node of the namespace at ``level`` covers (primary-key lookups)."""
-        key = self._key(namespace)
-        if key is None:
-            return set()
-        found: set[int] = set()
-        for part in chunks([int(t) for t in turn_ids]):
-            found.update(int(r[0]) for r in self._q(
-                f"SELECT nt.turn_id {self._covering()} AND nt.level = ? AND "
-                f"{self._d.in_list('nt.turn_id', len(part))}", (key, level, *part)))
-        return found
-
-    def warm_content(self, namespace: str, node_id: int) -> tuple[str, str] | None:
-        """``(format, content)`` of a warm segment of the namespace, or ``None``."""
-        rows = self._q(f"SELECT warm_format, warm_content FROM nodes WHERE {self._ns} = ? AND id = ? "
-                       "AND warm_content IS NOT NULL", (self._key(namespace), int(node_id)))
-        return (rows[0][0], rows[0][1]) if rows else None
-
-    def embedding(self, namespace: str, node_id: int) -> bytes | None:
-        """The stored embedding (float32 bytes, see :mod:`stratamem.store.vectors`) of a node of the namespace, or ``None``."""
-        rows = self._q(f"SELECT {vector_select(self._d, 'embedding')} FROM nodes WHERE {self._ns} = ? AND id = ?",
-                       (self._key(namespace), int(node_id)))
-        return read_vector(self._d, rows[0][0]) if rows and rows[0][0] is not None else None
-
-    def archive_refs(self, namespace: str) -> set[str]:
-        """Archive references the namespace's nodes still hold."""
-        return {r[0] for r in self._q(
-            f"SELECT DISTINCT archive_ref FROM nodes WHERE {self._ns} = ? AND archive_ref IS NOT NULL",
-            (self._key(namespace),))}
-
-    def newest_turn_time(self, namespace: str) -> datetime | None:
-        """Timestamp of the namespace's newest turn (by timestamp), or ``None``."""
-        rows = self._q(f"SELECT MAX(ts) FROM turns WHERE {self._ns} = ?", (self._key(namespace),))
-        return self._d.read_stamp(rows[0][0]) if rows and rows[0][0] else None
-
-    def newest_turn_after(self, namespace: str, after_id: int) -> tuple[int, datetime] | None:
-        """``(highest id, newest timestamp)`` over the namespace's turns with ids above ``after_id``, or ``None``.
-
-        A range scan of the turns' ``(namespace, id)`` index: the cost follows
-        the number of new turns, not the namespace's history.
-        """
-        rows = self._q(f"SELECT MAX(id), MAX(ts) FROM turns WHERE {self._ns} = ? AND id > ?",
-                       (self._key(namespace), int(after_id)))
-        return (int(rows[0][0]), self._d.read_stamp(rows[0][1])) if rows and rows[0][0] is not None else None
-
-    def turn_time(self, namespace: str, turn_id: int) -> datetime | None:
-        """Timestamp of one turn of the namespace, or ``None`` if there is no such turn."""
-        rows = self._q(f"SELECT ts FROM turns WHERE {self._ns} = ? AND id = ?",
-                       (self._key(namespace), int(turn_id)))
-        return self._d.read_stamp(rows[0][0]) if rows else None
-
-    def tier_sizes(self, namespace: str) -> list[tuple[Any, ...]]:
-        """Per tier of level-1 nodes: tier, nodes, turns, tokens, view tokens, warm bytes, summary bytes."""
-        octets = self._d.octets
-        return [tuple(int(v) if i else v for i, v in enumerate(r)) for r in self._q(
-            "SELECT tier, COUNT(*), SUM(turn_count), SUM(tokens), SUM(COALESCE(view_tokens, 0)), "
-            f"SUM(COALESCE({octets('warm_content')}, 0)), SUM(COALESCE({octets('summary')}, 0)) "
-            f"FROM nodes WHERE {self._ns} = ? AND level = 1 GROUP BY tier", (self._key(namespace),))]
-
-    def tier_raw_bytes(self, namespace: str) -> dict[str, int]:
-        """UTF-8 bytes of the canonical content of the turns each tier covers."""
-        octets = self._d.octets
-        rows = self._q(
-            f"SELECT n.tier, SUM({octets('t.text')} + COALESCE({octets('t.content')}, 0)) "
-            f"FROM nodes n JOIN node_turns nt ON nt.node_id = n.id{self._same('nt', 'n')} "
-            f"JOIN turns t ON t.id = nt.turn_id{self._same('t', 'nt')} "
-            f"WHERE n.{self._ns} = ? AND n.level = 1 GROUP BY n.tier", (self._key(namespace),))
-        return {r[0]: int(r[1] or 0) for r in rows}
 
     # --- writing -----------------------------------------------------------------------
 
@@ -380,25 +207,45 @@ class NodeStore:
                 (the primary key refuses it), or the write failed.
         """
         seq_lo, seq_hi = node.seq_range or (None, None)
-        now = self._d.stamp(datetime.now(timezone.utc))
+        now = self._d.stamp(datetime.now(UTC))
         with self._sql.write() as w:
             key = self._key(namespace)
-            node_id = int(w.execute(
-                f"INSERT INTO nodes ({self._ns}, level, kind, {self._shape.session_column}, seq_lo, seq_hi, "
-                "turn_count, tokens, first_turn_id, last_turn_id, ts_start, ts_end, reason, tier, tier_at, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (key, node.level, node.kind, self._session_value(w, key, node.session), seq_lo, seq_hi,
-                 len(node.turn_ids), node.tokens, min(node.turn_ids), max(node.turn_ids), self._d.stamp(node.start),
-                 self._d.stamp(node.end), node.reason, node.tier, now if node.tier else None, now)).fetchone()[0])
+            node_id = int(
+                w.execute(
+                    f"INSERT INTO nodes ({self._ns}, level, kind, {self._shape.session_column}, seq_lo, seq_hi, "
+                    "turn_count, tokens, first_turn_id, last_turn_id, ts_start, ts_end, reason, tier, tier_at, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                    (
+                        key,
+                        node.level,
+                        node.kind,
+                        self._session_value(w, key, node.session),
+                        seq_lo,
+                        seq_hi,
+                        len(node.turn_ids),
+                        node.tokens,
+                        min(node.turn_ids),
+                        max(node.turn_ids),
+                        self._d.stamp(node.start),
+                        self._d.stamp(node.end),
+                        node.reason,
+                        node.tier,
+                        now if node.tier else None,
+                        now,
+                    ),
+                ).fetchone()[0]
+            )
             tenant = (key,) if self._shape.node_turns_tenant else ()
             w.executemany(
                 f"INSERT INTO node_turns ({f'{self._ns}, ' if tenant else ''}level, turn_id, node_id) "
                 f"VALUES ({'?, ' if tenant else ''}?, ?, ?)",
-                [(*tenant, node.level, int(t), node_id) for t in node.turn_ids])
+                [(*tenant, node.level, int(t), node_id) for t in node.turn_ids],
+            )
         return node_id
 
-    def _update(self, namespace: str, statement: str, params: Sequence[Any], expect: int = 1,
-                ids: Sequence[int] | None = None) -> None:
+    def _update(
+        self, namespace: str, statement: str, params: Sequence[Any], expect: int = 1, ids: Sequence[int] | None = None
+    ) -> None:
         """Run an UPDATE of the namespace's nodes; fewer rows than ``expect`` means an unknown id.
 
         With ``ids``, ``statement`` ends in ``WHERE`` and runs once per slice of ids.
@@ -408,8 +255,12 @@ class NodeStore:
             if ids is None:
                 count = w.execute(f"{statement} AND {self._ns} = ?", (*params, key)).rowcount
             else:
-                count = sum(w.execute(f"{statement} {self._d.in_list('id', len(part))} AND {self._ns} = ?",
-                                      (*params, *part, key)).rowcount for part in chunks(ids))
+                count = sum(
+                    w.execute(
+                        f"{statement} {self._d.in_list('id', len(part))} AND {self._ns} = ?", (*params, *part, key)
+                    ).rowcount
+                    for part in chunks(ids)
+                )
             if count < expect:
                 raise NotFoundError(f"{expect - count} of the nodes are not in namespace {namespace!r}")
 
@@ -422,19 +273,40 @@ class NodeStore:
         ids = [int(c) for c in child_ids]
         self._update(namespace, "UPDATE nodes SET parent_id = ? WHERE", (int(parent_id),), expect=len(ids), ids=ids)
 
-    def set_summary(self, namespace: str, node_id: int, summary: Summary, *, tokens: int, status: str,
-                    error: str | None, view_tokens: int | None = None, embedding: bytes | None = None) -> None:
-        """Store a node's summary, its status and (optionally) its embedding (kept as int8, :mod:`stratamem.store.vectors`).
+    def set_summary(
+        self,
+        namespace: str,
+        node_id: int,
+        summary: Summary,
+        *,
+        tokens: int,
+        status: str,
+        error: str | None,
+        view_tokens: int | None = None,
+        embedding: bytes | None = None,
+    ) -> None:
+        """Store a node's summary, its status and (optionally) its embedding.
+
+        The embedding is kept as int8 (:mod:`stratamem.store.vectors`).
 
         Raises:
             NotFoundError: No such node in the namespace.
         """
-        self._update(namespace,
-                     "UPDATE nodes SET summary = ?, summary_tokens = ?, summary_status = ?, summary_error = ?, "
-                     f"view_tokens = COALESCE(?, view_tokens), embedding = COALESCE({vector_placeholder(self._d)}, "
-                     "embedding) WHERE id = ?",
-                     (json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":")), tokens, status,
-                      error, view_tokens, write_vector(self._d, embedding), int(node_id)))
+        self._update(
+            namespace,
+            "UPDATE nodes SET summary = ?, summary_tokens = ?, summary_status = ?, summary_error = ?, "
+            f"view_tokens = COALESCE(?, view_tokens), embedding = COALESCE({vector_placeholder(self._d)}, "
+            "embedding) WHERE id = ?",
+            (
+                json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":")),
+                tokens,
+                status,
+                error,
+                view_tokens,
+                write_vector(self._d, embedding),
+                int(node_id),
+            ),
+        )
 
     def set_status(self, namespace: str, node_id: int, status: str, error: str | None) -> None:
         """Set a node's summary status and error, leaving its summary as it is.
@@ -442,11 +314,23 @@ class NodeStore:
         Raises:
             NotFoundError: No such node in the namespace.
         """
-        self._update(namespace, "UPDATE nodes SET summary_status = ?, summary_error = ? WHERE id = ?",
-                     (status, error, int(node_id)))
+        self._update(
+            namespace,
+            "UPDATE nodes SET summary_status = ?, summary_error = ? WHERE id = ?",
+            (status, error, int(node_id)),
+        )
 
-    def set_tier(self, namespace: str, node_id: int, tier: str, *, at: datetime, view_tokens: int | None,
-                 warm: tuple[str, str] | None = None, archive_ref: str | None = None) -> None:
+    def set_tier(
+        self,
+        namespace: str,
+        node_id: int,
+        tier: str,
+        *,
+        at: datetime,
+        view_tokens: int | None,
+        warm: tuple[str, str] | None = None,
+        archive_ref: str | None = None,
+    ) -> None:
         """Move a segment to ``tier`` at instant ``at`` (also its ``archived_at`` when an archive ref is given).
 
         Warm content replaces nothing canonical; cold clears it for the archive ref.
@@ -456,29 +340,31 @@ class NodeStore:
         """
         fmt, content = warm if warm else (None, None)
         when = self._d.stamp(at)
-        self._update(namespace,
-                     "UPDATE nodes SET tier = ?, tier_at = ?, view_tokens = ?, warm_format = ?, warm_content = ?, "
-                     "archive_ref = COALESCE(?, archive_ref), "
-                     "archived_at = CASE WHEN CAST(? AS TEXT) IS NULL THEN archived_at ELSE ? END WHERE id = ?",
-                     (tier, when, view_tokens, fmt, content, archive_ref, archive_ref, when, int(node_id)))
+        self._update(
+            namespace,
+            "UPDATE nodes SET tier = ?, tier_at = ?, view_tokens = ?, warm_format = ?, warm_content = ?, "
+            "archive_ref = COALESCE(?, archive_ref), "
+            "archived_at = CASE WHEN CAST(? AS TEXT) IS NULL THEN archived_at ELSE ? END WHERE id = ?",
+            (tier, when, view_tokens, fmt, content, archive_ref, archive_ref, when, int(node_id)),
+        )
 
     def clear_archive(self, namespace: str, node_ids: Iterable[int]) -> None:
         """Forget archive references of the namespace's nodes (retention expired the content)."""
         ids = [int(i) for i in node_ids]
         self._update(namespace, "UPDATE nodes SET archive_ref = NULL WHERE", (), expect=0, ids=ids)
 
-    def archived_before(self, namespace: str, cutoff: datetime) -> list[tuple[int, str]]:
-        """``(node_id, archive_ref)`` of cold segments archived before ``cutoff``."""
-        return [(int(r[0]), r[1]) for r in self._q(
-            f"SELECT id, archive_ref FROM nodes WHERE {self._ns} = ? AND archive_ref IS NOT NULL "
-            "AND archived_at < ? ORDER BY id", (self._key(namespace), self._d.stamp(cutoff)))]
-
     def delete_turns(self, namespace: str, turn_ids: Sequence[int]) -> int:
         """Delete canonical turns of the namespace (retention only); returns how many were deleted."""
         with self._sql.write() as w:
             key = self._key(namespace)
-            return sum(int(w.execute(f"DELETE FROM turns WHERE {self._ns} = ? AND {self._d.in_list('id', len(part))}",
-                                     (key, *part)).rowcount) for part in chunks([int(t) for t in turn_ids]))
+            return sum(
+                int(
+                    w.execute(
+                        f"DELETE FROM turns WHERE {self._ns} = ? AND {self._d.in_list('id', len(part))}", (key, *part)
+                    ).rowcount
+                )
+                for part in chunks([int(t) for t in turn_ids])
+            )
 
     def lock(self, namespace: str) -> None:
         """Serialize the namespace's pyramid writers until the current transaction ends.
@@ -506,22 +392,5 @@ class NodeStore:
                 "calls = summary_spend.calls + excluded.calls, "
                 "input_tokens = summary_spend.input_tokens + excluded.input_tokens, "
                 "output_tokens = summary_spend.output_tokens + excluded.output_tokens",
-                (self._key(namespace), int(level), int(calls), int(input_tokens), int(output_tokens)))
-
-    def spend(self, namespace: str) -> list[tuple[int, int, int, int]]:
-        """``(level, calls, input_tokens, output_tokens)`` per level with any spend, ascending."""
-        return [(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in self._q(
-            f"SELECT level, calls, input_tokens, output_tokens FROM summary_spend WHERE {self._ns} = ? "
-            "ORDER BY level", (self._key(namespace),))]
-
-    def failed_count(self, namespace: str) -> int:
-        """Nodes whose summary is ``failed`` (the model failed; an extractive fallback stands in)."""
-        return int(self._q(f"SELECT COUNT(*) FROM nodes WHERE {self._ns} = ? AND summary_status = 'failed'",
-                           (self._key(namespace),))[0][0])
-
-    def summarized_tokens(self, namespace: str) -> tuple[int, int]:
-        """``(turn tokens, summary tokens)`` over the summarized segments (level 1) of the namespace."""
-        row = self._q(f"SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(summary_tokens), 0) FROM nodes "
-                      f"WHERE {self._ns} = ? AND level = 1 AND summary_tokens IS NOT NULL",
-                      (self._key(namespace),))[0]
-        return int(row[0]), int(row[1])
+                (self._key(namespace), int(level), int(calls), int(input_tokens), int(output_tokens)),
+            )

@@ -41,8 +41,9 @@ def split_schema(url: str) -> tuple[str, str | None]:
     return urlunsplit(parts._replace(query=rest)), schema
 
 
-def open_store(target: str | os.PathLike[str], *, config: StoreConfig | None = None,
-               tokenizer: str = "o200k_base") -> Store:
+def open_store(
+    target: str | os.PathLike[str], *, config: StoreConfig | None = None, tokenizer: str = "o200k_base"
+) -> Store:
     """Open the store ``target`` names.
 
     Args:
@@ -67,14 +68,19 @@ def open_store(target: str | os.PathLike[str], *, config: StoreConfig | None = N
         from .postgres.store import PostgresStore
     except ImportError as exc:
         raise ConfigError(
-            f"a PostgreSQL URL needs the postgres extra ({exc.name} is missing): "
-            "pip install 'stratamem[postgres]'") from None
+            f"a PostgreSQL URL needs the postgres extra ({exc.name} is missing): pip install 'stratamem[postgres]'"
+        ) from None
     url, schema = split_schema(str(target))
     if schema is not None and config.pg_schema is not None and schema != config.pg_schema:
         raise ConfigError(f"schema {schema!r} in the URL disagrees with store.pg_schema {config.pg_schema!r}")
     try:
-        return PostgresStore(url, schema=schema or config.pg_schema, min_connections=config.pg_min_connections,
-                             max_connections=config.pg_max_connections, busy_timeout_ms=config.busy_timeout_ms,
-                             tokenizer=tokenizer)
+        return PostgresStore(
+            url,
+            schema=schema or config.pg_schema,
+            min_connections=config.pg_min_connections,
+            max_connections=config.pg_max_connections,
+            busy_timeout_ms=config.busy_timeout_ms,
+            tokenizer=tokenizer,
+        )
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

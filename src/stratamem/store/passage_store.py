@@ -25,8 +25,20 @@ __all__ = ["Passages", "m011_passages"]
 
 def m011_passages(conn: Any) -> None:
     """Per long turn: its passages' int8 vectors in one blob, with the model that made them."""
-    run_tables(conn, ("recall_passages", ["{tenant_column}", "turn_id {bigint} NOT NULL", "model TEXT NOT NULL",
-                                          "vectors {blob} NOT NULL", "PRIMARY KEY ({tenant}, turn_id)"], True))
+    run_tables(
+        conn,
+        (
+            "recall_passages",
+            [
+                "{tenant_column}",
+                "turn_id {bigint} NOT NULL",
+                "model TEXT NOT NULL",
+                "vectors {blob} NOT NULL",
+                "PRIMARY KEY ({tenant}, turn_id)",
+            ],
+            True,
+        ),
+    )
 
 
 class Passages:
@@ -46,8 +58,9 @@ class Passages:
         Raises:
             BackendError: The write failed (nothing was stored).
         """
-        self._sql.put_turn_rows("recall_passages", namespace, ("model", "vectors"),
-                                [(int(t), model, b) for t, b in blobs.items()])
+        self._sql.put_turn_rows(
+            "recall_passages", namespace, ("model", "vectors"), [(int(t), model, b) for t, b in blobs.items()]
+        )
 
     def load(self, namespace: str, model: str, turn_ids: Sequence[int] | None = None) -> dict[int, bytes]:
         """Blobs made by ``model`` of the namespace's long turns (or of some of them), by turn id."""
@@ -60,8 +73,9 @@ class Passages:
         else:
             rows = []
             for part in chunks([int(i) for i in turn_ids]):
-                rows += self._sql.rows(f"{select} AND {self._sql.dialect.in_list('turn_id', len(part))}",
-                                       [key, model, *part])
+                rows += self._sql.rows(
+                    f"{select} AND {self._sql.dialect.in_list('turn_id', len(part))}", [key, model, *part]
+                )
         return {int(r[0]): bytes(r[1]) for r in rows}
 
     def size(self, namespace: str) -> tuple[int, int]:
@@ -70,5 +84,6 @@ class Passages:
         if key is None:
             return 0, 0
         rows = self._sql.rows(
-            f"SELECT COUNT(*), COALESCE(SUM(LENGTH(vectors)), 0) FROM recall_passages WHERE {self._ns} = ?", (key,))
+            f"SELECT COUNT(*), COALESCE(SUM(LENGTH(vectors)), 0) FROM recall_passages WHERE {self._ns} = ?", (key,)
+        )
         return int(rows[0][0]), int(rows[0][1])

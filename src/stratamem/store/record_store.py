@@ -22,7 +22,7 @@ import functools
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Self
 
 from ..errors import BackendError, ConfigError, NotFoundError, StratamemError
@@ -34,8 +34,8 @@ from .sql import CHUNK, Writer, chunks
 
 __all__ = ["RecordStore"]
 
-_TURN_COLUMNS = ("t.id, t.seq, t.tokens, s.name, t.role, t.text, t.content, t.name, t.model, t.ts, t.metadata")
-_INSERTED = ("session_id, seq, role, text, content, name, model, ts, tokens, metadata")
+_TURN_COLUMNS = "t.id, t.seq, t.tokens, s.name, t.role, t.text, t.content, t.name, t.model, t.ts, t.metadata"
+_INSERTED = "session_id, seq, role, text, content, name, model, ts, tokens, metadata"
 # Turns per INSERT: each row binds 11 values, and a statement stays under CHUNK values.
 _TURNS_PER_INSERT = CHUNK // 11
 
@@ -100,13 +100,21 @@ class RecordStore(SharedFeatures):
 
     def _turn_select(self) -> str:
         d = self.sql.dialect
-        return (f"SELECT {_TURN_COLUMNS} FROM turns t JOIN sessions s "
-                f"ON s.{d.tenant} = t.{d.tenant} AND s.id = t.session_id")
+        return (
+            f"SELECT {_TURN_COLUMNS} FROM turns t JOIN sessions s "
+            f"ON s.{d.tenant} = t.{d.tenant} AND s.id = t.session_id"
+        )
 
     @staticmethod
     def _stored(namespace: str, row: Sequence[Any]) -> StoredTurn:
-        return StoredTurn(id=row[0], namespace=namespace, session=row[3], seq=row[1], tokens=row[2],
-                          turn=turn_from_columns(*row[4:11]))
+        return StoredTurn(
+            id=row[0],
+            namespace=namespace,
+            session=row[3],
+            seq=row[1],
+            tokens=row[2],
+            turn=turn_from_columns(*row[4:11]),
+        )
 
     def _check_tokenizer(self, tokenizer: str) -> None:
         """Record ``tokenizer`` on first open; refuse another one later (stored counts are never mixed)."""
@@ -114,26 +122,31 @@ class RecordStore(SharedFeatures):
         with self.sql.write() as w:
             row = w.execute(read).fetchone()
             if row is None:  # write only when missing: a read-only SQLite file must still open
-                w.execute("INSERT INTO store_meta (key, value) VALUES ('tokenizer', ?) ON CONFLICT DO NOTHING",
-                          (tokenizer,))
+                w.execute(
+                    "INSERT INTO store_meta (key, value) VALUES ('tokenizer', ?) ON CONFLICT DO NOTHING", (tokenizer,)
+                )
                 row = w.execute(read).fetchone()  # a concurrent first open may have won
         stored = row[0]
         if stored != tokenizer:
-            raise ConfigError(f"{self!r} keeps token counts made with {stored!r}; open it with that tokenizer "
-                              f"(asked for {tokenizer!r})")
+            raise ConfigError(
+                f"{self!r} keeps token counts made with {stored!r}; open it with that tokenizer "
+                f"(asked for {tokenizer!r})"
+            )
 
     # --- namespaces and sessions ------------------------------------------------------
 
     def namespaces(self) -> list[str]:
         """All namespace names, sorted."""
         name = self.sql.dialect.namespace_name
-        return [r[0] for r in self.sql.rows(f"SELECT {name} FROM namespaces ORDER BY "
-                                            f"{self.sql.dialect.bytewise(name)}")]
+        return [
+            r[0] for r in self.sql.rows(f"SELECT {name} FROM namespaces ORDER BY {self.sql.dialect.bytewise(name)}")
+        ]
 
     def has_namespace(self, namespace: str) -> bool:
         """Whether the namespace exists."""
-        return bool(self.sql.rows(f"SELECT 1 FROM namespaces WHERE {self.sql.dialect.namespace_name} = ?",
-                                  (namespace,)))
+        return bool(
+            self.sql.rows(f"SELECT 1 FROM namespaces WHERE {self.sql.dialect.namespace_name} = ?", (namespace,))
+        )
 
     def namespace_stats(self) -> list[NamespaceStats]:
         """Every namespace with its counts, sorted by name (one query)."""
@@ -144,11 +157,19 @@ class RecordStore(SharedFeatures):
             f"COALESCE(SUM(t.tokens), 0), COALESCE(SUM({d.octets('t.text')} + "
             f"COALESCE({d.octets('t.content')}, 0)), 0) "
             f"FROM namespaces n LEFT JOIN turns t ON t.{d.tenant} = {key} GROUP BY {key}, {name} "
-            f"ORDER BY {d.bytewise(name)}")
+            f"ORDER BY {d.bytewise(name)}"
+        )
         return [NamespaceStats(r[0], int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows]
 
-    def ensure_session(self, namespace: str, session: str, *, platform: str | None = None,
-                       channel: str | None = None, created_at: datetime | None = None) -> Session:
+    def ensure_session(
+        self,
+        namespace: str,
+        session: str,
+        *,
+        platform: str | None = None,
+        channel: str | None = None,
+        created_at: datetime | None = None,
+    ) -> Session:
         """Return the session, creating it (and the namespace) if missing.
 
         ``platform``, ``channel`` and ``created_at`` apply only when it is created.
@@ -162,8 +183,13 @@ class RecordStore(SharedFeatures):
             self._session_ids(w, w.tenant(namespace), [(session, platform, channel)], created_at)
         return self.session(namespace, session)
 
-    def _session_ids(self, w: Writer, key: Any, sessions: Sequence[tuple[str, str | None, str | None]],
-                     created_at: datetime | None = None) -> dict[str, int]:
+    def _session_ids(
+        self,
+        w: Writer,
+        key: Any,
+        sessions: Sequence[tuple[str, str | None, str | None]],
+        created_at: datetime | None = None,
+    ) -> dict[str, int]:
         """Ids of the named sessions, creating the missing ones in the order given (their ids order ``turns()``).
 
         Read first: sessions almost always exist, and a lookup is cheaper than
@@ -178,24 +204,32 @@ class RecordStore(SharedFeatures):
         ids = self._lookup_sessions(w, key, [name for name, _, _ in sessions])
         missing = [s for s in sessions if s[0] not in ids]
         if missing:
-            at = d.stamp(created_at or datetime.now(timezone.utc))
+            at = d.stamp(created_at or datetime.now(UTC))
             for name, platform, channel in missing:
-                w.execute(f"INSERT INTO sessions ({d.tenant}, name, platform, channel, created_at) "
-                          f"VALUES (?, ?, ?, ?, ?) ON CONFLICT ({d.tenant}, name) DO NOTHING",
-                          (key, name, platform, channel, at))
+                w.execute(
+                    f"INSERT INTO sessions ({d.tenant}, name, platform, channel, created_at) "
+                    f"VALUES (?, ?, ?, ?, ?) ON CONFLICT ({d.tenant}, name) DO NOTHING",
+                    (key, name, platform, channel, at),
+                )
             ids.update(self._lookup_sessions(w, key, [name for name, _, _ in missing]))
         return ids
 
     def _lookup_sessions(self, w: Writer, key: Any, names: list[str]) -> dict[str, int]:
         clause, values = self.sql.dialect.one_of("name", names)
-        return {r[1]: int(r[0]) for r in w.execute(
-            f"SELECT id, name FROM sessions WHERE {self.sql.dialect.tenant} = ? AND {clause}",
-            (key, *values)).fetchall()}
+        return {
+            r[1]: int(r[0])
+            for r in w.execute(
+                f"SELECT id, name FROM sessions WHERE {self.sql.dialect.tenant} = ? AND {clause}", (key, *values)
+            ).fetchall()
+        }
 
     def _sessions(self, namespace: str, where: str, params: Sequence[Any]) -> list[Session]:
         d = self.sql.dialect
-        rows = self.sql.rows(f"SELECT s.name, s.platform, s.channel, s.created_at FROM sessions s "
-                             f"WHERE {d.in_namespace('s')}{where} ORDER BY s.id", (namespace, *params))
+        rows = self.sql.rows(
+            f"SELECT s.name, s.platform, s.channel, s.created_at FROM sessions s "
+            f"WHERE {d.in_namespace('s')}{where} ORDER BY s.id",
+            (namespace, *params),
+        )
         return [Session(namespace, r[0], r[1], r[2], d.read_stamp(r[3])) for r in rows]
 
     def session(self, namespace: str, session: str) -> Session:
@@ -274,22 +308,47 @@ class RecordStore(SharedFeatures):
                 seq = next_seq[b.session]
                 next_seq[b.session] = seq + 1
                 text, content, meta = turn_columns(turn)
-                rows.append((key, sid[b.session], seq, turn.role, text, content, turn.name, turn.model,
-                             d.stamp(turn.timestamp), int(tokens), meta))
+                rows.append(
+                    (
+                        key,
+                        sid[b.session],
+                        seq,
+                        turn.role,
+                        text,
+                        content,
+                        turn.name,
+                        turn.model,
+                        d.stamp(turn.timestamp),
+                        int(tokens),
+                        meta,
+                    )
+                )
                 placed.append((b.session, seq, int(tokens)))
         ids: dict[tuple[int, int], int] = {}
         for part in (rows,) if len(rows) <= _TURNS_PER_INSERT else chunks(rows, _TURNS_PER_INSERT):
             # RETURNING order is not promised for a multi-row insert: match ids by (session, seq).
-            for session_id, seq, tid in w.execute(_insert_turns(d.tenant, len(part)),
-                                                  [v for row in part for v in row]).fetchall():
+            for session_id, seq, tid in w.execute(
+                _insert_turns(d.tenant, len(part)), [v for row in part for v in row]
+            ).fetchall():
                 ids[(int(session_id), int(seq))] = int(tid)
         turns = [t for b in batches for t in b.turns]
-        return [StoredTurn(ids[(sid[name], seq)], namespace, name, seq, tokens, turn)
-                for (name, seq, tokens), turn in zip(placed, turns, strict=True)]
+        return [
+            StoredTurn(ids[(sid[name], seq)], namespace, name, seq, tokens, turn)
+            for (name, seq, tokens), turn in zip(placed, turns, strict=True)
+        ]
 
-    def turns(self, namespace: str, session: str | None = None, *, ids: Sequence[int] | None = None,
-              min_seq: int | None = None, max_seq: int | None = None, newest_first: bool = False,
-              limit: int | None = None, role: str | None = None) -> list[StoredTurn]:
+    def turns(
+        self,
+        namespace: str,
+        session: str | None = None,
+        *,
+        ids: Sequence[int] | None = None,
+        min_seq: int | None = None,
+        max_seq: int | None = None,
+        newest_first: bool = False,
+        limit: int | None = None,
+        role: str | None = None,
+    ) -> list[StoredTurn]:
         """Turns of a namespace (optionally one session, optionally one role), ordered by session then sequence.
 
         One statement; with a session, both backends find it by ``(namespace,
@@ -325,9 +384,11 @@ class RecordStore(SharedFeatures):
     def latest_session(self, namespace: str) -> str | None:
         """The session of the most recently stored turn (``None`` if there is none)."""
         d = self.sql.dialect
-        rows = self.sql.rows(f"SELECT s.name FROM turns t JOIN sessions s ON s.{d.tenant} = t.{d.tenant} "
-                             f"AND s.id = t.session_id WHERE {d.in_namespace('t')} ORDER BY t.id DESC LIMIT 1",
-                             (namespace,))
+        rows = self.sql.rows(
+            f"SELECT s.name FROM turns t JOIN sessions s ON s.{d.tenant} = t.{d.tenant} "
+            f"AND s.id = t.session_id WHERE {d.in_namespace('t')} ORDER BY t.id DESC LIMIT 1",
+            (namespace,),
+        )
         return rows[0][0] if rows else None
 
     def iter_turns(self, namespace: str, *, batch_size: int = 1000) -> Iterator[StoredTurn]:
@@ -338,7 +399,9 @@ class RecordStore(SharedFeatures):
             rows = self.sql.rows(
                 f"{self._turn_select().replace('SELECT t.id', 'SELECT t.session_id, t.id')} "
                 f"WHERE {d.in_namespace('t')} AND (t.session_id, t.seq) > (?, ?) ORDER BY t.session_id, t.seq "
-                "LIMIT ?", (namespace, last_session, last_seq, batch_size))
+                "LIMIT ?",
+                (namespace, last_session, last_seq, batch_size),
+            )
             if not rows:
                 return
             for r in rows:
@@ -347,13 +410,20 @@ class RecordStore(SharedFeatures):
 
     def turn_ids(self, namespace: str) -> list[int]:
         """Ids of every turn of the namespace, ascending (cheap: no content is read)."""
-        return [r[0] for r in self.sql.rows(
-            f"SELECT t.id FROM turns t WHERE {self.sql.dialect.in_namespace('t')} ORDER BY t.id", (namespace,))]
+        return [
+            r[0]
+            for r in self.sql.rows(
+                f"SELECT t.id FROM turns t WHERE {self.sql.dialect.in_namespace('t')} ORDER BY t.id", (namespace,)
+            )
+        ]
 
     def turn_count(self, namespace: str) -> int:
         """Number of turns in the namespace."""
-        return int(self.sql.rows(f"SELECT COUNT(*) FROM turns t WHERE {self.sql.dialect.in_namespace('t')}",
-                                 (namespace,))[0][0])
+        return int(
+            self.sql.rows(f"SELECT COUNT(*) FROM turns t WHERE {self.sql.dialect.in_namespace('t')}", (namespace,))[0][
+                0
+            ]
+        )
 
     def has_tool_call(self, namespace: str, session: str, tool_use_id: str) -> bool:
         """Whether an assistant turn of the session made the tool call ``tool_use_id``."""
@@ -364,15 +434,20 @@ class RecordStore(SharedFeatures):
         rows = self.sql.rows(
             f"SELECT t.content FROM turns t JOIN sessions s ON s.{d.tenant} = t.{d.tenant} AND s.id = t.session_id "
             f"WHERE {d.in_namespace('t')} AND s.name = ? AND t.role = 'assistant' AND t.content LIKE ? ESCAPE '\\'",
-            (namespace, session, pattern))
-        return any(tool_use_id in turn_from_columns("assistant", "", c, None, None,
-                                                    "2000-01-01T00:00:00Z", None).tool_use_ids for (c,) in rows)
+            (namespace, session, pattern),
+        )
+        return any(
+            tool_use_id in turn_from_columns("assistant", "", c, None, None, "2000-01-01T00:00:00Z", None).tool_use_ids
+            for (c,) in rows
+        )
 
     def stats(self, namespace: str) -> NamespaceStats:
         """Counts and sizes for the namespace."""
         d = self.sql.dialect
         row = self.sql.rows(
             f"SELECT COUNT(*), COALESCE(SUM(t.tokens), 0), COALESCE(SUM({d.octets('t.text')} + "
-            f"COALESCE({d.octets('t.content')}, 0)), 0) FROM turns t WHERE {d.in_namespace('t')}", (namespace,))[0]
+            f"COALESCE({d.octets('t.content')}, 0)), 0) FROM turns t WHERE {d.in_namespace('t')}",
+            (namespace,),
+        )[0]
         sessions = self.sql.rows(f"SELECT COUNT(*) FROM sessions s WHERE {d.in_namespace('s')}", (namespace,))[0][0]
         return NamespaceStats(namespace, int(sessions), int(row[0]), int(row[1]), int(row[2]))

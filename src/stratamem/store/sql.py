@@ -20,13 +20,24 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..records import format_timestamp, parse_timestamp
 
-__all__ = ["CHUNK", "Dialect", "POSTGRES", "SQLITE", "Sql", "SqlFeature", "Writer", "chunks", "dialect_of", "run_ddl",
-           "upsert"]
+__all__ = [
+    "CHUNK",
+    "Dialect",
+    "POSTGRES",
+    "SQLITE",
+    "Sql",
+    "SqlFeature",
+    "Writer",
+    "chunks",
+    "dialect_of",
+    "run_ddl",
+    "upsert",
+]
 
 #: Most values bound in one ``IN`` list: SQLite's limit on host parameters is
 #: 32,766 in current builds but 999 in old ones; stay under the old one.
@@ -55,7 +66,7 @@ class Dialect:
         """A stored timestamp back as an aware UTC datetime."""
         if self.name == "sqlite":
             return parse_timestamp(value)
-        return value.astimezone(timezone.utc)
+        return value.astimezone(UTC)
 
     def bytewise(self, column: str) -> str:
         """``column`` for ``ORDER BY`` in code-point order (SQLite's default; PostgreSQL needs ``COLLATE "C"``)."""
@@ -126,7 +137,7 @@ def _pyformat(statement: str) -> str:
 def chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
     """``values`` in consecutive slices of at most ``size`` (none for an empty sequence)."""
     for i in range(0, len(values), size):
-        yield values[i:i + size]
+        yield values[i : i + size]
 
 
 def upsert(table: str, keys: Sequence[str], columns: Sequence[str]) -> str:
@@ -136,8 +147,10 @@ def upsert(table: str, keys: Sequence[str], columns: Sequence[str]) -> str:
     parameters are the keys then the columns, in order.
     """
     names = [*keys, *columns]
-    return (f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
-            f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in columns))
+    return (
+        f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
+        f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in columns)
+    )
 
 
 def dialect_of(conn: Any) -> Dialect:
@@ -172,8 +185,12 @@ class Writer:
         row = self.execute("SELECT id FROM namespaces WHERE name = ?", (namespace,)).fetchone()
         if row is not None:
             return int(row[0])
-        return int(self.execute("INSERT INTO namespaces (name, created_at) VALUES (?, ?) RETURNING id",
-                                (namespace, SQLITE.stamp(datetime.now(timezone.utc)))).fetchone()[0])
+        return int(
+            self.execute(
+                "INSERT INTO namespaces (name, created_at) VALUES (?, ?) RETURNING id",
+                (namespace, SQLITE.stamp(datetime.now(UTC))),
+            ).fetchone()[0]
+        )
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
         """Run one statement; returns the cursor (``fetchone``/``fetchall`` for ``RETURNING`` rows)."""
@@ -200,8 +217,12 @@ class Sql:
         write: The same for one write transaction (nested calls join the outer one).
     """
 
-    def __init__(self, dialect: Dialect, read: Callable[[], AbstractContextManager[Any]],
-                 write: Callable[[], AbstractContextManager[Any]]) -> None:
+    def __init__(
+        self,
+        dialect: Dialect,
+        read: Callable[[], AbstractContextManager[Any]],
+        write: Callable[[], AbstractContextManager[Any]],
+    ) -> None:
         self.dialect = dialect
         self._read = read
         self._write = write
@@ -226,8 +247,7 @@ class Sql:
         """A write transaction: everything run through the writer commits together or not at all."""
         return _WriteScope(self._write(), self.dialect)
 
-    def put_turn_rows(self, table: str, namespace: str, columns: Sequence[str],
-                      rows: Sequence[Sequence[Any]]) -> None:
+    def put_turn_rows(self, table: str, namespace: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """Store per-turn rows ``(turn_id, *columns)`` of ``table`` (keyed by tenant and ``turn_id``), replacing theirs.
 
         One transaction. On SQLite nothing is written for a namespace that

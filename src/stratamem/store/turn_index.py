@@ -33,11 +33,25 @@ def m010_recall_index(conn: Any) -> None:
     Vectors are plain bytes: the index is loaded whole into the process and
     scored there, never searched in the database.
     """
-    run_tables(conn,
-               ("recall_index", ["{tenant_column}", "turn_id {bigint} NOT NULL", "terms TEXT NOT NULL",
-                                 "vector {blob}", "PRIMARY KEY ({tenant}, turn_id)"], True),
-               ("recall_index_meta", ["{tenant_pk}", "model TEXT NOT NULL", "dims INTEGER NOT NULL",
-                                      "analyzer TEXT NOT NULL"], False))
+    run_tables(
+        conn,
+        (
+            "recall_index",
+            [
+                "{tenant_column}",
+                "turn_id {bigint} NOT NULL",
+                "terms TEXT NOT NULL",
+                "vector {blob}",
+                "PRIMARY KEY ({tenant}, turn_id)",
+            ],
+            True,
+        ),
+        (
+            "recall_index_meta",
+            ["{tenant_pk}", "model TEXT NOT NULL", "dims INTEGER NOT NULL", "analyzer TEXT NOT NULL"],
+            False,
+        ),
+    )
 
 
 def _blob(value: object) -> bytes | None:
@@ -60,8 +74,11 @@ class TurnIndex:
     def meta(self, namespace: str) -> IndexMeta | None:
         """The model, dimensions and analyser the namespace's rows were made with (``None``: none yet)."""
         key = self._sql.tenant_key(namespace)
-        rows = [] if key is None else self._sql.rows(
-            f"SELECT model, dims, analyzer FROM recall_index_meta WHERE {self._ns} = ?", (key,))
+        rows = (
+            []
+            if key is None
+            else self._sql.rows(f"SELECT model, dims, analyzer FROM recall_index_meta WHERE {self._ns} = ?", (key,))
+        )
         return IndexMeta(rows[0][0], int(rows[0][1]), rows[0][2]) if rows else None
 
     def set_meta(self, namespace: str, meta: IndexMeta) -> None:
@@ -80,14 +97,17 @@ class TurnIndex:
                 return
             # FOR UPDATE on PostgreSQL: two writers of one namespace must not both pass the check.
             lock = "" if self._sql.dialect.name == "sqlite" else " FOR UPDATE"
-            row = w.execute(f"SELECT model, dims, analyzer FROM recall_index_meta WHERE {self._ns} = ?{lock}",
-                            (key,)).fetchone()
+            row = w.execute(
+                f"SELECT model, dims, analyzer FROM recall_index_meta WHERE {self._ns} = ?{lock}", (key,)
+            ).fetchone()
             if row is not None and row[2] != meta.analyzer:
                 w.execute(f"DELETE FROM recall_index WHERE {self._ns} = ?", (key,))
             elif row is not None and (row[0], int(row[1])) != (meta.model, meta.dims):
                 w.execute(f"UPDATE recall_index SET vector = NULL WHERE {self._ns} = ?", (key,))
-            w.execute(upsert("recall_index_meta", (self._ns,), ("model", "dims", "analyzer")),
-                      (key, meta.model, meta.dims, meta.analyzer))
+            w.execute(
+                upsert("recall_index_meta", (self._ns,), ("model", "dims", "analyzer")),
+                (key, meta.model, meta.dims, meta.analyzer),
+            )
 
     def put(self, namespace: str, rows: Sequence[TurnIndexRow]) -> None:
         """Store rows (replacing existing ones of the same turns), in one transaction.
@@ -95,8 +115,9 @@ class TurnIndex:
         Raises:
             BackendError: The write failed (nothing was stored).
         """
-        self._sql.put_turn_rows("recall_index", namespace, ("terms", "vector"),
-                                [(r.turn_id, r.terms, r.vector) for r in rows])
+        self._sql.put_turn_rows(
+            "recall_index", namespace, ("terms", "vector"), [(r.turn_id, r.terms, r.vector) for r in rows]
+        )
 
     def load(self, namespace: str, turn_ids: Sequence[int] | None = None) -> dict[int, TurnIndexRow]:
         """The rows of the namespace (or of some of its turns), by turn id."""
@@ -109,8 +130,7 @@ class TurnIndex:
         else:
             rows = []
             for part in chunks([int(i) for i in turn_ids]):
-                rows += self._sql.rows(f"{select} AND {self._sql.dialect.in_list('turn_id', len(part))}",
-                                       [key, *part])
+                rows += self._sql.rows(f"{select} AND {self._sql.dialect.in_list('turn_id', len(part))}", [key, *part])
         return {int(r[0]): TurnIndexRow(int(r[0]), r[1], _blob(r[2])) for r in rows}
 
     def _key_rows(self, namespace: str, key: object) -> list[tuple[object, ...]]:
@@ -118,7 +138,9 @@ class TurnIndex:
         return self._sql.rows(
             f"SELECT t.id, CAST(? AS TEXT), s.name, t.name, t.ts FROM turns t JOIN sessions s "
             f"ON s.{self._ns} = t.{self._ns} AND s.id = t.session_id WHERE t.{self._ns} = ? "
-            "ORDER BY t.session_id, t.seq", (namespace, key))
+            "ORDER BY t.session_id, t.seq",
+            (namespace, key),
+        )
 
     def keys(self, namespace: str) -> list[TurnKey]:
         """Id, session, speaker and timestamp of every turn of the namespace, in (session, sequence) order.
@@ -139,11 +161,16 @@ class TurnIndex:
         # Two range scans, joined here: joined in SQL, SQLite's planner sorts the rows (vectors
         # included) in a temporary B-tree, which took twice as long at 100k turns.
         keys = self._key_rows(namespace, key)
-        rows = {r[0]: r for r in self._sql.rows(
-            f"SELECT turn_id, terms, vector FROM recall_index WHERE {self._ns} = ?", (key,))}
+        rows = {
+            r[0]: r
+            for r in self._sql.rows(f"SELECT turn_id, terms, vector FROM recall_index WHERE {self._ns} = ?", (key,))
+        }
         got = [rows.get(k[0]) for k in keys]
-        return (list(map(TurnKey._make, keys)),
-                [None if r is None else r[1] for r in got], [None if r is None else _blob(r[2]) for r in got])
+        return (
+            list(map(TurnKey._make, keys)),
+            [None if r is None else r[1] for r in got],
+            [None if r is None else _blob(r[2]) for r in got],
+        )
 
     def counts(self, namespace: str) -> tuple[int, int]:
         """``(rows, rows with a vector)`` of the namespace."""
@@ -168,7 +195,11 @@ class TurnIndex:
                 return int(w.execute(f"DELETE FROM recall_index WHERE {self._ns} = ?", (key,)).rowcount)
             deleted = 0
             for part in chunks([int(i) for i in turn_ids]):
-                deleted += int(w.execute(
-                    f"DELETE FROM recall_index WHERE {self._ns} = ? AND {self._sql.dialect.in_list('turn_id', len(part))}",
-                    [key, *part]).rowcount)
+                deleted += int(
+                    w.execute(
+                        f"DELETE FROM recall_index WHERE {self._ns} = ? "
+                        f"AND {self._sql.dialect.in_list('turn_id', len(part))}",
+                        [key, *part],
+                    ).rowcount
+                )
             return deleted

@@ -32,8 +32,18 @@ from ..embed.quantize import encode_int8
 from ..errors import BackendError
 from .sql import SQLITE, Dialect, dialect_of
 
-__all__ = ["m015_int8_vectors", "pack_vector", "quantized", "read_vector", "unpack_vector", "vector_from_binary",
-           "vector_literal", "vector_placeholder", "vector_select", "write_vector"]
+__all__ = [
+    "m015_int8_vectors",
+    "pack_vector",
+    "quantized",
+    "read_vector",
+    "unpack_vector",
+    "vector_from_binary",
+    "vector_literal",
+    "vector_placeholder",
+    "vector_select",
+    "write_vector",
+]
 
 
 def pack_vector(raw: bytes) -> bytes:
@@ -152,21 +162,31 @@ def _convert(conn: Any, dialect: Dialect, table: str) -> None:
     last: tuple[Any, ...] = ()
     while True:
         after = f"AND ({keys}) > ({', '.join('?' * width)})" if last else ""
-        rows = conn.execute(dialect.sql(
-            f"SELECT {keys}, {read} FROM {table} WHERE embedding IS NOT NULL {after} ORDER BY {keys} LIMIT {_BATCH}"),
-            last).fetchall()
+        rows = conn.execute(
+            dialect.sql(
+                f"SELECT {keys}, {read} FROM {table} WHERE embedding IS NOT NULL {after} ORDER BY {keys} LIMIT {_BATCH}"
+            ),
+            last,
+        ).fetchall()
         if not rows:
             return
         last = tuple(rows[-1][:width])
         cur = conn.cursor()
         if dialect is SQLITE:
-            cur.executemany(f"UPDATE {table} SET embedding = ? WHERE {where}",
-                            [(pack_vector(bytes(r[-1])), *r[:width]) for r in rows])
+            cur.executemany(
+                f"UPDATE {table} SET embedding = ? WHERE {where}",
+                [(pack_vector(bytes(r[-1])), *r[:width]) for r in rows],
+            )
             continue
-        params = [(np.frombuffer(quantized(np.asarray(r[-1], dtype="<f4").tobytes()), dtype="<f4").tolist(),
-                   *r[:width]) for r in rows]
-        cur.executemany(dialect.sql(f"UPDATE {table} SET embedding = CAST(CAST(? AS real[]) AS vector) "
-                                    f"WHERE {where}"), params)
+        params = [
+            (np.frombuffer(quantized(np.asarray(r[-1], dtype="<f4").tobytes()), dtype="<f4").tolist(), *r[:width])
+            for r in rows
+        ]
+        cur.executemany(
+            dialect.sql(f"UPDATE {table} SET embedding = CAST(CAST(? AS real[]) AS vector) WHERE {where}"), params
+        )
         if table == "memory_items":  # the PostgreSQL item store logs changed vectors itself (no trigger)
-            cur.executemany(dialect.sql("INSERT INTO memory_item_vector_log (namespace, item_id) VALUES (?, ?)"),
-                            [r[:width] for r in rows])
+            cur.executemany(
+                dialect.sql("INSERT INTO memory_item_vector_log (namespace, item_id) VALUES (?, ?)"),
+                [r[:width] for r in rows],
+            )

@@ -11,7 +11,8 @@ from ..tokens import Tokenizer
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'(\[]?[A-Z0-9])|\n+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*|\d+(?:[.,:]\d+)*")
 
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all also am an and any are aren't as at be because been before being
 below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down during
 each few for from further get got had hadn't has hasn't have haven't having he he'd he'll he's her here
@@ -25,13 +26,18 @@ you're you've your yours yourself yourselves yeah yes oh hey hi hello thanks tha
 awesome nice sure okay ok well much many lot lots thing things something anything one ever even still
 always way know think going go gonna want make made really glad sounds sound love totally absolutely
 definitely amazing time see feel feels felt
-""".split())
+""".split()
+)
 
-_MONTHS = ("january february march april may june july august september october november december "
-           "jan feb mar apr jun jul aug sep sept oct nov dec").split()
+_MONTHS = (
+    "january february march april may june july august september october november december "
+    "jan feb mar apr jun jul aug sep sept oct nov dec"
+).split()
 _WEEKDAYS = "monday tuesday wednesday thursday friday saturday sunday".split()
-_RELATIVE = ("yesterday today tomorrow tonight ago last next week weekend month year weeks months years "
-             "morning evening afternoon night recently").split()
+_RELATIVE = (
+    "yesterday today tomorrow tonight ago last next week weekend month year weeks months years "
+    "morning evening afternoon night recently"
+).split()
 DATE_WORDS = frozenset(_MONTHS + _WEEKDAYS + _RELATIVE)
 
 
@@ -76,7 +82,9 @@ def signals(sentence: str) -> tuple[int, int]:
     relative-time words.
     """
     tokens = words(sentence)
-    names = sum(1 for i, w in enumerate(tokens) if i > 0 and w[0].isupper() and w not in ("I", "I'm", "I've", "I'll", "I'd"))
+    names = sum(
+        1 for i, w in enumerate(tokens) if i > 0 and w[0].isupper() and w not in ("I", "I'm", "I've", "I'll", "I'd")
+    )
     numbers = sum(1 for w in tokens if w[0].isdigit() or w.lower() in DATE_WORDS)
     return names, numbers
 

@@ -36,15 +36,31 @@ _SENTENCE_END = (".", "!", "?")
 # or when it ends like code does.
 _MIN_LINE_LETTER_SHARE = 0.55
 _CODE_ENDINGS = ("{", "}", ";", "(", "[", ",\\", "=>", "->")
-_CODE_START = re.compile(r"^\s*(?:def |class |import |from \S+ import |return |if .*:$|for .*:$|@\w|>>> |\$ |#!|//|"
-                         r"[\w./-]+:\d+:)")
+_CODE_START = re.compile(
+    r"^\s*(?:def |class |import |from \S+ import |return |if .*:$|for .*:$|@\w|>>> |\$ |#!|//|"
+    r"[\w./-]+:\d+:)"
+)
 
 _MENTION_ARG_CHARS = 60
 _MAX_CALLS = 4
 _OUTCOME_CHARS = 60
 # Argument names that say what a tool call was about, most telling first.
-_ARG_KEYS = ("path", "file_path", "file", "filename", "command", "cmd", "query", "pattern", "q", "url", "name",
-             "target", "dir", "directory")
+_ARG_KEYS = (
+    "path",
+    "file_path",
+    "file",
+    "filename",
+    "command",
+    "cmd",
+    "query",
+    "pattern",
+    "q",
+    "url",
+    "name",
+    "target",
+    "dir",
+    "directory",
+)
 # Tool-name words → the verb of the mention; unknown tools are "called <name>".
 _VERBS = (
     (("read", "open", "view", "cat", "show", "get"), "read"),
@@ -57,8 +73,11 @@ _VERBS = (
     (("delete", "remove", "rm"), "deleted"),
 )
 _TEST_COUNTS = re.compile(r"\b(\d+) (failed|passed|errors?|skipped|xfailed|xpassed)\b")
-_ERROR_START = re.compile(r"^\s*(?:error|fatal|traceback|exception|failed|failure|permission denied|"
-                          r"no such file|command not found|[\w.]*(?:error|exception)\b)", re.IGNORECASE)
+_ERROR_START = re.compile(
+    r"^\s*(?:error|fatal|traceback|exception|failed|failure|permission denied|"
+    r"no such file|command not found|[\w.]*(?:error|exception)\b)",
+    re.IGNORECASE,
+)
 _NOT_FOUND = re.compile(r"\bnot found\b|\bno such\b|\bdoes not exist\b", re.IGNORECASE)
 
 
@@ -83,8 +102,12 @@ def _letter_share(line: str) -> float:
 
 def _code_like(line: str) -> bool:
     s = line.strip()
-    return (_letter_share(s) < _MIN_LINE_LETTER_SHARE or s.endswith(_CODE_ENDINGS) or bool(_CODE_START.match(s))
-            or s.startswith(("|", "#", ">", "+", "<")))
+    return (
+        _letter_share(s) < _MIN_LINE_LETTER_SHARE
+        or s.endswith(_CODE_ENDINGS)
+        or bool(_CODE_START.match(s))
+        or s.startswith(("|", "#", ">", "+", "<"))
+    )
 
 
 def prose_lines(text: str) -> list[str]:
@@ -115,7 +138,7 @@ def prose_lines(text: str) -> list[str]:
             flush()
             continue
         marker = _LIST_MARKER.match(raw)
-        body = raw[marker.end():].strip() if marker else line
+        body = raw[marker.end() :].strip() if marker else line
         if _code_like(body):
             flush()
             continue
@@ -194,8 +217,13 @@ def actions(turns: Sequence[StoredTurn]) -> dict[int, str]:
     A call whose result is in ``turns`` gets its outcome when the result
     reports one (test counts, an error, the number of search hits).
     """
-    results = {b.tool_use_id: b for t in turns if not isinstance(t.turn.content, str)
-               for b in t.turn.content if isinstance(b, ToolResultBlock)}
+    results = {
+        b.tool_use_id: b
+        for t in turns
+        if not isinstance(t.turn.content, str)
+        for b in t.turn.content
+        if isinstance(b, ToolResultBlock)
+    }
     out: dict[int, str] = {}
     for t in turns:
         if t.role != "assistant" or isinstance(t.turn.content, str):

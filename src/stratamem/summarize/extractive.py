@@ -50,8 +50,8 @@ _SENTENCES_PER_FACT = 3
 
 @dataclass(slots=True)
 class _Candidate:
-    text: str          # as shown, speaker-prefixed
-    body: str          # the sentence itself
+    text: str  # as shown, speaker-prefixed
+    body: str  # the sentence itself
     turn_id: int | None
     position: int
     words: list[str]
@@ -117,7 +117,12 @@ def _key_facts(cands: list[_Candidate]) -> tuple[KeyFact, ...]:
     facts: list[_Candidate] = []
     for c in sorted(cands, key=lambda c: (-c.score, c.position)):
         # Facts come from what people said; an action mention is not knowledge to keep.
-        if c.action or c.signal == 0 or c.body.rstrip().endswith("?") or any(jaccard(c.words, o.words) > _REDUNDANCY for o in facts):
+        if (
+            c.action
+            or c.signal == 0
+            or c.body.rstrip().endswith("?")
+            or any(jaccard(c.words, o.words) > _REDUNDANCY for o in facts)
+        ):
             continue
         facts.append(c)
         if len(facts) == limit:
@@ -164,11 +169,13 @@ class ExtractiveSummarizer:
         chosen = _select(cands, max_tokens, self.tokenizer)
         if not chosen:  # even the shortest sentence is over budget: cut the best one
             best = max(cands, key=lambda c: c.score)
-            chosen = [_Candidate(fit_text(best.text, max_tokens, self.tokenizer), best.body, best.turn_id, 0, [],
-                                 best.action)]
+            chosen = [
+                _Candidate(fit_text(best.text, max_tokens, self.tokenizer), best.body, best.turn_id, 0, [], best.action)
+            ]
         sentences = _sentences(chosen)
-        return Summary(text=render(sentences), sentences=sentences, key_facts=_key_facts(cands), themes=topic,
-                       summarizer=self.name)
+        return Summary(
+            text=render(sentences), sentences=sentences, key_facts=_key_facts(cands), themes=topic, summarizer=self.name
+        )
 
     def merge(self, parts: Sequence[Summary], *, max_tokens: int, executive: bool = False) -> Summary:
         """Re-rank the children's sentences and facts into one summary within ``max_tokens``."""
@@ -184,8 +191,7 @@ class ExtractiveSummarizer:
         merged_themes = tuple(w for w, _ in counts.most_common(5))
         if not cands:
             text = fit_text(" | ".join(p.text for p in parts if p.text), max_tokens, self.tokenizer)
-            return Summary(text=text, themes=merged_themes, executive=text if executive else None,
-                           summarizer=self.name)
+            return Summary(text=text, themes=merged_themes, executive=text if executive else None, summarizer=self.name)
         _score(cands)
         chosen = _select(cands, max_tokens, self.tokenizer)
         exec_text = None
@@ -193,5 +199,11 @@ class ExtractiveSummarizer:
             top = sorted(chosen, key=lambda c: -c.score)[:_EXECUTIVE_SENTENCES]
             exec_text = render(_sentences(sorted(top, key=lambda c: c.position))) or None
         sentences = _sentences(chosen)
-        return Summary(text=render(sentences), sentences=sentences, key_facts=_key_facts(cands),
-                       themes=merged_themes, executive=exec_text, summarizer=self.name)
+        return Summary(
+            text=render(sentences),
+            sentences=sentences,
+            key_facts=_key_facts(cands),
+            themes=merged_themes,
+            executive=exec_text,
+            summarizer=self.name,
+        )

@@ -35,15 +35,21 @@ __all__ = ["ItemFact", "fact_type", "item_facts"]
 _DECISION = re.compile(
     r"\b(?:decid(?:e|ed|es|ing)|decision|agreed|go(?:ing)? with|let's (?:use|do|go|move|switch|keep)|"
     r"we(?:'ll| will) (?:use|go|switch|move|keep)|cho(?:se|ose|sen)|switch(?:ing)? to|move to|settled on|"
-    r"supersed(?:e|es|ed|ing)|adr[ -]?\d+)\b", re.IGNORECASE)
+    r"supersed(?:e|es|ed|ing)|adr[ -]?\d+)\b",
+    re.IGNORECASE,
+)
 _PREFERENCE = re.compile(
     r"\b(?:prefer(?:s|red|ence)?|i (?:don't |do not )?want|i'd rather|i would rather|"
     r"i (?:don't |do not |really )?(?:like|love|hate|dislike)|favou?rite|please don't)\b|\bno \w+(?: \w+)? please\b",
-    re.IGNORECASE)
-_NOT_NAMES = frozenset("it this that there these those the we i they he she you our my his her their a an "
-                       "here what which".split())
-_ENTITY = re.compile(r"^((?:[A-Z][\w'’.&-]*\s+){0,3}[A-Z][\w'’.&-]*)\s+(?:is|are|was|were)\s+"
-                     r"(?:a|an|the|our|their|his|her|my|your|its)\b")
+    re.IGNORECASE,
+)
+_NOT_NAMES = frozenset(
+    "it this that there these those the we i they he she you our my his her their a an here what which".split()
+)
+_ENTITY = re.compile(
+    r"^((?:[A-Z][\w'’.&-]*\s+){0,3}[A-Z][\w'’.&-]*)\s+(?:is|are|was|were)\s+"
+    r"(?:a|an|the|our|their|his|her|my|your|its)\b"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,5 +92,8 @@ def fact_type(text: str) -> str:
 
 def item_facts(summary: Summary) -> list[ItemFact]:
     """The key facts of ``summary`` that can become items: those that name their source turn, typed."""
-    return [ItemFact(f.text, fact_type(f.text), f.turn_id) for f in summary.key_facts
-            if f.turn_id is not None and f.text.strip()]
+    return [
+        ItemFact(f.text, fact_type(f.text), f.turn_id)
+        for f in summary.key_facts
+        if f.turn_id is not None and f.text.strip()
+    ]

@@ -47,8 +47,11 @@ class HeuristicSummarizer:
         requests = [r for r in requests if r]
         text = f"Discussion of: {'; '.join(requests)}" if requests else f"Conversation segment ({len(turns)} turns)"
         speakers = {t.turn.name for t in turns if t.turn.name}
-        return Summary(text=fit_text(text, max_tokens, self.tokenizer),
-                       themes=themes((t.text for t in turns), exclude=speakers), summarizer=self.name)
+        return Summary(
+            text=fit_text(text, max_tokens, self.tokenizer),
+            themes=themes((t.text for t in turns), exclude=speakers),
+            summarizer=self.name,
+        )
 
     def merge(self, parts: Sequence[Summary], *, max_tokens: int, executive: bool = False) -> Summary:
         """Join the first three child summaries with `` | `` (seed 000's fallback)."""
@@ -58,5 +61,4 @@ class HeuristicSummarizer:
             for th in p.themes:
                 counts[th] = counts.get(th, 0) + 1
         merged_themes = tuple(sorted(counts, key=lambda k: -counts[k])[:5])
-        return Summary(text=text, themes=merged_themes, executive=text if executive else None,
-                       summarizer=self.name)
+        return Summary(text=text, themes=merged_themes, executive=text if executive else None, summarizer=self.name)

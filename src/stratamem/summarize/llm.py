@@ -66,14 +66,17 @@ class LLMSummarizer:
 
     def _call(self, system: str, user: str, max_tokens: int) -> dict[str, Any]:
         # JSON framing costs tokens beyond the summary itself: leave room for it.
-        completion = self.model.complete(system, [{"role": "user", "content": user}],
-                                         max_tokens=max_tokens * 2 + 400)
+        completion = self.model.complete(system, [{"role": "user", "content": user}], max_tokens=max_tokens * 2 + 400)
         answer = completion.text
         self._usage[0] += 1
-        self._usage[1] += (completion.input_tokens if completion.input_tokens is not None
-                           else self.tokenizer.count(system) + self.tokenizer.count(user))
-        self._usage[2] += (completion.output_tokens if completion.output_tokens is not None
-                           else self.tokenizer.count(answer))
+        self._usage[1] += (
+            completion.input_tokens
+            if completion.input_tokens is not None
+            else self.tokenizer.count(system) + self.tokenizer.count(user)
+        )
+        self._usage[2] += (
+            completion.output_tokens if completion.output_tokens is not None else self.tokenizer.count(answer)
+        )
         match = _JSON_OBJECT.search(answer)
         try:
             data = json.loads(match.group(0)) if match else None
@@ -93,10 +96,13 @@ class LLMSummarizer:
                 facts.append(KeyFact(f["fact"].strip(), turn if ok else None))
         themes = tuple(str(t).strip().lower() for t in data.get("themes") or () if str(t).strip())[:5]
         executive = data.get("executive")
-        return Summary(text=fit_text(data["summary"].strip(), max_tokens, self.tokenizer),
-                       key_facts=tuple(facts[:MAX_KEY_FACTS]), themes=themes,
-                       executive=executive.strip() if isinstance(executive, str) and executive.strip() else None,
-                       summarizer=self.name)
+        return Summary(
+            text=fit_text(data["summary"].strip(), max_tokens, self.tokenizer),
+            key_facts=tuple(facts[:MAX_KEY_FACTS]),
+            themes=themes,
+            executive=executive.strip() if isinstance(executive, str) and executive.strip() else None,
+            summarizer=self.name,
+        )
 
     def _parts(self, lines: list[str]) -> list[list[str]]:
         parts: list[list[str]] = [[]]
@@ -141,14 +147,14 @@ class LLMSummarizer:
             facts = "; ".join(f"{f.text} (turn {f.turn_id})" for f in p.key_facts)
             blocks.append(f"Part {i}: {p.text}" + (f"\nFacts: {facts}" if facts else ""))
         system = MERGE_SYSTEM.replace("{max_words}", str(max(10, int(max_tokens / _TOKENS_PER_WORD)))).replace(
-            "{executive}", "2 to 4 sentences on what was achieved and decided, for later reference."
-            if executive else "null")
+            "{executive}",
+            "2 to 4 sentences on what was achieved and decided, for later reference." if executive else "null",
+        )
         groups = self._parts(blocks)
         if len(groups) > 1:  # merge in stages so no call exceeds the input bound
             if len(groups) >= len(parts):
                 raise ModelError("child summaries are each too large to merge within max_input_tokens")
-            partial = [self._summary(self._call(system, "\n\n".join(g), max_tokens), max_tokens, None)
-                       for g in groups]
+            partial = [self._summary(self._call(system, "\n\n".join(g), max_tokens), max_tokens, None) for g in groups]
             return self.merge(partial, max_tokens=max_tokens, executive=executive)
         known = {f.turn_id for p in parts for f in p.key_facts if f.turn_id is not None}
         out = self._summary(self._call(system, "\n\n".join(blocks), max_tokens), max_tokens, known)

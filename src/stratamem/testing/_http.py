@@ -23,7 +23,7 @@ class JSONHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:  # the stdlib's signature
         """Silence the default per-request stderr line."""
 
     def read_body(self) -> bytes:
@@ -81,6 +81,8 @@ class LocalHTTPServer:
         if self._httpd is None:
             raise RuntimeError("the server is not running; call start() or use it as a context manager")
         host, port = self._httpd.server_address[:2]
+        if isinstance(host, bytes):  # typeshed allows a bytes address (AF_UNIX); TCP gives a str
+            host = host.decode()
         return f"http://{host}:{port}"
 
     def start(self) -> Self:
@@ -89,8 +91,9 @@ class LocalHTTPServer:
             return self
         self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), self._handler())
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02},
-                                        name=self._thread_name, daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, name=self._thread_name, daemon=True
+        )
         self._thread.start()
         return self
 

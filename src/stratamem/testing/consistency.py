@@ -72,8 +72,14 @@ class DerivedCheck:
     @property
     def ok(self) -> bool:
         """No overlap, gap, wrong provenance, unreadable content, duplicate item or bad state."""
-        return not (self.overlaps or self.gaps or self.bad_provenance or self.unreadable or self.duplicate_items
-                    or self.state_errors)
+        return not (
+            self.overlaps
+            or self.gaps
+            or self.bad_provenance
+            or self.unreadable
+            or self.duplicate_items
+            or self.state_errors
+        )
 
 
 def _fact_key(text: str) -> str:
@@ -125,10 +131,14 @@ def check_derived(memory: Memory) -> DerivedCheck:
                 ids_of[node.id] = ids
                 owner.update(ids)
                 pending += node.summary_status == "pending"
-                if node.turn_count != len(ids) or (ids and (ids[0], ids[-1]) != (node.first_turn_id,
-                                                                                  node.last_turn_id)):
-                    tally.add("provenance", f"node {node.id}: counts {node.turn_count} turns "
-                                            f"({node.first_turn_id}..{node.last_turn_id}) but holds {len(ids)}")
+                if node.turn_count != len(ids) or (
+                    ids and (ids[0], ids[-1]) != (node.first_turn_id, node.last_turn_id)
+                ):
+                    tally.add(
+                        "provenance",
+                        f"node {node.id}: counts {node.turn_count} turns "
+                        f"({node.first_turn_id}..{node.last_turn_id}) but holds {len(ids)}",
+                    )
             for tid, n in owner.items():
                 if n > 1:
                     tally.add("overlap", f"level {level}: turn {tid} is in {n} nodes")
@@ -144,7 +154,7 @@ def check_derived(memory: Memory) -> DerivedCheck:
             if below:
                 # Per-session consolidation (the default) keeps a prefix per session.
                 per_session = memory.config.pyramid.consolidation_scope == "session"
-                for group in ({n.session for n in below} if per_session else {None}):
+                for group in {n.session for n in below} if per_session else {None}:
                     _check_prefix(level - 1, [n for n in below if not per_session or n.session == group], tally)
             below = nodes
             level += 1
@@ -153,12 +163,25 @@ def check_derived(memory: Memory) -> DerivedCheck:
         tally.add("duplicate_item", f"auto-extracted fact stored twice: {key[:60]!r}")
     _check_states(memory, canonical, tally)
     c = tally.counts
-    return DerivedCheck(nodes_seen, levels, c["overlap"], c["gap"], c["provenance"], c["unreadable"], archived,
-                        warm, pending, c["duplicate_item"], c["state"], tuple(tally.problems))
+    return DerivedCheck(
+        nodes_seen,
+        levels,
+        c["overlap"],
+        c["gap"],
+        c["provenance"],
+        c["unreadable"],
+        archived,
+        warm,
+        pending,
+        c["duplicate_item"],
+        c["state"],
+        tuple(tally.problems),
+    )
 
 
-def _check_segments(nodes: list, ids_of: dict[int, list[int]], by_seq: dict[tuple[str, int], int],
-                    tally: _Tally) -> None:
+def _check_segments(
+    nodes: list, ids_of: dict[int, list[int]], by_seq: dict[tuple[str, int], int], tally: _Tally
+) -> None:
     """Per session: seq 1..n covered once, in order, each segment holding exactly its range's turns."""
     sessions: dict[str, list] = {}
     for node in nodes:
@@ -172,8 +195,11 @@ def _check_segments(nodes: list, ids_of: dict[int, list[int]], by_seq: dict[tupl
                 tally.add("gap", f"session {session!r}: segment {node.id} starts at seq {first}, expected {expected}")
             want = [by_seq.get((session, s)) for s in range(first, last + 1)]
             if want != ids_of[node.id]:
-                tally.add("provenance", f"segment {node.id} ({session!r} seq {first}..{last}) holds "
-                                        f"{len(ids_of[node.id])} turn ids that are not that range's turns")
+                tally.add(
+                    "provenance",
+                    f"segment {node.id} ({session!r} seq {first}..{last}) holds "
+                    f"{len(ids_of[node.id])} turn ids that are not that range's turns",
+                )
             expected = last + 1
 
 
@@ -206,19 +232,22 @@ def _check_content(memory: Memory, node: Any, ids: list[int], canonical: dict, t
 def _same(got: list, want: list) -> bool:
     return len(got) == len(want) and all(
         w is not None and (g.id, g.session, g.seq, g.turn.to_dict()) == (w.id, w.session, w.seq, w.turn.to_dict())
-        for g, w in zip(got, want, strict=True))
+        for g, w in zip(got, want, strict=True)
+    )
 
 
-def _check_consolidations(memory: Memory, level: int, nodes: list, ids_of: dict[int, list[int]],
-                          tally: _Tally) -> None:
+def _check_consolidations(memory: Memory, level: int, nodes: list, ids_of: dict[int, list[int]], tally: _Tally) -> None:
     """A consolidation holds exactly the union of its children's turns."""
     pyramid = memory.pyramid
     for node in nodes:
         children = pyramid.children(node.id)
         union = sorted(t for c in children for t in pyramid.turn_ids(c.id))
         if not children or any(c.level != level - 1 for c in children) or union != ids_of[node.id]:
-            tally.add("provenance", f"level {level} node {node.id}: its {len(ids_of[node.id])} turns are not "
-                                    f"the union of its {len(children)} children's")
+            tally.add(
+                "provenance",
+                f"level {level} node {node.id}: its {len(ids_of[node.id])} turns are not "
+                f"the union of its {len(children)} children's",
+            )
 
 
 def _check_prefix(level: int, nodes: list, tally: _Tally) -> None:
@@ -233,8 +262,9 @@ def _check_prefix(level: int, nodes: list, tally: _Tally) -> None:
 def _duplicate_items(memory: Memory) -> list[str]:
     if not hasattr(memory.store, "items"):
         return []
-    seen: Counter[str] = Counter(_fact_key(it.content) for it in memory.items.list(include_dead=True)
-                                 if it.source == "extracted")
+    seen: Counter[str] = Counter(
+        _fact_key(it.content) for it in memory.items.list(include_dead=True) if it.source == "extracted"
+    )
     return [k for k, n in seen.items() if n > 1]
 
 
@@ -249,8 +279,13 @@ def _check_states(memory: Memory, canonical: dict, tally: _Tally) -> None:
         if state is None:
             continue
         if (state.summary is not None) != (state.compaction_count > 0):
-            tally.add("state", f"conversation {session!r}: {state.compaction_count} compactions but "
-                               f"{'a' if state.summary is not None else 'no'} checkpoint")
+            tally.add(
+                "state",
+                f"conversation {session!r}: {state.compaction_count} compactions but "
+                f"{'a' if state.summary is not None else 'no'} checkpoint",
+            )
         if state.turn_count > stored[session]:
-            tally.add("state", f"conversation {session!r} counts {state.turn_count} messages; "
-                               f"the store holds {stored[session]}")
+            tally.add(
+                "state",
+                f"conversation {session!r} counts {state.turn_count} messages; the store holds {stored[session]}",
+            )

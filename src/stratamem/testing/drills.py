@@ -37,110 +37,55 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..memory import Memory
-from ..records import StoredTurn, Turn
+from ..records import Turn
 from ..store.base import Store, TurnBatch
 from ..store.open import open_store
 from .consistency import DerivedCheck, check_derived
+from .drill_records import DrillCheck, _turns, check, drill_key, read_acks, read_errors, read_phase
 from .llm_server import FakeLLMServer, checkpoint_reply
 from .workload import drill_config, memory_writer, resume
 
-__all__ = ["CrashResult", "DrillCheck", "FaultResult", "RestartResult", "WriterResult", "check", "crash_drill",
-           "disk_full_drill", "drill_config", "drill_key", "memory_writer", "read_only_drill", "restart_drill", "run_writers",
-           "writer"]
+__all__ = [
+    "CrashResult",
+    "DrillCheck",
+    "FaultResult",
+    "RestartResult",
+    "WriterResult",
+    "check",
+    "crash_drill",
+    "disk_full_drill",
+    "drill_config",
+    "drill_key",
+    "memory_writer",
+    "read_only_drill",
+    "restart_drill",
+    "run_writers",
+    "writer",
+]
 
 _CTX = multiprocessing.get_context("forkserver")
 # Children fork from a server that already loaded this module, the tokenizer and openai (~1.4 s each).
 _CTX.set_forkserver_preload([__name__, f"{__package__}._preload"])
 
 
-@dataclass(frozen=True, slots=True)
-class DrillCheck:
-    """What the store holds compared with what was acknowledged."""
-
-    acknowledged: int
-    """Turns whose ``append`` returned."""
-    stored: int
-    """Drill turns found in the store."""
-    lost: int
-    """Acknowledged turns missing from the store."""
-    duplicated: int
-    """Drill keys stored more than once."""
-    gaps: int
-    """Sessions whose sequence numbers are not exactly 1..n."""
-    integrity: str = "n/a"
-    """SQLite ``PRAGMA integrity_check`` (``ok``), or ``n/a`` on PostgreSQL."""
-
-    @property
-    def ok(self) -> bool:
-        """No loss, no duplicate, no gap, integrity fine."""
-        return not (self.lost or self.duplicated or self.gaps) and self.integrity in ("ok", "n/a")
-
-
-def drill_key(st: StoredTurn) -> str:
-    """The drill key of a stored turn: ``metadata["drill"]``, else the first word of its text."""
-    key = st.turn.metadata.get("drill")
-    if key is not None:
-        return str(key)
-    words = st.turn.text.split(maxsplit=1)
-    return words[0] if words else ""
-
-
-def check(store: Store, namespace: str, acknowledged: Iterable[str]) -> DrillCheck:
-    """Compare the store's drill turns in ``namespace`` with the acknowledged keys."""
-    keys: Counter[str] = Counter()
-    seqs: dict[str, list[int]] = {}
-    for t in store.iter_turns(namespace, batch_size=5000):
-        keys[drill_key(t)] += 1
-        seqs.setdefault(t.session, []).append(t.seq)
-    acked = set(acknowledged)
-    gaps = sum(1 for s in seqs.values() if s != list(range(1, len(s) + 1)))
-    integrity = store.integrity_check() if hasattr(store, "integrity_check") else "n/a"
-    return DrillCheck(len(acked), sum(keys.values()), sum(1 for k in acked if keys[k] == 0),
-                      sum(1 for n in keys.values() if n > 1), gaps, integrity)
-
-
-def read_acks(path: str | Path) -> list[str]:
-    """Keys acknowledged in an acknowledgement file (a torn last line is ignored)."""
-    try:
-        data = Path(path).read_text()
-    except FileNotFoundError:
-        return []
-    lines = data.split("\n")
-    return [ln for ln in lines[:-1] if ln and not ln.startswith(("!", "~"))]
-
-
-def read_phase(path: str | Path) -> str:
-    """The last phase marker (``~`` line) a child wrote: what it was doing when it stopped."""
-    try:
-        lines = Path(path).read_text().split("\n")
-    except FileNotFoundError:
-        return "not started"
-    marks = [ln[1:] for ln in lines[:-1] if ln.startswith("~")]
-    return marks[-1] if marks else "starting"
-
-
-def read_errors(path: str | Path) -> list[str]:
-    """Error lines (``!`` prefixed) a writer recorded."""
-    try:
-        return [ln[1:] for ln in Path(path).read_text().split("\n") if ln.startswith("!")]
-    except FileNotFoundError:
-        return []
-
-
-def _turns(prefix: str, start: int, n: int, size: int) -> list[Turn]:
-    body = ("lorem ipsum dolor sit amet " * (size // 27 + 1))[:size]
-    return [Turn(role="user" if (start + i) % 2 == 0 else "assistant", content=f"{prefix}-{start + i} {body}",
-                 metadata={"drill": f"{prefix}-{start + i}"}) for i in range(n)]
-
-
-def writer(target: str, namespace: str, worker: str, ack_path: str, *, turns: int | None, sessions: list[str],
-           max_batch: int = 8, text_size: int = 200, seed: int = 0) -> None:
+def writer(
+    target: str,
+    namespace: str,
+    worker: str,
+    ack_path: str,
+    *,
+    turns: int | None,
+    sessions: list[str],
+    max_batch: int = 8,
+    text_size: int = 200,
+    seed: int = 0,
+) -> None:
     """Append drill turns until ``turns`` are stored (forever if None), acknowledging each batch.
 
     Runs in a child process. Each batch goes to one or two of ``sessions``
@@ -167,7 +112,7 @@ def writer(target: str, namespace: str, worker: str, ack_path: str, *, turns: in
             done += n
         os.write(fd, f"!!done {done} {started:.6f} {time.time():.6f}\n".encode())
         store.close()
-    except BaseException as exc:  # the parent reads and asserts on this line
+    except BaseException as exc:  # noqa: BLE001 - the parent reads and asserts on this line
         os.write(fd, f"!{type(exc).__name__}: {exc}\n".encode())
         traceback.print_exc()
         os._exit(1)
@@ -190,9 +135,18 @@ class WriterResult:
     """Acknowledged turns divided by ``seconds``."""
 
 
-def run_writers(target: str, namespace: str, workdir: str | Path, *, writers: int, turns_each: int,
-                shared_sessions: int = 1, text_size: int = 200, max_batch: int = 8,
-                timeout_s: float = 600) -> WriterResult:
+def run_writers(
+    target: str,
+    namespace: str,
+    workdir: str | Path,
+    *,
+    writers: int,
+    turns_each: int,
+    shared_sessions: int = 1,
+    text_size: int = 200,
+    max_batch: int = 8,
+    timeout_s: float = 600,
+) -> WriterResult:
     """Run ``writers`` processes appending ``turns_each`` turns each, on shared and own sessions.
 
     Returns:
@@ -205,9 +159,17 @@ def run_writers(target: str, namespace: str, workdir: str | Path, *, writers: in
         sessions = [f"shared{i}" for i in range(shared_sessions)] + [f"own{w}"]
         ack = str(workdir / f"ack-{namespace}-{w}.txt")
         Path(ack).unlink(missing_ok=True)  # acknowledgements of an earlier run must not count
-        p = _CTX.Process(target=writer, args=(target, namespace, f"w{w}", ack),
-                         kwargs={"turns": turns_each, "sessions": sessions, "max_batch": max_batch,
-                                 "text_size": text_size, "seed": w})
+        p = _CTX.Process(
+            target=writer,
+            args=(target, namespace, f"w{w}", ack),
+            kwargs={
+                "turns": turns_each,
+                "sessions": sessions,
+                "max_batch": max_batch,
+                "text_size": text_size,
+                "seed": w,
+            },
+        )
         p.start()
         procs.append((p, ack))
     for p, _ in procs:
@@ -230,6 +192,7 @@ def run_writers(target: str, namespace: str, workdir: str | Path, *, writers: in
 
 
 # --- crash ----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class CrashResult:
@@ -260,7 +223,7 @@ def _shape(target: str, namespace: str) -> dict[str, int]:
         out["warm segments"] = len(mem.pyramid.nodes(level=1, tier="warm"))
         out["cold segments"] = len(mem.pyramid.nodes(level=1, tier="cold"))
         out["archived segments"] = sum(n.archive_ref is not None for n in mem.pyramid.nodes(level=1, tier="cold"))
-        state = mem.store.conversations.get(namespace, "agent")  # type: ignore[attr-defined]
+        state = mem.store.conversations.get(namespace, "agent")
         out["compactions"] = state.compaction_count if state else 0
         out["compaction fallbacks"] = state.failures if state else 0
         # Messages the agent session stores that its saved state does not count (a kill fell
@@ -272,9 +235,18 @@ def _shape(target: str, namespace: str) -> dict[str, int]:
     return out
 
 
-def crash_drill(target: str, namespace: str, workdir: str | Path, *, trials: int, seed: int = 0,
-                max_delay_s: float | None = None, derived: bool = True, fail_share: float = 0.2,
-                max_progress: int | None = None) -> CrashResult:
+def crash_drill(
+    target: str,
+    namespace: str,
+    workdir: str | Path,
+    *,
+    trials: int,
+    seed: int = 0,
+    max_delay_s: float | None = None,
+    derived: bool = True,
+    fail_share: float = 0.2,
+    max_progress: int | None = None,
+) -> CrashResult:
     """Kill a working child with SIGKILL ``trials`` times; check the store after every kill.
 
     Each child continues the same sessions as every earlier child, so
@@ -316,12 +288,17 @@ def crash_drill(target: str, namespace: str, workdir: str | Path, *, trials: int
             if server is not None:
                 if rng.random() < fail_share:
                     server.fail_next(1, status=500)
-                p = _CTX.Process(target=memory_writer, args=(target, namespace, f"c{trial}", ack),
-                                 kwargs={"llm_url": server.openai_base_url, "seed": child_seed})
+                p = _CTX.Process(
+                    target=memory_writer,
+                    args=(target, namespace, f"c{trial}", ack),
+                    kwargs={"llm_url": server.openai_base_url, "seed": child_seed},
+                )
             else:
-                p = _CTX.Process(target=writer, args=(target, namespace, f"c{trial}", ack),
-                                 kwargs={"turns": None, "sessions": ["main", "side"], "max_batch": 16,
-                                         "seed": child_seed})
+                p = _CTX.Process(
+                    target=writer,
+                    args=(target, namespace, f"c{trial}", ack),
+                    kwargs={"turns": None, "sessions": ["main", "side"], "max_batch": 16, "seed": child_seed},
+                )
             p.start()
             deadline = time.monotonic() + 60
             # Kill while working: after some acknowledgements (so each child does a similar amount
@@ -360,8 +337,9 @@ def crash_drill(target: str, namespace: str, workdir: str | Path, *, trials: int
                     problems += resumed
             if not last.ok or problems or (last_derived is not None and not last_derived.ok):
                 failed.append(trial)
-                failures.append(f"trial {trial} (killed in {read_phase(ack)}): "
-                                + "; ".join(problems[:3] or [repr(last)]))
+                failures.append(
+                    f"trial {trial} (killed in {read_phase(ack)}): " + "; ".join(problems[:3] or [repr(last)])
+                )
         shape: dict[str, int] = {}
         if derived:
             store = open_store(target)
@@ -378,8 +356,9 @@ def crash_drill(target: str, namespace: str, workdir: str | Path, *, trials: int
     finally:
         if server is not None:
             server.close()
-    return CrashResult(trials, last, failed, last.stored - last.acknowledged, last_derived, dict(phases), failures,
-                       shape)
+    return CrashResult(
+        trials, last, failed, last.stored - last.acknowledged, last_derived, dict(phases), failures, shape
+    )
 
 
 # --- faults ---------------------------------------------------------------------------------
@@ -407,8 +386,13 @@ class FaultResult:
     @property
     def ok(self) -> bool:
         """Clear error, all-or-nothing batch, still serving, store consistent."""
-        return (self.error.startswith("BackendError") and self.faulted_stored in (0, self.faulted_size)
-                and self.served_during and self.served_after and self.check.ok)
+        return (
+            self.error.startswith("BackendError")
+            and self.faulted_stored in (0, self.faulted_size)
+            and self.served_during
+            and self.served_after
+            and self.check.ok
+        )
 
 
 def _fault_child(kind: str, path: str, workdir: str) -> None:
@@ -433,7 +417,7 @@ def _fault_child(kind: str, path: str, workdir: str) -> None:
             resource.setrlimit(resource.RLIMIT_FSIZE, (biggest + 16_384, hard))
         try:
             store.append("ns", [TurnBatch("s", _turns("faulted", 0, 300, 2000), [10] * 300)])
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the fault's error, whatever it is, is the drill's result
             out["error"] = f"{type(exc).__name__}: {exc}"
         out["served_during"] = len(store.turns("ns", limit=3)) > 0
         if kind == "disk_full":
@@ -447,7 +431,7 @@ def _fault_child(kind: str, path: str, workdir: str) -> None:
         out["acked"] += [f"after-{i}" for i in range(5)]
         out["served_after"] = len(store.turns("ns", min_seq=1)) > 0
         store.close()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - recorded in result.json for the parent to assert on
         out["error"] = out["error"] or f"unexpected {type(exc).__name__}: {exc}"
     Path(workdir, "result.json").write_text(json.dumps(out))
 
@@ -525,8 +509,9 @@ class RestartResult:
         return bool(self.failed) and not self.partial and not self.lost and self.gap_free and self.served_after
 
 
-def restart_drill(store: Store, restart: Callable[[], None], *, batch_turns: int = 2000,
-                  successes_after: int = 2) -> RestartResult:
+def restart_drill(
+    store: Store, restart: Callable[[], None], *, batch_turns: int = 2000, successes_after: int = 2
+) -> RestartResult:
     """Append batches in a thread while ``restart()`` restarts the database server.
 
     Every acknowledged batch must be stored whole; every failed one whole or
@@ -540,14 +525,15 @@ def restart_drill(store: Store, restart: Callable[[], None], *, batch_turns: int
     def ingest() -> None:
         n, after = 0, 0
         while not stop.is_set() and after < successes_after:
-            turns = [Turn(role="user", content=f"b{n}-{i} " + "x" * 300, metadata={"batch": n})
-                     for i in range(batch_turns)]
+            turns = [
+                Turn(role="user", content=f"b{n}-{i} " + "x" * 300, metadata={"batch": n}) for i in range(batch_turns)
+            ]
             try:
                 in_flight.set()
                 store.append("restart", [TurnBatch("s", turns, [5] * batch_turns)])
                 outcomes.append((n, "ok"))
                 after += restarted.is_set()
-            except Exception as exc:  # recorded and asserted on by the caller
+            except Exception as exc:  # noqa: BLE001 - recorded and asserted on by the caller
                 outcomes.append((n, f"{type(exc).__name__}: {exc}"))
                 time.sleep(0.05)
             in_flight.clear()
@@ -572,7 +558,11 @@ def restart_drill(store: Store, restart: Callable[[], None], *, batch_turns: int
     seqs = [st.seq for st in store.turns("restart", "s")]
     failed = [n for n, o in outcomes if o != "ok"]
     return RestartResult(
-        len(outcomes), failed, [o for _, o in outcomes if o != "ok"],
+        len(outcomes),
+        failed,
+        [o for _, o in outcomes if o != "ok"],
         [n for n in per_batch if per_batch[n] not in (0, batch_turns)],
         [n for n, o in outcomes if o == "ok" and per_batch[n] != batch_turns],
-        seqs == list(range(1, len(seqs) + 1)), bool(outcomes) and outcomes[-1][1] == "ok")
+        seqs == list(range(1, len(seqs) + 1)),
+        bool(outcomes) and outcomes[-1][1] == "ok",
+    )

@@ -80,8 +80,9 @@ class FakeEmbeddingServer(LocalHTTPServer):
         requests: Every request received, in order (failed ones included).
     """
 
-    def __init__(self, dimensions: int = 384, *, vector_fn: VectorFn = hash_vector, model: str = "fake-embed",
-                 port: int = 0) -> None:
+    def __init__(
+        self, dimensions: int = 384, *, vector_fn: VectorFn = hash_vector, model: str = "fake-embed", port: int = 0
+    ) -> None:
         super().__init__(port=port, thread_name="fake-embed-server")
         self.dimensions = dimensions
         self.vector_fn = vector_fn
@@ -132,8 +133,12 @@ class FakeEmbeddingServer(LocalHTTPServer):
             value: Any = base64.b64encode(vec.astype("<f4").tobytes()).decode() if fmt == "base64" else vec.tolist()
             data.append({"object": "embedding", "index": i, "embedding": value})
         tokens = sum(len(t.split()) for t in texts)
-        return 200, {"object": "list", "data": data, "model": body.get("model") or self.model,
-                     "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        return 200, {
+            "object": "list",
+            "data": data,
+            "model": body.get("model") or self.model,
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
 
 
 def _error(message: str) -> dict[str, Any]:
@@ -143,7 +148,7 @@ def _error(message: str) -> dict[str, Any]:
 class _Handler(JSONHandler):
     server_owner: FakeEmbeddingServer
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+    def do_POST(self) -> None:  # the stdlib's naming
         owner = self.server_owner
         try:
             body = json.loads(self.read_body() or b"{}")

@@ -78,8 +78,9 @@ class HashEmbedder:
         calls: The texts of every ``embed_batch`` call, in order.
     """
 
-    def __init__(self, dimensions: int = 384, *, name: str = "hash-embedder",
-                 fail_with: BaseException | None = None) -> None:
+    def __init__(
+        self, dimensions: int = 384, *, name: str = "hash-embedder", fail_with: BaseException | None = None
+    ) -> None:
         if dimensions < 1:
             raise ValueError("dimensions must be at least 1")
         self.dimensions = int(dimensions)

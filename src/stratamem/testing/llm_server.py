@@ -43,159 +43,42 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from ._http import JSONHandler, LocalHTTPServer
+from .llm_requests import (
+    FRAME_MESSAGE,
+    FRAME_REQUEST,
+    FRAME_TOOL,
+    FRAME_TOOL_DEFINITION,
+    IMAGE_INPUT_TOKENS,
+    Failure,
+    RecordedRequest,
+    ToolCall,
+    request_input_tokens,
+)
 
-__all__ = ["FRAME_MESSAGE", "FRAME_REQUEST", "FRAME_TOOL", "FRAME_TOOL_DEFINITION", "IMAGE_INPUT_TOKENS",
-           "FakeLLMServer", "Failure", "RecordedRequest", "ToolCall", "checkpoint_reply", "request_input_tokens"]
-
-FRAME_REQUEST = 5
-"""Tokens the fake provider charges once per request (reply priming and request framing)."""
-FRAME_MESSAGE = 4
-"""Tokens per message (role and separators); the system prompt counts as one message."""
-FRAME_TOOL = 10
-"""Tokens per tool call and per tool result (ids, type, wrapper), on top of their text."""
-FRAME_TOOL_DEFINITION = 12
-"""Tokens per tool definition in ``tools``, on top of its JSON."""
-IMAGE_INPUT_TOKENS = 1_200
-"""Tokens charged per image."""
-
-
-def _count_block(block: Any, count: Callable[[str], int]) -> int:
-    if isinstance(block, str):
-        return count(block)
-    if not isinstance(block, Mapping):
-        return 0
-    kind = block.get("type")
-    if kind == "text":
-        return count(str(block.get("text") or ""))
-    if kind in ("image", "image_url"):
-        return IMAGE_INPUT_TOKENS
-    if kind in ("thinking", "redacted_thinking"):
-        return count(str(block.get("thinking") or block.get("data") or ""))
-    if kind == "tool_use":
-        return FRAME_TOOL + count(str(block.get("name") or "")) + count(
-            json.dumps(block.get("input") or {}, ensure_ascii=False, separators=(",", ":")))
-    if kind == "tool_result":
-        inner = block.get("content")
-        parts = inner if isinstance(inner, list) else [inner or ""]
-        return FRAME_TOOL + sum(_count_block(p, count) for p in parts)
-    return count(json.dumps(block, ensure_ascii=False))
-
-
-def request_input_tokens(api: str, body: Mapping[str, Any], count: Callable[[str], int]) -> int:
-    """Input tokens the fake provider charges for a request body (see the module docstring).
-
-    ``FRAME_REQUEST``, plus per message ``FRAME_MESSAGE`` and its content:
-    text by the tokenizer, ``FRAME_TOOL`` + name + compact JSON arguments per
-    tool call (Anthropic ``tool_use`` blocks, OpenAI ``tool_calls``),
-    ``FRAME_TOOL`` + text per tool result (Anthropic ``tool_result`` blocks,
-    OpenAI ``tool`` messages), ``IMAGE_INPUT_TOKENS`` per image; the
-    Anthropic ``system`` prompt as one more message; each tool definition as
-    ``FRAME_TOOL_DEFINITION`` + its compact JSON.
-    """
-    total = FRAME_REQUEST
-    system = body.get("system")
-    if system:
-        total += FRAME_MESSAGE + sum(_count_block(b, count) for b in (system if isinstance(system, list) else [system]))
-    for m in body.get("messages") or ():
-        if not isinstance(m, Mapping):
-            continue
-        total += FRAME_MESSAGE
-        content = m.get("content")
-        if isinstance(content, list):
-            total += sum(_count_block(b, count) for b in content)
-        elif isinstance(content, str):
-            total += count(content)
-        if m.get("role") == "tool":
-            total += FRAME_TOOL
-        for call in m.get("tool_calls") or ():
-            fn = call.get("function") or {}
-            total += FRAME_TOOL + count(str(fn.get("name") or "")) + count(str(fn.get("arguments") or ""))
-    for tool in body.get("tools") or ():
-        total += FRAME_TOOL_DEFINITION + count(json.dumps(tool, ensure_ascii=False, separators=(",", ":")))
-    return total
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    """One request the server received."""
-
-    api: str
-    """``openai`` or ``anthropic``."""
-    path: str
-    """Request path."""
-    body: Mapping[str, Any]
-    """Parsed JSON body."""
-    headers: Mapping[str, str]
-    """Request headers (lower-cased names)."""
-
-    @property
-    def model(self) -> str | None:
-        """Model named in the request."""
-        return self.body.get("model")
-
-    @property
-    def max_tokens(self) -> int | None:
-        """``max_tokens`` of the request."""
-        return self.body.get("max_tokens")
-
-    @property
-    def system(self) -> str:
-        """System prompt (Anthropic ``system`` or OpenAI system messages, joined)."""
-        if self.api == "anthropic":
-            return _text_of(self.body.get("system") or "")
-        return "\n".join(_text_of(m.get("content")) for m in self.body.get("messages", [])
-                         if m.get("role") in ("system", "developer"))
-
-    @property
-    def messages(self) -> list[dict[str, Any]]:
-        """Conversation messages (OpenAI system messages excluded)."""
-        return [dict(m) for m in self.body.get("messages", []) if m.get("role") not in ("system", "developer")]
-
-    @property
-    def prompt_text(self) -> str:
-        """The text of all non-system messages joined by blank lines."""
-        return "\n\n".join(_text_of(m.get("content")) for m in self.messages)
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """A scripted reply that calls one tool (see :meth:`FakeLLMServer.script_tool_call`)."""
-
-    name: str
-    """Tool name."""
-    arguments: Mapping[str, Any] = field(default_factory=dict)
-    """JSON arguments."""
-
-    @property
-    def json(self) -> str:
-        """The arguments as compact JSON (what is streamed and counted as output)."""
-        return json.dumps(dict(self.arguments), separators=(",", ":"))
-
-
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """An injected failure for one call."""
-
-    status: int = 500
-    """HTTP status to answer with; 0 closes the connection without an answer."""
-    delay_s: float = 0.0
-    """Seconds to wait before failing (use it to provoke client timeouts)."""
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") for p in content if isinstance(p, Mapping))
-    return ""
-
+__all__ = [
+    "FRAME_MESSAGE",
+    "FRAME_REQUEST",
+    "FRAME_TOOL",
+    "FRAME_TOOL_DEFINITION",
+    "IMAGE_INPUT_TOKENS",
+    "FakeLLMServer",
+    "Failure",
+    "RecordedRequest",
+    "ToolCall",
+    "checkpoint_reply",
+    "request_input_tokens",
+]
 
 Reply = Callable[[RecordedRequest], str]
 """A reply function: request in, answer text out."""
+
+
+def _always(text: str) -> Reply:
+    """A reply that is ``text`` whatever the request."""
+    return lambda _req: text
 
 
 class FakeLLMServer(LocalHTTPServer):
@@ -211,12 +94,11 @@ class FakeLLMServer(LocalHTTPServer):
     Configuration methods are thread-safe and may be called while serving.
     """
 
-    def __init__(self, reply: str | Reply = "OK", *, model: str = "fake-model",
-                 tokenizer: str = "o200k_base") -> None:
+    def __init__(self, reply: str | Reply = "OK", *, model: str = "fake-model", tokenizer: str = "o200k_base") -> None:
         from ..tokens import get_tokenizer
 
         super().__init__(thread_name="fake-llm-server")
-        self.reply: Reply = (lambda _req, _text=reply: _text) if isinstance(reply, str) else reply
+        self.reply: Reply = _always(reply) if isinstance(reply, str) else reply
         self.model = model
         self.input_overhead = 0
         """Tokens added to every reported input count (simulates provider framing)."""
@@ -306,33 +188,80 @@ class FakeLLMServer(LocalHTTPServer):
         n_in, n_out = self._usage(req, text)
         # Deltas of a few words each, as providers send them.
         words = re.findall(r"\S+\s*|\s+", text) or [""]
-        pieces = ["".join(words[i:i + 3]) for i in range(0, len(words), 3)]
+        pieces = ["".join(words[i : i + 3]) for i in range(0, len(words), 3)]
         if api == "openai":
-            base = {"id": f"chatcmpl-fake-{len(self.requests)}", "object": "chat.completion.chunk",
-                    "created": int(time.time()), "model": model}
-            out: list[tuple[str | None, Any]] = [(None, {**base, "choices": [
-                {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})]
-            out += [(None, {**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
-                    for p in pieces if p]
+            base = {
+                "id": f"chatcmpl-fake-{len(self.requests)}",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": model,
+            }
+            out: list[tuple[str | None, Any]] = [
+                (
+                    None,
+                    {
+                        **base,
+                        "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+                    },
+                )
+            ]
+            out += [
+                (None, {**base, "choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None}]})
+                for p in pieces
+                if p
+            ]
             out.append((None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]}))
             if (req.body.get("stream_options") or {}).get("include_usage"):
-                out.append((None, {**base, "choices": [], "usage": {
-                    "prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}}))
+                out.append(
+                    (
+                        None,
+                        {
+                            **base,
+                            "choices": [],
+                            "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+                        },
+                    )
+                )
             out.append((None, "[DONE]"))
             return out
-        start = {"id": f"msg_fake_{len(self.requests)}", "type": "message", "role": "assistant", "model": model,
-                 "content": [], "stop_reason": None, "stop_sequence": None,
-                 "usage": {"input_tokens": n_in, "output_tokens": 1}}
-        out = [("message_start", {"type": "message_start", "message": start}),
-               ("content_block_start", {"type": "content_block_start", "index": 0,
-                                        "content_block": {"type": "text", "text": ""}}),
-               ("ping", {"type": "ping"})]
-        out += [("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                         "delta": {"type": "text_delta", "text": p}}) for p in pieces if p]
-        out += [("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                ("message_delta", {"type": "message_delta", "delta": {"stop_reason": finish, "stop_sequence": None},
-                                   "usage": {"output_tokens": n_out}}),
-                ("message_stop", {"type": "message_stop"})]
+        start: dict[str, Any] = {
+            "id": f"msg_fake_{len(self.requests)}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": n_in, "output_tokens": 1},
+        }
+        out = [
+            ("message_start", {"type": "message_start", "message": start}),
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+            ),
+            ("ping", {"type": "ping"}),
+        ]
+        out += [
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": p}},
+            )
+            for p in pieces
+            if p
+        ]
+        out += [
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": finish, "stop_sequence": None},
+                    "usage": {"output_tokens": n_out},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
         return out
 
     def _tool_answer(self, api: str, req: RecordedRequest, call: ToolCall) -> dict[str, Any]:
@@ -340,45 +269,123 @@ class FakeLLMServer(LocalHTTPServer):
         n = len(self.requests)
         n_in, n_out = self.input_tokens(req), self._tokenizer.count(call.name) + self._tokenizer.count(call.json)
         if api == "openai":
-            message = {"role": "assistant", "content": None, "tool_calls": [
-                {"id": f"call_fake_{n}", "type": "function", "function": {"name": call.name, "arguments": call.json}}]}
-            return {"id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
-                    "model": model, "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
-                    "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}}
-        return {"id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": model,
-                "content": [{"type": "tool_use", "id": f"toolu_fake_{n}", "name": call.name,
-                             "input": dict(call.arguments)}],
-                "stop_reason": "tool_use", "stop_sequence": None, "usage": {"input_tokens": n_in, "output_tokens": n_out}}
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_fake_{n}",
+                        "type": "function",
+                        "function": {"name": call.name, "arguments": call.json},
+                    }
+                ],
+            }
+            return {
+                "id": f"chatcmpl-fake-{n}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
+                "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+            }
+        return {
+            "id": f"msg_fake_{n}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [
+                {"type": "tool_use", "id": f"toolu_fake_{n}", "name": call.name, "input": dict(call.arguments)}
+            ],
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": n_in, "output_tokens": n_out},
+        }
 
     def _tool_events(self, api: str, req: RecordedRequest, call: ToolCall) -> list[tuple[str | None, Any]]:
         whole = self._tool_answer(api, req, call)
-        pieces = [call.json[i:i + 7] for i in range(0, len(call.json), 7)]
+        pieces = [call.json[i : i + 7] for i in range(0, len(call.json), 7)]
         if api == "openai":
             base = {k: whole[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
             tc = whole["choices"][0]["message"]["tool_calls"][0]
-            out: list[tuple[str | None, Any]] = [(None, {**base, "choices": [{"index": 0, "finish_reason": None,
-                "delta": {"role": "assistant", "content": None, "tool_calls": [
-                    {"index": 0, "id": tc["id"], "type": "function",
-                     "function": {"name": call.name, "arguments": ""}}]}}]})]
-            out += [(None, {**base, "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
-                {"index": 0, "function": {"arguments": p}}]}}]}) for p in pieces]
+            out: list[tuple[str | None, Any]] = [
+                (
+                    None,
+                    {
+                        **base,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": None,
+                                "delta": {
+                                    "role": "assistant",
+                                    "content": None,
+                                    "tool_calls": [
+                                        {
+                                            "index": 0,
+                                            "id": tc["id"],
+                                            "type": "function",
+                                            "function": {"name": call.name, "arguments": ""},
+                                        }
+                                    ],
+                                },
+                            }
+                        ],
+                    },
+                )
+            ]
+            out += [
+                (
+                    None,
+                    {
+                        **base,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": None,
+                                "delta": {"tool_calls": [{"index": 0, "function": {"arguments": p}}]},
+                            }
+                        ],
+                    },
+                )
+                for p in pieces
+            ]
             out.append((None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}))
             if (req.body.get("stream_options") or {}).get("include_usage"):
                 out.append((None, {**base, "choices": [], "usage": whole["usage"]}))
             return out + [(None, "[DONE]")]
         block = whole["content"][0]
-        start = {**whole, "content": [], "stop_reason": None,
-                 "usage": {"input_tokens": whole["usage"]["input_tokens"], "output_tokens": 1}}
-        out = [("message_start", {"type": "message_start", "message": start}),
-               ("content_block_start", {"type": "content_block_start", "index": 0,
-                                        "content_block": {**block, "input": {}}})]
-        out += [("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                         "delta": {"type": "input_json_delta", "partial_json": p}}) for p in pieces]
-        return out + [("content_block_stop", {"type": "content_block_stop", "index": 0}),
-                      ("message_delta", {"type": "message_delta",
-                                         "delta": {"stop_reason": "tool_use", "stop_sequence": None},
-                                         "usage": {"output_tokens": whole["usage"]["output_tokens"]}}),
-                      ("message_stop", {"type": "message_stop"})]
+        start = {
+            **whole,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": whole["usage"]["input_tokens"], "output_tokens": 1},
+        }
+        out = [
+            ("message_start", {"type": "message_start", "message": start}),
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": 0, "content_block": {**block, "input": {}}},
+            ),
+        ]
+        out += [
+            (
+                "content_block_delta",
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": p}},
+            )
+            for p in pieces
+        ]
+        return out + [
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                    "usage": {"output_tokens": whole["usage"]["output_tokens"]},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
 
     def _answer(self, api: str, req: RecordedRequest, text: str) -> dict[str, Any]:
         model = req.model or self.model
@@ -386,18 +393,29 @@ class FakeLLMServer(LocalHTTPServer):
         n_in, n_out = self._usage(req, text)
         stamp = int(time.time())
         if api == "openai":
-            return {"id": f"chatcmpl-fake-{len(self.requests)}", "object": "chat.completion", "created": stamp,
-                    "model": model, "choices": [{"index": 0, "finish_reason": finish,
-                                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}}
-        return {"id": f"msg_fake_{len(self.requests)}", "type": "message", "role": "assistant", "model": model,
-                "content": [{"type": "text", "text": text}], "stop_reason": finish, "stop_sequence": None,
-                "usage": {"input_tokens": n_in, "output_tokens": n_out}}
+            return {
+                "id": f"chatcmpl-fake-{len(self.requests)}",
+                "object": "chat.completion",
+                "created": stamp,
+                "model": model,
+                "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+            }
+        return {
+            "id": f"msg_fake_{len(self.requests)}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": finish,
+            "stop_sequence": None,
+            "usage": {"input_tokens": n_in, "output_tokens": n_out},
+        }
 
 
 def _make_handler(server: FakeLLMServer) -> type[JSONHandler]:
     class Handler(JSONHandler):
-        def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+        def do_POST(self) -> None:  # the stdlib's naming
             api = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}.get(self.path.split("?")[0])
             raw = self.read_body()
             if api is None:
@@ -415,8 +433,9 @@ def _make_handler(server: FakeLLMServer) -> type[JSONHandler]:
                 if failure.status == 0:
                     self.drop_connection()
                     return
-                self.send_json(failure.status, {"type": "error", "error": {"type": "api_error",
-                                                                            "message": "injected failure"}})
+                self.send_json(
+                    failure.status, {"type": "error", "error": {"type": "api_error", "message": "injected failure"}}
+                )
                 return
             time.sleep(delay)
             if isinstance(text, ToolCall):
@@ -471,18 +490,36 @@ def checkpoint_reply(request: RecordedRequest) -> str:
             current = None
         elif current and line.startswith(("- ", "1. ")):
             previous[current].append(line)
-    requests = [line.split(":", 1)[1].strip()[:120] for line in text.splitlines()
-                if line.startswith("[user]:") and len(line) > 8]
+    requests = [
+        line.split(":", 1)[1].strip()[:120]
+        for line in text.splitlines()
+        if line.startswith("[user]:") and len(line) > 8
+    ]
     goal = requests[0] if requests else "Continue the task."
     paths = sorted(set(_PATH_RE.findall(text)))[:12]
     done = previous["Progress"] + [f"- [x] {r}" for r in requests[:-1]]
     progress = list(dict.fromkeys(done))[-12:]
     context = list(dict.fromkeys(previous["Critical Context"] + [f"- `{p}`" for p in paths]))[-16:]
-    out = ["## Goal", previous["Goal"][0] if previous["Goal"] else f"- {goal}",
-           "", "## Constraints & Preferences", *(previous["Constraints & Preferences"] or ["- none stated"]),
-           "", "## Progress", "### Done", *(progress or ["- [x] nothing yet"]),
-           "### In Progress", f"- [ ] {requests[-1] if requests else 'current request'}",
-           "", "## Key Decisions", *(previous["Key Decisions"] or ["- none recorded"]),
-           "", "## Next Steps", "1. Continue with the latest request.",
-           "", "## Critical Context", *(context or ["- none"])]
+    out = [
+        "## Goal",
+        previous["Goal"][0] if previous["Goal"] else f"- {goal}",
+        "",
+        "## Constraints & Preferences",
+        *(previous["Constraints & Preferences"] or ["- none stated"]),
+        "",
+        "## Progress",
+        "### Done",
+        *(progress or ["- [x] nothing yet"]),
+        "### In Progress",
+        f"- [ ] {requests[-1] if requests else 'current request'}",
+        "",
+        "## Key Decisions",
+        *(previous["Key Decisions"] or ["- none recorded"]),
+        "",
+        "## Next Steps",
+        "1. Continue with the latest request.",
+        "",
+        "## Critical Context",
+        *(context or ["- none"]),
+    ]
     return "\n".join(out)

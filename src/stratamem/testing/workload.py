@@ -29,9 +29,14 @@ from ..store.open import open_store
 
 __all__ = ["drill_config", "memory_writer", "resume"]
 
-_FACTS = ("The budget for {thing} is ${n}K.", "We decided to host {thing} in region eu-{n}.",
-          "Maria prefers {thing} reports on day {n} of the sprint.", "The deadline for {thing} moved to week {n}.",
-          "Ticket {n} tracks the {thing} outage.", "Use port {n}000 for the {thing} service.")
+_FACTS = (
+    "The budget for {thing} is ${n}K.",
+    "We decided to host {thing} in region eu-{n}.",
+    "Maria prefers {thing} reports on day {n} of the sprint.",
+    "The deadline for {thing} moved to week {n}.",
+    "Ticket {n} tracks the {thing} outage.",
+    "Use port {n}000 for the {thing} service.",
+)
 _THINGS = ("billing", "search", "the mobile app", "onboarding", "analytics", "the data pipeline", "payments")
 
 
@@ -44,10 +49,16 @@ def drill_config() -> Config:
     recent ones.
     """
     return Config().replace(
-        pyramid={"micro_chunk_size": 4, "mini_chunk_size": 12, "macro_chunk_size": 36, "hot_chunks": 1,
-                 "hot_max_tokens": 2_000, "warm_max_turns": 12},
-        compaction={"threshold": 600, "keep_recent_tokens": 150, "output_reserve": 100,
-                    "checkpoint_max_tokens": 250})
+        pyramid={
+            "micro_chunk_size": 4,
+            "mini_chunk_size": 12,
+            "macro_chunk_size": 36,
+            "hot_chunks": 1,
+            "hot_max_tokens": 2_000,
+            "warm_max_turns": 12,
+        },
+        compaction={"threshold": 600, "keep_recent_tokens": 150, "output_reserve": 100, "checkpoint_max_tokens": 250},
+    )
 
 
 def _sentence(rng: random.Random) -> str:
@@ -62,16 +73,35 @@ def _agent_step(worker: str, start: int, rng: random.Random) -> list[dict[str, A
         return [user, {"role": "assistant", "content": f"{keys[1]} Noted. {_sentence(rng)}"}]
     call_id = f"call_{keys[1].replace('-', '_')}"
     path = f"src/{rng.choice(_THINGS).replace(' ', '_')}.py"
-    return [user,
-            {"role": "assistant", "content": f"{keys[1]} Reading the file.", "tool_calls": [
-                {"id": call_id, "type": "function",
-                 "function": {"name": "read_file", "arguments": json.dumps({"path": path})}}]},
-            {"role": "tool", "tool_call_id": call_id, "content": f"{keys[2]} " + "x = 1\n" * rng.randint(5, 60)},
-            {"role": "assistant", "content": f"{keys[3]} Done. {_sentence(rng)}"}]
+    return [
+        user,
+        {
+            "role": "assistant",
+            "content": f"{keys[1]} Reading the file.",
+            "tool_calls": [
+                {
+                    "id": call_id,
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": json.dumps({"path": path})},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call_id, "content": f"{keys[2]} " + "x = 1\n" * rng.randint(5, 60)},
+        {"role": "assistant", "content": f"{keys[3]} Done. {_sentence(rng)}"},
+    ]
 
 
-def memory_writer(target: str, namespace: str, worker: str, ack_path: str, *, llm_url: str, seed: int = 0,
-                  max_batch: int = 6, agent_share: float = 0.5) -> None:
+def memory_writer(
+    target: str,
+    namespace: str,
+    worker: str,
+    ack_path: str,
+    *,
+    llm_url: str,
+    seed: int = 0,
+    max_batch: int = 6,
+    agent_share: float = 0.5,
+) -> None:
     """Add turns through :class:`~stratamem.Memory` and run a compacting agent loop, forever.
 
     Runs in a child process until killed. Each round either adds 1 to
@@ -109,14 +139,20 @@ def memory_writer(target: str, namespace: str, worker: str, ack_path: str, *, ll
             else:
                 count = rng.randint(1, max_batch)
                 keys = [f"{worker}-{n + i}" for i in range(count)]
-                turns = [Turn(role="user" if (n + i) % 2 == 0 else "assistant", content=f"{k} {_sentence(rng)}",
-                              metadata={"drill": k}) for i, k in enumerate(keys)]
+                turns = [
+                    Turn(
+                        role="user" if (n + i) % 2 == 0 else "assistant",
+                        content=f"{k} {_sentence(rng)}",
+                        metadata={"drill": k},
+                    )
+                    for i, k in enumerate(keys)
+                ]
                 phase("add")
                 mem.add(turns, session=rng.choice(("main", "side")))
             # Acknowledge only after the call returned: the memory has promised these.
             os.write(fd, "".join(f"{k}\n" for k in keys).encode())
             n += len(keys)
-    except BaseException as exc:  # the parent reads and asserts on this line
+    except BaseException as exc:  # noqa: BLE001 - the parent reads and asserts on this line
         os.write(fd, f"!{type(exc).__name__}: {exc}\n".encode())
         traceback.print_exc()
         os._exit(1)
@@ -146,16 +182,21 @@ def resume(target: str, namespace: str, trial: int) -> tuple[list[str], list[str
                 compactor.sync([{"role": "user", "content": f"{key} resuming"}])
                 stored = len(mem.turns(session))
                 if compactor.state.turn_count != stored:
-                    problems.append(f"resume: the agent loop's state counts {compactor.state.turn_count} "
-                                    f"messages; the session stores {stored}")
+                    problems.append(
+                        f"resume: the agent loop's state counts {compactor.state.turn_count} "
+                        f"messages; the session stores {stored}"
+                    )
             else:
                 mem.add(Turn(role="user", content=f"{key} resuming", metadata={"drill": key}), session=session)
             open_turns = len(mem.pyramid.open_turns(session))
             if open_turns >= size:
                 problems.append(f"resume: {open_turns} turns of {session!r} left unsealed (segments of {size})")
         # With deferred summaries only hot segments may wait; the updates summarized everything else.
-        waiting = [n.id for n in mem.pyramid.nodes() if n.summary_status == "pending"
-                   and not (n.level == 1 and n.tier == "hot")]
+        waiting = [
+            n.id
+            for n in mem.pyramid.nodes()
+            if n.summary_status == "pending" and not (n.level == 1 and n.tier == "hot")
+        ]
         if waiting:
             problems.append(f"resume: nodes {waiting[:5]} still wait for a summary")
     finally:

@@ -19,16 +19,22 @@ from ..items.metrics import to_prometheus
 from ..pyramid.metrics import PyramidMetrics, pyramid_prometheus
 from .convert import context_json, session_json, turn_json
 from .errors import Conflict
-from .models import AddItem, ItemType, AddTurns, ContextRequest, ErrorBody, RecallItems, StateChange, Supersede
+from .models import AddItem, AddTurns, ContextRequest, ErrorBody, ItemType, RecallItems, StateChange, Supersede
 from .spaces import Spaces
 
 __all__ = ["build_router"]
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody, "description": text} for code, text in (
-        (400, "Invalid input"), (401, "Missing or wrong token"), (403, "Namespace or origin not allowed"),
-        (404, "Unknown namespace, session, node, item or manifest"), (413, "Body too large"),
-        (503, "Store or model failure"))}
+    code: {"model": ErrorBody, "description": text}
+    for code, text in (
+        (400, "Invalid input"),
+        (401, "Missing or wrong token"),
+        (403, "Namespace or origin not allowed"),
+        (404, "Unknown namespace, session, node, item or manifest"),
+        (413, "Body too large"),
+        (503, "Store or model failure"),
+    )
+}
 
 
 def principal(request: Request) -> Any:
@@ -55,7 +61,7 @@ def build_router(spaces: Spaces) -> APIRouter:
         out = []
         for name in spaces.names(who):
             m = spaces.get(name, who)
-            out.append(spaces.call(lambda m=m: m.status().to_dict()))
+            out.append(spaces.call(m.status).to_dict())
         return {"namespaces": out}
 
     @r.get("/namespaces/{namespace}/status", tags=["status"], summary="Counts, tiers, items and warnings")
@@ -70,28 +76,39 @@ def build_router(spaces: Spaces) -> APIRouter:
                 out["levels"] = [s.to_dict() for s in m.pyramid.level_stats()]
                 out["summary_spend"] = m.pyramid.spend().to_dict()
             return out
+
         return spaces.call(run)
 
-    @r.get("/metrics", tags=["status"], summary="Prometheus text metrics of every allowed namespace",
-           response_class=PlainTextResponse)
+    @r.get(
+        "/metrics",
+        tags=["status"],
+        summary="Prometheus text metrics of every allowed namespace",
+        response_class=PlainTextResponse,
+    )
     def metrics(request: Request) -> PlainTextResponse:
         who = principal(request)
 
         def run() -> str:
             mems = [spaces.get(n, who) for n in spaces.names(who)]
             lines = [to_prometheus([m.items.metrics() for m in mems]).rstrip("\n")]
-            for name, help_text, get in (("turns", "Stored turns.", lambda s: s.turns),
-                                         ("tokens", "Exact tokens of the stored turns.", lambda s: s.tokens),
-                                         ("sessions", "Sessions.", lambda s: s.sessions)):
+            for name, help_text, get in (
+                ("turns", "Stored turns.", lambda s: s.turns),
+                ("tokens", "Exact tokens of the stored turns.", lambda s: s.tokens),
+                ("sessions", "Sessions.", lambda s: s.sessions),
+            ):
                 lines += [f"# HELP stratamem_{name} {help_text}", f"# TYPE stratamem_{name} gauge"]
                 for m in mems:
                     lines.append(f'stratamem_{name}{{namespace="{m.namespace}"}} {get(m.status())}')
             pyramids = [PyramidMetrics.of(m.pyramid) for m in mems if m.config.pyramid.enabled]
             if pyramids:
                 lines.append(pyramid_prometheus(pyramids).rstrip("\n"))
-            lines += ["# HELP stratamem_store_bytes Bytes the store occupies on disk.",
-                      "# TYPE stratamem_store_bytes gauge", f"stratamem_store_bytes {spaces.default.store.size_bytes()}"]
+            lines += [
+                "# HELP stratamem_store_bytes Bytes the store occupies on disk.",
+                "# TYPE stratamem_store_bytes gauge",
+                f"stratamem_store_bytes {spaces.default.store.size_bytes()}",
+            ]
             return "\n".join(lines) + "\n"
+
         return PlainTextResponse(spaces.call(run), media_type="text/plain; version=0.0.4")
 
     # --- sessions and turns ----------------------------------------------------------------
@@ -101,24 +118,39 @@ def build_router(spaces: Spaces) -> APIRouter:
         m = mem(request, namespace)
         return {"sessions": [session_json(s) for s in spaces.call(lambda: m.store.sessions(namespace))]}
 
-    @r.post("/namespaces/{namespace}/turns", tags=["turns"], status_code=201,
-            summary="Store messages as turns of a session (one transaction)")
+    @r.post(
+        "/namespaces/{namespace}/turns",
+        tags=["turns"],
+        status_code=201,
+        summary="Store messages as turns of a session (one transaction)",
+    )
     def add_turns(request: Request, namespace: str, body: AddTurns) -> dict[str, Any]:
         m = mem(request, namespace, must_exist=False)
-        stored = spaces.call(lambda: m.add(body.messages, session=body.session, format=body.format,
-                                           platform=body.platform, channel=body.channel))
+        stored = spaces.call(
+            lambda: m.add(
+                body.messages, session=body.session, format=body.format, platform=body.platform, channel=body.channel
+            )
+        )
         return {"turns": [turn_json(t) for t in stored]}
 
-    @r.get("/namespaces/{namespace}/sessions/{session}/turns", tags=["turns"],
-           summary="One page of a session's turns, by sequence number")
-    def list_turns(request: Request, namespace: str, session: str,
-                   after_seq: int = Query(0, ge=0, description="Return turns after this sequence number."),
-                   limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
+    @r.get(
+        "/namespaces/{namespace}/sessions/{session}/turns",
+        tags=["turns"],
+        summary="One page of a session's turns, by sequence number",
+    )
+    def list_turns(
+        request: Request,
+        namespace: str,
+        session: str,
+        after_seq: int = Query(0, ge=0, description="Return turns after this sequence number."),
+        limit: int = Query(100, ge=1, le=1000),
+    ) -> dict[str, Any]:
         m = mem(request, namespace)
 
         def run() -> list[Any]:
             m.store.session(namespace, session)
             return m.store.turns(namespace, session, min_seq=after_seq + 1, limit=limit)
+
         rows = spaces.call(run)
         nxt = rows[-1].seq if len(rows) == limit else None
         return {"turns": [turn_json(t) for t in rows], "next_after_seq": nxt}
@@ -128,19 +160,34 @@ def build_router(spaces: Spaces) -> APIRouter:
     def assemble(request: Request, namespace: str, body: ContextRequest) -> dict[str, Any]:
         m = mem(request, namespace)
         # The library's context, with the server's project: the same prompt as every other shell.
-        ctx = spaces.call(lambda: m.context(body.query, budget=body.budget, session=body.session,
-                                            format=body.format, policy=body.policy, now=body.now,
-                                            provider=body.provider, model=body.model,
-                                            project_dir=spaces.project_dir))
+        ctx = spaces.call(
+            lambda: m.context(
+                body.query,
+                budget=body.budget,
+                session=body.session,
+                format=body.format,
+                policy=body.policy,
+                now=body.now,
+                provider=body.provider,
+                model=body.model,
+                project_dir=spaces.project_dir,
+            )
+        )
         return context_json(ctx)
 
-    @r.post("/namespaces/{namespace}/context", tags=["context"],
-            summary="Assemble the context for the next model call, with its manifest")
+    @r.post(
+        "/namespaces/{namespace}/context",
+        tags=["context"],
+        summary="Assemble the context for the next model call, with its manifest",
+    )
     def context(request: Request, namespace: str, body: ContextRequest) -> dict[str, Any]:
         return assemble(request, namespace, body)
 
-    @r.get("/namespaces/{namespace}/context", tags=["context"],
-           summary="Assemble the context for the next model call (the POST route's fields as query parameters)")
+    @r.get(
+        "/namespaces/{namespace}/context",
+        tags=["context"],
+        summary="Assemble the context for the next model call (the POST route's fields as query parameters)",
+    )
     def context_get(request: Request, namespace: str, params: Annotated[ContextRequest, Query()]) -> dict[str, Any]:
         return assemble(request, namespace, params)
 
@@ -158,10 +205,17 @@ def build_router(spaces: Spaces) -> APIRouter:
             raise NotFoundError(f"no manifest {manifest_id} in namespace {namespace!r}")
         return {"id": found.id, "session": found.session, **found.data}
 
-    @r.get("/namespaces/{namespace}/search", tags=["context"],
-           summary="Turns that match a query (hybrid recall), best first")
-    def search(request: Request, namespace: str, q: str = Query(min_length=1, max_length=20_000),
-               budget: int = Query(2000, ge=1, le=1_000_000)) -> dict[str, Any]:
+    @r.get(
+        "/namespaces/{namespace}/search",
+        tags=["context"],
+        summary="Turns that match a query (hybrid recall), best first",
+    )
+    def search(
+        request: Request,
+        namespace: str,
+        q: str = Query(min_length=1, max_length=20_000),
+        budget: int = Query(2000, ge=1, le=1_000_000),
+    ) -> dict[str, Any]:
         m = mem(request, namespace)
 
         def run() -> dict[str, Any]:
@@ -170,50 +224,84 @@ def build_router(spaces: Spaces) -> APIRouter:
             ctx = m.context(q, budget=budget, policy="recall", format="text")
             hits = [i for i in ctx.manifest.items if i.kind == "turn"]
             turns = {t.id: t for t in m.store.turns(namespace, ids=[i.turn_ids[0] for i in hits])}
-            return {"query": q, "notes": list(ctx.manifest.notes),
-                    "hits": [{"score": dict(i.score), "turn": turn_json(turns[i.turn_ids[0]])}
-                             for i in hits if i.turn_ids and i.turn_ids[0] in turns]}
+            return {
+                "query": q,
+                "notes": list(ctx.manifest.notes),
+                "hits": [
+                    {"score": dict(i.score), "turn": turn_json(turns[i.turn_ids[0]])}
+                    for i in hits
+                    if i.turn_ids and i.turn_ids[0] in turns
+                ],
+            }
+
         return spaces.call(run)
 
     # --- pyramid ---------------------------------------------------------------------------
 
     @r.get("/namespaces/{namespace}/nodes", tags=["pyramid"], summary="Segments and consolidations")
-    def nodes(request: Request, namespace: str, level: int | None = Query(None, ge=1),
-              tier: str | None = None, session: str | None = None,
-              limit: int = Query(200, ge=1, le=10_000), newest_first: bool = False) -> dict[str, Any]:
+    def nodes(
+        request: Request,
+        namespace: str,
+        level: int | None = Query(None, ge=1),
+        tier: str | None = None,
+        session: str | None = None,
+        limit: int = Query(200, ge=1, le=10_000),
+        newest_first: bool = False,
+    ) -> dict[str, Any]:
         m = mem(request, namespace)
-        rows = spaces.call(lambda: m.pyramid.nodes(level=level, tier=tier, session=session,
-                                                   newest_first=newest_first, limit=limit))
+        rows = spaces.call(
+            lambda: m.pyramid.nodes(level=level, tier=tier, session=session, newest_first=newest_first, limit=limit)
+        )
         return {"nodes": [n.to_dict() for n in rows]}
 
-    @r.get("/namespaces/{namespace}/nodes/{node_id}", tags=["pyramid"],
-           summary="One node with its children and covered turn ids")
+    @r.get(
+        "/namespaces/{namespace}/nodes/{node_id}",
+        tags=["pyramid"],
+        summary="One node with its children and covered turn ids",
+    )
     def node(request: Request, namespace: str, node_id: int) -> dict[str, Any]:
         m = mem(request, namespace)
 
         def run() -> dict[str, Any]:
             n = m.pyramid.node(node_id)
-            return {**n.to_dict(), "children": [c.id for c in m.pyramid.children(node_id)],
-                    "turn_ids": m.pyramid.turn_ids(node_id)}
+            return {
+                **n.to_dict(),
+                "children": [c.id for c in m.pyramid.children(node_id)],
+                "turn_ids": m.pyramid.turn_ids(node_id),
+            }
+
         return spaces.call(run)
 
-    @r.get("/namespaces/{namespace}/nodes/{node_id}/expand", tags=["pyramid"],
-           summary="The full turns a node covers, from wherever its tier holds them")
+    @r.get(
+        "/namespaces/{namespace}/nodes/{node_id}/expand",
+        tags=["pyramid"],
+        summary="The full turns a node covers, from wherever its tier holds them",
+    )
     def expand(request: Request, namespace: str, node_id: int) -> dict[str, Any]:
         m = mem(request, namespace)
         exp = spaces.call(lambda: m.pyramid.expansion(node_id))
-        return {"turns": [turn_json(t) for t in exp.turns], "sources": {str(k): v for k, v in exp.sources.items()},
-                "fallbacks": {str(k): v for k, v in exp.fallbacks.items()}}
+        return {
+            "turns": [turn_json(t) for t in exp.turns],
+            "sources": {str(k): v for k, v in exp.sources.items()},
+            "fallbacks": {str(k): v for k, v in exp.fallbacks.items()},
+        }
 
     @r.get("/namespaces/{namespace}/tiers", tags=["pyramid"], summary="Storage per tier and size per level")
     def tiers(request: Request, namespace: str) -> dict[str, Any]:
         m = mem(request, namespace)
-        return spaces.call(lambda: {"tiers": [s.to_dict() for s in m.pyramid.stats()],
-                                    "levels": [s.to_dict() for s in m.pyramid.level_stats()],
-                                    "summary_spend": m.pyramid.spend().to_dict()})
+        return spaces.call(
+            lambda: {
+                "tiers": [s.to_dict() for s in m.pyramid.stats()],
+                "levels": [s.to_dict() for s in m.pyramid.level_stats()],
+                "summary_spend": m.pyramid.spend().to_dict(),
+            }
+        )
 
-    @r.post("/namespaces/{namespace}/sessions/{session}/seal", tags=["pyramid"],
-            summary="Seal the session's open turns into a segment now (manual topic boundary)")
+    @r.post(
+        "/namespaces/{namespace}/sessions/{session}/seal",
+        tags=["pyramid"],
+        summary="Seal the session's open turns into a segment now (manual topic boundary)",
+    )
     def seal(request: Request, namespace: str, session: str) -> dict[str, Any]:
         m = mem(request, namespace)
         node = spaces.call(lambda: m.seal(session))
@@ -222,12 +310,17 @@ def build_router(spaces: Spaces) -> APIRouter:
     # --- memory items ----------------------------------------------------------------------
 
     @r.get("/namespaces/{namespace}/items", tags=["items"], summary="Memory items, filtered")
-    def items(request: Request, namespace: str, tier: str | None = None, type: ItemType | None = None,
-              review: Literal["pending", "confirmed", "rejected", "none"] | None = None,
-              live: bool = Query(False, description="Only live items (not superseded, not rejected)."),
-              session: str | None = Query(None, description="Only what this session sees: namespace-wide items "
-                                          "and its own (default: every item).")
-              ) -> dict[str, Any]:
+    def items(
+        request: Request,
+        namespace: str,
+        tier: str | None = None,
+        type: ItemType | None = None,
+        review: Literal["pending", "confirmed", "rejected", "none"] | None = None,
+        live: bool = Query(False, description="Only live items (not superseded, not rejected)."),
+        session: str | None = Query(
+            None, description="Only what this session sees: namespace-wide items and its own (default: every item)."
+        ),
+    ) -> dict[str, Any]:
         m = mem(request, namespace)
         rows = spaces.call(lambda: m.items.list(tier, include_dead=not live, session=session))
         if type is not None:
@@ -239,23 +332,41 @@ def build_router(spaces: Spaces) -> APIRouter:
     @r.post("/namespaces/{namespace}/items", tags=["items"], status_code=201, summary="Add a memory item")
     def add_item(request: Request, namespace: str, body: AddItem) -> dict[str, Any]:
         m = mem(request, namespace, must_exist=False)
-        return spaces.call(lambda: m.items.add(body.content, body.type, session=body.session, key=body.key,
-                                               supersedes=body.supersedes, metadata=body.metadata,
-                                               tier=body.tier, scope=body.scope).to_dict())
+        return spaces.call(
+            lambda: m.items.add(
+                body.content,
+                body.type,
+                session=body.session,
+                key=body.key,
+                supersedes=body.supersedes,
+                metadata=body.metadata,
+                tier=body.tier,
+                scope=body.scope,
+            ).to_dict()
+        )
 
     @r.get("/namespaces/{namespace}/items/{item_id}", tags=["items"], summary="One memory item")
     def get_item(request: Request, namespace: str, item_id: int) -> dict[str, Any]:
         m = mem(request, namespace)
         return spaces.call(lambda: m.items.get(item_id).to_dict())
 
-    @r.post("/namespaces/{namespace}/items/recall", tags=["items"],
-            summary="Recall warm/cold items (tracks access, may promote)")
+    @r.post(
+        "/namespaces/{namespace}/items/recall",
+        tags=["items"],
+        summary="Recall warm/cold items (tracks access, may promote)",
+    )
     def recall(request: Request, namespace: str, body: RecallItems) -> dict[str, Any]:
         m = mem(request, namespace)
-        return spaces.call(lambda: m.items.recall(body.query, body.limit, auto_promote=body.auto_promote,
-                                                  types=body.types,
-                                                  include_superseded=body.include_superseded,
-                                                  session=body.session).to_dict())
+        return spaces.call(
+            lambda: m.items.recall(
+                body.query,
+                body.limit,
+                auto_promote=body.auto_promote,
+                types=body.types,
+                include_superseded=body.include_superseded,
+                session=body.session,
+            ).to_dict()
+        )
 
     @r.post("/namespaces/{namespace}/items/{item_id}/confirm", tags=["items"], summary="Confirm an extracted item")
     def confirm(request: Request, namespace: str, item_id: int) -> dict[str, Any]:
@@ -267,8 +378,12 @@ def build_router(spaces: Spaces) -> APIRouter:
         m = mem(request, namespace)
         return spaces.call(lambda: m.items.reject(item_id).to_dict())
 
-    @r.post("/namespaces/{namespace}/items/{item_id}/supersede", tags=["items"], responses={409: _ERRORS[400]},
-            summary="Mark an item as replaced by a newer one")
+    @r.post(
+        "/namespaces/{namespace}/items/{item_id}/supersede",
+        tags=["items"],
+        responses={409: _ERRORS[400]},
+        summary="Mark an item as replaced by a newer one",
+    )
     def supersede(request: Request, namespace: str, item_id: int, body: Supersede) -> dict[str, Any]:
         m = mem(request, namespace)
 
@@ -277,6 +392,7 @@ def build_router(spaces: Spaces) -> APIRouter:
             if old.superseded_by is not None:
                 raise Conflict(f"item {item_id} is already superseded by item {old.superseded_by}")
             return m.items.supersede(item_id, body.by).to_dict()
+
         return spaces.call(run)
 
     # --- working state ---------------------------------------------------------------------
@@ -292,8 +408,11 @@ def build_router(spaces: Spaces) -> APIRouter:
         def run() -> dict[str, Any]:
             ws = state(request, namespace)
             proj = ws.project(budget)
-            return {"state": ws.read(), "projection": {"text": proj.text, "format": proj.format,
-                                                       "tokens": proj.tokens, "budget": proj.budget}}
+            return {
+                "state": ws.read(),
+                "projection": {"text": proj.text, "format": proj.format, "tokens": proj.tokens, "budget": proj.budget},
+            }
+
         return spaces.call(run)
 
     @r.post("/namespaces/{namespace}/state", tags=["state"], summary="Apply one change to the working state")
@@ -319,22 +438,32 @@ def build_router(spaces: Spaces) -> APIRouter:
             if op == "complete_task":
                 return ws.complete_task(need(body.id, "id"))
             return ws.set_convention(need(body.key, "key"), body.value)
+
         return {"op": body.op, "result": spaces.call(run)}
 
     # --- export / import -------------------------------------------------------------------
 
-    @r.get("/namespaces/{namespace}/export", tags=["exchange"], response_class=PlainTextResponse,
-           summary="The namespace's sessions and turns as JSON Lines")
+    @r.get(
+        "/namespaces/{namespace}/export",
+        tags=["exchange"],
+        response_class=PlainTextResponse,
+        summary="The namespace's sessions and turns as JSON Lines",
+    )
     def export(request: Request, namespace: str) -> Response:
         m = mem(request, namespace)
         out = io.StringIO()
         spaces.call(lambda: m.export(out))
         return Response(out.getvalue(), media_type="application/x-ndjson")
 
-    @r.post("/namespaces/{namespace}/import", tags=["exchange"], status_code=201,
-            summary="Import an export (JSON Lines body) into the namespace, all or nothing",
-            openapi_extra={"requestBody": {"required": True,
-                                           "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}})
+    @r.post(
+        "/namespaces/{namespace}/import",
+        tags=["exchange"],
+        status_code=201,
+        summary="Import an export (JSON Lines body) into the namespace, all or nothing",
+        openapi_extra={
+            "requestBody": {"required": True, "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}
+        },
+    )
     async def import_(request: Request, namespace: str) -> dict[str, Any]:
         raw = await request.body()
         try:
@@ -347,6 +476,7 @@ def build_router(spaces: Spaces) -> APIRouter:
             # Idempotent like the library: turns a session already holds are skipped;
             # a session holding different turns is a ConflictError (409).
             return m.import_(io.StringIO(text))
+
         from starlette.concurrency import run_in_threadpool
 
         n_sessions, n_turns, n_skipped = await run_in_threadpool(spaces.call, run)

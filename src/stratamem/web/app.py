@@ -27,12 +27,22 @@ __all__ = ["create_app"]
 
 log = logging.getLogger("stratamem.web")
 
-_HTTP_TYPES = {401: "Unauthorized", 403: "Forbidden", 404: "NotFoundError", 405: "MethodNotAllowed",
-               413: "PayloadTooLarge"}
+_HTTP_TYPES = {
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFoundError",
+    405: "MethodNotAllowed",
+    413: "PayloadTooLarge",
+}
 
 
-def create_app(memory: Memory, *, security: Security | None = None, bind_host: str = "127.0.0.1",
-               project_dir: str | os.PathLike[str] | None = None) -> Any:
+def create_app(
+    memory: Memory,
+    *,
+    security: Security | None = None,
+    bind_host: str = "127.0.0.1",
+    project_dir: str | os.PathLike[str] | None = None,
+) -> Any:
     """The ASGI application serving ``memory``'s store.
 
     Args:
@@ -54,11 +64,16 @@ def create_app(memory: Memory, *, security: Security | None = None, bind_host: s
     spaces = Spaces(memory, project_dir)
     from importlib.metadata import version
 
-    api = FastAPI(title="stratamem", version=version("stratamem"),
-                  description="Memory for LLM agents: turns, budgeted contexts with manifests, the pyramid of "
-                              "summaries, memory items and working state. Errors use one body: "
-                              '`{"error": {"type": ..., "message": ...}}`.',
-                  docs_url=None, redoc_url=None, openapi_url="/api/openapi.json")
+    api = FastAPI(
+        title="stratamem",
+        version=version("stratamem"),
+        description="Memory for LLM agents: turns, budgeted contexts with manifests, the pyramid of "
+        "summaries, memory items and working state. Errors use one body: "
+        '`{"error": {"type": ..., "message": ...}}`.',
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/api/openapi.json",
+    )
     api.state.spaces = spaces
     api.state.security = security
     api.include_router(build_router(spaces))
@@ -79,8 +94,7 @@ def create_app(memory: Memory, *, security: Security | None = None, bind_host: s
         status = status_for(exc)
         if status >= 500:
             log.warning("%s %s: %s", request.method, request.url.path, type(exc).__name__)
-        return answer(request, status, type(exc).__name__, str(getattr(exc, "reason", exc)),
-                      getattr(exc, "path", None))
+        return answer(request, status, type(exc).__name__, str(getattr(exc, "reason", exc)), getattr(exc, "path", None))
 
     @api.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> Response:
@@ -102,8 +116,12 @@ def create_app(memory: Memory, *, security: Security | None = None, bind_host: s
     if security.cors_origins:
         from starlette.middleware.cors import CORSMiddleware
 
-        app = CORSMiddleware(app, allow_origins=list(security.cors_origins), allow_methods=["GET", "POST"],
-                             allow_headers=["authorization", "content-type"])
+        app = CORSMiddleware(
+            app,
+            allow_origins=list(security.cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type"],
+        )
     outer = SecurityMiddleware(app, security, bind_host)
     outer.api = api  # type: ignore[attr-defined]
     outer.spaces = spaces  # type: ignore[attr-defined]

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..records.manifests import Context
 from ..records import Session, StoredTurn, format_timestamp
+from ..records.manifests import Context
 
 __all__ = ["context_json", "session_json", "turn_json"]
 

@@ -11,7 +11,8 @@ error                             status  meaning
 ``ConfigError``, ``DecodeError``    400   the request asks for what the setup or file cannot give
 ``Forbidden``                       403   the token may not use that namespace / origin refused
 ``NotFoundError``                   404   unknown namespace, session, node, item, manifest
-``Conflict``                        409   the request clashes with stored state (existing sessions, an item already superseded)
+``Conflict``                        409   the request clashes with stored state (existing sessions,
+                                          an item already superseded)
 ``PayloadTooLarge``                 413   the body is over the server's limit
 ``BackendError``, ``ModelError``    503   the store or a model failed; retry later
 ================================  ======  =====================================
@@ -25,11 +26,11 @@ from ..errors import (
     BackendError,
     CompactionCancelled,
     ConfigError,
+    ConflictError,
     DecodeError,
     ModelError,
     NotFoundError,
     StratamemError,
-    ConflictError,
     ValidationError,
 )
 

@@ -13,8 +13,18 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..context.policies import PolicyName
 
-__all__ = ["AddItem", "AddTurns", "ContextRequest", "ErrorBody", "ErrorDetail", "ItemType", "RecallItems",
-           "StateChange", "Supersede", "Tier"]
+__all__ = [
+    "AddItem",
+    "AddTurns",
+    "ContextRequest",
+    "ErrorBody",
+    "ErrorDetail",
+    "ItemType",
+    "RecallItems",
+    "StateChange",
+    "Supersede",
+    "Tier",
+]
 
 ItemType = Literal["fact", "decision", "entity", "preference", "context", "message"]
 Tier = Literal["hot", "warm", "cold"]
@@ -41,8 +51,9 @@ class ErrorBody(BaseModel):
 class AddTurns(_Body):
     """Messages to store as turns of one session, in one transaction."""
 
-    messages: list[dict[str, Any]] = Field(min_length=1, max_length=1000,
-                                           description="Canonical turns, OpenAI or Anthropic messages.")
+    messages: list[dict[str, Any]] = Field(
+        min_length=1, max_length=1000, description="Canonical turns, OpenAI or Anthropic messages."
+    )
     session: str = Field(default="default", description="Session (created on first use).")
     format: Literal["auto", "turns", "openai", "anthropic"] = "auto"
     platform: str | None = Field(default=None, max_length=200, description="Platform label for a new session.")
@@ -57,10 +68,14 @@ class ContextRequest(_Body):
     session: str | None = Field(default=None, description="Current session (default: latest).")
     format: Literal["openai", "responses", "anthropic", "text"] = "openai"
     policy: PolicyName | None = None
-    now: datetime | None = Field(default=None, description="When the query is asked (ISO 8601; naive = UTC), for "
-                                                       "relative times (default: the newest turn's time).")
+    now: datetime | None = Field(
+        default=None,
+        description="When the query is asked (ISO 8601; naive = UTC), for "
+        "relative times (default: the newest turn's time).",
+    )
     provider: Literal["openai", "anthropic"] | None = Field(
-        default=None, description="Whose token counting the budget is in (default: the format's provider).")
+        default=None, description="Whose token counting the budget is in (default: the format's provider)."
+    )
     model: str | None = Field(default=None, max_length=200, description="Target model (recorded in the manifest).")
 
 
@@ -75,7 +90,8 @@ class AddItem(_Body):
     metadata: dict[str, Any] | None = None
     tier: Tier = "hot"
     scope: Literal["namespace", "session"] = Field(
-        default="namespace", description="namespace: every session sees it; session: only `session` does.")
+        default="namespace", description="namespace: every session sees it; session: only `session` does."
+    )
 
 
 class RecallItems(_Body):
@@ -86,8 +102,10 @@ class RecallItems(_Body):
     auto_promote: bool | None = None
     types: list[ItemType] | None = None
     include_superseded: bool = False
-    session: str | None = Field(default=None, description="The session reading: namespace-wide items and its "
-                                "own (default: namespace-wide items only).")
+    session: str | None = Field(
+        default=None,
+        description="The session reading: namespace-wide items and its own (default: namespace-wide items only).",
+    )
 
 
 class Supersede(_Body):

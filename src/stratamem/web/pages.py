@@ -71,8 +71,9 @@ def build_pages(spaces: Spaces) -> APIRouter:
     def login(request: Request, token: str = Form(max_length=500)) -> Response:
         security = request.app.state.security
         if security.authenticate(token) is None:
-            return _templates.TemplateResponse(request, "login.html", {"namespaces": [], "ns": None, "failed": True},
-                                               status_code=401)
+            return _templates.TemplateResponse(
+                request, "login.html", {"namespaces": [], "ns": None, "failed": True}, status_code=401
+            )
         resp = RedirectResponse("/", status_code=303)
         resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=request.url.scheme == "https")
         return resp
@@ -80,39 +81,77 @@ def build_pages(spaces: Spaces) -> APIRouter:
     @r.get("/", response_class=HTMLResponse)
     def home(request: Request) -> Response:
         names = spaces.names(principal(request))
-        cards = [spaces.call(lambda n=n: overview(spaces.get(n, principal(request)))) | {"name": n} for n in names]
-        return _page(request, "overview.html", cards=cards, ns=None, store_bytes=spaces.call(
-            lambda: spaces.default.store.size_bytes()))
+
+        def card(name: str) -> dict[str, Any]:
+            return spaces.call(lambda: overview(spaces.get(name, principal(request)))) | {"name": name}
+
+        cards = [card(n) for n in names]
+        return _page(
+            request,
+            "overview.html",
+            cards=cards,
+            ns=None,
+            store_bytes=spaces.call(lambda: spaces.default.store.size_bytes()),
+        )
 
     @r.get("/api/docs", response_class=HTMLResponse)
     def api_docs(request: Request) -> Response:
         schema = request.app.openapi()
         ops = operations(schema)
-        return _page(request, "apidocs.html", ns=None, ops=ops, version=schema["info"]["version"],
-                     tags=list(dict.fromkeys(o["tag"] for o in ops)))
+        return _page(
+            request,
+            "apidocs.html",
+            ns=None,
+            ops=ops,
+            version=schema["info"]["version"],
+            tags=list(dict.fromkeys(o["tag"] for o in ops)),
+        )
 
     @r.get("/ns/{ns}/context", response_class=HTMLResponse)
-    def context_page(request: Request, ns: str, q: str | None = Query(None, max_length=20_000),
-                     budget: int | None = None, policy: str | None = None,
-                     session: str | None = None) -> Response:
+    def context_page(
+        request: Request,
+        ns: str,
+        q: str | None = Query(None, max_length=20_000),
+        budget: int | None = None,
+        policy: str | None = None,
+        session: str | None = None,
+    ) -> Response:
         m = mem(request, ns)
 
         def run() -> dict[str, Any]:
-            out: dict[str, Any] = {"sessions": [s.name for s in m.store.sessions(ns)],
-                                   "past": m.store.manifests.latest(ns, 30)}
+            out: dict[str, Any] = {
+                "sessions": [s.name for s in m.store.sessions(ns)],
+                "past": m.store.manifests.latest(ns, 30),
+            }
             if q is not None:
-                ctx = m.context(q or None, budget=budget, session=session or None, format="text",
-                                policy=policy or None, project_dir=spaces.project_dir)
+                ctx = m.context(
+                    q or None,
+                    budget=budget,
+                    session=session or None,
+                    format="text",
+                    policy=policy or None,
+                    project_dir=spaces.project_dir,
+                )
                 latest = m.store.manifests.latest(ns, 1)
                 out["shown_id"] = latest[0].id if latest else None
                 out["view"] = inspect_manifest(m, ctx.manifest.to_dict())
                 out["text"] = ctx.text
                 out["past"] = m.store.manifests.latest(ns, 30)
             return out
+
         data = spaces.call(run)
-        return _page(request, "context.html", ns=ns, q=q or "", budget=budget or m.config.context.default_budget,
-                     policy=policy or m.config.context.policy, session=session or "", policies=policy_names(),
-                     colors=SECTION_COLORS, **data)
+        return _page(
+            request,
+            "context.html",
+            ns=ns,
+            q=q or "",
+            budget=budget or m.config.context.default_budget,
+            policy=policy or m.config.context.policy,
+            session=session or "",
+            policies=policy_names(),
+            colors=SECTION_COLORS,
+            **data,
+        )
 
     @r.get("/ns/{ns}/manifests/{manifest_id}", response_class=HTMLResponse)
     def manifest_page(request: Request, ns: str, manifest_id: int) -> Response:
@@ -122,8 +161,8 @@ def build_pages(spaces: Spaces) -> APIRouter:
             found = m.store.manifests.get(ns, manifest_id)
             if found is None:
                 raise NotFoundError(f"no manifest {manifest_id} in namespace {ns!r}")
-            return {"found": found, "view": inspect_manifest(m, found.data),
-                    "past": m.store.manifests.latest(ns, 30)}
+            return {"found": found, "view": inspect_manifest(m, found.data), "past": m.store.manifests.latest(ns, 30)}
+
         data = spaces.call(run)
         return _page(request, "manifest.html", ns=ns, colors=SECTION_COLORS, **data)
 
@@ -135,6 +174,7 @@ def build_pages(spaces: Spaces) -> APIRouter:
             sessions = [s.name for s in m.store.sessions(ns)]
             current = session or m.store.latest_session(ns) or (sessions[0] if sessions else None)
             return {"sessions": sessions, "tl": timeline(m, current) if current else None}
+
         return _page(request, "timeline.html", ns=ns, **spaces.call(run))
 
     @r.post("/ns/{ns}/seal")
@@ -150,24 +190,49 @@ def build_pages(spaces: Spaces) -> APIRouter:
         def run() -> dict[str, Any]:
             node = m.pyramid.node(node_id)
             exp = m.pyramid.expansion(node_id)
-            return {"node": node, "children": m.pyramid.children(node_id), "turns": exp.turns,
-                    "sources": sorted(set(exp.sources.values())), "fallbacks": exp.fallbacks,
-                    "parent": m.pyramid.node(node.parent_id) if node.parent_id else None}
+            return {
+                "node": node,
+                "children": m.pyramid.children(node_id),
+                "turns": exp.turns,
+                "sources": sorted(set(exp.sources.values())),
+                "fallbacks": exp.fallbacks,
+                "parent": m.pyramid.node(node.parent_id) if node.parent_id else None,
+            }
+
         return _page(request, "node.html", ns=ns, **spaces.call(run))
 
     @r.get("/ns/{ns}/items", response_class=HTMLResponse)
-    def items_page(request: Request, ns: str, type: str | None = None, tier: str | None = None,
-                   review: str | None = None, page: int = Query(1, ge=1)) -> Response:
+    def items_page(
+        request: Request,
+        ns: str,
+        type: str | None = None,
+        tier: str | None = None,
+        review: str | None = None,
+        page: int = Query(1, ge=1),
+    ) -> Response:
         m = mem(request, ns)
         rows = spaces.call(lambda: m.items.list(tier or None))
         rows = [i for i in rows if (not type or i.type == type) and (not review or (i.review or "none") == review)]
         rows.sort(key=lambda i: (i.review != "pending", -i.id))
         status = spaces.call(lambda: m.items.status())
         pages = max(1, -(-len(rows) // _PER_PAGE))
-        shown = rows[(page - 1) * _PER_PAGE:page * _PER_PAGE]
-        return _page(request, "items.html", ns=ns, items=shown, total=len(rows), page=page, pages=pages, type=type or "", tier=tier or "",
-                     review=review or "", types=ITEM_TYPES, tiers=TIERS, status=status,
-                     here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""))
+        shown = rows[(page - 1) * _PER_PAGE : page * _PER_PAGE]
+        return _page(
+            request,
+            "items.html",
+            ns=ns,
+            items=shown,
+            total=len(rows),
+            page=page,
+            pages=pages,
+            type=type or "",
+            tier=tier or "",
+            review=review or "",
+            types=ITEM_TYPES,
+            tiers=TIERS,
+            status=status,
+            here=str(request.url.path) + (f"?{request.url.query}" if request.url.query else ""),
+        )
 
     @r.get("/ns/{ns}/items/{item_id}", response_class=HTMLResponse)
     def item_detail(request: Request, ns: str, item_id: int) -> Response:
@@ -175,8 +240,9 @@ def build_pages(spaces: Spaces) -> APIRouter:
         return _page(request, "item.html", ns=ns, **spaces.call(lambda: item_page(m, item_id)))
 
     @r.post("/ns/{ns}/items/{item_id}/{action}")
-    def review(request: Request, ns: str, item_id: int, action: str,
-               next: str | None = Form(None, max_length=2000)) -> Response:
+    def review(
+        request: Request, ns: str, item_id: int, action: str, next: str | None = Form(None, max_length=2000)
+    ) -> Response:
         if action not in ("confirm", "reject"):
             raise NotFoundError(f"no item action {action!r}")
         m = mem(request, ns)

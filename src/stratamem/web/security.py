@@ -90,8 +90,7 @@ class Security:
             ConfigError: ``host`` is not loopback and no token is configured.
         """
         if not is_loopback(host) and not self.tokens:
-            raise ConfigError(f"serving on {host!r} (not loopback) needs a token: pass --token or set "
-                              "STRATAMEM_TOKEN")
+            raise ConfigError(f"serving on {host!r} (not loopback) needs a token: pass --token or set STRATAMEM_TOKEN")
         for token in self.tokens:
             if len(token) < 16:
                 raise ConfigError("a token must be at least 16 characters")
@@ -151,8 +150,9 @@ class SecurityMiddleware:
         open_paths: Path prefixes served without a token (login page, static files).
     """
 
-    def __init__(self, app: Any, security: Security, bind_host: str,
-                 open_paths: tuple[str, ...] = ("/login", "/static/")) -> None:
+    def __init__(
+        self, app: Any, security: Security, bind_host: str, open_paths: tuple[str, ...] = ("/login", "/static/")
+    ) -> None:
         self.app = app
         self.security = security
         self.open_paths = open_paths
@@ -188,8 +188,13 @@ class SecurityMiddleware:
                 if scope.get("method") == "GET" and not path.startswith("/api/"):
                     await _redirect(send, "/login")
                     return
-                await _deny(send, 401, "Unauthorized", "a valid bearer token is required",
-                            [(b"www-authenticate", b'Bearer realm="stratamem"')])
+                await _deny(
+                    send,
+                    401,
+                    "Unauthorized",
+                    "a valid bearer token is required",
+                    [(b"www-authenticate", b'Bearer realm="stratamem"')],
+                )
                 return
             scope.setdefault("state", {})["principal"] = principal
         limit = self.security.max_import_bytes if path.endswith("/import") else self.security.max_body_bytes
@@ -236,8 +241,9 @@ async def _read_bounded(scope: Scope, receive: Receive, limit: int) -> bytes | N
     return b"".join(chunks)
 
 
-async def _deny(send: Send, status: int, kind: str, message: str,
-                extra: list[tuple[bytes, bytes]] | None = None) -> None:
+async def _deny(
+    send: Send, status: int, kind: str, message: str, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
     body = json.dumps(error_body(kind, message)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
@@ -245,6 +251,11 @@ async def _deny(send: Send, status: int, kind: str, message: str,
 
 
 async def _redirect(send: Send, location: str) -> None:
-    await send({"type": "http.response.start", "status": 303,
-                "headers": [(b"location", location.encode()), (b"content-length", b"0")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 303,
+            "headers": [(b"location", location.encode()), (b"content-length", b"0")],
+        }
+    )
     await send({"type": "http.response.body", "body": b""})

@@ -21,8 +21,14 @@ __all__ = ["SECTION_COLORS", "inspect_manifest", "item_page", "overview", "timel
 
 # One colour per kind of prompt section; the bar and the legend share them.
 SECTION_COLORS = {
-    "instructions": "#6b7280", "state": "#0ea5e9", "checkpoint": "#8b5cf6", "item": "#f59e0b",
-    "segment": "#10b981", "consolidation": "#059669", "recalled": "#ef4444", "window": "#3b82f6",
+    "instructions": "#6b7280",
+    "state": "#0ea5e9",
+    "checkpoint": "#8b5cf6",
+    "item": "#f59e0b",
+    "segment": "#10b981",
+    "consolidation": "#059669",
+    "recalled": "#ef4444",
+    "window": "#3b82f6",
     "other": "#9ca3af",
 }
 
@@ -62,8 +68,14 @@ def _preview(mem: Memory, items: list[Mapping[str, Any]], limit: int = 240) -> d
 def inspect_manifest(mem: Memory, data: Mapping[str, Any]) -> dict[str, Any]:
     """A manifest (``Manifest.to_dict()``) as sections with previews, a budget bar and near-misses."""
     items = list(data["items"])
-    previews = _preview(mem, items + [dict(n, turn_ids=[int(n["id"].split(":")[1])] if n["id"].startswith("turn:")
-                                      else []) for n in data["near_misses"]])
+    previews = _preview(
+        mem,
+        items
+        + [
+            dict(n, turn_ids=[int(n["id"].split(":")[1])] if n["id"].startswith("turn:") else [])
+            for n in data["near_misses"]
+        ],
+    )
     sections: OrderedDict[str, dict[str, Any]] = OrderedDict()
     for i in items:
         name = _section(i)
@@ -71,17 +83,30 @@ def inspect_manifest(mem: Memory, data: Mapping[str, Any]) -> dict[str, Any]:
         sec["tokens"] += i["tokens"]
         sec["items"].append({**i, "preview": previews.get(i["id"], "")})
     budget = max(int(data["budget_tokens"]), 1)
-    bar = [{"name": s["name"], "color": s["color"], "tokens": s["tokens"],
-            "pct": round(100.0 * s["tokens"] / budget, 2)} for s in sections.values()]
+    bar = [
+        {"name": s["name"], "color": s["color"], "tokens": s["tokens"], "pct": round(100.0 * s["tokens"] / budget, 2)}
+        for s in sections.values()
+    ]
     # Section titles and per-message framing count too but belong to no item.
     framing = int(data["total_tokens"]) - sum(s["tokens"] for s in sections.values())
     if framing > 0:
-        bar.append({"name": "framing", "color": SECTION_COLORS["other"], "tokens": framing,
-                    "pct": round(100.0 * framing / budget, 2)})
+        bar.append(
+            {
+                "name": "framing",
+                "color": SECTION_COLORS["other"],
+                "tokens": framing,
+                "pct": round(100.0 * framing / budget, 2),
+            }
+        )
     free = budget - int(data["total_tokens"])
-    return {"manifest": data, "sections": list(sections.values()), "bar": bar,
-            "free": free, "free_pct": round(100.0 * free / budget, 2),
-            "near_misses": [{**n, "preview": previews.get(n["id"], "")} for n in data["near_misses"]]}
+    return {
+        "manifest": data,
+        "sections": list(sections.values()),
+        "bar": bar,
+        "free": free,
+        "free_pct": round(100.0 * free / budget, 2),
+        "near_misses": [{**n, "preview": previews.get(n["id"], "")} for n in data["near_misses"]],
+    }
 
 
 def timeline(mem: Memory, session: str, *, segments: int = 40, open_limit: int = 200) -> dict[str, Any]:
@@ -92,10 +117,14 @@ def timeline(mem: Memory, session: str, *, segments: int = 40, open_limit: int =
     """
     mem.store.session(mem.namespace, session)
     pyramid_on = mem.config.pyramid.enabled
-    segs = list(reversed(mem.pyramid.nodes(level=1, session=session, newest_first=True, limit=segments))) \
-        if pyramid_on else []
-    hidden = (len(mem.pyramid.nodes(level=1, session=session)) - len(segs)) if pyramid_on and \
-        len(segs) == segments else 0
+    segs = (
+        list(reversed(mem.pyramid.nodes(level=1, session=session, newest_first=True, limit=segments)))
+        if pyramid_on
+        else []
+    )
+    hidden = (
+        (len(mem.pyramid.nodes(level=1, session=session)) - len(segs)) if pyramid_on and len(segs) == segments else 0
+    )
     if pyramid_on:
         open_turns = mem.pyramid.open_turns(session)
     else:
@@ -124,12 +153,19 @@ def timeline(mem: Memory, session: str, *, segments: int = 40, open_limit: int =
                 nxt.add(node.parent_id)
         frontier = nxt
     return {
-        "session": session, "pyramid": pyramid_on, "turn_count": sum(s.turn_count for s in segs) + open_count, "groups": groups,
-        "open_turns": open_turns, "open_count": open_count, "hidden_segments": hidden,
+        "session": session,
+        "pyramid": pyramid_on,
+        "turn_count": sum(s.turn_count for s in segs) + open_count,
+        "groups": groups,
+        "open_turns": open_turns,
+        "open_count": open_count,
+        "hidden_segments": hidden,
         "segments": [{"node": s, "pct": round(100.0 * s.turn_count / total, 2)} for s in segs],
         "open_pct": round(100.0 * open_count / total, 2),
-        "levels": [{"level": lv, "nodes": sorted(levels[lv].values(), key=lambda n: n.id)}
-                   for lv in sorted(levels, reverse=True)],
+        "levels": [
+            {"level": lv, "nodes": sorted(levels[lv].values(), key=lambda n: n.id)}
+            for lv in sorted(levels, reverse=True)
+        ],
     }
 
 
@@ -155,26 +191,42 @@ def item_page(mem: Memory, item_id: int, *, manifests: int = 200) -> dict[str, A
         seen.add(cur.id)
         chain.append(cur)
     key = f"item:{item.id}"
-    used = [{"id": m.id, "session": m.session, "timestamp": m.data["timestamp"], "query": m.data.get("query"),
-             "entry": next(i for i in m.data["items"] if i["id"] == key)}
-            for m in mem.store.manifests.latest(mem.namespace, manifests)
-            if any(i["id"] == key for i in m.data["items"])]
+    used = [
+        {
+            "id": m.id,
+            "session": m.session,
+            "timestamp": m.data["timestamp"],
+            "query": m.data.get("query"),
+            "entry": next(i for i in m.data["items"] if i["id"] == key),
+        }
+        for m in mem.store.manifests.latest(mem.namespace, manifests)
+        if any(i["id"] == key for i in m.data["items"])
+    ]
     return {"item": item, "chain": chain, "used": used, "scanned": manifests}
 
 
 def overview(mem: Memory) -> dict[str, Any]:
     """One namespace's counts, tier sizes, item tiers, failures and recent events."""
     status = mem.status()
-    out: dict[str, Any] = {"status": status, "item_status": mem.items.status(), "tiers": [], "levels": [],
-                           "failed": []}
+    out: dict[str, Any] = {"status": status, "item_status": mem.items.status(), "tiers": [], "levels": [], "failed": []}
     if mem.config.pyramid.enabled:
         out["tiers"] = mem.pyramid.stats()
         out["levels"] = mem.pyramid.level_stats()
         out["failed"] = [n for n in mem.pyramid.nodes() if n.summary_status == "failed"]
     top = max([t.tokens for t in out["tiers"]] + [1])
-    out["tier_bars"] = [{"tier": t.tier, "tokens": t.tokens, "view": t.view_tokens, "bytes": t.bytes,
-                         "nodes": t.nodes, "turns": t.turns, "pct": round(100.0 * t.tokens / top, 2),
-                         "view_pct": round(100.0 * t.view_tokens / top, 2)} for t in out["tiers"]]
+    out["tier_bars"] = [
+        {
+            "tier": t.tier,
+            "tokens": t.tokens,
+            "view": t.view_tokens,
+            "bytes": t.bytes,
+            "nodes": t.nodes,
+            "turns": t.turns,
+            "pct": round(100.0 * t.tokens / top, 2),
+            "view_pct": round(100.0 * t.view_tokens / top, 2),
+        }
+        for t in out["tiers"]
+    ]
     events = [e for e in mem.events.recent() if e.namespace in (None, mem.namespace)]
     out["events"] = list(reversed(events[-30:]))
     out["failures"] = [e for e in events if e.kind.endswith("failed")][-20:]

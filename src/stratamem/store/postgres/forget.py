@@ -36,10 +36,23 @@ if TYPE_CHECKING:
 
 __all__ = ["FORGET_TABLES", "PostgresForget"]
 
-FORGET_TABLES: tuple[str, ...] = ("turns", "sessions", "nodes", "node_turns", "memory_items",
-                                  "memory_item_metrics", "manifests", "conversations", "embeddings",
-                                  "namespaces", "store_meta", "recall_index", "recall_index_meta",
-                                  "ingest_keys", "recall_passages")
+FORGET_TABLES: tuple[str, ...] = (
+    "turns",
+    "sessions",
+    "nodes",
+    "node_turns",
+    "memory_items",
+    "memory_item_metrics",
+    "manifests",
+    "conversations",
+    "embeddings",
+    "namespaces",
+    "store_meta",
+    "recall_index",
+    "recall_index_meta",
+    "ingest_keys",
+    "recall_passages",
+)
 """Tables a forget may delete from or rewrite (what :meth:`PostgresForget.vacuum_full` rewrites)."""
 
 

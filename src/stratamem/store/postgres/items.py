@@ -56,10 +56,19 @@ def m005_items(conn: psycopg.Connection) -> None:
     """Memory items (seed 003): tiers, access tracking, supersession, vectors, full-text terms, metrics."""
     require_pgvector(conn)
     for statement in (
-        create_table(POSTGRES, "memory_items", (
-            "{tenant_column}", "id BIGINT GENERATED ALWAYS AS IDENTITY", *ITEM_COLUMNS, "terms tsvector NOT NULL",
-            "PRIMARY KEY (namespace, id)",
-            "FOREIGN KEY (namespace, superseded_by) REFERENCES memory_items (namespace, id)"), superseded_ref=""),
+        create_table(
+            POSTGRES,
+            "memory_items",
+            (
+                "{tenant_column}",
+                "id BIGINT GENERATED ALWAYS AS IDENTITY",
+                *ITEM_COLUMNS,
+                "terms tsvector NOT NULL",
+                "PRIMARY KEY (namespace, id)",
+                "FOREIGN KEY (namespace, superseded_by) REFERENCES memory_items (namespace, id)",
+            ),
+            superseded_ref="",
+        ),
         "CREATE INDEX memory_items_tier ON memory_items (namespace, tier, relevance, created_at)",
         "CREATE INDEX memory_items_key ON memory_items (namespace, key) WHERE key IS NOT NULL",
         "CREATE INDEX memory_items_superseded ON memory_items (namespace, superseded_by) "
@@ -67,7 +76,7 @@ def m005_items(conn: psycopg.Connection) -> None:
         "CREATE INDEX memory_items_terms ON memory_items USING gin (terms)",
         create_table(POSTGRES, "memory_item_metrics", METRIC_COLUMNS),
     ):
-        conn.execute(statement)  # type: ignore[arg-type]
+        conn.execute(statement)
 
 
 def m007_item_ids(conn: psycopg.Connection) -> None:
@@ -77,8 +86,8 @@ def m007_item_ids(conn: psycopg.Connection) -> None:
     handed out again) and so stays superseded; the foreign key would forbid it.
     """
     for (name,) in conn.execute(
-            "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass('memory_items') AND contype = 'f'"
-            ).fetchall():
+        "SELECT conname FROM pg_constraint WHERE conrelid = to_regclass('memory_items') AND contype = 'f'"
+    ).fetchall():
         conn.execute(sql.SQL("ALTER TABLE memory_items DROP CONSTRAINT {}").format(sql.Identifier(name)))
     conn.execute("""CREATE TABLE memory_item_vector_log (
         namespace TEXT NOT NULL,
@@ -90,8 +99,10 @@ def m007_item_ids(conn: psycopg.Connection) -> None:
 
 def m013_item_scope(conn: psycopg.Connection) -> None:
     """Items may be scoped to their session (see the SQLite twin): a column and an index."""
-    conn.execute("ALTER TABLE memory_items ADD COLUMN scope TEXT NOT NULL DEFAULT 'namespace' "
-                 "CHECK (scope IN ('namespace', 'session'))")
+    conn.execute(
+        "ALTER TABLE memory_items ADD COLUMN scope TEXT NOT NULL DEFAULT 'namespace' "
+        "CHECK (scope IN ('namespace', 'session'))"
+    )
     conn.execute("CREATE INDEX memory_items_scope ON memory_items (namespace, session) WHERE scope = 'session'")
 
 
@@ -119,13 +130,17 @@ class PostgresItemStore(ItemStore):
 
     def _log_vectors(self, w: Writer, key: Any, ids: Sequence[int], *, stored_only: bool) -> None:
         stored = " AND embedding IS NOT NULL" if stored_only else ""
-        w.execute("INSERT INTO memory_item_vector_log (namespace, item_id) SELECT namespace, id FROM memory_items "
-                  f"WHERE namespace = ? AND id = ANY(?){stored} ORDER BY id", (key, list(ids)))
+        w.execute(
+            "INSERT INTO memory_item_vector_log (namespace, item_id) SELECT namespace, id FROM memory_items "
+            f"WHERE namespace = ? AND id = ANY(?){stored} ORDER BY id",
+            (key, list(ids)),
+        )
 
     # --- reads ------------------------------------------------------------------------
 
-    def lexical(self, namespace: str, match: str, *, limit: int,
-                view: Sequence[str] | None = None) -> list[tuple[int, float]]:
+    def lexical(
+        self, namespace: str, match: str, *, limit: int, view: Sequence[str] | None = None
+    ) -> list[tuple[int, float]]:
         """``(id, score)`` of the namespace's items in ``view`` matching an FTS5 expression, best first.
 
         The score is ``-ts_rank`` (more negative is better, like FTS5's bm25).
@@ -141,7 +156,8 @@ class PostgresItemStore(ItemStore):
         rows = self._sql.rows(
             "SELECT id, -ts_rank(terms, q, 1) AS score FROM memory_items, CAST(? AS tsquery) AS q "
             f"WHERE namespace = ? AND terms @@ q AND {seen} ORDER BY score, id LIMIT ?",
-            (query, namespace, *params, int(limit)))
+            (query, namespace, *params, int(limit)),
+        )
         return [(int(r[0]), float(r[1])) for r in rows]
 
     def nearest(self, namespace: str, query: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -163,5 +179,7 @@ class PostgresItemStore(ItemStore):
         rows = self._sql.rows(
             "SELECT id, 1 - (embedding <=> q) AS cosine FROM memory_items, CAST(? AS vector) AS q "
             "WHERE namespace = ? AND embedding IS NOT NULL AND vector_dims(embedding) = ? "
-            "ORDER BY embedding <=> q, id LIMIT ?", (literal, namespace, int(vec.shape[0]), int(k)))
+            "ORDER BY embedding <=> q, id LIMIT ?",
+            (literal, namespace, int(vec.shape[0]), int(k)),
+        )
         return [(int(r[0]), float(r[1])) for r in rows]

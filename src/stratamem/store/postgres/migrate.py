@@ -54,20 +54,27 @@ def checksum(sessions: Sequence[Session], turns: Iterable[StoredTurn]) -> tuple[
     """
     h = hashlib.sha256()
     for s in sessions:
-        h.update(json.dumps(["session", s.name, s.platform, s.channel, format_timestamp(s.created_at)],
-                            ensure_ascii=False).encode())
+        h.update(
+            json.dumps(
+                ["session", s.name, s.platform, s.channel, format_timestamp(s.created_at)], ensure_ascii=False
+            ).encode()
+        )
         h.update(b"\n")
     n = 0
     for t in turns:
-        h.update(json.dumps(["turn", t.session, t.seq, t.tokens, t.turn.to_dict()], ensure_ascii=False,
-                            sort_keys=True).encode())
+        h.update(
+            json.dumps(
+                ["turn", t.session, t.seq, t.tokens, t.turn.to_dict()], ensure_ascii=False, sort_keys=True
+            ).encode()
+        )
         h.update(b"\n")
         n += 1
     return _PREFIX + h.hexdigest(), n
 
 
-def copy_store(source: Store, target: Store, *, namespaces: Sequence[str] | None = None,
-               batch_turns: int = 2000) -> list[NamespaceCopy]:
+def copy_store(
+    source: Store, target: Store, *, namespaces: Sequence[str] | None = None, batch_turns: int = 2000
+) -> list[NamespaceCopy]:
     """Copy namespaces from ``source`` into ``target`` and verify each copy.
 
     Args:
@@ -90,8 +97,7 @@ def copy_store(source: Store, target: Store, *, namespaces: Sequence[str] | None
         if not source.has_namespace(ns):
             raise NotFoundError(f"unknown namespace {ns!r} in the source store")
         if target.sessions(ns):
-            raise ValidationError(f"namespace {ns!r} already has sessions in the target store; "
-                                  "copy into an empty one")
+            raise ValidationError(f"namespace {ns!r} already has sessions in the target store; copy into an empty one")
     return [_copy_namespace(source, target, ns, batch_turns) for ns in names]
 
 
@@ -109,13 +115,17 @@ def _copy_namespace(source: Store, target: Store, ns: str, batch_turns: int) -> 
         _flush(target, ns, pending)
         got, got_count = checksum(target.sessions(ns), target.iter_turns(ns))
         if (got, got_count) != (expected, count):
-            raise BackendError(f"copy of namespace {ns!r} did not verify ({got_count} of {count} turns, "
-                               f"checksum {got} != {expected}); rolled back")
+            raise BackendError(
+                f"copy of namespace {ns!r} did not verify ({got_count} of {count} turns, "
+                f"checksum {got} != {expected}); rolled back"
+            )
     return NamespaceCopy(ns, len(sessions), count, expected)
 
 
 def _flush(target: Store, ns: str, pending: list[StoredTurn]) -> None:
-    batches = [TurnBatch(name, [t.turn for t in group], [t.tokens for t in group])
-               for name, group in ((k, list(g)) for k, g in groupby(pending, key=lambda t: t.session))]
+    batches = [
+        TurnBatch(name, [t.turn for t in group], [t.tokens for t in group])
+        for name, group in ((k, list(g)) for k, g in groupby(pending, key=lambda t: t.session))
+    ]
     target.append(ns, batches)
     pending.clear()

@@ -26,14 +26,14 @@ from psycopg import sql
 
 from ...errors import MigrationError
 from ..conversations import m004_conversations, m009_conversation_loop
-from ..ingest_keys import m008_ingest_keys
-from .items import m005_items, m007_item_ids, m013_item_scope
 from ..embedding_cache import m002_embeddings
+from ..ingest_keys import m008_ingest_keys
 from ..manifests import m006_manifests
 from ..passage_store import m011_passages
 from ..turn_index import m010_recall_index
-from .nodes import m003_pyramid, m014_summary_spend
 from ..vectors import m015_int8_vectors
+from .items import m005_items, m007_item_ids, m013_item_scope
+from .nodes import m003_pyramid, m014_summary_spend
 
 __all__ = ["MIGRATIONS", "PgMigration", "applied", "apply", "ensure_schema"]
 
@@ -53,20 +53,22 @@ class PgMigration:
 
 
 def _run_all(conn: psycopg.Connection, statements: Sequence[str]) -> None:
-    for sql in statements:
-        conn.execute(sql)  # type: ignore[arg-type]
+    for statement in statements:
+        conn.execute(statement)
 
 
 def m001_core(conn: psycopg.Connection) -> None:
     """Namespaces, sessions and turns: the canonical record."""
-    _run_all(conn, [
-        """CREATE TABLE namespaces (
+    _run_all(
+        conn,
+        [
+            """CREATE TABLE namespaces (
             namespace TEXT PRIMARY KEY,
             created_at TIMESTAMPTZ NOT NULL DEFAULT now()
         )""",
-        # ``last_seq`` is the per-session counter; writers reserve a range with
-        # UPDATE ... RETURNING, whose row lock makes sequences gap-free.
-        """CREATE TABLE sessions (
+            # ``last_seq`` is the per-session counter; writers reserve a range with
+            # UPDATE ... RETURNING, whose row lock makes sequences gap-free.
+            """CREATE TABLE sessions (
             namespace TEXT NOT NULL REFERENCES namespaces (namespace),
             id BIGINT GENERATED ALWAYS AS IDENTITY,
             name TEXT NOT NULL,
@@ -77,9 +79,9 @@ def m001_core(conn: psycopg.Connection) -> None:
             PRIMARY KEY (namespace, id),
             UNIQUE (namespace, name)
         )""",
-        # Content is kept as the exact JSON text (not jsonb, which reorders keys)
-        # so a turn reads back byte-for-byte as written; NULL for plain text.
-        """CREATE TABLE turns (
+            # Content is kept as the exact JSON text (not jsonb, which reorders keys)
+            # so a turn reads back byte-for-byte as written; NULL for plain text.
+            """CREATE TABLE turns (
             namespace TEXT NOT NULL,
             id BIGINT GENERATED ALWAYS AS IDENTITY,
             session_id BIGINT NOT NULL,
@@ -96,8 +98,9 @@ def m001_core(conn: psycopg.Connection) -> None:
             UNIQUE (namespace, session_id, seq),
             FOREIGN KEY (namespace, session_id) REFERENCES sessions (namespace, id)
         )""",
-        "CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    ])
+            "CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ],
+    )
 
 
 # Same names, same order as :data:`stratamem.store.sqlite.schema.MIGRATIONS`;
@@ -165,13 +168,16 @@ def apply(conn: psycopg.Connection, migrations: Sequence[PgMigration] = MIGRATIO
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
                 names = applied(conn)
                 if not names:  # only then: creating needs CREATE on the schema
-                    conn.execute(f"CREATE TABLE IF NOT EXISTS {_TABLE} "
-                                 "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())")
+                    conn.execute(
+                        f"CREATE TABLE IF NOT EXISTS {_TABLE} "
+                        "(name TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT clock_timestamp())"
+                    )
                 unknown = [n for n in names if n not in known]
                 if unknown:
                     raise MigrationError(
                         f"database schema is newer than this stratamem (unknown migrations: "
-                        f"{', '.join(unknown)}); upgrade stratamem to open it")
+                        f"{', '.join(unknown)}); upgrade stratamem to open it"
+                    )
                 if m.name in names:
                     continue
                 m.run(conn)

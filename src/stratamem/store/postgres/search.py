@@ -107,17 +107,21 @@ def require_pgvector(conn: psycopg.Connection) -> None:
     """
     if conn.execute("SELECT to_regtype('vector')").fetchone()[0] is not None:  # type: ignore[index]
         return
-    where = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
-                         "WHERE e.extname = 'vector'").fetchone()
+    where = conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+    ).fetchone()
     if where is not None:
-        raise MigrationError(f"pgvector is installed in schema {where[0]!r}, which is not on this connection's "
-                             "search_path; add it (ALTER ROLE ... SET search_path) and open the store again")
+        raise MigrationError(
+            f"pgvector is installed in schema {where[0]!r}, which is not on this connection's "
+            "search_path; add it (ALTER ROLE ... SET search_path) and open the store again"
+        )
     try:
         with conn.transaction():
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
     except psycopg.Error as exc:
         raise MigrationError(
             "stratamem needs the pgvector extension (>= 0.5) and this role cannot create it: have a superuser run "
-            f"'CREATE EXTENSION vector WITH SCHEMA public' in this database once ({exc})") from exc
+            f"'CREATE EXTENSION vector WITH SCHEMA public' in this database once ({exc})"
+        ) from exc
     if conn.execute("SELECT to_regtype('vector')").fetchone()[0] is None:  # type: ignore[index]
         raise MigrationError("pgvector was created in schema public, which is not on this connection's search_path")

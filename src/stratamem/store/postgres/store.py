@@ -35,11 +35,11 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ...errors import BackendError
-from . import schema as postgres_schema
 from ..record_store import RecordStore
+from ..sql import POSTGRES, Sql
+from . import schema as postgres_schema
 from .forget import PostgresForget
 from .items import PostgresItemStore
-from ..sql import POSTGRES, Sql
 
 __all__ = ["PostgresStore"]
 
@@ -47,6 +47,7 @@ _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 # Errors after which PostgreSQL has rolled the transaction back and a retry is safe.
 _RETRYABLE = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure)
+
 
 def redact_dsn(dsn: str) -> str:
     """The DSN without its password, for messages and reprs."""
@@ -86,9 +87,17 @@ class PostgresStore(RecordStore):
     item_store_class = PostgresItemStore
     forget_class = PostgresForget
 
-    def __init__(self, dsn: str, *, schema: str | None = None, min_connections: int = 1,
-                 max_connections: int = 8, busy_timeout_ms: int = 30_000, connect_timeout_s: float = 10.0,
-                 tokenizer: str = "o200k_base") -> None:
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        min_connections: int = 1,
+        max_connections: int = 8,
+        busy_timeout_ms: int = 30_000,
+        connect_timeout_s: float = 10.0,
+        tokenizer: str = "o200k_base",
+    ) -> None:
         if schema is not None and not _SCHEMA_RE.match(schema):
             raise ValueError(f"schema must be a lowercase SQL identifier, got {schema!r}")
         if not 0 < min_connections <= max_connections:
@@ -107,9 +116,17 @@ class PostgresStore(RecordStore):
         except psycopg.Error as exc:
             raise BackendError(f"cannot open PostgreSQL store at {redact_dsn(dsn)}: {exc}") from exc
         self._pool = ConnectionPool(
-            dsn, min_size=min_connections, max_size=max_connections, open=False, configure=self._configure,
-            check=ConnectionPool.check_connection, kwargs={"autocommit": True},
-            timeout=self._busy_ms / 1000, num_workers=2, name="stratamem")
+            dsn,
+            min_size=min_connections,
+            max_size=max_connections,
+            open=False,
+            configure=self._configure,
+            check=ConnectionPool.check_connection,
+            kwargs={"autocommit": True},
+            timeout=self._busy_ms / 1000,
+            num_workers=2,
+            name="stratamem",
+        )
         try:
             self._pool.open(wait=True, timeout=connect_timeout_s)
             self._check_tokenizer(tokenizer)
@@ -200,7 +217,8 @@ class PostgresStore(RecordStore):
         """Bytes of stratamem's tables and indexes in the store's schema."""
         row = self.sql.rows(
             "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'")
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+        )
         return int(row[0][0])
 
     def server_time(self) -> datetime:

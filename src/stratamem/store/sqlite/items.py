@@ -41,8 +41,9 @@ class SQLiteItemStore(ItemStore):
     def __init__(self, store: SQLiteStore) -> None:
         super().__init__(store.sql)
 
-    def lexical(self, namespace: str, match: str, *, limit: int,
-                view: Sequence[str] | None = None) -> list[tuple[int, float]]:
+    def lexical(
+        self, namespace: str, match: str, *, limit: int, view: Sequence[str] | None = None
+    ) -> list[tuple[int, float]]:
         """``(id, bm25)`` of the namespace's items in ``view`` matching an FTS5 expression, best first.
 
         bm25 is FTS5's score (more negative is better). Tier and liveness are
@@ -57,18 +58,23 @@ class SQLiteItemStore(ItemStore):
             "SELECT m.id, bm25(memory_items_fts) AS score FROM memory_items_fts "
             "JOIN memory_items m ON m.id = memory_items_fts.rowid "
             f"WHERE memory_items_fts MATCH ? AND m.namespace_id = ? AND {seen} ORDER BY score LIMIT ?",
-            (match, ns_id, *params, int(limit)))
+            (match, ns_id, *params, int(limit)),
+        )
         return [(int(r[0]), float(r[1])) for r in rows]
 
 
 # Columns of memory_items in m005's order; m007 copies them across unchanged.
-_M005_COLUMNS = ("id, namespace_id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, "
-                 "relevance, source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, "
-                 "demoted_at, metadata, embedding, embedding_model")
+_M005_COLUMNS = (
+    "id, namespace_id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, "
+    "relevance, source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, "
+    "demoted_at, metadata, embedding, embedding_model"
+)
 
-_INDEXES = ("CREATE INDEX memory_items_tier ON memory_items (namespace_id, tier, relevance, created_at)",
-            "CREATE INDEX memory_items_key ON memory_items (namespace_id, key) WHERE key IS NOT NULL",
-            "CREATE INDEX memory_items_superseded ON memory_items (superseded_by) WHERE superseded_by IS NOT NULL")
+_INDEXES = (
+    "CREATE INDEX memory_items_tier ON memory_items (namespace_id, tier, relevance, created_at)",
+    "CREATE INDEX memory_items_key ON memory_items (namespace_id, key) WHERE key IS NOT NULL",
+    "CREATE INDEX memory_items_superseded ON memory_items (superseded_by) WHERE superseded_by IS NOT NULL",
+)
 
 # Item content never changes, so insert and delete triggers keep the external-content
 # FTS5 index in step inside the same transaction.
@@ -78,14 +84,19 @@ _FTS_TRIGGERS = (
     END""",
     """CREATE TRIGGER memory_items_ad AFTER DELETE ON memory_items BEGIN
         INSERT INTO memory_items_fts (memory_items_fts, rowid, content) VALUES ('delete', old.id, old.content);
-    END""")
+    END""",
+)
 
 
 def m005_items(conn: sqlite3.Connection) -> None:
     """Memory items (seed 003): tiers, access tracking, supersession, vectors, FTS5, metrics."""
     for sql in (
-        create_table(SQLITE, "memory_items", ("id INTEGER PRIMARY KEY", "{tenant_column}", *ITEM_COLUMNS),
-                     superseded_ref=" REFERENCES memory_items(id)"),
+        create_table(
+            SQLITE,
+            "memory_items",
+            ("id INTEGER PRIMARY KEY", "{tenant_column}", *ITEM_COLUMNS),
+            superseded_ref=" REFERENCES memory_items(id)",
+        ),
         *_INDEXES,
         """CREATE VIRTUAL TABLE memory_items_fts USING fts5(
             content, content='memory_items', content_rowid='id', tokenize='unicode61 remove_diacritics 2')""",
@@ -108,8 +119,12 @@ def m007_item_ids(conn: sqlite3.Connection) -> None:
     for sql in (
         "DROP TRIGGER memory_items_ai",
         "DROP TRIGGER memory_items_ad",
-        create_table(SQLITE, "memory_items_v7", ("id INTEGER PRIMARY KEY AUTOINCREMENT", "{tenant_column}",
-                                                 *ITEM_COLUMNS), superseded_ref=""),
+        create_table(
+            SQLITE,
+            "memory_items_v7",
+            ("id INTEGER PRIMARY KEY AUTOINCREMENT", "{tenant_column}", *ITEM_COLUMNS),
+            superseded_ref="",
+        ),
         # Explicit ids: AUTOINCREMENT's counter starts above the highest one copied.
         f"INSERT INTO memory_items_v7 ({_M005_COLUMNS}) SELECT {_M005_COLUMNS} FROM memory_items",
         "DROP TABLE memory_items",
@@ -143,6 +158,8 @@ def m013_item_scope(conn: sqlite3.Connection) -> None:
     A column and an index, nothing rebuilt: existing items stay visible to the
     whole namespace, as they were.
     """
-    conn.execute("ALTER TABLE memory_items ADD COLUMN scope TEXT NOT NULL DEFAULT 'namespace' "
-                 "CHECK (scope IN ('namespace', 'session'))")
+    conn.execute(
+        "ALTER TABLE memory_items ADD COLUMN scope TEXT NOT NULL DEFAULT 'namespace' "
+        "CHECK (scope IN ('namespace', 'session'))"
+    )
     conn.execute("CREATE INDEX memory_items_scope ON memory_items (namespace_id, session) WHERE scope = 'session'")

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..migrations import Migration
 from ..conversations import m004_conversations, m009_conversation_loop
-from ..ingest_keys import m008_ingest_keys
-from .items import m005_items, m007_item_ids, m013_item_scope
 from ..embedding_cache import m002_embeddings
+from ..ingest_keys import m008_ingest_keys
 from ..manifests import m006_manifests
+from ..migrations import Migration
+from ..node_store import m003_pyramid, m014_summary_spend
 from ..passage_store import m011_passages
 from ..turn_index import m010_recall_index
-from ..node_store import m003_pyramid, m014_summary_spend
 from ..vectors import m015_int8_vectors
+from .items import m005_items, m007_item_ids, m013_item_scope
 
 __all__ = ["MIGRATIONS"]
 
@@ -30,13 +30,15 @@ def _run_all(conn: sqlite3.Connection, statements: list[str]) -> None:
 
 def m001_core(conn: sqlite3.Connection) -> None:
     """Namespaces, sessions and turns: the canonical record."""
-    _run_all(conn, [
-        """CREATE TABLE namespaces (
+    _run_all(
+        conn,
+        [
+            """CREATE TABLE namespaces (
             id INTEGER PRIMARY KEY,
             name TEXT NOT NULL UNIQUE,
             created_at TEXT NOT NULL
         )""",
-        """CREATE TABLE sessions (
+            """CREATE TABLE sessions (
             id INTEGER PRIMARY KEY,
             namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
             name TEXT NOT NULL,
@@ -46,9 +48,9 @@ def m001_core(conn: sqlite3.Connection) -> None:
             last_seq INTEGER NOT NULL DEFAULT 0,
             UNIQUE (namespace_id, name)
         )""",
-        # content is NULL when the turn is plain text (then it equals text), which
-        # halves the bytes of the common case; otherwise it is the JSON block list.
-        """CREATE TABLE turns (
+            # content is NULL when the turn is plain text (then it equals text), which
+            # halves the bytes of the common case; otherwise it is the JSON block list.
+            """CREATE TABLE turns (
             id INTEGER PRIMARY KEY,
             namespace_id INTEGER NOT NULL REFERENCES namespaces(id),
             session_id INTEGER NOT NULL REFERENCES sessions(id),
@@ -63,10 +65,11 @@ def m001_core(conn: sqlite3.Connection) -> None:
             metadata TEXT,
             UNIQUE (session_id, seq)
         )""",
-        "CREATE INDEX turns_namespace ON turns (namespace_id, id)",
-        # Store-wide settings, e.g. the tokenizer every stored count was made with.
-        "CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    ])
+            "CREATE INDEX turns_namespace ON turns (namespace_id, id)",
+            # Store-wide settings, e.g. the tokenizer every stored count was made with.
+            "CREATE TABLE store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+        ],
+    )
 
 
 MIGRATIONS: list[Migration] = [

@@ -21,9 +21,9 @@ from pathlib import Path
 from ...errors import BackendError
 from .. import migrations
 from ..record_store import RecordStore
+from ..sql import SQLITE, Sql
 from .forget import SQLiteForget
 from .items import SQLiteItemStore
-from ..sql import SQLITE, Sql
 from .schema import MIGRATIONS
 
 __all__ = ["SQLiteStore"]
@@ -49,8 +49,9 @@ class SQLiteStore(RecordStore):
     item_store_class = SQLiteItemStore
     forget_class = SQLiteForget
 
-    def __init__(self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 30_000,
-                 tokenizer: str = "o200k_base") -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 30_000, tokenizer: str = "o200k_base"
+    ) -> None:
         self.path = str(path)
         self._lock = threading.RLock()
         self._depth = 0
@@ -59,8 +60,9 @@ class SQLiteStore(RecordStore):
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                         timeout=busy_timeout_ms / 1000)
+            self._conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+            )
         except (sqlite3.Error, OSError) as exc:
             raise BackendError(f"cannot open SQLite database {self.path}: {exc}") from exc
         try:
@@ -110,8 +112,9 @@ class SQLiteStore(RecordStore):
     def _reconnect(self) -> None:
         """Open a fresh connection: one opened while the file was read-only stays read-only."""
         self._conn.close()
-        self._conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                     timeout=self._busy_timeout_ms / 1000)
+        self._conn = sqlite3.connect(
+            self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000
+        )
         self._configure()
         self._reopen = False
 
@@ -195,8 +198,7 @@ class SQLiteStore(RecordStore):
         """Bytes of the database file plus its WAL (0 in memory)."""
         if self.path == ":memory:":
             return 0
-        return sum(os.path.getsize(self.path + suffix) for suffix in ("", "-wal")
-                   if os.path.exists(self.path + suffix))
+        return sum(os.path.getsize(self.path + suffix) for suffix in ("", "-wal") if os.path.exists(self.path + suffix))
 
     def integrity_check(self) -> str:
         """Result of ``PRAGMA integrity_check`` (``"ok"`` when healthy)."""
