@@ -21,6 +21,7 @@ with the engine in the same run.
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import tempfile
 import time
@@ -36,7 +37,7 @@ from stratamem.tokens import get_tokenizer
 
 from .embedcache import CACHE, SYNTH_CACHE, cached_embedder
 from .metrics import category_label
-from .protocol import load_conversations
+from .protocol import LOCOMO_PATH, load_conversations
 from .rerank import RULES, Scored, is_aggregation, score, subqueries
 from .runner import _CountCache
 
@@ -45,14 +46,32 @@ _INTERVAL = re.compile(r"\bhow long\b|\bhow many (days|weeks|months|years)\b|\bb
                        r"|\bsince\b|\bfirst\b|\bwhen did\b", re.IGNORECASE)
 
 
-def _load(dataset: str, store: SQLiteStore, samples: list[int] | None) -> tuple[list, Any]:
+def _load(dataset: str, store: SQLiteStore, samples: list[int] | None) -> tuple[list, Any, dict]:
+    """Conversations, the cached embedder, and ``(sample, question index) -> answer`` (scoring side)."""
     if dataset == "locomo":
-        return load_conversations(store, samples=samples), cached_embedder(CACHE)
+        raw = json.loads(LOCOMO_PATH.read_text(encoding="utf-8"))
+        answers = {(str(s["sample_id"]), i): str(qa.get("answer", qa.get("adversarial_answer", "")))
+                   for s in raw for i, qa in enumerate(s["qa"])}
+        return load_conversations(store, samples=samples), cached_embedder(CACHE), answers
     from benchmarks.data.make_recall_chats import load_or_generate
 
     from .synth import load_synth
 
-    return load_synth(store, load_or_generate(), samples), cached_embedder(SYNTH_CACHE)
+    data = load_or_generate()
+    answers = {(h["id"], i): str(q["answer"]) for h in data["haystacks"] for i, q in enumerate(h["questions"])}
+    return load_synth(store, data, samples), cached_embedder(SYNTH_CACHE), answers
+
+
+def answer_shape(question: str, answer: str) -> str:
+    """What the gold answer says the question needs (scoring side only: the engine never sees it)."""
+    if re.search(r"\bhow (many|much)\b", question, re.IGNORECASE):
+        return "count / sum"
+    if re.search(r"\bhow long\b|\bhow many (days|weeks|months)\b", question, re.IGNORECASE):
+        return "interval"
+    items = [a for a in re.split(r",|;|\band\b|\bor\b", answer) if a.strip()]
+    if len(items) >= 2 and len(answer.split()) <= 30:
+        return "list"
+    return "one answer (bridge / restated fact)"
 
 
 def shape(question: str, category: Any) -> str:
@@ -137,11 +156,14 @@ def main(argv: list[str] | None = None) -> None:
     causes: Counter = Counter()
     shapes: Counter = Counter()
     shape_cause: Counter = Counter()
-    missed_q = Counter()
+    missed_q: Counter = Counter()
+    answer_shapes: Counter = Counter()
+    detector: Counter = Counter()
+    buckets: Counter = Counter()
     lines: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLiteStore(Path(tmp) / "me.db")
-        convs, embedder = _load(args.dataset, store, args.samples)
+        convs, embedder, answers = _load(args.dataset, store, args.samples)
         for conv in convs:
             index = HybridIndex(embedder=embedder)
             index.add_turns(conv.turns)
@@ -168,15 +190,20 @@ def main(argv: list[str] | None = None) -> None:
                 if not missed:
                     continue
                 sh = shape(q.text, q.category)
+                ans = answer_shape(q.text, answers.get((q.sample, q.index), ""))
                 shapes[sh] += 1
+                answer_shapes[ans] += 1
+                detector[(ans, is_aggregation(q.text))] += 1
                 missed_q[cat] += 1
                 named = {n for n in speakers if re.search(rf"\b{re.escape(n)}\b", q.text)}
                 lines.append(f"\n### {conv.sample} q{q.index} [{cat}] {q.text}\n"
-                             f"shape: {sh}; gold {', '.join(f'{dia[g]}@{rank[g]}' for g in sorted(gold_pos, key=rank.get))}")
+                             f"answer: {answers.get((q.sample, q.index), '')}\n"
+                             f"shape: {sh} (answer side: {ans}); gold {', '.join(f'{dia[g]}@{rank[g]}' for g in sorted(gold_pos, key=rank.get))}")
                 for p in sorted(missed, key=rank.get):
                     c, facts = cause(s, p, gold_pos, lambda i: turns[i].text, named,
                                      lambda i: turns[i].turn.name)
                     causes[c] += 1
+                    buckets[next(b for b in (25, 50, 100, 10**9) if rank[p] < b)] += 1
                     shape_cause[(sh, c)] += 1
                     st = index.turn(turns[p].id)
                     lines.append(f"- MISSED {dia[p]} rank {rank[p]} ({st.turn.name or st.role}, "
@@ -194,6 +221,11 @@ def main(argv: list[str] | None = None) -> None:
     print("\nquestion shapes (questions):")
     for k, v in shapes.most_common():
         print(f"  {v:>4}  {k}")
+    print("\nanswer-side shapes (questions), and the question-side aggregation detector on them:")
+    for k, v in answer_shapes.most_common():
+        print(f"  {v:>4}  {k}  (detector says aggregation: {detector[(k, True)]})")
+    print("\nrank of the gold turns outside the top 10: " + ", ".join(
+        f"<{b if b < 10**9 else 'inf'}: {buckets[b]}" for b in (25, 50, 100, 10**9)))
     print("\nmiss causes (gold turns outside the top 10):")
     for k, v in causes.most_common():
         print(f"  {v:>4}  {k}")

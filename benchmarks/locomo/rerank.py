@@ -60,6 +60,8 @@ class Scored:
     """Speaker names the index knows."""
     cache: dict[str, Scored] = field(default_factory=dict)
     """Sub-query states, by sub-query text."""
+    sig: dict[str, np.ndarray] = field(default_factory=dict)
+    """The raw signals (before weighting)."""
 
     def sub(self, text: str) -> Scored:
         """The same index scored for ``text`` (cached)."""
@@ -74,14 +76,14 @@ def score(index: HybridIndex, query: str, now: datetime | None, session: np.ndar
     sig, _ = index.signals(query, weighted_only=True, now=now)
     fused, parts = index.fuse(sig)
     order = np.argsort(-fused, kind="stable")
-    return Scored(query, now, index, fused, parts, order, session, speakers)
+    return Scored(query, now, index, fused, parts, order, session, speakers, sig=sig)
 
 
 # --- question shapes ----------------------------------------------------------------------
 
 _AGG = re.compile(
     r"\bhow (many|much)\b|\bwhat (are|were) (all|some|the)\b|\ball the\b|\blist\b|\bin total\b|\btotal\b"
-    r"|\b(what|which) (\w+ ){0,2}(\w+s)\b (has|have|did|does|do)\b"
+    r"|\b(what|which) (\S+ ){0,2}(\w+s)\b (has|have|did|does|do)\b"
     r"|\b(what|which) (kinds?|types?|sorts?) of\b|\bwhat (\w+ )?(activities|things|events|books|places|ways)\b"
     r"|\bwhere has\b|\bwho (has|have)\b|\bin what ways\b",
     re.IGNORECASE)
@@ -244,6 +246,71 @@ def cover_terms(s: Scored, gain: float = 0.5, depth: int = 60) -> list[int]:
     return out + [int(i) for i in s.order[depth:]]
 
 
+def cluster_cap(s: Scored, cap: int = 2, head: int = 10) -> list[int]:
+    """The first ``head`` places hold at most ``cap`` turns of one neighbourhood (same session,
+    within the window of a placed turn); the turns held back follow, in the engine's order."""
+    w = s.index.weights.window
+    placed: list[int] = []
+    held: list[int] = []
+    for i in s.order:
+        i = int(i)
+        if len(placed) >= head:
+            break
+        near = sum(1 for j in placed if s.session[j] == s.session[i] and abs(j - i) <= w)
+        (held if near >= cap else placed).append(i)
+    chosen = set(placed)
+    return placed + [i for i in held] + [int(i) for i in s.order if int(i) not in chosen and int(i) not in held]
+
+
+def vector_feedback(s: Scored, docs: int = 3, gamma: float = 0.5) -> list[int]:
+    """Rocchio on the turn vectors: the query vector plus ``gamma`` × the mean of the first
+    pass's top ``docs`` turn vectors, re-scored with every other signal as it was."""
+    corpus = s.index._corpus  # prototype only: the turn vectors
+    if corpus.vectors is None or "vector" not in s.sig:
+        return list(s.order)
+    vec = corpus.vectors.view
+    q = np.asarray(s.index.embedder.embed_batch([s.query]), dtype=np.float32)[0]
+    q2 = q + gamma * vec[s.order[:docs]].mean(axis=0)
+    q2 /= np.linalg.norm(q2) or 1.0
+    sig = dict(s.sig)
+    sig["vector"] = np.clip(vec @ q2, 0, None)
+    fused, _ = s.index.fuse(sig)
+    return [int(i) for i in np.argsort(-fused, kind="stable")]
+
+
+_FIRST_PERSON = re.compile(r"\b(i|we|i've|we've|i'm|we're|i'd|my \w+ and i|me and my \w+)\b", re.IGNORECASE)
+_EVENT_CUE = re.compile(
+    r"\b(yesterday|last (week|weekend|month|year|night|\w+day)|\w+ (days|weeks|months|years) ago|ago|recently|"
+    r"just|this (morning|weekend|week)|the other day|finally|signed up|joined|went|took|made|tried|started|"
+    r"attended|visited|bought|finished|read|ran|painted|played|volunteered|participated|got|had|saw|watched)\b",
+    re.IGNORECASE)
+
+
+def is_event(text: str) -> bool:
+    """A first-person statement that something happened ("I went camping last week")."""
+    return bool(_FIRST_PERSON.search(text) and _EVENT_CUE.search(text))
+
+
+_EVENTS: dict[int, np.ndarray] = {}  # id(index) -> event mask per turn (benchmark process only)
+
+
+def event_gather(s: Scored, boost: float = 0.3, per_session: int = 1) -> list[int]:
+    """For an aggregation question: turns that tell of an event (:func:`is_event`) by the named
+    speaker (else anyone) gain ``boost``, then :func:`gather` one per session."""
+    if not is_aggregation(s.query):
+        return list(s.order)
+    key = id(s.index)
+    if key not in _EVENTS:
+        _EVENTS[key] = np.array([is_event(s.index.turn(t.id).text) for t in s.index.turns])
+    ev = _EVENTS[key]
+    named = "speaker" in s.sig
+    mask = ev & (s.sig["speaker"] > 0) if named else ev
+    fused = s.fused + boost * mask * (s.fused > 0)
+    order = np.argsort(-fused, kind="stable")
+    s2 = Scored(s.query, s.now, s.index, fused, s.parts, order, s.session, s.speakers, s.cache, s.sig)
+    return gather(s2, per_session=per_session, floor=0.0)
+
+
 def _combo(s: Scored) -> list[int]:
     """decompose, then gather for aggregation questions, over the explained-away ranking."""
     base = explain_away(s)
@@ -264,6 +331,11 @@ RULES: Mapping[str, Callable[[Scored], list[int]]] = {
     "gather (1/session, floor .3)": lambda s: gather(s, floor=0.3),
     "gather (2/session, floor .5)": lambda s: gather(s, per_session=2),
     "gather (any question)": lambda s: _gather_all(s),
+    "gather (1/session, no floor)": lambda s: gather(s, floor=0.0),
+    "cluster cap 2 (all questions)": cluster_cap,
+    "cluster cap 3 (all questions)": lambda s: cluster_cap(s, 3),
+    "vector feedback (3 docs, .5)": vector_feedback,
+    "event boost + gather (agg only)": event_gather,
     "explain-away (window)": explain_away,
     "explain-away (window, half)": lambda s: explain_away(s, alpha=0.5),
     "cover-terms (gain .5)": cover_terms,
