@@ -35,10 +35,10 @@ from stratamem.retrieve import CompactRenderer, HybridIndex, analyze, pack_turns
 from stratamem.store import SQLiteStore
 from stratamem.tokens import get_tokenizer
 
-from .embedcache import CACHE, SYNTH_CACHE, cached_embedder
+from .embedcache import CACHE, SYNTH_CACHE, CachedEmbedder, cached_embedder
 from .metrics import category_label
 from .protocol import LOCOMO_PATH, load_conversations
-from .rerank import RULES, Scored, is_aggregation, score, subqueries
+from .rerank import RULES, SENTENCE_EMBEDDER, Scored, is_aggregation, score, subqueries
 from .runner import _CountCache
 
 DEFAULT_TYPES = {"locomo": ("1 multi-hop",), "synth": ("multi-session", "temporal", "knowledge-update")}
@@ -164,6 +164,10 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = SQLiteStore(Path(tmp) / "me.db")
         convs, embedder, answers = _load(args.dataset, store, args.samples)
+        sentence_cache = None
+        if embedder is not None:
+            sentence_cache = CachedEmbedder(embedder.inner, Path(f"/tmp/stratamem-r30-sentences-{args.dataset}.npz"))
+            SENTENCE_EMBEDDER[:] = [sentence_cache]
         for conv in convs:
             index = HybridIndex(embedder=embedder)
             index.add_turns(conv.turns)
@@ -216,6 +220,8 @@ def main(argv: list[str] | None = None) -> None:
         store.close()
         if embedder is not None:
             embedder.save()
+        if sentence_cache is not None:
+            sentence_cache.save()
     print(f"{args.dataset}: {sum(len(c.questions) for c in convs)} questions; diagnosed types {sorted(types)}; "
           f"questions with a gold turn outside the top 10: {dict(missed_q)}")
     print("\nquestion shapes (questions):")

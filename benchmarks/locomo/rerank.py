@@ -81,23 +81,34 @@ def score(index: HybridIndex, query: str, now: datetime | None, session: np.ndar
 
 # --- question shapes ----------------------------------------------------------------------
 
-_AGG = re.compile(
-    r"\bhow (many|much)\b|\bwhat (are|were) (all|some|the)\b|\ball the\b|\blist\b|\bin total\b|\btotal\b"
-    r"|\b(what|which) (\S+ ){0,2}(\w+s)\b (has|have|did|does|do)\b"
-    r"|\b(what|which) (kinds?|types?|sorts?) of\b|\bwhat (\w+ )?(activities|things|events|books|places|ways)\b"
-    r"|\bwhere has\b|\bwho (has|have)\b|\bin what ways\b",
+_PLURAL = r"(?!\w*(?:ss|us|is)\b)[a-z][\w+-]*s"  # a plural head noun ("books", "LGBTQ+ events"), not "class"
+_EPISODE = re.compile(r"\b(during|at the|after|before|when|while|on (?:the )?\w+day|last|recently|yesterday|ago|"
+                      r"in (?:january|february|march|april|may|june|july|august|september|october|november|december)"
+                      r"|in \d{4}|for (?:the|her|his|their) \w+)\b", re.IGNORECASE)
+_AGG_ALWAYS = re.compile(
+    r"\bhow many times\b|\bhow (many|much)\b[^?]*\b(in total|total|altogether|so far|all together)\b"
+    r"|\bhow many (?!days|weeks|months|years|hours|minutes)\w+ (have|has|did|do|does)\b"
+    r"|\bwhat (are|were) (all|some)\b|\ball the\b|\blist\b|\bin what ways\b"
+    rf"|\b(what|which) (?:\S+ ){{0,2}}{_PLURAL} (has|have)\b|\bwhere (has|have)\b|\bwho (has|have)\b",
     re.IGNORECASE)
+_AGG_HABIT = re.compile(rf"\b(what|which) (?:\S+ ){{0,2}}{_PLURAL} (does|do|did)\b|\bwhat do \S+ like\b",
+                        re.IGNORECASE)
 
 
 def is_aggregation(query: str) -> bool:
-    """A question whose answer collects several mentions: counts, sums, lists, "what X has Y done"."""
-    return bool(_AGG.search(query))
+    """A question whose answer collects several mentions: counts ("how many times", "how many books
+    have I"), sums ("in total"), lists ("what books has Melanie read?", "where has she camped?"), and
+    "what <plural> does/did X …" when no single episode is named ("during the party", "last week")."""
+    if re.search(r"\b(kind|type|sort)s? of\b", query, re.IGNORECASE) and not re.search(r"\b(has|have)\b", query):
+        return False
+    return bool(_AGG_ALWAYS.search(query) or (_AGG_HABIT.search(query) and not _EPISODE.search(query)))
 
 
 _BETWEEN = re.compile(r"\bbetween (.+?) and (.+?)(?:[?.!,]|$)", re.IGNORECASE)
 _ANCHOR = re.compile(r"\b(before|after|since|until) ((?:my|our|i|we|the|he|she|they|\w+'s)\b[^?.!,;]*)",
                      re.IGNORECASE)
 _LIST = re.compile(r"([\w' -]+?),\s*([\w' -]+?),?\s+(?:and|or)\s+([\w' -]+)", re.IGNORECASE)
+_CHOICE = re.compile(r"(?:-|,|:)\s*(?:the\s+)?([\w' -]{2,40}?)\s+or\s+(?:the\s+)?([\w' -]{2,40}?)\s*\?\s*$")
 _PAIR = re.compile(r"\b([A-Z][\w'-]*|my [\w'-]+(?: [\w'-]+)?|the [\w'-]+(?: [\w'-]+)?) (?:and|&) "
                    r"([A-Z][\w'-]*|my [\w'-]+(?: [\w'-]+)?|the [\w'-]+(?: [\w'-]+)?)\b")
 
@@ -109,12 +120,20 @@ def subqueries(query: str, speakers: Sequence[str] = ()) -> list[str]:
     * "X and Y" (two names, or two short noun phrases "my A and the B") -> the question with
       each in place of the pair ("What do Jon and Gina both like?" -> "What do Jon like?", …);
     * "A, B and C" -> A, B, C;
+    * "Which did X first - A or B?" -> the question with A, with B;
     * "before/after/since X" -> X (the anchor event is looked for on its own).
     """
     out: list[str] = []
     m = _BETWEEN.search(query)
+    c = _CHOICE.search(query)
     if m:
-        out += [m.group(1), m.group(2)]
+        a, b = m.group(1).split(), m.group(2).split()
+        if len(b) <= 2 < len(a):  # "between Andrew adopting Toby and Buddy": Buddy is adopted too
+            b = a[: -len(b)] + b
+        out += [" ".join(a), " ".join(b)]
+    elif c:
+        stem_ = query[:c.start()].strip()
+        out += [f"{stem_} {c.group(1)}", f"{stem_} {c.group(2)}"]
     else:
         p = _PAIR.search(query)
         if p:
@@ -291,6 +310,110 @@ def is_event(text: str) -> bool:
     return bool(_FIRST_PERSON.search(text) and _EVENT_CUE.search(text))
 
 
+_AUX = r"(?:does|do|did|has|have|had|is|was|are|were|will|would|can|could)"
+_WH = re.compile(rf"^\s*(?:what|which|where|when|who|whom|whose|why|how(?: many| much| long| often)?)\b(?P<obj>(?:\s+[\w'+-]+){{0,4}}?)"
+                 rf"\s+{_AUX}\s+(?P<subj>my\s+[\w-]+|[\w-]+'s?\s+[\w-]+|[\w'-]+)\b\s*(?P<rest>[^?]*)\??\s*$", re.IGNORECASE)
+
+
+def declarative(query: str, speakers: Sequence[str]) -> str | None:
+    """A wh-question said as the statement its answer would be in, in the ``Speaker: text`` form
+    turns are embedded in ("What activities does Melanie partake in?" -> "Melanie: I partake in
+    activities"; "Which cities did I travel to?" -> "user: I travel to cities"); ``None`` when the
+    question does not have that shape."""
+    m = _WH.match(query)
+    if not m:
+        return None
+    subj, rest, obj = m.group("subj"), m.group("rest").strip(), m.group("obj").strip()
+    names = {n.lower(): n for n in speakers}
+    low = subj.lower()
+    if low in ("i", "we") or low.startswith("my "):
+        who, head = "user", subj
+    elif low.split("'")[0] in names:
+        who = names[low.split("'")[0]]
+        head = "my " + subj.split()[-1] if " " in subj else "I"
+    elif low == "you":
+        who, head = "assistant", "I"
+    else:
+        return None
+    obj = re.sub(r"^(kinds?|types?|sorts?) of\s+", "", obj, flags=re.IGNORECASE)
+    return f"{who}: {head} {rest} {obj}".strip()
+
+
+def rewrite_vector(s: Scored, mode: str = "mean") -> list[int]:
+    """The vector signal scored with the declarative form of the question (:func:`declarative`):
+    ``replace`` the question's vector, or the normalised ``mean`` of both, or the ``max`` of the two cosines."""
+    corpus = s.index._corpus  # prototype only: the turn vectors
+    text = declarative(s.query, s.speakers)
+    if corpus.vectors is None or "vector" not in s.sig or not text:
+        return list(s.order)
+    vec = corpus.vectors.view
+    q, r = np.asarray(s.index.embedder.embed_batch([s.query, text]), dtype=np.float32)
+    sig = dict(s.sig)
+    if mode == "replace":
+        sig["vector"] = np.clip(vec @ r, 0, None)
+    elif mode == "max":
+        sig["vector"] = np.maximum(np.clip(vec @ r, 0, None), s.sig["vector"])
+    else:
+        m = q + r
+        sig["vector"] = np.clip(vec @ (m / (np.linalg.norm(m) or 1.0)), 0, None)
+    fused, _ = s.index.fuse(sig)
+    return [int(i) for i in np.argsort(-fused, kind="stable")]
+
+
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+|\s*(?=\[shares )")
+SENTENCE_EMBEDDER: list[Any] = []
+"""The embedder for sentence vectors (set by the driver: a cached one, so reruns skip the model)."""
+_SENTENCES: dict[int, np.ndarray] = {}  # id(index) -> best-sentence cosine helper: (turn of row, vectors)
+SENTENCE_MAX_TERMS = 80
+"""Turns with more content words than this are left to the passage vectors (long turns)."""
+
+
+def _sentence_rows(s: Scored) -> tuple[np.ndarray, np.ndarray]:
+    """Per index: the sentence vectors of every short multi-sentence turn and the turn of each row."""
+    key = id(s.index)
+    if key not in _SENTENCES:
+        owner, texts = [], []
+        for i, t in enumerate(s.index.turns):
+            st = s.index.turn(t.id)
+            parts = [x.strip() for x in _SENTENCE.split(st.text) if len(x.split()) >= 3]
+            if len(parts) < 2 or len(analyze(st.text)) > SENTENCE_MAX_TERMS:
+                continue
+            who = st.turn.name or st.role
+            owner += [i] * len(parts)
+            texts += [f"{who}: {x}" for x in parts]
+        emb = SENTENCE_EMBEDDER[0] if SENTENCE_EMBEDDER else s.index.embedder
+        vec = np.asarray(emb.embed_batch(texts), dtype=np.float32) if texts else np.zeros((0, 384), np.float32)
+        _SENTENCES[key] = (np.asarray(owner, dtype=np.int64), vec)  # type: ignore[assignment]
+    return _SENTENCES[key]  # type: ignore[return-value]
+
+
+def sentence_fused(s: Scored, mode: str = "max") -> np.ndarray:
+    """Fused scores with the ``vector`` signal taken as the best cosine over the turn and each of
+    its sentences (``max``), or the mean of that and the turn cosine (``mean``); short turns only
+    (a fact said in one clause of a turn about something else is not diluted by the rest)."""
+    if "vector" not in s.sig:
+        return s.fused
+    owner, vec = _sentence_rows(s)
+    q = np.asarray(s.index.embedder.embed_batch([s.query]), dtype=np.float32)[0]
+    best = s.sig["vector"].copy()
+    if len(owner):
+        np.maximum.at(best, owner, np.clip(vec @ q, 0, None))
+    sig = dict(s.sig)
+    sig["vector"] = best if mode == "max" else (best + s.sig["vector"]) / 2
+    return s.index.fuse(sig)[0]
+
+
+def with_fused(s: Scored, fused: np.ndarray) -> Scored:
+    """``s`` re-ranked by ``fused`` (sub-query cache shared)."""
+    return Scored(s.query, s.now, s.index, fused, s.parts, np.argsort(-fused, kind="stable"), s.session,
+                  s.speakers, s.cache, s.sig)
+
+
+def sentence_vectors(s: Scored, mode: str = "max") -> list[int]:
+    """The ranking by :func:`sentence_fused`."""
+    return [int(i) for i in np.argsort(-sentence_fused(s, mode), kind="stable")]
+
+
 _EVENTS: dict[int, np.ndarray] = {}  # id(index) -> event mask per turn (benchmark process only)
 
 
@@ -311,38 +434,22 @@ def event_gather(s: Scored, boost: float = 0.3, per_session: int = 1) -> list[in
     return gather(s2, per_session=per_session, floor=0.0)
 
 
-def _combo(s: Scored) -> list[int]:
-    """decompose, then gather for aggregation questions, over the explained-away ranking."""
-    base = explain_away(s)
+
+
+def _sentence_gather(s: Scored) -> list[int]:
+    """:func:`sentence_vectors` (mean) then :func:`gather` (one per session) for aggregation questions."""
+    return gather(with_fused(s, sentence_fused(s, "mean")))
+
+
+def combo(s: Scored) -> list[int]:
+    """Sentence vectors (mean); then sub-queries (each also with sentence vectors) guaranteed 3
+    places, or for an aggregation question one turn per session first."""
+    base = with_fused(s, sentence_fused(s, "mean"))
     subs = subqueries(s.query, s.speakers)
     if subs:
-        return _merge([base] + [explain_away(s.sub(q)) for q in subs], [3] * (1 + len(subs)), base)
-    if is_aggregation(s.query):
-        s2 = Scored(s.query, s.now, s.index, s.fused, s.parts, np.asarray(base), s.session, s.speakers, s.cache)
-        return gather(s2)
-    return base
-
-
-RULES: Mapping[str, Callable[[Scored], list[int]]] = {
-    "engine (default weights)": lambda s: list(s.order),
-    "decompose (share 3)": decompose,
-    "decompose (share 2)": lambda s: decompose(s, 2),
-    "gather (1/session, floor .5)": gather,
-    "gather (1/session, floor .3)": lambda s: gather(s, floor=0.3),
-    "gather (2/session, floor .5)": lambda s: gather(s, per_session=2),
-    "gather (any question)": lambda s: _gather_all(s),
-    "gather (1/session, no floor)": lambda s: gather(s, floor=0.0),
-    "cluster cap 2 (all questions)": cluster_cap,
-    "cluster cap 3 (all questions)": lambda s: cluster_cap(s, 3),
-    "vector feedback (3 docs, .5)": vector_feedback,
-    "event boost + gather (agg only)": event_gather,
-    "explain-away (window)": explain_away,
-    "explain-away (window, half)": lambda s: explain_away(s, alpha=0.5),
-    "cover-terms (gain .5)": cover_terms,
-    "cover-terms (gain 1)": lambda s: cover_terms(s, 1.0),
-    "combo: explain-away+decompose+gather": _combo,
-}
-"""Rules measured by :mod:`benchmarks.locomo.multievidence` (name -> ranking function)."""
+        rankings = [base.order] + [np.argsort(-sentence_fused(s.sub(q), "mean"), kind="stable") for q in subs]
+        return _merge(rankings, [3] * len(rankings), base.order)
+    return gather(base)
 
 
 def _gather_all(s: Scored) -> list[int]:
@@ -363,3 +470,23 @@ def _gather_all(s: Scored) -> list[int]:
 def describe_rules() -> dict[str, Any]:
     """Rule name -> first docstring line (for the report)."""
     return {n: (f.__doc__ or "").strip().splitlines()[0] if f.__doc__ else "" for n, f in RULES.items()}
+
+
+RULES: Mapping[str, Callable[[Scored], list[int]]] = {
+    "engine (default weights)": lambda s: list(s.order),
+    "decompose (share 3)": decompose,
+    "gather (agg: 1/session, floor .5)": gather,
+    "gather (agg: 1/session, no floor)": lambda s: gather(s, floor=0.0),
+    "event boost + gather (agg)": event_gather,
+    "gather (every question)": lambda s: _gather_all(s),
+    "cluster cap 3 (every question)": lambda s: cluster_cap(s, 3),
+    "explain-away (window, half)": lambda s: explain_away(s, alpha=0.5),
+    "cover-terms (gain 1)": lambda s: cover_terms(s, 1.0),
+    "vector feedback (3 docs, .5)": vector_feedback,
+    "declarative rewrite (mean vector)": rewrite_vector,
+    "sentence vectors (max)": sentence_vectors,
+    "sentence vectors (mean)": lambda s: sentence_vectors(s, "mean"),
+    "sentence vectors (mean) + gather (agg)": _sentence_gather,
+    "combo: sentences + decompose + gather": combo,
+}
+"""Rules measured by :mod:`benchmarks.locomo.multievidence` (name -> ranking function)."""
