@@ -414,6 +414,51 @@ def sentence_vectors(s: Scored, mode: str = "max") -> list[int]:
     return [int(i) for i in np.argsort(-sentence_fused(s, mode), kind="stable")]
 
 
+_EVENT_DATES: dict[int, list[list[Any]]] = {}  # id(index) -> per turn: DateWindows its own words name
+
+
+def _turn_event_windows(s: Scored) -> list[list[Any]]:
+    """Per turn: the days its own relative-time phrases name ("yesterday I …", "two weeks ago I
+    started …", "last Saturday"), resolved against the turn's own time — what a write-time pass
+    would store (:func:`stratamem.retrieve.timewords.read_windows` on the turn text)."""
+    from stratamem.retrieve.timewords import read_windows
+
+    key = id(s.index)
+    if key not in _EVENT_DATES:
+        out = []
+        for t in s.index.turns:
+            st = s.index.turn(t.id)
+            out.append(list(read_windows(st.text, st.timestamp)) if st.timestamp else [])
+        _EVENT_DATES[key] = out
+    return _EVENT_DATES[key]
+
+
+def event_dates(s: Scored, weight: float = 0.5) -> list[int]:
+    """Turns whose *told* event day (resolved at write time) falls in a time the question names
+    gain ``weight`` × the query window's score of that day (the session-date signal
+    ``date_window`` stays as it is)."""
+    facts = s.index.query_facts(s.query, s.now)
+    if not facts.windows:
+        return list(s.order)
+    per_turn = _turn_event_windows(s)
+    boost = np.zeros(len(s.fused))
+    for i, wins in enumerate(per_turn):
+        for w in wins:
+            mid = w.start + (w.end - w.start) / 2
+            boost[i] = max(boost[i], max(_strict(qw, mid) for qw in facts.windows))
+    fused = s.fused + weight * boost
+    return [int(i) for i in np.argsort(-fused, kind="stable")]
+
+
+def _strict(window: Any, when: Any) -> float:
+    """A query window's score of an event day, without the report lag (the day is the event's own)."""
+    if window.start <= when < window.end:
+        return 1.0
+    gap = window.start - when if when < window.start else when - window.end
+    slack = window.slack.total_seconds()
+    return max(0.0, 1.0 - gap.total_seconds() / slack) if slack > 0 else 0.0
+
+
 _EVENTS: dict[int, np.ndarray] = {}  # id(index) -> event mask per turn (benchmark process only)
 
 
@@ -487,6 +532,8 @@ RULES: Mapping[str, Callable[[Scored], list[int]]] = {
     "sentence vectors (max)": sentence_vectors,
     "sentence vectors (mean)": lambda s: sentence_vectors(s, "mean"),
     "sentence vectors (mean) + gather (agg)": _sentence_gather,
+    "event dates at write time (boost .5)": event_dates,
+    "event dates at write time (boost 1)": lambda s: event_dates(s, 1.0),
     "combo: sentences + decompose + gather": combo,
 }
 """Rules measured by :mod:`benchmarks.locomo.multievidence` (name -> ranking function)."""
