@@ -497,6 +497,36 @@ def combo(s: Scored) -> list[int]:
     return gather(base)
 
 
+def feedback(s: Scored, docs: int = 3, terms: int = 10, weight: float = 0.3) -> list[int]:
+    """The engine's own lexical pseudo-relevance feedback (``Weights.feedback_docs``): terms of the
+    first pass's top turns join the query (a bridge: "moved from my home country" lends
+    "home country" to find "my home country, Sweden")."""
+    from dataclasses import replace as _replace
+
+    old = s.index.weights
+    s.index.weights = _replace(old, feedback_docs=docs, feedback_terms=terms, feedback_weight=weight)
+    try:
+        sig, _ = s.index.signals(s.query, weighted_only=True, now=s.now)
+        fused, _ = s.index.fuse(sig)
+    finally:
+        s.index.weights = old
+    return [int(i) for i in np.argsort(-fused, kind="stable")]
+
+
+def routed(s: Scored, per_session: int = 2) -> list[int]:
+    """Only for a question the rules call multi-evidence (aggregation or sub-queries): sentence
+    vectors (mean), then sub-queries with shares or ``per_session`` turns per session first;
+    any other question keeps the engine's ranking."""
+    subs = subqueries(s.query, s.speakers)
+    if not subs and not is_aggregation(s.query):
+        return list(s.order)
+    base = with_fused(s, sentence_fused(s, "mean"))
+    if subs:
+        rankings = [base.order] + [np.argsort(-sentence_fused(s.sub(q), "mean"), kind="stable") for q in subs]
+        return _merge(rankings, [3] * len(rankings), base.order)
+    return gather(base, per_session=per_session)
+
+
 def _gather_all(s: Scored) -> list[int]:
     """:func:`gather` applied to every question (to see what session diversity costs elsewhere)."""
     top = float(s.fused[s.order[0]]) if len(s.order) else 0.0
@@ -535,5 +565,11 @@ RULES: Mapping[str, Callable[[Scored], list[int]]] = {
     "event dates at write time (boost .5)": event_dates,
     "event dates at write time (boost 1)": lambda s: event_dates(s, 1.0),
     "combo: sentences + decompose + gather": combo,
+    "gather (agg: 2/session, floor .5)": lambda s: gather(s, per_session=2),
+    "sentence vectors (mean) + gather (agg: 2/session)": lambda s: gather(with_fused(s, sentence_fused(s, "mean")),
+                                                                             per_session=2),
+    "routed: multi-evidence only, 1/session": lambda s: routed(s, 1),
+    "routed: multi-evidence only, 2/session": routed,
+    "lexical feedback (3 docs, 10 terms, .3)": feedback,
 }
 """Rules measured by :mod:`benchmarks.locomo.multievidence` (name -> ranking function)."""
