@@ -188,19 +188,23 @@ def decompose(s: Scored, share: int = 3) -> list[int]:
     return _merge(rankings, [share] * len(rankings), s.order)
 
 
-def gather(s: Scored, per_session: int = 1, floor: float = 0.5, head: int = 10) -> list[int]:
+def gather(s: Scored, per_session: int = 1, floor: float = 0.5, head: int = 10, keep: int = 0) -> list[int]:
     """For an aggregation question: the best ``per_session`` turns of each session first.
 
-    Only turns scoring at least ``floor`` of the best take part in the first pass (a
-    session with nothing on the topic gets no place); the first ``head`` places are
-    filled that way, then the engine's order resumes. Other questions: unchanged.
+    The engine's first ``keep`` turns stay where they are (and count for their sessions);
+    after them only turns scoring at least ``floor`` of the best take part (a session with
+    nothing on the topic gets no place) until ``head`` places are filled, then the
+    engine's order resumes. Other questions: unchanged.
     """
     if not is_aggregation(s.query):
         return list(s.order)
     top = float(s.fused[s.order[0]]) if len(s.order) else 0.0
     taken: dict[int, int] = {}
     first: list[int] = []
-    for i in s.order:
+    for i in s.order[:keep]:
+        first.append(int(i))
+        taken[int(s.session[i])] = taken.get(int(s.session[i]), 0) + 1
+    for i in s.order[keep:]:
         if s.fused[i] < floor * top or len(first) >= head:
             break
         sess = int(s.session[i])
@@ -513,7 +517,7 @@ def feedback(s: Scored, docs: int = 3, terms: int = 10, weight: float = 0.3) -> 
     return [int(i) for i in np.argsort(-fused, kind="stable")]
 
 
-def routed(s: Scored, per_session: int = 2) -> list[int]:
+def routed(s: Scored, per_session: int = 2, keep: int = 0) -> list[int]:
     """Only for a question the rules call multi-evidence (aggregation or sub-queries): sentence
     vectors (mean), then sub-queries with shares or ``per_session`` turns per session first;
     any other question keeps the engine's ranking."""
@@ -524,7 +528,7 @@ def routed(s: Scored, per_session: int = 2) -> list[int]:
     if subs:
         rankings = [base.order] + [np.argsort(-sentence_fused(s.sub(q), "mean"), kind="stable") for q in subs]
         return _merge(rankings, [3] * len(rankings), base.order)
-    return gather(base, per_session=per_session)
+    return gather(base, per_session=per_session, keep=keep)
 
 
 def _gather_all(s: Scored) -> list[int]:
@@ -571,5 +575,9 @@ RULES: Mapping[str, Callable[[Scored], list[int]]] = {
     "routed: multi-evidence only, 1/session": lambda s: routed(s, 1),
     "routed: multi-evidence only, 2/session": routed,
     "lexical feedback (3 docs, 10 terms, .3)": feedback,
+    "gather (agg: keep 3, then 1/session)": lambda s: gather(s, keep=3),
+    "routed: keep 3, then 1/session": lambda s: routed(s, 1, keep=3),
+    "routed: keep 5, then 1/session": lambda s: routed(s, 1, keep=5),
+    "routed: keep 3, then 2/session": lambda s: routed(s, 2, keep=3),
 }
 """Rules measured by :mod:`benchmarks.locomo.multievidence` (name -> ranking function)."""
