@@ -441,17 +441,21 @@ def event_dates(s: Scored, weight: float = 0.5) -> list[int]:
     """Turns whose *told* event day (resolved at write time) falls in a time the question names
     gain ``weight`` × the query window's score of that day (the session-date signal
     ``date_window`` stays as it is)."""
+    return [int(i) for i in np.argsort(-event_fused(s, weight), kind="stable")]
+
+
+def event_fused(s: Scored, weight: float = 0.5) -> np.ndarray:
+    """The fused scores with the :func:`event_dates` boost added."""
     facts = s.index.query_facts(s.query, s.now)
     if not facts.windows:
-        return list(s.order)
+        return s.fused
     per_turn = _turn_event_windows(s)
     boost = np.zeros(len(s.fused))
     for i, wins in enumerate(per_turn):
         for w in wins:
             mid = w.start + (w.end - w.start) / 2
             boost[i] = max(boost[i], max(_strict(qw, mid) for qw in facts.windows))
-    fused = s.fused + weight * boost
-    return [int(i) for i in np.argsort(-fused, kind="stable")]
+    return s.fused + weight * boost
 
 
 def _strict(window: Any, when: Any) -> float:
@@ -531,6 +535,55 @@ def routed(s: Scored, per_session: int = 2, keep: int = 0) -> list[int]:
     return gather(base, per_session=per_session, keep=keep)
 
 
+_HEAD = re.compile(rf"\b(?:what|which)\s+(?:\S+\s+){{0,2}}?({_PLURAL})\b|\bhow many\s+({_PLURAL})\b", re.IGNORECASE)
+_VOCAB: dict[int, tuple[list[str], np.ndarray]] = {}  # id(index) -> (vocabulary, vectors)
+
+
+def category_terms(s: Scored, top: int = 15, floor: float = 0.45) -> dict[str, float]:
+    """Words of the history that embed close to the question's category noun ("activities",
+    "cities", "books"): instances a turn would name instead ("swimming", "Porto", "thriller").
+    The vocabulary is the index's own analysed terms; weight = cosine. Empty without a noun."""
+    m = _HEAD.search(s.query)
+    if not m or s.index.embedder is None:
+        return {}
+    noun = (m.group(1) or m.group(2)).lower()
+    key = id(s.index)
+    if key not in _VOCAB:
+        corpus = s.index._corpus  # prototype only: the analysed terms of every turn
+        vocab = sorted({t for terms in corpus.terms for t in terms if t.isalpha() and len(t) > 2})
+        emb = SENTENCE_EMBEDDER[0] if SENTENCE_EMBEDDER else s.index.embedder
+        _VOCAB[key] = (vocab, np.asarray(emb.embed_batch(vocab), dtype=np.float32))
+    vocab, vec = _VOCAB[key]
+    emb = SENTENCE_EMBEDDER[0] if SENTENCE_EMBEDDER else s.index.embedder
+    q = np.asarray(emb.embed_batch([noun]), dtype=np.float32)[0]
+    cos = vec @ q
+    asked = set(analyze(s.query))
+    out = {}
+    for i in np.argsort(-cos)[: top + len(asked)]:
+        if cos[i] >= floor and vocab[i] not in asked:
+            out[vocab[i]] = float(cos[i])
+        if len(out) >= top:
+            break
+    return out
+
+
+def expand_category(s: Scored, weight: float = 0.5, gather_after: bool = True) -> list[int]:
+    """For an aggregation question: the lexical signals scored again with :func:`category_terms`
+    added (each at ``weight`` × its cosine), then (``gather_after``) routed as
+    "keep 5, then one per session"."""
+    if not is_aggregation(s.query):
+        return list(s.order)
+    extra = category_terms(s)
+    if not extra:
+        return routed(s, 1, keep=5) if gather_after else list(s.order)
+    terms = analyze(s.index.query_facts(s.query, s.now).without_relative_words(s.query))
+    lex = s.index._lexical(terms + list(extra), {**{t: 1.0 for t in terms}, **{t: weight * c for t, c in extra.items()}})
+    sig = {**s.sig, **{k: v for k, v in lex.items() if k in s.sig}}
+    fused, _ = s.index.fuse(sig)
+    s2 = with_fused(s, fused)
+    return routed(s2, 1, keep=5) if gather_after else list(s2.order)
+
+
 def _gather_all(s: Scored) -> list[int]:
     """:func:`gather` applied to every question (to see what session diversity costs elsewhere)."""
     top = float(s.fused[s.order[0]]) if len(s.order) else 0.0
@@ -579,5 +632,8 @@ RULES: Mapping[str, Callable[[Scored], list[int]]] = {
     "routed: keep 3, then 1/session": lambda s: routed(s, 1, keep=3),
     "routed: keep 5, then 1/session": lambda s: routed(s, 1, keep=5),
     "routed: keep 3, then 2/session": lambda s: routed(s, 2, keep=3),
+    "recommended: event dates .5 + routed keep 5": lambda s: routed(with_fused(s, event_fused(s)), 1, keep=5),
+    "category expansion (agg)": lambda s: expand_category(s, gather_after=False),
+    "category expansion (agg) + routed keep 5": expand_category,
 }
 """Rules measured by :mod:`benchmarks.locomo.multievidence` (name -> ranking function)."""
