@@ -10,7 +10,7 @@ the top 10 is described (rank, the turns that beat it, the signals it lacked)
 and given an automatic *cause* and the question a *shape*; counts are printed
 and, with ``--examples``, every case is written out for reading by hand.
 
-Part 2 (prototypes): every rule of :mod:`benchmarks.locomo.rerank` re-ranks the
+Part 2 (prototypes): every rule of :data:`benchmarks.locomo.rerank_signals.RULES` re-ranks the
 same scored questions; r@10, all@5/10/25 and budget recall / all@B at 1,024 and
 2,048 o200k tokens (the compact renderer, as the engine's own row of
 ``locomo_recall.py``) are printed per category/type beside the engine's.
@@ -38,7 +38,8 @@ from stratamem.tokens import get_tokenizer
 from .embedcache import CACHE, SYNTH_CACHE, CachedEmbedder, cached_embedder
 from .metrics import category_label
 from .protocol import LOCOMO_PATH, load_conversations
-from .rerank import RULES, SENTENCE_EMBEDDER, Scored, is_aggregation, score, subqueries
+from .rerank import Scored, is_aggregation, score, subqueries
+from .rerank_signals import RULES, SENTENCE_EMBEDDER
 from .runner import _CountCache
 
 DEFAULT_TYPES = {"locomo": ("1 multi-hop",), "synth": ("multi-session", "temporal", "knowledge-update")}
