@@ -355,6 +355,7 @@ RULES: Mapping[str, Callable[[Scored], list[int]]] = {
     "routed: keep 3, then 1/session": lambda s: routed(s, 1, keep=3),
     "routed: keep 5, then 1/session": lambda s: routed(s, 1, keep=5),
     "routed: keep 3, then 2/session": lambda s: routed(s, 2, keep=3),
+    "gather (agg: keep 5, then 1/session; no sentence vectors)": lambda s: gather(s, keep=5),
     "recommended: event dates .5 + routed keep 5": lambda s: routed(with_fused(s, event_fused(s)), 1, keep=5),
     "category expansion (agg)": lambda s: expand_category(s, gather_after=False),
     "category expansion (agg) + routed keep 5": expand_category,
