@@ -66,6 +66,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -97,13 +98,15 @@ def cited_ids(raw: Any) -> list[str]:
     return out
 
 
-_STOP = frozenset("""a an the and or but if of to in on at for with from by about as into over after before up down
+_STOP = frozenset(
+    """a an the and or but if of to in on at for with from by about as into over after before up down
 out off than then so such that this these those there here it its it's is are was were be been
 being am do does did done have has had having i me my mine we us our you your yours he him his
 she her they them their what which who whom whose when where why how all any both each few more
 most other some no nor not only own same too very can will just should now also really like get
 got go going went one yes yeah oh wow hey hi thanks thank great awesome amazing cool nice love
-loved""".split())
+loved""".split()
+)
 
 
 def content_words(text: str, names: Iterable[str] = ()) -> set[str]:
@@ -132,20 +135,29 @@ def locomo_sessions(sample: Mapping[str, Any]) -> list[tuple[str, list[dict[str,
     ``assistant``, turns 30 s apart from the session date, a shared photo's
     caption appended to the text; the ``dia_id`` goes in the metadata.
     """
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     conv = sample["conversation"]
-    numbers = sorted(int(k.split("_")[1]) for k in conv
-                     if k.startswith("session_") and k.count("_") == 1 and isinstance(conv[k], list))
+    numbers = sorted(
+        int(k.split("_")[1])
+        for k in conv
+        if k.startswith("session_") and k.count("_") == 1 and isinstance(conv[k], list)
+    )
     out = []
     for n in numbers:
-        start = datetime.strptime(conv[f"session_{n}_date_time"], _DATE_FORMAT).replace(tzinfo=timezone.utc)
+        start = datetime.strptime(conv[f"session_{n}_date_time"], _DATE_FORMAT).replace(tzinfo=UTC)
         turns = []
         for i, t in enumerate(conv[f"session_{n}"]):
             text = t["text"] + (f" [shares {t['blip_caption']}]" if t.get("blip_caption") else "")
-            turns.append({"role": "user" if t["speaker"] == conv["speaker_a"] else "assistant", "content": text,
-                          "name": t["speaker"], "timestamp": start + timedelta(seconds=30 * i),
-                          "metadata": {"dia_id": t["dia_id"]}})
+            turns.append(
+                {
+                    "role": "user" if t["speaker"] == conv["speaker_a"] else "assistant",
+                    "content": text,
+                    "name": t["speaker"],
+                    "timestamp": start + timedelta(seconds=30 * i),
+                    "metadata": {"dia_id": t["dia_id"]},
+                }
+            )
         out.append((f"session_{n}", turns))
     return out
 
@@ -174,9 +186,19 @@ def _open(target: str) -> Any:
 
 def _item_rows(mem: Any) -> list[dict[str, Any]]:
     dia = {st.id: st.turn.metadata.get("dia_id") for st in mem.turns()}
-    return [{"id": it.id, "content": it.content, "type": it.type, "review": it.review, "tier": it.tier,
-             "source": it.source, "live": it.live, "sources": [dia.get(t) for t in it.provenance]}
-            for it in mem.items.list()]
+    return [
+        {
+            "id": it.id,
+            "content": it.content,
+            "type": it.type,
+            "review": it.review,
+            "tier": it.tier,
+            "source": it.source,
+            "live": it.live,
+            "sources": [dia.get(t) for t in it.provenance],
+        }
+        for it in mem.items.list()
+    ]
 
 
 def worker_quality(a: Mapping[str, Any]) -> dict[str, Any]:
@@ -196,8 +218,9 @@ def worker_quality(a: Mapping[str, Any]) -> dict[str, Any]:
                 mem.add(Turn(**t), session=session)
                 n += 1
         status = mem.items.status()
-        out.append({"sample": pos, "turns": n, "items": _item_rows(mem),
-                    "flags": dict(getattr(status, "flags", {}) or {})})
+        out.append(
+            {"sample": pos, "turns": n, "items": _item_rows(mem), "flags": dict(getattr(status, "flags", {}) or {})}
+        )
         mem.close()
     if emb is not None:
         emb.save()
@@ -251,18 +274,31 @@ def worker_labels(a: Mapping[str, Any]) -> dict[str, Any]:
         h = data["haystacks"][pos]
         mem = Memory(a["db"], namespace=f"synth-{h['id']}", embedder=emb)
         for s in h["sessions"]:
-            mem.add([Turn(t["role"], t["text"], timestamp=datetime.fromisoformat(t["timestamp"]),
-                          metadata={"dia_id": t["id"]}) for t in s["turns"]], session=s["id"])
+            mem.add(
+                [
+                    Turn(
+                        t["role"],
+                        t["text"],
+                        timestamp=datetime.fromisoformat(t["timestamp"]),
+                        metadata={"dia_id": t["id"]},
+                    )
+                    for t in s["turns"]
+                ],
+                session=s["id"],
+            )
         by_id = {st.id: st for st in mem.turns()}
         for qi, q in enumerate(h["questions"]):
             for budget in a["budgets"]:
-                ctx = mem.context(q["question"], budget=budget, format="text",
-                                  now=datetime.fromisoformat(q["question_date"]))
-                shown = [by_id[t] for item in ctx.manifest.items if item.kind == "turn" for t in item.turn_ids
-                         if t in by_id]
+                ctx = mem.context(
+                    q["question"], budget=budget, format="text", now=datetime.fromisoformat(q["question_date"])
+                )
+                shown = [
+                    by_id[t] for item in ctx.manifest.items if item.kind == "turn" for t in item.turn_ids if t in by_id
+                ]
                 labels, unmatched = _labels(ctx.text, shown)
-                out.append({"haystack": pos, "question": qi, "budget": budget, "labels": labels,
-                            "unmatched": unmatched})
+                out.append(
+                    {"haystack": pos, "question": qi, "budget": budget, "labels": labels, "unmatched": unmatched}
+                )
         mem.close()
     if emb is not None:
         emb.save()
@@ -283,7 +319,7 @@ def _labels(text: str, shown: Sequence[Any]) -> tuple[list[list[str]], int]:
     out, unmatched = [], 0
     for m in _LABEL.finditer(text):
         # Excerpts fold blank lines: compare with runs of white space made one space.
-        after = " ".join(_EXCERPT.sub("", text[m.end():m.end() + 400]).lstrip("… ").split())
+        after = " ".join(_EXCERPT.sub("", text[m.end() : m.end() + 400]).lstrip("… ").split())
         same = [st for st in shown if (st.turn.name or st.role) == m.group(1)] or list(shown)
         flat = {st.id: " ".join(st.text.split()) for st in same}
         hit = None
@@ -312,8 +348,7 @@ class Tree:
     def __init__(self, name: str, src: Path, same_as: str | None = None) -> None:
         self.name, self.src, self.same_as = name, src, same_as
 
-    def run(self, mode: str, args: Mapping[str, Any], *, timeout: float | None = None,
-            background: bool = False) -> Any:
+    def run(self, mode: str, args: Mapping[str, Any], *, timeout: float | None = None, background: bool = False) -> Any:
         """Run a worker in a fresh process on this tree; its JSON answer (or the Popen when ``background``)."""
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", mode, json.dumps(args, default=str)]
         env = {**os.environ, "PYTHONPATH": f"{self.src}{os.pathsep}{ROOT}"}
@@ -347,10 +382,15 @@ def make_trees(baselines: Sequence[str], srcs: Sequence[str], this_tree: bool, t
     if this_tree:
         clean = not _git("status", "--porcelain", "--", "src")
         head = _git("rev-parse", "HEAD:src")
-        same = next((t for t, rev in zip(trees, baselines, strict=False)
-                     if clean and _git("rev-parse", f"{rev}:src") == head), None)
-        trees.append(Tree(f"this tree ({_git('rev-parse', '--short', 'HEAD')})", ROOT / "src",
-                          same_as=same.name if same else None))
+        same = next(
+            (t for t, rev in zip(trees, baselines, strict=False) if clean and _git("rev-parse", f"{rev}:src") == head),
+            None,
+        )
+        trees.append(
+            Tree(
+                f"this tree ({_git('rev-parse', '--short', 'HEAD')})", ROOT / "src", same_as=same.name if same else None
+            )
+        )
     return trees
 
 
@@ -388,16 +428,27 @@ def score_quality(data: Sequence[Mapping[str, Any]], convs: Sequence[Mapping[str
         pairs = [d in cited for i in items for d in i["sources"]]
         # Grounded and on topic: the item's own words meet those of an observation citing its turn
         # (two content words), so a greeting quoted from a cited turn does not count.
-        on_topic = sum(any(len(content_words(i["content"], names) & said.get(d, set())) >= 2 for d in i["sources"])
-                       for i in items)
+        on_topic = sum(
+            any(len(content_words(i["content"], names) & said.get(d, set())) >= 2 for d in i["sources"]) for i in items
+        )
         covered = sum(any(d in sources for d in ids) for _, _, ids in obs)
         keys = Counter(norm_text(i["content"]) for i in items)
         dup = sum(n - 1 for n in keys.values())
         types.update(i["type"] for i in items)
-        row = {"sample": c["sample"], "turns": c["turns"], "items": len(items), "grounded": grounded,
-               "obs": len(obs), "covered": covered, "on_topic": on_topic, "sources": len(pairs),
-               "sources_cited": sum(pairs), "dup": dup, "cited_turns": len(cited),
-               "pending": sum(i["review"] == "pending" for i in items)}
+        row = {
+            "sample": c["sample"],
+            "turns": c["turns"],
+            "items": len(items),
+            "grounded": grounded,
+            "obs": len(obs),
+            "covered": covered,
+            "on_topic": on_topic,
+            "sources": len(pairs),
+            "sources_cited": sum(pairs),
+            "dup": dup,
+            "cited_turns": len(cited),
+            "pending": sum(i["review"] == "pending" for i in items),
+        }
         per.append(row)
         tot.update({k: v for k, v in row.items() if k != "sample"})
     return {"total": dict(tot), "per": per, "types": dict(types)}
@@ -409,31 +460,46 @@ def _ratio(a: float, b: float) -> str:
 
 def print_quality(rows: Mapping[str, Any], order: Sequence[str], seconds: Mapping[str, float]) -> None:
     first = rows[order[0]]["total"]
-    print(f"\n## LoCoMo memory items ({len(rows[order[0]]['per'])} conversations, {first['turns']:,} turns, "
-          f"{first['obs']:,} observations citing {first['cited_turns']:,} turns)\n")
-    print("| extractor | items | grounded | covered | items / 1k turns | dup | grounded on topic | sources per item "
-          "| source precision | pending review | ingest s | load |")
+    print(
+        f"\n## LoCoMo memory items ({len(rows[order[0]]['per'])} conversations, {first['turns']:,} turns, "
+        f"{first['obs']:,} observations citing {first['cited_turns']:,} turns)\n"
+    )
+    print(
+        "| extractor | items | grounded | covered | items / 1k turns | dup | grounded on topic | sources per item "
+        "| source precision | pending review | ingest s | load |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in order:
         t = rows[name]["total"]
-        print(f"| {name} | {t['items']:,} | {_ratio(t['grounded'], t['items'])} | {_ratio(t['covered'], t['obs'])} "
-              f"| {1000 * t['items'] / t['turns']:.0f} | {t['dup']} | {_ratio(t['on_topic'], t['items'])} "
-              f"| {t['sources'] / max(1, t['items']):.2f} "
-              f"| {_ratio(t['sources_cited'], t['sources'])} | {t['pending']:,} "
-              f"| {seconds[name][0]:.0f} | {seconds[name][1]:.1f} |")
-    print(f"| reference: every turn an item | {first['turns']:,} | {_ratio(first['cited_turns'], first['turns'])} "
-          f"| 1.000 | 1000 | - | - | 1.00 | {_ratio(first['cited_turns'], first['turns'])} | - | - | - |")
-    print(f"| reference: the observations | {first['obs']:,} | 1.000 | 1.000 "
-          f"| {1000 * first['obs'] / first['turns']:.0f} | - | 1.000 | - | 1.000 | - | - | - |")
+        print(
+            f"| {name} | {t['items']:,} | {_ratio(t['grounded'], t['items'])} | {_ratio(t['covered'], t['obs'])} "
+            f"| {1000 * t['items'] / t['turns']:.0f} | {t['dup']} | {_ratio(t['on_topic'], t['items'])} "
+            f"| {t['sources'] / max(1, t['items']):.2f} "
+            f"| {_ratio(t['sources_cited'], t['sources'])} | {t['pending']:,} "
+            f"| {seconds[name][0]:.0f} | {seconds[name][1]:.1f} |"
+        )
+    print(
+        f"| reference: every turn an item | {first['turns']:,} | {_ratio(first['cited_turns'], first['turns'])} "
+        f"| 1.000 | 1000 | - | - | 1.00 | {_ratio(first['cited_turns'], first['turns'])} | - | - | - |"
+    )
+    print(
+        f"| reference: the observations | {first['obs']:,} | 1.000 | 1.000 "
+        f"| {1000 * first['obs'] / first['turns']:.0f} | - | 1.000 | - | 1.000 | - | - | - |"
+    )
     print("\nper conversation: grounded / covered / items per 1k turns")
     print("| extractor | " + " | ".join(str(r["sample"]) for r in rows[order[0]]["per"]) + " |")
     print("|---|" + "---:|" * len(rows[order[0]]["per"]))
     for name in order:
-        cells = [f"{_ratio(r['grounded'], r['items'])} / {_ratio(r['covered'], r['obs'])} / "
-                 f"{1000 * r['items'] / r['turns']:.0f}" for r in rows[name]["per"]]
+        cells = [
+            f"{_ratio(r['grounded'], r['items'])} / {_ratio(r['covered'], r['obs'])} / "
+            f"{1000 * r['items'] / r['turns']:.0f}"
+            for r in rows[name]["per"]
+        ]
         print(f"| {name} | " + " | ".join(cells) + " |")
-    print("\nitem types: " + "; ".join(f"{n}: " + ", ".join(f"{k} {v}" for k, v in sorted(rows[n]["types"].items()))
-                                      for n in order))
+    print(
+        "\nitem types: "
+        + "; ".join(f"{n}: " + ", ".join(f"{k} {v}" for k, v in sorted(rows[n]["types"].items())) for n in order)
+    )
 
 
 def run_quality(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> None:
@@ -441,8 +507,16 @@ def run_quality(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> N
     rows, seconds = {}, {}
     for t in _measured(trees):
         db = tmp / f"quality-{abs(hash(t.name))}.db"
-        ans = t.run("quality", {"locomo": str(LOCOMO), "samples": args.samples, "db": str(db),
-                                "embedder": args.embedder, "cache": str(args.locomo_cache)})
+        ans = t.run(
+            "quality",
+            {
+                "locomo": str(LOCOMO),
+                "samples": args.samples,
+                "db": str(db),
+                "embedder": args.embedder,
+                "cache": str(args.locomo_cache),
+            },
+        )
         rows[t.name] = score_quality(data, ans["conversations"])
         seconds[t.name] = (ans["seconds"], ans["load"])
         if args.dump:
@@ -477,9 +551,21 @@ def _probe(t: Tree, target: str, writers: int, seconds: float) -> dict[str, Any]
     # The schema (or file) first, from one process: the writers then race on items only.
     t.run("count", {"target": target})
     start = time.time() + 3.0
-    procs = [t.run("writer", {"target": target, "writer": w, "start": start, "deadline": start + seconds,
-                              "locomo": str(LOCOMO), "samples": list(range(10))}, background=True)
-             for w in range(writers)]
+    procs = [
+        t.run(
+            "writer",
+            {
+                "target": target,
+                "writer": w,
+                "start": start,
+                "deadline": start + seconds,
+                "locomo": str(LOCOMO),
+                "samples": list(range(10)),
+            },
+            background=True,
+        )
+        for w in range(writers)
+    ]
     results = []
     for w, p in enumerate(procs):
         so, se = p.communicate(timeout=seconds + 600)
@@ -487,10 +573,15 @@ def _probe(t: Tree, target: str, writers: int, seconds: float) -> dict[str, Any]
     counted = t.run("count", {"target": target})
     items = [i for i in counted["items"] if i["source"] == "extracted"]
     keys = Counter(norm_text(i["content"]) for i in items)
-    return {"turns": counted["turns"], "items": len(items), "distinct": len(keys),
-            "dup": sum(n - 1 for n in keys.values()), "errors": sum(r["errors"] for r in results),
-            "first_error": next((r["first_error"] for r in results if r["first_error"]), None),
-            "load": os.getloadavg()[0]}
+    return {
+        "turns": counted["turns"],
+        "items": len(items),
+        "distinct": len(keys),
+        "dup": sum(n - 1 for n in keys.values()),
+        "errors": sum(r["errors"] for r in results),
+        "first_error": next((r["first_error"] for r in results if r["first_error"]), None),
+        "load": os.getloadavg()[0],
+    }
 
 
 def run_concurrency(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> None:
@@ -500,21 +591,28 @@ def run_concurrency(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) 
         for t in _measured(trees):
             for backend, make in targets.items():
                 for writers in args.writers:
-                    rows[t.name, backend, writers] = _probe(t, make(f"probe_{len(rows)}_{backend}"), writers,
-                                                            args.seconds)
+                    rows[t.name, backend, writers] = _probe(
+                        t, make(f"probe_{len(rows)}_{backend}"), writers, args.seconds
+                    )
     finally:
         if server is not None:
             server.stop()
-    print(f"\n## Concurrent writers: the same LoCoMo turns (conversations 0-9 in order, one add per turn, each "
-          f"writer into its own sessions) into one namespace for {args.seconds:.0f} s; one writer is the control\n")
-    print("| extractor | backend | writers | turns stored | extracted items | distinct texts | duplicates "
-          "| writer errors | load |\n|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print(
+        f"\n## Concurrent writers: the same LoCoMo turns (conversations 0-9 in order, one add per turn, each "
+        f"writer into its own sessions) into one namespace for {args.seconds:.0f} s; one writer is the control\n"
+    )
+    print(
+        "| extractor | backend | writers | turns stored | extracted items | distinct texts | duplicates "
+        "| writer errors | load |\n|---|---|---:|---:|---:|---:|---:|---:|---:|"
+    )
     for t in trees:
         for backend in targets:
             for writers in args.writers:
                 r = rows[t.same_as or t.name, backend, writers]
-                print(f"| {t.name} | {backend} | {writers} | {r['turns']:,} | {r['items']:,} | {r['distinct']:,} "
-                      f"| {r['dup']:,} | {r['errors']} | {r['load']:.1f} |")
+                print(
+                    f"| {t.name} | {backend} | {writers} | {r['turns']:,} | {r['items']:,} | {r['distinct']:,} "
+                    f"| {r['dup']:,} | {r['errors']} | {r['load']:.1f} |"
+                )
     for k, r in rows.items():
         if r["first_error"]:
             print(f"first writer error, {' / '.join(map(str, k))}: {r['first_error']}")
@@ -537,7 +635,7 @@ def score_labels(chats: Mapping[str, Any], contexts: Sequence[Mapping[str, Any]]
     ku_total = ku_right = 0
     by_budget: dict[int, list[int]] = {}
     for c in contexts:
-        shown = dict((d, lab) for d, lab in c["labels"])
+        shown = dict(c["labels"])
         unmatched += c["unmatched"]
         tally = by_budget.setdefault(c["budget"], [0, 0, 0])
         tally[0] += 1
@@ -557,8 +655,17 @@ def score_labels(chats: Mapping[str, Any], contexts: Sequence[Mapping[str, Any]]
             ku_total += 1
             old, new = q["evidence"]
             ku_right += shown.get(new) == "newer" and shown.get(old) == "superseded?"
-    return {"contexts": len(contexts), "labels": n, "correct": correct, "on_pair": on_pair, "wrong": dict(wrong),
-            "unmatched": unmatched, "ku_total": ku_total, "ku_right": ku_right, "by_budget": by_budget}
+    return {
+        "contexts": len(contexts),
+        "labels": n,
+        "correct": correct,
+        "on_pair": on_pair,
+        "wrong": dict(wrong),
+        "unmatched": unmatched,
+        "ku_total": ku_total,
+        "ku_right": ku_right,
+        "by_budget": by_budget,
+    }
 
 
 def run_labels(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> None:
@@ -572,26 +679,40 @@ def run_labels(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> No
         path.write_text(json.dumps(chats))
     rows, seconds = {}, {}
     for t in _measured(trees):
-        ans = t.run("labels", {"chats": str(path), "haystacks": args.haystacks, "budgets": args.budgets,
-                               "db": str(tmp / f"labels-{abs(hash(t.name))}.db"), "embedder": args.label_embedder,
-                               "cache": str(args.synth_cache)})
+        ans = t.run(
+            "labels",
+            {
+                "chats": str(path),
+                "haystacks": args.haystacks,
+                "budgets": args.budgets,
+                "db": str(tmp / f"labels-{abs(hash(t.name))}.db"),
+                "embedder": args.label_embedder,
+                "cache": str(args.synth_cache),
+            },
+        )
         rows[t.name] = score_labels(chats, ans["contexts"])
         seconds[t.name] = (ans["seconds"], ans["load"])
         if args.dump:
             Path(args.dump).with_suffix(f".{len(rows)}.labels.json").write_text(json.dumps(ans))
     _copy_rows(trees, rows)
     _copy_rows(trees, seconds)
-    print(f"\n## Knowledge-update labels on the assistant-chat set ({len(args.haystacks)} haystacks, "
-          f"budgets {', '.join(map(str, args.budgets))}, default policy, embedder {args.label_embedder})\n")
-    print("| extractor | contexts | labels | per context | precision | labels on a true pair's turns "
-          "| wrong (newer / superseded?) | update questions labelled right | s | load |")
+    print(
+        f"\n## Knowledge-update labels on the assistant-chat set ({len(args.haystacks)} haystacks, "
+        f"budgets {', '.join(map(str, args.budgets))}, default policy, embedder {args.label_embedder})\n"
+    )
+    print(
+        "| extractor | contexts | labels | per context | precision | labels on a true pair's turns "
+        "| wrong (newer / superseded?) | update questions labelled right | s | load |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in trees:
         r = rows[t.name]
-        print(f"| {t.name} | {r['contexts']} | {r['labels']} | {r['labels'] / max(1, r['contexts']):.2f} "
-              f"| {_ratio(r['correct'], r['labels'])} | {r['on_pair']} "
-              f"| {r['wrong'].get('newer', 0)} / {r['wrong'].get('superseded?', 0)} "
-              f"| {r['ku_right']} / {r['ku_total']} | {seconds[t.name][0]:.0f} | {seconds[t.name][1]:.1f} |")
+        print(
+            f"| {t.name} | {r['contexts']} | {r['labels']} | {r['labels'] / max(1, r['contexts']):.2f} "
+            f"| {_ratio(r['correct'], r['labels'])} | {r['on_pair']} "
+            f"| {r['wrong'].get('newer', 0)} / {r['wrong'].get('superseded?', 0)} "
+            f"| {r['ku_right']} / {r['ku_total']} | {seconds[t.name][0]:.0f} | {seconds[t.name][1]:.1f} |"
+        )
         if r["unmatched"]:
             print(f"  ({r['unmatched']} label(s) could not be matched to a shown turn)")
 
@@ -600,8 +721,10 @@ def run_labels(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> No
 
 
 def run_recall(trees: Sequence[Tree], args: argparse.Namespace) -> None:
-    print("\n## Guard rail: LoCoMo recall (benchmarks/locomo_recall.py --ours"
-          f"{' --no-dense' if args.recall_no_dense else ''}), strict table, per tree\n")
+    print(
+        "\n## Guard rail: LoCoMo recall (benchmarks/locomo_recall.py --ours"
+        f"{' --no-dense' if args.recall_no_dense else ''}), strict table, per tree\n"
+    )
     wanted = ("stratamem hybrid", "Memory.context (recall)", "Memory.context (hybrid)")
     done: dict[str, list[str]] = {}
     for t in _measured(trees):
@@ -615,7 +738,7 @@ def run_recall(trees: Sequence[Tree], args: argparse.Namespace) -> None:
             raise SystemExit(f"{t.name}: locomo_recall failed:\n{out.stderr[-3000:]}")
         lines = out.stdout.splitlines()
         start = next(i for i, line in enumerate(lines) if "strict (verbatim" in line)
-        block = lines[start + 1:start + 2 + len(wanted)]
+        block = lines[start + 1 : start + 2 + len(wanted)]
         done[t.name] = [block[0]] + [line for line in block[1:] if line.startswith(wanted)]
         done[t.name].append(f"({time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f})")
     for t in trees:
@@ -629,20 +752,26 @@ def run_recall(trees: Sequence[Tree], args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the arguments, run the parts on every tree, print the tables."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--baseline", action="append", help=f"git revision to compare (repeatable; default "
-                                                         f"{DEFAULT_BASELINE})")
+    ap.add_argument(
+        "--baseline", action="append", help=f"git revision to compare (repeatable; default {DEFAULT_BASELINE})"
+    )
     ap.add_argument("--src", action="append", default=[], help="another src directory to measure (repeatable)")
     ap.add_argument("--no-this-tree", action="store_true", help="do not measure this worktree's src")
     ap.add_argument("--parts", nargs="*", choices=PARTS, default=["quality", "concurrency", "labels"])
     ap.add_argument("--quick", action="store_true", help="shorter probe, 2 chat haystacks (~3 min)")
     ap.add_argument("--samples", type=int, nargs="*", default=list(range(10)), help="LoCoMo conversations")
-    ap.add_argument("--embedder", choices=("none", "minilm"), default="none",
-                    help="embedder for the LoCoMo adds (items' text does not depend on it today; a salience "
-                         "rule that reads vectors needs minilm)")
+    ap.add_argument(
+        "--embedder",
+        choices=("none", "minilm"),
+        default="none",
+        help="embedder for the LoCoMo adds (items' text does not depend on it today; a salience "
+        "rule that reads vectors needs minilm)",
+    )
     ap.add_argument("--label-embedder", choices=("none", "minilm"), default="minilm")
     ap.add_argument("--recall-no-dense", action="store_true", help="the recall part without embeddings (faster)")
-    ap.add_argument("--writers", type=int, nargs="*", help="writer processes per probe (default 1 and 4, quick 4; "
-                                                           "1 is the control)")
+    ap.add_argument(
+        "--writers", type=int, nargs="*", help="writer processes per probe (default 1 and 4, quick 4; 1 is the control)"
+    )
     ap.add_argument("--seconds", type=float, help="writer probe length (default 30, quick 8)")
     ap.add_argument("--backends", nargs="*", choices=("sqlite", "postgres"), default=["sqlite", "postgres"])
     ap.add_argument("--haystacks", type=int, nargs="*", help="chat-set haystacks (default all 10, quick 0 1)")
@@ -664,8 +793,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         tmp = Path(d)
         tmp.chmod(0o777)  # pgserver's server user writes its socket beside us
         trees = make_trees(args.baseline or [DEFAULT_BASELINE], args.src, not args.no_this_tree, tmp)
-        print(f"trees: " + "; ".join(f"{t.name} = {t.src}" + (f" (same src as {t.same_as}: measured once)"
-                                                            if t.same_as else "") for t in trees))
+        print(
+            "trees: "
+            + "; ".join(
+                f"{t.name} = {t.src}" + (f" (same src as {t.same_as}: measured once)" if t.same_as else "")
+                for t in trees
+            )
+        )
         print(f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f} at start")
         if "quality" in args.parts:
             run_quality(trees, args, tmp)

@@ -52,30 +52,38 @@ sys.path.insert(0, str(ROOT))
 
 _SPLIT = re.compile(r"(?<=[.!?])\s+")
 FIRST = re.compile(r"\b(?:i|i'm|i've|i'd|my|we|we've|we're|our|me|us)\b", re.I)
-CUE = re.compile(r"\b(?:now|new|newly|moved|move|switched|switching|joined|started|finally|renam\w+|instead|"
-                 r"anymore|no longer|these days|since|changed|became|become|passed|record|cancelled)\b", re.I)
+CUE = re.compile(
+    r"\b(?:now|new|newly|moved|move|switched|switching|joined|started|finally|renam\w+|instead|"
+    r"anymore|no longer|these days|since|changed|became|become|passed|record|cancelled)\b",
+    re.I,
+)
 _AS = re.compile(r"\bas (?:an?|the) ([a-z][a-z ]{2,40}?)(?=[,.;!?]| and | last | since | my | I |$)", re.I)
 _VALUE = re.compile(r"\b\d+(?::\d+)?[a-z]?\b|\b[A-Z][a-z]+\b|\b[A-C][12]\b")
 _PREFIX = re.compile(r"^(?:side note|also|unrelated,? but|by the way|btw|oh,? and|anyway|p\.?s\.?)[:,]?\s*", re.I)
 # Attribute classes: words that name the same slot of a person's life (a small lexicon, written for this note).
-SLOTS: dict[str, frozenset[str]] = {k: frozenset(v.split()) for k, v in {
-    "residence": "live living lived moved move moving home place city apartment flat house rent unpacking "
-                 "neighbourhood",
-    "job": "work working job position career role employer company occupation promoted hired shift",
-    "pet": "kitten cat dog puppy pet renamed rename named called",
-    "record": "record best fastest pb personal",
-    "level": "level exam certificate tested grade",
-    "membership": "membership gym club studio member joined train",
-    "partner": "partner girlfriend boyfriend wife husband married engaged dating",
-    "school": "school university degree studying course college",
-}.items()}
-_STOP = frozenset("""a an the and or but if of to in on at for with from by about as into over after before up down
+SLOTS: dict[str, frozenset[str]] = {
+    k: frozenset(v.split())
+    for k, v in {
+        "residence": "live living lived moved move moving home place city apartment flat house rent unpacking "
+        "neighbourhood",
+        "job": "work working job position career role employer company occupation promoted hired shift",
+        "pet": "kitten cat dog puppy pet renamed rename named called",
+        "record": "record best fastest pb personal",
+        "level": "level exam certificate tested grade",
+        "membership": "membership gym club studio member joined train",
+        "partner": "partner girlfriend boyfriend wife husband married engaged dating",
+        "school": "school university degree studying course college",
+    }.items()
+}
+_STOP = frozenset(
+    """a an the and or but if of to in on at for with from by about as into over after before up down
 out off than then so such that this these those there here it its is are was were be been being
 am do does did have has had i me my we us our you your they them their what which who when where
 why how all any both each few more most other some no not only own same too very can will just
 should now also really get got go going went one anything everything something still bit much
 many lot thing things time way keeps keep end ends week weeks day days month months year years
-last next make makes made new old""".split())
+last next make makes made new old""".split()
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,8 +103,9 @@ def statements(data: Mapping[str, Any]) -> list[Statement]:
         for s_i, s in enumerate(h["sessions"]):
             for t in s["turns"]:
                 if t["role"] == "user":
-                    out += [Statement(pos, t["id"], s_i, _PREFIX.sub("", x)) for x in _SPLIT.split(t["text"].strip())
-                            if x]
+                    out += [
+                        Statement(pos, t["id"], s_i, _PREFIX.sub("", x)) for x in _SPLIT.split(t["text"].strip()) if x
+                    ]
     return out
 
 
@@ -114,8 +123,11 @@ def content(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP and len(w) > 2}
 
 
-_PEOPLE = re.compile(r"\b(?:my|our) (parents?|mum|mom|dad|father|mother|cousin|friend|neighbou?r|sister|brother|"
-                     r"boss|coworker|colleague|son|daughter|kids?|aunt|uncle|grandma|grandpa|company|team)\b", re.I)
+_PEOPLE = re.compile(
+    r"\b(?:my|our) (parents?|mum|mom|dad|father|mother|cousin|friend|neighbou?r|sister|brother|"
+    r"boss|coworker|colleague|son|daughter|kids?|aunt|uncle|grandma|grandpa|company|team)\b",
+    re.I,
+)
 
 
 def subject(text: str) -> str:
@@ -140,9 +152,15 @@ def rules(a: Statement, b: Statement) -> dict[str, bool]:
     differ = statement and bool(va - vb) and bool(vb - va)
     cue = bool(CUE.search(b.text))
     same_subject = subject(a.text) == subject(b.text)
-    return {"topic": topic, "statement": statement, "values": differ, "cue": differ and cue,
-            "slot": differ and same_slot, "slot + cue": differ and same_slot and cue,
-            "slot + cue + subject": differ and same_slot and cue and same_subject}
+    return {
+        "topic": topic,
+        "statement": statement,
+        "values": differ,
+        "cue": differ and cue,
+        "slot": differ and same_slot,
+        "slot + cue": differ and same_slot and cue,
+        "slot + cue + subject": differ and same_slot and cue and same_subject,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -154,8 +172,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     from benchmarks.data.make_recall_chats import load_or_generate
 
     data = load_or_generate(args.seed)
-    truth = {(pos, tuple(q["evidence"])) for pos, h in enumerate(data["haystacks"]) for q in h["questions"]
-             if q["type"] == "knowledge-update" and len(q["evidence"]) == 2}
+    truth = {
+        (pos, tuple(q["evidence"]))
+        for pos, h in enumerate(data["haystacks"])
+        for q in h["questions"]
+        if q["type"] == "knowledge-update" and len(q["evidence"]) == 2
+    }
     names = ("topic", "statement", "values", "cue", "slot", "slot + cue", "slot + cue + subject")
     pairs: dict[str, set[tuple[int, tuple[str, str]]]] = {n: set() for n in names}
     wrong: list[tuple[str, str]] = []
@@ -164,7 +186,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         by_hay.setdefault(st.haystack, []).append(st)
     for pos, sts in by_hay.items():
         for i, a in enumerate(sts):
-            for b in sts[i + 1:]:
+            for b in sts[i + 1 :]:
                 if b.session == a.session:
                     continue
                 got = rules(a, b)
@@ -173,8 +195,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                         pairs[n].add((pos, (a.turn, b.turn)))
                 if got["slot + cue + subject"] and (pos, (a.turn, b.turn)) not in truth and len(wrong) < args.examples:
                     wrong.append((a.text, b.text))
-    print(f"chat set seed {args.seed}: {sum(len(v) for v in by_hay.values()):,} user sentences, "
-          f"{len(truth)} true updates\n")
+    print(
+        f"chat set seed {args.seed}: {sum(len(v) for v in by_hay.values()):,} user sentences, "
+        f"{len(truth)} true updates\n"
+    )
     print("| rule | pairs proposed | right | precision | true updates found |\n|---|---:|---:|---:|---:|")
     for n in names:
         right = len(pairs[n] & truth)

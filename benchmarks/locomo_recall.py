@@ -12,6 +12,14 @@ copied); the synthetic set is generated into a /tmp cache. With ``--cv`` the
 engine's weights are chosen on all conversations but one and scored on that
 one, for each in turn (``benchmarks/locomo/cv.py``); the table then shows the
 mean and worst fold of every system.
+
+After the recall tables come the ``all@k`` tables (issue 30): the share of
+questions whose *every* gold turn is in the top 5/10/25 or in the context
+packed at each budget, overall and per category/type, for all questions and
+for those with at least two gold turns; then how many gold turns
+``Memory.context`` left out as repeats of something already shown. ``--dump``
+writes each question's gold ranks for every system (diagnosis:
+``benchmarks/locomo/multievidence.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from benchmarks.locomo.baselines import (
 from benchmarks.locomo.embedcache import CACHE, SYNTH_CACHE, cached_embedder
 from benchmarks.locomo.metrics import category_label
 from benchmarks.locomo.protocol import LOCOMO_PATH, load_conversations
-from benchmarks.locomo.runner import Result, format_tables, run
+from benchmarks.locomo.runner import Result, format_all_tables, format_dedup, format_tables, run
 from stratamem.retrieve import CompactRenderer, Weights
 from stratamem.store import SQLiteStore
 
@@ -97,6 +105,26 @@ def _folds_table(results: list[Result]) -> str:
     return "\n".join(out)
 
 
+def _dump(path: Path, dataset: str, results: list[Result]) -> None:
+    """Per system and question: the question, its gold ids and ``Result.records`` (for diagnosis)."""
+    import json
+
+    out = {"dataset": dataset, "systems": {}}
+    for r in results:
+        out["systems"][r.name] = [
+            {
+                "sample": q.sample,
+                "index": q.index,
+                "category": q.category,
+                "question": q.text,
+                "gold": list(q.gold),
+                **{k: ({str(b): v for b, v in rec[k].items()} if k in ("kept", "repeats") else rec[k]) for k in rec},
+            }
+            for q, rec in zip(r.scores.questions, r.records, strict=True)
+        ]
+    path.write_text(json.dumps(out), encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print the tables."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -108,6 +136,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--points", type=int, default=120, help="random weight settings per normalisation (--cv)")
     ap.add_argument("--seed", type=int, default=11, help="synthetic set seed")
     ap.add_argument("--data", type=Path, default=LOCOMO_PATH)
+    ap.add_argument("--dump", type=Path, help="write per-question gold ranks and budget hits of every system (JSON)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     cv_lines: list[str] = []
@@ -159,6 +188,10 @@ def main(argv: list[str] | None = None) -> None:
                     f"{b}: {n / c:.2f} / {t / c:.1f} / {e / c:.2f}" for b, (c, n, t, e) in sorted(system.marks.items())
                 )
             )
+    print(format_all_tables(results))
+    print(format_dedup(results))
+    if args.dump:
+        _dump(args.dump, args.dataset, results)
     print(f"\ntotal {time.perf_counter() - t0:.1f} s")
 
 

@@ -93,6 +93,8 @@ class MemoryContext:
         self.name = f"Memory.context ({policy})"
         # Per budget: contexts, update labels shown, their tokens, excerpts shown.
         self.marks: dict[int, list[int]] = {}
+        # Of the last context: (turn id, reason, duplicate_of) of turns left out as repeats.
+        self.last_left_out: list[tuple[int, str, str | None]] = []
 
     def fit(self, conv: Conversation, store: Any) -> None:
         """A ``Memory`` on the conversation's namespace (its index builds on first query)."""
@@ -115,6 +117,11 @@ class MemoryContext:
         tally[1] += newer + older
         tally[2] += 4 * newer + 5 * older  # o200k tokens each label adds to its line
         tally[3] += sum(1 for i in ctx.manifest.items if i.format == "excerpt")
+        self.last_left_out = [
+            (int(m.id.split(":", 1)[1]), m.reason, m.duplicate_of)
+            for m in ctx.manifest.near_misses
+            if m.kind == "turn" and m.duplicate_of is not None and m.id.startswith("turn:")
+        ]
         return [self.by_id[i] for item in ctx.manifest.items if item.kind == "turn" for i in item.turn_ids]
 
 
