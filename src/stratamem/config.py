@@ -289,6 +289,9 @@ class ItemsConfig:
     recall_min_score: float = 0.3
     """Recall returns only items whose match score (0-1) reaches this; a recall that returns
     something counts as a hit."""
+    max_pending_review: int = 500
+    """Auto-extracted items waiting for review, at most, per namespace; past it the least salient
+    pending items are ``dropped`` (kept, out of recall; their turns stay recallable)."""
 
 
 @dataclass(frozen=True, slots=True)
