@@ -292,6 +292,11 @@ class ItemsConfig:
     max_pending_review: int = 500
     """Auto-extracted items waiting for review, at most, per namespace; past it the least salient
     pending items are ``dropped`` (kept, out of recall; their turns stay recallable)."""
+    min_salience: float | None = None
+    """Salience (0-1) a turn needs to give an auto-extracted item with the offline extractor;
+    ``None``: the fitted score that keeps ~150 items per 1,000 LoCoMo turns (``stratamem.summarize.salience``)."""
+    extractor: str = "rules"
+    """``rules`` (offline, default) or ``llm`` (pass ``Memory(extractor=LLMExtractor(...))``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,6 +472,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("EmbeddingConfig", "provider"): ("local", "openai", "none"),
     ("EmbeddingConfig", "engine"): ("auto", "numpy", "onnx"),
     ("LLMConfig", "provider"): ("openai", "anthropic"),
+    ("ItemsConfig", "extractor"): ("rules", "llm"),
 }
 
 
@@ -506,6 +512,8 @@ def _validate(obj: Any, prefix: str) -> None:
         total = obj.current_share + obj.history_share + obj.bulk_share
         if abs(total - 1.0) > 1e-6:
             raise ConfigError(f"{prefix}current_share + history_share + bulk_share must be 1.0, got {total:g}")
+    if isinstance(obj, ItemsConfig) and obj.min_salience is not None and obj.min_salience > 1:
+        raise ConfigError(f"{prefix}min_salience must be from 0 to 1, got {obj.min_salience!r}")
     if isinstance(obj, PyramidConfig):
         if min(obj.micro_chunk_size, obj.mini_chunk_size, obj.macro_chunk_size, obj.bulk_merge_size) < 1:
             raise ConfigError(f"{prefix}chunk sizes must be at least 1")

@@ -47,8 +47,10 @@ ITEM_SPEND_COLUMNS: tuple[str, ...] = (
     "calls {bigint} NOT NULL DEFAULT 0",
     "input_tokens {bigint} NOT NULL DEFAULT 0",
     "output_tokens {bigint} NOT NULL DEFAULT 0",
+    "failures {bigint} NOT NULL DEFAULT 0",
 )
-"""``item_spend``: model calls made to extract items, and the tokens the provider counted."""
+"""``item_spend``: model calls made to extract items, the tokens the provider counted, and the
+extractions that failed (their segments fell back to the offline rules)."""
 
 _BATCH = 1000
 _TIER_RANK = {"hot": 0, "warm": 1, "cold": 2}

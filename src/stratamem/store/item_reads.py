@@ -197,15 +197,18 @@ class ItemReads(SqlFeature):
         found = {it.id: it for it in self.get(namespace, [i for i, _ in pairs])}
         return {k: found[i] for i, k in pairs}
 
-    def item_spend(self, namespace: str) -> tuple[int, int, int]:
-        """``(calls, input_tokens, output_tokens)`` a model extractor spent on the namespace."""
+    def item_spend(self, namespace: str) -> tuple[int, int, int, int]:
+        """``(calls, input_tokens, output_tokens, failures)`` of a model extractor on the namespace."""
         key = self._sql.tenant_key(namespace)
-        if key is None:
-            return 0, 0, 0
-        rows = self._sql.rows(
-            f"SELECT calls, input_tokens, output_tokens FROM item_spend WHERE {self._tenant} = ?", (key,)
+        rows = (
+            self._sql.rows(
+                f"SELECT calls, input_tokens, output_tokens, failures FROM item_spend WHERE {self._tenant} = ?",
+                (key,),
+            )
+            if key is not None
+            else []
         )
-        return (int(rows[0][0]), int(rows[0][1]), int(rows[0][2])) if rows else (0, 0, 0)
+        return (int(rows[0][0]), int(rows[0][1]), int(rows[0][2]), int(rows[0][3])) if rows else (0, 0, 0, 0)
 
     def vectors_after(self, namespace: str, after_id: int) -> list[tuple[int, bytes, str | None]]:
         """``(id, float32 bytes, model)`` of embedded items with id > ``after_id``, by id."""

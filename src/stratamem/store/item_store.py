@@ -249,16 +249,20 @@ class ItemStore(ItemReads):
                 ).rowcount
         return deleted
 
-    def add_spend(self, namespace: str, *, calls: int, input_tokens: int, output_tokens: int) -> None:
-        """Add a model extractor's calls and provider-reported tokens to the namespace's ``item_spend``."""
+    def add_spend(
+        self, namespace: str, *, calls: int = 0, input_tokens: int = 0, output_tokens: int = 0, failures: int = 0
+    ) -> None:
+        """Add a model extractor's calls, provider-reported tokens and failures to the namespace's ``item_spend``."""
         with self._sql.write() as w:
             key = w.tenant(namespace)
             w.execute(
-                f"INSERT INTO item_spend ({self._tenant}, calls, input_tokens, output_tokens) VALUES (?, ?, ?, ?) "
-                f"ON CONFLICT ({self._tenant}) DO UPDATE SET calls = item_spend.calls + excluded.calls, "
+                f"INSERT INTO item_spend ({self._tenant}, calls, input_tokens, output_tokens, failures) "
+                f"VALUES (?, ?, ?, ?, ?) ON CONFLICT ({self._tenant}) DO UPDATE SET "
+                "calls = item_spend.calls + excluded.calls, "
                 "input_tokens = item_spend.input_tokens + excluded.input_tokens, "
-                "output_tokens = item_spend.output_tokens + excluded.output_tokens",
-                (key, int(calls), int(input_tokens), int(output_tokens)),
+                "output_tokens = item_spend.output_tokens + excluded.output_tokens, "
+                "failures = item_spend.failures + excluded.failures",
+                (key, int(calls), int(input_tokens), int(output_tokens), int(failures)),
             )
 
     def add_metrics(self, namespace: str, deltas: Mapping[str, float]) -> None:
