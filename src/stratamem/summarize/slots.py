@@ -34,7 +34,19 @@ from dataclasses import dataclass
 from ._units import prose_sentences
 from .statements import clean
 
-__all__ = ["ATTRIBUTES", "Slot", "attributes", "changed", "slot", "subject", "updates", "values"]
+__all__ = [
+    "ATTRIBUTES",
+    "Reading",
+    "Slot",
+    "attributes",
+    "changed",
+    "readings",
+    "slot",
+    "subject",
+    "updated",
+    "updates",
+    "values",
+]
 
 ATTRIBUTES: dict[str, frozenset[str]] = {
     name: frozenset(words.split())
@@ -127,8 +139,12 @@ def slot(sentence: str, speaker: str, names: Iterable[str] = ()) -> Slot | None:
     return Slot(subject(sentence, speaker), found.pop(), " ".join(vals))
 
 
-def _readings(text: str, speaker: str, names: Iterable[str]) -> list[tuple[str, set[str], set[str], bool]]:
-    """``(subject, attributes, values, changed)`` of each statement of a turn's text."""
+Reading = tuple[str, frozenset[str], frozenset[str], bool]
+"""What :func:`updates` compares of one statement: ``(subject, attributes, values, changed)``."""
+
+
+def readings(text: str, speaker: str, names: Iterable[str] = ()) -> list[Reading]:
+    """The :data:`Reading` of each statement (not question) of a turn's text, said by ``speaker``."""
     out = []
     for raw in prose_sentences(text):
         if raw.rstrip().endswith("?"):
@@ -138,22 +154,27 @@ def _readings(text: str, speaker: str, names: Iterable[str]) -> list[tuple[str, 
             out.append(
                 (
                     subject(sentence, speaker),
-                    attributes(sentence),
-                    set(values(sentence, [speaker, *names])),
+                    frozenset(attributes(sentence)),
+                    frozenset(values(sentence, [speaker, *names])),
                     changed(sentence),
                 )
             )
     return out
 
 
-def updates(older: str, newer: str, speaker: str, names: Iterable[str] = ()) -> bool:
-    """Whether a statement of ``newer`` updates one of ``older`` (both said by ``speaker``): the module's rule."""
-    names = list(names)
-    before = _readings(older, speaker, names)
-    for who, attrs, vals, cue in _readings(newer, speaker, names):
+def updated(before: Iterable[Reading], after: Iterable[Reading]) -> bool:
+    """Whether a statement read in ``after`` updates one read in ``before`` (the module's rule)."""
+    before = list(before)
+    for who, attrs, vals, cue in after:
         if not cue or not attrs or not vals:
             continue
         for who_before, attrs_before, vals_before, _ in before:
             if who == who_before and attrs & attrs_before and vals - vals_before and vals_before - vals:
                 return True
     return False
+
+
+def updates(older: str, newer: str, speaker: str, names: Iterable[str] = ()) -> bool:
+    """Whether a statement of ``newer`` updates one of ``older`` (both said by ``speaker``): the module's rule."""
+    names = list(names)
+    return updated(readings(older, speaker, names), readings(newer, speaker, names))
