@@ -670,11 +670,12 @@ def score_labels(chats: Mapping[str, Any], contexts: Sequence[Mapping[str, Any]]
 
 def run_labels(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from benchmarks.data.make_recall_chats import load_or_generate
+    from benchmarks.data.make_recall_chats import cache_path, load_or_generate
 
     chats = load_or_generate(11)
-    path = next(Path("/tmp").glob("stratamem-synth-chats-v*-11-*.json"), None)
-    if path is None:  # the generator's cache file is its business; fall back to a copy of our own
+    # Exactly this generator's file (other versions of the set may sit in /tmp beside it).
+    path = cache_path(11, 10, 44)
+    if not path.exists():  # the generator's cache file is its business; fall back to a copy of our own
         path = tmp / "chats.json"
         path.write_text(json.dumps(chats))
     rows, seconds = {}, {}

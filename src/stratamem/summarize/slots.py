@@ -127,16 +127,27 @@ def changed(sentence: str) -> bool:
     return bool(_CUE.search(sentence))
 
 
+_CLAUSE = re.compile(r"[,;:()]|\s(?:and|but|so|because|while|which|who)\s|\s[-–—]\s", re.IGNORECASE)
+
+
 def slot(sentence: str, speaker: str, names: Iterable[str] = ()) -> Slot | None:
-    """The one attribute a statement sets, with its value; ``None`` for a question, none or several attributes,
-    or no value."""
+    """The attribute a statement sets and its value, read in the clause that names the attribute first.
+
+    "We moved to Denver last spring, so the kids started at a new school" sets
+    the speaker's *residence* to ``denver`` (the school is another clause).
+    ``None`` for a question, or when that clause holds no value.
+    """
     if sentence.rstrip().endswith("?"):
         return None
-    found = attributes(sentence)
-    vals = values(sentence, [speaker, *names])
-    if len(found) != 1 or not vals:
-        return None
-    return Slot(subject(sentence, speaker), found.pop(), " ".join(vals))
+    for clause in _CLAUSE.split(sentence):
+        found = attributes(clause)
+        if not found:
+            continue
+        vals = values(clause.strip(), [speaker, *names])
+        if len(found) != 1 or not vals:
+            return None
+        return Slot(subject(sentence, speaker), found.pop(), " ".join(vals))
+    return None
 
 
 Reading = tuple[str, frozenset[str], frozenset[str], bool]

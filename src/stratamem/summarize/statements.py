@@ -207,7 +207,7 @@ def turn_features(sentences: list[str], photo: bool, answers: bool = False, open
 def statements(
     text: str, names: Iterable[str] = (), *, answers: bool = False, opening: bool = False
 ) -> list[Statement]:
-    """The cleaned statements of a turn's text, each with its features (greetings alone give none).
+    """The cleaned statements of a turn's text, each with its features (greetings alone, or a lone word, give none).
 
     Args:
         text: The turn's text (prose is taken from it: code and logs are skipped).
@@ -223,7 +223,7 @@ def statements(
     out: list[Statement] = []
     for i, sentence in enumerate(raw):
         body = clean(sentence, names)
-        if not body:
+        if len(_WORDS.findall(body)) < 2:  # nothing left but a name or an exclamation
             continue
         n_raw, n_body = len(_WORDS.findall(sentence)), len(_WORDS.findall(body))
         is_question = sentence.rstrip().endswith("?") or bool(_QUESTION_START.match(body))
