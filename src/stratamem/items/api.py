@@ -114,7 +114,7 @@ class Items(RecallOps, ExtractOps):
 
         Args:
             content: The knowledge, as text.
-            type: One of ``fact``, ``decision``, ``entity``, ``preference``, ``context``, ``message``.
+            type: One of ``fact``, ``decision``, ``entity``, ``preference``, ``event``, ``context``, ``message``.
             session: Session the item was added in (the one it belongs to with ``scope="session"``).
             key: Subject key; live items with the same key and the same scope (and, for
                 session-scoped items, the same session) are superseded by this one.
@@ -189,7 +189,7 @@ class Items(RecallOps, ExtractOps):
         )
 
     def status(self, session: str | None = None) -> ItemStatus:
-        """Per-tier items and tokens, hot utilization, flags, suggestions and metrics.
+        """Per-tier items and tokens, hot utilization, flags, the review queue, suggestions and metrics.
 
         Args:
             session: Count only the items a read in this session sees (namespace-wide
@@ -216,5 +216,6 @@ class Items(RecallOps, ExtractOps):
             tuple(self._suggestions()),
             self.metrics(),
             self.embedder is not None,
+            self.config.max_pending_review,
         )
 

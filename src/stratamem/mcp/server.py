@@ -53,8 +53,8 @@ _T = TypeVar("_T")
 _INSTRUCTIONS = (
     "Long-term memory for this agent. add_turns stores conversation messages; get_context assembles what to "
     "remember for the next call within a token budget (the whole result fits the budget); search_memory finds "
-    "past turns and summaries with scores; add_memory stores a fact/decision/entity/preference/context item; "
-    "memory_recall searches spilled items and may promote them; forget deletes turns, a session or the whole "
+    "past turns and summaries with scores; add_memory stores a fact/decision/entity/preference/event/context "
+    "item; memory_recall searches spilled items and may promote them; forget deletes turns, a session or the whole "
     "namespace for good."
 )
 

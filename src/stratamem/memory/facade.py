@@ -471,6 +471,7 @@ class Memory:
             tuple(self._derived.warnings),
             self._derived_embedder,
             self.indexer.model,
+            self.config.items.max_pending_review,
         )
 
     def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Status", "namespace_status", "spend_fields"]
+__all__ = ["Status", "item_fields", "namespace_status", "spend_fields"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +46,18 @@ class Status:
     """Prompt tokens one prompt saves by showing the summarized segments as summaries.
 
     See ``stratamem.pyramid.spend``."""
+    items_pending_review: int = 0
+    """Auto-extracted memory items waiting for review."""
+    items_review_cap: int = 0
+    """At most this many wait (``items.max_pending_review``); past it the least salient are dropped."""
+    extract_calls: int = 0
+    """Model calls made to extract memory items (0 with the offline extractor)."""
+    extract_input_tokens: int = 0
+    """Input tokens those calls cost, as the provider reported them."""
+    extract_output_tokens: int = 0
+    """Output tokens those calls cost."""
+    extract_failures: int = 0
+    """Model extractions that failed (their segments fell back to the offline rules)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -72,8 +84,30 @@ def spend_fields(store: Any, namespace: str) -> dict[str, int]:
     }
 
 
+def item_fields(store: Any, namespace: str, review_cap: int) -> dict[str, int]:
+    """The review queue and the extraction spend for a :class:`Status` (none where the store keeps no items)."""
+    items = getattr(store, "items", None)
+    if items is None:
+        return {}
+    calls, n_in, n_out, failures = items.item_spend(namespace)
+    return {
+        "items_pending_review": items.pending_count(namespace),
+        "items_review_cap": review_cap,
+        "extract_calls": calls,
+        "extract_input_tokens": n_in,
+        "extract_output_tokens": n_out,
+        "extract_failures": failures,
+    }
+
+
 def namespace_status(
-    store: Any, namespace: str, tokenizer: str, warnings: tuple[str, ...], embedder: Any, index_model: str | None
+    store: Any,
+    namespace: str,
+    tokenizer: str,
+    warnings: tuple[str, ...],
+    embedder: Any,
+    index_model: str | None,
+    review_cap: int = 0,
 ) -> Status:
     """The :class:`Status` of ``namespace``: the store's counts, the recall index's vectors and the spend.
 
@@ -96,4 +130,5 @@ def namespace_status(
         embedding_dims=int(getattr(embedder, "dimensions", 0) or 0) if embedder is not None else 0,
         embedded_turns=embedded,
         **spend_fields(store, namespace),
+        **item_fields(store, namespace, review_cap),
     )

@@ -405,13 +405,20 @@ class ItemStatus:
     hot_limit: int
     """Hot token limit."""
     flags: Mapping[str, int]
-    """Counts of superseded, pending-review, rejected and not-embedded items."""
+    """Counts of superseded, pending-review, rejected, dropped and not-embedded items."""
     suggestions: tuple[Suggestion, ...]
     """What to do next, if anything."""
     metrics: ItemMetrics
     """Counters and rates."""
     semantic: bool
     """Whether recall uses an embedder (otherwise it is lexical only)."""
+    review_cap: int = 0
+    """The review queue's cap (``items.max_pending_review``): at most this many extracted items wait for review."""
+
+    @property
+    def waiting(self) -> str:
+        """One line for a person: ``"12 items waiting for review (cap 500)"``."""
+        return f"{self.flags.get('pending_review', 0)} items waiting for review (cap {self.review_cap})"
 
     @property
     def utilization_percent(self) -> float:
@@ -431,6 +438,11 @@ class ItemStatus:
             "warm": {"items": self.warm.items, "tokens": self.warm.tokens},
             "cold": {"items": self.cold.items, "tokens": self.cold.tokens},
             "flags": dict(self.flags),
+            "review": {
+                "pending": self.flags.get("pending_review", 0),
+                "cap": self.review_cap,
+                "dropped": self.flags.get("dropped", 0),
+            },
             "recall_mode": "hybrid" if self.semantic else "lexical",
             "suggestions": [s.to_dict() for s in self.suggestions],
             "metrics": self.metrics.to_dict(),

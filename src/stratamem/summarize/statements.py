@@ -43,6 +43,11 @@ _OPENER = re.compile(
     r"(?:\s+(?:so\s+)?much)?(?:\s*[,!.:;…-]+\s*|\s+(?=(?-i:[A-Z])))",
     re.IGNORECASE,
 )
+# Discourse markers that open a sentence and may run straight into it ("Unrelated, but these days ...").
+_DISCOURSE = re.compile(
+    r"^(?:side note|unrelated,? but|by the way|btw|also|anyway|p\.?s\.?|oh,? and|and also)\b[,:;.-]*\s*",
+    re.IGNORECASE,
+)
 _QUESTION_START = re.compile(
     r"^(?:what|how|why|when|where|who|which|do|did|does|are|is|was|were|have|has|can|could|would|will|"
     r"any|anything|got any|ever)\b",
@@ -159,7 +164,7 @@ def clean(sentence: str, names: Iterable[str] = ()) -> str:
     vocative = _vocative(names)
     for _ in range(6):  # "Hey Dave! Wow, ..." peels in a few rounds
         before = text
-        text = _OPENER.sub("", text).strip()
+        text = _DISCOURSE.sub("", _OPENER.sub("", text).strip()).strip()
         if vocative is not None:
             text = vocative.sub("", text).strip()
         if text == before:

@@ -26,7 +26,7 @@ __all__ = [
     "Tier",
 ]
 
-ItemType = Literal["fact", "decision", "entity", "preference", "context", "message"]
+ItemType = Literal["fact", "decision", "entity", "preference", "event", "context", "message"]
 Tier = Literal["hot", "warm", "cold"]
 
 
