@@ -297,6 +297,9 @@ class ItemsConfig:
     ``None``: the fitted score that keeps ~150 items per 1,000 LoCoMo turns (``stratamem.summarize.salience``)."""
     extractor: str = "rules"
     """``rules`` (offline, default) or ``llm`` (pass ``Memory(extractor=LLMExtractor(...))``)."""
+    prompt_pending: bool = True
+    """Auto-extracted items still waiting for review may be recalled into contexts (confirmed and
+    API items always may; rejected and dropped ones never)."""
 
 
 @dataclass(frozen=True, slots=True)

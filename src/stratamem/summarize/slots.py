@@ -58,7 +58,7 @@ __all__ = [
 ATTRIBUTES: dict[str, frozenset[str]] = {
     name: frozenset(words.split())
     for name, words in {
-        "residence": "live lives living lived moved move moving home city apartment flat house rent renting "
+        "residence": "live lives living lived moved move moving settled home city apartment flat house rent renting "
         "unpacking unpacked relocated neighbourhood neighborhood",
         "job": "work works working job jobs position positions career careers role employer company occupation "
         "promoted promotion hired shift",
