@@ -95,13 +95,18 @@ def test_grouping_needs_the_same_speaker_a_different_day_and_similar_words() -> 
 
 
 def test_weak_hits_and_dissimilar_turns_are_left_alone() -> None:
-    hits = [Hit("turn:1", "turn", (1,), {"fused": 1.0}), Hit("turn:2", "turn", (2,), {"fused": 0.5})]
-    by_id = {t.id: t for t in TURNS}
-    # Turn 2 scores below 60% of the best: not compared.
+    same = _st(5, "Ana", "My manager at work is Sarah, she likes the data team.", 30)
+    by_id = {t.id: t for t in [*TURNS, same]}
+    hits = [Hit("turn:1", "turn", (1,), {"fused": 1.0}), Hit("turn:5", "turn", (5,), {"fused": 0.5})]
+    # Turn 5 scores below 60% of the best: not compared by similarity (and it updates nothing).
     assert find_updates(hits, by_id.__getitem__, lambda a, b: 1.0) == []
-    hits[1] = Hit("turn:2", "turn", (2,), {"fused": 0.9})
-    assert find_updates(hits, by_id.__getitem__, lambda a, b: 0.3) == [Update(2, (1,), (1,))]
+    hits[1] = Hit("turn:5", "turn", (5,), {"fused": 0.9})
+    assert find_updates(hits, by_id.__getitem__, lambda a, b: 0.29) == []
+    assert find_updates(hits, by_id.__getitem__, lambda a, b: 0.3) == [Update(5, (1,))]
     assert find_updates([], by_id.__getitem__, lambda a, b: 1.0) == []
+    # An update is found however weak its hit (among the top TOP_UPDATES): Tom replaced Sarah.
+    weak = [Hit("turn:1", "turn", (1,), {"fused": 1.0}), Hit("turn:2", "turn", (2,), {"fused": 0.1})]
+    assert find_updates(weak, by_id.__getitem__, lambda a, b: 0.0) == [Update(2, (1,), (1,))]
 
 
 def test_a_large_cluster_is_a_topic_not_an_update() -> None:

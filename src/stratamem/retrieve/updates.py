@@ -16,7 +16,8 @@ same attribute different values and the newer says it changed
 in Denver"; not two turns that merely talk about trips). Only people's turns
 are labelled (a named speaker, or the user): an assistant's answers explain,
 they do not update facts about anyone. Such a pair is grouped even when its
-two turns are not similar enough by the relation below.
+two turns are not similar enough by the relation below, among the top
+:data:`TOP_UPDATES` hits.
 
 "The same thing" is read generally, not from verbs like "moved": two hits
 are grouped when
@@ -51,6 +52,7 @@ __all__ = [
     "NEWER",
     "SUPERSEDED",
     "TOP",
+    "TOP_UPDATES",
     "Update",
     "find_updates",
     "order_updates",
@@ -60,6 +62,8 @@ TOP = 10
 """Only the best hits are compared (an update is worth showing only if both sides are recalled)."""
 MIN_SHARE = 0.6
 """A hit takes part when its fused score is at least this share of the best hit's."""
+TOP_UPDATES = 25
+"""Hits among which an update (:func:`stratamem.summarize.slots.updates`) is looked for, whatever their scores."""
 MIN_COSINE = 0.3
 """Embedding cosine from which two same-speaker hits are about the same thing."""
 MIN_OVERLAP = 0.25
@@ -115,9 +119,11 @@ def find_updates(
     if best <= 0:
         return []
     ids = [h.turn_ids[0] for h in hits[:TOP] if h.score.get("fused", 0.0) >= MIN_SHARE * best]
-    turns = {i: turn(i) for i in ids}
+    # An update is told by its words, not its rank: it is looked for deeper in the ranking.
+    wide = list(dict.fromkeys([*ids, *(h.turn_ids[0] for h in hits[:TOP_UPDATES])]))
+    turns = {i: turn(i) for i in wide}
     threshold = MIN_OVERLAP if lexical else MIN_COSINE
-    parent = {i: i for i in ids}
+    parent = {i: i for i in wide}
 
     def root(i: int) -> int:
         while parent[i] != i:
@@ -136,15 +142,17 @@ def find_updates(
                 read[st.id] = readings(st.text, _speaker(st), names)
         return updated(read[old.id], read[new.id])
 
-    for n, a in enumerate(ids):
-        for b in ids[n + 1 :]:
+    near = set(ids)
+    for n, a in enumerate(wide):
+        for b in wide[n + 1 :]:
             ta, tb = turns[a], turns[b]
             if _speaker(ta) != _speaker(tb) or ta.timestamp.date() == tb.timestamp.date():
                 continue
-            if similarity(a, b) >= threshold or update(ta, tb) or update(tb, ta):
+            similar = a in near and b in near and similarity(a, b) >= threshold
+            if similar or update(ta, tb) or update(tb, ta):
                 parent[root(a)] = root(b)
     groups: dict[int, list[int]] = {}
-    for i in ids:
+    for i in wide:
         groups.setdefault(root(i), []).append(i)
     out = []
     for members in groups.values():
