@@ -21,7 +21,10 @@ started at a new school" sets the residence, not the school):
   "become a …") or places ("at a boxing club", "joined a yoga studio"): a
   city is not replaced by a price, nor a job title by a city;
 * the newer one **says it changed** ("now", "new", "moved", "switched",
-  "joined", "started", "finally", "renamed", "no longer", "these days", ...).
+  "joined", "started", "finally", "renamed", "no longer", "these days", ...);
+  for an attribute people hold several values of at once (:data:`MANY`:
+  clubs, pets), it says the old one went ("cancelled", "instead", "renamed",
+  "these days", ...): joining a second club replaces nothing.
 
 Items use the same reading (:func:`slot`): a statement whose first attribute
 clause holds one attribute and a value carries ``subject:attribute`` as its
@@ -43,6 +46,7 @@ from .statements import clean
 
 __all__ = [
     "ATTRIBUTES",
+    "MANY",
     "Reading",
     "Slot",
     "attributes",
@@ -73,6 +77,10 @@ ATTRIBUTES: dict[str, frozenset[str]] = {
 }
 """Attribute classes: words that name the same attribute of a person's life (a small lexicon, ours)."""
 
+MANY = frozenset({"membership", "pet"})
+"""Attributes a person holds several values of at once (clubs, pets): a new value replaces an old one
+only when the newer statement says so (:data:`_REPLACED`: "cancelled", "instead", "renamed", ...)."""
+
 # Word pairs that look like an attribute but are not one ("the living room", "a work trip").
 _NOT_ATTRIBUTES = re.compile(
     r"\b(?:living room|work (?:trip|out|outs|on|through)|works? (?:for me|well|fine)|home ?made|at home|"
@@ -83,6 +91,11 @@ _CUE = re.compile(
     r"\b(?:now|new|newly|moved|switched|switching|joined|started|starting|finally|renam\w*|instead|anymore|"
     r"no longer|these days|changed|became|become|passed|cancelled|canceled|quit|left|promoted|upgraded|"
     r"ended up|came through|officially)\b",
+    re.IGNORECASE,
+)
+_REPLACED = re.compile(
+    r"\b(?:cancell?ed|canceled|quit|left|no longer|instead|anymore|renam\w*|switched|these days|used to|"
+    r"stopped|gave up|replaced)\b",
     re.IGNORECASE,
 )
 _ROLE = re.compile(r"\b(?:as (?:an?|the)|(?:become|became|becoming) an?) ((?:[a-z][a-z-]* ?){1,4})", re.IGNORECASE)
@@ -121,8 +134,8 @@ class Slot:
     """The value, lower case (several value words joined by a space, in sentence order)."""
 
 
-Reading = tuple[str, frozenset[str], frozenset[str], bool]
-"""What :func:`updated` compares of one clause: ``(subject, attributes, kind:value set, changed)``."""
+Reading = tuple[str, frozenset[str], frozenset[str], bool, bool]
+"""What :func:`updated` compares of one clause: ``(subject, attributes, kind:value set, changed, replaced)``."""
 
 
 def subject(sentence: str, speaker: str) -> str:
@@ -206,23 +219,24 @@ def readings(text: str, speaker: str, names: Iterable[str] = ()) -> list[Reading
         sentence = clean(raw, names)
         if not sentence:
             continue
-        who, cue = subject(sentence, speaker), changed(sentence)
+        who, cue, replaced = subject(sentence, speaker), changed(sentence), bool(_REPLACED.search(sentence))
         for i, clause in enumerate(_clauses(sentence)):
             found = attributes(clause)
             if found:
                 kinds = _kinds(clause if i == 0 else " " + clause, names)
-                out.append((who, frozenset(found), frozenset(f"{k}:{v}" for k, v in kinds), cue))
+                out.append((who, frozenset(found), frozenset(f"{k}:{v}" for k, v in kinds), cue, replaced))
     return out
 
 
 def updated(before: Iterable[Reading], after: Iterable[Reading]) -> bool:
     """Whether a clause read in ``after`` updates one read in ``before`` (the module's rule)."""
     before = list(before)
-    for who, attrs, vals, cue in after:
+    for who, attrs, vals, cue, replaced in after:
         if not cue or not vals:
             continue
-        for who_before, attrs_before, vals_before, _ in before:
-            if who != who_before or not attrs & attrs_before:
+        for who_before, attrs_before, vals_before, _, _ in before:
+            shared = attrs & attrs_before
+            if who != who_before or not shared or (shared <= MANY and not replaced):
                 continue
             kinds = {v.split(":", 1)[0] for v in vals - vals_before} & {v.split(":", 1)[0] for v in vals_before - vals}
             if kinds:
