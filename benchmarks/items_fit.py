@@ -182,9 +182,7 @@ def held_out(
         for name, (w, b) in fitted.items():
             probs[name][~train] = predict(w, b, x[~train])
         train_rows = [r for r, t in zip(rows, train, strict=True) if t]
-        chosen = choose(
-            train_rows, predict(*fitted["cited"], x[train]), predict(*fitted["on_topic"], x[train])
-        )
+        chosen = choose(train_rows, predict(*fitted["cited"], x[train]), predict(*fitted["on_topic"], x[train]))
         n_train = sum(n for k, n in enumerate(turns_per) if k != s)
         for rate in rates:
             cuts[rate][s] = threshold(chosen, n_train, rate)

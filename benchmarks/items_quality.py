@@ -260,8 +260,13 @@ def _prompts(mem: Any, sample: Mapping[str, Any], budgets: Sequence[int]) -> lis
                 if e.kind == "item" and e.id.startswith("item:") and int(e.id[5:]) in items:
                     it = items[int(e.id[5:])]
                     shown.append(
-                        {"id": it.id, "review": it.review, "tokens": e.tokens, "content": it.content,
-                         "sources": [dia.get(t) for t in it.provenance]}
+                        {
+                            "id": it.id,
+                            "review": it.review,
+                            "tokens": e.tokens,
+                            "content": it.content,
+                            "sources": [dia.get(t) for t in it.provenance],
+                        }
                     )
             out.append({"question": qi, "budget": budget, "turns": turns, "items": shown})
     return out
@@ -864,7 +869,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--variant",
         action="append",
         default=[],
-        help='this worktree\'s src with other settings: NAME=JSON of Config sections, e.g. '
+        help="this worktree's src with other settings: NAME=JSON of Config sections, e.g. "
         '\'250/1k={"items": {"min_salience": 0.7087}}\' (repeatable)',
     )
     ap.add_argument(

@@ -51,10 +51,26 @@ def _answer(first: int) -> dict[str, Any]:
                 "when": None,
                 "salience": 0.8,
             },
-            {"turn": 999, "text": "Not from this conversation.", "type": "fact", "subject": "x",
-             "attribute": None, "value": None, "when": None, "salience": 0.5},
-            {"turn": first, "text": "Says hi.", "type": "greeting", "subject": "user",
-             "attribute": None, "value": None, "when": None, "salience": 0.1},
+            {
+                "turn": 999,
+                "text": "Not from this conversation.",
+                "type": "fact",
+                "subject": "x",
+                "attribute": None,
+                "value": None,
+                "when": None,
+                "salience": 0.5,
+            },
+            {
+                "turn": first,
+                "text": "Says hi.",
+                "type": "greeting",
+                "subject": "user",
+                "attribute": None,
+                "value": None,
+                "when": None,
+                "salience": 0.1,
+            },
         ]
     }
 
@@ -84,13 +100,23 @@ def test_openai_structured_output_gives_typed_items_with_their_turns_and_spend(t
         _add(mem)
         items = mem.items.list()
         assert [(i.content, i.type, i.provenance, i.salience, i.key, i.valid_from) for i in items] == [
-            ("The user moved to Lisbon in February 2024.", "event", (3,), 0.95, "user:residence",
-             datetime(2024, 2, 1, tzinfo=UTC)),
+            (
+                "The user moved to Lisbon in February 2024.",
+                "event",
+                (3,),
+                0.95,
+                "user:residence",
+                datetime(2024, 2, 1, tzinfo=UTC),
+            ),
             ("Plans should use the Lisbon office.", "decision", (3,), 0.8, None, T0 + timedelta(minutes=2)),
         ]
         (req,) = server.requests
         fmt = req.body["response_format"]
-        assert (fmt["type"], fmt["json_schema"]["name"], fmt["json_schema"]["strict"]) == ("json_schema", "memory_items", True)
+        assert (fmt["type"], fmt["json_schema"]["name"], fmt["json_schema"]["strict"]) == (
+            "json_schema",
+            "memory_items",
+            True,
+        )
         assert fmt["json_schema"]["schema"] == SCHEMA
         assert "[3] user (2024-03-04): We moved to Lisbon last month" in req.messages[0]["content"]
         status = mem.status()
@@ -130,7 +156,10 @@ def test_a_failed_extraction_falls_back_to_the_rules_visibly_and_keeps_every_tur
         assert [(e.data["extractor"], e.data["error"]) for e in events] == [("llm", "ModelError")]
         # The offline rules stood in: a preference stated in so many words is kept.
         assert [(i.content, i.type) for i in mem.items.list()] == [
-            ("user: We moved to Lisbon last month, and I prefer the Lisbon office for every meeting from now on.", "event")
+            (
+                "user: We moved to Lisbon last month, and I prefer the Lisbon office for every meeting from now on.",
+                "event",
+            )
         ]
         status = mem.status()
         assert (status.extract_failures, status.extract_calls) == (1, 0 if failure == "http 500" else 1)

@@ -20,8 +20,8 @@ from stratamem import Config, Memory
 from stratamem.errors import BackendError, MigrationError
 from stratamem.records.candidates import Candidate
 from stratamem.records.items import fact_key, fact_text
-from stratamem.store import open_store
 from stratamem.store import migrations as mig
+from stratamem.store import open_store
 from stratamem.store.new_rows import NewItem
 from stratamem.store.sqlite.schema import MIGRATIONS
 from stratamem.store.sqlite.store import SQLiteStore
@@ -96,7 +96,7 @@ def test_four_writer_processes_extracting_the_same_facts_leave_one_item_per_fact
         # Each raced fact is one item naming every writer's turn.
         writer_turns = tuple(sorted(r[1] for r in results))
         raced = {i.content: i.provenance for i in items if i.content in FACTS}
-        assert raced == {f: writer_turns for f in FACTS[:rounds]}
+        assert raced == dict.fromkeys(FACTS[:rounds], writer_turns)
         # The same turns added by every writer (twice each): one item per fact, sourced to all 8 turns.
         added = [i for i in items if i.content not in FACTS]
         assert [(i.content, len(i.provenance)) for i in added] == [
@@ -155,7 +155,9 @@ def test_any_interleaving_of_overlapping_batches_keeps_one_item_per_fact_with_ev
     words = ["Bea: I keep bees", "Bea: my hives are in Leeds", "Cy: I run", "Cy: I swim", "Bea: I bake", "Cy: I row"]
     expected: dict[str, set[int]] = {}
     for batch in batches:
-        mem.items.extract_facts([(words[w].upper() if n % 2 else words[w] + p, "fact", [turns[n - 1]]) for w, p, n in batch])
+        mem.items.extract_facts(
+            [(words[w].upper() if n % 2 else words[w] + p, "fact", [turns[n - 1]]) for w, p, n in batch]
+        )
         for w, _, n in batch:
             expected.setdefault(fact_text(words[w]), set()).add(turns[n - 1])
     items = mem.items.list()
@@ -170,8 +172,18 @@ def test_the_store_refuses_a_second_row_with_a_taken_fact_key(
 ) -> None:
     store = open_store(_target(backend, tmp_path, request))
     try:
-        row = NewItem("Ana: I swim.", "fact", "cold", 4, 1.0, "extracted", "2024-01-01T00:00:00.000000Z",
-                      review="pending", fact_key=fact_key("Ana: I swim."), salience=0.9)
+        row = NewItem(
+            "Ana: I swim.",
+            "fact",
+            "cold",
+            4,
+            1.0,
+            "extracted",
+            "2024-01-01T00:00:00.000000Z",
+            review="pending",
+            fact_key=fact_key("Ana: I swim."),
+            salience=0.9,
+        )
         first = store.items.insert("n", row)
         assert store.items.insert_fact("n", row) is None  # ON CONFLICT DO NOTHING
         with pytest.raises(BackendError):
@@ -198,7 +210,9 @@ def test_a_restatement_with_the_same_value_merges_and_a_new_value_supersedes(tmp
     assert (replaced.superseded_by, replaced.valid_to, replaced.live) == (lisbon.id, T0 + timedelta(days=90), False)
     assert mem.items.get(lisbon.id).key == "ana:residence"
     # An older value told late does not replace the newer one: it is stored already superseded.
-    late = Candidate("Ana: Back then I lived in Braga.", "fact", (t[3],), 0.9, "Ana", "residence", "braga", T0 - timedelta(days=300))
+    late = Candidate(
+        "Ana: Back then I lived in Braga.", "fact", (t[3],), 0.9, "Ana", "residence", "braga", T0 - timedelta(days=300)
+    )
     (braga,) = mem.items.extract([late])
     assert (mem.items.get(braga.id).superseded_by, mem.items.get(lisbon.id).live) == (lisbon.id, True)
     # No attribute, no automatic supersession.

@@ -96,7 +96,8 @@ def test_bad_input_and_library_errors_come_back_as_clear_tool_errors(tmp_path: P
     bad_type, bad_limit, missing, other_ns, blank = _run(_params(tmp_path / "m.db", "agent-a"), body)
     assert all(r.is_error for r in (bad_type, bad_limit, missing, other_ns, blank))
     assert (
-        "Input should be 'fact', 'decision', 'entity', 'preference', 'event', 'context' or 'message'" in bad_type.content[0].text
+        "Input should be 'fact', 'decision', 'entity', 'preference', 'event', 'context' or 'message'"
+        in bad_type.content[0].text
     )
     assert "greater than or equal to 1" in bad_limit.content[0].text
     assert "NotFoundError: no memory item 999 in namespace 'agent-a'" in missing.content[0].text

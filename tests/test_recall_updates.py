@@ -1,4 +1,4 @@
-"""Knowledge updates: the newer of two turns about the same thing ranks first; labelled only when it updates the other."""
+"""Knowledge updates: the newer of two turns about the same thing ranks first, labelled when it updates the other."""
 
 from __future__ import annotations
 

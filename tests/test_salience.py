@@ -68,7 +68,11 @@ def test_attribute_values_and_updates() -> None:
     assert not updates("I live in Denver.", "I went hiking in Austin.", "Ana")  # nothing says it changed
     assert not updates("I splurged 64 dollars on a lamp for the living room.", "Now we've moved to Austin.", "Ana")
     assert not updates("I joined a travel club.", "I just joined a new book club!", "Ana")  # clubs add up
-    assert updates("I have a membership at a boxing club.", "I cancelled my old membership and joined a yoga studio instead.", "Ana")
+    assert updates(
+        "I have a membership at a boxing club.",
+        "I cancelled my old membership and joined a yoga studio instead.",
+        "Ana",
+    )
 
 
 def test_the_fitted_constants_are_what_the_fit_script_gives(monkeypatch: pytest.MonkeyPatch) -> None:

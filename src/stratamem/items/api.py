@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..errors import NotFoundError, ValidationError
+from ..errors import ValidationError
 from ..records import check_name, format_timestamp, parse_timestamp
 from ..records.items import (
     ITEM_TYPES,
@@ -218,4 +218,3 @@ class Items(RecallOps, ExtractOps):
             self.embedder is not None,
             self.config.max_pending_review,
         )
-

@@ -187,7 +187,9 @@ class LLMExtractor:
             )
         else:  # a model without structured output: the schema goes in the instructions
             completion = self.model.complete(
-                system + "\n\nJSON schema of the answer:\n" + json.dumps(SCHEMA), messages, max_tokens=self.max_output_tokens
+                system + "\n\nJSON schema of the answer:\n" + json.dumps(SCHEMA),
+                messages,
+                max_tokens=self.max_output_tokens,
             )
         self._usage[0] += 1
         self._usage[1] += (

@@ -38,6 +38,7 @@ from ..records.items import ITEM_TYPES, TIERS, MemoryItem, check_choice, check_c
 from ..store.new_rows import NewItem
 from .review import ReviewOps
 from .search import content_terms
+from .tiers import TierOps
 
 __all__ = ["RESTATEMENT_OVERLAP", "ExtractOps"]
 
@@ -45,7 +46,7 @@ RESTATEMENT_OVERLAP = 0.8
 """Content-word Jaccard from which a candidate without an attribute restates an item of the same words."""
 
 
-class ExtractOps(ReviewOps):
+class ExtractOps(ReviewOps, TierOps):
     """Extraction writes (a part of :class:`stratamem.items.Items`)."""
 
     def extract_from(

@@ -146,4 +146,3 @@ class _Extraction:
                 events=self.events,
             )
         return self._item_api
-

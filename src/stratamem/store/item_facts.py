@@ -154,8 +154,6 @@ def _repoint(conn: Any, d: Dialect, tenant: Any, losers: Sequence[int], keeper: 
     clause, params = d.one_of("superseded_by", losers)
     clause_ids, id_params = d.one_of("id", [*losers, keeper])
     conn.execute(
-        d.sql(
-            f"UPDATE memory_items SET superseded_by = ? WHERE {d.tenant} = ? AND {clause} AND NOT ({clause_ids})"
-        ),
+        d.sql(f"UPDATE memory_items SET superseded_by = ? WHERE {d.tenant} = ? AND {clause} AND NOT ({clause_ids})"),
         (keeper, tenant, *params, *id_params),
     )

@@ -145,7 +145,9 @@ class ItemStore(ItemReads):
     def insert_fact(self, namespace: str, item: NewItem) -> int | None:
         """Insert an extracted item unless its ``fact_key`` is taken in the namespace; its id, or ``None``."""
         return self._insert(
-            namespace, item, on_conflict=f" ON CONFLICT ({self._tenant}, fact_key) WHERE fact_key IS NOT NULL DO NOTHING"
+            namespace,
+            item,
+            on_conflict=f" ON CONFLICT ({self._tenant}, fact_key) WHERE fact_key IS NOT NULL DO NOTHING",
         )
 
     def _insert(self, namespace: str, item: NewItem, *, on_conflict: str) -> int | None:

@@ -87,8 +87,9 @@ def _body(text: str) -> str:
 
 
 _EXPLICIT_PREFERENCE = re.compile(
-    r"\b(?:i (?:really |strongly |much )?prefer|we prefer|my favou?rite|our favou?rite|i (?:don't|do not|never) want|"
-    r"please (?:don't|do not|never|always)|i'd rather|we'd rather|can't stand|i (?:always|never) (?:use|eat|drink|want))\b",
+    r"\b(?:i (?:really |strongly |much )?prefer|we prefer|my favou?rite|our favou?rite|"
+    r"i (?:don't|do not|never) want|please (?:don't|do not|never|always)|i'd rather|we'd rather|can't stand|"
+    r"i (?:always|never) (?:use|eat|drink|want))\b",
     re.IGNORECASE,
 )
 _CONSTRAINT = re.compile(

@@ -114,8 +114,8 @@ _NOT_VALUES = frozenset(
     "monday tuesday wednesday thursday friday saturday sunday".split()
 )
 _RELATIVE = re.compile(
-    r"^(?:[A-Z][a-z]+, )?(?:my|our) (parents?|mum|mom|dad|father|mother|cousin|friend|neighbou?r|sister|brother|boss|coworker|"
-    r"colleague|son|daughter|kids?|aunt|uncle|grandma|grandpa|partner|wife|husband|girlfriend|boyfriend)\b",
+    r"^(?:[A-Z][a-z]+, )?(?:my|our) (parents?|mum|mom|dad|father|mother|cousin|friend|neighbou?r|sister|brother|"
+    r"boss|coworker|colleague|son|daughter|kids?|aunt|uncle|grandma|grandpa|partner|wife|husband|girlfriend|boyfriend)\b",
     re.IGNORECASE,
 )
 _CLAUSE = re.compile(r"[,;:()]|\s(?:and|but|so|because|while|which|who)\s|\s[-–—]\s", re.IGNORECASE)
@@ -139,7 +139,7 @@ Reading = tuple[str, frozenset[str], frozenset[str], bool, bool]
 
 
 def subject(sentence: str, speaker: str) -> str:
-    """Whom ``sentence`` is about: the speaker, or the relative it starts with ("My sister ...", "Priya, my sister, ...")."""
+    """Whom ``sentence`` is about: the speaker, or the relative it starts with ("My sister ...", "Priya, my sister")."""
     m = _RELATIVE.match(sentence.strip())
     return f"{speaker}'s {m.group(1).lower()}" if m else speaker
 
@@ -154,9 +154,7 @@ def _kinds(text: str, names: Iterable[str]) -> list[tuple[str, str]]:
     """``(kind, value)`` of a clause in order: ``name``, ``number``, ``role``, ``place``."""
     skip = {n.lower() for n in names} | _NOT_VALUES
     found = [
-        ("name", m.group(0).lower())
-        for m in _NAME.finditer(text)
-        if m.start() > 0 and m.group(0).lower() not in skip
+        ("name", m.group(0).lower()) for m in _NAME.finditer(text) if m.start() > 0 and m.group(0).lower() not in skip
     ]
     found += [("number", m.group(0).lower()) for m in _NUMBER.finditer(text)]
     for m in _ROLE.finditer(text):

@@ -55,8 +55,9 @@ _QUESTION_START = re.compile(
 )
 # Openers of reactions and compliments: a sentence starting so comments on the other person.
 _REACTION = re.compile(
-    r"^(?:thanks|thank you|that's|that is|that was|that sounds|sounds|so glad|glad|sorry|love (?:it|that|this)|good (?:luck|job|idea)|"
-    r"keep (?:it up|up)|you're|you are|you've|you have|you did|you must|you should|no way|how (?:cool|nice|fun)|"
+    r"^(?:thanks|thank you|that's|that is|that was|that sounds|sounds|so glad|glad|sorry|love (?:it|that|this)|"
+    r"good (?:luck|job|idea)|keep (?:it up|up)|you're|you are|you've|you have|you did|you must|you should|no way|"
+    r"how (?:cool|nice|fun)|"
     r"what (?:a|an)\b|i'm (?:so |really )?(?:glad|happy|sorry|proud)|i bet|i hope you|i can't wait|"
     r"it's (?:so |really )?(?:great|awesome|amazing|cool|nice) (?:to|that)|best of luck|take care|"
     r"talk (?:soon|later)|see you|catch you|good to (?:see|hear)|great to (?:see|hear)|nice to (?:see|hear))\b",
