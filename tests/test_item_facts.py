@@ -1,6 +1,6 @@
 """One extracted item per fact: the store's uniqueness rule holds under concurrent writer processes and
 threads on both backends, restatements merge their provenance, a new value of an attribute supersedes the
-old one, and m016 collapses the duplicates today's check-then-insert race left behind."""
+old one, and m018 collapses the duplicates today's check-then-insert race left behind."""
 
 from __future__ import annotations
 
@@ -221,13 +221,13 @@ def test_a_restatement_with_the_same_value_merges_and_a_new_value_supersedes(tmp
     mem.close()
 
 
-# --- m016: the migration collapses what the old race left -------------------------------------------------
+# --- m018: the migration collapses what the old race left -------------------------------------------------
 
 
 def _old_sqlite(path: Path) -> None:
     """A store at m015 holding items as the old extractor and its race left them (raw rows, as it wrote them)."""
     conn = sqlite3.connect(path, isolation_level=None)
-    mig.apply(conn, [m for m in MIGRATIONS if m.name != "m016_item_facts"])
+    mig.apply(conn, [m for m in MIGRATIONS if m.name != "m018_item_facts"])
     conn.execute("INSERT INTO namespaces (id, name, created_at) VALUES (1, 'n', '2025-01-01T00:00:00.000000Z')")
     conn.execute("INSERT INTO namespaces (id, name, created_at) VALUES (2, 'm', '2025-01-01T00:00:00.000000Z')")
     rows = [  # id, ns, content, tier, review, provenance, access, relevance, superseded_by, source
@@ -249,7 +249,7 @@ def _old_sqlite(path: Path) -> None:
     conn.close()
 
 
-def test_m016_collapses_duplicates_keeping_the_highest_tier_every_source_and_the_users_no(tmp_path: Path) -> None:
+def test_m018_collapses_duplicates_keeping_the_highest_tier_every_source_and_the_users_no(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     _old_sqlite(path)
     store = SQLiteStore(path)
@@ -280,7 +280,7 @@ def test_m016_collapses_duplicates_keeping_the_highest_tier_every_source_and_the
         store.close()
 
 
-def test_a_failing_m016_leaves_the_store_as_it_was(tmp_path: Path) -> None:
+def test_a_failing_m018_leaves_the_store_as_it_was(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     _old_sqlite(path)
     conn = sqlite3.connect(path, isolation_level=None)
@@ -290,18 +290,18 @@ def test_a_failing_m016_leaves_the_store_as_it_was(tmp_path: Path) -> None:
         "BEGIN SELECT RAISE(ABORT, 'disk trouble'); END"
     )
     conn.close()
-    with pytest.raises(MigrationError, match="m016_item_facts"):
+    with pytest.raises(MigrationError, match="m018_item_facts"):
         SQLiteStore(path)
     conn = sqlite3.connect(path, isolation_level=None)
     assert conn.execute("SELECT * FROM memory_items ORDER BY id").fetchall() == before
     assert "fact_key" not in [r[1] for r in conn.execute("PRAGMA table_info(memory_items)")]
-    assert conn.execute("SELECT COUNT(*) FROM _stratamem_migrations WHERE name = 'm016_item_facts'").fetchone() == (0,)
+    assert conn.execute("SELECT COUNT(*) FROM _stratamem_migrations WHERE name = 'm018_item_facts'").fetchone() == (0,)
     conn.execute("DROP TRIGGER stop_collapse")
     conn.close()
     SQLiteStore(path).close()  # applies now
 
 
-def test_m016_collapses_duplicates_on_postgres_the_same_way(pg_dsn: str) -> None:
+def test_m018_collapses_duplicates_on_postgres_the_same_way(pg_dsn: str) -> None:
     import psycopg
 
     from stratamem.store.postgres import schema as pg_schema
@@ -311,7 +311,7 @@ def test_m016_collapses_duplicates_on_postgres_the_same_way(pg_dsn: str) -> None
     with psycopg.connect(pg_dsn, autocommit=True) as conn:
         pg_schema.ensure_schema(conn, name)
         conn.execute(f'SET search_path TO "{name}", public')
-        pg_schema.apply(conn, [m for m in pg_schema.MIGRATIONS if m.name != "m016_item_facts"])
+        pg_schema.apply(conn, [m for m in pg_schema.MIGRATIONS if m.name != "m018_item_facts"])
         conn.execute("INSERT INTO namespaces (namespace) VALUES ('n')")
         for content, tier, review, prov in (
             ("Ana: I swim.", "cold", "pending", "[3]"),

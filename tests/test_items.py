@@ -436,7 +436,7 @@ def test_m007_keeps_every_item_and_its_search_and_stops_id_reuse(tmp_path: Path)
     store = SQLiteStore(path)
     items = Items(store, "t", tokenizer=get_tokenizer())
     with store.lock:
-        # m013_item_scope adds the scope column after them: every old item is namespace-wide; m016_item_facts
+        # m013_item_scope adds the scope column after them: every old item is namespace-wide; m018_item_facts
         # adds fact_key and salience, both NULL for API items.
         assert store.connection.execute("SELECT * FROM memory_items ORDER BY id").fetchall() == [
             (*row, "namespace", None, None) for row in old_rows

@@ -87,7 +87,7 @@ def fact_key(text: str) -> str:
     """The store's uniqueness key of an extracted item's text (tagged sha-256 of :func:`fact_text`).
 
     One extracted item per key and namespace: the stores' unique index
-    (``m016_item_facts``) enforces it, whatever the writer. A text with no
+    (``m018_item_facts``) enforces it, whatever the writer. A text with no
     letter or digit at all is keyed by its own words, so two such texts stay apart.
     """
     basis = fact_text(text) or " ".join(text.split())

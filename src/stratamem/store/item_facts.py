@@ -1,4 +1,4 @@
-"""One extracted item per fact: the uniqueness rule of ``memory_items`` and its migration (``m016_item_facts``).
+"""One extracted item per fact: the uniqueness rule of ``memory_items`` and its migration (``m018_item_facts``).
 
 An auto-extracted item carries ``fact_key`` (:func:`stratamem.records.items.fact_key`
 of its text: case, accents, spacing and punctuation do not count), and a
@@ -40,7 +40,7 @@ from ..records.items import fact_key
 from .ddl import create_table
 from .sql import SQLITE, Dialect, dialect_of
 
-__all__ = ["ITEM_SPEND_COLUMNS", "m016_item_facts"]
+__all__ = ["ITEM_SPEND_COLUMNS", "m018_item_facts"]
 
 ITEM_SPEND_COLUMNS: tuple[str, ...] = (
     "{tenant_pk}",
@@ -56,7 +56,7 @@ _BATCH = 1000
 _TIER_RANK = {"hot": 0, "warm": 1, "cold": 2}
 
 
-def m016_item_facts(conn: Any) -> None:
+def m018_item_facts(conn: Any) -> None:
     """Extracted items get a uniqueness key and a salience; duplicates collapse; ``item_spend`` (both backends)."""
     d = dialect_of(conn)
     conn.execute("ALTER TABLE memory_items ADD COLUMN fact_key TEXT")

@@ -64,7 +64,7 @@ ITEM_COLUMNS: tuple[str, ...] = (
 
 ``provenance`` is a JSON list of turn ids (empty when added through the API);
 ``review`` is NULL for API items, else pending / confirmed / rejected / dropped.
-``fact_key`` and ``salience`` are added by ``m016_item_facts`` (:mod:`stratamem.store.item_facts`).
+``fact_key`` and ``salience`` are added by ``m018_item_facts`` (:mod:`stratamem.store.item_facts`).
 ``{superseded_ref}`` is the migration's: m005 on SQLite had a foreign key there.
 """
 

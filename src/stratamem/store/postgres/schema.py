@@ -28,7 +28,7 @@ from ...errors import MigrationError
 from ..conversations import m004_conversations, m009_conversation_loop
 from ..embedding_cache import m002_embeddings
 from ..ingest_keys import m008_ingest_keys
-from ..item_facts import m016_item_facts
+from ..item_facts import m018_item_facts
 from ..manifests import m006_manifests
 from ..passage_store import m011_passages
 from ..turn_index import m010_recall_index
@@ -121,7 +121,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m013_item_scope", m013_item_scope),
     PgMigration("m014_summary_spend", m014_summary_spend),
     PgMigration("m015_int8_vectors", m015_int8_vectors),
-    PgMigration("m016_item_facts", m016_item_facts),
+    PgMigration("m018_item_facts", m018_item_facts),
 ]
 
 

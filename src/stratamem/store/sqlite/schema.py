@@ -12,7 +12,7 @@ import sqlite3
 from ..conversations import m004_conversations, m009_conversation_loop
 from ..embedding_cache import m002_embeddings
 from ..ingest_keys import m008_ingest_keys
-from ..item_facts import m016_item_facts
+from ..item_facts import m018_item_facts
 from ..manifests import m006_manifests
 from ..migrations import Migration
 from ..node_store import m003_pyramid, m014_summary_spend
@@ -88,5 +88,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m013_item_scope", m013_item_scope),
     Migration("m014_summary_spend", m014_summary_spend),
     Migration("m015_int8_vectors", m015_int8_vectors),
-    Migration("m016_item_facts", m016_item_facts),
+    Migration("m018_item_facts", m018_item_facts),
 ]
