@@ -107,26 +107,27 @@ class RecordStore(SharedFeatures):
 
     @staticmethod
     def _stored(namespace: str, row: Sequence[Any]) -> StoredTurn:
-        return StoredTurn(
-            id=row[0],
-            namespace=namespace,
-            session=row[3],
-            seq=row[1],
-            tokens=row[2],
-            turn=turn_from_columns(*row[4:11]),
-        )
+        try:
+            turn = turn_from_columns(*row[4:11])
+        except (ValueError, RecursionError) as exc:  # InvalidTurnError included: a row no version writes
+            # A damaged page or a hand edit: say which turn, in one line (never a traceback).
+            raise BackendError(
+                f"stored turn {row[0]} of namespace {namespace!r} is unreadable (corrupt row): "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        return StoredTurn(id=row[0], namespace=namespace, session=row[3], seq=row[1], tokens=row[2], turn=turn)
 
     def _check_tokenizer(self, tokenizer: str) -> None:
         """Record ``tokenizer`` on first open; refuse another one later (stored counts are never mixed)."""
         read = "SELECT value FROM store_meta WHERE key = 'tokenizer'"
-        with self.sql.write() as w:
-            row = w.execute(read).fetchone()
-            if row is None:  # write only when missing: a read-only SQLite file must still open
+        rows = self.sql.rows(read)  # read first: a read-only store must still open
+        if not rows:
+            with self.sql.write() as w:
                 w.execute(
                     "INSERT INTO store_meta (key, value) VALUES ('tokenizer', ?) ON CONFLICT DO NOTHING", (tokenizer,)
                 )
-                row = w.execute(read).fetchone()  # a concurrent first open may have won
-        stored = row[0]
+                rows = w.execute(read).fetchall()  # a concurrent first open may have won
+        stored = rows[0][0]
         if stored != tokenizer:
             raise ConfigError(
                 f"{self!r} keeps token counts made with {stored!r}; open it with that tokenizer "

@@ -14,6 +14,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -27,6 +28,11 @@ from .items import SQLiteItemStore
 from .schema import MIGRATIONS
 
 __all__ = ["SQLiteStore"]
+
+
+def _cannot_write(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` says the file (or the directory its ``-shm`` needs) cannot be written."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
 
 
 class SQLiteStore(RecordStore):
@@ -57,17 +63,17 @@ class SQLiteStore(RecordStore):
         self._depth = 0
         self._busy_timeout_ms = int(busy_timeout_ms)
         self._reopen = False
+        self.read_only = False
+        """Whether the store was opened read-only (the file or its directory is not writable)."""
+        self._commits = 0  # commits made on this store's connection (see data_version)
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
-            )
-        except (sqlite3.Error, OSError) as exc:
+        except OSError as exc:
             raise BackendError(f"cannot open SQLite database {self.path}: {exc}") from exc
+        self._conn = self._connect()
         try:
             with self._errors():
-                self._configure()
                 migrations.apply(self._conn, MIGRATIONS)
                 self._check_tokenizer(tokenizer)
         except BaseException:
@@ -76,6 +82,72 @@ class SQLiteStore(RecordStore):
         self.tokenizer = tokenizer
 
     # --- plumbing ---------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        """A configured connection: read-write, or read-only when the file or its directory cannot be written.
+
+        A WAL database needs its ``-shm`` file; in a directory this process cannot
+        write, that file cannot be made, and even reads fail ("attempt to write a
+        readonly database"). Such a store is opened read-only instead, so it can
+        still be read (``status``, ``export``, ``context`` without a manifest);
+        every write raises :class:`~stratamem.errors.BackendError`, and the next
+        write after that tries read-write again (see :meth:`transaction`).
+
+        Raises:
+            BackendError: The file cannot be opened at all, or is not a database.
+        """
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000
+            )
+        except sqlite3.Error as exc:
+            raise BackendError(f"cannot open SQLite database {self.path}: {exc}") from exc
+        self._conn = conn
+        try:
+            with self._errors():
+                try:
+                    self._configure()
+                    self.read_only = False
+                    return conn
+                except sqlite3.OperationalError as exc:
+                    if self.path == ":memory:" or not _cannot_write(exc) or not os.path.exists(self.path):
+                        raise
+            conn.close()
+            self._conn = self._read_only_connection()
+            self.read_only = True
+            return self._conn
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _read_only_connection(self) -> sqlite3.Connection:
+        """The file opened read-only: ``mode=ro``, else ``immutable=1`` when no ``-wal`` holds unmerged commits.
+
+        ``immutable`` skips locking and the WAL altogether, which is safe only
+        when nothing can write the file (its directory is not writable) and no
+        write-ahead log is pending; otherwise committed turns would be missed.
+        """
+        base = "file:" + urllib.parse.quote(os.path.abspath(self.path))
+        wal = self.path + "-wal"
+        modes = ["mode=ro"] + ([] if os.path.exists(wal) and os.path.getsize(wal) > 0 else ["immutable=1"])
+        last: sqlite3.Error | None = None
+        for mode in modes:
+            conn = sqlite3.connect(
+                f"{base}?{mode}",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self._busy_timeout_ms / 1000,
+            )
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+                return conn
+            except sqlite3.Error as exc:
+                conn.close()
+                last = exc
+        assert last is not None
+        raise BackendError(f"SQLite error on {self.path}: {last} (opened read-only)") from last
 
     def _configure(self) -> None:
         self._conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
@@ -112,10 +184,7 @@ class SQLiteStore(RecordStore):
     def _reconnect(self) -> None:
         """Open a fresh connection: one opened while the file was read-only stays read-only."""
         self._conn.close()
-        self._conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000
-        )
-        self._configure()
+        self._conn = self._connect()
         self._reopen = False
 
     _BACKEND_ERRORS = (sqlite3.Error, OSError)
@@ -143,14 +212,7 @@ class SQLiteStore(RecordStore):
                 yield
             except BaseException:
                 self._depth -= 1
-                if self._depth == 0:
-                    # After disk-full or I/O errors SQLite may have rolled back already;
-                    # a second ROLLBACK would fail and hide the original error.
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
-                else:
-                    self._conn.execute(f"ROLLBACK TO sp{self._depth}")
-                    self._conn.execute(f"RELEASE sp{self._depth}")
+                self._undo(self._depth)
                 raise
             self._depth -= 1
             if self._depth == 0:
@@ -159,11 +221,30 @@ class SQLiteStore(RecordStore):
                 except sqlite3.Error:
                     # A failed COMMIT (disk full) can leave the transaction open; end it
                     # so the next write starts clean, then report the failure.
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
+                    self._undo(0)
                     raise
+                self._commits += 1
             else:
                 self._conn.execute(f"RELEASE sp{self._depth}")
+
+    def _undo(self, depth: int) -> None:
+        """Roll back to the savepoint of ``depth`` (0: the whole transaction) while an error propagates.
+
+        After disk-full or I/O errors SQLite may already have rolled the whole
+        transaction back: its savepoints are gone, and a ``ROLLBACK TO`` would
+        fail with "no such savepoint" and hide the error that matters. Cleanup
+        is skipped then, and a cleanup failure never replaces the original error.
+        """
+        if not self._conn.in_transaction:
+            return
+        try:
+            if depth == 0:
+                self._conn.execute("ROLLBACK")
+            else:
+                self._conn.execute(f"ROLLBACK TO sp{depth}")
+                self._conn.execute(f"RELEASE sp{depth}")
+        except sqlite3.Error:
+            pass  # the error being raised says what went wrong; this one would only mask it
 
     @property
     def connection(self) -> sqlite3.Connection:
