@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 from ..errors import InvalidTurnError
 from .blocks import Block, ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, block_from_dict
-from .checks import check_json, _now, _to_utc, check_text, format_timestamp, parse_timestamp
+from .checks import _now, _to_utc, check_json, check_text, format_timestamp, parse_timestamp
 
 __all__ = ["ROLES", "Role", "Session", "StoredTurn", "Turn"]
 
