@@ -50,6 +50,7 @@ from .events import Event
 from .pyramid.archive import Archive
 from .pyramid.tiers import encode_turns
 from .records import StoredTurn, check_name
+from .records.checks import MAX_JSON_INT
 from .records.nodes import Node
 from .retrieve.corpus import TurnCorpus
 from .store.forgetting import ForgetPlan, NodeRewrite
@@ -156,8 +157,9 @@ def _turn_ids(turns: object) -> list[int]:
     if not ids:
         raise ValidationError("turns is empty: name at least one turn id", path="turns")
     for i, t in enumerate(ids):
-        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
-            raise ValidationError(f"turn id must be a positive integer, got {t!r}", path=f"turns[{i}]")
+        if isinstance(t, bool) or not isinstance(t, int) or not 1 <= t <= MAX_JSON_INT:
+            shown = repr(t) if not isinstance(t, int) or t < 10**30 else f"an integer of {t.bit_length()} bits"
+            raise ValidationError(f"turn id must be a positive 64-bit integer, got {shown}", path=f"turns[{i}]")
     return sorted(set(ids))
 
 

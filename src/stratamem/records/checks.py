@@ -171,9 +171,7 @@ def json_problem(value: Any, max_depth: int = MAX_JSON_DEPTH) -> str | None:
 
 def _short(n: int) -> str:
     """An integer for a message: its digits, or how many there are when that is long."""
-    if abs(n) < 10**30:
-        return str(n)
-    return f"of {len(str(abs(n))) if abs(n) < 10**4000 else 'over 4,000'} digits"
+    return str(n) if abs(n) < 10**30 else f"of {n.bit_length()} bits"
 
 
 def check_json(value: Any, path: str, *, error: type[ValidationError] = InvalidTurnError) -> None:
