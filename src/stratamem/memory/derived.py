@@ -25,12 +25,22 @@ if TYPE_CHECKING:
     from ..pyramid.consolidate import Pyramid
     from ..summarize import Summarizer
 
-__all__ = ["Derived"]
+__all__ = ["Derived", "needed_features"]
 
 log = logging.getLogger("stratamem.memory")
 
 MAX_WARNINGS = 20
 """Failures kept for ``status().warnings`` (the newest)."""
+
+
+def needed_features(config: Config) -> list[str]:
+    """Feature stores a configuration uses (see :class:`~stratamem.store.base.Store`)."""
+    needed = ["items", "conversations"]  # item search and the checkpoint feed every context
+    if config.pyramid.enabled:
+        needed.append("nodes")
+    if config.context.record_manifests:
+        needed.append("manifests")
+    return needed
 
 
 class Derived:
@@ -60,6 +70,7 @@ class Derived:
         self.events, self.summarizer = events, summarizer
         self.warnings: list[str] = []
         """Recent failures, newest last (at most :data:`MAX_WARNINGS`)."""
+        self._seen: Any = None  # the store's data version at the last public call (see stale)
         self.use_embedder(embedder)
 
     def use_embedder(self, embedder: Any) -> None:
@@ -126,3 +137,23 @@ class Derived:
         """Drop the open recall index and the pyramid object (they may hold forgotten text)."""
         self.live.reset()
         self._pyramid = None
+        self._seen = None
+
+    def stale(self) -> bool:
+        """Whether another writer took away or rewrote data since the last call; one cheap read.
+
+        A forget, retention or item deletion by another process (or another
+        ``Memory`` on this store) bumps the namespace's epoch
+        (:mod:`stratamem.store.data_version`): the recall index, the ranked
+        summaries, the items cache and the pyramid object built before it may
+        hold what was taken away, so the facade drops them all and they are
+        rebuilt from the store on next use. Appends and new summaries bump only
+        the version: those structures catch up with them incrementally.
+        """
+        read = getattr(self.store, "data_version", None)
+        if read is None:  # a store of another implementation: no version to compare
+            return False
+        seen = read(self.namespace)
+        changed = self._seen is not None and seen.epoch != self._seen.epoch
+        self._seen = seen
+        return changed

@@ -35,7 +35,7 @@ from ..store import SQLiteStore, Store, TurnBatch
 from ..store.base import NamespaceStats
 from ..text import check_budget, check_context_format, check_now
 from ..tokens import Calibration, Counting, Tokenizer, count_turn, get_tokenizer
-from .derived import Derived
+from .derived import Derived, needed_features
 from .requests import check_arguments, check_counting, lexical_note, record_manifest
 from .status import Status, namespace_status
 
@@ -50,16 +50,6 @@ __all__ = ["Memory"]
 
 _CONFIGURED: Any = object()
 """Default of ``Memory(embedder=...)``: the embedder the configuration names (``None`` means none)."""
-
-
-def _needed_features(config: Config) -> list[str]:
-    """Feature stores a configuration uses (see :class:`~stratamem.store.base.Store`)."""
-    needed = ["items", "conversations"]  # item search and the checkpoint feed every context
-    if config.pyramid.enabled:
-        needed.append("nodes")
-    if config.context.record_manifests:
-        needed.append("manifests")
-    return needed
 
 
 class Memory:
@@ -127,7 +117,7 @@ class Memory:
             )
         # A store missing a feature store the configuration uses is refused here,
         # rather than that feature being skipped silently after turns are committed.
-        missing = [f for f in _needed_features(self.config) if not hasattr(opened, f)]
+        missing = [f for f in needed_features(self.config) if not hasattr(opened, f)]
         if missing:
             raise ConfigError(
                 f"the {opened.backend} store has no {', '.join(missing)} feature store(s) this configuration uses"
@@ -235,6 +225,7 @@ class Memory:
         check_name(session, "session")
         turns = parse_messages(messages, format, timestamp=timestamp)
         self._check(session, turns)
+        self._fresh()
         tokens = [count_turn(t, self.tokenizer) for t in turns]
         stored = self.store.append(self.namespace, [TurnBatch(session, turns, tokens, platform, channel)])
         self._derived.after_add(stored)
@@ -267,6 +258,7 @@ class Memory:
             NotFoundError: Unknown session.
             ConfigError: The store keeps no pyramid nodes.
         """
+        self._fresh()
         return self.pyramid.seal(session)
 
     def add_sessions(
@@ -316,6 +308,7 @@ class Memory:
 
     def _append_sessions(self, sessions: Iterable[IngestSession]) -> list[StoredTurn]:
         """Validate and store sessions' turns in one transaction, without updating derived data."""
+        self._fresh()
         batches = []
         for s in sessions:
             if s.namespace not in (None, self.namespace):
@@ -410,6 +403,7 @@ class Memory:
             raise BudgetError(f"budget {budget} is below one token in {counting.provider}'s counting", path="budget")
         if not self.store.has_namespace(self.namespace):
             raise NotFoundError(f"unknown namespace {self.namespace!r}")
+        self._fresh()
         if session is None:
             session = self.store.latest_session(self.namespace)
         else:
@@ -554,6 +548,7 @@ class Memory:
         """
         from ..forget import forget
 
+        self._fresh()
         return forget(self, turns=turns, session=session, all_namespace=all_namespace, vacuum=vacuum)
 
     def search(self, query: str, *, k: int = 10, session: str | None = None) -> list[SearchHit]:
@@ -565,6 +560,7 @@ class Memory:
         """
         from ..search import search
 
+        self._fresh()
         return search(self, query, k=k, session=session)
 
     def namespaces(self) -> list[NamespaceStats]:
@@ -576,6 +572,11 @@ class Memory:
         self._derived.reset()
         self._summary_index = SummaryIndex()
         self.__dict__.pop("_items", None)
+
+    def _fresh(self) -> None:
+        """Drop what another writer made stale (:meth:`Derived.stale`: one cheap read per public call)."""
+        if self._derived.stale():
+            self._reset_derived()
 
     def close(self) -> None:
         """Close the store."""

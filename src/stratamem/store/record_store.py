@@ -27,6 +27,7 @@ from typing import Any, Self
 
 from ..errors import BackendError, ConfigError, NotFoundError, StratamemError
 from ..records import Session, StoredTurn, check_name
+from . import data_version
 from .base import NamespaceStats, TurnBatch
 from .features import SharedFeatures
 from .rows import turn_columns, turn_from_columns
@@ -332,6 +333,7 @@ class RecordStore(SharedFeatures):
                 _insert_turns(d.tenant, len(part)), [v for row in part for v in row]
             ).fetchall():
                 ids[(int(session_id), int(seq))] = int(tid)
+        data_version.bump(w, namespace)  # last: after the session rows, locked in name order
         turns = [t for b in batches for t in b.turns]
         return [
             StoredTurn(ids[(sid[name], seq)], namespace, name, seq, tokens, turn)
@@ -417,6 +419,18 @@ class RecordStore(SharedFeatures):
                 f"SELECT t.id FROM turns t WHERE {self.sql.dialect.in_namespace('t')} ORDER BY t.id", (namespace,)
             )
         ]
+
+    def data_version(self, namespace: str) -> data_version.DataVersion:
+        """Where ``namespace``'s data stands: compare with the last one seen (:mod:`stratamem.store.data_version`)."""
+        return data_version.read(self.sql, namespace)
+
+    def turn_extent(self, namespace: str) -> tuple[int, int]:
+        """``(number of turns, largest turn id)`` of the namespace (``(0, 0)`` when empty), in one query."""
+        row = self.sql.rows(
+            f"SELECT COUNT(*), COALESCE(MAX(t.id), 0) FROM turns t WHERE {self.sql.dialect.in_namespace('t')}",
+            (namespace,),
+        )[0]
+        return int(row[0]), int(row[1])
 
     def turn_count(self, namespace: str) -> int:
         """Number of turns in the namespace."""

@@ -20,7 +20,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ...errors import BackendError
-from .. import migrations
+from .. import data_version, migrations
+from ..data_version import DataVersion
 from ..record_store import RecordStore
 from ..sql import SQLITE, Sql
 from .forget import SQLiteForget
@@ -66,6 +67,9 @@ class SQLiteStore(RecordStore):
         self.read_only = False
         """Whether the store was opened read-only (the file or its directory is not writable)."""
         self._commits = 0  # commits made on this store's connection (see data_version)
+        self._generation = 0  # connections opened so far: each has its own PRAGMA data_version
+        self._seen_mark: tuple[int, int, int] | None = None
+        self._seen_versions: dict[str, DataVersion] = {}
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
@@ -103,6 +107,7 @@ class SQLiteStore(RecordStore):
         except sqlite3.Error as exc:
             raise BackendError(f"cannot open SQLite database {self.path}: {exc}") from exc
         self._conn = conn
+        self._generation += 1
         try:
             with self._errors():
                 try:
@@ -245,6 +250,24 @@ class SQLiteStore(RecordStore):
                 self._conn.execute(f"RELEASE sp{depth}")
         except sqlite3.Error:
             pass  # the error being raised says what went wrong; this one would only mask it
+
+    def data_version(self, namespace: str) -> DataVersion:
+        """Where ``namespace``'s data stands (:mod:`stratamem.store.data_version`), usually without a query.
+
+        ``PRAGMA data_version`` changes when another connection commits, and
+        this store counts its own commits: while neither moved since the last
+        call, nothing in the file changed and the answer seen then still holds.
+        """
+        with self._lock, self._errors():
+            if self._depth:  # inside a transaction: its writes are not committed, never cache them
+                return data_version.read(self.sql, namespace)
+            mark = (self._generation, self._conn.execute("PRAGMA data_version").fetchone()[0], self._commits)
+            if mark != self._seen_mark:
+                self._seen_mark, self._seen_versions = mark, {}
+            found = self._seen_versions.get(namespace)
+            if found is None:
+                found = self._seen_versions[namespace] = data_version.read(self.sql, namespace)
+            return found
 
     @property
     def connection(self) -> sqlite3.Connection:
