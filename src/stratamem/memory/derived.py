@@ -32,6 +32,9 @@ log = logging.getLogger("stratamem.memory")
 MAX_WARNINGS = 20
 """Failures kept for ``status().warnings`` (the newest)."""
 
+REPAIR_BATCH = 1000
+"""Turns read and indexed per step of :meth:`Derived.repair` (each step commits its rows)."""
+
 
 def needed_features(config: Config) -> list[str]:
     """Feature stores a configuration uses (see :class:`~stratamem.store.base.Store`)."""
@@ -71,6 +74,10 @@ class Derived:
         self.warnings: list[str] = []
         """Recent failures, newest last (at most :data:`MAX_WARNINGS`)."""
         self._seen: Any = None  # the store's data version at the last public call (see stale)
+        self.repairing = 0
+        """Turns :meth:`repair` is still to index in this process (0 when no repair runs)."""
+        self.repaired = False
+        """Whether this memory ran :meth:`repair` once already (the first context does)."""
         self.use_embedder(embedder)
 
     def use_embedder(self, embedder: Any) -> None:
@@ -111,16 +118,80 @@ class Derived:
         except StratamemError as exc:
             self.failed("forget.finish_failed", exc, [])
 
-    def after_add(self, stored: list[StoredTurn], progress: Callable[[int], object] | None = None) -> None:
-        """Feed newly committed turns to the recall index and the pyramid; never raises."""
-        if not stored:
-            return
-        self.live.feed(stored, progress)
-        if self.config.pyramid.enabled:
-            try:
-                self.pyramid.update(dict.fromkeys(t.session for t in stored))
-            except Exception as exc:  # noqa: BLE001 - reported below; the next update resumes from the last seal
-                self.failed("pyramid.failed", exc, stored)
+    def after_add(
+        self,
+        stored: list[StoredTurn],
+        progress: Callable[[int], object] | None = None,
+        *,
+        sessions: Sequence[str] = (),
+    ) -> bool:
+        """Feed newly committed turns to the recall index and the pyramid; never raises.
+
+        ``sessions`` are more sessions to bring the pyramid up to date in (an
+        ingest's sessions whose turns were all stored before: a crash may have
+        left them unsegmented). Returns whether the pyramid was updated (or is off).
+        """
+        if stored:
+            self.live.feed(stored, progress)
+        names = list(dict.fromkeys([*(t.session for t in stored), *sessions]))
+        if not names or not self.config.pyramid.enabled:
+            return True
+        try:
+            self.pyramid.update(names)
+        except Exception as exc:  # noqa: BLE001 - reported below; the next update resumes from the last seal
+            self.failed("pyramid.failed", exc, stored)
+            return False
+        return True
+
+    def repair_once(self) -> None:
+        """:meth:`repair` at this memory's first read that needs derived data (never on a read-only store)."""
+        if not self.repaired:
+            self.repaired = True
+            if not getattr(self.store, "read_only", False):
+                self.repair()
+
+    def _unindexed(self) -> int:
+        """Turns without an index row (or vector, with an embedder), by two counts: cheaper than finding them."""
+        rows, vectors = self.store.embeddings.turns.counts(self.namespace)
+        return max(0, self.store.turn_count(self.namespace) - (vectors if self.embedder is not None else rows))
+
+    def pending(self) -> tuple[int, int]:
+        """``(turns without index rows, sessions an interrupted ingest left)`` for ``status``."""
+        return self._unindexed(), len(self.store.ingest_keys.pending(self.namespace))
+
+    def repair(self, progress: Callable[[int], object] | None = None, *, done: Sequence[str] = ()) -> int:
+        """Make the derived data a crash left unmade; never raises. Returns the turns it indexed.
+
+        Two cheap reads find the work: turns without a recall index row (or
+        vector, with an embedder) — a process killed after its commit, before
+        indexing — and the sessions an ingest marked pending and never
+        finished (:meth:`stratamem.store.ingest_keys.IngestKeys.pending`).
+        Turns are indexed in batches that each commit (``progress`` is told),
+        then the pending sessions' segments and summaries are made, so a
+        repair killed in turn resumes where it stopped. ``done``: sessions the
+        caller has just brought up to date. While it runs,
+        :attr:`repairing` says how many turns are left (``status`` shows it).
+        """
+        try:
+            missing = self.live.missing() if self._unindexed() else []
+            pending = [s for s in self.store.ingest_keys.pending(self.namespace) if s not in set(done)]
+        except StratamemError as exc:
+            self.failed("repair.failed", exc, [])
+            return 0
+        self.repairing = len(missing)
+        try:
+            for lo in range(0, len(missing), REPAIR_BATCH):
+                turns = self.store.turns(self.namespace, ids=missing[lo : lo + REPAIR_BATCH])
+                self.live.feed(turns, progress)
+                self.repairing = max(0, len(missing) - lo - REPAIR_BATCH)
+            known = {s.name for s in self.store.sessions(self.namespace)} if pending else set()
+            if self.after_add([], sessions=[s for s in pending if s in known]):
+                self.store.ingest_keys.clear_pending(self.namespace, [*pending, *done])
+        except StratamemError as exc:
+            self.failed("repair.failed", exc, [])
+        finally:
+            self.repairing = 0
+        return len(missing)
 
     def failed(self, kind: str, exc: BaseException, stored: Sequence[StoredTurn]) -> None:
         """Report a failure of derived work: a log line, a status warning and a ``kind`` event."""

@@ -303,7 +303,11 @@ class Memory:
             plan = _dedupe.plan_ingest(self.store.ingest_keys, self.namespace, sessions, dedupe=dedupe)
             stored = self._append_sessions(plan.sessions)
             self.store.ingest_keys.record(self.namespace, _dedupe.key_rows(plan, stored))
-        self._derived.after_add(stored, progress)
+            # Cleared once segments and summaries exist: a crash before that is repaired by the next run.
+            names = list(plan.stored)
+            self.store.ingest_keys.mark_pending(self.namespace, names)
+        done = self._derived.after_add(stored, progress, sessions=names)
+        self._derived.repair(progress, done=names if done else ())
         return _dedupe.report(plan, stored)
 
     def _append_sessions(self, sessions: Iterable[IngestSession]) -> list[StoredTurn]:
@@ -404,6 +408,7 @@ class Memory:
         if not self.store.has_namespace(self.namespace):
             raise NotFoundError(f"unknown namespace {self.namespace!r}")
         self._fresh()
+        self._derived.repair_once()
         if session is None:
             session = self.store.latest_session(self.namespace)
         else:
@@ -463,6 +468,7 @@ class Memory:
             tuple(self._derived.warnings),
             self._derived_embedder,
             self.indexer.model,
+            (*self._derived.pending(), self._derived.repairing),
         )
 
     def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:
@@ -561,6 +567,7 @@ class Memory:
         from ..search import search
 
         self._fresh()
+        self._derived.repair_once()
         return search(self, query, k=k, session=session)
 
     def namespaces(self) -> list[NamespaceStats]:

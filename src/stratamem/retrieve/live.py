@@ -55,6 +55,10 @@ class LiveIndex:
             self._indexer = TurnIndexer(self.store, self.namespace, self.embedder, passages=self.passages)
         return self._indexer
 
+    def missing(self) -> list[int]:
+        """Ids of turns without their index rows (without vectors, with an embedder): what a crash left undone."""
+        return list(self.store.embeddings.turns.missing(self.namespace, vectors=self.embedder is not None))
+
     def reset(self) -> None:
         """Drop the open index (it may hold forgotten text); the next use reopens it from the store."""
         self.index = None
