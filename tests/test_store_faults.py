@@ -52,7 +52,7 @@ def conversation(path: Path, n: int = 80, chars: int = 40, session: str = "s1") 
 @pytest.fixture
 def store80(tmp_path: Path) -> Path:
     """A closed SQLite store holding 80 turns (its WAL checkpointed into the file)."""
-    db = tmp_path / "s.db"
+    db = tmp_path / "store" / "s.db"
     assert cli(db, "ingest", str(conversation(tmp_path / "c.jsonl"))).returncode == 0
     return db
 
@@ -83,7 +83,8 @@ def test_disk_full_during_an_ingest_is_reported_and_stores_nothing(store80: Path
     import multiprocessing
 
     big = conversation(tmp_path / "big.jsonl", 2000, 900, "full")
-    cap = max(p.stat().st_size for p in store80.parent.iterdir()) + 65536
+    # Room for 64 KiB more than the file holds: the ingest's first pages spill past it mid-transaction.
+    cap = store80.stat().st_size + 65536
     result = tmp_path / "result.txt"
     p = multiprocessing.get_context("spawn").Process(
         target=_ingest_under_limit, args=(str(store80), str(big), cap, str(result))
@@ -192,7 +193,7 @@ def test_a_read_only_store_can_be_read_and_refuses_writes_in_one_line(read_only:
     assert out["context"].stderr == ""  # no manifest recorded, no warning about it
     line = one_line(cli(read_only, "add", "-c", "a new turn", preexec=_drop_file_override))
     assert line == f"Error: BackendError: SQLite error on {read_only}: attempt to write a readonly database"
-    assert sorted(p.name for p in read_only.parent.iterdir()) == ["c.jsonl", "s.db"]  # nothing created
+    assert [p.name for p in read_only.parent.iterdir()] == ["s.db"]  # nothing created
 
 
 def test_a_store_opened_read_only_writes_again_once_writable(store80: Path) -> None:
