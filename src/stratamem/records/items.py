@@ -401,7 +401,7 @@ def check_item_id(value: object) -> int:
         except ValueError:
             raise ValidationError(f"item ids are integers, got {value!r}") from None
     if not -MAX_JSON_INT <= value <= MAX_JSON_INT:
-        raise ValidationError("item ids are integers up to 2^63-1", path="id")
+        raise ValidationError("item ids are 64-bit integers (up to 2^63-1)", path="id")
     return int(value)
 
 

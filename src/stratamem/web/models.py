@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from ..context.policies import PolicyName
 
@@ -94,9 +94,7 @@ class AddItem(_Body):
     type: ItemType = "fact"
     session: str | None = None
     key: str | None = Field(default=None, description="Subject key: replaces live items with the same key.")
-    supersedes: list[int] = Field(
-        default_factory=list, strict=True, description="Ids of older items this one replaces."
-    )
+    supersedes: list[StrictInt] = Field(default_factory=list, description="Ids of older items this one replaces.")
     metadata: dict[str, Any] | None = None
     tier: Tier = "hot"
     scope: Literal["namespace", "session"] = Field(
