@@ -108,7 +108,8 @@ class LiveIndex:
         extent = getattr(self.store, "turn_extent", None)
         if extent is None:
             return self.store.turn_count(self.namespace), -1
-        return tuple(extent(self.namespace))  # type: ignore[return-value]
+        count, top = extent(self.namespace)
+        return int(count), int(top)
 
     def current(self) -> HybridIndex:
         """The namespace's recall index: built from the store on first use, kept current.
