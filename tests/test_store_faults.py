@@ -230,3 +230,27 @@ def test_a_store_opened_read_only_writes_again_once_writable(store80: Path) -> N
     finally:
         folder.chmod(0o755)
     assert out.split() == ["BackendError", "81", "False"], err
+
+
+def test_a_read_only_store_of_an_older_version_is_read_without_migrating(tmp_path: Path) -> None:
+    db = tmp_path / "store" / "old.db"
+    assert cli(db, "ingest", str(conversation(tmp_path / "c.jsonl"))).returncode == 0
+    conn = sqlite3.connect(db)  # as the version before m016_data_versions left it
+    with conn:
+        conn.execute("DROP TABLE data_versions")
+        conn.execute("DELETE FROM _stratamem_migrations WHERE name = 'm016_data_versions'")
+    conn.close()
+    for p in db.parent.iterdir():
+        p.chmod(0o444)
+    db.parent.chmod(0o555)
+    try:
+        out = cli(db, "context", "lake house", "--format", "text", preexec=_drop_file_override)
+        assert (out.returncode, out.stderr) == (0, "")
+        assert "lake house" in out.stdout
+    finally:
+        db.parent.chmod(0o755)
+        db.chmod(0o644)
+    assert cli(db, "status").returncode == 0  # writable again: migrated on this open
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT COUNT(*) FROM data_versions").fetchone()[0] == 0
+    conn.close()

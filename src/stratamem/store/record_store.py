@@ -53,6 +53,14 @@ def _session_id(tenant: str) -> str:
     return f"SELECT id FROM sessions WHERE {tenant} = ? AND name = ?"
 
 
+def _call_ids(content: str) -> tuple[str, ...]:
+    """Tool call ids of a stored assistant turn's block content (none when the row is corrupt)."""
+    try:
+        return turn_from_columns("assistant", "", content, None, None, "2000-01-01T00:00:00Z", None).tool_use_ids
+    except (ValueError, RecursionError):  # a damaged row answers no call; reading it says what is wrong
+        return ()
+
+
 class RecordStore(SharedFeatures):
     """Namespaces, sessions and turns over ``self.sql``; a backend store inherits it.
 
@@ -451,10 +459,7 @@ class RecordStore(SharedFeatures):
             f"WHERE {d.in_namespace('t')} AND s.name = ? AND t.role = 'assistant' AND t.content LIKE ? ESCAPE '\\'",
             (namespace, session, pattern),
         )
-        return any(
-            tool_use_id in turn_from_columns("assistant", "", c, None, None, "2000-01-01T00:00:00Z", None).tool_use_ids
-            for (c,) in rows
-        )
+        return any(tool_use_id in _call_ids(c) for (c,) in rows)
 
     def stats(self, namespace: str) -> NamespaceStats:
         """Counts and sizes for the namespace."""

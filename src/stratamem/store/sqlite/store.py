@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...errors import BackendError
+from ...errors import BackendError, MigrationError
 from .. import data_version, migrations
 from ..data_version import DataVersion
 from ..record_store import RecordStore
@@ -78,7 +78,7 @@ class SQLiteStore(RecordStore):
         self._conn = self._connect()
         try:
             with self._errors():
-                migrations.apply(self._conn, MIGRATIONS)
+                self._migrate()
                 self._check_tokenizer(tokenizer)
         except BaseException:
             self._conn.close()
@@ -124,6 +124,24 @@ class SQLiteStore(RecordStore):
         except BaseException:
             self._conn.close()
             raise
+
+    def _migrate(self) -> None:
+        """Apply pending migrations; a file that turns out not writable is opened read-only, as it is.
+
+        A read-only file written by an older version is read without migrating:
+        what it lacks (a newer table) is answered empty or refused in one line.
+        """
+        if self.read_only and migrations.pending(self._conn, MIGRATIONS):
+            return
+        try:
+            migrations.apply(self._conn, MIGRATIONS)
+        except (sqlite3.OperationalError, MigrationError) as exc:
+            cause = exc if isinstance(exc, sqlite3.Error) else exc.__cause__
+            if self.read_only or not isinstance(cause, sqlite3.Error) or not _cannot_write(cause):
+                raise
+            self._conn.close()
+            self._conn = self._read_only_connection()
+            self.read_only = True
 
     def _read_only_connection(self) -> sqlite3.Connection:
         """The file opened read-only: ``mode=ro``, else ``immutable=1`` when no ``-wal`` holds unmerged commits.
@@ -260,14 +278,22 @@ class SQLiteStore(RecordStore):
         """
         with self._lock, self._errors():
             if self._depth:  # inside a transaction: its writes are not committed, never cache them
-                return data_version.read(self.sql, namespace)
+                return self._read_version(namespace)
             mark = (self._generation, self._conn.execute("PRAGMA data_version").fetchone()[0], self._commits)
             if mark != self._seen_mark:
                 self._seen_mark, self._seen_versions = mark, {}
             found = self._seen_versions.get(namespace)
             if found is None:
-                found = self._seen_versions[namespace] = data_version.read(self.sql, namespace)
+                found = self._seen_versions[namespace] = self._read_version(namespace)
             return found
+
+    def _read_version(self, namespace: str) -> DataVersion:
+        try:
+            return data_version.read(self.sql, namespace)
+        except BackendError as exc:
+            if self.read_only and "no such table" in str(exc):
+                return DataVersion(0, 0)  # a read-only file of an older version: nothing can write it
+            raise
 
     @property
     def connection(self) -> sqlite3.Connection:
