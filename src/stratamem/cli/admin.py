@@ -24,7 +24,7 @@ __all__ = ["register"]
     type=IdParam("turn"),
     multiple=True,
     help="Id to forget (repeatable): turn:N or N, node:N (the turns a summary covers), "
-    "system:<hash> (every copy of a system prompt).",
+    "system:HASH (every copy of a system prompt).",
 )
 @click.option("--session", "-s", default=None, help="Forget this whole session.")
 @click.option("--all", "all_namespace", is_flag=True, help="Forget the whole namespace.")
@@ -48,7 +48,7 @@ def forget(
 ) -> None:
     """Delete turns, a session or the whole namespace, with everything derived from them.
 
-    --turn takes the ids search, contexts and manifests show (turn:805, node:50, system:<hash>).
+    --turn takes the ids search, contexts and manifests show (turn:805, node:50, system:HASH).
 
     Summaries are rebuilt from what remains, memory items lose the forgotten
     sources, archive files are rewritten; nothing can bring it back.

@@ -82,7 +82,7 @@ def expand(settings: Settings, id: str) -> None:
     """Print the full turns behind an id as JSON Lines.
 
     ID is what search and contexts show: node:N (or N) the turns a node covers
-    (from the archive for cold segments), turn:N that turn, system:<hash> every
+    (from the archive for cold segments), turn:N that turn, system:HASH every
     copy of that system prompt.
     """
     import json

@@ -1,7 +1,7 @@
 """The routes that take back the ids search and contexts show: forget and expand.
 
 Search hits and manifest items name what they show (``turn:805``,
-``node:50``, ``system:<hash>``); these routes accept the same ids, read by
+``node:50``, ``system:HASH``); these routes accept the same ids, read by
 :func:`stratamem.records.ids.parse_ref`, as the library, the CLI and the MCP
 tools do. ``POST /namespaces/{ns}/forget`` takes the body of the MCP
 ``forget`` tool (forgetting a whole namespace needs ``confirm`` set to its
@@ -50,7 +50,7 @@ def build_id_router(spaces: Spaces) -> APIRouter:
         "/namespaces/{namespace}/expand/{id}",
         tags=["turns"],
         summary="The turns behind an id: turn:N itself, node:N (or N) the turns a node covers, "
-        "system:<hash> every copy of that system prompt",
+        "system:HASH every copy of that system prompt",
     )
     def expand(request: Request, namespace: str, id: str) -> dict[str, Any]:
         m = spaces.get(namespace, principal(request))

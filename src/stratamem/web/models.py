@@ -131,14 +131,14 @@ class StateChange(_Body):
 
 
 class Forget(_Body):
-    """What to forget, with everything derived from it: exactly one of ``turns``, ``session``, ``all_namespace``."""
+    """What to forget, with everything derived from it: exactly one of `turns`, `session`, `all_namespace`."""
 
     turns: list[int | str] | None = Field(
         default=None,
         min_length=1,
         max_length=10_000,
         description="Ids as search and contexts show them: turn:N (or N), node:N (the turns a summary covers), "
-        "system:<hash> (every copy of a system prompt).",
+        "system:HASH (every copy of a system prompt).",
     )
     session: str | None = Field(default=None, description="Forget this whole session.")
     all_namespace: bool = Field(default=False, description="Forget the whole namespace (needs confirm).")
