@@ -64,14 +64,13 @@ def item_lines(m: Manifest) -> list[str]:
     return [f"[item] {i.id} {i.kind} {i.tokens} tokens {i.reason}" for i in m.items]
 
 
-def _candidates(ctx: Context, explain: bool) -> tuple[list[str], list[str]]:
-    """Results for one assembled context, best first: ``(wanted, fallbacks)``.
+def _candidates(ctx: Context, explain: bool) -> list[str]:
+    """Results for one assembled context, best first.
 
-    Without ``explain`` every result is wanted: the context with the manifest
-    summary, its first line, or the context alone. With ``explain`` a result
-    must explain the context (the full manifest JSON, or the summary and one
-    line per item); the unexplained results are only a last resort, for a
-    budget too small to hold any explanation.
+    Without ``explain``: the context with the manifest summary, with its first
+    line, or alone. With ``explain`` every result explains the context: the
+    full manifest JSON, or the summary and one line per item (:func:`item_lines`),
+    or the first summary line and the item lines.
     """
     lines = manifest_lines(ctx.manifest)
     if ctx.format == "text":
@@ -95,17 +94,15 @@ def _candidates(ctx: Context, explain: bool) -> tuple[list[str], list[str]]:
                 out["manifest_full"] = json.loads(full)
             return _dumps(out)
 
-    plain = [render(lines, None), render(lines[:1], None), render([], None)]
     if not explain:
-        return plain, []
+        return [render(lines, None), render(lines[:1], None), render([], None)]
     items = item_lines(ctx.manifest)
     omitted = "[manifest json] omitted: the full manifest does not fit the budget"
-    explained = [
+    return [
         render(lines, _dumps(ctx.manifest.to_dict())),
         render([*lines, *items, omitted], None),
         render([*lines[:1], *items], None),
     ]
-    return explained, plain
 
 
 def parse_now(now: str | None) -> datetime | None:
@@ -155,40 +152,41 @@ def context_result(
     def count(text: str) -> int:
         return counting.tokens(mem.tokenizer.count(text))
 
+    args: dict[str, Any] = {
+        "session": session,
+        "policy": policy,
+        "now": now,
+        "provider": provider,
+        "model": model,
+        "project_dir": project_dir,
+        "system_prompts": system_prompts,
+    }
     inner = budget
-    fallback: str | None = None
     for _ in range(_ROUNDS):
         try:
-            ctx = mem.context(
-                query,
-                budget=inner,
-                session=session,
-                format=fmt,
-                policy=policy,
-                now=now,
-                provider=provider,
-                model=model,
-                project_dir=project_dir,
-                system_prompts=system_prompts,
-            )
+            ctx = mem.context(query, budget=inner, format=fmt, **args)
         except BudgetError:
-            if inner == budget:
+            if not explain or inner == budget:
                 raise
-            break  # shrunk below what this counting can hold: the fallback, if any, is the answer
-        wanted, fallbacks = _candidates(ctx, explain)
+            break  # shrunk below what this counting can hold
+        wanted = _candidates(ctx, explain)
         for text in wanted:
             if count(text) <= budget:
                 return text
-        if fallback is None:
-            fallback = next((t for t in fallbacks if count(t) <= budget), None)
-        # The context used ctx.tokens of its room; it must shrink by the overshoot of the smallest
-        # wanted result, which reserves the explanation's room. (Shrinking the room alone may
-        # change nothing until a whole turn drops out.)
+        # The context used ctx.tokens of its room; it must shrink by the overshoot of the result
+        # aimed at (shrinking the room alone may change nothing until a whole turn drops out).
+        # Without explain that is the bare context. With explain it reserves the explanation's
+        # room: the summary and item lines when they take at most half the budget, else the
+        # first summary line and the item lines (long notes give way to the context).
+        target = wanted[-1]
+        if explain and count(wanted[1]) - count(wanted[-1]) <= budget // 2:
+            target = wanted[1]
         if inner <= 1:
             break
-        inner = max(1, min(inner, ctx.tokens) - (count(wanted[-1]) - budget))
-    if fallback is not None:
-        return fallback
+        inner = max(1, min(inner, ctx.tokens) - (count(target) - budget))
+    if explain:
+        # No explanation fits beside any context (a budget near MIN_BUDGET): the context as without it.
+        return context_result(mem, query=query, budget=budget, fmt=fmt, explain=False, **args)
     # Each round shrinks the context by at least the overshoot; reaching here means the
     # framing alone does not fit, which MIN_BUDGET rules out. Say so rather than overrun.
     raise BudgetError(f"could not fit a {fmt} context into {budget} tokens", path="budget")
