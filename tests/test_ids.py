@@ -289,9 +289,9 @@ def test_mcp_forget_and_expand_take_shown_ids(db: Path) -> None:
         "total"
     ]
     assert [t["content"] for t in json.loads(out[2][1])["turns"]] == [PROMPT, PROMPT]
-    assert (
-        out[3][1]
-        == "ValidationError: id: 'item:3' names a memory item (reject it, or forget the turns it came from), not stored turns"
+    assert out[3][1] == (
+        "ValidationError: id: 'item:3' names a memory item (reject it, or forget the turns it came from), "
+        "not stored turns"
     )
     assert json.loads(out[4][1])["turns"] == 1 + len(node.turn_ids)
     assert json.loads(out[5][1])["turns"] == 2

@@ -6,7 +6,6 @@ httpx as the client. Row counts are read with a separate ``Memory`` on the same 
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 import sys
