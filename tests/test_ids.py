@@ -72,7 +72,10 @@ def test_the_parser_reads_the_shown_forms_and_bare_numbers() -> None:
             "ids[0]: 'turn:0' is not an id: expected turn:N, node:N, system:<12 hex digits> or a positive integer",
         ),
         ("system:abc", "ids[0]: 'system:abc' is not an id: expected turn:N, node:N, system:<12 hex digits>"),
-        (0, "ids[0]: an id must be a positive integer, got 0"),
+        (0, "ids[0]: an id must be a positive 64-bit integer, got 0"),
+        (2**63, "ids[0]: an id must be a positive 64-bit integer, got 9223372036854775808"),
+        (10**40, "ids[0]: an id must be a positive 64-bit integer, got an integer of 133 bits"),
+        ("turn:9223372036854775808", "ids[0]: 'turn:9223372036854775808' is not an id"),
         (True, "ids[0]: an id must be a string such as 'turn:12' or an integer, got bool"),
         (2.5, "ids[0]: an id must be a string such as 'turn:12' or an integer, got float"),
     ],
@@ -86,7 +89,7 @@ def test_other_ids_are_refused_with_a_validation_error(value: Any, message: str)
 
 @given(
     kind=st.sampled_from(["turn", "node"]),
-    n=st.integers(1, 10**18),
+    n=st.integers(1, 2**63 - 1),
     digest=st.text("0123456789abcdef", min_size=12, max_size=12),
 )
 def test_every_shown_id_reads_back_as_itself(kind: str, n: int, digest: str) -> None:

@@ -29,6 +29,8 @@ REF_KINDS: tuple[str, ...] = ("turn", "node", "system")
 _HASH_CHARS = 12
 _HASH_RE = re.compile(rf"^[0-9a-f]{{{_HASH_CHARS}}}$")
 _NUMBER_RE = re.compile(r"^[1-9][0-9]{0,18}$")
+_MAX_ID = 2**63 - 1
+"""Largest id a store holds (a signed 64-bit integer on both backends)."""
 _NOT_TURNS = {
     "item": "a memory item (reject it, or forget the turns it came from)",
     "checkpoint": "a session's agent-loop checkpoint (forget the session's turns instead)",
@@ -56,7 +58,7 @@ class Ref:
 
 
 def parse_ref(value: object, *, bare: BareKind = "turn", path: str | None = None) -> Ref:
-    """Read one id: ``turn:N``, ``node:N``, ``system:<12 hex digits>``, or a bare positive integer.
+    """Read one id: ``turn:N``, ``node:N``, ``system:<12 hex digits>``, or a bare positive integer (64-bit).
 
     Args:
         value: The id as given (a string, or an int).
@@ -68,26 +70,28 @@ def parse_ref(value: object, *, bare: BareKind = "turn", path: str | None = None
             malformed or non-positive number, a hash of the wrong form).
     """
     if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise ValidationError(f"an id must be a positive integer, got {value!r}", path=path)
+        if not 1 <= value <= _MAX_ID:
+            shown = repr(value) if value < 10**30 else f"an integer of {value.bit_length()} bits"
+            raise ValidationError(f"an id must be a positive 64-bit integer, got {shown}", path=path)
         return Ref(bare, value)
     if not isinstance(value, str):
         raise ValidationError(
             f"an id must be a string such as 'turn:12' or an integer, got {type(value).__name__}", path=path
         )
     text = value.strip()
-    if _NUMBER_RE.match(text):
+    if _NUMBER_RE.match(text) and int(text) <= _MAX_ID:
         return Ref(bare, int(text))
     kind, sep, key = text.partition(":")
     kind = kind.lower()
-    if kind in ("turn", "node") and sep and _NUMBER_RE.match(key):
+    if kind in ("turn", "node") and sep and _NUMBER_RE.match(key) and int(key) <= _MAX_ID:
         return Ref("turn" if kind == "turn" else "node", int(key))
     if kind == "system" and sep and _HASH_RE.match(key.lower()):
         return Ref("system", key.lower())
+    shown = repr(value) if len(value) <= 60 else repr(value[:57] + "...")  # an error line, not an echo of the input
     if kind in _NOT_TURNS:
-        raise ValidationError(f"{value!r} names {_NOT_TURNS[kind]}, not stored turns", path=path)
+        raise ValidationError(f"{shown} names {_NOT_TURNS[kind]}, not stored turns", path=path)
     raise ValidationError(
-        f"{value!r} is not an id: expected turn:N, node:N, system:<{_HASH_CHARS} hex digits> or a positive integer",
+        f"{shown} is not an id: expected turn:N, node:N, system:<{_HASH_CHARS} hex digits> or a positive integer",
         path=path,
     )
 
