@@ -175,7 +175,7 @@ def test_mcp_tools_refuse_integers_past_64_bits_with_a_library_error(tmp_path: P
     results = anyio.run(main)
     texts = [r.content[0].text for r in results]
     assert all(r.is_error for r in results), texts
-    assert "ValidationError: turns[0]: turn id must be a positive 64-bit integer" in texts[0]
+    assert "ValidationError: turns[0]: an id must be a positive 64-bit integer" in texts[0]
     assert "ValidationError: id: item ids are 64-bit integers (up to 2^63-1)" in texts[1]
     assert "less than or equal to 1000000" in texts[2]  # the tool's own bound answers first
     with Memory(db, embedder=None) as m:

@@ -143,6 +143,21 @@ class Derived:
             return False
         return True
 
+    def mark_pending(self, sessions: Sequence[str]) -> None:
+        """Mark an ingest's sessions as waiting for their derived data, in the caller's transaction.
+
+        The mark is cleared once their segments and summaries exist
+        (:meth:`after_ingest`); a crash before that leaves it for :meth:`repair`.
+        """
+        self.store.ingest_keys.mark_pending(self.namespace, sessions)
+
+    def after_ingest(
+        self, stored: list[StoredTurn], sessions: Sequence[str], progress: Callable[[int], object] | None = None
+    ) -> None:
+        """:meth:`after_add` for an ingest's ``sessions`` (those it skipped included), then :meth:`repair`."""
+        done = self.after_add(stored, progress, sessions=sessions)
+        self.repair(progress, done=sessions if done else ())
+
     def repair_once(self) -> None:
         """:meth:`repair` at this memory's first read that needs derived data (never on a read-only store)."""
         if not self.repaired:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .derived import Derived
 
 __all__ = ["Status", "namespace_status", "spend_fields"]
 
@@ -80,25 +83,20 @@ def spend_fields(store: Any, namespace: str) -> dict[str, int]:
     }
 
 
-def namespace_status(
-    store: Any,
-    namespace: str,
-    tokenizer: str,
-    warnings: tuple[str, ...],
-    embedder: Any,
-    index_model: str | None,
-    repair: tuple[int, int, int] = (0, 0, 0),
-) -> Status:
-    """The :class:`Status` of ``namespace``: the store's counts, the recall index's vectors and the spend.
+def namespace_status(tokenizer: str, derived: Derived) -> Status:
+    """The :class:`Status` of a memory's namespace: the store's counts, the recall index's vectors and the spend.
 
-    ``embedder`` is the model the recall index embeds with (``None``: lexical
-    recall), ``index_model`` the name its stored vectors carry. ``repair`` is
-    ``(turns without index rows, sessions an ingest left pending, turns this
-    process is repairing now)``; each that is not 0 adds a warning.
+    ``derived`` is the memory's derived data (:class:`~stratamem.memory.derived.Derived`):
+    its store and namespace, its recent failures, the embedder the recall index
+    embeds with (``None``: lexical recall) and the name its stored vectors carry,
+    and what a crash left undone — turns without index rows, sessions an ingest
+    left pending, turns this process is repairing now; each that is not 0 adds a warning.
     """
+    store, namespace, embedder = derived.store, derived.namespace, derived.embedder
+    warnings, index_model = tuple(derived.warnings), derived.live.indexer.model
     s = store.stats(namespace)
     embedded = store.embeddings.turns.counts(namespace)[1] if embedder is not None else 0
-    unindexed, pending, repairing = repair
+    (unindexed, pending), repairing = derived.pending(), derived.repairing
     notes = (
         [f"repairing {repairing} turns: indexing what an interrupted write left"] * bool(repairing)
         + [f"{unindexed} turns without index (made at the next context, search or ingest)"] * bool(unindexed)
