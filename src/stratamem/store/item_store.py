@@ -28,6 +28,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from ..errors import BackendError
+from . import data_version
 from .item_reads import ItemReads
 from .new_rows import NewItem
 from .sql import Writer, chunks
@@ -183,7 +184,10 @@ class ItemStore(ItemReads):
                     *values,
                 ),
             ).fetchone()
-            return int(row[0]) if row is not None else None
+            if row is None:  # ON CONFLICT DO NOTHING: the fact was there, nothing changed
+                return None
+            data_version.bump(w, namespace)
+            return int(row[0])
 
     def update(self, namespace: str, ids: Sequence[int], **columns: Any) -> int:
         """Set columns on the namespace's items ``ids``; returns how many rows changed.
@@ -216,6 +220,8 @@ class ItemStore(ItemReads):
                     f"UPDATE memory_items SET {sets} WHERE {self._tenant} = ? AND {clause}",
                     [*values.values(), key, *params],
                 ).rowcount
+            if changed:
+                data_version.bump(w, namespace)
         return changed
 
     def record_access(self, namespace: str, updates: Mapping[int, float], at: str) -> None:
@@ -249,6 +255,8 @@ class ItemStore(ItemReads):
                 deleted += w.execute(
                     f"DELETE FROM memory_items WHERE {self._tenant} = ? AND {clause}", (key, *params)
                 ).rowcount
+            if deleted:
+                data_version.bump(w, namespace, destructive=True)
         return deleted
 
     def add_spend(
