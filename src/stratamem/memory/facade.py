@@ -356,6 +356,7 @@ class Memory:
         model: str | None = None,
         calibration: Calibration | None = None,
         project_dir: str | os.PathLike[str] | None = None,
+        record: bool | None = None,
     ) -> Context:
         """Assemble the context for the next model call within ``budget`` tokens.
 
@@ -391,6 +392,8 @@ class Memory:
             project_dir: Project whose instruction files and working state go in
                 (default: the one this ``Memory`` was made with, if any). Every
                 shell (CLI, MCP, HTTP) passes its project directory here.
+            record: Store the manifest (default: ``config.context.record_manifests``);
+                ``False`` for a look that must write nothing (the HTTP GET routes).
 
         Raises:
             BudgetError: ``budget`` is not a positive integer, or too small once
@@ -424,7 +427,7 @@ class Memory:
         )
         messages = tuple(to_responses(ctx.messages)) if format == "responses" else ctx.messages
         ctx = Context(format=format, messages=messages, system=ctx.system, text=ctx.text, manifest=manifest)
-        record_manifest(self.store, self.namespace, session, ctx, self.config.context, self._derived.failed)
+        record_manifest(self.store, self.namespace, session, ctx, self.config.context, self._derived.failed, record)
         return ctx
 
     def counting(

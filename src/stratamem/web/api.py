@@ -19,6 +19,7 @@ from ..items.metrics import to_prometheus
 from ..pyramid.metrics import PyramidMetrics, pyramid_prometheus
 from .convert import context_json, session_json, turn_json
 from .errors import Conflict
+from .limits import COUNTERS
 from .models import AddItem, AddTurns, ContextRequest, ErrorBody, ItemType, RecallItems, StateChange, Supersede
 from .spaces import Spaces
 
@@ -31,8 +32,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (401, "Missing or wrong token"),
         (403, "Namespace or origin not allowed"),
         (404, "Unknown namespace, session, node, item or manifest"),
+        (408, "The request was not received in time"),
         (413, "Body too large"),
-        (503, "Store or model failure"),
+        (503, "Store or model failure, or the server is busy (see Retry-After)"),
     )
 }
 
@@ -51,8 +53,8 @@ def build_router(spaces: Spaces) -> APIRouter:
 
     # --- namespaces, status, metrics ------------------------------------------------------
 
-    @r.get("/health", tags=["status"], summary="Liveness")
-    def health() -> dict[str, Any]:
+    @r.get("/health", tags=["status"], summary="Liveness (answered on the event loop: never waits for the store)")
+    async def health() -> dict[str, Any]:
         return {"ok": True}
 
     @r.get("/namespaces", tags=["namespaces"], summary="Namespaces this token may use, with their counts")
@@ -106,6 +108,7 @@ def build_router(spaces: Spaces) -> APIRouter:
                 "# HELP stratamem_store_bytes Bytes the store occupies on disk.",
                 "# TYPE stratamem_store_bytes gauge",
                 f"stratamem_store_bytes {spaces.default.store.size_bytes()}",
+                COUNTERS.prometheus().rstrip("\n"),
             ]
             return "\n".join(lines) + "\n"
 
@@ -157,7 +160,7 @@ def build_router(spaces: Spaces) -> APIRouter:
 
     # --- context, manifests, search --------------------------------------------------------
 
-    def assemble(request: Request, namespace: str, body: ContextRequest) -> dict[str, Any]:
+    def assemble(request: Request, namespace: str, body: ContextRequest, record: bool | None) -> dict[str, Any]:
         m = mem(request, namespace)
         # The library's context, with the server's project: the same prompt as every other shell.
         ctx = spaces.call(
@@ -171,6 +174,7 @@ def build_router(spaces: Spaces) -> APIRouter:
                 provider=body.provider,
                 model=body.model,
                 project_dir=spaces.project_dir,
+                record=record,
             )
         )
         return context_json(ctx)
@@ -181,15 +185,17 @@ def build_router(spaces: Spaces) -> APIRouter:
         summary="Assemble the context for the next model call, with its manifest",
     )
     def context(request: Request, namespace: str, body: ContextRequest) -> dict[str, Any]:
-        return assemble(request, namespace, body)
+        return assemble(request, namespace, body, body.record)
 
     @r.get(
         "/namespaces/{namespace}/context",
         tags=["context"],
-        summary="Assemble the context for the next model call (the POST route's fields as query parameters)",
+        summary="Assemble the context for the next model call (the POST route's fields as query parameters; "
+        "records no manifest unless record=true)",
     )
     def context_get(request: Request, namespace: str, params: Annotated[ContextRequest, Query()]) -> dict[str, Any]:
-        return assemble(request, namespace, params)
+        # A GET must not write: any web page can make a browser send one (the manifest only when asked).
+        return assemble(request, namespace, params, bool(params.record))
 
     @r.get("/namespaces/{namespace}/manifests", tags=["context"], summary="Recorded manifests, newest first")
     def manifests(request: Request, namespace: str, limit: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:
@@ -221,7 +227,7 @@ def build_router(spaces: Spaces) -> APIRouter:
         def run() -> dict[str, Any]:
             # Until Memory.search lands, the recall policy is the public way to rank turns:
             # its manifest lists each recalled turn with its score breakdown.
-            ctx = m.context(q, budget=budget, policy="recall", format="text")
+            ctx = m.context(q, budget=budget, policy="recall", format="text", record=False)
             hits = [i for i in ctx.manifest.items if i.kind == "turn"]
             turns = {t.id: t for t in m.store.turns(namespace, ids=[i.turn_ids[0] for i in hits])}
             return {
@@ -300,12 +306,14 @@ def build_router(spaces: Spaces) -> APIRouter:
     @r.post(
         "/namespaces/{namespace}/sessions/{session}/seal",
         tags=["pyramid"],
-        summary="Seal the session's open turns into a segment now (manual topic boundary)",
+        summary="Seal the session's open turns into a segment now (manual topic boundary; long work: queued)",
     )
-    def seal(request: Request, namespace: str, session: str) -> dict[str, Any]:
-        m = mem(request, namespace)
-        node = spaces.call(lambda: m.seal(session))
-        return {"sealed": node is not None, "segment": node.to_dict() if node is not None else None}
+    async def seal(request: Request, namespace: str, session: str) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            node = mem(request, namespace).seal(session)
+            return {"sealed": node is not None, "segment": node.to_dict() if node is not None else None}
+
+        return await spaces.long(run)
 
     # --- memory items ----------------------------------------------------------------------
 
@@ -470,16 +478,14 @@ def build_router(spaces: Spaces) -> APIRouter:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ValidationError("the import body is not UTF-8") from exc
-        m = mem(request, namespace, must_exist=False)
 
         def run() -> tuple[int, int, int]:
             # Idempotent like the library: turns a session already holds are skipped;
             # a session holding different turns is a ConflictError (409).
-            return m.import_(io.StringIO(text))
+            return mem(request, namespace, must_exist=False).import_(io.StringIO(text))
 
-        from starlette.concurrency import run_in_threadpool
-
-        n_sessions, n_turns, n_skipped = await run_in_threadpool(spaces.call, run)
+        # Long work: on the work queue's thread (never the event loop), under the lock there.
+        n_sessions, n_turns, n_skipped = await spaces.long(run)
         return {"sessions": n_sessions, "turns": n_turns, "skipped": n_skipped}
 
     return r

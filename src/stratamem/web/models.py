@@ -77,6 +77,11 @@ class ContextRequest(_Body):
         default=None, description="Whose token counting the budget is in (default: the format's provider)."
     )
     model: str | None = Field(default=None, max_length=200, description="Target model (recorded in the manifest).")
+    record: bool | None = Field(
+        default=None,
+        description="Store the manifest (POST default: the server's setting, on unless configured off; "
+        "GET default: off, a GET writes nothing).",
+    )
 
 
 class AddItem(_Body):
