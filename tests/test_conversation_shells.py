@@ -78,6 +78,7 @@ def test_mcp_conversation_show_over_stdio(tmp_path: Path) -> None:
         "STRATAMEM_NAMESPACE": "agent",
         "STRATAMEM_EMBEDDING": "none",
         "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),  # the tree under test, also in a worktree
     }
 
     async def main_() -> Any:

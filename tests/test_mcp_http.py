@@ -37,6 +37,7 @@ def _env(db: Path, namespace: str) -> dict[str, str]:
         "STRATAMEM_NAMESPACE": namespace,
         "STRATAMEM_EMBEDDING": "none",
         "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),  # the tree under test, also in a worktree
     }
 
 

@@ -36,6 +36,7 @@ def _params(db: Path, project: Path) -> StdioServerParameters:
         "STRATAMEM_NAMESPACE": "agent",
         "STRATAMEM_EMBEDDING": "none",
         "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),  # the tree under test, also in a worktree
     }
     return StdioServerParameters(command=STRATAMEM, args=["mcp", "--project", str(project)], env=env)
 

@@ -37,6 +37,7 @@ def _params(db: Path, namespace: str, *extra: str) -> StdioServerParameters:
         "STRATAMEM_NAMESPACE": namespace,
         "STRATAMEM_EMBEDDING": "none",
         "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),  # the tree under test, also in a worktree
     }
     return StdioServerParameters(command=STRATAMEM, args=["mcp", *extra], env=env)
 

@@ -76,6 +76,7 @@ def _env(db: Path) -> dict[str, str]:
         "STRATAMEM_NAMESPACE": "trip",
         "STRATAMEM_EMBEDDING": "none",
         "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),  # the tree under test, also in a worktree
     }
 
 

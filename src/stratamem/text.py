@@ -17,6 +17,7 @@ from .records import Turn
 __all__ = [
     "CONTEXT_FORMATS",
     "FORMATS",
+    "MAX_QUERY_CHARS",
     "check_budget",
     "check_context_format",
     "check_format",
@@ -29,6 +30,8 @@ FORMATS = ("openai", "anthropic", "text")
 CONTEXT_FORMATS = ("openai", "responses", "anthropic", "text")
 """Formats ``Memory.context`` and every shell offer: the assembler's, plus OpenAI Responses items
 (assembled as Chat Completions messages, then re-shaped by :func:`stratamem.providers.to_responses`)."""
+MAX_QUERY_CHARS = 20_000
+"""Longest query a shell accepts (HTTP and MCP alike): ranking a longer one only costs time."""
 
 
 def check_budget(budget: object) -> int:

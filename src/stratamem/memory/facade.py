@@ -36,6 +36,7 @@ from ..store.base import NamespaceStats
 from ..text import check_budget, check_context_format, check_now
 from ..tokens import Calibration, Counting, Tokenizer, count_turn, get_tokenizer
 from .derived import Derived
+from .once import Once, request_digest
 from .requests import check_arguments, check_counting, lexical_note, record_manifest
 from .status import Status, namespace_status
 
@@ -196,10 +197,11 @@ class Memory:
 
     # --- writing ----------------------------------------------------------------------
 
-    def _check(self, session: str, turns: Sequence[Turn]) -> None:
-        """Refuse a batch before anything is stored (:mod:`stratamem.ingest.checks`)."""
+    def _batch(self, session: str, turns: Sequence[Turn], platform: str | None, channel: str | None) -> TurnBatch:
+        """Refuse a batch before anything is stored (:mod:`stratamem.ingest.checks`); count its tokens."""
         check_sizes(turns, self.config.store.max_turn_chars)
         check_tool_pairs(self.store, self.namespace, session, turns)
+        return TurnBatch(session, turns, [count_turn(t, self.tokenizer) for t in turns], platform, channel)
 
     def add(
         self,
@@ -210,6 +212,7 @@ class Memory:
         platform: str | None = None,
         channel: str | None = None,
         timestamp: datetime | None = None,
+        idempotency_key: str | None = None,
     ) -> list[StoredTurn]:
         """Store messages as turns of ``session``, in one transaction.
 
@@ -222,6 +225,8 @@ class Memory:
             platform: Platform label for a new session.
             channel: Channel label for a new session.
             timestamp: Timestamp for messages that carry none (default: now).
+            idempotency_key: A retry with this key and the same arguments (within 24 h)
+                stores nothing and returns the first call's turns (:mod:`stratamem.memory.once`).
 
         Returns:
             The stored turns with ids, sequence numbers and exact token counts.
@@ -229,15 +234,19 @@ class Memory:
         Raises:
             InvalidTurnError: A message is malformed, too large, or a tool result
                 answers no earlier tool call. Nothing is stored.
-            ValidationError: Invalid session name or format.
+            ValidationError: Invalid session name, format or idempotency key.
+            ConflictError: ``idempotency_key`` was used with other arguments. Nothing is stored.
             BackendError: The store failed. Nothing is stored.
         """
         check_name(session, "session")
+        args = (messages, session, format, platform, channel, timestamp)
+        once = Once(self.store, self.namespace, idempotency_key, request_digest("add", *args))
+        if (done := once.replay()) is not None:
+            return done
         turns = parse_messages(messages, format, timestamp=timestamp)
-        self._check(session, turns)
-        tokens = [count_turn(t, self.tokenizer) for t in turns]
-        stored = self.store.append(self.namespace, [TurnBatch(session, turns, tokens, platform, channel)])
-        self._derived.after_add(stored)
+        stored, fresh = once.append([self._batch(session, turns, platform, channel)])
+        if fresh:
+            self._derived.after_add(stored)
         return stored
 
     @property
@@ -322,11 +331,7 @@ class Memory:
                 raise ValidationError(
                     f"session {s.session!r} belongs to namespace {s.namespace!r}, not {self.namespace!r}"
                 )
-            name = check_name(s.session or "default", "session")
-            self._check(name, s.turns)
-            batches.append(
-                TurnBatch(name, s.turns, [count_turn(t, self.tokenizer) for t in s.turns], s.platform, s.channel)
-            )
+            batches.append(self._batch(check_name(s.session or "default", "session"), s.turns, s.platform, s.channel))
         return self.store.append(self.namespace, batches)
 
     # --- reading ----------------------------------------------------------------------

@@ -7,11 +7,13 @@ at its own boundary and its errors map to 400 as well.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import Header
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..context.policies import PolicyName
+from ..text import MAX_QUERY_CHARS
 
 __all__ = [
     "AddItem",
@@ -19,12 +21,24 @@ __all__ = [
     "ContextRequest",
     "ErrorBody",
     "ErrorDetail",
+    "IdempotencyKey",
     "ItemType",
     "RecallItems",
     "StateChange",
     "Supersede",
     "Tier",
 ]
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=255,
+        description="Send a write again with the same key and body (within 24 h) and get the first answer; "
+        "nothing is stored twice. The same key with another body: 409.",
+    ),
+]
+"""The ``Idempotency-Key`` header of the write routes (see :mod:`stratamem.web.idempotent`)."""
 
 ItemType = Literal["fact", "decision", "entity", "preference", "context", "message"]
 Tier = Literal["hot", "warm", "cold"]
@@ -63,7 +77,7 @@ class AddTurns(_Body):
 class ContextRequest(_Body):
     """What to assemble a context for."""
 
-    query: str | None = Field(default=None, max_length=20_000, description="What the next call is about.")
+    query: str | None = Field(default=None, max_length=MAX_QUERY_CHARS, description="What the next call is about.")
     budget: int | None = Field(default=None, description="Token budget (default: config).")
     session: str | None = Field(default=None, description="Current session (default: latest).")
     format: Literal["openai", "responses", "anthropic", "text"] = "openai"
@@ -102,7 +116,7 @@ class AddItem(_Body):
 class RecallItems(_Body):
     """A recall over warm and cold items (tracks access; may promote)."""
 
-    query: str = Field(min_length=1, max_length=20_000)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     limit: int = Field(default=3, ge=1, le=100)
     auto_promote: bool | None = None
     types: list[ItemType] | None = None

@@ -22,6 +22,7 @@ from fastapi.templating import Jinja2Templates
 from ..context.policies import policy_names
 from ..errors import NotFoundError
 from ..records.items import ITEM_TYPES, TIERS
+from ..text import MAX_QUERY_CHARS
 from .api import principal
 from .apiref import operations
 from .security import COOKIE
@@ -116,7 +117,7 @@ def build_pages(spaces: Spaces) -> APIRouter:
     def context_page(
         request: Request,
         ns: str,
-        q: str | None = Query(None, max_length=20_000),
+        q: str | None = Query(None, max_length=MAX_QUERY_CHARS),
         budget: int | None = None,
         policy: str | None = None,
         session: str | None = None,
