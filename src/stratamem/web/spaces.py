@@ -64,8 +64,11 @@ class Spaces:
         return Busy(message, self.limits.retry_after)
 
     @contextmanager
-    def locked(self) -> Iterator[None]:
+    def locked(self, *, bounded: bool = True) -> Iterator[None]:
         """Hold the lock, waiting at most ``lock_wait`` seconds (re-entrant within one thread).
+
+        ``bounded=False`` (the long-work thread, already bounded by its queue)
+        takes no waiting slot and waits as long as it takes.
 
         Raises:
             Busy: ``max_waiting`` calls already run or wait, or the lock stayed taken.
@@ -77,10 +80,10 @@ class Spaces:
             finally:
                 self._held.depth -= 1
             return
-        if not self._waiting.acquire(blocking=False):
+        if bounded and not self._waiting.acquire(blocking=False):
             raise self._busy(f"{self.limits.max_waiting} calls are already waiting for the store; retry later")
         try:
-            if not self.lock.acquire(timeout=self.limits.lock_wait):
+            if not self.lock.acquire(timeout=self.limits.lock_wait if bounded else -1):
                 raise self._busy(f"the store stayed busy for {self.limits.lock_wait:g} s (a long import?); retry later")
             self._held.depth = 1
             try:
@@ -89,7 +92,8 @@ class Spaces:
                 self._held.depth = 0
                 self.lock.release()
         finally:
-            self._waiting.release()
+            if bounded:
+                self._waiting.release()
 
     def call(self, fn: Callable[[], _T]) -> _T:
         """Run ``fn`` holding the lock (one library call at a time).
@@ -118,10 +122,14 @@ class Spaces:
         try:
             if self._limiter is None:  # made inside the event loop (anyio needs one)
                 self._limiter = anyio.CapacityLimiter(1)
-            return await anyio.to_thread.run_sync(self.call, fn, limiter=self._limiter)
+            return await anyio.to_thread.run_sync(self._call_long, fn, limiter=self._limiter)
         finally:
             with self._queue_lock:
                 self._queued -= 1
+
+    def _call_long(self, fn: Callable[[], _T]) -> _T:
+        with self.locked(bounded=False):
+            return fn()
 
     def get(self, namespace: str, principal: Principal | None, *, must_exist: bool = True) -> Memory:
         """The memory of ``namespace``, if ``principal`` may use it.
