@@ -37,7 +37,8 @@ def _env(db: Path, namespace: str) -> dict[str, str]:
         "STRATAMEM_NAMESPACE": namespace,
         "STRATAMEM_EMBEDDING": "none",
         "PATH": os.environ.get("PATH", ""),
-        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),  # the tree under test, also in a worktree
+        # A checkout run with PYTHONPATH=src serves its own code, not the installed one.
+        **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
     }
 
 

@@ -18,10 +18,12 @@ __all__ = [
     "CONTEXT_FORMATS",
     "FORMATS",
     "MAX_QUERY_CHARS",
+    "SYSTEM_PROMPTS",
     "check_budget",
     "check_context_format",
     "check_format",
     "check_now",
+    "check_system_prompts",
     "turn_line",
 ]
 
@@ -32,6 +34,8 @@ CONTEXT_FORMATS = ("openai", "responses", "anthropic", "text")
 (assembled as Chat Completions messages, then re-shaped by :func:`stratamem.providers.to_responses`)."""
 MAX_QUERY_CHARS = 20_000
 """Longest query a shell accepts (HTTP and MCP alike): ranking a longer one only costs time."""
+SYSTEM_PROMPTS = ("session", "namespace")
+"""Whose system prompts a context shows: the current session's only (the default), or every session's."""
 
 
 def check_budget(budget: object) -> int:
@@ -80,6 +84,19 @@ def check_context_format(fmt: object) -> str:
     if fmt not in CONTEXT_FORMATS:
         raise ValidationError(f"unknown format {fmt!r} (expected one of {', '.join(CONTEXT_FORMATS)})")
     return str(fmt)
+
+
+def check_system_prompts(value: object) -> str:
+    """Validate whose system prompts a context shows (:data:`SYSTEM_PROMPTS`).
+
+    Raises:
+        ValidationError: Neither ``session`` nor ``namespace``.
+    """
+    if value not in SYSTEM_PROMPTS:
+        raise ValidationError(
+            f"unknown system_prompts {value!r} (expected one of {', '.join(SYSTEM_PROMPTS)})", path="system_prompts"
+        )
+    return str(value)
 
 
 def turn_line(turn: Turn, text: str | None = None) -> str:

@@ -25,12 +25,22 @@ if TYPE_CHECKING:
     from ..pyramid.consolidate import Pyramid
     from ..summarize import Summarizer
 
-__all__ = ["Derived"]
+__all__ = ["Derived", "needed_features"]
 
 log = logging.getLogger("stratamem.memory")
 
 MAX_WARNINGS = 20
 """Failures kept for ``status().warnings`` (the newest)."""
+
+
+def needed_features(config: Config) -> list[str]:
+    """Feature stores a configuration uses (see :class:`~stratamem.store.base.Store`); ``Memory`` checks them."""
+    needed = ["items", "conversations"]  # item search and the checkpoint feed every context
+    if config.pyramid.enabled:
+        needed.append("nodes")
+    if config.context.record_manifests:
+        needed.append("manifests")
+    return needed
 
 
 class Derived:

@@ -17,6 +17,7 @@ from ..errors import StratamemError
 from .api import build_router
 from .errors import Busy, error_body, status_for
 from .guard import ErrorGuard
+from .id_routes import build_id_router
 from .limits import Limits
 from .pages import build_pages, render_error
 from .security import Security, SecurityMiddleware
@@ -84,6 +85,7 @@ def create_app(
     api.state.spaces = spaces
     api.state.security = security
     api.include_router(build_router(spaces))
+    api.include_router(build_id_router(spaces))
     api.include_router(build_pages(spaces))
     static = resources.files("stratamem.web") / "static"
     api.mount("/static", StaticFiles(directory=str(static)), name="static")
