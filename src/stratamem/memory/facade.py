@@ -20,7 +20,7 @@ from ..config import Config
 from ..context.assemble import build_context
 from ..context.gather import Parts, Request
 from ..context.sources import SummaryIndex
-from ..errors import BudgetError, ConfigError, NotFoundError, ValidationError
+from ..errors import BudgetError, ConfigError, InvalidTurnError, NotFoundError, ValidationError
 from ..events import EventBus
 from ..exchange import plan_import, read_export, write_export
 from ..ingest import IngestReport, IngestSession, parse_messages
@@ -323,7 +323,10 @@ class Memory:
                     f"session {s.session!r} belongs to namespace {s.namespace!r}, not {self.namespace!r}"
                 )
             name = check_name(s.session or "default", "session")
-            self._check(name, s.turns)
+            try:
+                self._check(name, s.turns)
+            except InvalidTurnError as exc:
+                raise _dedupe.at_source(s, exc) from None
             batches.append(
                 TurnBatch(name, s.turns, [count_turn(t, self.tokenizer) for t in s.turns], s.platform, s.channel)
             )
