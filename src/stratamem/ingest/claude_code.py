@@ -106,7 +106,7 @@ class _Reader:
                     root: str = rec["uuid"] if isinstance(rec.get("uuid"), str) else f"line-{n}"
                     for _ in range(len(side_parent)):
                         up = side_parent.get(root)
-                        if not isinstance(up, str):
+                        if not isinstance(up, str) or up not in side_parent:
                             break
                         root = up
                     key = (sid or self.default, f"side:{root}")

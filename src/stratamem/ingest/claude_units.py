@@ -202,9 +202,15 @@ def build_thread(records: list[tuple[int, Mapping[str, Any]]], where: str, skipp
         return None
 
     parent: dict[str, str | None] = {}
+    previous: str | None = None
     for u in order:
         head = u.lines[0].rec
-        p = resolve(head.get("parentUuid") or head.get("logicalParentUuid"))
+        if "parentUuid" not in head and "logicalParentUuid" not in head:
+            # A log without threading fields: its records follow one another.
+            p = previous
+        else:
+            p = resolve(head.get("parentUuid") or head.get("logicalParentUuid"))
         parent[u.ident] = p if p != u.ident else None
+        previous = u.ident
     hint = resolve(leaf_ref) if leaf_ref else None
     return Thread(order, parent, closing, hint)

@@ -129,7 +129,8 @@ class _Rollout:
         ins = [i for i, t in enumerate(texts) if t is not None and t.lstrip().startswith(_INSTRUCTIONS)]
         if not env and not ins:
             return item
-        self.skipped["environment_context"] += len(env)
+        if env:
+            self.skipped["environment_context"] += len(env)
         for k, i in enumerate(ins):
             text = clean_text(texts[i], f"content[{i}].text")
             turn_key = key if k == 0 else f"{key}#{k}"

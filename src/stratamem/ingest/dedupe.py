@@ -106,15 +106,18 @@ def plan_ingest(
         wanted_set = set(wanted)
         holders.update((k, v) for k, v in seen.items() if k in wanted_set)
         new: list[tuple[Turn, tuple[str, ...], int | None]] = []
+        known = dict(holders)  # grows with this input's own new records, so a repeat within it is caught
         for turn, key, ps, line in zip(s.turns, keys, parts, lines, strict=True):
             part_keys = tuple(p.key for p in ps if p.key != key)
-            if key not in holders:
+            if key not in known:
                 new.append((turn, (key, *part_keys), line))
+                # A record repeated later in this input is a repeat of this one.
+                known.update(dict.fromkeys((key, *part_keys), name))
                 continue
             if not dedupe:
                 new.append((turn, (), line))
                 continue
-            fresh = [p.key not in holders for p in ps]
+            fresh = [p.key not in known for p in ps]
             # Parts never recorded at all: the turn was stored whole (by an earlier version); leave it.
             if not ps or all(fresh) or not any(fresh):
                 out.skipped[name] += 1
@@ -124,7 +127,9 @@ def plan_ingest(
                 out.skipped[name] += 1
                 continue
             cont = replace(turn, content=tuple(blocks), metadata={**turn.metadata, "continues": key})
-            new.append((cont, tuple(p.key for p, f in zip(ps, fresh, strict=True) if f), line))
+            cont_keys = tuple(p.key for p, f in zip(ps, fresh, strict=True) if f)
+            new.append((cont, cont_keys, line))
+            known.update(dict.fromkeys(cont_keys, name))
             out.continued += 1
         if not new:
             continue

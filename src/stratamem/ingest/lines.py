@@ -41,8 +41,12 @@ def decode(raw: bytes, name: str) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise DecodeError(f"not valid UTF-8 (byte {exc.start})", line=line, source=name) from None
+        if exc.end == len(raw) and b"\n" not in raw[exc.start :] and exc.reason == "unexpected end of data":
+            # A character cut by a writer still at work: the rest of the last line comes later.
+            text = raw[: exc.start].decode("utf-8")
+        else:
+            line = raw.count(b"\n", 0, exc.start) + 1
+            raise DecodeError(f"not valid UTF-8 (byte {exc.start})", line=line, source=name) from None
     return text[1:] if text.startswith(BOM) else text
 
 
