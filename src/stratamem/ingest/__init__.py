@@ -165,6 +165,8 @@ def read_file(
         raise ValidationError(f"cannot read {p}: {exc}") from exc
     where = p.name
     text = decode(raw, where)
+    if not text.strip():
+        return []  # an empty file (a log just created): nothing yet
     settled = _settled(p, settle)
     if fmt == "aider" or (fmt == "auto" and looks_like_aider(text)):
         return read_aider(text, session, where, settled=settled)

@@ -39,11 +39,14 @@ _START = re.compile(r"^# aider chat started at (\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d
 _MODEL = re.compile(r"^Main model: (\S+)")
 
 
+_MARK = "# aider chat started at "
+
+
 def looks_like_aider(text: str) -> bool:
-    """Whether text is an aider chat history: its first non-blank line opens a session."""
-    for _, line, _ in numbered_lines(text):
+    """Whether text is an aider chat history: its first non-blank line opens a session (or, unfinished, begins to)."""
+    for _, line, ended in numbered_lines(text):
         if line.strip():
-            return bool(_START.match(line))
+            return bool(_START.match(line)) or (not ended and (line.startswith(_MARK) or _MARK.startswith(line)))
     return False
 
 
@@ -71,9 +74,11 @@ def _kind(line: str) -> str:
     return "assistant"
 
 
-def _parse(text: str, where: str) -> list[_Session]:
+def _parse(text: str, where: str, settled: bool) -> list[_Session]:
     sessions: list[_Session] = []
-    for n, line, _ in numbered_lines(text):
+    for n, line, ended in numbered_lines(text):
+        if not ended and not settled:
+            break  # a line still being written: what it is shows when it is whole
         m = _START.match(line)
         if m:
             try:
@@ -114,7 +119,7 @@ def read_aider(text: str, default_session: str | None, where: str = "", *, settl
     Raises:
         DecodeError: Text before the first session line, or a start line whose time is not a date.
     """
-    parsed = _parse(text, where)
+    parsed = _parse(text, where, settled)
     skipped: Counter[str] = Counter()
     out: list[IngestSession] = []
     for si, s in enumerate(parsed):

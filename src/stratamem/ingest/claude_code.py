@@ -52,6 +52,10 @@ __all__ = ["looks_like_claude_code", "read_claude_code"]
 _SOURCE = "claude-code"
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9_.:@+=-]")
 _TASK_TOOLS = ("Task", "Agent")
+# Record types only Claude Code writes (with its sessionId, or a snapshot's messageId).
+_OWN_TYPES = frozenset(
+    {"file-history-snapshot", "queue-operation", "progress", "system", "last-prompt", "custom-title", "ai-title"}
+)
 
 
 def looks_like_claude_code(records: list[tuple[int, dict[str, Any]]]) -> bool:
@@ -65,6 +69,9 @@ def looks_like_claude_code(records: list[tuple[int, dict[str, Any]]]) -> bool:
         ):
             return True
         if kind == "summary" and "leafUuid" in rec:
+            return True
+        # A log whose first records are not messages yet (snapshots, progress, hooks).
+        if kind in _OWN_TYPES and ("sessionId" in rec or "messageId" in rec):
             return True
     return False
 

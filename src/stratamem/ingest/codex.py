@@ -76,7 +76,11 @@ def looks_like_codex(records: list[tuple[int, dict[str, Any]]]) -> bool:
         and "timestamp" in first
         and "type" not in first
         and "role" not in first
-        and any(r.get("record_type") == "state" or r.get("type") in ITEM_TYPES for _, r in records[1:50])
+        and "content" not in first
+        and (
+            len(records) == 1  # a rollout just started: its meta line alone
+            or any(r.get("record_type") == "state" or r.get("type") in ITEM_TYPES for _, r in records[1:50])
+        )
     )
 
 
