@@ -115,6 +115,14 @@ def _settled(path: Path, settle: float) -> bool:
         return True
 
 
+def _mtime(path: Path) -> datetime:
+    """When the file was last written (a checkpoint's only time)."""
+    try:
+        return datetime.fromtimestamp(path.stat().st_mtime, UTC)
+    except OSError:
+        return _ingest_time()
+
+
 def _agent_meta(path: Path) -> dict[str, Any] | None:
     """The ``agent-<id>.meta.json`` beside a Claude Code sub-agent log, if there is a readable one."""
     meta = path.with_name(path.name.removesuffix(path.suffix) + _META_SUFFIX)
@@ -171,7 +179,7 @@ def read_file(
     if fmt == "aider" or (fmt == "auto" and looks_like_aider(text)):
         return read_aider(text, session, where, settled=settled)
     if (
-        fmt in _LINE_FORMATS
+        (fmt in _LINE_FORMATS and not (p.suffix == ".json" and not looks_like_lines(text)))
         or (fmt not in ("chatgpt", "locomo", "gemini") and p.suffix in (".jsonl", ".ndjson"))
         or (fmt not in ("chatgpt", "locomo") and looks_like_lines(text))
         or (fmt == "turns" and not text.lstrip().startswith("["))
@@ -186,9 +194,11 @@ def read_file(
             raise fail("not a ChatGPT export: expected conversations with a 'mapping'", where=where)
         return read_chatgpt(data, session, where, text=text)
     if kind == "codex":
+        if not looks_like_codex_json(data):
+            raise fail("not a Codex rollout: expected {'session': {...}, 'items': [...]}", where=where)
         return read_codex_json(data, session, where)
     if kind == "gemini":
-        return read_gemini(data, session, where, name=p.name)
+        return read_gemini(data, session, where, name=p.name, saved=_mtime(p))
     if p.name.endswith(_META_SUFFIX) and isinstance(data, dict) and not looks_like_chatgpt(data):
         # A Claude Code sub-agent's metadata: read with its log (the .jsonl beside it), nothing of its own.
         return [IngestSession(session, [], platform="claude-code", skipped={"sub-agent metadata": 1}, source=where)]

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +216,7 @@ def read_gemini_lines(
     first_line: dict[str, int] = {}
     parent: dict[str, str | None] = {}
     active: list[str] = []
+    notices: set[str] = set()
     for n, rec in records:
         if _is_meta(rec):
             meta.update(rec)
@@ -234,8 +235,11 @@ def read_gemini_lines(
                 del active[active.index(target) :]
             skipped["$rewindTo"] += 1
             continue
-        if rec.get("id") is None or rec.get("type") not in _MESSAGE_TYPES:
-            skipped[str(rec.get("type", "untyped"))] += 1
+        if rec.get("id") is None or rec.get("type") not in _MESSAGE_TYPES or rec["type"] in _NOTICES:
+            # Notices (info, warning, error) are the CLI talking, not the conversation: not on its path.
+            if str(rec.get("id")) not in notices:
+                skipped[str(rec.get("type", "untyped"))] += 1
+                notices.add(str(rec.get("id")))
             continue
         ident = str(rec["id"])
         if ident in latest:
@@ -354,8 +358,10 @@ def _time(raw: Any) -> datetime | None:
         return None
 
 
-def read_gemini(data: Any, default_session: str | None, where: str = "", *, name: str = "") -> list[IngestSession]:
-    """A Gemini CLI JSON document: a session, the prompt log, or a checkpoint.
+def read_gemini(
+    data: Any, default_session: str | None, where: str = "", *, name: str = "", saved: datetime | None = None
+) -> list[IngestSession]:
+    """A Gemini CLI JSON document: a session, the prompt log, or a checkpoint (dated ``saved``: it holds no times).
 
     Raises:
         DecodeError: A message is malformed; names the file and the JSON path.
@@ -376,7 +382,7 @@ def read_gemini(data: Any, default_session: str | None, where: str = "", *, name
     if isinstance(data, list) and data and all(isinstance(r, Mapping) and "messageId" in r for r in data[:20]):
         return read_prompt_log(data, default_session, where)
     history = data.get("history") if isinstance(data, Mapping) else data
-    return [read_checkpoint(history, default_session, where, name)]
+    return [read_checkpoint(history, default_session, where, name, saved or datetime.now(UTC))]
 
 
 def _no_lines(s: IngestSession, where: str) -> IngestSession:

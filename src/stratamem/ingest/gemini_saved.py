@@ -5,14 +5,14 @@ without session logs) they become user turns of ``<session>.prompts``, marked
 ``metadata.prompt_log``; :mod:`.tree` leaves it out when the session logs are
 there. A checkpoint ``checkpoint-<tag>.json`` holds the model's history as
 Content entries (``{role: user|model, parts}``) without times: the session
-``gemini-checkpoint-<tag>``, dated when read, keyed by position and content.
+``gemini-checkpoint-<tag>``, dated by the file's time, keyed by position and content.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from ..errors import StratamemError
@@ -56,11 +56,10 @@ def read_prompt_log(data: list[Any], default_session: str | None, where: str) ->
     return out
 
 
-def read_checkpoint(history: Any, default_session: str | None, where: str, name: str) -> IngestSession:
-    """A ``/chat save`` checkpoint: Content entries (user/model parts) without times, dated when read."""
+def read_checkpoint(history: Any, default_session: str | None, where: str, name: str, ts: datetime) -> IngestSession:
+    """A ``/chat save`` checkpoint: Content entries (user/model parts) without times, dated ``ts`` (its save)."""
     tag = name.removeprefix("checkpoint-").removesuffix(".json") or "checkpoint"
     session = safe_session(f"gemini-checkpoint-{tag}", None) or default_session
-    ts = datetime.now(UTC)
     skipped: Counter[str] = Counter()
     turns: list[Turn] = []
     keys: list[str] = []
