@@ -118,13 +118,14 @@ def test_a_sub_agent_log_is_its_own_session_linked_to_its_parent() -> None:
     assert agent.session == f"{STATION}.agent-a5e1b2c"
     assert _roles(agent) == ["user", "assistant", "tool", "assistant"]
     for t in agent.turns:
-        assert {k: t.metadata[k] for k in ("sidechain", "agent", "parent_session")} == {
+        assert {k: t.metadata[k] for k in ("sidechain", "agent", "agent_type", "parent_session")} == {
             "sidechain": True,
             "agent": "a5e1b2c",
+            "agent_type": "Explore",
             "parent_session": STATION,
         }
     # Its .meta.json labels the session; read alone, the .meta.json holds nothing of its own.
-    assert agent.labels == {"agentType": "Explore", "description": "find ISR counters", "spawnDepth": "1"}
+    assert agent.labels == {"agent_type": "Explore", "description": "find ISR counters", "spawn_depth": "1"}
     [meta] = read_file(AGENT_LOG.with_name("agent-a5e1b2c.meta.json"))
     assert (meta.turns, meta.skipped) == ([], {"sub-agent metadata": 1})
     # The parent's result of the Task call names the sub-agent's session.
@@ -145,6 +146,8 @@ def test_a_claude_code_1_0_sub_agent_inside_the_parent_file_is_linked_by_its_pro
 def test_a_rewound_branch_is_its_own_session_never_mixed_into_the_conversation() -> None:
     branch, main = read_file(PROJECT / f"{REWIND}.jsonl")
     assert main.session == REWIND
+    # The user's own title wins over the older generated one.
+    assert main.labels == branch.labels == {"title": "rain reset"}
     assert [t.metadata["uuid"] for t in main.turns] == ["u-1", "a-1a", "u-c2", "a-c2", "u-c2r", "a-c3", "u-c3"]
     assert branch.session == f"{REWIND}.branch-u-b1"
     assert [t.metadata["uuid"] for t in branch.turns] == ["u-b1", "a-b1"]

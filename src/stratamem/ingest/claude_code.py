@@ -151,11 +151,17 @@ class _Reader:
             extra = {"sidechain": True, "parent_session": base}
             if kind.startswith("agent:"):
                 extra["agent"] = kind[6:]
+                if isinstance(self.agent_meta.get("agentType"), str):
+                    extra["agent_type"] = self.agent_meta["agentType"]
             self.session(thread, name, extra, groups[(sid, kind)])
         calls = self.task_calls(built)
+        title = _title(records)
         for (sid, kind), thread in built.items():
             if kind == "main":
+                start = len(self.out)
                 self.session(thread, sid, {}, groups[(sid, kind)], calls)
+                if title:
+                    self.out[start:] = [replace(s, labels={**s.labels, "title": title}) for s in self.out[start:]]
         if not self.out:
             self.out.append(IngestSession(self.default, [], platform=_SOURCE))
         # The file's skip counts ride on its first session, so they are reported once.
@@ -205,7 +211,11 @@ class _Reader:
         self.emit(name, [by_id[i] for i in main], dict(extra), times, held, family, calls)
         # An agent's type and description (from its .meta.json) label its session.
         if extra.get("agent") and self.agent_meta and self.out and self.out[-1].session == name:
-            labels = {k: str(v) for k, v in self.agent_meta.items() if isinstance(v, str | int) and v != ""}
+            labels = {
+                _snake(k): str(v)
+                for k, v in self.agent_meta.items()
+                if isinstance(v, str | int) and not isinstance(v, bool) and v != ""
+            }
             self.out[-1] = replace(self.out[-1], labels={**self.out[-1].labels, **labels})
 
     def _held(self, thread: Thread) -> str | None:
@@ -411,6 +421,21 @@ def _orphan_text(blocks: list[Block]) -> tuple[str, list[str]]:
         elif isinstance(b, TextBlock):
             texts.append(b.text)
     return "\n".join(texts), ids
+
+
+def _snake(name: str) -> str:
+    """``agentType`` -> ``agent_type``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _title(records: list[tuple[int, dict[str, Any]]]) -> str | None:
+    """The session's title: the user's (``custom-title``), else Claude Code's (``ai-title``, then ``summary``)."""
+    found: dict[str, str] = {}
+    for _, rec in records:
+        for kind, key in (("custom-title", "customTitle"), ("ai-title", "aiTitle"), ("summary", "summary")):
+            if rec.get("type") == kind and isinstance(rec.get(key), str) and rec[key].strip():
+                found[kind] = rec[key]
+    return found.get("custom-title") or found.get("ai-title") or found.get("summary")
 
 
 def _first_prompt(thread: Thread) -> str | None:
