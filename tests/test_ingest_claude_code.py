@@ -118,10 +118,9 @@ def test_a_sub_agent_log_is_its_own_session_linked_to_its_parent() -> None:
     assert agent.session == f"{STATION}.agent-a5e1b2c"
     assert _roles(agent) == ["user", "assistant", "tool", "assistant"]
     for t in agent.turns:
-        assert {k: t.metadata[k] for k in ("sidechain", "agent", "agent_type", "parent_session")} == {
+        assert {k: t.metadata[k] for k in ("sidechain", "agent", "parent_session")} == {
             "sidechain": True,
             "agent": "a5e1b2c",
-            "agent_type": "Explore",
             "parent_session": STATION,
         }
     # Its .meta.json labels the session; read alone, the .meta.json holds nothing of its own.

@@ -150,9 +150,9 @@ class _Reader:
                 self.agent_sessions[kind[6:]] = name
             extra = {"sidechain": True, "parent_session": base}
             if kind.startswith("agent:"):
+                # (Its .meta.json labels the session only: a log read before the file exists must store
+                # the same turns as one read after.)
                 extra["agent"] = kind[6:]
-                if isinstance(self.agent_meta.get("agentType"), str):
-                    extra["agent_type"] = self.agent_meta["agentType"]
             self.session(thread, name, extra, groups[(sid, kind)])
         calls = self.task_calls(built)
         title = _title(records)
