@@ -85,7 +85,8 @@ class _Tally:
             f"{', '.join(self.sessions)}; {self.skipped} already stored (skipped)"
         ]
         for ns, by in self.sessions.items():
-            names = list(by)
+            # Conversations before their sub-agent and branch sessions.
+            names = sorted(by, key=lambda n: any(m in n for m in (".agent-", ".sidechain-", ".branch-")))
             shown = ", ".join(names[:3]) + (f", ... ({len(names)} in all)" if len(names) > 3 else "")
             out.append(f"  {ns}: session(s) {shown}: {sum(by.values())} stored")
         if self.held:

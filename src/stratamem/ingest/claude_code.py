@@ -92,6 +92,7 @@ class _Reader:
         self.out: list[IngestSession] = []
         self.task_links: dict[str, str] = {}  # Task call id -> sidechain session (Claude Code 1.0)
         self.agent_sessions: dict[str, str] = {}  # agentId -> session
+        self.main_starts: dict[str | None, int] = {}  # session -> first line of its main thread's last unit
 
     def threads(self, records: list[tuple[int, dict[str, Any]]]) -> dict[tuple[str | None, str], list]:
         """Records grouped by thread: ``(session, "main" | "agent:<id>" | "side:<root>")``, in first-seen order."""
@@ -134,6 +135,11 @@ class _Reader:
     def run(self, records: list[tuple[int, dict[str, Any]]]) -> list[IngestSession]:
         groups = self.threads(records)
         built = {key: build_thread(recs, self.where, self.skipped) for key, recs in groups.items()}
+        # A 1.0 sub-agent ran while its parent waited for the Task's result: a parent unit that starts
+        # after the sub-agent's last line means the sub-agent had finished.
+        self.main_starts = {
+            sid: max((u.first for u in t.units), default=0) for (sid, k), t in built.items() if k == "main"
+        }
         # Sub-agents first (their links are needed by the parent's results), the main thread last:
         # it is then the namespace's most recent session, the one a context continues by default.
         for (sid, kind), thread in built.items():
@@ -153,7 +159,8 @@ class _Reader:
                 # (Its .meta.json labels the session only: a log read before the file exists must store
                 # the same turns as one read after.)
                 extra["agent"] = kind[6:]
-            self.session(thread, name, extra, groups[(sid, kind)])
+            done = self.main_starts.get(sid, 0) if kind.startswith("side:") else 0
+            self.session(thread, name, extra, groups[(sid, kind)], closed_after=done)
         calls = self.task_calls(built)
         title = _title(records)
         for (sid, kind), thread in built.items():
@@ -192,12 +199,16 @@ class _Reader:
         extra: Mapping[str, Any],
         recs: list[tuple[int, dict[str, Any]]],
         calls: Mapping[str, str] | None = None,
+        closed_after: int = 0,
     ) -> None:
-        """Emit the thread's conversation (and each abandoned branch) as sessions."""
+        """Emit the thread's conversation (and each abandoned branch) as sessions.
+
+        ``closed_after``: a line of the file after which anything of this thread has ended.
+        """
         if not thread.units:
             return
         by_id = {u.ident: u for u in thread.units}
-        held = self._held(thread)
+        held = self._held(thread) if thread.units[-1].last >= closed_after else None
         leaf = self._leaf(thread)
         main, branches = split_tree([u.ident for u in thread.units], thread.parent, leaf)
         family = name
