@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -173,16 +173,5 @@ def read_aider(text: str, default_session: str | None, where: str = "", *, settl
         )
     if not out:
         out.append(IngestSession(default_session, [], platform="aider", source=where or None))
-    first = out[0]
-    out[0] = IngestSession(
-        first.session,
-        first.turns,
-        platform=first.platform,
-        keys=first.keys,
-        skipped=dict(skipped),
-        held_back=first.held_back,
-        family=first.family,
-        source=first.source,
-        lines=first.lines,
-    )
+    out[0] = replace(out[0], skipped=dict(skipped))
     return out

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -292,16 +293,7 @@ def _conversation(
             )
         )
     # The conversation's skip counts ride on its main session (last), so they are reported once.
-    out[-1] = IngestSession(
-        out[-1].session,
-        out[-1].turns,
-        platform="chatgpt",
-        keys=out[-1].keys,
-        labels=out[-1].labels,
-        skipped=dict(skipped),
-        family=session,
-        source=where or None,
-    )
+    out[-1] = replace(out[-1], skipped=dict(skipped))
     return out
 
 

@@ -108,16 +108,17 @@ class _Rollout:
         self.where = where
         self.skipped: Counter[str] = Counter()
         self.reader = ItemReader(self.skipped)
-        self.extra: dict[int, list[tuple[Turn, str]]] = {}  # turn index -> system turns (and keys) before it
-        self.pending_system: list[tuple[Turn, str]] = []
+        # turn index -> the system turns (with key and line) that go before it
+        self.extra: dict[int, list[tuple[Turn, str, int]]] = {}
+        self.pending_system: list[tuple[Turn, str, int]] = []
 
-    def item(self, payload: Any, pos: int, ts: datetime, model: str | None, key: str, path: str) -> None:
+    def item(self, payload: Any, pos: int, ts: datetime, model: str | None, key: str, path: str, line: int) -> None:
         if (
             isinstance(payload, Mapping)
             and payload.get("type", "message") == "message"
             and payload.get("role") == "user"
         ):
-            payload = self._user(payload, ts, key)
+            payload = self._user(payload, ts, key, line)
             if payload is None:
                 return
         before = len(self.reader.turns)
@@ -126,7 +127,7 @@ class _Rollout:
             self.extra[before] = self.pending_system
             self.pending_system = []
 
-    def _user(self, item: Mapping[str, Any], ts: datetime, key: str) -> Mapping[str, Any] | None:
+    def _user(self, item: Mapping[str, Any], ts: datetime, key: str, line: int) -> Mapping[str, Any] | None:
         """Split a user message: environment parts skipped, instruction parts system turns, the rest a user turn."""
         texts = _part_texts(item)
         env = [i for i, t in enumerate(texts) if t is not None and t.lstrip().startswith(_ENVIRONMENT)]
@@ -138,7 +139,7 @@ class _Rollout:
         for k, i in enumerate(ins):
             text = clean_text(texts[i], f"content[{i}].text")
             turn_key = key if k == 0 else f"{key}#{k}"
-            self.pending_system.append((Turn(role="system", content=text, timestamp=ts), turn_key))
+            self.pending_system.append((Turn(role="system", content=text, timestamp=ts), turn_key, line))
         rest = [i for i in range(len(texts)) if i not in env and i not in ins]
         if not rest:
             return None
@@ -235,7 +236,7 @@ def read_codex(
         key = _item_key(payload, pos)
         keys_at[pos] = key
         try:
-            roll.item(payload, pos, ts, model, key, base)
+            roll.item(payload, pos, ts, model, key, base, n)
         except StratamemError as exc:
             raise record_error(exc, line=n, path=base, where=where) from None
     roll.reader.finish()
@@ -293,10 +294,10 @@ def _session(
         and not _closed(records, max(i for i, _ in reader.members[last]), flat)
     )
     for i, (turn, src) in enumerate(zip(reader.turns, reader.sources, strict=True)):
-        for sys_turn, sys_key in roll.extra.get(i, []):
+        for sys_turn, sys_key, sys_line in roll.extra.get(i, []):
             turns.append(sys_turn)
             keys.append(sys_key)
-            lines.append(records[src][0])
+            lines.append(sys_line)
             all_parts.append(())
         if i == last and open_last:
             held = 1
@@ -305,10 +306,10 @@ def _session(
         keys.append(keys_at[src])
         lines.append(records[src][0])
         all_parts.append(parts[i])
-    for sys_turn, sys_key in roll.extra.get(len(reader.turns), []):
+    for sys_turn, sys_key, sys_line in roll.extra.get(len(reader.turns), []):
         turns.append(sys_turn)
         keys.append(sys_key)
-        lines.append(None)
+        lines.append(sys_line)
         all_parts.append(())
     repair_orphans(turns)
     return IngestSession(

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -311,20 +312,7 @@ def read_gemini_lines(
                 lines=tuple(lines),
             )
         )
-    last = out[-1]
-    out[-1] = IngestSession(
-        last.session,
-        last.turns,
-        platform=_PLATFORM,
-        labels=last.labels,
-        keys=last.keys,
-        skipped=dict(skipped),
-        parts=last.parts,
-        held_back=last.held_back,
-        family=last.family,
-        source=last.source,
-        lines=last.lines,
-    )
+    out[-1] = replace(out[-1], skipped=dict(skipped))
     return out
 
 
@@ -386,14 +374,4 @@ def read_gemini(
 
 
 def _no_lines(s: IngestSession, where: str) -> IngestSession:
-    return IngestSession(
-        s.session,
-        s.turns,
-        platform=s.platform,
-        labels=s.labels,
-        keys=s.keys,
-        skipped=s.skipped,
-        parts=s.parts,
-        family=s.family,
-        source=where or None,
-    )
+    return replace(s, lines=(), source=where or None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -50,9 +51,7 @@ def read_prompt_log(data: list[Any], default_session: str | None, where: str) ->
         )
         for name, rows in by_session.items()
     ] or [IngestSession(default_session, [], platform=_PLATFORM, source=where or None)]
-    out[0] = IngestSession(
-        out[0].session, out[0].turns, platform=_PLATFORM, keys=out[0].keys, skipped=dict(skipped), source=where or None
-    )
+    out[0] = replace(out[0], skipped=dict(skipped))
     return out
 
 
