@@ -102,6 +102,7 @@ class _Reader:
                 if isinstance(rec.get("uuid"), str):
                     side_parent[rec["uuid"]] = rec.get("parentUuid")
         out: dict[tuple[str | None, str], list] = {}
+        roots: dict[str, str] = {}
         last_main: tuple[str | None, str] | None = None
         floating: list[tuple[int, dict[str, Any]]] = []
         for n, rec in records:
@@ -111,13 +112,8 @@ class _Reader:
                 if isinstance(agent, str) and agent:
                     key: tuple[str | None, str] = (sid or self.default, f"agent:{agent}")
                 else:
-                    root: str = rec["uuid"] if isinstance(rec.get("uuid"), str) else f"line-{n}"
-                    for _ in range(len(side_parent)):
-                        up = side_parent.get(root)
-                        if not isinstance(up, str) or up not in side_parent:
-                            break
-                        root = up
-                    key = (sid or self.default, f"side:{root}")
+                    uuid = rec["uuid"] if isinstance(rec.get("uuid"), str) else f"line-{n}"
+                    key = (sid or self.default, f"side:{_root(uuid, side_parent, roots)}")
             elif "sessionId" in rec:
                 key = last_main = (sid, "main")
             else:
@@ -432,6 +428,21 @@ def _orphan_text(blocks: list[Block]) -> tuple[str, list[str]]:
         elif isinstance(b, TextBlock):
             texts.append(b.text)
     return "\n".join(texts), ids
+
+
+def _root(uuid: str, parent: Mapping[str, Any], roots: dict[str, str]) -> str:
+    """The first record of the 1.0 sidechain run ``uuid`` belongs to (memoized in ``roots``)."""
+    path: list[str] = []
+    node = uuid
+    while node not in roots and node not in path:
+        path.append(node)
+        up = parent.get(node)
+        if not isinstance(up, str) or up not in parent:
+            break
+        node = up
+    root = roots.get(node, node)
+    roots.update(dict.fromkeys(path, root))
+    return root
 
 
 def _snake(name: str) -> str:
