@@ -233,7 +233,7 @@ def test_a_bad_chatgpt_message_is_named_by_file_and_json_path(tmp_path: Path) ->
     with pytest.raises(DecodeError) as info:
         read_file(bad)
     assert str(info.value) == (
-        "conversations.json: [0].mapping[\"u1\"].message.author.role: unknown author role 'wizard'"
+        "conversations.json:1: [0].mapping[\"u1\"].message.author.role: unknown author role 'wizard'"
     )
 
 

@@ -300,7 +300,7 @@ def _conversation(
 def _located(exc: StratamemError, where: str, text: str | None, node_id: str) -> DecodeError:
     err = record_error(exc, line=None, path="", where=where)
     line = _line_of(text, node_id)
-    return DecodeError(err.reason, line=line, source=where or None) if line and "\n" in (text or "") else err
+    return DecodeError(err.reason, line=line, source=where or None) if line else err
 
 
 def read_chatgpt(
