@@ -20,7 +20,7 @@ from ..config import Config
 from ..context.assemble import build_context
 from ..context.gather import Parts, Request
 from ..context.sources import SummaryIndex
-from ..errors import BudgetError, ConfigError, InvalidTurnError, NotFoundError, ValidationError
+from ..errors import BudgetError, ConfigError, InvalidTurnError, ValidationError
 from ..events import EventBus
 from ..exchange import plan_import, read_export, write_export
 from ..expand import expand as expand_id
