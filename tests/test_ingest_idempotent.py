@@ -148,8 +148,9 @@ def test_cli_ingest_twice_reports_stored_then_skipped(tmp_path: Path) -> None:
     assert code == 0
     assert out.splitlines() == [
         "ingested 8 turns in 2 session(s) into 1 namespace(s): default; 0 already stored (skipped)",
-        "  default: session(s) 5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10.sidechain-s-1, "
-        "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10: 8 stored",
+        # The conversation before its sub-agent run.
+        "  default: session(s) 5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10, "
+        "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10.sidechain-s-1: 8 stored",
         "  records that are not messages, skipped: file-history-snapshot 1, meta 1, summary 1, system:local_command 1",
     ]
     code, out = _run(db, "ingest", str(INGEST / "claude_code.jsonl"))
