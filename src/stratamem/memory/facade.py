@@ -22,7 +22,6 @@ from ..context.gather import Parts, Request
 from ..context.sources import SummaryIndex
 from ..errors import BudgetError, ConfigError, ValidationError
 from ..events import EventBus
-from ..exchange import plan_import, read_export, write_export
 from ..expand import expand as expand_id
 from ..ingest import IngestReport, IngestSession, parse_messages
 from ..ingest import dedupe as _dedupe
@@ -40,6 +39,7 @@ from .derived import Derived, needed_features
 from .once import Once, request_digest
 from .requests import check_arguments, check_counting, current_session, lexical_note, record_manifest
 from .status import Status, namespace_status
+from .transfer import export_from, import_into
 
 if TYPE_CHECKING:
     from ..forget import ForgetReport
@@ -475,13 +475,7 @@ class Memory:
 
     def export(self, out: IO[str]) -> tuple[int, int]:
         """Write this namespace's sessions and turns as JSON Lines; returns ``(sessions, turns)``."""
-        return write_export(
-            out,
-            self.namespace,
-            self.tokenizer.name,
-            self.store.sessions(self.namespace),
-            self.store.iter_turns(self.namespace),
-        )
+        return export_from(self, out)
 
     def import_(self, source: IO[str], *, dedupe: bool = True) -> tuple[int, int, int]:
         """Import an export into this namespace, in one transaction; returns ``(sessions, turns, skipped)``.
@@ -500,24 +494,7 @@ class Memory:
                 file (or, without ``dedupe``, exists at all).
             BackendError: The store failed; nothing was stored.
         """
-        data = read_export(source)
-        with self.store.transaction():
-            plan = plan_import(self.store, self.namespace, data, dedupe=dedupe)
-            for s in data.sessions:
-                # Create sessions even when empty, so an export round-trips exactly.
-                self.store.ensure_session(
-                    self.namespace, s.name, platform=s.platform, channel=s.channel, created_at=s.created_at
-                )
-            stored = self._append_sessions(
-                [
-                    IngestSession(s.name, plan.turns[s.name], platform=s.platform, channel=s.channel)
-                    for s in data.sessions
-                    if plan.turns[s.name]
-                ]
-            )
-        # Only committed turns may reach the derived structures.
-        self._derived.after_add(stored)
-        return len(data.sessions), len(stored), plan.skipped
+        return import_into(self, source, dedupe=dedupe)
 
     # --- forget, search, namespaces (stratamem.forget, stratamem.search) ----------------
 
