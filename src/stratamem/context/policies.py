@@ -184,9 +184,12 @@ class TopicsPolicy(Policy):
         self, section: SummarySection, cands: Candidates, alloc: Allocation
     ) -> list[tuple[SummaryUnit, int]]:
         """Topics take their share, bulks the rest; what is still free then goes to the topics that did
-        not fit their share."""
+        not fit their share (a topic not summarized yet shown whole, or degraded: never dropped while
+        an excerpt or a summary of it fits)."""
         share = alloc.tokens(alloc.history) if alloc.history else 0
-        waiting = section.take(cands.summaries, Budget(min(section.asm.left.left, share)))
+        # A topic not summarized yet that does not fit the share whole waits for the room left
+        # after the bulks (it may fit there whole); only then is it degraded (an excerpt, a summary).
+        waiting = section.take(cands.summaries, Budget(min(section.asm.left.left, share)), defer=True)
         return section.take(cands.bulks, section.room()) + section.take([su for su, _ in waiting], section.room())
 
 

@@ -10,6 +10,7 @@ lives in :mod:`stratamem.retrieve`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 from functools import partial
@@ -142,6 +143,7 @@ class SummaryIndex:
         self._levels: list[float] = []
         self._bm25 = BM25Index()
         self._vectors: dict[int, np.ndarray | None] = {}
+        self._made: dict[int, str] = {}
 
     def _on_event(self, namespace: str, event: Any) -> None:
         if event.namespace != namespace:
@@ -323,7 +325,21 @@ class SummaryIndex:
             expand=partial(pyramid.expand, node.id) if segment else None,
             expanded_tokens=node.tokens if segment else 0,
             expand_only=node.summary is None,
+            excerpt_chars=pyramid.config.pyramid.max_message_chars if segment and node.summary is None else 0,
+            summarize=partial(self._on_demand, pyramid, node) if segment and node.summary is None else None,
         )
+
+    def _on_demand(self, pyramid: Any, node: Node) -> str:
+        """A summary line for a segment not summarized yet, made by the local summarizer and kept here.
+
+        Not stored: deferred summaries are made for good when the segment is demoted. A sealed
+        segment's turns do not change, so the line is made once per node.
+        """
+        line = self._made.get(node.id)
+        if line is None:
+            made = pyramid.fallback.summarize(pyramid.expand(node.id), max_tokens=pyramid.summary_budget(node))
+            line = self._made[node.id] = summary_line(dataclasses.replace(node, summary=made))
+        return line
 
     def topics(self, pyramid: Any, session: str | None = None) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
         """Seed 002's view: topic (segment) summaries and bulk (consolidation) summaries, newest first.
