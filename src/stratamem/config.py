@@ -96,17 +96,32 @@ class PyramidConfig:
     """Summarize a segment when it is demoted from hot rather than when it is sealed."""
     boundary_phrases: tuple[str, ...] = (
         "new topic",
+        "different topic",
+        "another topic",
         "let's move on",
         "lets move on",
+        "let us move on",
         "moving on",
         "change of subject",
+        "change the subject",
+        "changing the subject",
+        "change topics",
+        "changing topics",
+        "switch topics",
+        "switching topics",
         "different question",
+        "unrelated question",
         "switching gears",
         "on another note",
+        "on a different note",
     )
-    """Phrases in a user turn that start a new topic."""
+    """Phrases in a user turn that start a new topic (whole words, any case; ``’`` reads as ``'``)."""
     silence_minutes: float = 30.0
     """A gap this long between turns starts a new topic."""
+    subject_change_similarity: float = 0.45
+    """Topic segmenter: a user turn starts a new topic when the mean stored vector of it and the 3 turns
+    after it has a cosine below this with the topic's last 8 turns before it (seed 002's subject change;
+    needs turn vectors; 0 turns it off). ``benchmarks/topic_boundaries.py`` measures it on LoCoMo."""
     topic_token_threshold: float = 0.60
     """Seal the current topic when it exceeds this share of its budget allocation."""
     max_message_chars: int = 2000
