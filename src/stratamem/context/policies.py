@@ -11,8 +11,10 @@ shares; a section's unused share flows on to the next:
   history then draws as under ``recall`` (verbatim turns before summaries and
   before memory items extracted from turns). Without a query the window keeps its share.
 * ``topics`` (seed 002): the current topic's messages 50% (when the topic
-  exceeds that share, oversized messages are truncated with a marker), historical topic summaries 30% (newest first), bulk
-  summaries 20% (newest first: when bulks do not fit, the oldest is dropped first);
+  exceeds that share, oversized messages are truncated with a marker),
+  historical topic summaries 30% (newest first; one not summarized yet is shown
+  whole, as an excerpt or as a summary made on demand), bulk summaries 20%
+  (newest first: when bulks do not fit, the oldest is dropped first);
   no verbatim recall and no memory items, as in the seed.
 * ``pyramid`` (seed 000): the hot recent window (current share), the three
   warm chunks most relevant to the query, expanded to their turns when they fit
