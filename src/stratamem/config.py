@@ -257,6 +257,17 @@ class CompactionConfig:
     """Compact when system + history + output reserve exceeds this many tokens."""
     keep_recent_tokens: int = 20_000
     """Recent history kept verbatim after compaction."""
+    keep_recent_turns: int = 3
+    """Seed 001 phase 4, a dynamic window: the recent window grows past ``keep_recent_tokens`` to hold
+    the last N user turns whole (tool-heavy work in progress), up to twice ``keep_recent_tokens`` and
+    what the threshold leaves; 0 keeps it fixed."""
+    retain_decisions_tokens: int = 2000
+    """Seed 001 phase 4, priority retention: old turns with a decision in a user or assistant message
+    stay verbatim after the checkpoint, newest first, up to this many tokens (and the room the threshold
+    leaves); 0: only turns a ``compaction.before`` handler pins stay."""
+    legacy_max_messages: int = 20
+    """With compaction disabled, ``prepare_messages`` keeps the newest N messages (seed 001's legacy
+    ``MAX_HISTORY_MESSAGES`` cap), cut at a real user turn; 0: no cap."""
     output_reserve: int = 16_000
     """The ``max_tokens`` the next call will request."""
     checkpoint_max_tokens: int = 3000
