@@ -35,6 +35,10 @@ class FixedBlock:
     """``text``, ``toon`` or ``json``."""
     reason: str = "always_included"
     """Why it is there."""
+    fit: Callable[[int], FixedBlock] | None = None
+    """A block that can shrink (the working state): the block re-rendered with a body of at most
+    that many tokens, saying what it left out; raises :class:`~stratamem.errors.BudgetError` when
+    nothing useful fits. Without it the block is shown whole or not at all."""
 
 
 @dataclass(frozen=True, slots=True)
