@@ -104,4 +104,4 @@ def section_from_env(section: str, base: Any, environ: Mapping[str, str] | None 
     changes = agentloop_env({k: v for k, v in env.items() if k.startswith(prefix)}).get(section)
     if not changes:
         return base
-    return getattr(Config().replace(**{section: {**Config.to_dict(base), **changes}}), section)  # type: ignore[arg-type]
+    return getattr(Config().replace(**{section: {**Config.to_dict(base), **changes}}), section)

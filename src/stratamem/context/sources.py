@@ -51,6 +51,10 @@ def project_blocks(
     """
     blocks = [
         FixedBlock(f"instructions:{f.path.name}", "instructions", f"## Project instructions ({f.path.name})", f.text)
+        if f.scope != "adr"
+        else FixedBlock(
+            f"adr:{f.path.name}", "instructions", f"## Architecture decision record (docs/adr/{f.path.name})", f.text
+        )
         for f in load_instructions(project_dir, tokenizer)
     ]
     if state is not None and Path(state.path).exists():

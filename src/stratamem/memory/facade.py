@@ -149,6 +149,7 @@ class Memory:
         self._derived = Derived(
             opened, self.namespace, self.config, self.tokenizer, self.events, summarizer, self._derived_embedder
         )
+        self._derived.project_dir = project_dir  # session logs are written on add (seed 004)
 
     @property
     def embedder(self) -> Any:

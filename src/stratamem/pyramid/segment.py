@@ -103,8 +103,8 @@ SUBJECT_MIN_TURNS = 6
 """A topic holds at least this many turns before a change of subject may close it."""
 
 
-def _unit_mean(vectors: Sequence[np.ndarray]) -> np.ndarray:
-    total = np.sum(vectors, axis=0, dtype=np.float64)
+def _unit_mean(vectors: Sequence[np.ndarray | None]) -> np.ndarray:
+    total = np.asarray(np.sum([v for v in vectors if v is not None], axis=0, dtype=np.float64))
     norm = float(np.linalg.norm(total))
     return total / norm if norm > 0 else total
 
@@ -169,7 +169,7 @@ class TopicSegmenter:
         ahead = [vectors.get(t.id) for t in run[at:]]
         if any(v is None for v in before + ahead):
             return None
-        cosine = float(_unit_mean(before) @ _unit_mean(ahead))  # type: ignore[arg-type]
+        cosine = float(_unit_mean(before) @ _unit_mean(ahead))
         return at if cosine < self.similarity else None
 
     def split(self, turns: Sequence[StoredTurn], vectors: Mapping[int, np.ndarray] | None = None) -> Split:

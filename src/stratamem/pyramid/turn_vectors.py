@@ -80,5 +80,5 @@ def stored_turn_vectors(store: Any, namespace: str, model: str, turn_ids: Sequen
     ids = [t for t in turn_ids if t in rows and rows[t].vector is not None and len(rows[t].vector) == meta.dims + 4]
     if not ids:
         return {}
-    decoded = decode_int8([rows[t].vector for t in ids], meta.dims)  # type: ignore[arg-type]
+    decoded = decode_int8([rows[t].vector for t in ids], meta.dims)
     return {t: decoded[i] for i, t in enumerate(ids)}
