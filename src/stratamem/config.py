@@ -76,6 +76,10 @@ class PyramidConfig:
     """Hot tier token budget; older segments are demoted past it."""
     warm_format: str = "ctf"
     """How warm segments hold their turns: ``ctf`` or ``json``."""
+    cold_format: str = "summary_only"
+    """What a cold segment keeps in the store besides its summary: ``summary_only`` (its content moves to
+    the archive, seed 000's default) or ``ctf`` (its turns stay CTF-encoded in the node too, expandable
+    without the archive; cleared when retention expires the node's archived content)."""
     warm_max_age_hours: float = 24 * 7
     """Warm segments older than this become cold (their content moves to the archive)."""
     auto_summarize: bool = True
@@ -179,13 +183,15 @@ class EmbeddingConfig:
     provider: str = "local"
     """``local`` (MiniLM, offline), ``openai`` (OpenAI-compatible endpoint) or ``none``."""
     model: str = "all-MiniLM-L6-v2"
-    """Model name."""
+    """Model name. With ``local`` it must name the model it runs (``all-MiniLM-L6-v2``): another
+    name is a ConfigError, never silently ignored."""
     base_url: str | None = None
-    """Endpoint for the ``openai`` provider."""
+    """Endpoint for the ``openai`` provider (an error with ``local``)."""
     batch_size: int = 64
     """Texts per embedding call."""
     dimensions: int | None = None
-    """Vector length of the ``openai`` provider's model (required there; MiniLM has 384)."""
+    """Vector length of the ``openai`` provider's model (required there; an error with ``local``,
+    whose MiniLM has 384)."""
     timeout_s: float = 60.0
     """Per-request timeout of the ``openai`` provider."""
     max_retries: int = 2
@@ -481,10 +487,14 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
     return obj
 
 
+LOCAL_EMBEDDING_MODELS = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
+"""The names ``embedding.model`` may take with the ``local`` provider: the model it runs."""
+
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("PyramidConfig", "preset"): ("pyramid", "topics", "custom"),
     ("PyramidConfig", "segmenter"): ("fixed", "topic", "user_turn"),
     ("PyramidConfig", "warm_format"): ("ctf", "json"),
+    ("PyramidConfig", "cold_format"): ("summary_only", "ctf"),
     ("PyramidConfig", "summarizer"): ("heuristic", "extractive", "llm"),
     ("PyramidConfig", "consolidation_scope"): ("session", "namespace"),
     ("EmbeddingConfig", "provider"): ("local", "openai", "none"),
@@ -529,6 +539,17 @@ def _validate(obj: Any, prefix: str) -> None:
         total = obj.current_share + obj.history_share + obj.bulk_share
         if abs(total - 1.0) > 1e-6:
             raise ConfigError(f"{prefix}current_share + history_share + bulk_share must be 1.0, got {total:g}")
+    if isinstance(obj, EmbeddingConfig) and obj.provider == "local":
+        # The local provider runs the one model it ships; a setting it would ignore is an error.
+        if obj.model not in LOCAL_EMBEDDING_MODELS:
+            raise ConfigError(
+                f"{prefix}model: the local provider runs only all-MiniLM-L6-v2 (its weights ship with the "
+                f"embeddings extra), got {obj.model!r}; for another model use provider openai (any "
+                f"OpenAI-compatible endpoint, e.g. a local server)"
+            )
+        for key in ("base_url", "dimensions"):
+            if getattr(obj, key) is not None:
+                raise ConfigError(f"{prefix}{key} applies to the openai provider only; the local provider ignores it")
     if isinstance(obj, PyramidConfig):
         if min(obj.micro_chunk_size, obj.mini_chunk_size, obj.macro_chunk_size, obj.bulk_merge_size) < 1:
             raise ConfigError(f"{prefix}chunk sizes must be at least 1")

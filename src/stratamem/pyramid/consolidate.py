@@ -357,6 +357,13 @@ class Pyramid(_Summaries, _Reads):
                 self._nodes.set_tier(
                     ns, node_id, "warm", at=at, view_tokens=self.tokenizer.count(content), warm=(fmt, content)
                 )
+            elif p.cold_format == "ctf":
+                # Seed 000's cold_format: ctf — the turns stay in the node, CTF-encoded, beside the archive.
+                _, content = encode_turns(turns[node_id], "ctf")
+                view = self.tokenizer.count(content)
+                self._nodes.set_tier(
+                    ns, node_id, "cold", at=at, view_tokens=view, warm=("ctf", content), archive_ref=ref
+                )
             else:
                 self._nodes.set_tier(
                     ns, node_id, "cold", at=at, view_tokens=self._cold_tokens(node.summary), archive_ref=ref
