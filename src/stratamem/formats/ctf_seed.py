@@ -105,9 +105,9 @@ def read_seed_turns(text: str) -> list[Turn]:
             raise DecodeError(f"unknown role {cells['role']!r} (expected user, assistant, system or tool)", line=line)
         at = _timestamp(cells.get("timestamp", ""), line) or previous
         previous = at
-        optional = {k: (None if cells[k] == _NONE else _text(cells[k])) for k in ("model", "name") if k in cells}
+        model, name = (None if cells.get(k, _NONE) == _NONE else _text(cells[k]) for k in ("model", "name"))
         try:
-            turns.append(Turn(role=role, content=_text(cells["content"]), timestamp=at, **optional))
+            turns.append(Turn(role=role, content=_text(cells["content"]), timestamp=at, model=model, name=name))
         except StratamemError as exc:
             raise DecodeError(f"not a valid turn: {exc}", line=line) from None
     return turns
