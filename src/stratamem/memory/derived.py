@@ -117,6 +117,11 @@ class Derived:
             except Exception as exc:  # noqa: BLE001 - reported below; the next update resumes from the last seal
                 self.failed("pyramid.failed", exc, stored)
 
+    def logging_to(self, project_dir: Any) -> Derived:
+        """Append every committed batch to the session logs under ``project_dir`` (``None``: no logs); returns self."""
+        self.project_dir, self._logs = project_dir, None
+        return self
+
     def _log(self, stored: list[StoredTurn]) -> None:
         """Append the batch to its sessions' logs under the project directory (``sessionlog.failed`` if not)."""
         try:
