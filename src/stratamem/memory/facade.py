@@ -36,7 +36,7 @@ from ..store import SQLiteStore, Store, TurnBatch
 from ..store.base import NamespaceStats
 from ..text import check_budget, check_context_format, check_now
 from ..tokens import Calibration, Counting, Tokenizer, count_turn, get_tokenizer
-from .derived import Derived
+from .derived import Derived, needed_features
 from .requests import check_arguments, check_counting, current_session, lexical_note, record_manifest
 from .status import Status, namespace_status
 
@@ -51,16 +51,6 @@ __all__ = ["Memory"]
 
 _CONFIGURED: Any = object()
 """Default of ``Memory(embedder=...)``: the embedder the configuration names (``None`` means none)."""
-
-
-def _needed_features(config: Config) -> list[str]:
-    """Feature stores a configuration uses (see :class:`~stratamem.store.base.Store`)."""
-    needed = ["items", "conversations"]  # item search and the checkpoint feed every context
-    if config.pyramid.enabled:
-        needed.append("nodes")
-    if config.context.record_manifests:
-        needed.append("manifests")
-    return needed
 
 
 class Memory:
@@ -128,7 +118,7 @@ class Memory:
             )
         # A store missing a feature store the configuration uses is refused here,
         # rather than that feature being skipped silently after turns are committed.
-        missing = [f for f in _needed_features(self.config) if not hasattr(opened, f)]
+        missing = [f for f in needed_features(self.config) if not hasattr(opened, f)]
         if missing:
             raise ConfigError(
                 f"the {opened.backend} store has no {', '.join(missing)} feature store(s) this configuration uses"
@@ -236,6 +226,7 @@ class Memory:
         check_name(session, "session")
         turns = parse_messages(messages, format, timestamp=timestamp)
         self._check(session, turns)
+        self._fresh()
         tokens = [count_turn(t, self.tokenizer) for t in turns]
         stored = self.store.append(self.namespace, [TurnBatch(session, turns, tokens, platform, channel)])
         self._derived.after_add(stored)
@@ -268,6 +259,7 @@ class Memory:
             NotFoundError: Unknown session.
             ConfigError: The store keeps no pyramid nodes.
         """
+        self._fresh()
         return self.pyramid.seal(session)
 
     def add_sessions(
@@ -312,11 +304,13 @@ class Memory:
             plan = _dedupe.plan_ingest(self.store.ingest_keys, self.namespace, sessions, dedupe=dedupe)
             stored = self._append_sessions(plan.sessions)
             self.store.ingest_keys.record(self.namespace, _dedupe.key_rows(plan, stored))
-        self._derived.after_add(stored, progress)
+            self._derived.mark_pending(list(plan.stored))
+        self._derived.after_ingest(stored, list(plan.stored), progress)
         return _dedupe.report(plan, stored)
 
     def _append_sessions(self, sessions: Iterable[IngestSession]) -> list[StoredTurn]:
         """Validate and store sessions' turns in one transaction, without updating derived data."""
+        self._fresh()
         batches = []
         for s in sessions:
             if s.namespace not in (None, self.namespace):
@@ -413,6 +407,7 @@ class Memory:
         if room < 1:
             raise BudgetError(f"budget {budget} is below one token in {counting.provider}'s counting", path="budget")
         session = current_session(self.store, self.namespace, session)
+        self._fresh(repair=True)
         # Responses items carry the same text and framing as Chat Completions messages: the
         # context is assembled and counted as those, then re-shaped (see providers.to_responses).
         fmt = "openai" if format == "responses" else format
@@ -461,14 +456,7 @@ class Memory:
 
     def status(self) -> Status:
         """Counts, tokens and bytes of this namespace."""
-        return namespace_status(
-            self.store,
-            self.namespace,
-            self.tokenizer.name,
-            tuple(self._derived.warnings),
-            self._derived_embedder,
-            self.indexer.model,
-        )
+        return namespace_status(self.tokenizer.name, self._derived)
 
     def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:
         """The working state of this namespace, kept under ``project_dir`` (see ``docs/state.md``).
@@ -554,6 +542,7 @@ class Memory:
         """
         from ..forget import forget
 
+        self._fresh()
         return forget(self, turns=turns, session=session, all_namespace=all_namespace, vacuum=vacuum)
 
     def expand(self, id: int | str) -> list[StoredTurn]:
@@ -574,6 +563,7 @@ class Memory:
         """
         from ..search import search
 
+        self._fresh(repair=True)
         return search(self, query, k=k, session=session)
 
     def namespaces(self) -> list[NamespaceStats]:
@@ -585,6 +575,13 @@ class Memory:
         self._derived.reset()
         self._summary_index = SummaryIndex()
         self.__dict__.pop("_items", None)
+
+    def _fresh(self, *, repair: bool = False) -> None:
+        """Drop what other writers made stale (:meth:`Derived.stale`); ``repair``: :meth:`Derived.repair_once` too."""
+        if self._derived.stale():
+            self._reset_derived()
+        if repair:
+            self._derived.repair_once()
 
     def close(self) -> None:
         """Close the store."""

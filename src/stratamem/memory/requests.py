@@ -107,8 +107,10 @@ def record_manifest(
     """Store the manifest; a failure (read-only or busy store) goes to ``failed``, never raised.
 
     The prompt is already built: losing its record must not lose the prompt.
+    A store opened read-only (its file or directory cannot be written) records
+    nothing and says nothing: reading such a store is what it is for.
     """
-    if not config.record_manifests:
+    if not config.record_manifests or getattr(store, "read_only", False):
         return
     try:
         store.manifests.add(namespace, session, ctx.manifest, keep=config.keep_manifests)
