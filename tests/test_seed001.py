@@ -95,17 +95,20 @@ def test_seed001_compaction_disabled_applies_the_legacy_20_message_cap(tmp_path:
         c = Compactor(None, provider="openai", memory=mem, session="s", config=off)
         msgs = [{"role": "system", "content": "Be brief."}, *chat(90)]
         assert len(msgs) == 181
-        side = list(range(len(msgs)))
-        result = c.prepare_messages(msgs, aligned=side)
+        result = c.prepare_messages(msgs)
         assert result.compaction.status == "capped"
         # The system message stays; the newest 20 messages (10 whole exchanges) are sent.
         assert len(msgs) == 21
         assert msgs[0] == {"role": "system", "content": "Be brief."}
         assert msgs[1]["content"].startswith("Question 80:")
-        assert side == [0, *range(161, 181)]
         assert structural_problems(msgs, "openai") == []
         # Nothing is lost: every message was stored before it left the prompt.
         assert len(mem.turns("s")) == 181
+    # Side data aligned with the messages is cut with them.
+    msgs = [{"role": "system", "content": "Be brief."}, *chat(90)]
+    side = list(range(len(msgs)))
+    Compactor(None, provider="openai", config=off).prepare_messages(msgs, aligned=side)
+    assert side == [0, *range(161, 181)]
     # A newest turn longer than 20 messages is never cut in two (its tool results stay beside their calls).
     long_turn = chat(3) + tool_turn(9, steps=12, rows=2)
     c = Compactor(None, provider="openai", config=off)

@@ -46,8 +46,8 @@ def test_seed002_large_sealed_topic_never_vanishes(tmp_path: Path, budget: int) 
 
     ctx = mem.context("what did I write?", budget=budget, session="s", policy="topics", format="text")
     assert ctx.tokens <= budget
-    (shown,) = [i for i in ctx.manifest.items if i.id == f"node:{node.id}"]
     assert "not_summarized_and_too_big" not in {m.reason for m in ctx.manifest.near_misses}
+    (shown,) = [i for i in ctx.manifest.items if i.id == f"node:{node.id}"]
     if budget == 400:
         # Not even the excerpt fits: a summary made on demand from its turns (step 2), not stored.
         assert shown.reason == "summary_on_demand"

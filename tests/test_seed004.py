@@ -49,9 +49,9 @@ def test_seed004_working_state_shrinks_instead_of_vanishing(tmp_path: Path, budg
         )
         ctx = mem.context("cache task", budget=budget, session="s", policy="state_first", format="text")
     assert ctx.tokens <= budget
+    assert "state" not in {m.id for m in ctx.manifest.near_misses}
     (state,) = [i for i in ctx.manifest.items if i.id == "state"]
     assert state.tokens <= budget // 2
-    assert "state" not in {m.id for m in ctx.manifest.near_misses}
     assert "(left out to fit:" in ctx.text and "all in state.json)" in ctx.text
     assert any(n.startswith("state shrunk to fit") for n in ctx.manifest.notes)
     if budget >= 300:
