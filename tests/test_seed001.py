@@ -173,9 +173,7 @@ def test_seed001_keep_recent_tokens_grows_to_hold_the_last_turns(server: FakeLLM
 def test_seed001_decision_messages_are_retained_without_a_hook(server: FakeLLMServer) -> None:
     """The audit: decisions stayed verbatim only when a ``compaction.before`` hook pinned them."""
     model = stratamem.llm.OpenAIChat("summ", base_url=server.openai_base_url, max_retries=0)
-    cfg = CompactionConfig(
-        threshold=6_000, keep_recent_tokens=1_500, output_reserve=500, checkpoint_max_tokens=600, keep_recent_turns=0
-    )
+    cfg = CompactionConfig(threshold=6_000, keep_recent_tokens=1_500, output_reserve=500, checkpoint_max_tokens=600)
     decision = {"role": "user", "content": "We decided to keep PostgreSQL for the orders table; no MongoDB."}
     answer = {"role": "assistant", "content": "Understood: PostgreSQL stays."}
     msgs = tool_turn(0, 2, 40) + [decision, answer] + [m for t in range(1, 6) for m in tool_turn(t, 2, 40)]
