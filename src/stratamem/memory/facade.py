@@ -140,7 +140,7 @@ class Memory:
         self._embedder: Any = embedder
         self._derived = Derived(
             opened, self.namespace, self.config, self.tokenizer, self.events, summarizer, self._derived_embedder
-        )
+        ).logging_to(project_dir)
 
     @property
     def embedder(self) -> Any:
