@@ -242,7 +242,7 @@ def _downgrade(store: Any, rows: dict[int, Any], manifests: list[tuple[str, str]
         "created_at TEXT NOT NULL, budget INTEGER NOT NULL, total_tokens INTEGER NOT NULL, items INTEGER NOT NULL, "
         "manifest TEXT NOT NULL)",
         *([] if pg else ["CREATE INDEX manifests_namespace ON manifests (namespace, id)"]),
-        "DELETE FROM _stratamem_migrations WHERE name IN ('m016_term_ids', 'm017_compact_manifests')",
+        "DELETE FROM _stratamem_migrations WHERE name IN ('m021_term_ids', 'm022_compact_manifests')",
     ]:
         _raw(store, statement)
     for r in rows.values():
@@ -268,8 +268,8 @@ def test_a_store_of_the_previous_schema_upgrades_and_reads_the_same(where: str) 
     store = open_store(where)  # m016 and m017 run
     try:
         assert [r[0] for r in _raw(store, "SELECT name FROM _stratamem_migrations ORDER BY name")][-2:] == [
-            "m016_term_ids",
-            "m017_compact_manifests",
+            "m021_term_ids",
+            "m022_compact_manifests",
         ]
         assert store.embeddings.turns.load("n") == rows
         assert [m.data for m in store.manifests.latest("n")] == [_rounded(c.manifest.to_dict()) for c in contexts][::-1]
@@ -280,3 +280,35 @@ def test_a_store_of_the_previous_schema_upgrades_and_reads_the_same(where: str) 
     with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=emb) as mem:
         assert {q: _hits(mem, q) for q in QUERIES} == hits
         assert np.isfinite([s for h in hits.values() for _, s in h]).all()
+
+
+# --- bytes per part --------------------------------------------------------------------------------------------
+
+
+def test_status_shows_the_store_s_bytes_per_part(where: str) -> None:
+    emb = HashEmbedder(dimensions=16)
+    with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=emb) as mem:
+        mem.add(_chat(30), session="s")
+        mem.context("deploy key", budget=400)
+        status = mem.status()
+        parts = status.part_bytes
+        assert {"turns", "recall_index", "items", "pyramid", "manifests", "other"} <= set(parts)
+        assert parts["turns"] > 0 and parts["recall_index"] > 0 and parts["manifests"] > 0
+        # The parts are the whole store: file + WAL on SQLite (free pages included), every table on PostgreSQL.
+        assert sum(v for k, v in parts.items() if k != "archive") == status.store_bytes
+        assert status.to_dict()["part_bytes"] == dict(parts)
+
+
+def test_the_cli_shows_bytes_per_part(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from stratamem.cli import main
+
+    db = tmp_path / "c.db"
+    with Memory(db, namespace="default", config=NO_PYRAMID, embedder=HashEmbedder(dimensions=16)) as mem:
+        mem.add(_chat(10), session="s")
+    out = CliRunner().invoke(main, ["--db", str(db), "--embedding", "none", "status"], catch_exceptions=False).output
+    lines = dict(line.split(None, 1) for line in out.splitlines())
+    assert int(lines["bytes.turns"].replace(",", "")) > 0 and int(lines["bytes.recall_index"].replace(",", "")) > 0
+    as_json = CliRunner().invoke(main, ["--db", str(db), "--embedding", "none", "status", "--json"]).output
+    assert json.loads(as_json)["part_bytes"]["turns"] == int(lines["bytes.turns"].replace(",", ""))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["Status", "namespace_status", "spend_fields"]
@@ -46,11 +47,17 @@ class Status:
     """Prompt tokens one prompt saves by showing the summarized segments as summaries.
 
     See ``stratamem.pyramid.spend``."""
+    part_bytes: Mapping[str, int] = field(default_factory=dict)
+    """Bytes of the store per part, every namespace together: ``turns``, ``recall_index``, ``items``,
+    ``pyramid``, ``manifests``, ``embedding_cache``, ``conversations``, ``other``; on SQLite also ``free``
+    (WAL and unused pages) and ``archive`` (the pyramid's archive files). Empty when the backend
+    cannot tell (a SQLite without ``dbstat``, a store in memory). See ``stratamem.store.part_bytes``."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         out = {k: getattr(self, k) for k in self.__slots__}
         out["warnings"] = list(self.warnings)
+        out["part_bytes"] = dict(self.part_bytes)
         return out
 
 
@@ -96,4 +103,5 @@ def namespace_status(
         embedding_dims=int(getattr(embedder, "dimensions", 0) or 0) if embedder is not None else 0,
         embedded_turns=embedded,
         **spend_fields(store, namespace),
+        part_bytes=getattr(store, "part_bytes", dict)(),
     )

@@ -27,7 +27,7 @@ SCORE_DECIMALS = 4
 """Decimals a stored manifest keeps of each score (the live :class:`Manifest` has them all)."""
 
 _FORMAT = 1
-_LEVEL = 9
+_LEVEL = 3  # level 9 saves ~10% more at ~4x the time (1.5 vs 6 ms per LoCoMo manifest), on the warm path
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """Storage of context manifests: every assembled prompt, explained (seed 004).
 
-Migrations ``m006_manifests`` (the table) and ``m017_compact_manifests`` (the compact form).
+Migrations ``m006_manifests`` (the table) and ``m022_compact_manifests`` (the compact form).
 
 One feature store for every backend (it speaks :mod:`stratamem.store.sql`).
 Each row is one :class:`~stratamem.records.manifests.Manifest` in its stored
@@ -20,7 +20,7 @@ from ..records.manifests import Manifest
 from .manifest_rows import StoredManifest, check_keep, decode_manifest, encode_manifest
 from .sql import Sql, dialect_of, run_ddl
 
-__all__ = ["Manifests", "m006_manifests", "m017_compact_manifests"]
+__all__ = ["Manifests", "m006_manifests", "m022_compact_manifests"]
 
 _DDL = {
     "sqlite": [
@@ -90,7 +90,7 @@ def m006_manifests(conn: Any) -> None:
     run_ddl(conn, _DDL)
 
 
-def m017_compact_manifests(conn: Any) -> None:
+def m022_compact_manifests(conn: Any) -> None:
     """Manifests stored in their compact form (both backends): the table is rebuilt with ``bytes`` and ``body``.
 
     Every stored JSON manifest is re-encoded (:func:`encode_manifest`, the

@@ -1,4 +1,4 @@
-"""Index terms as small integers: how the recall index stores a turn's analysed terms (``m016_term_ids``).
+"""Index terms as small integers: how the recall index stores a turn's analysed terms (``m021_term_ids``).
 
 A turn's index terms (stemmed words, stop words dropped) used to be stored as
 one space-joined string per turn — the turn's words a second time, at ~83
@@ -123,7 +123,7 @@ class StoredTerms:
         return [vocab[j] for j in self.ids[self.offsets[i] : self.offsets[i + 1]].tolist()]
 
     def text(self, i: int) -> str:
-        """Turn ``i``'s terms space-joined (the stored form before ``m016_term_ids``)."""
+        """Turn ``i``'s terms space-joined (the stored form before ``m021_term_ids``)."""
         return " ".join(self.terms(i))
 
     @classmethod

@@ -1,4 +1,4 @@
-"""The persisted recall index (``m010_recall_index``, ``m016_term_ids``), one implementation for every backend.
+"""The persisted recall index (``m010_recall_index``, ``m021_term_ids``), one implementation for every backend.
 
 What a new process needs to answer its first query without re-embedding or
 re-analysing anything: per turn, its analysed index terms (as ids into the
@@ -26,7 +26,7 @@ from .ddl import TYPES, run_tables
 from .sql import SQLITE, Dialect, Sql, Writer, chunks, dialect_of, upsert
 from .term_ids import StoredTerms, decode_ids, encode_ids, encode_many
 
-__all__ = ["TurnIndex", "m010_recall_index", "m016_term_ids", "prune_terms"]
+__all__ = ["TurnIndex", "m010_recall_index", "m021_term_ids", "prune_terms"]
 
 # First key of the two-key advisory lock serializing one namespace's vocabulary writers on PostgreSQL ("Rt").
 _LOCK_CLASS = 0x5274
@@ -70,7 +70,7 @@ _TERMS_COLUMNS = ["{tenant_column}", "term TEXT NOT NULL", "id {bigint} NOT NULL
 _BATCH = 5000
 
 
-def m016_term_ids(conn: Any) -> None:
+def m021_term_ids(conn: Any) -> None:
     """Index terms stored as varint ids into a per-namespace vocabulary instead of strings (both backends).
 
     ``recall_terms`` holds each namespace's distinct terms once; the

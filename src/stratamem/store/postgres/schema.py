@@ -28,9 +28,9 @@ from ...errors import MigrationError
 from ..conversations import m004_conversations, m009_conversation_loop
 from ..embedding_cache import m002_embeddings
 from ..ingest_keys import m008_ingest_keys
-from ..manifests import m006_manifests, m017_compact_manifests
+from ..manifests import m006_manifests, m022_compact_manifests
 from ..passage_store import m011_passages
-from ..turn_index import m010_recall_index, m016_term_ids
+from ..turn_index import m010_recall_index, m021_term_ids
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
 from .nodes import m003_pyramid, m014_summary_spend
@@ -120,8 +120,8 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m013_item_scope", m013_item_scope),
     PgMigration("m014_summary_spend", m014_summary_spend),
     PgMigration("m015_int8_vectors", m015_int8_vectors),
-    PgMigration("m016_term_ids", m016_term_ids),
-    PgMigration("m017_compact_manifests", m017_compact_manifests),
+    PgMigration("m021_term_ids", m021_term_ids),
+    PgMigration("m022_compact_manifests", m022_compact_manifests),
 ]
 
 

@@ -12,11 +12,11 @@ import sqlite3
 from ..conversations import m004_conversations, m009_conversation_loop
 from ..embedding_cache import m002_embeddings
 from ..ingest_keys import m008_ingest_keys
-from ..manifests import m006_manifests, m017_compact_manifests
+from ..manifests import m006_manifests, m022_compact_manifests
 from ..migrations import Migration
 from ..node_store import m003_pyramid, m014_summary_spend
 from ..passage_store import m011_passages
-from ..turn_index import m010_recall_index, m016_term_ids
+from ..turn_index import m010_recall_index, m021_term_ids
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
 
@@ -87,6 +87,6 @@ MIGRATIONS: list[Migration] = [
     Migration("m013_item_scope", m013_item_scope),
     Migration("m014_summary_spend", m014_summary_spend),
     Migration("m015_int8_vectors", m015_int8_vectors),
-    Migration("m016_term_ids", m016_term_ids),
-    Migration("m017_compact_manifests", m017_compact_manifests),
+    Migration("m021_term_ids", m021_term_ids),
+    Migration("m022_compact_manifests", m022_compact_manifests),
 ]
