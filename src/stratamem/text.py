@@ -17,6 +17,8 @@ from .records import Turn
 __all__ = [
     "CONTEXT_FORMATS",
     "FORMATS",
+    "MAX_BUDGET",
+    "MAX_QUERY_CHARS",
     "SYSTEM_PROMPTS",
     "check_budget",
     "check_context_format",
@@ -31,20 +33,29 @@ FORMATS = ("openai", "anthropic", "text")
 CONTEXT_FORMATS = ("openai", "responses", "anthropic", "text")
 """Formats ``Memory.context`` and every shell offer: the assembler's, plus OpenAI Responses items
 (assembled as Chat Completions messages, then re-shaped by :func:`stratamem.providers.to_responses`)."""
+MAX_QUERY_CHARS = 20_000
+"""Longest query a shell accepts (HTTP and MCP alike): ranking a longer one only costs time."""
 SYSTEM_PROMPTS = ("session", "namespace")
 """Whose system prompts a context shows: the current session's only (the default), or every session's."""
+
+
+MAX_BUDGET = 100_000_000
+"""Largest token budget accepted: far above any model's context window, far below what a store column holds."""
 
 
 def check_budget(budget: object) -> int:
     """Validate a token budget.
 
     Raises:
-        BudgetError: ``budget`` is not a positive integer.
+        BudgetError: ``budget`` is not a positive integer, or above :data:`MAX_BUDGET`.
     """
     if isinstance(budget, bool) or not isinstance(budget, int):
         raise BudgetError(f"budget must be a positive integer, got {budget!r}")
     if budget <= 0:
         raise BudgetError(f"budget must be positive, got {budget}")
+    if budget > MAX_BUDGET:
+        shown = f"{budget:,}" if budget < 10**30 else f"of {budget.bit_length()} bits"
+        raise BudgetError(f"budget {shown} is above the largest accepted, {MAX_BUDGET:,} tokens")
     return budget
 
 

@@ -7,25 +7,40 @@ at its own boundary and its errors map to 400 as well.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Header
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from ..context.policies import PolicyName
+from ..text import MAX_QUERY_CHARS
 
 __all__ = [
     "AddItem",
     "AddTurns",
+    "ContextQuery",
     "ContextRequest",
     "ErrorBody",
     "ErrorDetail",
     "Forget",
+    "IdempotencyKey",
     "ItemType",
     "RecallItems",
     "StateChange",
     "Supersede",
     "Tier",
 ]
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=255,
+        description="Send a write again with the same key and body (within 24 h) and get the first answer; "
+        "nothing is stored twice. The same key with another body: 409.",
+    ),
+]
+"""The ``Idempotency-Key`` header of the write routes (see :mod:`stratamem.web.idempotent`)."""
 
 ItemType = Literal["fact", "decision", "entity", "preference", "context", "message"]
 Tier = Literal["hot", "warm", "cold"]
@@ -64,8 +79,9 @@ class AddTurns(_Body):
 class ContextRequest(_Body):
     """What to assemble a context for."""
 
-    query: str | None = Field(default=None, max_length=20_000, description="What the next call is about.")
-    budget: int | None = Field(default=None, description="Token budget (default: config).")
+    query: str | None = Field(default=None, max_length=MAX_QUERY_CHARS, description="What the next call is about.")
+    # Strict: a JSON body says 2000, not "2000" or 2000.0 (those are refused, not coerced).
+    budget: int | None = Field(default=None, strict=True, description="Token budget (default: config).")
     session: str | None = Field(default=None, description="Current session (default: latest).")
     format: Literal["openai", "responses", "anthropic", "text"] = "openai"
     policy: PolicyName | None = None
@@ -81,6 +97,17 @@ class ContextRequest(_Body):
     system_prompts: Literal["session", "namespace"] = Field(
         default="session", description="Whose system prompts go in: the session's own, or every session's."
     )
+    record: bool | None = Field(
+        default=None,
+        description="Store the manifest (POST default: the server's setting, on unless configured off; "
+        "GET default: off, a GET writes nothing).",
+    )
+
+
+class ContextQuery(ContextRequest):
+    """:class:`ContextRequest` as query parameters, whose values arrive as text (``budget=2000``)."""
+
+    budget: int | None = Field(default=None, description="Token budget (default: config).")
 
 
 class AddItem(_Body):
@@ -90,7 +117,7 @@ class AddItem(_Body):
     type: ItemType = "fact"
     session: str | None = None
     key: str | None = Field(default=None, description="Subject key: replaces live items with the same key.")
-    supersedes: list[int] = Field(default_factory=list, description="Ids of older items this one replaces.")
+    supersedes: list[StrictInt] = Field(default_factory=list, description="Ids of older items this one replaces.")
     metadata: dict[str, Any] | None = None
     tier: Tier = "hot"
     scope: Literal["namespace", "session"] = Field(
@@ -101,9 +128,9 @@ class AddItem(_Body):
 class RecallItems(_Body):
     """A recall over warm and cold items (tracks access; may promote)."""
 
-    query: str = Field(min_length=1, max_length=20_000)
-    limit: int = Field(default=3, ge=1, le=100)
-    auto_promote: bool | None = None
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    limit: int = Field(default=3, ge=1, le=100, strict=True)
+    auto_promote: bool | None = Field(default=None, strict=True)
     types: list[ItemType] | None = None
     include_superseded: bool = False
     session: str | None = Field(
@@ -115,7 +142,7 @@ class RecallItems(_Body):
 class Supersede(_Body):
     """The newer item that replaces this one."""
 
-    by: int = Field(description="Id of the newer item.")
+    by: int = Field(strict=True, description="Id of the newer item.")
 
 
 class StateChange(_Body):

@@ -10,7 +10,9 @@ from __future__ import annotations
 import sqlite3
 
 from ..conversations import m004_conversations, m009_conversation_loop
+from ..data_version import m016_data_versions
 from ..embedding_cache import m002_embeddings
+from ..idempotency import m017_idempotency_keys
 from ..ingest_keys import m008_ingest_keys
 from ..manifests import m006_manifests, m022_compact_manifests
 from ..migrations import Migration
@@ -87,6 +89,8 @@ MIGRATIONS: list[Migration] = [
     Migration("m013_item_scope", m013_item_scope),
     Migration("m014_summary_spend", m014_summary_spend),
     Migration("m015_int8_vectors", m015_int8_vectors),
+    Migration("m016_data_versions", m016_data_versions),
+    Migration("m017_idempotency_keys", m017_idempotency_keys),
     Migration("m021_term_ids", m021_term_ids),
     Migration("m022_compact_manifests", m022_compact_manifests),
 ]
