@@ -169,6 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--baseline", default="main", help="git revision to run beside this tree")
     ap.add_argument("--skip-baseline", action="store_true")
+    ap.add_argument("--only-baseline", action="store_true", help="run the baseline alone (e.g. beside a running run)")
     ap.add_argument("--src", type=Path, default=ROOT / "src", help="this tree's src (e.g. a copy, to keep editing)")
     ap.add_argument("--conversations", type=int, default=None, help="first N conversations (default all ten)")
     ap.add_argument("--questions", type=int, default=None, help="at most N questions per conversation")
@@ -177,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     rows = []
     with tempfile.TemporaryDirectory(prefix="storage-bench-") as tmp:
-        trees = [("this tree", args.src)]
+        trees = [] if args.only_baseline else [("this tree", args.src)]
         if not args.skip_baseline:
             trees.append((args.baseline, _tree(args.baseline, Path(tmp))))
         for i, (name, src) in enumerate(trees):
