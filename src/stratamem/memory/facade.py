@@ -34,7 +34,7 @@ from ..store import SQLiteStore, Store
 from ..store.base import NamespaceStats
 from ..text import check_budget, check_context_format, check_now
 from ..tokens import Calibration, Counting, Tokenizer, get_tokenizer
-from .batches import checked_batch
+from .batches import checked_batch, session_batch
 from .derived import Derived, needed_features
 from .once import Once, request_digest
 from .requests import check_arguments, check_counting, current_session, lexical_note, record_manifest
@@ -140,7 +140,7 @@ class Memory:
         self._embedder: Any = embedder
         self._derived = Derived(
             opened, self.namespace, self.config, self.tokenizer, self.events, summarizer, self._derived_embedder
-        )
+        ).logging_to(project_dir)
 
     @property
     def embedder(self) -> Any:
@@ -321,9 +321,7 @@ class Memory:
                 raise ValidationError(
                     f"session {s.session!r} belongs to namespace {s.namespace!r}, not {self.namespace!r}"
                 )
-            batches.append(
-                checked_batch(self, check_name(s.session or "default", "session"), s.turns, s.platform, s.channel)
-            )
+            batches.append(session_batch(self, s))
         return self.store.append(self.namespace, batches)
 
     # --- reading ----------------------------------------------------------------------
