@@ -5,6 +5,7 @@ wait: the library, the CLI, the MCP server and the web dashboard."""
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -63,6 +64,9 @@ def test_the_cli_and_the_mcp_status_say_how_many_wait(tmp_path: Path) -> None:
     base = ["--db", str(tmp_path / "c.db"), "--namespace", "q", "--embedding", "none"]
     out = runner.invoke(cli, [*base, "status"])
     assert out.exit_code == 0, out.output
-    assert "items_pending_review 1" in out.output and "items_review_cap 500" in out.output
+    # One line per field, the values aligned after the longest name.
+    assert re.search(r"^items_pending_review +1$", out.output, re.M) and re.search(
+        r"^items_review_cap +500$", out.output, re.M
+    )
     out = runner.invoke(cli, [*base, "items", "status"])
     assert json.loads(out.output)["review"] == {"pending": 1, "cap": 500, "dropped": 0}
