@@ -155,6 +155,24 @@ class ContextConfig:
     dedup: bool = True
     """One copy of each fact in a context: a recalled turn, memory item or summary sentence
     already shown is left out, its manifest entry saying ``duplicate_of`` (docs/context.md)."""
+    cache_layout: bool = False
+    """Lay the prompt out for the provider's prompt cache: instructions, standing state, a
+    chronological summary ledger and an anchored, append-only window first, byte-stable from
+    call to call; what is recalled for this message last (docs/context.md, "Prompt caching")."""
+    cache_recall_share: float = 0.1
+    """Cache layout: share of the budget (after the fixed blocks) that material recalled for a
+    conversational message may take; a question gets all that is left."""
+    cache_ledger_share: float = 0.3
+    """Cache layout: share of the budget (after the fixed blocks) for the summary ledger."""
+    cache_anchor_step: float = 0.5
+    """Cache layout: the window's start moves in steps of this share of its room (it jumps once
+    per step of growth and stays put in between)."""
+    cache_ttl: str = "5m"
+    """Cache layout, Anthropic: lifetime of the breakpoints on the stable system blocks (``5m`` or
+    ``1h``, which costs 2x to write); the rolling breakpoint on the conversation stays at 5 minutes."""
+    cache_min_tokens: int | None = None
+    """Cache layout: the shortest prefix the provider caches (default: the model's, from
+    ``stratamem.records.usage.cache_rules``); a breakpoint before it is left out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -464,6 +482,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("EmbeddingConfig", "provider"): ("local", "openai", "none"),
     ("EmbeddingConfig", "engine"): ("auto", "numpy", "onnx"),
     ("LLMConfig", "provider"): ("openai", "anthropic"),
+    ("ContextConfig", "cache_ttl"): ("5m", "1h"),
 }
 
 
@@ -503,6 +522,10 @@ def _validate(obj: Any, prefix: str) -> None:
         total = obj.current_share + obj.history_share + obj.bulk_share
         if abs(total - 1.0) > 1e-6:
             raise ConfigError(f"{prefix}current_share + history_share + bulk_share must be 1.0, got {total:g}")
+        if obj.cache_recall_share + obj.cache_ledger_share >= 1:
+            raise ConfigError(f"{prefix}cache_recall_share + cache_ledger_share must be below 1.0")
+        if not 0 < obj.cache_anchor_step <= 1:
+            raise ConfigError(f"{prefix}cache_anchor_step must be in (0, 1], got {obj.cache_anchor_step:g}")
     if isinstance(obj, PyramidConfig):
         if min(obj.micro_chunk_size, obj.mini_chunk_size, obj.macro_chunk_size, obj.bulk_merge_size) < 1:
             raise ConfigError(f"{prefix}chunk sizes must be at least 1")

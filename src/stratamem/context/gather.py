@@ -57,6 +57,12 @@ class Request:
     """When the query is asked: relative times in it are resolved against it."""
     project: str | os.PathLike[str] | None = None
     """Project whose instruction files and working state go in."""
+    cache: bool = False
+    """Lay the prompt out for the provider's prompt cache (:mod:`stratamem.context.layout`)."""
+    cache_min_tokens: int = 1024
+    """The target model's shortest cacheable prefix, in the provider's counting."""
+    cache_factor: float = 1.0
+    """Provider tokens per counter token (the stable prefix is reported in the provider's counting)."""
 
 
 @dataclass(frozen=True, slots=True)

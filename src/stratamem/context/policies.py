@@ -150,6 +150,7 @@ class TopicsPolicy(Policy):
 
     name = "topics"
     description = "the current topic 50% (long messages truncated), topic summaries 30%, bulk summaries 20%"
+    layout_window = "candidates"
 
     def gather(self, parts: Parts, request: Request) -> Candidates:
         """The current topic (escalation step 1: a message over ``pyramid.max_message_chars`` is shown

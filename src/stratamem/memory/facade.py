@@ -10,7 +10,6 @@ the recall index and the pyramid kept in step (:mod:`stratamem.memory.derived`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -26,7 +25,6 @@ from ..exchange import plan_import, read_export, write_export
 from ..ingest import IngestReport, IngestSession, parse_messages
 from ..ingest import dedupe as _dedupe
 from ..ingest.checks import check_sizes, check_tool_pairs
-from ..providers import to_responses
 from ..records import StoredTurn, Turn, check_name
 from ..records.manifests import Context
 from ..records.nodes import Node
@@ -36,7 +34,7 @@ from ..store.base import NamespaceStats
 from ..text import check_budget, check_context_format, check_now
 from ..tokens import Calibration, Counting, Tokenizer, count_turn, get_tokenizer
 from .derived import Derived
-from .requests import check_arguments, check_counting, lexical_note, record_manifest
+from .requests import as_requested, check_arguments, check_counting, lexical_note, record_manifest, with_cache
 from .status import Status, namespace_status
 
 if TYPE_CHECKING:
@@ -356,6 +354,7 @@ class Memory:
         model: str | None = None,
         calibration: Calibration | None = None,
         project_dir: str | os.PathLike[str] | None = None,
+        cache: bool | None = None,
     ) -> Context:
         """Assemble the context for the next model call within ``budget`` tokens.
 
@@ -391,6 +390,8 @@ class Memory:
             project_dir: Project whose instruction files and working state go in
                 (default: the one this ``Memory`` was made with, if any). Every
                 shell (CLI, MCP, HTTP) passes its project directory here.
+            cache: Lay the prompt out for the provider's prompt cache (stable prefix first,
+                ``cache_control`` for Anthropic; docs/context.md); default ``config.context.cache_layout``.
 
         Raises:
             BudgetError: ``budget`` is not a positive integer, or too small once
@@ -418,12 +419,9 @@ class Memory:
         # context is assembled and counted as those, then re-shaped (see providers.to_responses).
         fmt = "openai" if format == "responses" else format
         project = self.project_dir if project_dir is None else project_dir
-        ctx = build_context(self._parts(), Request(query, room, session, fmt, policy, now, project))
-        manifest = dataclasses.replace(
-            ctx.manifest, budget=budget, total_tokens=counting.tokens(ctx.tokens), counting=counting.to_dict()
-        )
-        messages = tuple(to_responses(ctx.messages)) if format == "responses" else ctx.messages
-        ctx = Context(format=format, messages=messages, system=ctx.system, text=ctx.text, manifest=manifest)
+        request = Request(query, room, session, fmt, policy, now, project)
+        request = with_cache(request, self.config.context, counting, cache)
+        ctx = as_requested(build_context(self._parts(), request), format, budget, counting)
         record_manifest(self.store, self.namespace, session, ctx, self.config.context, self._derived.failed)
         return ctx
 
