@@ -21,12 +21,13 @@ before the newest message (:mod:`.cache_render`). Everything is a function
 of the stored data and the request, so every shell gets the same prompt.
 
 A *conversational* message gets at most ``recall_share`` of the budget for L4,
-which keeps the per-call part small; a *question* (one sentence ending with
-a question mark) gets everything left. A question about the past (the
-``hybrid`` policy would shrink its window for it) is the one deviation: that
-call keeps L0-L1 and otherwise assembles as without the layout (small
-window, recall first), so recall loses nothing; the next call returns to the
-layout, and the provider still holds the call before's prefix.
+which keeps the per-call part small. A *question* (:func:`is_question`: one
+sentence ending with a question mark) is the one deviation: it is answered
+from what the policy selects for it without the layout (the window as the
+policy sizes it, recall first for a question about the past, ranked
+summaries), placed after L0-L1, so recall gives nothing up; the next call
+returns to the layout, and the provider still holds the prefix of the call
+before the question.
 """
 
 from __future__ import annotations
@@ -56,19 +57,27 @@ __all__ = ["LEDGER_TITLE", "RECALL_TITLE", "Anchored", "assemble_cached", "is_qu
 
 LEDGER_TITLE = "## Summaries of older conversation (oldest first)"
 
-_SENTENCE_END = re.compile(r"[.!?]+\s+\S")
+_BREAK = re.compile(r"([.!?]+)\s+")
+_ABBREVIATION = re.compile(r"[A-Z][a-z]{0,3}")  # "Dr.", "Mrs.", "St." do not end a sentence
 
 
 def is_question(query: str | None) -> bool:
     """A query asked as one question: a single sentence ending with ``?``, at most 40 words.
 
-    "When did Caroline go to the support group?" is one; a conversational
-    message ("Hey Mel! How have you been? I painted a lake last week.") is not.
+    "When did Caroline go to the support group?" and "Would Caroline have
+    Dr. Seuss books?" are questions; a conversational message ("Hey Mel! How
+    have you been? I painted a lake last week.") is not.
     """
     if not query:
         return False
     text = query.strip()
-    return text.endswith("?") and not _SENTENCE_END.search(text) and len(text.split()) <= 40
+    if not text.endswith("?") or len(text.split()) > 40:
+        return False
+    for m in _BREAK.finditer(text):
+        word = text[: m.start()].rsplit(None, 1)[-1] if text[: m.start()].strip() else ""
+        if not (m.group(1) == "." and _ABBREVIATION.fullmatch(word)):
+            return False
+    return True
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -229,30 +238,6 @@ def _per_call(
     return history
 
 
-def _deviation(
-    asm: Assembly, cands: Candidates, inputs: CacheInputs, policy: Policy
-) -> tuple[Window, Allocation, bool]:
-    """Today's window for a question, its allocation, and whether the policy shrank it (a question about
-    the past: then ``asm`` holds the window, else it is left as it was)."""
-    trial = dataclasses.replace(
-        asm,
-        left=Budget(asm.left.left),
-        shown=asm.shown.copy(),
-        sections=list(asm.sections),
-        section_ids=list(asm.section_ids),
-        items=list(asm.items),
-        misses=list(asm.misses),
-        notes=list(asm.notes),
-    )
-    alloc = policy.allocate(trial, inputs.shares, cands)
-    window = take_window(trial, cands.recent, alloc, policy, cands.recalled)
-    if window.past_query:
-        for name in ("left", "shown", "sections", "section_ids", "items", "misses", "notes"):
-            setattr(asm, name, getattr(trial, name))
-        return window, alloc, True
-    return window, alloc, False
-
-
 def assemble_cached(
     cands: Candidates,
     inputs: CacheInputs,
@@ -274,17 +259,17 @@ def assemble_cached(
     layers = Layers()
     items = _place_standing(asm, cands, layers)
     after_fixed = asm.left.left
-    question = is_question(query)
-    deviation = None
-    if question and policy.window and query:
+    if is_question(query):
+        # A question is answered from what the policy selects for it, as without the layout (its
+        # recall must not give way to the ledger); only L0-L1 stay in place for the cache.
         rest = dataclasses.replace(cands, items=items)
-        window, alloc, past = _deviation(asm, rest, inputs, policy)
-        if past:
-            deviation = "question about the past: the window shrinks and recall draws first, as without the layout"
-            layers.per_call_from = len(asm.sections)
-            history = take_history(asm, rest, alloc, window, policy)
-            take_summaries(asm, rest, alloc, window.ids | history.kept_ids, policy)
-            return finish_cached(asm, layers, window, history, policy.name, cands.notes, inputs, deviation, None)
+        alloc = policy.allocate(asm, inputs.shares, rest)
+        layers.per_call_from = len(asm.sections)
+        window = take_window(asm, rest.recent, alloc, policy, rest.recalled)
+        history = take_history(asm, rest, alloc, window, policy)
+        take_summaries(asm, rest, alloc, window.ids | history.kept_ids, policy)
+        deviation = "a question: selected as without the layout, after the instructions and standing state"
+        return finish_cached(asm, layers, window, history, policy.name, cands.notes, inputs, deviation, None)
     window_room = int(after_fixed * (1 - inputs.ledger_share - inputs.recall_share)) if policy.window else 0
     anchored = anchor_window(asm, inputs, window_room)
     if anchored.note:
@@ -293,13 +278,15 @@ def assemble_cached(
     asm.left.left -= sum(window.costs.values())
     for st in window.turns:
         asm.shown.add(f"turn:{st.id}", st.text)
-    ledger = select_ledger(inputs.ledger, anchored.anchor, int(after_fixed * inputs.ledger_share), tokenizer)
+    ledger = select_ledger(
+        inputs.ledger, anchored.anchor, anchored.jumped_at, int(after_fixed * inputs.ledger_share), tokenizer
+    )
     ledger = _place_ledger(asm, ledger, layers)
     layers.per_call_from = len(asm.sections)
     layers.recall_title = True
     header = tokenizer.count(RECALL_TITLE) + 2 + (0 if fmt == "text" else MESSAGE_TOKENS)
     left = max(0, asm.left.left - header)
-    strict = question or policy.recall_first or not policy.window
+    strict = policy.recall_first or not policy.window
     room = left if strict else min(left, int(after_fixed * inputs.recall_share))
     history = History()
     if room > 0:
@@ -307,5 +294,5 @@ def assemble_cached(
         history = _per_call(asm, cands, items, window, policy, room, ledger)
         if len(asm.sections) == layers.per_call_from:
             asm.left.left += header  # nothing recalled: no title either
-    return finish_cached(asm, layers, window, history, policy.name, cands.notes, inputs, deviation, anchored)
+    return finish_cached(asm, layers, window, history, policy.name, cands.notes, inputs, None, anchored)
 

@@ -46,6 +46,8 @@ class LedgerEntry:
     """Lowest turn id it covers."""
     last_turn_id: int
     """Highest turn id it covers."""
+    settled_turn: int | None = None
+    """The namespace's newest turn id when its summary was stored (``None``: before that was recorded)."""
 
     @property
     def node_id(self) -> int:
@@ -63,21 +65,29 @@ def ledger_entries(parts: Parts) -> list[LedgerEntry]:
         if node.summary is None:
             continue
         unit = parts.summary_index.unit(pyramid, node, {})
-        out.append(LedgerEntry(unit, node.level, node.first_turn_id, node.last_turn_id))
+        out.append(LedgerEntry(unit, node.level, node.first_turn_id, node.last_turn_id, node.settled_turn))
     return sorted(out, key=lambda e: (e.first_turn_id, -e.level))
 
 
 def select_ledger(
-    entries: Sequence[LedgerEntry], before_turn: int | None, room: int, tokenizer: Tokenizer
+    entries: Sequence[LedgerEntry], before_turn: int | None, as_of: int | None, room: int, tokenizer: Tokenizer
 ) -> list[LedgerEntry]:
     """The ledger's lines for a window anchored at turn ``before_turn`` (``None``: no window), oldest first.
 
-    Eligible are the entries whose turns all come before the anchor; of
+    Eligible are the entries whose turns all come before the anchor and
+    whose summary was stored by turn ``as_of`` (the turn at which the
+    anchor last jumped; ``None``: any), so that a summary written later waits
+    for the next jump instead of changing the ledger between two; of
     those, an entry whose turns an eligible consolidation covers is left to it. The
     lines then start at the oldest step point from which they fit ``room``
     (each line costs its tokens plus the newline that joins it).
     """
-    eligible = [e for e in entries if before_turn is None or e.last_turn_id < before_turn]
+    eligible = [
+        e
+        for e in entries
+        if (before_turn is None or e.last_turn_id < before_turn)
+        and (as_of is None or e.settled_turn is None or e.settled_turn <= as_of)
+    ]
     # Coarsest first: a node whose turns an eligible consolidation covers is left to it. Turns,
     # not parent links, decide: a cached child may not know yet that it has a parent.
     covered: set[int] = set()
