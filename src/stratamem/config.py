@@ -248,6 +248,12 @@ class PruningConfig:
     """Optional: only hard-clear when the request exceeds this share of ``context_window``."""
     context_window: int | None = None
     """Model context window, needed by the ratio triggers."""
+    epoch: int = 0
+    """Prompt caching: let this many tool results wait past ``keep_last_tool_results`` and prune them
+    in one pass, each once (trimmed or cleared right then, never edited again), so the cached
+    prompt prefix is rewritten once per epoch instead of a little every call; older results are
+    touched again only when the request would cross the compaction threshold. 0: prune every
+    call (docs/agentloop.md, "Prompt caching")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +287,11 @@ class CompactionConfig:
     extract_items: bool = True
     """With a :class:`~stratamem.Memory`, a checkpoint's decisions, constraints and critical context
     are stored as extracted memory items (cold, pending review), with the compacted turns as provenance."""
+    cache_aware: bool = False
+    """Prompt caching: below ``hard_limit``, put a compaction off while the tokens it would free are
+    fewer than the cycle length that costs least at cache prices (every compaction rewrites the
+    cached prefix); ``stratamem.wrap`` also marks the stable prefix with ``cache_control`` for
+    Anthropic (docs/agentloop.md, "Prompt caching")."""
 
 
 @dataclass(frozen=True, slots=True)

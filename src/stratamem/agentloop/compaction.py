@@ -46,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -55,6 +56,7 @@ from ..errors import BudgetError, CompactionCancelled, ConfigError, ValidationEr
 from ..events import Event, EventBus, bind_loop
 from ..llm import ChatModel
 from ..records.conversations import ConversationState
+from ..records.usage import PromptUsage, cache_rules
 from ..store.base import ConversationStore
 from ..tokens import Calibration, Tokenizer, count_message, count_messages, get_tokenizer
 from .checkpoint import files_section, missing_sections, track_files
@@ -159,6 +161,9 @@ class Compactor(_LiveList, _CutPlanning):
         # Cooldown bookkeeping of the minimum-gain rule (per process: a restart starts fresh).
         self._calls_since: int | None = None
         self._tokens_after_last = 0
+        # The cache-aware gate's growth estimate (tokens a call adds; per process too).
+        self._prev_after: int | None = None
+        self._growth: float | None = None
 
     # --- state ------------------------------------------------------------------------
 
@@ -197,10 +202,15 @@ class Compactor(_LiveList, _CutPlanning):
         *,
         system: str | None = None,
         output_tokens: int | None = None,
+        cache: PromptUsage | None = None,
     ) -> float:
         """Learn from the input tokens the provider reported for a request of ``messages``.
 
-        The usage is also recorded as the state's ``last_usage`` (``conversation show``).
+        ``input_tokens`` is the whole request's: with prompt caching, Anthropic's
+        ``input_tokens`` plus its cache reads and writes. The usage is also
+        recorded as the state's ``last_usage`` (``conversation show``), with
+        ``cache``'s split (tokens read from and written to the cache) when the
+        provider cached anything.
 
         Returns:
             The new correction factor for ``agent_model``.
@@ -210,6 +220,8 @@ class Compactor(_LiveList, _CutPlanning):
         usage: dict[str, Any] = {"input_tokens": int(input_tokens), "estimated": estimate, "model": self.agent_model}
         if output_tokens is not None:
             usage["output_tokens"] = int(output_tokens)
+        if cache is not None and (cache.cached_read or cache.cache_written):
+            usage.update(cached_read=cache.cached_read, cache_written=cache.cache_written, source=cache.source)
         self._save(last_usage=usage)
         return factor
 
@@ -227,10 +239,21 @@ class Compactor(_LiveList, _CutPlanning):
             CompactionCancelled: Never — a cancelling handler yields status ``cancelled``.
         """
         self.sync(messages)
+        if self.config.cache_aware:
+            self._observe_growth(self.count(messages, system=system))
         stats = prune_tool_results(messages, self.pruning, tokenizer=self.tokenizer, system=system)
         if self._calls_since is not None:
             self._calls_since += 1
         result: CompactionResult | None = None
+        if self.pruning.epoch and self.should_compact(messages, system=system):
+            # Pruning in epochs held results back for the cache; the budget now needs them.
+            more = prune_tool_results(messages, self.pruning, tokenizer=self.tokenizer, system=system, force=True)
+            stats = dataclasses.replace(
+                stats,
+                soft_trimmed=stats.soft_trimmed + more.soft_trimmed,
+                hard_cleared=stats.hard_cleared + more.hard_cleared,
+                chars_after=more.chars_after,
+            )
         if self.should_compact(messages, system=system):
             result = self._defer(messages, system)
             if result is None:
@@ -238,7 +261,15 @@ class Compactor(_LiveList, _CutPlanning):
         if result is None:
             n = self.count(messages, system=system)
             result = CompactionResult("not_needed", self._state.compaction_count, n, n, len(messages), len(messages))
-        return PrepareResult(stats, result, self.count(messages, system=system))
+        after = self.count(messages, system=system)
+        self._prev_after = after
+        return PrepareResult(stats, result, after)
+
+    def _observe_growth(self, now: int) -> None:
+        """Learn how much the request grows from one call to the next (the cache-aware gate's estimate)."""
+        if self._prev_after is not None and now > self._prev_after:
+            step = now - self._prev_after
+            self._growth = step if self._growth is None else (self._growth + step) / 2
 
     async def aprepare_messages(self, messages: list[dict[str, Any]], *, system: str | None = None) -> PrepareResult:
         """:meth:`prepare_messages` for async agent loops.
@@ -284,7 +315,7 @@ class Compactor(_LiveList, _CutPlanning):
                 f"cooldown: {self._calls_since} call(s) and {before - self._tokens_after_last:,} tokens "
                 f"since the last compaction"
             )
-        elif cfg.min_gain_ratio > 0:
+        elif cfg.min_gain_ratio > 0 or cfg.cache_aware:
             try:
                 plan = self._plan(messages, system)
             except BudgetError:
@@ -295,12 +326,36 @@ class Compactor(_LiveList, _CutPlanning):
             need = int(cfg.min_gain_ratio * cfg.threshold)
             if gain < need:
                 reason = f"min gain: would free about {gain:,} tokens, the rule asks for {need:,}"
+            elif cfg.cache_aware:
+                reason = self._cache_reason(gain, plan.estimate_after)
         if reason is None:
             return None
         self._save(deferred=self._state.deferred + 1)
         log.info("compaction of %s/%s deferred (%s)", self.namespace, self.session, reason)
         return CompactionResult(
             "deferred", self._state.compaction_count, before, before, len(messages), len(messages), reason=reason
+        )
+
+    def _cache_reason(self, gain: int, after: int) -> str | None:
+        """Why compacting now costs more than it saves at cache prices, or ``None``.
+
+        A compaction rewrites the cached prefix: the next request writes its
+        ``after`` tokens again (``write`` x the input price) where it would have
+        read them (``read`` x). Over a run that grows ``g`` tokens a call, with
+        compactions ``gain`` tokens apart, a call costs about
+        ``write * after * g / gain + read * gain / 2`` beyond the request's own
+        growth, least at ``gain = sqrt(2 * g * write * after / read)``. Below that,
+        put it off (``hard_limit`` still forces it).
+        """
+        if self._growth is None or self._growth <= 0:
+            return None
+        rules = cache_rules(self.provider, self.agent_model)
+        best = math.sqrt(2 * self._growth * rules.write * after / rules.read)
+        if gain >= best:
+            return None
+        return (
+            f"cache: would free about {gain:,} tokens; at cache prices compacting pays from about "
+            f"{best:,.0f} (the request grows about {self._growth:,.0f} tokens a call)"
         )
 
     # --- compaction -------------------------------------------------------------------
