@@ -61,7 +61,9 @@ def strip_marks(message: Mapping[str, Any]) -> dict[str, Any]:
     out = copy.deepcopy(dict(message))
     content = out.get("content")
     if isinstance(content, list):
-        out["content"] = [{k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b for b in content]
+        out["content"] = [
+            {k: v for k, v in b.items() if k != "cache_control"} if isinstance(b, dict) else b for b in content
+        ]
     return out
 
 
@@ -113,7 +115,12 @@ def place_breakpoints(
     used = system_marks
     for mk in marks:
         k = len(sent) - 1 - mk.from_end
-        if 0 <= k < len(sent) and used < limit and strip_marks(sent[k]) == mk.message and _mark(sent[k], mk.block, mk.control):
+        if (
+            0 <= k < len(sent)
+            and used < limit
+            and strip_marks(sent[k]) == mk.message
+            and _mark(sent[k], mk.block, mk.control)
+        ):
             used += 1
     if not ours or not sent:
         return []
@@ -176,9 +183,12 @@ def expected_cache(
     read = ends[same - 1] if same else 0
     read = read if read >= min_tokens else 0
     last = max(
-        (i for i, m in enumerate(sent) if isinstance(m.get("content"), list) and any(
-            isinstance(b, Mapping) and "cache_control" in b for b in m["content"]
-        )),
+        (
+            i
+            for i, m in enumerate(sent)
+            if isinstance(m.get("content"), list)
+            and any(isinstance(b, Mapping) and "cache_control" in b for b in m["content"])
+        ),
         default=-1,
     )
     written = max(0, ends[last] - read) if marked and last >= 0 else 0

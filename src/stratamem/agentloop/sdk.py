@@ -32,6 +32,7 @@ def _usage(usage: Any) -> PromptUsage | None:
     except ValidationError:
         return None
 
+
 # ``cache_control`` is the caller's: a breakpoint they set is kept (the live list holds blocks
 # without it, and :mod:`stratamem.agentloop.breakpoints` puts the caller's back on what is sent).
 _BLOCK_KEYS = {
@@ -129,8 +130,10 @@ def _anthropic_input(usage: Any) -> int | None:
     n_in = getattr(usage, "input_tokens", None)
     if n_in is None:
         return None
-    return n_in + (getattr(usage, "cache_read_input_tokens", None) or 0) + (
-        getattr(usage, "cache_creation_input_tokens", None) or 0
+    return (
+        n_in
+        + (getattr(usage, "cache_read_input_tokens", None) or 0)
+        + (getattr(usage, "cache_creation_input_tokens", None) or 0)
     )
 
 

@@ -113,7 +113,10 @@ class _Completions:
         resp = self._raw.create(messages=sent, **kwargs)
         if stream:
             return _StreamProxy(
-                resp, _OpenAIChunks(), lambda acc: self._loop.after(sent, None, acc.reply(), acc.n_in, acc.n_out, acc.usage), hide
+                resp,
+                _OpenAIChunks(),
+                lambda acc: self._loop.after(sent, None, acc.reply(), acc.n_in, acc.n_out, acc.usage),
+                hide,
             )
         self._loop.after(sent, None, *_openai_reply(resp))
         return resp
@@ -124,7 +127,10 @@ class _Completions:
         resp = await self._raw.create(messages=sent, **kwargs)
         if stream:
             return _StreamProxy(
-                resp, _OpenAIChunks(), lambda acc: self._loop.aafter(sent, None, acc.reply(), acc.n_in, acc.n_out, acc.usage), hide
+                resp,
+                _OpenAIChunks(),
+                lambda acc: self._loop.aafter(sent, None, acc.reply(), acc.n_in, acc.n_out, acc.usage),
+                hide,
             )
         await self._loop.aafter(sent, None, *_openai_reply(resp))
         return resp

@@ -110,7 +110,9 @@ def stable_hash(part: Any) -> str:
 def _mark(message: Mapping[str, Any], cc: Mapping[str, Any], index: int = -1) -> dict[str, Any] | None:
     """``message`` with ``cache_control`` on block ``index`` (a string content becomes one text block)."""
     content = message.get("content")
-    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content or ()]
+    blocks: list[dict[str, Any]] = (
+        [{"type": "text", "text": content}] if isinstance(content, str) else [dict(b) for b in content or ()]
+    )
     if not blocks or blocks[index].get("type") in _UNMARKABLE:
         return None
     blocks[index] = {**blocks[index], "cache_control": dict(cc)}
@@ -360,4 +362,3 @@ def _account(
         ),
         "deviation": deviation,
     }
-

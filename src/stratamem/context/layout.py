@@ -134,7 +134,7 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
             break
         kept.append((st, cost))
     window_turns = snap_window([st for st, _ in reversed(kept)], asm.fmt)
-    costs = dict((st.id, c) for st, c in kept)
+    costs = {st.id: c for st, c in kept}
     note = "cache layout: no window start on the grid fits the window's room; the newest turns that fit are shown"
     return Anchored(
         Window(window_turns, {st.id: costs[st.id] for st in window_turns}),
@@ -295,4 +295,3 @@ def assemble_cached(
         if len(asm.sections) == layers.per_call_from:
             asm.left.left += header  # nothing recalled: no title either
     return finish_cached(asm, layers, window, history, policy.name, cands.notes, inputs, None, anchored)
-

@@ -8,11 +8,10 @@ record it is reported, never raised.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
-
-import dataclasses
 
 from ..config import ContextConfig
 from ..context.gather import Request
