@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..pyramid.consolidate import Pyramid
     from ..summarize import Summarizer
 
-__all__ = ["Derived"]
+__all__ = ["Derived", "needed_features"]
 
 log = logging.getLogger("stratamem.memory")
 
@@ -126,3 +126,13 @@ class Derived:
         """Drop the open recall index and the pyramid object (they may hold forgotten text)."""
         self.live.reset()
         self._pyramid = None
+
+
+def needed_features(config: Config) -> list[str]:
+    """Feature stores a configuration uses (see :class:`~stratamem.store.base.Store`)."""
+    needed = ["items", "conversations"]  # item search and the checkpoint feed every context
+    if config.pyramid.enabled:
+        needed.append("nodes")
+    if config.context.record_manifests:
+        needed.append("manifests")
+    return needed

@@ -28,13 +28,15 @@ from ..ingest.checks import check_sizes, check_tool_pairs
 from ..records import StoredTurn, Turn, check_name
 from ..records.manifests import Context
 from ..records.nodes import Node
+from ..records.usage import PromptUsage
 from ..retrieve import HybridIndex
 from ..store import SQLiteStore, Store, TurnBatch
 from ..store.base import NamespaceStats
 from ..text import check_budget, check_context_format, check_now
 from ..tokens import Calibration, Counting, Tokenizer, count_turn, get_tokenizer
-from .derived import Derived
-from .requests import as_requested, check_arguments, check_counting, lexical_note, record_manifest, with_cache
+from .caching import as_requested, report_usage, with_cache
+from .derived import Derived, needed_features
+from .requests import check_arguments, check_counting, lexical_note, record_manifest
 from .status import Status, namespace_status
 
 if TYPE_CHECKING:
@@ -48,16 +50,6 @@ __all__ = ["Memory"]
 
 _CONFIGURED: Any = object()
 """Default of ``Memory(embedder=...)``: the embedder the configuration names (``None`` means none)."""
-
-
-def _needed_features(config: Config) -> list[str]:
-    """Feature stores a configuration uses (see :class:`~stratamem.store.base.Store`)."""
-    needed = ["items", "conversations"]  # item search and the checkpoint feed every context
-    if config.pyramid.enabled:
-        needed.append("nodes")
-    if config.context.record_manifests:
-        needed.append("manifests")
-    return needed
 
 
 class Memory:
@@ -125,7 +117,7 @@ class Memory:
             )
         # A store missing a feature store the configuration uses is refused here,
         # rather than that feature being skipped silently after turns are committed.
-        missing = [f for f in _needed_features(self.config) if not hasattr(opened, f)]
+        missing = [f for f in needed_features(self.config) if not hasattr(opened, f)]
         if missing:
             raise ConfigError(
                 f"the {opened.backend} store has no {', '.join(missing)} feature store(s) this configuration uses"
@@ -424,6 +416,18 @@ class Memory:
         ctx = as_requested(build_context(self._parts(), request), format, budget, counting)
         record_manifest(self.store, self.namespace, session, ctx, self.config.context, self._derived.failed)
         return ctx
+
+    def report_usage(self, usage: Any, *, session: str | None = None) -> PromptUsage:
+        """Record the provider's reported usage of the call made with the session's latest context.
+
+        ``usage``: the response's ``usage`` (Anthropic, OpenAI Chat or Responses; object or dict). It
+        goes into that manifest's ``cache.reported``, with the hit rate (``stratamem manifests``).
+
+        Raises:
+            ValidationError: Not a provider usage.
+            NotFoundError: No manifest recorded for the session.
+        """
+        return report_usage(self.store, self.namespace, session, usage)
 
     def counting(
         self,

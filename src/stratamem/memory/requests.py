@@ -8,29 +8,23 @@ record it is reported, never raised.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable
 from typing import Any
 
 from ..config import ContextConfig
-from ..context.gather import Request
 from ..context.policies import get_policy
 from ..errors import StratamemError, ValidationError
-from ..providers import to_responses
 from ..records.manifests import Context
-from ..records.usage import cache_rules
 from ..text import check_context_format
 from ..tokens import PROVIDER_FACTORS, Calibration, Counting, counting_for
 
 __all__ = [
     "FORMAT_PROVIDERS",
-    "as_requested",
     "check_arguments",
     "check_counting",
     "lexical_note",
     "record_manifest",
-    "with_cache",
 ]
 
 FORMAT_PROVIDERS = {"openai": "openai", "responses": "openai", "anthropic": "anthropic"}
@@ -73,31 +67,6 @@ def check_counting(
             f"calibration must be a Calibration, got {type(calibration).__name__}", path="calibration"
         )
     return counting_for(tokenizer, provider, model, calibration)
-
-
-def with_cache(request: Request, config: ContextConfig, counting: Counting, cache: bool | None) -> Request:
-    """``request`` with the cache layout's switch (``cache``, else the configuration's) and the target's rules.
-
-    Raises:
-        ValidationError: ``cache`` is not a boolean.
-    """
-    if cache is not None and not isinstance(cache, bool):
-        raise ValidationError(f"cache must be true or false, got {cache!r}", path="cache")
-    on = config.cache_layout if cache is None else cache
-    if not on:
-        return request
-    rules = cache_rules(counting.provider, counting.model, min_tokens=config.cache_min_tokens)
-    return dataclasses.replace(request, cache=True, cache_min_tokens=rules.min_tokens, cache_factor=counting.factor)
-
-
-def as_requested(ctx: Context, format: str, budget: int, counting: Counting) -> Context:
-    """The assembled context in the caller's terms: the budget and total in the provider's counting,
-    ``responses`` items re-shaped from the Chat Completions messages they were assembled as."""
-    manifest = dataclasses.replace(
-        ctx.manifest, budget=budget, total_tokens=counting.tokens(ctx.tokens), counting=counting.to_dict()
-    )
-    messages = tuple(to_responses(ctx.messages)) if format == "responses" else ctx.messages
-    return dataclasses.replace(ctx, format=format, messages=messages, manifest=manifest)
 
 
 def lexical_note(local_missing: bool) -> str:
