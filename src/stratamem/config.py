@@ -159,10 +159,10 @@ class ContextConfig:
     """Lay the prompt out for the provider's prompt cache: instructions, standing state, a
     chronological summary ledger and an anchored, append-only window first, byte-stable from
     call to call; what is recalled for this message last (docs/context.md, "Prompt caching")."""
-    cache_recall_share: float = 0.1
+    cache_recall_share: float = 0.03
     """Cache layout: share of the budget (after the fixed blocks) that material recalled for a
-    conversational message may take; a question gets all that is left."""
-    cache_ledger_share: float = 0.3
+    conversational message may take (a question is assembled as without the layout)."""
+    cache_ledger_share: float = 0.4
     """Cache layout: share of the budget (after the fixed blocks) for the summary ledger."""
     cache_anchor_step: float = 0.5
     """Cache layout: the window's start moves in steps of this share of its room (it jumps once

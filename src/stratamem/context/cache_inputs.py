@@ -37,9 +37,9 @@ class CacheInputs:
     """Every summarized pyramid node, oldest first."""
     shares: tuple[float, float, float]
     """The policy's ``(current, history, bulk)`` shares (a question about the past uses them)."""
-    recall_share: float = 0.1
+    recall_share: float = 0.03
     """Share of what the fixed layers leave that a conversational message's recall may take."""
-    ledger_share: float = 0.3
+    ledger_share: float = 0.4
     """Share of what the fixed layers leave for the ledger."""
     anchor_step: float = 0.5
     """The window's start moves in steps of this share of its room."""
