@@ -9,6 +9,9 @@ comes last, and the fake provider's cache reads back what the first call wrote.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from stratamem.context.cache_render import RECALL_TITLE
 from stratamem.context.layout import LEDGER_TITLE
 from stratamem.testing import FakeLLMServer, FakePromptCache
 
+STRATAMEM = str(Path(sys.executable).with_name("stratamem"))
 ANIMALS = ["walrus", "heron", "otter", "lynx", "badger", "falcon"]
 PLACES = ["harbour", "orchard", "quarry", "lighthouse", "market", "chapel"]
 CFG = {
@@ -205,3 +209,33 @@ def test_a_question_is_selected_as_without_the_layout(mem: Memory) -> None:
     assert sorted((i.id, i.reason, i.tokens) for i in on.manifest.items) == sorted(
         (i.id, i.reason, i.tokens) for i in off.manifest.items
     )
+
+
+def test_a_fresh_process_gives_a_warm_memory_the_same_cache_layout(mem: Memory, db_path: Path) -> None:
+    """No hidden per-process state: the CLI in a new process assembles what a memory that has served
+    several calls (its summary index warm) assembles."""
+    for text in MESSAGES:
+        mem.add({"role": "user", "content": text}, session="s3")
+        mem.context(text, budget=3000, session="s3", format="anthropic", cache=True)
+        mem.add({"role": "assistant", "content": "Noted."}, session="s3")
+    mem.add({"role": "user", "content": "And the badger at the chapel."}, session="s3")
+    warm = mem.context("And the badger at the chapel.", budget=3000, session="s3", format="anthropic", cache=True)
+    config = db_path.parent / "stratamem.yaml"
+    config.write_text(json.dumps({**CFG, "context": {**CFG["context"], "cache_layout": True}}), encoding="utf-8")
+    env = {
+        "STRATAMEM_DB": str(db_path),
+        "STRATAMEM_NAMESPACE": "cache",
+        "STRATAMEM_EMBEDDING": "none",
+        "STRATAMEM_CONFIG": str(config),
+        "PATH": os.environ.get("PATH", ""),
+        # This tree's code, not another install's (an empty PYTHONPATH changes nothing).
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
+    args = ["And the badger at the chapel.", "-b", "3000", "-s", "s3", "--format", "anthropic", "--json"]
+    out = subprocess.run([STRATAMEM, "context", *args], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got, want = json.loads(out.stdout), warm.to_dict()
+    for d in (got, want):
+        d["manifest"].pop("timestamp")
+    assert got == want
+    assert got["manifest"]["cache"]["layers"]["ledger"] > 0 and got["system_blocks"]
