@@ -67,7 +67,10 @@ def test_wrap_keeps_the_callers_cache_control_and_calibrates_on_the_whole_input(
             resp = client.messages.create(model="claude-x", max_tokens=20, messages=_rolling(history))
             history.append({"role": "assistant", "content": resp.content})
             history.append(
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": resp.content[0].id, "content": SHORT}]}
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": resp.content[0].id, "content": SHORT}],
+                }
             )
         bodies = [r.body for r in server.requests]
         usages = [server.cached(r) for r in server.requests]
@@ -94,7 +97,10 @@ def test_cache_aware_wrap_marks_the_stable_prefix_on_the_copy_it_sends(mem: Memo
             resp = client.messages.create(model="claude-sonnet-4-6", max_tokens=20, messages=history)
             history.append({"role": "assistant", "content": resp.content})
             history.append(
-                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": resp.content[0].id, "content": OUTPUT}]}
+                {
+                    "role": "user",
+                    "content": [{"type": "tool_result", "tool_use_id": resp.content[0].id, "content": OUTPUT}],
+                }
             )
         bodies = [r.body for r in server.requests]
         reads = [server.cached(r)[0] for r in server.requests]
@@ -123,7 +129,10 @@ def test_openai_requests_get_no_cache_control(mem: Memory) -> None:
         history = [{"role": "user", "content": "Hello. " * 300}]
         for _ in range(3):
             resp = client.chat.completions.create(model="gpt-4.1", messages=history)
-            history += [{"role": "assistant", "content": resp.choices[0].message.content}, {"role": "user", "content": "More."}]
+            history += [
+                {"role": "assistant", "content": resp.choices[0].message.content},
+                {"role": "user", "content": "More."},
+            ]
         assert "cache_control" not in repr([r.body for r in server.requests])
         state = client.stratamem.compactor.state
         assert state.last_usage["cached_read"] == server.cached(server.requests[-1])[0] > 0
@@ -188,9 +197,7 @@ def test_caller_marks_go_back_only_on_the_unchanged_message_and_ours_yield() -> 
     caller[0]["content"] = [{"type": "text", "text": "go", "cache_control": {"type": "ephemeral"}}]
     caller[-1]["content"][0]["cache_control"] = {"type": "ephemeral", "ttl": "1h"}
     plain, marks = caller_marks(caller)
-    assert plain == [
-        {**m, "content": [{"type": "text", "text": "go"}]} if i == 0 else m for i, m in enumerate(sent)
-    ]
+    assert plain == [{**m, "content": [{"type": "text", "text": "go"}]} if i == 0 else m for i, m in enumerate(sent)]
     out = copy.deepcopy(plain)
     out[-1]["content"][0]["content"] = "changed by pruning"
     placed = place_breakpoints(out, marks, ours=True, tokenizer=TOK, min_tokens=0, system_marks=2, limit=4)
@@ -216,3 +223,41 @@ def test_prompt_usage_reads_every_provider_shape() -> None:
         PromptUsage.from_provider({"input_tokens": -1})
     assert cache_rules("anthropic", "claude-haiku-4-5").min_tokens == 4096
     assert cache_rules("openai", "gpt-5-mini").read == 0.1
+
+
+def test_cache_aware_gate_puts_off_a_compaction_that_costs_more_than_it_saves() -> None:
+    from stratamem.agentloop import Compactor
+
+    cfg = CompactionConfig(
+        threshold=6_000,
+        keep_recent_tokens=1_500,
+        output_reserve=500,
+        checkpoint_max_tokens=600,
+        min_gain_ratio=0.0,
+        cooldown_calls=0,
+        hard_limit=40_000,
+        cache_aware=True,
+    )
+    epochs = PruningConfig(epoch=100)  # no epoch comes: only the budget could force an edit
+    comp = Compactor(None, provider="anthropic", config=cfg, pruning=epochs)
+    msgs = _loop(1)
+    comp.prepare_messages(msgs)  # below the threshold: it learns how the request grows
+    statuses = []
+    for i in range(1, 6):
+        msgs += _step(i)
+        before = copy.deepcopy(msgs)
+        done = comp.prepare_messages(msgs)
+        statuses.append((done.compaction.status, (done.compaction.reason or "")[:6]))
+        assert msgs == before  # over the threshold but below the hard limit: nothing edited
+    assert statuses == [("deferred", "cache:")] * 5
+    # At the hard limit it must act: forced pruning first (then compaction, as ever).
+    forced = Compactor(
+        None, provider="anthropic", config=CompactionConfig(**{**_fields(cfg), "hard_limit": 7_000}), pruning=epochs
+    )
+    forced.prepare_messages(_loop(1))
+    done = forced.prepare_messages(_loop(6))
+    assert done.pruning.changed > 0 and done.compaction.status == "truncated"
+
+
+def _fields(cfg: CompactionConfig) -> dict[str, Any]:
+    return {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}

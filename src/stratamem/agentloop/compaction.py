@@ -245,7 +245,7 @@ class Compactor(_LiveList, _CutPlanning):
         if self._calls_since is not None:
             self._calls_since += 1
         result: CompactionResult | None = None
-        if self.pruning.epoch and self.should_compact(messages, system=system):
+        if self.pruning.epoch and self.should_compact(messages, system=system) and self._must_act(messages, system):
             # Pruning in epochs held results back for the cache; the budget now needs them.
             more = prune_tool_results(messages, self.pruning, tokenizer=self.tokenizer, system=system, force=True)
             stats = dataclasses.replace(
@@ -264,6 +264,13 @@ class Compactor(_LiveList, _CutPlanning):
         after = self.count(messages, system=system)
         self._prev_after = after
         return PrepareResult(stats, result, after)
+
+    def _must_act(self, messages: list[dict[str, Any]], system: str | None) -> bool:
+        """Over the threshold, whether something must go now: always, unless the cache-aware gate may
+        still put a compaction off (the request is below :attr:`hard_limit`)."""
+        if not self.config.cache_aware:
+            return True
+        return self.count(messages, system=system) + self.config.output_reserve > self.hard_limit
 
     def _observe_growth(self, now: int) -> None:
         """Learn how much the request grows from one call to the next (the cache-aware gate's estimate)."""
