@@ -17,10 +17,12 @@ from .records import Turn
 __all__ = [
     "CONTEXT_FORMATS",
     "FORMATS",
+    "SYSTEM_PROMPTS",
     "check_budget",
     "check_context_format",
     "check_format",
     "check_now",
+    "check_system_prompts",
     "turn_line",
 ]
 
@@ -29,6 +31,8 @@ FORMATS = ("openai", "anthropic", "text")
 CONTEXT_FORMATS = ("openai", "responses", "anthropic", "text")
 """Formats ``Memory.context`` and every shell offer: the assembler's, plus OpenAI Responses items
 (assembled as Chat Completions messages, then re-shaped by :func:`stratamem.providers.to_responses`)."""
+SYSTEM_PROMPTS = ("session", "namespace")
+"""Whose system prompts a context shows: the current session's only (the default), or every session's."""
 
 
 def check_budget(budget: object) -> int:
@@ -77,6 +81,19 @@ def check_context_format(fmt: object) -> str:
     if fmt not in CONTEXT_FORMATS:
         raise ValidationError(f"unknown format {fmt!r} (expected one of {', '.join(CONTEXT_FORMATS)})")
     return str(fmt)
+
+
+def check_system_prompts(value: object) -> str:
+    """Validate whose system prompts a context shows (:data:`SYSTEM_PROMPTS`).
+
+    Raises:
+        ValidationError: Neither ``session`` nor ``namespace``.
+    """
+    if value not in SYSTEM_PROMPTS:
+        raise ValidationError(
+            f"unknown system_prompts {value!r} (expected one of {', '.join(SYSTEM_PROMPTS)})", path="system_prompts"
+        )
+    return str(value)
 
 
 def turn_line(turn: Turn, text: str | None = None) -> str:

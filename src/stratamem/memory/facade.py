@@ -19,9 +19,10 @@ from ..config import Config
 from ..context.assemble import build_context
 from ..context.gather import Parts, Request
 from ..context.sources import SummaryIndex
-from ..errors import BudgetError, ConfigError, NotFoundError, ValidationError
+from ..errors import BudgetError, ConfigError, ValidationError
 from ..events import EventBus
 from ..exchange import plan_import, read_export, write_export
+from ..expand import expand as expand_id
 from ..ingest import IngestReport, IngestSession, parse_messages
 from ..ingest import dedupe as _dedupe
 from ..ingest.checks import check_sizes, check_tool_pairs
@@ -36,7 +37,7 @@ from ..text import check_budget, check_context_format, check_now
 from ..tokens import Calibration, Counting, Tokenizer, count_turn, get_tokenizer
 from .caching import as_requested, report_usage, with_cache
 from .derived import Derived, needed_features
-from .requests import check_arguments, check_counting, lexical_note, record_manifest
+from .requests import check_arguments, check_counting, current_session, lexical_note, record_manifest
 from .status import Status, namespace_status
 
 if TYPE_CHECKING:
@@ -346,6 +347,7 @@ class Memory:
         model: str | None = None,
         calibration: Calibration | None = None,
         project_dir: str | os.PathLike[str] | None = None,
+        system_prompts: str = "session",
         cache: bool | None = None,
     ) -> Context:
         """Assemble the context for the next model call within ``budget`` tokens.
@@ -382,46 +384,41 @@ class Memory:
             project_dir: Project whose instruction files and working state go in
                 (default: the one this ``Memory`` was made with, if any). Every
                 shell (CLI, MCP, HTTP) passes its project directory here.
+            system_prompts: ``session``: the current session's system prompts only, never another's;
+                ``namespace``: every session's (the current session's first, then the others' newest first).
             cache: Lay the prompt out for the provider's prompt cache (stable prefix first,
                 ``cache_control`` for Anthropic; docs/context.md); default ``config.context.cache_layout``.
 
         Raises:
             BudgetError: ``budget`` is not a positive integer, or too small once
                 converted to the provider's counting.
-            ValidationError: Unknown format, policy or provider, ``query`` not a
-                string, ``model`` not a string or ``now`` not a datetime.
+            ValidationError: Unknown format, policy, provider or ``system_prompts``,
+                ``query`` not a string, ``model`` not a string or ``now`` not a datetime.
             NotFoundError: Unknown namespace or session.
         """
         budget = check_budget(self.config.context.default_budget if budget is None else budget)
         check_context_format(format)
         now = check_now(now)
         policy = policy or self.config.context.policy
-        check_arguments(query, policy, project_dir)
+        check_arguments(query, policy, project_dir, system_prompts)
         counting = self.counting(format, provider, model, calibration)
         room = counting.room(budget)
         if room < 1:
             raise BudgetError(f"budget {budget} is below one token in {counting.provider}'s counting", path="budget")
-        if not self.store.has_namespace(self.namespace):
-            raise NotFoundError(f"unknown namespace {self.namespace!r}")
-        if session is None:
-            session = self.store.latest_session(self.namespace)
-        else:
-            self.store.session(self.namespace, session)
+        session = current_session(self.store, self.namespace, session)
         # Responses items carry the same text and framing as Chat Completions messages: the
         # context is assembled and counted as those, then re-shaped (see providers.to_responses).
         fmt = "openai" if format == "responses" else format
         project = self.project_dir if project_dir is None else project_dir
-        request = Request(query, room, session, fmt, policy, now, project)
+        request = Request(query, room, session, fmt, policy, now, project, system_prompts)
         request = with_cache(request, self.config.context, counting, cache)
         ctx = as_requested(build_context(self._parts(), request), format, budget, counting)
         record_manifest(self.store, self.namespace, session, ctx, self.config.context, self._derived.failed)
         return ctx
 
     def report_usage(self, usage: Any, *, session: str | None = None) -> PromptUsage:
-        """Record the provider's reported usage of the call made with the session's latest context.
-
-        ``usage``: the response's ``usage`` (Anthropic, OpenAI Chat or Responses; object or dict). It
-        goes into that manifest's ``cache.reported``, with the hit rate (``stratamem manifests``).
+        """Record a provider's reported ``usage`` (``resp.usage`` of Anthropic, OpenAI Chat or Responses)
+        on the session's newest manifest: its ``cache.reported``, with the hit rate.
 
         Raises:
             ValidationError: Not a provider usage.
@@ -538,15 +535,16 @@ class Memory:
     def forget(
         self,
         *,
-        turns: Sequence[int] | None = None,
+        turns: Sequence[int | str] | None = None,
         session: str | None = None,
         all_namespace: bool = False,
         vacuum: bool = False,
     ) -> ForgetReport:
         """Delete turns and everything derived from them, leaving no copy (see :mod:`stratamem.forget`).
 
-        Exactly one target: ``turns`` (turn ids), ``session`` (a session name)
-        or ``all_namespace=True``. ``vacuum`` also rebuilds the storage files.
+        Exactly one target: ``turns`` (ids as shown: ``turn:N`` or a bare number, ``node:N``,
+        ``system:<hash>``), ``session`` (a session name) or ``all_namespace=True``.
+        ``vacuum`` also rebuilds the storage files.
 
         Raises:
             ValidationError: No target, several, or a malformed one.
@@ -557,6 +555,15 @@ class Memory:
         from ..forget import forget
 
         return forget(self, turns=turns, session=session, all_namespace=all_namespace, vacuum=vacuum)
+
+    def expand(self, id: int | str) -> list[StoredTurn]:
+        """The stored turns an id stands for (see :mod:`stratamem.expand`): ``turn:N`` itself,
+        ``node:N`` (or a bare number) the turns the node covers, ``system:<hash>`` every copy of that prompt.
+
+        Raises:
+            ValidationError: Not such an id. NotFoundError: Nothing here has it.
+        """
+        return expand_id(self, id)
 
     def search(self, query: str, *, k: int = 10, session: str | None = None) -> list[SearchHit]:
         """The ``k`` best turns and summaries for ``query``, with score breakdowns (see :mod:`stratamem.search`).

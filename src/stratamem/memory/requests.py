@@ -14,15 +14,16 @@ from typing import Any
 
 from ..config import ContextConfig
 from ..context.policies import get_policy
-from ..errors import StratamemError, ValidationError
+from ..errors import NotFoundError, StratamemError, ValidationError
 from ..records.manifests import Context
-from ..text import check_context_format
+from ..text import check_context_format, check_system_prompts
 from ..tokens import PROVIDER_FACTORS, Calibration, Counting, counting_for
 
 __all__ = [
     "FORMAT_PROVIDERS",
     "check_arguments",
     "check_counting",
+    "current_session",
     "lexical_note",
     "record_manifest",
 ]
@@ -31,13 +32,15 @@ FORMAT_PROVIDERS = {"openai": "openai", "responses": "openai", "anthropic": "ant
 """The provider whose counting a format's budget is in by default (``text`` has none)."""
 
 
-def check_arguments(query: Any, policy: str, project_dir: Any) -> None:
-    """Refuse an unknown policy, a query that is not a string and a project directory that is not a path.
+def check_arguments(query: Any, policy: str, project_dir: Any, system_prompts: Any = "session") -> None:
+    """Refuse an unknown policy, a query that is not a string, a project directory that is not a path
+    and an unknown ``system_prompts``.
 
     Raises:
         ValidationError: One of them is wrong.
     """
     get_policy(policy)
+    check_system_prompts(system_prompts)
     if query is not None and not isinstance(query, str):
         raise ValidationError(f"query must be a string, got {type(query).__name__}")
     if project_dir is not None and not isinstance(project_dir, str | os.PathLike):
@@ -67,6 +70,20 @@ def check_counting(
             f"calibration must be a Calibration, got {type(calibration).__name__}", path="calibration"
         )
     return counting_for(tokenizer, provider, model, calibration)
+
+
+def current_session(store: Any, namespace: str, session: str | None) -> str | None:
+    """The session a context is for: ``session`` once checked, or the namespace's newest when none is named.
+
+    Raises:
+        NotFoundError: Unknown namespace, or unknown ``session``.
+    """
+    if not store.has_namespace(namespace):
+        raise NotFoundError(f"unknown namespace {namespace!r}")
+    if session is None:
+        return store.latest_session(namespace)
+    store.session(namespace, session)
+    return session
 
 
 def lexical_note(local_missing: bool) -> str:

@@ -19,6 +19,7 @@ __all__ = [
     "ContextRequest",
     "ErrorBody",
     "ErrorDetail",
+    "Forget",
     "ItemType",
     "RecallItems",
     "StateChange",
@@ -77,6 +78,9 @@ class ContextRequest(_Body):
         default=None, description="Whose token counting the budget is in (default: the format's provider)."
     )
     model: str | None = Field(default=None, max_length=200, description="Target model (recorded in the manifest).")
+    system_prompts: Literal["session", "namespace"] = Field(
+        default="session", description="Whose system prompts go in: the session's own, or every session's."
+    )
 
 
 class AddItem(_Body):
@@ -124,3 +128,19 @@ class StateChange(_Body):
     status: str | None = None
     key: str | None = None
     value: str | None = None
+
+
+class Forget(_Body):
+    """What to forget, with everything derived from it: exactly one of `turns`, `session`, `all_namespace`."""
+
+    turns: list[int | str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=10_000,
+        description="Ids as search and contexts show them: turn:N (or N), node:N (the turns a summary covers), "
+        "system:HASH (every copy of a system prompt).",
+    )
+    session: str | None = Field(default=None, description="Forget this whole session.")
+    all_namespace: bool = Field(default=False, description="Forget the whole namespace (needs confirm).")
+    confirm: str | None = Field(default=None, description="The namespace's name, required with all_namespace.")
+    vacuum: bool = Field(default=False, description="Rebuild the storage afterwards.")
