@@ -15,6 +15,7 @@ from stratamem.context.anchor import jumped_at, run_start
 from stratamem.context.cache_render import RECALL_TITLE
 from stratamem.context.ledger import LedgerEntry, select_ledger
 from stratamem.context.units import SummaryUnit
+from stratamem.providers import structural_problems
 from stratamem.tokens import get_tokenizer
 
 TOK = get_tokenizer("o200k_base")
@@ -109,4 +110,56 @@ def test_between_two_jumps_each_prompt_starts_with_the_previous_stable_prefix(
             if prev is not None and prev[0] == cache["anchor"] and prev[1] == cache["layer_hashes"]:
                 assert msgs[: len(prev[2])] == prev[2]
             prev = (cache["anchor"], cache["layer_hashes"], stable)
+        mem.close()
+
+
+POLICIES = ["hybrid", "state_first", "pyramid", "recall", "topics"]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    steps=st.lists(st.tuples(st.integers(2, 50), st.booleans()), min_size=4, max_size=24),
+    budget=st.sampled_from([300, 900, 2000]),
+)
+def test_every_policy_and_format_keeps_the_budget_and_a_valid_request_with_the_layout(
+    steps: list[tuple[int, bool]], budget: int
+) -> None:
+    """Random sessions with tool steps: each policy, each format, within the budget and structurally valid."""
+    cfg = Config.from_dict({"pyramid": {"defer_summarization": False, "micro_chunk_size": 4}})
+    with tempfile.TemporaryDirectory() as tmp:
+        mem = Memory(Path(tmp) / "v.db", namespace="v", config=cfg, embedder=None)
+        for i, (n, tool) in enumerate(steps):
+            words = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(n))
+            mem.add({"role": "user", "content": words + "."}, session="s")
+            if tool:
+                mem.add(
+                    [
+                        {
+                            "role": "assistant",
+                            "content": None,
+                            "tool_calls": [
+                                {"id": f"c{i}", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+                            ],
+                        },
+                        {"role": "tool", "tool_call_id": f"c{i}", "content": words * 3},
+                    ],
+                    session="s",
+                )
+            mem.add({"role": "assistant", "content": "Right: " + words}, session="s")
+        query = "Tell me about the " + WORDS[len(steps) % len(WORDS)] + "."
+        for policy in POLICIES:
+            for fmt in ("openai", "anthropic", "text"):
+                ctx = mem.context(query, budget=budget, session="s", format=fmt, policy=policy, cache=True)
+                assert ctx.tokens <= budget
+                cache = ctx.manifest.cache
+                assert cache is not None and cache["stable_tokens"] <= ctx.tokens
+                if fmt != "text" and ctx.messages:
+                    assert structural_problems(list(ctx.messages), fmt) == []
+                marks = sum("cache_control" in b for b in ctx.system_blocks or ()) + sum(
+                    "cache_control" in b
+                    for m in ctx.messages
+                    if isinstance(m.get("content"), list)
+                    for b in m["content"]
+                )
+                assert marks == len(cache["breakpoints"]) <= 4
         mem.close()
