@@ -39,13 +39,13 @@ from .node_reads import NodeReads
 from .sql import SQLITE, Writer, chunks, dialect_of
 from .vectors import vector_placeholder, write_vector
 
-__all__ = ["NodeStore", "m003_pyramid", "m014_summary_spend", "m017_node_settled"]
+__all__ = ["NodeStore", "m003_pyramid", "m014_summary_spend", "m020_node_settled"]
 
 # First key of the two-key advisory lock serializing one namespace's pyramid writers on PostgreSQL ("Py").
 _LOCK_CLASS = 0x5079
 
 
-# --- the tables (m003_pyramid, m014_summary_spend, m017_node_settled) ---------------------------
+# --- the tables (m003_pyramid, m014_summary_spend, m020_node_settled) ---------------------------
 
 # The columns both backends' ``nodes`` share, in order, between the key columns and the table constraints.
 _NODE_COLUMNS = (
@@ -182,7 +182,7 @@ def m014_summary_spend(conn: Any) -> None:
     )
 
 
-def m017_node_settled(conn: Any) -> None:
+def m020_node_settled(conn: Any) -> None:
     """When a node's summary first stood: the namespace's newest turn id at that moment.
 
     The cache layout's ledger shows a summary only from the window's next jump

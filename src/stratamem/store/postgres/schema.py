@@ -33,7 +33,7 @@ from ..passage_store import m011_passages
 from ..turn_index import m010_recall_index
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
-from .nodes import m003_pyramid, m014_summary_spend, m017_node_settled
+from .nodes import m003_pyramid, m014_summary_spend, m020_node_settled
 
 __all__ = ["MIGRATIONS", "PgMigration", "applied", "apply", "ensure_schema"]
 
@@ -120,7 +120,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m013_item_scope", m013_item_scope),
     PgMigration("m014_summary_spend", m014_summary_spend),
     PgMigration("m015_int8_vectors", m015_int8_vectors),
-    PgMigration("m017_node_settled", m017_node_settled),
+    PgMigration("m020_node_settled", m020_node_settled),
 ]
 
 

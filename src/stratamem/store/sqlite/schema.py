@@ -14,7 +14,7 @@ from ..embedding_cache import m002_embeddings
 from ..ingest_keys import m008_ingest_keys
 from ..manifests import m006_manifests
 from ..migrations import Migration
-from ..node_store import m003_pyramid, m014_summary_spend, m017_node_settled
+from ..node_store import m003_pyramid, m014_summary_spend, m020_node_settled
 from ..passage_store import m011_passages
 from ..turn_index import m010_recall_index
 from ..vectors import m015_int8_vectors
@@ -87,5 +87,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m013_item_scope", m013_item_scope),
     Migration("m014_summary_spend", m014_summary_spend),
     Migration("m015_int8_vectors", m015_int8_vectors),
-    Migration("m017_node_settled", m017_node_settled),
+    Migration("m020_node_settled", m020_node_settled),
 ]
