@@ -17,6 +17,7 @@ from .records import Turn
 __all__ = [
     "CONTEXT_FORMATS",
     "FORMATS",
+    "MAX_BUDGET",
     "SYSTEM_PROMPTS",
     "check_budget",
     "check_context_format",
@@ -35,16 +36,23 @@ SYSTEM_PROMPTS = ("session", "namespace")
 """Whose system prompts a context shows: the current session's only (the default), or every session's."""
 
 
+MAX_BUDGET = 100_000_000
+"""Largest token budget accepted: far above any model's context window, far below what a store column holds."""
+
+
 def check_budget(budget: object) -> int:
     """Validate a token budget.
 
     Raises:
-        BudgetError: ``budget`` is not a positive integer.
+        BudgetError: ``budget`` is not a positive integer, or above :data:`MAX_BUDGET`.
     """
     if isinstance(budget, bool) or not isinstance(budget, int):
         raise BudgetError(f"budget must be a positive integer, got {budget!r}")
     if budget <= 0:
         raise BudgetError(f"budget must be positive, got {budget}")
+    if budget > MAX_BUDGET:
+        shown = f"{budget:,}" if budget < 10**30 else f"of {budget.bit_length()} bits"
+        raise BudgetError(f"budget {shown} is above the largest accepted, {MAX_BUDGET:,} tokens")
     return budget
 
 

@@ -104,8 +104,10 @@ def ingest(settings: Settings, path: str, fmt: str, session: str | None, dedupe:
         bar.close()
     stored = sum(r.total_stored for r in reports.values())
     skipped = sum(r.total_skipped for r in reports.values())
+    # A reader may return one run per stretch of consecutive lines: count the sessions they name.
+    named = {(s.namespace or settings.namespace, s.session or "default") for s in sessions}
     click.echo(
-        f"ingested {stored} turns in {len(sessions)} session(s) into {len(by_ns)} namespace(s): "
+        f"ingested {stored} turns in {len(named)} session(s) into {len(by_ns)} namespace(s): "
         f"{', '.join(by_ns)}; {skipped} already stored (skipped)"
     )
     for ns, r in reports.items():

@@ -19,7 +19,7 @@ from ..config import Config
 from ..context.assemble import build_context
 from ..context.gather import Parts, Request
 from ..context.sources import SummaryIndex
-from ..errors import BudgetError, ConfigError, ValidationError
+from ..errors import ConfigError, ValidationError
 from ..events import EventBus
 from ..exchange import plan_import, read_export, write_export
 from ..expand import expand as expand_id
@@ -37,7 +37,7 @@ from ..text import check_budget, check_context_format, check_now
 from ..tokens import Calibration, Counting, Tokenizer, count_turn, get_tokenizer
 from .caching import as_requested, report_usage, with_cache
 from .derived import Derived, needed_features
-from .requests import check_arguments, check_counting, current_session, lexical_note, record_manifest
+from .requests import check_arguments, check_counting, check_room, current_session, lexical_note, record_manifest
 from .status import Status, namespace_status
 
 if TYPE_CHECKING:
@@ -226,6 +226,7 @@ class Memory:
         check_name(session, "session")
         turns = parse_messages(messages, format, timestamp=timestamp)
         self._check(session, turns)
+        self._fresh()
         tokens = [count_turn(t, self.tokenizer) for t in turns]
         stored = self.store.append(self.namespace, [TurnBatch(session, turns, tokens, platform, channel)])
         self._derived.after_add(stored)
@@ -258,6 +259,7 @@ class Memory:
             NotFoundError: Unknown session.
             ConfigError: The store keeps no pyramid nodes.
         """
+        self._fresh()
         return self.pyramid.seal(session)
 
     def add_sessions(
@@ -302,11 +304,13 @@ class Memory:
             plan = _dedupe.plan_ingest(self.store.ingest_keys, self.namespace, sessions, dedupe=dedupe)
             stored = self._append_sessions(plan.sessions)
             self.store.ingest_keys.record(self.namespace, _dedupe.key_rows(plan, stored))
-        self._derived.after_add(stored, progress)
+            self._derived.mark_pending(list(plan.stored))
+        self._derived.after_ingest(stored, list(plan.stored), progress)
         return _dedupe.report(plan, stored)
 
     def _append_sessions(self, sessions: Iterable[IngestSession]) -> list[StoredTurn]:
         """Validate and store sessions' turns in one transaction, without updating derived data."""
+        self._fresh()
         batches = []
         for s in sessions:
             if s.namespace not in (None, self.namespace):
@@ -386,12 +390,10 @@ class Memory:
                 shell (CLI, MCP, HTTP) passes its project directory here.
             system_prompts: ``session``: the current session's system prompts only, never another's;
                 ``namespace``: every session's (the current session's first, then the others' newest first).
-            cache: Lay the prompt out for the provider's prompt cache (stable prefix first,
-                ``cache_control`` for Anthropic; docs/context.md); default ``config.context.cache_layout``.
+            cache: Lay the prompt out for the provider's cache (docs/context.md); default ``context.cache_layout``.
 
         Raises:
-            BudgetError: ``budget`` is not a positive integer, or too small once
-                converted to the provider's counting.
+            BudgetError: ``budget`` is not a positive integer, or too small in the provider's counting.
             ValidationError: Unknown format, policy, provider or ``system_prompts``,
                 ``query`` not a string, ``model`` not a string or ``now`` not a datetime.
             NotFoundError: Unknown namespace or session.
@@ -402,13 +404,10 @@ class Memory:
         policy = policy or self.config.context.policy
         check_arguments(query, policy, project_dir, system_prompts)
         counting = self.counting(format, provider, model, calibration)
-        room = counting.room(budget)
-        if room < 1:
-            raise BudgetError(f"budget {budget} is below one token in {counting.provider}'s counting", path="budget")
+        room = check_room(counting, budget)
         session = current_session(self.store, self.namespace, session)
-        # Responses items carry the same text and framing as Chat Completions messages: the
-        # context is assembled and counted as those, then re-shaped (see providers.to_responses).
-        fmt = "openai" if format == "responses" else format
+        self._fresh(repair=True)
+        fmt = "openai" if format == "responses" else format  # assembled as Chat, re-shaped by as_requested
         project = self.project_dir if project_dir is None else project_dir
         request = Request(query, room, session, fmt, policy, now, project, system_prompts)
         request = with_cache(request, self.config.context, counting, cache)
@@ -417,8 +416,7 @@ class Memory:
         return ctx
 
     def report_usage(self, usage: Any, *, session: str | None = None) -> PromptUsage:
-        """Record a provider's reported ``usage`` (``resp.usage`` of Anthropic, OpenAI Chat or Responses)
-        on the session's newest manifest: its ``cache.reported``, with the hit rate.
+        """Record a provider's ``usage`` (Anthropic, OpenAI Chat, Responses) on the newest manifest's ``cache``.
 
         Raises:
             ValidationError: Not a provider usage.
@@ -461,14 +459,7 @@ class Memory:
 
     def status(self) -> Status:
         """Counts, tokens and bytes of this namespace."""
-        return namespace_status(
-            self.store,
-            self.namespace,
-            self.tokenizer.name,
-            tuple(self._derived.warnings),
-            self._derived_embedder,
-            self.indexer.model,
-        )
+        return namespace_status(self.tokenizer.name, self._derived)
 
     def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:
         """The working state of this namespace, kept under ``project_dir`` (see ``docs/state.md``).
@@ -554,6 +545,7 @@ class Memory:
         """
         from ..forget import forget
 
+        self._fresh()
         return forget(self, turns=turns, session=session, all_namespace=all_namespace, vacuum=vacuum)
 
     def expand(self, id: int | str) -> list[StoredTurn]:
@@ -574,6 +566,7 @@ class Memory:
         """
         from ..search import search
 
+        self._fresh(repair=True)
         return search(self, query, k=k, session=session)
 
     def namespaces(self) -> list[NamespaceStats]:
@@ -585,6 +578,13 @@ class Memory:
         self._derived.reset()
         self._summary_index = SummaryIndex()
         self.__dict__.pop("_items", None)
+
+    def _fresh(self, *, repair: bool = False) -> None:
+        """Drop what other writers made stale (:meth:`Derived.stale`); ``repair``: :meth:`Derived.repair_once` too."""
+        if self._derived.stale():
+            self._reset_derived()
+        if repair:
+            self._derived.repair_once()
 
     def close(self) -> None:
         """Close the store."""

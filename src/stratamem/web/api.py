@@ -21,7 +21,17 @@ from ..mcp_budget import MIN_BUDGET, hits_result
 from ..pyramid.metrics import PyramidMetrics, pyramid_prometheus
 from .convert import context_json, session_json, turn_json
 from .errors import Conflict
-from .models import AddItem, AddTurns, ContextRequest, ErrorBody, ItemType, RecallItems, StateChange, Supersede
+from .models import (
+    AddItem,
+    AddTurns,
+    ContextQuery,
+    ContextRequest,
+    ErrorBody,
+    ItemType,
+    RecallItems,
+    StateChange,
+    Supersede,
+)
 from .spaces import Spaces
 
 __all__ = ["build_router"]
@@ -194,7 +204,7 @@ def build_router(spaces: Spaces) -> APIRouter:
         tags=["context"],
         summary="Assemble the context for the next model call (the POST route's fields as query parameters)",
     )
-    def context_get(request: Request, namespace: str, params: Annotated[ContextRequest, Query()]) -> dict[str, Any]:
+    def context_get(request: Request, namespace: str, params: Annotated[ContextQuery, Query()]) -> dict[str, Any]:
         return assemble(request, namespace, params)
 
     @r.get("/namespaces/{namespace}/manifests", tags=["context"], summary="Recorded manifests, newest first")

@@ -9,13 +9,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from ..context.policies import PolicyName
 
 __all__ = [
     "AddItem",
     "AddTurns",
+    "ContextQuery",
     "ContextRequest",
     "ErrorBody",
     "ErrorDetail",
@@ -65,7 +66,8 @@ class ContextRequest(_Body):
     """What to assemble a context for."""
 
     query: str | None = Field(default=None, max_length=20_000, description="What the next call is about.")
-    budget: int | None = Field(default=None, description="Token budget (default: config).")
+    # Strict: a JSON body says 2000, not "2000" or 2000.0 (those are refused, not coerced).
+    budget: int | None = Field(default=None, strict=True, description="Token budget (default: config).")
     session: str | None = Field(default=None, description="Current session (default: latest).")
     format: Literal["openai", "responses", "anthropic", "text"] = "openai"
     policy: PolicyName | None = None
@@ -83,6 +85,12 @@ class ContextRequest(_Body):
     )
 
 
+class ContextQuery(ContextRequest):
+    """:class:`ContextRequest` as query parameters, whose values arrive as text (``budget=2000``)."""
+
+    budget: int | None = Field(default=None, description="Token budget (default: config).")
+
+
 class AddItem(_Body):
     """A memory item to add (to hot by default)."""
 
@@ -90,7 +98,7 @@ class AddItem(_Body):
     type: ItemType = "fact"
     session: str | None = None
     key: str | None = Field(default=None, description="Subject key: replaces live items with the same key.")
-    supersedes: list[int] = Field(default_factory=list, description="Ids of older items this one replaces.")
+    supersedes: list[StrictInt] = Field(default_factory=list, description="Ids of older items this one replaces.")
     metadata: dict[str, Any] | None = None
     tier: Tier = "hot"
     scope: Literal["namespace", "session"] = Field(
@@ -102,8 +110,8 @@ class RecallItems(_Body):
     """A recall over warm and cold items (tracks access; may promote)."""
 
     query: str = Field(min_length=1, max_length=20_000)
-    limit: int = Field(default=3, ge=1, le=100)
-    auto_promote: bool | None = None
+    limit: int = Field(default=3, ge=1, le=100, strict=True)
+    auto_promote: bool | None = Field(default=None, strict=True)
     types: list[ItemType] | None = None
     include_superseded: bool = False
     session: str | None = Field(
@@ -115,7 +123,7 @@ class RecallItems(_Body):
 class Supersede(_Body):
     """The newer item that replaces this one."""
 
-    by: int = Field(description="Id of the newer item.")
+    by: int = Field(strict=True, description="Id of the newer item.")
 
 
 class StateChange(_Body):
