@@ -14,7 +14,7 @@ from typing import Any
 
 from ..config import ContextConfig
 from ..context.policies import get_policy
-from ..errors import BudgetError, NotFoundError, StratamemError, ValidationError
+from ..errors import NotFoundError, StratamemError, ValidationError
 from ..records.manifests import Context
 from ..text import check_context_format, check_system_prompts
 from ..tokens import PROVIDER_FACTORS, Calibration, Counting, counting_for
@@ -23,7 +23,6 @@ __all__ = [
     "FORMAT_PROVIDERS",
     "check_arguments",
     "check_counting",
-    "check_room",
     "current_session",
     "lexical_note",
     "record_manifest",
@@ -73,18 +72,6 @@ def check_counting(
     return counting_for(tokenizer, provider, model, calibration)
 
 
-def check_room(counting: Counting, budget: int) -> int:
-    """The room ``budget`` leaves in our tokenizer's counting.
-
-    Raises:
-        BudgetError: Not one token is left once converted to the provider's counting.
-    """
-    room = counting.room(budget)
-    if room < 1:
-        raise BudgetError(f"budget {budget} is below one token in {counting.provider}'s counting", path="budget")
-    return room
-
-
 def current_session(store: Any, namespace: str, session: str | None) -> str | None:
     """The session a context is for: ``session`` once checked, or the namespace's newest when none is named.
 
@@ -116,14 +103,16 @@ def record_manifest(
     ctx: Context,
     config: ContextConfig,
     failed: Callable[[str, Exception, list[Any]], Any],
+    record: bool | None = None,
 ) -> None:
-    """Store the manifest; a failure (read-only or busy store) goes to ``failed``, never raised.
+    """Store the manifest unless ``record`` (default: ``config.record_manifests``) says not to.
 
-    The prompt is already built: losing its record must not lose the prompt.
-    A store opened read-only (its file or directory cannot be written) records
-    nothing and says nothing: reading such a store is what it is for.
+    A failure (busy store) goes to ``failed``, never raised: the prompt is
+    already built, and losing its record must not lose the prompt. A store
+    opened read-only (its file or directory cannot be written) records nothing
+    and says nothing: reading such a store is what it is for.
     """
-    if not config.record_manifests or getattr(store, "read_only", False):
+    if not (config.record_manifests if record is None else record) or getattr(store, "read_only", False):
         return
     try:
         store.manifests.add(namespace, session, ctx.manifest, keep=config.keep_manifests)
