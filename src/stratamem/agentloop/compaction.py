@@ -46,7 +46,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -57,9 +56,10 @@ from ..errors import BudgetError, CompactionCancelled, ConfigError, ValidationEr
 from ..events import Event, EventBus, bind_loop
 from ..llm import ChatModel
 from ..records.conversations import ConversationState
-from ..records.usage import PromptUsage, cache_rules
+from ..records.usage import PromptUsage
 from ..store.base import ConversationStore
 from ..tokens import Calibration, Tokenizer, count_message, count_messages, get_tokenizer
+from .cache_gate import _CacheGate
 from .checkpoint import files_section, missing_sections, track_files
 from .cut import capped_start, history_text, is_synthetic
 from .feed import feed_memory
@@ -82,7 +82,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class Compactor(_LiveList, _CutPlanning):
+class Compactor(_LiveList, _CutPlanning, _CacheGate):
     """Prunes and compacts one live conversation's provider messages; keeps its state.
 
     Args:
@@ -260,15 +260,7 @@ class Compactor(_LiveList, _CutPlanning):
         if self._calls_since is not None:
             self._calls_since += 1
         result: CompactionResult | None = None
-        if self.pruning.epoch and self.should_compact(messages, system=system) and self._must_act(messages, system):
-            # Pruning in epochs held results back for the cache; the budget now needs them.
-            more = prune_tool_results(messages, self.pruning, tokenizer=self.tokenizer, system=system, force=True)
-            stats = dataclasses.replace(
-                stats,
-                soft_trimmed=stats.soft_trimmed + more.soft_trimmed,
-                hard_cleared=stats.hard_cleared + more.hard_cleared,
-                chars_after=more.chars_after,
-            )
+        stats = self._force_held_back(messages, system, stats)
         if not self.config.enabled:
             result = self._cap(messages, system, aligned)
         elif self.should_compact(messages, system=system):
@@ -281,19 +273,6 @@ class Compactor(_LiveList, _CutPlanning):
         after = self.count(messages, system=system)
         self._prev_after = after
         return PrepareResult(stats, result, after)
-
-    def _must_act(self, messages: list[dict[str, Any]], system: str | None) -> bool:
-        """Over the threshold, whether something must go now: always, unless the cache-aware gate may
-        still put a compaction off (the request is below :attr:`hard_limit`)."""
-        if not self.config.cache_aware:
-            return True
-        return self.count(messages, system=system) + self.config.output_reserve > self.hard_limit
-
-    def _observe_growth(self, now: int) -> None:
-        """Learn how much the request grows from one call to the next (the cache-aware gate's estimate)."""
-        if self._prev_after is not None and now > self._prev_after:
-            step = now - self._prev_after
-            self._growth = step if self._growth is None else (self._growth + step) / 2
 
     async def aprepare_messages(
         self, messages: list[dict[str, Any]], *, system: str | None = None, aligned: list[Any] | None = None
@@ -385,28 +364,6 @@ class Compactor(_LiveList, _CutPlanning):
         log.info("compaction of %s/%s deferred (%s)", self.namespace, self.session, reason)
         return CompactionResult(
             "deferred", self._state.compaction_count, before, before, len(messages), len(messages), reason=reason
-        )
-
-    def _cache_reason(self, gain: int, after: int) -> str | None:
-        """Why compacting now costs more than it saves at cache prices, or ``None``.
-
-        A compaction rewrites the cached prefix: the next request writes its
-        ``after`` tokens again (``write`` x the input price) where it would have
-        read them (``read`` x). Over a run that grows ``g`` tokens a call, with
-        compactions ``gain`` tokens apart, a call costs about
-        ``write * after * g / gain + read * gain / 2`` beyond the request's own
-        growth, least at ``gain = sqrt(2 * g * write * after / read)``. Below that,
-        put it off (``hard_limit`` still forces it).
-        """
-        if self._growth is None or self._growth <= 0:
-            return None
-        rules = cache_rules(self.provider, self.agent_model)
-        best = math.sqrt(2 * self._growth * rules.write * after / rules.read)
-        if gain >= best:
-            return None
-        return (
-            f"cache: would free about {gain:,} tokens; at cache prices compacting pays from about "
-            f"{best:,.0f} (the request grows about {self._growth:,.0f} tokens a call)"
         )
 
     # --- compaction -------------------------------------------------------------------
