@@ -26,11 +26,12 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..records import StoredTurn
+from ..store.term_ids import StoredTerms
 from .corpus import TurnCorpus
 from .lexical import BM25Index, analyze
 from .passages import PassageVectors, is_long, passage_texts
 from .query import QueryFacts, read_query
-from .roles import ROLE_CODES, role_code, role_cue
+from .roles import ROLE_CODES, role_cue
 from .timewords import resolve_anchor
 
 __all__ = ["LEXICAL_WEIGHTS", "NORMALISERS", "Embedder", "Hit", "HybridIndex", "Weights", "fuse_signals", "passages"]
@@ -286,7 +287,7 @@ class HybridIndex:
         self,
         turns: Iterable[StoredTurn],
         *,
-        terms: Sequence[list[str]] | None = None,
+        terms: Sequence[list[str]] | StoredTerms | None = None,
         vectors: np.ndarray | None = None,
         passages: Mapping[int, np.ndarray] | None = None,
     ) -> None:
@@ -307,6 +308,8 @@ class HybridIndex:
             return
         if terms is None:
             terms = [analyze(TurnCorpus.text(st)) for st in given]
+        elif isinstance(terms, StoredTerms):
+            terms = [terms.terms(i) for i in range(len(terms))]
         want = self.passage_texts(given, terms, skip=passages)
         made = dict(passages or {})
         if want:
@@ -339,11 +342,12 @@ class HybridIndex:
             out.append((st.id, passage_texts(st)))
         return out
 
-    def _add(self, turns: list[StoredTurn], terms: Sequence[list[str]] | None, vectors: np.ndarray | None) -> list[int]:
+    def _add(
+        self, turns: list[StoredTurn], terms: Sequence[list[str]] | StoredTerms | None, vectors: np.ndarray | None
+    ) -> list[int]:
         new = self._corpus.add(turns, terms=terms, vectors=vectors)
-        # The stored term string of an opened turn is read as it is: role_code needs its first word only.
-        terms = self._corpus.terms
-        self._roles.extend(role_code(terms.as_stored(i)) for i in new)
+        # An opened turn's first stored term id gives its role: its terms are never decoded.
+        self._roles.extend(self._corpus.terms.first_codes(new, ROLE_CODES))
         size = self.weights.passage_terms
         if size:
             for i in new:

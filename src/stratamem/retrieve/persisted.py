@@ -32,6 +32,7 @@ from ..embed import model_name
 from ..embed.quantize import decode_int8, encode_int8
 from ..errors import ModelError, StratamemError
 from ..records import StoredTurn
+from ..store.term_ids import StoredTerms
 from .corpus import ANALYZER, TurnCorpus
 from .engine import HybridIndex, Weights
 from .lexical import analyze
@@ -189,21 +190,21 @@ class TurnIndexer:
         except StratamemError as exc:
             if on_store_error is not None:
                 on_store_error(exc)
-        # One ordered read of keys, terms and vectors. Terms stay stored strings: the index
-        # finds a term's postings when a query first asks for it (StoredTermsIndex).
+        # One ordered read of keys, term ids and vectors. Terms stay ids: the index finds a
+        # term's postings when a query first asks for it (StoredTermsIndex).
         turns: list[Any]
-        terms: list[Any]
-        turns, terms, blobs = self._rows.open_rows(self.namespace)
+        turns, stored, present, blobs = self._rows.open_rows(self.namespace)
         if turns and (meta := self._rows.meta(self.namespace)) is not None and meta.analyzer != ANALYZER:
             # Made by another analysis (read-only store: the meta could not be updated).
-            terms, blobs = [None] * len(turns), [None] * len(turns)
+            present, blobs = [False] * len(turns), [None] * len(turns)
         dims = getattr(self.embedder, "dimensions", None) if self.embedder is not None else None
         stale = {i for i, b in enumerate(blobs) if b is not None and dims and len(b) != int(dims) + 4}
         todo = [
             i
             for i in range(len(turns))
-            if terms[i] is None or (self.embedder is not None and (blobs[i] is None or i in stale))
+            if not present[i] or (self.embedder is not None and (blobs[i] is None or i in stale))
         ]
+        terms: StoredTerms | list[list[str]] = stored
         if todo:
             full = {
                 st.id: st
@@ -212,7 +213,10 @@ class TurnIndexer:
             }
             for i in todo:
                 turns[i] = full[turns[i].id]
-            self._fill(turns, terms, blobs, todo, on_store_error)
+            lists: list[list[str] | None] = [stored.terms(i) if present[i] else None for i in range(len(turns))]
+            self._fill(turns, lists, blobs, todo, on_store_error)
+            if not all(present):
+                terms = [t or [] for t in lists]
         if weights is None and self.passages and self.embedder is not None:
             weights = PASSAGE_WEIGHTS
         index = HybridIndex(self.embedder, weights, loader=self._load_turns)
@@ -221,7 +225,7 @@ class TurnIndexer:
             vectors = decode_int8(blobs, len(blobs[0]) - 4)
         passages = None
         if vectors is not None and index.weights.vector_passage > 0:
-            passages = self._passage_rows().read(turns, terms, vectors.shape[1], on_store_error)
+            passages = self._passage_rows().read(turns, _lists(terms), vectors.shape[1], on_store_error)
         index.add_turns(turns, terms=terms, vectors=vectors, passages=passages)
         return index
 
@@ -231,7 +235,7 @@ class TurnIndexer:
     def _fill(
         self,
         turns: list[StoredTurn],
-        terms: list[str | None],
+        terms: list[list[str] | None],
         blobs: list[bytes | None],
         todo: list[int],
         on_store_error: Callable[[Exception], None] | None,
@@ -244,14 +248,23 @@ class TurnIndexer:
             texts = [TurnCorpus.text(turns[i]) for i in part]
             for i, text in zip(part, texts, strict=True):
                 if terms[i] is None:
-                    terms[i] = " ".join(analyze(text))
+                    terms[i] = analyze(text)
             if self.embedder is not None:
                 for i, blob in zip(part, encode_int8(_embed(self.embedder, texts)), strict=True):
                     blobs[i] = blob
             if store_ok:
                 try:
-                    self._rows.put(self.namespace, [TurnIndexRow(turns[i].id, terms[i] or "", blobs[i]) for i in part])
+                    self._rows.put(
+                        self.namespace, [TurnIndexRow(turns[i].id, " ".join(terms[i] or []), blobs[i]) for i in part]
+                    )
                 except StratamemError as exc:
                     store_ok = False
                     if on_store_error is not None:
                         on_store_error(exc)
+
+
+def _lists(terms: StoredTerms | list[list[str]]) -> list[list[str]]:
+    """Every turn's terms as lists (what the passage rows are checked against)."""
+    if isinstance(terms, StoredTerms):
+        return [terms.terms(i) for i in range(len(terms))]
+    return terms
