@@ -276,11 +276,9 @@ class PruningConfig:
     context_window: int | None = None
     """Model context window, needed by the ratio triggers."""
     epoch: int = 0
-    """Prompt caching: let this many tool results wait past ``keep_last_tool_results`` and prune them
-    in one pass, each once (trimmed or cleared right then, never edited again), so the cached
-    prompt prefix is rewritten once per epoch instead of a little every call; older results are
-    touched again only when the request would cross the compaction threshold. 0: prune every
-    call (docs/agentloop.md, "Prompt caching")."""
+    """Prompt caching: let this many tool results wait past ``keep_last_tool_results``, then prune
+    them in one pass, each once, so the cached prefix is rewritten once per epoch instead of a little
+    every call; older ones again only when the budget forces it. 0: every call (docs/agentloop.md)."""
 
 
 @dataclass(frozen=True, slots=True)
