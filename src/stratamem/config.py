@@ -180,6 +180,24 @@ class ContextConfig:
     dedup: bool = True
     """One copy of each fact in a context: a recalled turn, memory item or summary sentence
     already shown is left out, its manifest entry saying ``duplicate_of`` (docs/context.md)."""
+    cache_layout: bool = False
+    """Lay the prompt out for the provider's prompt cache: instructions, standing state, a
+    chronological summary ledger and an anchored, append-only window first, byte-stable from
+    call to call; what is recalled for this message last (docs/context.md, "Prompt caching")."""
+    cache_recall_share: float = 0.03
+    """Cache layout: share of the budget (after the fixed blocks) that material recalled for a
+    conversational message may take (a question is assembled as without the layout)."""
+    cache_ledger_share: float = 0.4
+    """Cache layout: share of the budget (after the fixed blocks) for the summary ledger."""
+    cache_anchor_step: float = 0.5
+    """Cache layout: the window's start moves in steps of this share of its room (it jumps once
+    per step of growth and stays put in between)."""
+    cache_ttl: str = "5m"
+    """Cache layout, Anthropic: lifetime of the breakpoints on the stable system blocks (``5m`` or
+    ``1h``, which costs 2x to write); the rolling breakpoint on the conversation stays at 5 minutes."""
+    cache_min_tokens: int | None = None
+    """Cache layout: the shortest prefix the provider caches (default: the model's, from
+    ``stratamem.records.usage.cache_rules``); a breakpoint before it is left out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +275,10 @@ class PruningConfig:
     """Optional: only hard-clear when the request exceeds this share of ``context_window``."""
     context_window: int | None = None
     """Model context window, needed by the ratio triggers."""
+    epoch: int = 0
+    """Prompt caching: let this many tool results wait past ``keep_last_tool_results``, then prune
+    them in one pass, each once, so the cached prefix is rewritten once per epoch instead of a little
+    every call; older ones again only when the budget forces it. 0: every call (docs/agentloop.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,6 +323,11 @@ class CompactionConfig:
     extract_items: bool = True
     """With a :class:`~stratamem.Memory`, a checkpoint's decisions, constraints and critical context
     are stored as extracted memory items (cold, pending review), with the compacted turns as provenance."""
+    cache_aware: bool = False
+    """Prompt caching: below ``hard_limit``, put a compaction off while the tokens it would free are
+    fewer than the cycle length that costs least at cache prices (every compaction rewrites the
+    cached prefix); ``stratamem.wrap`` also marks the stable prefix with ``cache_control`` for
+    Anthropic (docs/agentloop.md, "Prompt caching")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,6 +533,7 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("EmbeddingConfig", "provider"): ("local", "openai", "none"),
     ("EmbeddingConfig", "engine"): ("auto", "numpy", "onnx"),
     ("LLMConfig", "provider"): ("openai", "anthropic"),
+    ("ContextConfig", "cache_ttl"): ("5m", "1h"),
 }
 
 
@@ -545,6 +573,10 @@ def _validate(obj: Any, prefix: str) -> None:
         total = obj.current_share + obj.history_share + obj.bulk_share
         if abs(total - 1.0) > 1e-6:
             raise ConfigError(f"{prefix}current_share + history_share + bulk_share must be 1.0, got {total:g}")
+        if obj.cache_recall_share + obj.cache_ledger_share >= 1:
+            raise ConfigError(f"{prefix}cache_recall_share + cache_ledger_share must be below 1.0")
+        if not 0 < obj.cache_anchor_step <= 1:
+            raise ConfigError(f"{prefix}cache_anchor_step must be in (0, 1], got {obj.cache_anchor_step:g}")
     if isinstance(obj, EmbeddingConfig) and obj.provider == "local":
         # The local provider runs the one model it ships; a setting it would ignore is an error.
         if obj.model not in LOCAL_EMBEDDING_MODELS:
