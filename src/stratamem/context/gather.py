@@ -59,6 +59,12 @@ class Request:
     """Project whose instruction files and working state go in."""
     system_prompts: str = "session"
     """Whose system prompts go in: ``session`` (the current session's only) or ``namespace`` (every session's)."""
+    cache: bool = False
+    """Lay the prompt out for the provider's prompt cache (:mod:`stratamem.context.layout`)."""
+    cache_min_tokens: int = 1024
+    """The target model's shortest cacheable prefix, in the provider's counting."""
+    cache_factor: float = 1.0
+    """Provider tokens per counter token (the stable prefix is reported in the provider's counting)."""
 
 
 @dataclass(frozen=True, slots=True)
