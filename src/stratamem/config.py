@@ -18,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._choices import register_choices, registered
 from .errors import ConfigError
 
 __all__ = [
@@ -354,6 +355,17 @@ class ItemsConfig:
     recall_min_score: float = 0.3
     """Recall returns only items whose match score (0-1) reaches this; a recall that returns
     something counts as a hit."""
+    max_pending_review: int = 500
+    """Auto-extracted items waiting for review, at most, per namespace; past it the least salient
+    pending items are ``dropped`` (kept, out of recall; their turns stay recallable)."""
+    min_salience: float | None = None
+    """Salience (0-1) a turn needs to give an auto-extracted item with the offline extractor;
+    ``None``: the fitted score that keeps ~150 items per 1,000 LoCoMo turns (``stratamem.summarize.salience``)."""
+    extractor: str = "rules"
+    """``rules`` (offline, default) or ``llm`` (pass ``Memory(extractor=LLMExtractor(...))``)."""
+    prompt_pending: bool = True
+    """Auto-extracted items still waiting for review may be recalled into contexts (confirmed and
+    API items always may; rejected and dropped ones never)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -533,28 +545,9 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("EmbeddingConfig", "provider"): ("local", "openai", "none"),
     ("EmbeddingConfig", "engine"): ("auto", "numpy", "onnx"),
     ("LLMConfig", "provider"): ("openai", "anthropic"),
+    ("ItemsConfig", "extractor"): ("rules", "llm"),
     ("ContextConfig", "cache_ttl"): ("5m", "1h"),
 }
-
-
-_REGISTERED_CHOICES: dict[tuple[str, str], Callable[[], Iterable[str]]] = {}
-
-
-def register_choices(section: str, key: str, names: Callable[[], Iterable[str]]) -> None:
-    """Make the part that owns a set of names the one source of a key's allowed values.
-
-    ``names`` is read each time a config is validated, so a name its owner
-    registers later is accepted too. The context policies register
-    ``("ContextConfig", "policy")`` this way (:mod:`stratamem.context.policies`):
-    the package is loaded with ``stratamem`` itself, so every config built
-    through the package is checked against the policy registry.
-    """
-    _REGISTERED_CHOICES[(section, key)] = names
-
-
-def _choices(section: str, key: str) -> tuple[str, ...] | None:
-    names = _REGISTERED_CHOICES.get((section, key))
-    return tuple(names()) if names is not None else _CHOICES.get((section, key))
 
 
 def _validate(obj: Any, prefix: str) -> None:
@@ -562,7 +555,8 @@ def _validate(obj: Any, prefix: str) -> None:
     cls_name = type(obj).__name__
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        choices = _choices(cls_name, f.name)
+        choices = registered(cls_name, f.name)
+        choices = _CHOICES.get((cls_name, f.name)) if choices is None else choices
         if choices is not None and value is not None and value not in choices:
             raise ConfigError(f"{prefix}{f.name}: {value!r} is not one of {', '.join(choices)}")
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
@@ -588,6 +582,8 @@ def _validate(obj: Any, prefix: str) -> None:
         for key in ("base_url", "dimensions"):
             if getattr(obj, key) is not None:
                 raise ConfigError(f"{prefix}{key} applies to the openai provider only; the local provider ignores it")
+    if isinstance(obj, ItemsConfig) and obj.min_salience is not None and obj.min_salience > 1:
+        raise ConfigError(f"{prefix}min_salience must be from 0 to 1, got {obj.min_salience!r}")
     if isinstance(obj, PyramidConfig):
         if min(obj.micro_chunk_size, obj.mini_chunk_size, obj.macro_chunk_size, obj.bulk_merge_size) < 1:
             raise ConfigError(f"{prefix}chunk sizes must be at least 1")

@@ -166,7 +166,8 @@ def item_units(parts: Parts, query: str | None, session: str | None = None) -> l
 
     Only items ``session`` sees: namespace-wide ones and its own (session-scoped
     items of other sessions never enter this session's context). The search
-    tracks no access and promotes nothing (``Items.recall`` does).
+    tracks no access and promotes nothing (``Items.recall`` does). Extracted
+    items waiting for review are recalled only with ``items.prompt_pending``.
     """
     items = parts.items()
     units = [
@@ -194,7 +195,7 @@ def item_units(parts: Parts, query: str | None, session: str | None = None) -> l
                 {"match": found.scores.get(it.id, 0.0)},
             )
             for it in found.items
-            if f"item:{it.id}" not in seen
+            if f"item:{it.id}" not in seen and (it.review != "pending" or parts.config.items.prompt_pending)
         ]
     return units
 

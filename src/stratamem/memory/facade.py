@@ -35,7 +35,7 @@ from ..text import check_budget, check_context_format, check_now
 from ..tokens import Calibration, Counting, Tokenizer, get_tokenizer
 from .batches import checked_batch, session_batch
 from .caching import as_requested, report_usage, with_cache
-from .derived import Derived, needed_features
+from .derived import Derived, check_models, needed_features
 from .once import Once, request_digest
 from .requests import check_arguments, check_counting, current_session, lexical_note, record_manifest
 from .status import Status, namespace_status
@@ -43,6 +43,7 @@ from .transfer import export_from, import_into
 
 if TYPE_CHECKING:
     from ..forget import ForgetReport
+    from ..items.extract import Extractor
     from ..pyramid.consolidate import Pyramid
     from ..search import SearchHit
     from ..state.working import WorkingState
@@ -74,6 +75,8 @@ class Memory:
             New turns are embedded when they are written.
         summarizer: Summarizer for the pyramid (default: the one ``config.pyramid.summarizer``
             names; required for ``llm``).
+        extractor: What turns segments into memory items (default: the offline rules;
+            required when ``config.items.extractor`` is ``llm``, e.g. ``LLMExtractor(model, tokenizer)``).
         project_dir: A project directory whose instruction files (``STRATAMEM.md``,
             ``STRATAMEM.local.md``) and working state go into every context.
 
@@ -96,13 +99,14 @@ class Memory:
         events: EventBus | None = None,
         embedder: Any = _CONFIGURED,
         summarizer: Summarizer | None = None,
+        extractor: Extractor | None = None,
         project_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.config = config or Config()
         self.project_dir = project_dir
         self._summary_index = SummaryIndex()
         self.events = events or EventBus()
-        self._summarizer = summarizer
+        self._summarizer, self._extractor = summarizer, extractor
         self.tokenizer = tokenizer or get_tokenizer(self.config.tokenizer)
         self.namespace = check_name(namespace, "namespace")
         opened: Store = (
@@ -124,11 +128,7 @@ class Memory:
             raise ConfigError(
                 f"the {opened.backend} store has no {', '.join(missing)} feature store(s) this configuration uses"
             )
-        if self.config.pyramid.enabled and self.config.pyramid.summarizer == "llm" and summarizer is None:
-            raise ConfigError(
-                "pyramid.summarizer is 'llm': pass summarizer=LLMSummarizer(chat_model, tokenizer) "
-                "(the library never builds a model from configuration)"
-            )
+        check_models(self.config, summarizer, extractor)
         self.store: Store = opened
         self._configured = embedder is _CONFIGURED
         if self._configured:
@@ -141,6 +141,7 @@ class Memory:
         self._derived = Derived(
             opened, self.namespace, self.config, self.tokenizer, self.events, summarizer, self._derived_embedder
         ).logging_to(project_dir)
+        self._derived.extractor = extractor
 
     @property
     def embedder(self) -> Any:
@@ -165,6 +166,7 @@ class Memory:
             events=self.events,
             embedder=_CONFIGURED if self._configured else self.embedder,
             summarizer=self._summarizer,
+            extractor=self._extractor,
             project_dir=self.project_dir,
         )
 
