@@ -232,10 +232,14 @@ def test_a_statement_with_other_numbers_is_not_a_restatement(tmp_path: Path) -> 
         [Candidate("Fact 1-1: the retry policy key opens door 1 in round 1", "fact", (t[1],), 0.9)]
     )
     assert second.id != first.id and mem.items.get(first.id).provenance == (t[0],)
-    # The same words and numbers in another order still restate it.
+    # Nor are the same numbers in other places (door 0 in round 1).
+    (third,) = mem.items.extract(
+        [Candidate("Fact 1-0: the retry policy key opens door 0 in round 1", "fact", (t[1],), 0.9)]
+    )
+    assert third.id not in (first.id, second.id)
+    # Other words around the same numbers still restate it.
     assert (
-        mem.items.extract([Candidate("Fact 0-1: in round 0 the retry policy key opens door 1", "fact", (t[2],), 0.9)])
-        == []
+        mem.items.extract([Candidate("Fact 0-1: retry policy key opens door 1, round 0", "fact", (t[2],), 0.9)]) == []
     )
     assert mem.items.get(first.id).provenance == (t[0], t[2])
     mem.close()

@@ -28,6 +28,7 @@ statements; :meth:`ExtractOps.extract` stores them as auto-extracted items
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -44,6 +45,9 @@ __all__ = ["RESTATEMENT_OVERLAP", "ExtractOps"]
 
 RESTATEMENT_OVERLAP = 0.8
 """Content-word Jaccard from which a candidate without an attribute restates an item of the same words."""
+
+
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 
 
 class ExtractOps(ReviewOps, TierOps):
@@ -205,13 +209,13 @@ class ExtractOps(ReviewOps, TierOps):
             return None
         hits = self._db.lexical(self.namespace, " AND ".join(f'"{t}"' for t in terms), limit=50)
         for item in self._db.get(self.namespace, [i for i, _ in hits]):
-            other = content_terms(item.content)
-            # Numbers are values: "door 1 in round 0" and "door 1 in round 1" share most words
-            # but are two facts, so a restatement by overlap must carry exactly the same numbers.
+            # Numbers are values: "door 1 in round 0" and "door 1 in round 1" (or "door 0 in
+            # round 1") share most words but are other facts, so a restatement by overlap must
+            # carry the same numbers in the same order.
             if (
                 item.source == "extracted"
-                and _numbers(terms) == _numbers(other)
-                and _jaccard(terms, other) >= RESTATEMENT_OVERLAP
+                and _numbers(cand.text) == _numbers(item.content)
+                and _jaccard(terms, content_terms(item.content)) >= RESTATEMENT_OVERLAP
             ):
                 return item
         return None
@@ -317,8 +321,8 @@ def _value_text(value: object) -> str:
     return " ".join(str(value).lower().split()) if value is not None else ""
 
 
-def _numbers(terms: Sequence[str]) -> set[str]:
-    return {t for t in terms if any(c.isdigit() for c in t)}
+def _numbers(text: str) -> list[str]:
+    return _NUMBER.findall(text)
 
 
 def _jaccard(a: Sequence[str], b: Sequence[str]) -> float:
