@@ -312,3 +312,27 @@ def test_the_cli_shows_bytes_per_part(tmp_path: Path) -> None:
     assert int(lines["bytes.turns"].replace(",", "")) > 0 and int(lines["bytes.recall_index"].replace(",", "")) > 0
     as_json = CliRunner().invoke(main, ["--db", str(db), "--embedding", "none", "status", "--json"]).output
     assert json.loads(as_json)["part_bytes"]["turns"] == int(lines["bytes.turns"].replace(",", ""))
+
+
+def test_an_upgrade_that_rebuilds_the_index_gives_its_old_pages_back(tmp_path: Path) -> None:
+    # The previous schema's index, with term strings: what m021 copies into a new table and drops.
+    path = str(tmp_path / "old.db")
+    with Memory(open_store(path), namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(dimensions=32)) as mem:
+        mem.add(_chat(20), session="s")
+        contexts = [mem.context(q, budget=600) for q in QUERIES]
+        rows = mem.store.embeddings.turns.load("n")
+        manifests = [(c.manifest.created_at.isoformat(), json.dumps(c.manifest.to_dict())) for c in contexts]
+        _downgrade(mem.store, rows, manifests)
+        words = " ".join(f"lisbon{j % 40}" for j in range(300))
+        for turn_id in range(1000, 2500):
+            _raw(mem.store, "INSERT INTO recall_index VALUES (1, %s, %s, NULL)", (turn_id, words))
+    old_size = Path(path).stat().st_size
+    assert old_size > 4_000_000
+    store = open_store(path)  # m021 and m022 rebuild their tables, then the file is vacuumed
+    try:
+        assert _raw(store, "PRAGMA freelist_count") == [(0,)]
+        assert store.embeddings.turns.counts("n")[0] == 20 + 1500
+    finally:
+        store.close()
+    assert Path(path).stat().st_size < old_size // 4
+    assert not Path(path + "-wal").exists() or Path(path + "-wal").stat().st_size == 0

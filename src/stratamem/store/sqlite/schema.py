@@ -91,6 +91,6 @@ MIGRATIONS: list[Migration] = [
     Migration("m015_int8_vectors", m015_int8_vectors),
     Migration("m016_data_versions", m016_data_versions),
     Migration("m017_idempotency_keys", m017_idempotency_keys),
-    Migration("m021_term_ids", m021_term_ids),
-    Migration("m022_compact_manifests", m022_compact_manifests),
+    Migration("m021_term_ids", m021_term_ids, vacuum=True),
+    Migration("m022_compact_manifests", m022_compact_manifests, vacuum=True),
 ]
