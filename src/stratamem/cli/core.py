@@ -226,7 +226,13 @@ def status(settings: Settings, as_json: bool) -> None:
 
     namespace = check_name(settings.namespace, "namespace")
     with settings.open_store() as store:
-        st = store_status(store, namespace, store.tokenizer, settings.embedder(store))
+        st = store_status(
+            store,
+            namespace,
+            store.tokenizer,
+            settings.embedder(store),
+            review_cap=settings.config.items.max_pending_review,
+        )
     if as_json:
         emit_json(st.to_dict())
         return

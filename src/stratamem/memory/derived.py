@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
-from ..errors import StratamemError
+from ..errors import ConfigError, StratamemError
 from ..events import Event, EventBus
 from ..records import StoredTurn
 from ..retrieve.live import LiveIndex
@@ -24,10 +24,11 @@ from ..tokens import Tokenizer
 from .status import unindexed_turns
 
 if TYPE_CHECKING:
+    from ..items.extract import Extractor
     from ..pyramid.consolidate import Pyramid
     from ..summarize import Summarizer
 
-__all__ = ["Derived", "needed_features"]
+__all__ = ["Derived", "check_models", "needed_features"]
 
 log = logging.getLogger("stratamem.memory")
 
@@ -46,6 +47,25 @@ def needed_features(config: Config) -> list[str]:
     if config.context.record_manifests:
         needed.append("manifests")
     return needed
+
+
+def check_models(config: Config, summarizer: Summarizer | None, extractor: Extractor | None) -> None:
+    """Refuse a configuration naming a model-powered part without its instance (none is built from a string).
+
+    Raises:
+        ConfigError: ``pyramid.summarizer`` is ``llm`` without ``summarizer``, or
+            ``items.extractor`` is ``llm`` without ``extractor``.
+    """
+    if config.pyramid.enabled and config.pyramid.summarizer == "llm" and summarizer is None:
+        raise ConfigError(
+            "pyramid.summarizer is 'llm': pass summarizer=LLMSummarizer(chat_model, tokenizer) "
+            "(the library never builds a model from configuration)"
+        )
+    if config.items.extractor == "llm" and extractor is None:
+        raise ConfigError(
+            "items.extractor is 'llm': pass extractor=LLMExtractor(chat_model, tokenizer) "
+            "(the library never builds a model from configuration)"
+        )
 
 
 class Derived:
@@ -73,6 +93,8 @@ class Derived:
     ) -> None:
         self.store, self.namespace, self.config, self.tokenizer = store, namespace, config, tokenizer
         self.events, self.summarizer = events, summarizer
+        self.extractor: Extractor | None = None
+        """What the pyramid extracts items with (``None``: the offline rules); set by the facade."""
         self.project_dir: Any = None
         """With a project directory, every committed batch is appended to its session logs (seed 004)."""
         self._logs: Any = None
@@ -108,6 +130,7 @@ class Derived:
                 tokenizer=self.tokenizer,
                 events=self.events,
                 summarizer=self.summarizer,
+                extractor=self.extractor,
                 embedder=self.embedder,
                 archive_dir=archive,
             )

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .derived import Derived
 
-__all__ = ["Status", "namespace_status", "spend_fields", "store_status", "unindexed_turns"]
+__all__ = ["Status", "item_fields", "namespace_status", "spend_fields", "store_status", "unindexed_turns"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,18 @@ class Status:
     pending_sessions: int = 0
     """Sessions an interrupted ingest left without their segments and summaries (made by the next
     context, search or ingest)."""
+    items_pending_review: int = 0
+    """Auto-extracted memory items waiting for review."""
+    items_review_cap: int = 0
+    """At most this many wait (``items.max_pending_review``); past it the least salient are dropped."""
+    extract_calls: int = 0
+    """Model calls made to extract memory items (0 with the offline extractor)."""
+    extract_input_tokens: int = 0
+    """Input tokens those calls cost, as the provider reported them."""
+    extract_output_tokens: int = 0
+    """Output tokens those calls cost."""
+    extract_failures: int = 0
+    """Model extractions that failed (their segments fell back to the offline rules)."""
     part_bytes: Mapping[str, int] = field(default_factory=dict)
     """Bytes of the store per part, every namespace together: ``turns``, ``recall_index``, ``items``,
     ``pyramid``, ``manifests``, ``embedding_cache``, ``conversations``, ``other``; on SQLite also ``free``
@@ -90,6 +102,22 @@ def spend_fields(store: Any, namespace: str) -> dict[str, int]:
     }
 
 
+def item_fields(store: Any, namespace: str, review_cap: int) -> dict[str, int]:
+    """The review queue and the extraction spend for a :class:`Status` (none where the store keeps no items)."""
+    items = getattr(store, "items", None)
+    if items is None:
+        return {}
+    calls, n_in, n_out, failures = items.item_spend(namespace)
+    return {
+        "items_pending_review": items.pending_count(namespace),
+        "items_review_cap": review_cap,
+        "extract_calls": calls,
+        "extract_input_tokens": n_in,
+        "extract_output_tokens": n_out,
+        "extract_failures": failures,
+    }
+
+
 def unindexed_turns(store: Any, namespace: str, *, embedded: bool) -> int:
     """Turns without an index row (or vector, when ``embedded``), by two counts: cheaper than finding them."""
     rows, vectors = store.embeddings.turns.counts(namespace)
@@ -102,6 +130,7 @@ def store_status(
     tokenizer: str,
     embedder: Any,
     *,
+    review_cap: int,
     model: str | None = None,
     repairing: int = 0,
     warnings: tuple[str, ...] = (),
@@ -112,9 +141,9 @@ def store_status(
     at nothing, so the store holds all there is to report, and opening it is cheaper
     than building the facade (the recall index, the assembly, the pyramid are not
     imported). ``embedder`` is the one the recall index embeds with (``None``:
-    lexical recall); ``model`` the name its vectors carry (default: the embedder's
-    name). :func:`namespace_status` passes what a live memory adds: the turns it is
-    repairing now and its recent failures.
+    lexical recall); ``review_cap`` is ``items.max_pending_review``; ``model`` the name
+    its vectors carry (default: the embedder's name). :func:`namespace_status` passes
+    what a live memory adds: the turns it is repairing now and its recent failures.
     """
     if model is None:
         model = str(getattr(embedder, "name", None) or type(embedder).__name__) if embedder is not None else ""
@@ -143,6 +172,7 @@ def store_status(
         unindexed_turns=unindexed,
         pending_sessions=pending,
         **spend_fields(store, namespace),
+        **item_fields(store, namespace, review_cap),
         part_bytes=getattr(store, "part_bytes", dict)(),
     )
 
@@ -161,6 +191,7 @@ def namespace_status(tokenizer: str, derived: Derived) -> Status:
         derived.namespace,
         tokenizer,
         derived.embedder,
+        review_cap=derived.config.items.max_pending_review,
         model=derived.live.indexer.model,
         repairing=derived.repairing,
         warnings=tuple(derived.warnings),
