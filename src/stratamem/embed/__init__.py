@@ -15,8 +15,8 @@ Implementations:
   (:class:`stratamem.store.embedding_cache.EmbeddingCache`).
 
 Offline fakes for tests are in :mod:`stratamem.testing.hash_embedder` and
-:mod:`stratamem.testing.embed_server`. Importing this package loads no model
-and no HTTP client.
+:mod:`stratamem.testing.embed_server`. Importing this package loads no model,
+no HTTP client and no numpy.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from .cache import CachedEmbedder, EmbeddingCache, MemoryEmbeddingCache, content
 from .local import LocalMiniLM
 from .remote import OpenAIEmbedder
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
     import numpy as np
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
     import numpy as np
 
 

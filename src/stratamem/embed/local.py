@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError
 from ._checks import check_texts, normalize_rows
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
     import numpy as np
 
 __all__ = ["LocalMiniLM"]

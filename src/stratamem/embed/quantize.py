@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import BackendError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
     import numpy as np
 
 __all__ = ["decode_int8", "encode_int8", "int8_blob_size"]

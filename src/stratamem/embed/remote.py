@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import ConfigError, ModelError
 from ._checks import check_texts, normalize_rows
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
     import numpy as np
 
 __all__ = ["OpenAIEmbedder"]

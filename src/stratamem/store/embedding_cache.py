@@ -33,7 +33,7 @@ from .passage_store import Passages
 from .sql import Sql, chunks
 from .turn_index import TurnIndex
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
     import numpy as np
 
 __all__ = ["EmbeddingCache", "m002_embeddings"]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import BackendError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
     import numpy as np
 
 __all__ = ["StoredTerms", "decode_ids", "encode_ids", "encode_many"]

@@ -24,14 +24,11 @@ the shared node and item code (:mod:`stratamem.store.node_store`,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..embed.quantize import encode_int8
 from ..errors import BackendError
 from .sql import SQLITE, Dialect, dialect_of
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "m015_int8_vectors",
