@@ -221,6 +221,26 @@ def test_a_restatement_with_the_same_value_merges_and_a_new_value_supersedes(tmp
     mem.close()
 
 
+def test_a_statement_with_other_numbers_is_not_a_restatement(tmp_path: Path) -> None:
+    mem = Memory(tmp_path / "n.db", namespace="n", embedder=None)
+    t = [x.id for x in mem.add([{"role": "user", "content": f"t{i}"} for i in range(3)], session="s")]
+    (first,) = mem.items.extract(
+        [Candidate("Fact 0-1: the retry policy key opens door 1 in round 0", "fact", (t[0],), 0.9)]
+    )
+    # 8 of 9 content words shared (Jaccard 0.89), but another round: a second fact, not a second source.
+    (second,) = mem.items.extract(
+        [Candidate("Fact 1-1: the retry policy key opens door 1 in round 1", "fact", (t[1],), 0.9)]
+    )
+    assert second.id != first.id and mem.items.get(first.id).provenance == (t[0],)
+    # The same words and numbers in another order still restate it.
+    assert (
+        mem.items.extract([Candidate("Fact 0-1: in round 0 the retry policy key opens door 1", "fact", (t[2],), 0.9)])
+        == []
+    )
+    assert mem.items.get(first.id).provenance == (t[0], t[2])
+    mem.close()
+
+
 # --- m018: the migration collapses what the old race left -------------------------------------------------
 
 

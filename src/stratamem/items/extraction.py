@@ -205,7 +205,14 @@ class ExtractOps(ReviewOps, TierOps):
             return None
         hits = self._db.lexical(self.namespace, " AND ".join(f'"{t}"' for t in terms), limit=50)
         for item in self._db.get(self.namespace, [i for i, _ in hits]):
-            if item.source == "extracted" and _jaccard(terms, content_terms(item.content)) >= RESTATEMENT_OVERLAP:
+            other = content_terms(item.content)
+            # Numbers are values: "door 1 in round 0" and "door 1 in round 1" share most words
+            # but are two facts, so a restatement by overlap must carry exactly the same numbers.
+            if (
+                item.source == "extracted"
+                and _numbers(terms) == _numbers(other)
+                and _jaccard(terms, other) >= RESTATEMENT_OVERLAP
+            ):
                 return item
         return None
 
@@ -308,6 +315,10 @@ def _same_value(a: object, b: object) -> bool:
 
 def _value_text(value: object) -> str:
     return " ".join(str(value).lower().split()) if value is not None else ""
+
+
+def _numbers(terms: Sequence[str]) -> set[str]:
+    return {t for t in terms if any(c.isdigit() for c in t)}
 
 
 def _jaccard(a: Sequence[str], b: Sequence[str]) -> float:
