@@ -48,3 +48,44 @@ def test_status_does_not_load_the_embedding_weights(tmp_path: Path) -> None:
         "assert 'onnxruntime' not in sys.modules and 'tokenizers' not in sys.modules"
     )
     assert "stratamem.store.sqlite" in _loaded_after(code)
+
+
+# What a live memory needs and counting does not: the facade, assembly, recall, the pyramid, numpy.
+LIVE_ONLY = (
+    "numpy",
+    "stratamem.memory.facade",
+    "stratamem.context.assemble",
+    "stratamem.retrieve.engine",
+    "stratamem.pyramid.consolidate",
+)
+
+
+def test_status_opens_the_store_alone_without_the_facade_recall_pyramid_or_numpy(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    with Memory(db, namespace="default", embedder=HashEmbedder(dimensions=384)) as mem:
+        mem.add([{"role": "user", "content": "the deploy key rotates on Fridays"}], session="s")
+    code = (
+        "import json, sys\nfrom stratamem.cli import main\n"
+        f"main(['--db', {str(db)!r}, 'status', '--json'], standalone_mode=False)\n"
+        f"print(json.dumps(sorted(m for m in {LIVE_ONLY!r} if m in sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_status_from_the_store_alone_equals_the_memory_status_with_work_left_undone(tmp_path: Path) -> None:
+    # Turns indexed without vectors (no embedder) read as unindexed by the configured one, and a
+    # session an ingest left pending: both warnings, as Memory.status words them.
+    db = tmp_path / "s.db"
+    with Memory(db, namespace="default", embedder=None) as mem:
+        mem.add([{"role": "user", "content": f"note {i}: the deploy key rotates"} for i in range(3)], session="s")
+        mem.store.ingest_keys.mark_pending("default", ["s"])
+    with Memory(db, namespace="default") as mem:
+        want = mem.status().to_dict()
+    out = subprocess.run(
+        [sys.executable, "-m", "stratamem", "--db", str(db), "status", "--json"], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert (got["unindexed_turns"], got["pending_sessions"], len(got["warnings"])) == (3, 1, 2)
+    assert got == want

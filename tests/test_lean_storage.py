@@ -206,6 +206,47 @@ def test_manifests_are_kept_within_a_byte_limit_and_the_newest_always_stays(wher
         store.close()
 
 
+def test_the_store_s_manifests_together_keep_within_a_store_cap_and_each_namespace_its_newest(where: str) -> None:
+    store = open_store(where)
+    try:
+        ids = {ns: [] for ns in ("a", "b", "c")}  # type: dict[str, list[int]]
+        for i in range(8):
+            for ns in ids:
+                ids[ns].append(store.manifests.add(ns, None, _manifest(30, 30, f"{ns}{i}"), keep_store_bytes=6000))
+        rows = _raw(store, "SELECT id, namespace, bytes FROM manifests ORDER BY id DESC")
+        newest = sorted(max(v) for v in ids.values())
+        kept = sorted(r[0] for r in rows)
+        every = sorted(i for v in ids.values() for i in v)
+        # The newest that fit, across namespaces, in the order they were written; nothing older.
+        assert kept == every[-len(kept) :] and 3 <= len(kept) < 24 and set(newest) <= set(kept)
+        used, biggest = sum(r[2] for r in rows), max(r[2] for r in rows)
+        assert used <= 6000 < used + biggest + 16  # one more would not fit
+        # One busy namespace pushes the others out, but never their newest.
+        for i in range(10):
+            store.manifests.add("a", None, _manifest(30, 30, f"a-late{i}"), keep_store_bytes=6000)
+        left = {ns: [m.id for m in store.manifests.latest(ns, 100)] for ns in ids}
+        assert left["b"] == [ids["b"][-1]] and left["c"] == [ids["c"][-1]] and len(left["a"]) > 1
+        assert store.manifests.size("a")[1] + store.manifests.size("b")[1] + store.manifests.size("c")[1] <= 6000
+        with pytest.raises(ValueError, match="keep_store_bytes must be an integer of at least 1"):
+            store.manifests.add("a", None, _manifest(1, 1), keep_store_bytes=0)
+    finally:
+        store.close()
+
+
+def test_memory_holds_the_store_s_manifests_to_the_configured_store_cap(tmp_path: Path) -> None:
+    config = NO_PYRAMID.replace(context={"keep_store_manifest_bytes": 8000})
+    with Memory(tmp_path / "m.db", namespace="n", config=config, embedder=HashEmbedder(dimensions=16)) as mem:
+        for ns in ("n", "m", "o"):
+            other = mem.for_namespace(ns)
+            other.add(_chat(40), session="s")
+            for q in QUERIES:
+                other.context(q, budget=3000)
+        namespaces, kept, used = _raw(
+            mem.store, "SELECT COUNT(DISTINCT namespace), COUNT(*), SUM(bytes) FROM manifests"
+        )[0]
+        assert namespaces == 3 and 3 < kept < 3 * len(QUERIES) and used <= 8000
+
+
 def test_memory_records_manifests_with_the_configured_byte_limits(tmp_path: Path) -> None:
     config = NO_PYRAMID.replace(context={"keep_manifest_bytes": 3000, "max_manifest_bytes": 1200})
     with Memory(tmp_path / "m.db", namespace="n", config=config, embedder=HashEmbedder(dimensions=16)) as mem:
@@ -312,3 +353,27 @@ def test_the_cli_shows_bytes_per_part(tmp_path: Path) -> None:
     assert int(lines["bytes.turns"].replace(",", "")) > 0 and int(lines["bytes.recall_index"].replace(",", "")) > 0
     as_json = CliRunner().invoke(main, ["--db", str(db), "--embedding", "none", "status", "--json"]).output
     assert json.loads(as_json)["part_bytes"]["turns"] == int(lines["bytes.turns"].replace(",", ""))
+
+
+def test_an_upgrade_that_rebuilds_the_index_gives_its_old_pages_back(tmp_path: Path) -> None:
+    # The previous schema's index, with term strings: what m021 copies into a new table and drops.
+    path = str(tmp_path / "old.db")
+    with Memory(open_store(path), namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(dimensions=32)) as mem:
+        mem.add(_chat(20), session="s")
+        contexts = [mem.context(q, budget=600) for q in QUERIES]
+        rows = mem.store.embeddings.turns.load("n")
+        manifests = [(c.manifest.created_at.isoformat(), json.dumps(c.manifest.to_dict())) for c in contexts]
+        _downgrade(mem.store, rows, manifests)
+        words = " ".join(f"lisbon{j % 40}" for j in range(300))
+        for turn_id in range(1000, 2500):
+            _raw(mem.store, "INSERT INTO recall_index VALUES (1, %s, %s, NULL)", (turn_id, words))
+    old_size = Path(path).stat().st_size
+    assert old_size > 4_000_000
+    store = open_store(path)  # m021 and m022 rebuild their tables, then the file is vacuumed
+    try:
+        assert _raw(store, "PRAGMA freelist_count") == [(0,)]
+        assert store.embeddings.turns.counts("n")[0] == 20 + 1500
+    finally:
+        store.close()
+    assert Path(path).stat().st_size < old_size // 4
+    assert not Path(path + "-wal").exists() or Path(path + "-wal").stat().st_size == 0

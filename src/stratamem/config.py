@@ -175,6 +175,9 @@ class ContextConfig:
     keep_manifest_bytes: int = 262144
     """Stored bytes the kept manifests of a namespace may take together (the newest one is always kept);
     a 4,000-token LoCoMo prompt's manifest takes ~4-5 KB, so the default keeps the last ~60."""
+    keep_store_manifest_bytes: int = 1048576
+    """Stored bytes the manifests of all namespaces may take together: each namespace keeps its newest,
+    of the rest the store's oldest go first (else ten namespaces hold ten ``keep_manifest_bytes``)."""
     max_manifest_bytes: int = 16384
     """Most bytes one stored manifest takes: over it, near-misses go first (worst first), then the
     score breakdowns; the entries of what is in the prompt always stay."""
@@ -562,8 +565,8 @@ def _validate(obj: Any, prefix: str) -> None:
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
             raise ConfigError(f"{prefix}{f.name}: must not be negative, got {value!r}")
     if isinstance(obj, ContextConfig):
-        if min(obj.keep_manifests, obj.keep_manifest_bytes, obj.max_manifest_bytes) < 1:
-            raise ConfigError(f"{prefix}keep_manifests, keep_manifest_bytes and max_manifest_bytes must be at least 1")
+        if min(obj.keep_manifests, obj.keep_manifest_bytes, obj.keep_store_manifest_bytes, obj.max_manifest_bytes) < 1:
+            raise ConfigError(f"{prefix}keep_manifests, keep_*manifest_bytes and max_manifest_bytes must be at least 1")
         total = obj.current_share + obj.history_share + obj.bulk_share
         if abs(total - 1.0) > 1e-6:
             raise ConfigError(f"{prefix}current_share + history_share + bulk_share must be 1.0, got {total:g}")

@@ -97,6 +97,14 @@ class Settings:
         self.embedder(mem.store)
         return mem
 
+    def open_store(self) -> Any:
+        """The store ``--db`` names, opened as :meth:`memory` opens it, for commands that need no ``Memory``."""
+        from ..store.open import open_store
+        from ..tokens import get_tokenizer
+
+        tokenizer = get_tokenizer(self.config.tokenizer)
+        return open_store(self.db, config=self.config.store, tokenizer=tokenizer.name)
+
     def embedder(self, store: Any) -> Any:
         """The embedder ``config.embedding`` names, wrapped in the store's content-hash cache.
 

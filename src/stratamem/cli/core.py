@@ -219,8 +219,20 @@ def manifests(settings: Settings, limit: int, manifest_id: int | None) -> None:
 @pass_settings
 def status(settings: Settings, as_json: bool) -> None:
     """Counts, tokens and bytes of the namespace, and the store's bytes per part (bytes.turns, ...)."""
-    with settings.memory() as mem:
-        st = mem.status()
+    # The store alone, not a Memory: a fresh process has nothing but the store to report, and
+    # building the facade (recall, assembly, pyramid) would triple this command's start.
+    from ..memory.status import store_status
+    from ..records.checks import check_name
+
+    namespace = check_name(settings.namespace, "namespace")
+    with settings.open_store() as store:
+        st = store_status(
+            store,
+            namespace,
+            store.tokenizer,
+            settings.embedder(store),
+            review_cap=settings.config.items.max_pending_review,
+        )
     if as_json:
         emit_json(st.to_dict())
         return

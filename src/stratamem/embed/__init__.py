@@ -15,21 +15,22 @@ Implementations:
   (:class:`stratamem.store.embedding_cache.EmbeddingCache`).
 
 Offline fakes for tests are in :mod:`stratamem.testing.hash_embedder` and
-:mod:`stratamem.testing.embed_server`. Importing this package loads no model
-and no HTTP client.
+:mod:`stratamem.testing.embed_server`. Importing this package loads no model,
+no HTTP client and no numpy.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ._checks import check_texts, model_name
 from .cache import CachedEmbedder, EmbeddingCache, MemoryEmbeddingCache, content_hash
 from .local import LocalMiniLM
 from .remote import OpenAIEmbedder
+
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
+    import numpy as np
 
 __all__ = [
     "CachedEmbedder",
@@ -99,6 +100,8 @@ def embed_in_batches(embedder: Embedder, texts: Sequence[str], *, batch_size: in
         TypeError: Bad ``texts`` (see :meth:`Embedder.embed_batch`).
         ValueError: ``batch_size`` is less than 1.
     """
+    import numpy as np
+
     texts = check_texts(texts)
     if batch_size < 1:
         raise ValueError("batch_size must be at least 1")
@@ -113,6 +116,8 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray | float:
 
     Works for vectors of any length; unit-length input makes it a dot product.
     """
+    import numpy as np
+
     a = np.asarray(a, dtype=np.float32)
     b = np.asarray(b, dtype=np.float32)
     num = (a * b).sum(axis=-1)

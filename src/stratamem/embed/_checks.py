@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
+    import numpy as np
 
 
 def model_name(embedder: Any) -> str:
@@ -31,6 +32,8 @@ def check_texts(texts: Sequence[str]) -> list[str]:
 
 def normalize_rows(vectors: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length (an all-zero row stays zero), as float32."""
+    import numpy as np
+
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     # Same floor as the reference Normalize module (torch's F.normalize eps).

@@ -22,12 +22,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
-
 from ..errors import BackendError, ModelError
 from ._checks import check_texts
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from . import Embedder
 
 __all__ = ["CacheStats", "CachedEmbedder", "EmbeddingCache", "HASH_PREFIX", "MemoryEmbeddingCache", "content_hash"]
@@ -83,6 +83,8 @@ class MemoryEmbeddingCache:
 
     def put_many(self, model: str, vectors: Mapping[str, np.ndarray]) -> None:
         """Store vectors (read-only float32 copies), evicting the least recently used past the bound."""
+        import numpy as np
+
         with self._lock:
             for h, vec in vectors.items():
                 arr = np.array(vec, dtype=np.float32)
@@ -150,6 +152,8 @@ class CachedEmbedder:
             BackendError: The persistent cache failed, or holds a vector of
                 another length under this model's name.
         """
+        import numpy as np
+
         texts = check_texts(texts)
         hashes = [content_hash(t) for t in texts]
         unique = list(dict.fromkeys(hashes))

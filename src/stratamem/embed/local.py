@@ -20,12 +20,13 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError
 from ._checks import check_texts, normalize_rows
+
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
+    import numpy as np
 
 __all__ = ["LocalMiniLM"]
 
@@ -220,6 +221,8 @@ class LocalMiniLM:
             TypeError: ``texts`` is a single string or holds a non-string.
             ConfigError: The model cannot be loaded (see :meth:`load`).
         """
+        import numpy as np
+
         texts = check_texts(texts)
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         if not texts:
@@ -266,6 +269,8 @@ class LocalMiniLM:
         return batches
 
     def _run(self, encoder: Any, chunk: list[int], encodings: list[Any], lengths: list[int]) -> np.ndarray:
+        import numpy as np
+
         width = lengths[chunk[-1]]
         ids = np.zeros((len(chunk), width), dtype=np.int64)
         mask = np.zeros((len(chunk), width), dtype=np.int64)

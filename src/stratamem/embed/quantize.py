@@ -14,10 +14,12 @@ gives ``dims``, so a corrupt blob is detected on read.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..errors import BackendError
+
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
+    import numpy as np
 
 __all__ = ["decode_int8", "encode_int8", "int8_blob_size"]
 
@@ -33,6 +35,8 @@ def encode_int8(vectors: np.ndarray) -> list[bytes]:
     Raises:
         ValueError: ``vectors`` is not 2-dimensional or holds a non-finite value.
     """
+    import numpy as np
+
     vec = np.asarray(vectors, dtype=np.float32)
     if vec.ndim != 2:
         raise ValueError(f"expected a 2-d array of vectors, got shape {vec.shape}")
@@ -51,6 +55,8 @@ def decode_int8(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     Raises:
         BackendError: A blob's length does not match ``dims`` (corrupt data).
     """
+    import numpy as np
+
     size = int8_blob_size(dims)
     if not blobs:
         return np.zeros((0, dims), dtype=np.float32)

@@ -11,12 +11,13 @@ client's own; what still fails becomes :class:`~stratamem.errors.ModelError`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ConfigError, ModelError
 from ._checks import check_texts, normalize_rows
+
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
+    import numpy as np
 
 __all__ = ["OpenAIEmbedder"]
 
@@ -92,6 +93,8 @@ class OpenAIEmbedder:
             ModelError: A request failed after retries, or a reply has the wrong
                 count, order, length, or non-finite or all-zero vectors.
         """
+        import numpy as np
+
         texts = check_texts(texts)
         out = np.zeros((len(texts), self.dimensions), dtype=np.float32)
         for start in range(0, len(texts), self.batch_size):
@@ -100,6 +103,8 @@ class OpenAIEmbedder:
         return normalize_rows(out)
 
     def _request(self, chunk: list[str]) -> np.ndarray:
+        import numpy as np
+
         extra: dict[str, Any] = {"dimensions": self.dimensions} if self.request_dimensions else {}
         try:
             resp = self._client.embeddings.create(model=self.model, input=chunk, encoding_format="float", **extra)

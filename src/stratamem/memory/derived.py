@@ -21,6 +21,7 @@ from ..events import Event, EventBus
 from ..records import StoredTurn
 from ..retrieve.live import LiveIndex
 from ..tokens import Tokenizer
+from .status import unindexed_turns
 
 if TYPE_CHECKING:
     from ..items.extract import Extractor
@@ -195,13 +196,8 @@ class Derived:
                 self.repair()
 
     def _unindexed(self) -> int:
-        """Turns without an index row (or vector, with an embedder), by two counts: cheaper than finding them."""
-        rows, vectors = self.store.embeddings.turns.counts(self.namespace)
-        return max(0, self.store.turn_count(self.namespace) - (vectors if self.embedder is not None else rows))
-
-    def pending(self) -> tuple[int, int]:
-        """``(turns without index rows, sessions an interrupted ingest left)`` for ``status``."""
-        return self._unindexed(), len(self.store.ingest_keys.pending(self.namespace))
+        """Turns without an index row (or vector, with an embedder)."""
+        return unindexed_turns(self.store, self.namespace, embedded=self.embedder is not None)
 
     def repair(self, progress: Callable[[int], object] | None = None, *, done: Sequence[str] = ()) -> int:
         """Make the derived data a crash left unmade; never raises. Returns the turns it indexed.

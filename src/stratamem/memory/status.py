@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .derived import Derived
 
-__all__ = ["Status", "item_fields", "namespace_status", "spend_fields"]
+__all__ = ["Status", "item_fields", "namespace_status", "spend_fields", "store_status", "unindexed_turns"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,20 +118,39 @@ def item_fields(store: Any, namespace: str, review_cap: int) -> dict[str, int]:
     }
 
 
-def namespace_status(tokenizer: str, derived: Derived) -> Status:
-    """The :class:`Status` of a memory's namespace: the store's counts, the recall index's vectors and the spend.
+def unindexed_turns(store: Any, namespace: str, *, embedded: bool) -> int:
+    """Turns without an index row (or vector, when ``embedded``), by two counts: cheaper than finding them."""
+    rows, vectors = store.embeddings.turns.counts(namespace)
+    return max(0, store.turn_count(namespace) - (vectors if embedded else rows))
 
-    ``derived`` is the memory's derived data (:class:`~stratamem.memory.derived.Derived`):
-    its store and namespace, its recent failures, the embedder the recall index
-    embeds with (``None``: lexical recall) and the name its stored vectors carry,
-    and what a crash left undone — turns without index rows, sessions an ingest
-    left pending, turns this process is repairing now; each that is not 0 adds a warning.
+
+def store_status(
+    store: Any,
+    namespace: str,
+    tokenizer: str,
+    embedder: Any,
+    *,
+    review_cap: int,
+    model: str | None = None,
+    repairing: int = 0,
+    warnings: tuple[str, ...] = (),
+) -> Status:
+    """The :class:`Status` of ``namespace`` read from the store alone, without a ``Memory``.
+
+    What ``stratamem status`` prints: a fresh process has repaired nothing and failed
+    at nothing, so the store holds all there is to report, and opening it is cheaper
+    than building the facade (the recall index, the assembly, the pyramid are not
+    imported). ``embedder`` is the one the recall index embeds with (``None``:
+    lexical recall); ``review_cap`` is ``items.max_pending_review``; ``model`` the name
+    its vectors carry (default: the embedder's name). :func:`namespace_status` passes
+    what a live memory adds: the turns it is repairing now and its recent failures.
     """
-    store, namespace, embedder = derived.store, derived.namespace, derived.embedder
-    warnings, index_model = tuple(derived.warnings), derived.live.indexer.model
+    if model is None:
+        model = str(getattr(embedder, "name", None) or type(embedder).__name__) if embedder is not None else ""
     s = store.stats(namespace)
     embedded = store.embeddings.turns.counts(namespace)[1] if embedder is not None else 0
-    (unindexed, pending), repairing = derived.pending(), derived.repairing
+    unindexed = unindexed_turns(store, namespace, embedded=embedder is not None)
+    pending = len(store.ingest_keys.pending(namespace))
     notes = (
         [f"repairing {repairing} turns: indexing what an interrupted write left"] * bool(repairing)
         + [f"{unindexed} turns without index (made at the next context, search or ingest)"] * bool(unindexed)
@@ -147,12 +166,33 @@ def namespace_status(tokenizer: str, derived: Derived) -> Status:
         store.size_bytes(),
         tokenizer,
         (*notes, *warnings),
-        embedder=index_model or "none",
+        embedder=model or "none",
         embedding_dims=int(getattr(embedder, "dimensions", 0) or 0) if embedder is not None else 0,
         embedded_turns=embedded,
         unindexed_turns=unindexed,
         pending_sessions=pending,
         **spend_fields(store, namespace),
-        **item_fields(store, namespace, derived.config.items.max_pending_review),
+        **item_fields(store, namespace, review_cap),
         part_bytes=getattr(store, "part_bytes", dict)(),
+    )
+
+
+def namespace_status(tokenizer: str, derived: Derived) -> Status:
+    """The :class:`Status` of a memory's namespace: the store's counts, the recall index's vectors and the spend.
+
+    ``derived`` is the memory's derived data (:class:`~stratamem.memory.derived.Derived`):
+    its store and namespace, its recent failures, the embedder the recall index
+    embeds with (``None``: lexical recall) and the name its stored vectors carry,
+    and what a crash left undone — turns without index rows, sessions an ingest
+    left pending, turns this process is repairing now; each that is not 0 adds a warning.
+    """
+    return store_status(
+        derived.store,
+        derived.namespace,
+        tokenizer,
+        derived.embedder,
+        review_cap=derived.config.items.max_pending_review,
+        model=derived.live.indexer.model,
+        repairing=derived.repairing,
+        warnings=tuple(derived.warnings),
     )

@@ -25,15 +25,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BackendError
 from .ddl import run_tables
 from .passage_store import Passages
 from .sql import Sql, chunks
 from .turn_index import TurnIndex
+
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
+    import numpy as np
 
 __all__ = ["EmbeddingCache", "m002_embeddings"]
 
@@ -91,6 +92,8 @@ class EmbeddingCache:
         Raises:
             BackendError: The read failed, or a stored vector does not match its length.
         """
+        import numpy as np
+
         out: dict[str, np.ndarray] = {}
         for part in chunks(list(dict.fromkeys(hashes))):
             rows = self._sql.rows(
@@ -111,6 +114,8 @@ class EmbeddingCache:
             ValueError: A vector is not one-dimensional.
             BackendError: The write failed (nothing was stored).
         """
+        import numpy as np
+
         now = self._sql.dialect.stamp(datetime.now(UTC))
         rows = []
         for h, vec in vectors.items():

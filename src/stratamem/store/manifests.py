@@ -8,7 +8,9 @@ form (:func:`~stratamem.store.manifest_rows.encode_manifest`: ids, tokens,
 reasons and scores, compressed, at most ``max_bytes``), with the namespace,
 session and a few columns to list by, and its size. Retention counts both:
 a namespace keeps its newest ``keep`` manifests as long as their bytes sum
-to at most ``keep_bytes`` (the newest one is always kept).
+to at most ``keep_bytes`` (the newest one is always kept), and, with a
+store-wide cap, the whole store's manifests sum to at most ``keep_store_bytes``
+(each namespace's newest stays; of the rest, the oldest of any namespace go first).
 """
 
 from __future__ import annotations
@@ -161,20 +163,27 @@ class Manifests:
         keep: int = 1000,
         keep_bytes: int = 262144,
         max_bytes: int = 16384,
+        keep_store_bytes: int | None = None,
     ) -> int:
         """Record a manifest, then drop the namespace's oldest beyond ``keep`` rows or ``keep_bytes`` bytes.
 
         The manifest is stored compactly, trimmed to ``max_bytes``
         (:func:`~stratamem.store.manifest_rows.encode_manifest`); the newest
-        manifest is kept even when it alone is over ``keep_bytes``. Returns its id.
+        manifest is kept even when it alone is over ``keep_bytes``. With
+        ``keep_store_bytes``, the manifests of every namespace together are
+        then held to that many bytes too: each namespace keeps its newest (so
+        ``stratamem manifests`` always has one to show), and of the rest the
+        store's oldest go first. Returns its id.
 
         Raises:
-            ValueError: ``keep``, ``keep_bytes`` or ``max_bytes`` is below 1.
+            ValueError: ``keep``, ``keep_bytes``, ``max_bytes`` or ``keep_store_bytes`` is below 1.
             BackendError: The database failed; nothing was recorded.
         """
         check_keep(keep)
         check_keep(keep_bytes, "keep_bytes")
         check_keep(max_bytes, "max_bytes")
+        if keep_store_bytes is not None:
+            check_keep(keep_store_bytes, "keep_store_bytes")
         body = encode_manifest(manifest.to_dict(), max_bytes)
         with self._sql.write() as w:
             mid = w.execute(
@@ -198,6 +207,16 @@ class Manifests:
                 "FROM manifests WHERE namespace = ?) kept WHERE (total <= ? OR n = 1) AND n <= ?)",
                 (namespace, namespace, keep_bytes, keep),
             )
+            if keep_store_bytes is not None:
+                # Each namespace's newest counts first; the others, newest first across the store (ids rise
+                # across namespaces), keep what fits in the rest: the running total cuts off an oldest suffix.
+                newest = "SELECT MAX(id) FROM manifests GROUP BY namespace"
+                w.execute(
+                    "DELETE FROM manifests WHERE id IN (SELECT id FROM (SELECT id, SUM(bytes) OVER (ORDER BY id DESC) "
+                    f"AS total FROM manifests WHERE id NOT IN ({newest})) rest WHERE total > ? - "
+                    f"(SELECT SUM(bytes) FROM manifests WHERE id IN ({newest})))",
+                    (keep_store_bytes,),
+                )
         return int(mid)
 
     def size(self, namespace: str) -> tuple[int, int]:

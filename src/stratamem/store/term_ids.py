@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..errors import BackendError
+
+if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
+    import numpy as np
 
 __all__ = ["StoredTerms", "decode_ids", "encode_ids", "encode_many"]
 
@@ -52,6 +54,8 @@ def encode_many(flat: Sequence[int] | np.ndarray, counts: Sequence[int] | np.nda
     Raises:
         ValueError: An id is negative or above 2**32 - 1, or the counts do not add up.
     """
+    import numpy as np
+
     ids = np.asarray(flat, dtype=np.int64)
     per_turn = np.asarray(counts, dtype=np.int64)
     if int(per_turn.sum()) != len(ids):
@@ -82,6 +86,8 @@ def decode_ids(blobs: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
     Raises:
         BackendError: A blob ends inside a varint (corrupt data).
     """
+    import numpy as np
+
     raw = np.frombuffer(b"".join(blobs), dtype=np.uint8)
     sizes = np.fromiter(map(len, blobs), np.int64, len(blobs))
     byte_at = np.concatenate(([0], np.cumsum(sizes)))
@@ -129,6 +135,8 @@ class StoredTerms:
     @classmethod
     def from_lists(cls, lists: Sequence[Sequence[str]]) -> StoredTerms:
         """The id form of term lists (ids in order of first use)."""
+        import numpy as np
+
         vocab: dict[str, int] = {}
         flat = [vocab.setdefault(t, len(vocab)) for terms in lists for t in terms]
         counts = np.fromiter(map(len, lists), np.int64, len(lists))

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..embed.quantize import encode_int8
 from ..errors import BackendError
 from .sql import SQLITE, Dialect, dialect_of
@@ -52,6 +50,8 @@ def pack_vector(raw: bytes) -> bytes:
     Raises:
         ValueError: ``raw`` is not a whole number of float32 values, or holds NaN or infinity.
     """
+    import numpy as np
+
     if len(raw) % 4:
         raise ValueError(f"a float32 vector needs a multiple of 4 bytes, got {len(raw)}")
     return encode_int8(np.frombuffer(raw, dtype="<f4").reshape(1, -1))[0]
@@ -63,6 +63,8 @@ def unpack_vector(blob: bytes) -> bytes:
     Raises:
         BackendError: The blob is shorter than its scale (corrupt data).
     """
+    import numpy as np
+
     if len(blob) < 4:
         raise BackendError(f"stored vector is {len(blob)} bytes, shorter than its 4-byte scale")
     scale = np.frombuffer(blob, dtype="<f4", count=1)[0]
@@ -84,6 +86,8 @@ def vector_literal(blob: bytes) -> str:
     Raises:
         ValueError: The bytes are not a whole number of float32 values, or empty.
     """
+    import numpy as np
+
     if not blob or len(blob) % 4:
         raise ValueError(f"a vector needs a positive multiple of 4 bytes, got {len(blob)}")
     values = np.frombuffer(blob, dtype="<f4")
@@ -98,6 +102,8 @@ def vector_from_binary(data: bytes) -> bytes:
     Raises:
         BackendError: The value is truncated.
     """
+    import numpy as np
+
     dims = int.from_bytes(data[:2], "big")
     if len(data) != 4 + 4 * dims:
         raise BackendError(f"pgvector value of {len(data)} bytes does not hold {dims} dimensions")
@@ -154,6 +160,8 @@ def m015_int8_vectors(conn: Any) -> None:
 
 
 def _convert(conn: Any, dialect: Dialect, table: str) -> None:
+    import numpy as np
+
     keys = _KEYS[dialect.name]
     width = keys.count(",") + 1
     where = " AND ".join(f"{k.strip()} = ?" for k in keys.split(","))

@@ -94,6 +94,6 @@ MIGRATIONS: list[Migration] = [
     Migration("m017_idempotency_keys", m017_idempotency_keys),
     Migration("m018_item_facts", m018_item_facts),
     Migration("m020_node_settled", m020_node_settled),
-    Migration("m021_term_ids", m021_term_ids),
-    Migration("m022_compact_manifests", m022_compact_manifests),
+    Migration("m021_term_ids", m021_term_ids, vacuum=True),
+    Migration("m022_compact_manifests", m022_compact_manifests, vacuum=True),
 ]
