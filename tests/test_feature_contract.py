@@ -531,7 +531,7 @@ def test_pruning_the_newer_item_keeps_the_older_one_superseded(store: Any) -> No
     assert (after.superseded_by, after.tier, after.live) == (new.id, "cold", False)
     assert items.recall("project budget euros", auto_promote=False).items == ()
     assert [i.id for i in items.search("project budget euros", include_superseded=True).items] == [old.id]
-    with pytest.raises(ValidationError, match="superseded or rejected"):
+    with pytest.raises(ValidationError, match="superseded, rejected or dropped; it cannot be hot"):
         items.promote(old.id)
     assert items.status().flags["superseded"] == 1
 

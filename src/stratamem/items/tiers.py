@@ -114,7 +114,7 @@ class TierOps(ItemsCore):
 
         Raises:
             NotFoundError: No such item here.
-            ValidationError: The item is superseded or rejected.
+            ValidationError: The item is superseded, rejected or dropped.
             BudgetError: The item is larger than the hot limit.
         """
         with self._db.transaction():
