@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from stratamem.retrieve import HybridIndex, Weights
-from stratamem.retrieve.engine import _BOOSTS, _normalised
+from stratamem.retrieve.weights import _BOOSTS, _normalised
 
 from .protocol import Conversation
 
