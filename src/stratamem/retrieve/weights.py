@@ -18,7 +18,7 @@ from ..errors import ValidationError
 __all__ = ["LEXICAL_WEIGHTS", "NORMALISERS", "Weights", "fuse_signals"]
 
 NORMALISERS = ("max", "z", "rank")
-_BOOSTS = ("speaker", "date", "date_window", "recency", "role")
+_BOOSTS = ("speaker", "date", "date_window", "event_date", "recency", "role")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +68,10 @@ class Weights:
     date_window: float = 0.5
     """Boost for turns whose session falls in a relative time the query names ("two weeks
     ago", "last Saturday"), resolved against ``now``; softened outside the window."""
+    event_date: float = 0.5
+    """Boost for turns that tell of a day inside a time the query names ("yesterday I …" said the day
+    after the Wednesday a question asks about), the day resolved when the turn was written
+    (:mod:`stratamem.retrieve.eventdates`); softened outside the window."""
     recency: float = 0.3
     """For a query about the present ("now", "currently", "these days", "most recent"): a boost
     growing linearly with the session's date from the oldest (0) to the newest (1), so the
