@@ -42,6 +42,7 @@ from .status import Status, namespace_status
 if TYPE_CHECKING:
     from ..forget import ForgetReport
     from ..pyramid.consolidate import Pyramid
+    from ..retrieve.rewrite import QueryRewriter
     from ..search import SearchHit
     from ..state.working import WorkingState
     from ..summarize import Summarizer
@@ -84,6 +85,9 @@ class Memory:
             names; required for ``llm``).
         project_dir: A project directory whose instruction files (``STRATAMEM.md``,
             ``STRATAMEM.local.md``) and working state go into every context.
+        query_rewriter: Who plans each recall query (:mod:`stratamem.retrieve.rewrite`): default the
+            rules; a :class:`~stratamem.retrieve.rewrite.ModelRewriter` asks a chat model, falling
+            back to the rules on any failure (reported as a ``recall.rewrite_failed`` event).
 
     Raises:
         ValidationError: Invalid namespace name.
@@ -105,6 +109,7 @@ class Memory:
         embedder: Any = _CONFIGURED,
         summarizer: Summarizer | None = None,
         project_dir: str | os.PathLike[str] | None = None,
+        query_rewriter: QueryRewriter | None = None,
     ) -> None:
         self.config = config or Config()
         self.project_dir = project_dir
@@ -146,9 +151,8 @@ class Memory:
         else:
             self._derived_embedder = embedder
         self._embedder: Any = embedder
-        self._derived = Derived(
-            opened, self.namespace, self.config, self.tokenizer, self.events, summarizer, self._derived_embedder
-        )
+        derived = (summarizer, self._derived_embedder, query_rewriter)
+        self._derived = Derived(opened, self.namespace, self.config, self.tokenizer, self.events, *derived)
 
     @property
     def embedder(self) -> Any:

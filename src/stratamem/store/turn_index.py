@@ -24,7 +24,7 @@ from .base_turn_index import IndexMeta, TurnIndexRow, TurnKey
 from .ddl import run_tables
 from .sql import Sql, chunks, upsert
 
-__all__ = ["TurnIndex", "m010_recall_index"]
+__all__ = ["TurnIndex", "m010_recall_index", "m016_recall_events"]
 
 
 def m010_recall_index(conn: Any) -> None:
@@ -52,6 +52,13 @@ def m010_recall_index(conn: Any) -> None:
             False,
         ),
     )
+
+
+def m016_recall_events(conn: Any) -> None:
+    """Per turn, the days it tells of, resolved when it was written, and how many sentence vectors it
+    has (``NULL``: not made; rows written before this)."""
+    conn.execute("ALTER TABLE recall_index ADD COLUMN events TEXT")
+    conn.execute("ALTER TABLE recall_index ADD COLUMN sentences INTEGER")
 
 
 def _blob(value: object) -> bytes | None:
@@ -116,7 +123,10 @@ class TurnIndex:
             BackendError: The write failed (nothing was stored).
         """
         self._sql.put_turn_rows(
-            "recall_index", namespace, ("terms", "vector"), [(r.turn_id, r.terms, r.vector) for r in rows]
+            "recall_index",
+            namespace,
+            ("terms", "vector", "events", "sentences"),
+            [(r.turn_id, r.terms, r.vector, r.events, r.sentences) for r in rows],
         )
 
     def load(self, namespace: str, turn_ids: Sequence[int] | None = None) -> dict[int, TurnIndexRow]:
@@ -124,14 +134,17 @@ class TurnIndex:
         key = self._sql.tenant_key(namespace)
         if key is None:
             return {}
-        select = f"SELECT turn_id, terms, vector FROM recall_index WHERE {self._ns} = ?"
+        select = f"SELECT turn_id, terms, vector, events, sentences FROM recall_index WHERE {self._ns} = ?"
         if turn_ids is None:
             rows = self._sql.rows(select, (key,))
         else:
             rows = []
             for part in chunks([int(i) for i in turn_ids]):
                 rows += self._sql.rows(f"{select} AND {self._sql.dialect.in_list('turn_id', len(part))}", [key, *part])
-        return {int(r[0]): TurnIndexRow(int(r[0]), r[1], _blob(r[2])) for r in rows}
+        return {
+            int(r[0]): TurnIndexRow(int(r[0]), r[1], _blob(r[2]), r[3], None if r[4] is None else int(r[4]))
+            for r in rows
+        }
 
     def _key_rows(self, namespace: str, key: object) -> list[tuple[object, ...]]:
         # The namespace name rides along as a parameter, so each row is a TurnKey as read (TurnKey._make).
@@ -150,26 +163,33 @@ class TurnIndex:
         key = self._sql.tenant_key(namespace)
         return [] if key is None else list(map(TurnKey._make, self._key_rows(namespace, key)))
 
-    def open_rows(self, namespace: str) -> tuple[list[TurnKey], list[str | None], list[bytes | None]]:
-        """:meth:`keys` with each turn's stored terms and vector (``None``: no row), in one read.
+    def open_rows(
+        self, namespace: str
+    ) -> tuple[list[TurnKey], list[str | None], list[bytes | None], list[str | None], list[int | None]]:
+        """:meth:`keys` with each turn's stored terms, vector, events and sentence count (``None``:
+        no row, or not stored), in one read.
 
         What opening the index reads: two ordered scans instead of two reads and a lookup per turn.
         """
         key = self._sql.tenant_key(namespace)
         if key is None:
-            return [], [], []
+            return [], [], [], [], []
         # Two range scans, joined here: joined in SQL, SQLite's planner sorts the rows (vectors
         # included) in a temporary B-tree, which took twice as long at 100k turns.
         keys = self._key_rows(namespace, key)
         rows = {
             r[0]: r
-            for r in self._sql.rows(f"SELECT turn_id, terms, vector FROM recall_index WHERE {self._ns} = ?", (key,))
+            for r in self._sql.rows(
+                f"SELECT turn_id, terms, vector, events, sentences FROM recall_index WHERE {self._ns} = ?", (key,)
+            )
         }
         got = [rows.get(k[0]) for k in keys]
         return (
             list(map(TurnKey._make, keys)),
             [None if r is None else r[1] for r in got],
             [None if r is None else _blob(r[2]) for r in got],
+            [None if r is None else r[3] for r in got],
+            [None if r is None or r[4] is None else int(r[4]) for r in got],
         )
 
     def counts(self, namespace: str) -> tuple[int, int]:
