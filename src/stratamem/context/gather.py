@@ -141,7 +141,13 @@ def recall_turns(parts: Parts, query: str, budget: int, now: datetime | None, no
         for h in index.search(query, k=k, now=now, plan=plan)
         if h.score.get("fused", 0.0) > 0 and index.turn(h.turn_ids[0]).role != "system"
     ]
-    hits, labels = order_updates(hits, find_updates(hits, index.turn, index.similarity, lexical=index.lexical_only))
+    # An aggregation question asks for every instance: two adoptions are not an update of one fact.
+    updates = (
+        []
+        if plan.shape == "aggregate"
+        else find_updates(hits, index.turn, index.similarity, lexical=index.lexical_only)
+    )
+    hits, labels = order_updates(hits, updates)
     if labels:
         notes.append(f"knowledge updates: {update_labels(labels)}")
     return [Recalled(index.turn(h.turn_ids[0]), h.score, labels.get(h.turn_ids[0])) for h in hits]

@@ -526,7 +526,7 @@ class HybridIndex:
             fuse_signals(self._signals(text, True, now, q, p.sentence_mix)[0], self.weights, self._substance())
             for text, q in zip(queries, self._query_vectors(queries), strict=True)
         ]
-        if plan.subqueries:
+        if plan.subqueries and p.share:
             depth = p.share * len(queries)
             rankings = [_top(scored[0][0], k + depth)]
             for fused, _, _ in scored[1:]:
@@ -535,6 +535,9 @@ class HybridIndex:
             order, source = merge(rankings, p.share)
             return self._hits(order[:k], source[:k], scored, 0)
         fused = scored[0][0]
+        if plan.shape != "aggregate":
+            top = _top(fused, k)
+            return self._hits(top, np.zeros(len(top), dtype=np.int64), scored, 0)
         order, gathered = gather(_top(fused, max(k, p.head) + GATHER_DEPTH), fused, self._corpus.session_of, p)
         return self._hits(order[:k], np.zeros(min(k, len(order)), dtype=np.int64), scored, gathered, p.keep)
 

@@ -103,7 +103,8 @@ class PlanSettings:
     head: int = 10
     """``aggregate``: places filled by keeping and gathering; the fused order resumes after them."""
     share: int = 3
-    """Sub-query shapes: places each sub-query (and the whole question) holds at the top."""
+    """Sub-query shapes: places each sub-query (and the whole question) holds at the top (0: the
+    sub-queries place nothing)."""
     sentence_mix: float = 0.5
     """For a planned question: the turn-vector signal becomes ``(1 - mix) × turn cosine + mix ×
     best cosine over the turn and its sentences`` (:mod:`stratamem.retrieve.sentences`); 0: turn only."""
@@ -111,7 +112,7 @@ class PlanSettings:
     def __post_init__(self) -> None:
         for name in ("keep", "per_session", "head", "share"):
             value = getattr(self, name)
-            least = 0 if name == "keep" else 1
+            least = 0 if name in ("keep", "share") else 1
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ValidationError(f"plan setting {name} must be an integer of at least {least}, got {value!r}")
         for name in ("floor", "sentence_mix"):
