@@ -119,7 +119,10 @@ def _dump(path: Path, dataset: str, results: list[Result]) -> None:
                 "category": q.category,
                 "question": q.text,
                 "gold": list(q.gold),
-                **{k: ({str(b): v for b, v in rec[k].items()} if k in ("kept", "repeats") else rec[k]) for k in rec},
+                **{
+                    k: ({str(b): v for b, v in rec[k].items()} if k in ("kept", "repeats", "stripped") else rec[k])
+                    for k in rec
+                },
             }
             for q, rec in zip(r.scores.questions, r.records, strict=True)
         ]

@@ -95,6 +95,8 @@ class MemoryContext:
         self.marks: dict[int, list[int]] = {}
         # Of the last context: (turn id, reason, duplicate_of) of turns left out as repeats.
         self.last_left_out: list[tuple[int, str, str | None]] = []
+        # Of the last context: turns shown whole (not as excerpts) that lost a fact sentence to de-duplication.
+        self.last_stripped: list[int] = []
 
     def fit(self, conv: Conversation, store: Any) -> None:
         """A ``Memory`` on the conversation's namespace (its index builds on first query)."""
@@ -121,6 +123,19 @@ class MemoryContext:
             (int(m.id.split(":", 1)[1]), m.reason, m.duplicate_of)
             for m in ctx.manifest.near_misses
             if m.kind == "turn" and m.duplicate_of is not None and m.id.startswith("turn:")
+        ]
+        from stratamem.context.dedup import MIN_FACT_TOKENS, fact_tokens, sentences
+
+        self.last_stripped = [
+            i
+            for item in ctx.manifest.items
+            if item.kind == "turn" and item.format != "excerpt"
+            for i in item.turn_ids
+            if any(
+                s.strip() not in ctx.text
+                for s in sentences(self.by_id[i].text)
+                if len(fact_tokens(s)) >= MIN_FACT_TOKENS
+            )
         ]
         return [self.by_id[i] for item in ctx.manifest.items if item.kind == "turn" for i in item.turn_ids]
 
