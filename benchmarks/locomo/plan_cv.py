@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import pickle
 import tempfile
 import time
 from collections import Counter
@@ -43,11 +44,25 @@ from stratamem.retrieve.engine import GATHER_DEPTH, _top
 from stratamem.retrieve.plan import PlanSettings, QueryPlan, gather, merge
 from stratamem.retrieve.weights import fuse_signals
 
-from .cv import BUDGET, WALK, joint_cross_validate
+from .cv import BUDGET, WALK, joint_choose
 from .metrics import category_label
 from .protocol import Conversation
 
-__all__ = ["AGG", "EVENT_WEIGHTS", "MIXES", "SHARES", "Point", "Question", "collect", "rank", "score"]
+__all__ = [
+    "AGG",
+    "EVENT_WEIGHTS",
+    "MIXES",
+    "OFF",
+    "SHARES",
+    "Point",
+    "Question",
+    "Tables",
+    "collect",
+    "guarded",
+    "rank",
+    "score",
+    "tables",
+]
 
 MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)
 EVENT_WEIGHTS = (0.0, 0.25, 0.5, 1.0)
@@ -80,6 +95,9 @@ class Point:
             f"keep={keep} per_session={per} floor={floor:g} head={head} share={self.share} "
             f"sentence_mix={self.mix:g} event_date={self.event:g}"
         )
+
+
+OFF_AGG = (10, 1, 0.5, 10)
 
 
 @dataclass(slots=True)
@@ -167,17 +185,40 @@ def _group(q: Question) -> str:
     return "sub" if q.plan.subqueries else "single"
 
 
-def tables(data: Sequence[Question], points: Sequence[Point]) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Per point and sample: summed r@10 and summed budget estimate (as :func:`benchmarks.locomo.cv.score_points`).
+@dataclass(slots=True)
+class Tables:
+    """Per point and sample: summed r@10 and budget estimate (as :func:`benchmarks.locomo.cv.score_points`),
+    and summed r@10 per type."""
+
+    r10: np.ndarray
+    """``[P, S]``."""
+    bud: np.ndarray
+    """``[P, S]``."""
+    by_type: np.ndarray
+    """``[P, S, T]`` summed r@10 of each type."""
+    counts: np.ndarray
+    """``[S]`` questions per sample."""
+    type_counts: np.ndarray
+    """``[S, T]`` questions per sample and type."""
+    samples: list[str]
+    types: list[str]
+
+
+def tables(data: Sequence[Question], points: Sequence[Point]) -> Tables:
+    """Score every point on every question.
 
     Each question depends on only part of a point (gathering constants for an aggregate question,
     the share for one with sub-queries, mix and event weight for all), so each part is scored once.
     """
     samples = list(dict.fromkeys(q.sample for q in data))
+    types = sorted({category_label(q.category) for q in data})
     col = {s: i for i, s in enumerate(samples)}
+    tcol = {t: i for i, t in enumerate(types)}
     memo: dict[tuple[int, Any], tuple[float, float]] = {}
     r10 = np.zeros((len(points), len(samples)))
     bud = np.zeros((len(points), len(samples)))
+    by_type = np.zeros((len(points), len(samples), len(types)))
+    where = [(col[q.sample], tcol[category_label(q.category)]) for q in data]
     for p, point in enumerate(points):
         for j, q in enumerate(data):
             g = _group(q)
@@ -187,9 +228,31 @@ def tables(data: Sequence[Question], points: Sequence[Point]) -> tuple[np.ndarra
                 r, _, b = score(q, rank(q, point))
                 memo[key] = (r, b)
             r, b = memo[key]
-            r10[p, col[q.sample]] += r
-            bud[p, col[q.sample]] += b
-    return r10, bud, samples
+            s, t = where[j]
+            r10[p, s] += r
+            bud[p, s] += b
+            by_type[p, s, t] += r
+    counts = np.array([sum(q.sample == s for q in data) for s in samples], dtype=np.float64)
+    type_counts = np.zeros((len(samples), len(types)))
+    for s, t in where:
+        type_counts[s, t] += 1
+    return Tables(r10, bud, by_type, counts, type_counts, samples, types)
+
+
+def guarded(tabs: Sequence[Tables], off: int, held: int, guard: float) -> np.ndarray:
+    """Points allowed in fold ``held``: on the training conversations of every set, no type's r@10
+    is more than ``guard`` below planning off (issue 30's bar, applied where the choice is made)."""
+    ok = np.ones(len(tabs[0].r10), dtype=bool)
+    for t in tabs:
+        train = np.array([i for i in range(len(t.samples)) if i != held])
+        n = t.type_counts[train].sum(axis=0)
+        mean = t.by_type[:, train].sum(axis=1) / np.maximum(n, 1)  # [P, T]
+        ok &= (mean >= mean[off] - guard - 1e-12).all(axis=1)
+    return ok
+
+
+OFF = Point(OFF_AGG, 0, 0.0, 0.0)
+"""Planning off: no gathering, no sub-query shares, no sentence vectors, no event dates."""
 
 
 def grid() -> list[Point]:
@@ -226,52 +289,65 @@ def main(argv: list[str] | None = None) -> None:
     """Joint CV of the plan constants over LoCoMo and the chat set; the chosen setting and held-out figures."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--chats-v1", action="store_true", help="the chat set of version 1 (no interval questions)")
+    ap.add_argument(
+        "--guard",
+        type=float,
+        default=0.01,
+        help="a fold may only choose settings that keep every type's training r@10 within this of planning off",
+    )
+    ap.add_argument("--reuse", action="store_true", help="reuse the scores collected by the last run (/tmp pickle)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     points = grid()
-    off = points.index(Point((10, 1, 0.5, 10), 0, 0.0, EVENT_WEIGHTS[0]))
-    per: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    off = points.index(OFF)
+    tabs: dict[str, Tables] = {}
     data: dict[str, list[Question]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         from stratamem.store import SQLiteStore
 
         store = SQLiteStore(Path(tmp) / "plan.db")
         for name in ("locomo", "synth"):
-            convs, emb = _load(name, store, args.chats_v1)
-            data[name] = collect(convs, emb)
-            emb.save()
-            r10, bud, samples = tables(data[name], points)
-            counts = np.array([sum(q.sample == s for q in data[name]) for s in samples], dtype=np.float64)
-            per[name] = (r10, bud, counts)
-            print(
-                f"{name}: {len(data[name])} questions, planned {Counter(q.plan.shape for q in data[name])}", flush=True
-            )
+            cache = Path(f"/tmp/stratamem-plan-cv-{name}{'-v1' if args.chats_v1 and name == 'synth' else ''}.pkl")
+            if args.reuse and cache.exists():
+                data[name] = pickle.loads(cache.read_bytes())
+            else:
+                convs, emb = _load(name, store, args.chats_v1)
+                data[name] = collect(convs, emb)
+                emb.save()
+                cache.write_bytes(pickle.dumps(data[name]))
+            tabs[name] = tables(data[name], points)
+            shapes = Counter(q.plan.shape for q in data[name])
+            print(f"{name}: {len(data[name])} questions, plan shapes {dict(shapes)}", flush=True)
         store.close()
-    names = list(per)
-    chosen, res = joint_cross_validate([per[n] for n in names])
+    names = list(tabs)
+    sets = [(tabs[n].r10, tabs[n].bud, tabs[n].counts) for n in names]
+    folds = max(len(t.samples) for t in tabs.values())
+    chosen = [joint_choose(sets, f, guarded(list(tabs.values()), off, f, args.guard)) for f in range(folds)]
     print(
-        f"\n{len(points)} settings, {time.perf_counter() - t0:.0f} s; joint leave-one-conversation-out, held out per fold"
+        f"\n{len(points)} settings, {time.perf_counter() - t0:.0f} s; joint leave-one-conversation-out "
+        f"(guard {args.guard:g}), held out per fold"
     )
     print("fold  " + "".join(f"{n + ' r@10':>14}{n + ' b~':>12}" for n in names) + "   chosen")
     for f, p in enumerate(chosen):
-        cells = "".join(f"{r[f]:>14.3f}{b[f]:>12.3f}" if f < len(r) else f"{'-':>26}" for r, b in res)
+        cells = ""
+        for n in names:
+            t = tabs[n]
+            cells += (
+                f"{t.r10[p, f] / t.counts[f]:>14.3f}{t.bud[p, f] / t.counts[f]:>12.3f}" if f < len(t.samples) else ""
+            )
         print(f"{f:<6}{cells}   {points[p].describe()}")
     mode, times = Counter(chosen).most_common(1)[0]
     print(f"\nchosen by most folds ({times} of {len(chosen)}): {points[mode].describe()}")
     for name in names:
-        r10, bud, counts = per[name]
-        samples = list(dict.fromkeys(q.sample for q in data[name]))
-        folds = [chosen[i] for i in range(len(samples))]
-        cvd = _per_type(data[name], points, folds)
+        samples = tabs[name].samples
+        cvd = _per_type(data[name], points, chosen[: len(samples)])
         offd = _per_type(data[name], points, [off] * len(samples))
         modd = _per_type(data[name], points, [mode] * len(samples))
         print(
             f"\n{name}: r@10 / all@10 per type — planning off | joint CV (held out) | most folds' setting (in sample)"
         )
         for g in sorted({k[:-2] for k in cvd}, key=lambda g: (g != "all", g)):
-            cells = []
-            for d in (offd, cvd, modd):
-                cells.append(f"{np.mean(d[g + ' r']):.3f} / {np.mean(d[g + ' a']):.3f}")
+            cells = [f"{np.mean(d[g + ' r']):.3f} / {np.mean(d[g + ' a']):.3f}" for d in (offd, cvd, modd)]
             print(f"  {g:<22} n={len(cvd[g + ' r']):<5}" + "   ".join(f"{c:>15}" for c in cells))
 
 
