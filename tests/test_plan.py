@@ -106,11 +106,14 @@ def test_gather_keeps_the_first_turns_then_takes_one_per_session_above_the_floor
     fused = np.array([10.0, 9.0, 8.0, 7.0, 6.0, 5.9, 5.0, 1.0])
     session = np.array([0, 0, 0, 0, 1, 1, 2, 3])
     order = np.argsort(-fused, kind="stable")
-    got, n = gather(order, fused, session, PlanSettings(keep=2, per_session=1, floor=0.5, head=10))
+    got, picked = gather(order, fused, session, PlanSettings(keep=2, per_session=1, floor=0.5, head=10))
     # Kept: 0, 1 (session 0 full); gathered: 4 (session 1), 6 (session 2); turn 7 is under the floor.
-    assert got.tolist() == [0, 1, 4, 6, 2, 3, 5, 7] and n == 2
-    got, n = gather(order, fused, session, PlanSettings(keep=0, per_session=2, floor=0.0, head=3))
-    assert got.tolist() == [0, 1, 4, 2, 3, 5, 6, 7] and n == 3
+    assert got.tolist() == [0, 1, 4, 6, 2, 3, 5, 7] and picked == {4, 6}
+    got, picked = gather(order, fused, session, PlanSettings(keep=0, per_session=2, floor=0.0, head=3))
+    assert got.tolist() == [0, 1, 4, 2, 3, 5, 6, 7] and picked == {0, 1, 4}
+    # Interleaved: gathered turns and the fused order take turns after the kept ones.
+    got, picked = gather(order, fused, session, PlanSettings(keep=1, floor=0.0, head=6, interleave=True))
+    assert got.tolist() == [0, 4, 1, 6, 2, 7, 3, 5] and picked == {4, 6, 7}
 
 
 def test_merge_interleaves_each_ranking_for_its_share_then_resumes_the_question() -> None:
@@ -128,20 +131,29 @@ def test_merge_interleaves_each_ranking_for_its_share_then_resumes_the_question(
     st.integers(1, 3),
     st.floats(0, 1),
     st.integers(1, 12),
+    st.booleans(),
 )
 def test_gather_reorders_without_losing_a_turn(
-    rows: list[tuple[float, int]], keep: int, per: int, floor: float, head: int
+    rows: list[tuple[float, int]], keep: int, per: int, floor: float, head: int, interleave: bool
 ) -> None:
     fused = np.array([f for f, _ in rows])
     session = np.array([s for _, s in rows])
     order = np.argsort(-fused, kind="stable")
-    got, n = gather(order, fused, session, PlanSettings(keep=min(keep, head), per_session=per, floor=floor, head=head))
+    settings = PlanSettings(keep=keep, per_session=per, floor=floor, head=head, interleave=interleave)
+    got, picked = gather(order, fused, session, settings)
     assert sorted(got.tolist()) == sorted(order.tolist())  # a permutation: nothing dropped, nothing doubled
     kept = min(keep, head, len(order))
     assert got[:kept].tolist() == order[:kept].tolist()
-    gathered = got[kept : kept + n]
+    assert picked <= set(got[kept:head].tolist()) and len(picked) <= head - kept
+    gathered = list(picked)
+    rank = {int(i): r for r, i in enumerate(order)}
+    # The fused order's own turns in the head, and everything after it, keep their order.
+    others = [rank[int(i)] for i in got[kept:head] if int(i) not in picked]
+    assert others == sorted(others)
+    tail = [rank[int(i)] for i in got[max(head, kept) :]]
+    assert tail == sorted(tail)
     counts: dict[int, int] = {}
-    for i in got[: kept + n]:
+    for i in list(got[:kept]) + gathered:
         counts[int(session[i])] = counts.get(int(session[i]), 0) + 1
     assert all(counts[int(session[i])] <= max(per, sum(session[order[:kept]] == session[i])) for i in gathered)
     assert all(fused[i] >= floor * fused[order[0]] for i in gathered)
@@ -260,9 +272,9 @@ def test_plan_cv_ranks_as_the_engine_does(tmp_path: Path) -> None:
     cached = plan_cv.collect([conv], emb)
     assert {q.plan.shape for q in cached} >= {"single", "aggregate", "between", "choice"}
     points = [
-        plan_cv.Point((5, 1, 0.5, 10), 3, 0.5, 0.5),
-        plan_cv.Point((0, 2, 0.3, 15), 2, 1.0, 0.0),
-        plan_cv.Point((10, 1, 0.5, 10), 0, 0.0, 0.0),
+        plan_cv.Point((5, 1, 0.5, 10, False), 3, 0.5, 0.5),
+        plan_cv.Point((0, 2, 0.3, 15, True), 2, 1.0, 0.0),
+        plan_cv.OFF,
     ]
     for point in points:
         index = HybridIndex(emb, Weights(event_date=point.event), planning=point.settings())

@@ -12,7 +12,7 @@ other 9 + 9 conversations is chosen and scored on the held-out ones. The
 objective is the project's: recall@10 plus the budget-recall estimate at 1,024
 tokens (:data:`benchmarks.locomo.cv.BUDGET`).
 
-The grid: ``keep``, ``per_session``, ``floor``, ``head`` (gathering, for
+The grid: ``keep``, ``per_session``, ``floor``, ``head`` ``interleave`` (gathering, for
 ``aggregate`` questions), ``share`` (sub-queries; 0 = off), ``sentence_mix``
 (planned questions) and the ``event_date`` weight (every question with a time
 window). Gathering with ``keep == head`` and ``sentence_mix`` 0 and ``share`` 0
@@ -68,36 +68,46 @@ MIXES = (0.0, 0.25, 0.5, 0.75, 1.0)
 EVENT_WEIGHTS = (0.0, 0.25, 0.5, 1.0)
 SHARES = (0, 2, 3, 4)
 AGG = [
-    (keep, per, floor, head)
-    for keep, per, floor, head in itertools.product((0, 3, 5, 8, 10), (1, 2), (0.3, 0.5, 0.7), (10, 15))
-    if keep <= head
+    (keep, per, floor, head, inter)
+    for keep, per, floor, head, inter in itertools.product(
+        (0, 3, 5, 8, 10), (1, 2), (0.3, 0.5, 0.7), (10, 15), (False, True)
+    )
+    if keep < head or (floor, per, inter) == (0.5, 1, False)
 ]
-"""Gathering constants ``(keep, per_session, floor, head)``; ``keep == head`` gathers nothing."""
+"""Gathering constants ``(keep, per_session, floor, head, interleave)``; ``keep == head`` gathers nothing."""
 
 
 @dataclass(frozen=True, slots=True)
 class Point:
     """One setting of the plan constants."""
 
-    agg: tuple[int, int, float, int]
+    agg: tuple[int, int, float, int, bool]
     share: int
     mix: float
     event: float
 
     def settings(self) -> PlanSettings:
         """The engine's :class:`PlanSettings` for this point."""
-        keep, per, floor, head = self.agg
-        return PlanSettings(keep=keep, per_session=per, floor=floor, head=head, share=self.share, sentence_mix=self.mix)
+        keep, per, floor, head, inter = self.agg
+        return PlanSettings(
+            keep=keep,
+            per_session=per,
+            floor=floor,
+            head=head,
+            interleave=inter,
+            share=self.share,
+            sentence_mix=self.mix,
+        )
 
     def describe(self) -> str:
-        keep, per, floor, head = self.agg
+        keep, per, floor, head, inter = self.agg
         return (
-            f"keep={keep} per_session={per} floor={floor:g} head={head} share={self.share} "
+            f"keep={keep} per_session={per} floor={floor:g} head={head} interleave={inter} share={self.share} "
             f"sentence_mix={self.mix:g} event_date={self.event:g}"
         )
 
 
-OFF_AGG = (10, 1, 0.5, 10)
+OFF_AGG = (10, 1, 0.5, 10, False)
 
 
 @dataclass(slots=True)
@@ -312,7 +322,10 @@ def main(argv: list[str] | None = None) -> None:
                 data[name] = pickle.loads(cache.read_bytes())
             else:
                 convs, emb = _load(name, store, args.chats_v1)
-                data[name] = collect(convs, emb)
+                # Through the module, not __main__: the pickle must load in any process.
+                from benchmarks.locomo import plan_cv
+
+                data[name] = plan_cv.collect(convs, emb)
                 emb.save()
                 cache.write_bytes(pickle.dumps(data[name]))
             tabs[name] = tables(data[name], points)

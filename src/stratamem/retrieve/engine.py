@@ -516,7 +516,7 @@ class HybridIndex:
         sig, _ = self.signals(query, weighted_only=True, now=now)
         scored = fuse_signals(sig, self.weights, self._substance())
         top = _top(scored[0], k)
-        return self._hits(top, np.zeros(len(top), dtype=np.int64), [scored], 0)
+        return self._hits(top, np.zeros(len(top), dtype=np.int64), [scored])
 
     def _planned(self, query: str, k: int, now: datetime | None, plan: QueryPlan) -> list[Hit]:
         """:meth:`search` of a question that needs several turns (:mod:`stratamem.retrieve.plan`)."""
@@ -533,28 +533,27 @@ class HybridIndex:
                 r = _top(fused, depth)
                 rankings.append(r[fused[r] > 0])  # a sub-query that matches nothing places nothing
             order, source = merge(rankings, p.share)
-            return self._hits(order[:k], source[:k], scored, 0)
+            return self._hits(order[:k], source[:k], scored)
         fused = scored[0][0]
         if plan.shape != "aggregate":
             top = _top(fused, k)
-            return self._hits(top, np.zeros(len(top), dtype=np.int64), scored, 0)
+            return self._hits(top, np.zeros(len(top), dtype=np.int64), scored)
         order, gathered = gather(_top(fused, max(k, p.head) + GATHER_DEPTH), fused, self._corpus.session_of, p)
-        return self._hits(order[:k], np.zeros(min(k, len(order)), dtype=np.int64), scored, gathered, p.keep)
+        return self._hits(order[:k], np.zeros(min(k, len(order)), dtype=np.int64), scored, gathered)
 
     def _hits(
         self,
         top: np.ndarray,
         source: np.ndarray,
         scored: Sequence[tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]],
-        gathered: int,
-        keep: int = 0,
+        gathered: frozenset[int] = frozenset(),
     ) -> list[Hit]:
         """Hits at positions ``top``, each with the breakdown of the ranking that placed it (``source``:
-        0 the question, ``i`` its sub-query ``i``); places ``keep`` to ``keep + gathered`` were gathered."""
+        0 the question, ``i`` its sub-query ``i``); ``gathered``: positions gathering placed."""
         self._materialize(top)
         out = []
         # Breakdowns only for the hits: the per-signal arrays are never materialised.
-        for place, (i, src) in enumerate(zip(top, source, strict=True)):
+        for i, src in zip(top, source, strict=True):
             fused, parts, prior = scored[int(src)]
             score = {n: float(v[i]) for n, v in parts.items()}
             if prior.size:
@@ -562,7 +561,7 @@ class HybridIndex:
             score["fused"] = float(fused[i])
             if src:
                 score["subquery"] = float(src)
-            if keep <= place < keep + gathered:
+            if int(i) in gathered:
                 score["gathered"] = 1.0
             st = self.turns[i]
             out.append(Hit(f"turn:{st.id}", "turn", (st.id,), score))

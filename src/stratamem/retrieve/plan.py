@@ -102,6 +102,9 @@ class PlanSettings:
     """``aggregate``: a gathered turn scores at least this share of the best turn's score."""
     head: int = 10
     """``aggregate``: places filled by keeping and gathering; the fused order resumes after them."""
+    interleave: bool = False
+    """``aggregate``: gathered turns alternate with the fused order's next ones within ``head``
+    (a list answered in one session keeps more of its places)."""
     share: int = 3
     """Sub-query shapes: places each sub-query (and the whole question) holds at the top (0: the
     sub-queries place nothing)."""
@@ -147,8 +150,8 @@ def is_aggregation(query: str) -> bool:
     """A question whose answer collects several mentions: counts ("how many times", "how many books
     have I"), sums ("in total", "what is the total"), lists ("what books has Melanie read?", "where
     has she camped?"), and "what <plural> does/did X …" when no single episode is named."""
-    if _KIND_OF.search(query) and not re.search(r"\b(has|have)\b", query):
-        return False  # "what kind of music does she like?": one answer
+    if _KIND_OF.search(query):
+        return False  # "what kind of music does she like?", "what kind of flowers does he have?": one answer
     return bool(_AGG_ALWAYS.search(query) or (_AGG_HABIT.search(query) and not _EPISODE.search(query)))
 
 
@@ -222,10 +225,13 @@ def plan_query(query: str) -> QueryPlan:
 # --- placing hits -----------------------------------------------------------------------------
 
 
-def gather(order: np.ndarray, fused: np.ndarray, session: np.ndarray, settings: PlanSettings) -> tuple[np.ndarray, int]:
+def gather(
+    order: np.ndarray, fused: np.ndarray, session: np.ndarray, settings: PlanSettings
+) -> tuple[np.ndarray, frozenset[int]]:
     """An aggregation question's ranking: the first ``keep`` of ``order`` stay; then, among turns
     scoring at least ``floor`` × the best, the next best of each session until it holds
-    ``per_session`` places, until ``head`` places are filled; then ``order`` resumes.
+    ``per_session`` places, until ``head`` places are filled (with ``interleave``, gathered turns
+    and the rest of ``order`` take turns at those places); then ``order`` resumes.
 
     Args:
         order: Turn positions by descending ``fused`` (the candidates: any prefix of the full order).
@@ -234,26 +240,40 @@ def gather(order: np.ndarray, fused: np.ndarray, session: np.ndarray, settings: 
         settings: The constants.
 
     Returns:
-        The ranking, and how many places after the first ``keep`` gathering filled.
+        The ranking, and the positions that gathering placed.
     """
     if not len(order):
-        return order, 0
-    keep, head = settings.keep, settings.head
+        return order, frozenset()
+    keep, head = min(settings.keep, settings.head), settings.head
     top = float(fused[order[0]])
     first = [int(i) for i in order[:keep]]
     taken: dict[int, int] = {}
     for i in first:
         taken[int(session[i])] = taken.get(int(session[i]), 0) + 1
+    picked: list[int] = []
     for i in order[keep:]:
-        if len(first) >= head or fused[i] < settings.floor * top:
+        if len(picked) >= head - keep or fused[i] < settings.floor * top:
             break
         s = int(session[i])
         if taken.get(s, 0) < settings.per_session:
             taken[s] = taken.get(s, 0) + 1
-            first.append(int(i))
-    placed = set(first)
-    ranking = np.asarray(first + [int(i) for i in order if int(i) not in placed], dtype=np.int64)
-    return ranking, len(first) - min(keep, len(order))
+            picked.append(int(i))
+    chosen = set(picked)
+    rest = [int(i) for i in order[keep:] if int(i) not in chosen]
+    if not settings.interleave:
+        return np.asarray(first + picked + rest, dtype=np.int64), frozenset(picked)
+    placed: list[int] = []
+    g = r = 0
+    while len(first) + len(placed) < head and (g < len(picked) or r < len(rest)):
+        if g < len(picked) and (len(placed) % 2 == 0 or r >= len(rest)):
+            placed.append(picked[g])
+            g += 1
+        else:
+            placed.append(rest[r])
+            r += 1
+    shown = set(placed)
+    tail = [i for i in order[keep:] if int(i) not in shown]
+    return np.asarray(first + placed + tail, dtype=np.int64), frozenset(picked[:g])
 
 
 def merge(rankings: Sequence[np.ndarray], share: int) -> tuple[np.ndarray, np.ndarray]:
