@@ -89,26 +89,27 @@ class QueryPlan:
 
 @dataclass(frozen=True, slots=True)
 class PlanSettings:
-    """How a plan places hits. The defaults are what joint leave-one-conversation-out
-    cross-validation over LoCoMo and the assistant-chat set chose (docs/retrieval.md)."""
+    """How a plan places hits. The defaults are the setting 8 of 10 folds of joint
+    leave-one-conversation-out cross-validation over LoCoMo and the assistant-chat set chose
+    (``benchmarks/locomo/plan_cv.py``, docs/retrieval.md)."""
 
     enabled: bool = True
     """Plan questions at all (off: every question is ranked by its fused score alone)."""
-    keep: int = 5
+    keep: int = 3
     """``aggregate``: the engine's first turns that keep their places before gathering."""
     per_session: int = 1
     """``aggregate``: turns of one session placed while gathering."""
-    floor: float = 0.5
+    floor: float = 0.3
     """``aggregate``: a gathered turn scores at least this share of the best turn's score."""
     head: int = 10
     """``aggregate``: places filled by keeping and gathering; the fused order resumes after them."""
     interleave: bool = False
     """``aggregate``: gathered turns alternate with the fused order's next ones within ``head``
     (a list answered in one session keeps more of its places)."""
-    share: int = 3
+    share: int = 4
     """Sub-query shapes: places each sub-query (and the whole question) holds at the top (0: the
     sub-queries place nothing)."""
-    sentence_mix: float = 0.5
+    sentence_mix: float = 1.0
     """For a planned question: the turn-vector signal becomes ``(1 - mix) × turn cosine + mix ×
     best cosine over the turn and its sentences`` (:mod:`stratamem.retrieve.sentences`); 0: turn only."""
 
