@@ -316,3 +316,24 @@ def test_the_context_notes_the_plan_and_keeps_two_evidence_turns_on_one_topic(tm
         assert first in ctx.text and second in ctx.text  # same topic, same shelter: two pieces of evidence
         assert any(n.startswith("query plan: aggregate (rules)") for n in ctx.manifest.notes)
         assert not [m for m in ctx.manifest.near_misses if m.duplicate_of is not None]
+
+
+def test_the_cv_guard_allows_only_settings_that_keep_every_type_near_planning_off() -> None:
+    from benchmarks.locomo import plan_cv
+
+    # Two points (0 = planning off), two conversations, two types of 10 questions each.
+    by_type = np.array([[[8.0, 9.0], [8.0, 9.0]], [[9.0, 9.0], [9.0, 8.0]]])  # [P, S, T] summed r@10
+    tables = plan_cv.Tables(
+        r10=by_type.sum(axis=2),
+        bud=np.zeros((2, 2)),
+        by_type=by_type,
+        counts=np.array([20.0, 20.0]),
+        type_counts=np.full((2, 2), 10.0),
+        samples=["a", "b"],
+        types=["x", "y"],
+    )
+    # Held out "a": trained on "b", where point 1 loses 0.1 on type y: not allowed.
+    assert plan_cv.guarded([tables], 0, 0, 0.01).tolist() == [True, False]
+    # Held out "b": trained on "a", where point 1 loses nothing.
+    assert plan_cv.guarded([tables], 0, 1, 0.01).tolist() == [True, True]
+    assert plan_cv.guarded([tables], 0, 0, 0.1).tolist() == [True, True]
