@@ -169,7 +169,7 @@ def test_format_dedup_counts_a_window_twin_as_shown_and_a_duplicate_as_lost(tiny
             "repeats": {
                 2048: [["D1:1", "duplicate_of_window", "window", True], ["D1:3", "duplicate", "turn:1", False]]
             },
-            "stripped": {2048: ["D1:1"]},
+            "stripped": {2048: {"D1:1": ["I adopted a puppy named Rex."]}},
         }
     )
     line = format_dedup([result]).splitlines()[-1]

@@ -49,7 +49,8 @@ class Result:
     ids), ``kept`` (budget -> gold ids packed) and ``repeats`` (budget -> ``[gold id,
     reason, duplicate_of, shown]`` of gold turns ``Memory.context`` left out as repeats;
     ``shown``: the turn is in the context all the same, e.g. in the window) and ``stripped``
-    (budget -> gold ids shown whole but missing a fact sentence, cut as a repeat)."""
+    (budget -> gold id -> the fact sentences it was shown without, each cut as a near-repeat of
+    something shown above it)."""
     tracks_repeats: bool = False
     """Whether the system reports what its assembly left out as repeats (``last_left_out``)."""
 
@@ -110,7 +111,11 @@ def run(
                     ]
                     if repeats:
                         record["repeats"][b] = repeats
-                    stripped = sorted(gold & {conv.dia_of.get(t) for t in getattr(system, "last_stripped", ())})
+                    stripped = {
+                        conv.dia_of[t]: gone
+                        for t, gone in getattr(system, "last_stripped", {}).items()
+                        if conv.dia_of.get(t) in gold
+                    }
                     if stripped:
                         record.setdefault("stripped", {})[b] = stripped
                 order = [conv.dia_of.get(st.id) for st in ranked]
