@@ -190,7 +190,7 @@ def test_rows_written_before_event_dates_and_sentences_are_filled_when_the_index
     with Memory(path, namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(32)) as mem:
         ids = [st.id for st in mem.add_sessions(_sessions())]
         want = _hits(mem, "thriller ceramics", THU + timedelta(days=12))
-        # As a store written before migration m016 looks: no events, no sentence counts, no sentence rows.
+        # As a store written before migration m019 looks: no events, no sentence counts, no sentence rows.
         mem.store.connection.execute("UPDATE recall_index SET events = NULL, sentences = NULL")
         mem.store.connection.execute("DELETE FROM recall_passages")
     emb = HashEmbedder(32)

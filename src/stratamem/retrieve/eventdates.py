@@ -6,7 +6,7 @@ relative times a turn's own words name ("yesterday", "two weeks ago", "last
 Saturday", "on March 3", "last month") are resolved then, with the query-side
 resolver of :mod:`stratamem.retrieve.timewords` against the turn's timestamp,
 and stored beside the turn's index row (``recall_index.events``, migration
-``m016_recall_events``). A question that names a time ("what did I do this
+``m019_recall_events``). A question that names a time ("what did I do this
 past Wednesday?", an interval whose two ends were told as "yesterday") then
 finds the turn by the day it tells of, not only by the day it was said on:
 signal ``event_date`` of :class:`~stratamem.retrieve.weights.Weights`, and the

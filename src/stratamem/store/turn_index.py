@@ -24,7 +24,7 @@ from .base_turn_index import IndexMeta, TurnIndexRow, TurnKey
 from .ddl import run_tables
 from .sql import Sql, chunks, upsert
 
-__all__ = ["TurnIndex", "m010_recall_index", "m016_recall_events"]
+__all__ = ["TurnIndex", "m010_recall_index", "m019_recall_events"]
 
 
 def m010_recall_index(conn: Any) -> None:
@@ -54,7 +54,7 @@ def m010_recall_index(conn: Any) -> None:
     )
 
 
-def m016_recall_events(conn: Any) -> None:
+def m019_recall_events(conn: Any) -> None:
     """Per turn, the days it tells of, resolved when it was written, and how many sentence vectors it
     has (``NULL``: not made; rows written before this)."""
     conn.execute("ALTER TABLE recall_index ADD COLUMN events TEXT")

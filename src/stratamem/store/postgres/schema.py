@@ -30,7 +30,7 @@ from ..embedding_cache import m002_embeddings
 from ..ingest_keys import m008_ingest_keys
 from ..manifests import m006_manifests
 from ..passage_store import m011_passages
-from ..turn_index import m010_recall_index, m016_recall_events
+from ..turn_index import m010_recall_index, m019_recall_events
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
 from .nodes import m003_pyramid, m014_summary_spend
@@ -120,7 +120,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m013_item_scope", m013_item_scope),
     PgMigration("m014_summary_spend", m014_summary_spend),
     PgMigration("m015_int8_vectors", m015_int8_vectors),
-    PgMigration("m016_recall_events", m016_recall_events),
+    PgMigration("m019_recall_events", m019_recall_events),
 ]
 
 

@@ -16,7 +16,7 @@ from ..manifests import m006_manifests
 from ..migrations import Migration
 from ..node_store import m003_pyramid, m014_summary_spend
 from ..passage_store import m011_passages
-from ..turn_index import m010_recall_index, m016_recall_events
+from ..turn_index import m010_recall_index, m019_recall_events
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
 
@@ -87,5 +87,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m013_item_scope", m013_item_scope),
     Migration("m014_summary_spend", m014_summary_spend),
     Migration("m015_int8_vectors", m015_int8_vectors),
-    Migration("m016_recall_events", m016_recall_events),
+    Migration("m019_recall_events", m019_recall_events),
 ]
