@@ -614,7 +614,21 @@ def probe_deep(e: Env) -> list[Row]:
             write.handled = sum(refused[k] and not stored[k] for k in outcomes)
             write.leaked = sum(stored.values())
             write.note("; ".join(f"{k}: {v}{' + stored' if stored[k] else ''}" for k, v in outcomes.items()))
-            # The reads.
+            # The reads, of deep rows as an older version stored them: where this tree refused the
+            # write, the same rows are written straight into the store (the write's shape, 300 deep).
+            missing = [
+                s
+                for s, k in (
+                    ("meta", "HTTP metadata"),
+                    ("tool", "HTTP tool input"),
+                    ("ingest", "CLI ingest"),
+                    ("mcp", "MCP add_turns"),
+                )
+                if not stored[k]
+            ]
+            if missing:
+                e.child("seed_deep", target, missing)
+                reads.note(f"seeded {len(missing)} deep session(s) as an older version stored them")
             checks: list[tuple[str, Any]] = []
             for s in ("meta", "tool", "ingest", "mcp", "ok"):
                 checks.append((f"list {s}", srv.request("GET", srv.api() + f"/sessions/{s}/turns")))
@@ -1475,6 +1489,33 @@ def child_main(name: str, target: str, args: list[Any]) -> None:
                 {"turns": st.turns, "segments": segments, "warnings": list(st.warnings), "first_context_s": took}
             )
         )
+        return
+    if name == "seed_deep":
+        # Rows nested DEPTH deep, as versions before the JSON limit stored them (raw UPDATEs).
+        mem = _open(target)
+        deep = json.dumps(nested(DEPTH), separators=(",", ":"))
+        for session in args[0]:
+            if session == "tool":
+                mem.add(
+                    [
+                        {"role": "user", "content": "please run the tool"},
+                        {"role": "assistant", "content": [{"type": "tool_use", "id": "t9", "name": "x", "input": {}}]},
+                        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t9", "content": "ok"}]},
+                        {"role": "assistant", "content": "done"},
+                    ],
+                    session=session,
+                    format="anthropic",
+                )
+                turn = mem.turns(session)[1]
+                column, value = "content", f'[{{"type":"tool_use","id":"t9","name":"x","input":{deep}}}]'
+            else:
+                mem.add({"role": "user", "content": f"deep {session}", "metadata": {"a": 1}}, session=session)
+                turn = mem.turns(session)[0]
+                column, value = "metadata", deep
+            with mem.store.sql.write() as w:
+                w.execute(f"UPDATE turns SET {column} = ? WHERE id = ?", (value, turn.id))
+        mem.close()
+        print(json.dumps({"ok": True}))
         return
     if name == "forget_check":
         from stratamem.testing.consistency import check_derived

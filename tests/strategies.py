@@ -65,7 +65,7 @@ short_texts = st.one_of(st.sampled_from(TRICKY), st.text(alphabet=_chars, max_si
 json_values = st.recursive(
     st.none()
     | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**63)
+    | st.integers(min_value=-(2**63), max_value=2**63 - 1)
     | st.floats(allow_nan=False, allow_infinity=False)
     | short_texts,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(short_texts, inner, max_size=3),

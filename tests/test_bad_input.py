@@ -182,7 +182,7 @@ CASES: list[tuple[str, Callable[[Memory, Path], object], type[StratamemError], s
         "import line nested too deeply",
         lambda m, p: _import(m, "[" * 100_000 + "]" * 100_000),
         DecodeError,
-        "line 2: invalid JSON: nested too deeply",
+        "line 2: invalid JSON: nested more than 80 levels deep",
     ),
     (
         "import session with an object platform",
@@ -232,13 +232,13 @@ CASES: list[tuple[str, Callable[[Memory, Path], object], type[StratamemError], s
         "ingest JSON nested too deeply",
         lambda m, p: _ingest(p, "[" * 100_000 + "]" * 100_000, ".json"),
         DecodeError,
-        "invalid JSON: nested too deeply",
+        "invalid JSON: nested more than 80 levels deep",
     ),
     (
         "ingest line nested too deeply",
         lambda m, p: _ingest(p, '{"role":"user","content":"a"}\n' + "[" * 50_000),
         DecodeError,
-        "line 2: invalid JSON: nested too deeply",
+        "line 2: invalid JSON: nested more than 80 levels deep",
     ),
     (
         "ingest line with an object platform",

@@ -78,8 +78,8 @@ def test_mcp_conversation_show_over_stdio(tmp_path: Path) -> None:
         "STRATAMEM_NAMESPACE": "agent",
         "STRATAMEM_EMBEDDING": "none",
         "PATH": os.environ.get("PATH", ""),
-        # A worktree run (PYTHONPATH=.../src) serves its own code, not the editable install.
-        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
+        # A checkout run with PYTHONPATH=src serves its own code, not the installed one.
+        **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
     }
 
     async def main_() -> Any:

@@ -54,6 +54,7 @@ LAYERS: dict[str, int] = {
     "stratamem.pyramid": 4,
     "stratamem.context": 5,
     "stratamem.agentloop": 6,
+    "stratamem.expand": 6,
     "stratamem.forget": 6,
     "stratamem.search": 6,
     "stratamem.memory": 7,

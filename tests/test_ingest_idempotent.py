@@ -218,12 +218,16 @@ def test_imported_system_prompts_are_instructions_on_both_backends(mem: Memory) 
     mem.ingest(read_file(INGEST / "turns.jsonl"))
     ctx = mem.context(session="planning", budget=3000, format="openai")
     head = ctx.messages[0]["content"]
-    assert head.startswith(
+    # The session's own prompt only: the Codex session's instructions belong to that session.
+    assert head == "## System prompt\nYou are the project's planning assistant."
+    assert "Always run the linter before committing." not in json.dumps(ctx.messages)
+    assert all(m["role"] != "system" for m in ctx.messages[1:])
+    assert [it.reason for it in ctx.manifest.items if it.kind == "instructions"] == ["system_prompt"]
+    wide = mem.context(session="planning", budget=3000, format="openai", system_prompts="namespace")
+    assert wide.messages[0]["content"].startswith(
         "## System prompt\nYou are the project's planning assistant.\n\n"
         "## System prompt\nAlways run the linter before committing."
     )
-    assert all(m["role"] != "system" for m in ctx.messages[1:])
-    assert [it.reason for it in ctx.manifest.items if it.kind == "instructions"] == ["system_prompt"] * 2
 
 
 def test_a_forgotten_message_can_be_ingested_again(mem: Memory) -> None:

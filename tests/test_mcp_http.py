@@ -37,8 +37,8 @@ def _env(db: Path, namespace: str) -> dict[str, str]:
         "STRATAMEM_NAMESPACE": namespace,
         "STRATAMEM_EMBEDDING": "none",
         "PATH": os.environ.get("PATH", ""),
-        # A worktree run (PYTHONPATH=.../src) serves its own code, not the editable install.
-        **({"PYTHONPATH": os.environ["PYTHONPATH"]} if "PYTHONPATH" in os.environ else {}),
+        # A checkout run with PYTHONPATH=src serves its own code, not the installed one.
+        **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"},
     }
 
 

@@ -181,7 +181,7 @@ def test_image_block_needs_exactly_one_source() -> None:
 _text = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=40)
 _ids = st.text("abcdef0123456789", min_size=1, max_size=8)
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | _text,
+    st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1) | _text,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
     max_leaves=6,
 )

@@ -55,19 +55,37 @@ def test_a_small_budget_drops_history_before_the_system_prompt(mem: Memory) -> N
     assert "question 0 about order 1000" not in kept
 
 
-def test_the_same_prompt_in_many_sessions_is_shown_once_and_the_current_one_first(mem: Memory) -> None:
+def test_a_session_shows_its_own_prompts_once_each_in_order_and_no_other_sessions(mem: Memory) -> None:
     for s in ("a", "b", "c"):
         mem.add({"role": "system", "content": PROMPT}, session=s)
         _chat(mem, s, 1)
     mem.add({"role": "system", "content": "Sign every answer as Larkspur."}, session="c")
     mem.add({"role": "system", "content": PROMPT}, session="c")  # repeated in the session too
+    mem.add({"role": "system", "content": "Answer in German."}, session="b")
     ctx = mem.context(session="c", budget=4000, format="text")
     assert ctx.text.count(PROMPT) == 1
-    blocks = [it.id for it in ctx.manifest.items if it.kind == "instructions"]
-    assert len(blocks) == 2
+    assert "German" not in ctx.text
+    assert [it.reason for it in ctx.manifest.items if it.kind == "instructions"] == ["system_prompt"] * 2
     assert ctx.text.startswith(f"## System prompt\n{PROMPT}\n\n## System prompt\nSign every answer as Larkspur.")
     other = mem.context(session="a", budget=4000, format="text")
-    assert other.text.startswith(f"## System prompt\n{PROMPT}\n\n## System prompt\nSign every answer as Larkspur.")
+    assert other.text.startswith(f"## System prompt\n{PROMPT}\n\n[")  # then its history, nothing of b or c
+    assert "Larkspur." not in other.text.replace(PROMPT, "") and "German" not in other.text
+    newest = mem.context(budget=4000, format="text")  # no session: the newest one, b
+    assert newest.text.startswith(f"## System prompt\n{PROMPT}\n\n## System prompt\nAnswer in German.\n\n[")
+
+
+def test_namespace_wide_prompts_keep_the_earlier_rule(mem: Memory) -> None:
+    for s in ("a", "b", "c"):
+        mem.add({"role": "system", "content": PROMPT}, session=s)
+        _chat(mem, s, 1)
+    mem.add({"role": "system", "content": "Sign every answer as Larkspur."}, session="c")
+    mem.add({"role": "system", "content": "Answer in German."}, session="b")
+    ctx = mem.context(session="a", budget=4000, format="text", system_prompts="namespace")
+    # The session's own first, then the others' newest first, each text once.
+    assert ctx.text.startswith(
+        f"## System prompt\n{PROMPT}\n\n## System prompt\nAnswer in German.\n\n"
+        "## System prompt\nSign every answer as Larkspur.\n\n["
+    )
 
 
 def test_anthropic_system_is_a_string_even_when_empty(mem: Memory) -> None:

@@ -6,7 +6,6 @@ httpx as the client. Row counts are read with a separate ``Memory`` on the same 
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 import sys
@@ -58,6 +57,8 @@ def test_openapi_schema_covers_every_api_route(client: httpx.Client) -> None:
         "/api/v1/namespaces/{namespace}/context",
         "/api/v1/namespaces/{namespace}/manifests",
         "/api/v1/namespaces/{namespace}/search",
+        "/api/v1/namespaces/{namespace}/forget",
+        "/api/v1/namespaces/{namespace}/expand/{id}",
         "/api/v1/namespaces/{namespace}/nodes/{node_id}/expand",
         "/api/v1/namespaces/{namespace}/tiers",
         "/api/v1/namespaces/{namespace}/sessions/{session}/seal",
@@ -107,10 +108,14 @@ def test_context_returns_messages_within_budget_and_is_recorded(client: httpx.Cl
     assert one["items"] == body["manifest"]["items"]
 
 
-def test_search_ranks_matching_turns(client: httpx.Client) -> None:
-    hits = client.get(f"{NS}/search", params={"q": "retry"}).json()["hits"]
-    assert hits and all("retry" in json.dumps(h["turn"]).lower() for h in hits[:3])
-    assert all(h["score"]["fused"] > 0 for h in hits)
+def test_search_ranks_matching_turns_and_summaries(client: httpx.Client) -> None:
+    body = client.get(f"{NS}/search", params={"q": "retry"}).json()
+    hits = body["hits"]
+    assert hits and body["total"] == len(hits) <= 10
+    keys = ["id", "kind", "score", "text", "turn_ids", "session", "timestamp", "tier", "scores"]
+    assert all(list(h) == keys for h in hits)  # SearchHit.to_dict(), as MCP's search_memory returns it
+    assert all("retry" in h["text"].lower() for h in hits[:3])
+    assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)
 
 
 def test_pyramid_nodes_node_expand_and_tiers(client: httpx.Client) -> None:
@@ -294,6 +299,7 @@ WRITES = [
     ("post", "/api/v1/namespaces/team-a/turns", {"messages": [{"role": "user", "content": "intruder"}]}),
     ("post", "/api/v1/namespaces/team-a/items", {"content": "intruder item"}),
     ("post", "/api/v1/namespaces/team-a/sessions/s/seal", None),
+    ("post", "/api/v1/namespaces/team-a/forget", {"all_namespace": True, "confirm": "team-a"}),
 ]
 
 

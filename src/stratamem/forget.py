@@ -40,16 +40,18 @@ How the bytes go on each backend is the store's part
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .embed.cache import content_hash
 from .errors import ArchiveError, ConfigError, NotFoundError, StratamemError, ValidationError
 from .events import Event
+from .expand import turn_ids
 from .pyramid.archive import Archive
 from .pyramid.tiers import encode_turns
 from .records import StoredTurn, check_name
+from .records.ids import parse_refs
 from .records.nodes import Node
 from .retrieve.corpus import TurnCorpus
 from .store.forgetting import ForgetPlan, NodeRewrite
@@ -149,50 +151,41 @@ def _check_target(turns: object, session: object, all_namespace: object) -> str:
     return given[0]
 
 
-def _turn_ids(turns: object) -> list[int]:
-    if isinstance(turns, str | bytes) or not isinstance(turns, Iterable):
-        raise ValidationError("turns must be a list of turn ids", path="turns")
-    ids = list(turns)
-    if not ids:
-        raise ValidationError("turns is empty: name at least one turn id", path="turns")
-    for i, t in enumerate(ids):
-        if isinstance(t, bool) or not isinstance(t, int) or t < 1:
-            raise ValidationError(f"turn id must be a positive integer, got {t!r}", path=f"turns[{i}]")
-    return sorted(set(ids))
-
-
 def forget(
     mem: Memory,
     *,
-    turns: Sequence[int] | None = None,
+    turns: Sequence[int | str] | None = None,
     session: str | None = None,
     all_namespace: bool = False,
     vacuum: bool = False,
 ) -> ForgetReport:
     """Delete turns of ``mem``'s namespace and everything derived from them (see the module docstring).
 
-    Exactly one target: ``turns`` (ids), ``session`` (a name) or
-    ``all_namespace=True``. ``vacuum`` also rebuilds the storage afterwards
+    Exactly one target: ``turns`` (ids as search, contexts and manifests show
+    them: ``turn:N``, ``node:N`` for the turns a summary covers, ``system:<hash>``
+    for every copy of a system prompt; a bare number is a turn id), ``session``
+    (a name) or ``all_namespace=True``. ``vacuum`` also rebuilds the storage afterwards
     (SQLite ``VACUUM``; PostgreSQL ``VACUUM FULL`` of the tables a forget
     touches, which locks them while it runs).
 
     Raises:
-        ValidationError: No target, more than one, or a malformed one.
+        ValidationError: No target, more than one, or a malformed one (an id that names no turns, e.g. ``item:3``).
         ConfigError: The store has no ``forgetting`` feature store.
-        NotFoundError: A turn id, the session or the namespace does not exist
-            (nothing was forgotten).
+        NotFoundError: A turn id, a node, a system prompt, the session or the
+            namespace does not exist (nothing was forgotten).
         BackendError: The store failed; nothing was forgotten.
         ArchiveError: The database forget committed but an archive file could
             not be finished; the next open finishes it.
     """
     what = _check_target(turns, session, all_namespace)
-    ids = _turn_ids(turns) if what == "turns" else []
+    refs = parse_refs(turns, bare="turn", path="turns") if what == "turns" else []
     session_name = check_name(session, "session") if what == "session" else ""
     store, ns = mem.store, mem.namespace
     if not hasattr(store, "forgetting"):
         raise ConfigError(f"the {store.backend} store cannot forget (it has no forgetting feature store)")
     if not store.has_namespace(ns):
         raise NotFoundError(f"unknown namespace {ns!r}")
+    ids = turn_ids(mem, refs)
     archive = _archive_of(mem)
     finish_pending(store, archive, ns)
     planner = _Planner(mem, archive)

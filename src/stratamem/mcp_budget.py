@@ -2,11 +2,13 @@
 
 A tool result is text the agent's model reads, so a budget covers all of it:
 the context itself, the manifest and the framing. :func:`context_result`
-assembles the context, summarises its manifest in a few lines, adds the full
-manifest only when asked (``explain``) and only if it still fits, and counts
-the whole result exactly; when the result is over, the context is assembled
-again with its own size less the overshoot (measured: one extra round at most on
-a 60-turn conversation for every budget from 64 to 900, all formats; at most 8 rounds).
+assembles the context, summarises its manifest in a few lines when they fit,
+and counts the whole result exactly; when the result is over, the context is
+assembled again with its own size less the overshoot (measured: one extra round
+at most on a 60-turn conversation for every budget from 64 to 900, all formats;
+at most 8 rounds). Asked to ``explain``, it makes room for the explanation the
+same way: the full manifest if it fits, else the summary and one line per item
+(:func:`item_lines`), and the context is assembled smaller to leave them room.
 :func:`hits_result` keeps search hits, best first, while their JSON fits.
 """
 
@@ -23,10 +25,11 @@ from .errors import BudgetError, ValidationError
 
 if TYPE_CHECKING:
     from .memory import Memory
+    from .records import StoredTurn
     from .records.manifests import Context, Manifest
     from .search import SearchHit
 
-__all__ = ["MIN_BUDGET", "context_result", "hits_result", "manifest_lines", "parse_now"]
+__all__ = ["MIN_BUDGET", "context_result", "hits_result", "item_lines", "manifest_lines", "parse_now", "turns_result"]
 
 MIN_BUDGET = 64
 """Smallest budget a tool accepts: room for a JSON envelope and at least a line of context."""
@@ -55,8 +58,20 @@ def manifest_lines(m: Manifest) -> list[str]:
     return lines
 
 
-def _compose(ctx: Context, budget: int, explain: bool, count: Any) -> str:
-    """The best result for one assembled context that fits ``budget`` (or the smallest one, if none does)."""
+def item_lines(m: Manifest) -> list[str]:
+    """The manifest's items one line each, with the id ``forget`` and ``expand`` take back:
+    ``[item] turn:85 turn 42 tokens recalled``."""
+    return [f"[item] {i.id} {i.kind} {i.tokens} tokens {i.reason}" for i in m.items]
+
+
+def _candidates(ctx: Context, explain: bool) -> list[str]:
+    """Results for one assembled context, best first.
+
+    Without ``explain``: the context with the manifest summary, with its first
+    line, or alone. With ``explain`` every result explains the context: the
+    full manifest JSON, or the summary and one line per item (:func:`item_lines`),
+    or the first summary line and the item lines.
+    """
     lines = manifest_lines(ctx.manifest)
     if ctx.format == "text":
 
@@ -79,16 +94,15 @@ def _compose(ctx: Context, budget: int, explain: bool, count: Any) -> str:
                 out["manifest_full"] = json.loads(full)
             return _dumps(out)
 
-    candidates = []
-    if explain:
-        full = _dumps(ctx.manifest.to_dict())
-        candidates.append(render(lines, full))
-        lines = [*lines, "[manifest json] omitted: the full manifest does not fit the budget"]
-    candidates += [render(lines, None), render(lines[:1], None), render([], None)]
-    for text in candidates:
-        if count(text) <= budget:
-            return text
-    return candidates[-1]
+    if not explain:
+        return [render(lines, None), render(lines[:1], None), render([], None)]
+    items = item_lines(ctx.manifest)
+    omitted = "[manifest json] omitted: the full manifest does not fit the budget"
+    return [
+        render(lines, _dumps(ctx.manifest.to_dict())),
+        render([*lines, *items, omitted], None),
+        render([*lines[:1], *items], None),
+    ]
 
 
 def parse_now(now: str | None) -> datetime | None:
@@ -118,6 +132,7 @@ def context_result(
     provider: str | None = None,
     model: str | None = None,
     project_dir: str | os.PathLike[str] | None = None,
+    system_prompts: str = "session",
 ) -> str:
     """The assembled context as tool-result text of at most ``budget`` tokens, everything included.
 
@@ -137,47 +152,77 @@ def context_result(
     def count(text: str) -> int:
         return counting.tokens(mem.tokenizer.count(text))
 
+    args: dict[str, Any] = {
+        "session": session,
+        "policy": policy,
+        "now": now,
+        "provider": provider,
+        "model": model,
+        "project_dir": project_dir,
+        "system_prompts": system_prompts,
+    }
     inner = budget
     for _ in range(_ROUNDS):
-        ctx = mem.context(
-            query,
-            budget=inner,
-            session=session,
-            format=fmt,
-            policy=policy,
-            now=now,
-            provider=provider,
-            model=model,
-            project_dir=project_dir,
-        )
-        text = _compose(ctx, budget, explain, count)
-        over = count(text) - budget
-        if over <= 0:
-            return text
-        # The context used ctx.tokens of its room; it must shrink by the overshoot. (Shrinking
-        # the room alone may change nothing until a whole turn drops out.)
-        inner = max(1, min(inner, ctx.tokens) - over)
+        try:
+            ctx = mem.context(query, budget=inner, format=fmt, **args)
+        except BudgetError:
+            if not explain or inner == budget:
+                raise
+            break  # shrunk below what this counting can hold
+        wanted = _candidates(ctx, explain)
+        for text in wanted:
+            if count(text) <= budget:
+                return text
+        # The context used ctx.tokens of its room; it must shrink by the overshoot of the result
+        # aimed at (shrinking the room alone may change nothing until a whole turn drops out).
+        # Without explain that is the bare context. With explain it reserves the explanation's
+        # room: the summary and item lines when they take at most half the budget, else the
+        # first summary line and the item lines (long notes give way to the context).
+        target = wanted[-1]
+        if explain and count(wanted[1]) - count(wanted[-1]) <= budget // 2:
+            target = wanted[1]
+        if inner <= 1:
+            break
+        inner = max(1, min(inner, ctx.tokens) - (count(target) - budget))
+    if explain:
+        # No explanation fits beside any context (a budget near MIN_BUDGET): the context as without it.
+        return context_result(mem, query=query, budget=budget, fmt=fmt, explain=False, **args)
     # Each round shrinks the context by at least the overshoot; reaching here means the
     # framing alone does not fit, which MIN_BUDGET rules out. Say so rather than overrun.
     raise BudgetError(f"could not fit a {fmt} context into {budget} tokens", path="budget")
 
 
-def hits_result(hits: Sequence[SearchHit], *, budget: int | None, count: Any) -> str:
-    """Search hits as JSON, best first, keeping only as many as fit ``budget`` tokens (all if ``None``)."""
-    dicts = [h.to_dict() for h in hits]
+def _fitted(key: str, dicts: list[dict[str, Any]], head: dict[str, Any], budget: int | None, count: Any) -> str:
+    """``{**head, key: dicts, "total": n}`` as JSON, keeping only the leading ``dicts`` that fit ``budget``."""
+
+    def dump(kept: list[dict[str, Any]]) -> str:
+        return _dumps({**head, key: kept, "total": len(dicts)})
+
     if budget is None:
-        return _dumps({"hits": dicts, "total": len(dicts)})
+        return dump(dicts)
     # Token counts are nearly additive over JSON pieces: estimate with one count per
-    # hit, then check the real text exactly and drop from the end while it is over.
-    room = budget - count(_dumps({"hits": [], "total": len(dicts)}))
+    # entry, then check the real text exactly and drop from the end while it is over.
+    room = budget - count(dump([]))
     kept: list[dict[str, Any]] = []
     for d in dicts:
         room -= count(_dumps(d)) + 1
         if room < 0:
             break
         kept.append(d)
-    text = _dumps({"hits": kept, "total": len(dicts)})
+    text = dump(kept)
     while kept and count(text) > budget:
         kept.pop()
-        text = _dumps({"hits": kept, "total": len(dicts)})
+        text = dump(kept)
     return text
+
+
+def hits_result(hits: Sequence[SearchHit], *, budget: int | None, count: Any) -> str:
+    """Search hits as JSON, best first, keeping only as many as fit ``budget`` tokens (all if ``None``)."""
+    return _fitted("hits", [h.to_dict() for h in hits], {}, budget, count)
+
+
+def turns_result(id: str, turns: Sequence[StoredTurn], *, budget: int | None, count: Any) -> str:
+    """The turns an id expands to as JSON (``{id, turns, total}``), in order, as many as fit ``budget``
+    (all if ``None``)."""
+    dicts = [{"id": st.id, "session": st.session, "seq": st.seq, **st.turn.to_dict()} for st in turns]
+    return _fitted("turns", dicts, {"id": id}, budget, count)

@@ -152,9 +152,16 @@ def from_openai(messages: Any, *, timestamp: datetime | None = None) -> list[Tur
                     raise InvalidTurnError("a tool call needs a 'function' object", path=cpath)
                 fn = call["function"]
                 args = fn.get("arguments", "{}")
+                if not isinstance(args, str):
+                    # OpenAI's schema: the arguments are a JSON *string*. An object is another
+                    # client's shape (or a bug), refused rather than guessed at.
+                    raise InvalidTurnError(
+                        f"tool call arguments must be a string of JSON, got {type(args).__name__}",
+                        path=f"{cpath}.function.arguments",
+                    )
                 try:
-                    parsed = json.loads(args) if isinstance(args, str) else args
-                except json.JSONDecodeError:
+                    parsed = json.loads(args)
+                except (json.JSONDecodeError, RecursionError):
                     raise InvalidTurnError(
                         "tool call arguments are not valid JSON", path=f"{cpath}.function.arguments"
                     ) from None

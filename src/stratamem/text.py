@@ -17,10 +17,13 @@ from .records import Turn
 __all__ = [
     "CONTEXT_FORMATS",
     "FORMATS",
+    "MAX_BUDGET",
+    "SYSTEM_PROMPTS",
     "check_budget",
     "check_context_format",
     "check_format",
     "check_now",
+    "check_system_prompts",
     "turn_line",
 ]
 
@@ -29,18 +32,27 @@ FORMATS = ("openai", "anthropic", "text")
 CONTEXT_FORMATS = ("openai", "responses", "anthropic", "text")
 """Formats ``Memory.context`` and every shell offer: the assembler's, plus OpenAI Responses items
 (assembled as Chat Completions messages, then re-shaped by :func:`stratamem.providers.to_responses`)."""
+SYSTEM_PROMPTS = ("session", "namespace")
+"""Whose system prompts a context shows: the current session's only (the default), or every session's."""
+
+
+MAX_BUDGET = 100_000_000
+"""Largest token budget accepted: far above any model's context window, far below what a store column holds."""
 
 
 def check_budget(budget: object) -> int:
     """Validate a token budget.
 
     Raises:
-        BudgetError: ``budget`` is not a positive integer.
+        BudgetError: ``budget`` is not a positive integer, or above :data:`MAX_BUDGET`.
     """
     if isinstance(budget, bool) or not isinstance(budget, int):
         raise BudgetError(f"budget must be a positive integer, got {budget!r}")
     if budget <= 0:
         raise BudgetError(f"budget must be positive, got {budget}")
+    if budget > MAX_BUDGET:
+        shown = f"{budget:,}" if budget < 10**30 else f"of {budget.bit_length()} bits"
+        raise BudgetError(f"budget {shown} is above the largest accepted, {MAX_BUDGET:,} tokens")
     return budget
 
 
@@ -77,6 +89,19 @@ def check_context_format(fmt: object) -> str:
     if fmt not in CONTEXT_FORMATS:
         raise ValidationError(f"unknown format {fmt!r} (expected one of {', '.join(CONTEXT_FORMATS)})")
     return str(fmt)
+
+
+def check_system_prompts(value: object) -> str:
+    """Validate whose system prompts a context shows (:data:`SYSTEM_PROMPTS`).
+
+    Raises:
+        ValidationError: Neither ``session`` nor ``namespace``.
+    """
+    if value not in SYSTEM_PROMPTS:
+        raise ValidationError(
+            f"unknown system_prompts {value!r} (expected one of {', '.join(SYSTEM_PROMPTS)})", path="system_prompts"
+        )
+    return str(value)
 
 
 def turn_line(turn: Turn, text: str | None = None) -> str:

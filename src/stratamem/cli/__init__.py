@@ -30,8 +30,9 @@ from typing import Any
 import click
 
 from ..config import Config
-from ..errors import StratamemError
+from ..errors import StratamemError, ValidationError
 from ..memory import Memory
+from ..records.ids import BareKind, parse_ref
 
 __all__ = ["main"]
 
@@ -152,6 +153,26 @@ pass_settings = click.make_pass_decorator(Settings)
 def main(ctx: click.Context, db: str, namespace: str, config_path: str | None, embedding: str | None) -> None:
     """Keep an LLM agent's whole history usable inside a fixed token budget."""
     ctx.obj = Settings(db, namespace, config_path, embedding)
+
+
+class IdParam(click.ParamType):
+    """An id as search and contexts show it (``turn:805``, ``node:50``, ``system:<hash>``) or a bare number.
+
+    Checked here, so a typo is a usage error (exit 2) before the memory opens;
+    the text is passed on as given and the library reads it again.
+    """
+
+    name = "id"
+
+    def __init__(self, bare: BareKind) -> None:
+        self.bare: BareKind = bare
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        try:
+            parse_ref(value, bare=self.bare)
+        except ValidationError as exc:
+            self.fail(exc.reason, param, ctx)
+        return str(value)
 
 
 def emit_json(obj: Any) -> None:

@@ -12,13 +12,20 @@ import sys
 
 import click
 
-from . import Settings, emit_json, pass_settings
+from . import IdParam, Settings, emit_json, pass_settings
 
 __all__ = ["register"]
 
 
 @click.command()
-@click.option("--turn", "turns", type=click.IntRange(min=1), multiple=True, help="Turn id to forget (repeatable).")
+@click.option(
+    "--turn",
+    "turns",
+    type=IdParam("turn"),
+    multiple=True,
+    help="Id to forget (repeatable): turn:N or N, node:N (the turns a summary covers), "
+    "system:HASH (every copy of a system prompt).",
+)
 @click.option("--session", "-s", default=None, help="Forget this whole session.")
 @click.option("--all", "all_namespace", is_flag=True, help="Forget the whole namespace.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation (required without a terminal).")
@@ -32,7 +39,7 @@ __all__ = ["register"]
 @pass_settings
 def forget(
     settings: Settings,
-    turns: tuple[int, ...],
+    turns: tuple[str, ...],
     session: str | None,
     all_namespace: bool,
     yes: bool,
@@ -40,6 +47,8 @@ def forget(
     as_json: bool,
 ) -> None:
     """Delete turns, a session or the whole namespace, with everything derived from them.
+
+    --turn takes the ids search, contexts and manifests show (turn:805, node:50, system:HASH).
 
     Summaries are rebuilt from what remains, memory items lose the forgotten
     sources, archive files are rewritten; nothing can bring it back.
@@ -52,7 +61,7 @@ def forget(
     if len(given) != 1:
         raise click.UsageError(f"give exactly one of --turn, --session, --all (got {', '.join(given) or 'none'})")
     target = (
-        f"{len(turns)} turn(s) ({', '.join(map(str, turns[:10]))})"
+        f"{len(turns)} id(s) ({', '.join(turns[:10])})"
         if turns
         else f"session {session!r}"
         if session is not None

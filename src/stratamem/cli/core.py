@@ -21,7 +21,7 @@ from tqdm import tqdm
 
 from ..context.policies import policy_names
 from ..ingest import INGEST_FORMATS, IngestSession, read_file
-from ..text import CONTEXT_FORMATS
+from ..text import CONTEXT_FORMATS, SYSTEM_PROMPTS
 from ..tokens import PROVIDER_FACTORS
 from . import Settings, emit_json, pass_settings
 
@@ -104,8 +104,10 @@ def ingest(settings: Settings, path: str, fmt: str, session: str | None, dedupe:
         bar.close()
     stored = sum(r.total_stored for r in reports.values())
     skipped = sum(r.total_skipped for r in reports.values())
+    # A reader may return one run per stretch of consecutive lines: count the sessions they name.
+    named = {(s.namespace or settings.namespace, s.session or "default") for s in sessions}
     click.echo(
-        f"ingested {stored} turns in {len(sessions)} session(s) into {len(by_ns)} namespace(s): "
+        f"ingested {stored} turns in {len(named)} session(s) into {len(by_ns)} namespace(s): "
         f"{', '.join(by_ns)}; {skipped} already stored (skipped)"
     )
     for ns, r in reports.items():
@@ -185,6 +187,14 @@ def add(settings: Settings, role: str, content: str, session: str, name: str | N
     help="Whose token counting the budget is in (default: the format's provider).",
 )
 @click.option("--model", default=None, help="Target model (recorded in the manifest's counting).")
+@click.option(
+    "--system-prompts",
+    "system_prompts",
+    type=click.Choice(SYSTEM_PROMPTS),
+    default="session",
+    show_default=True,
+    help="Whose system prompts go in: the session's own, or every session's of the namespace.",
+)
 @pass_settings
 def context(
     settings: Settings,
@@ -199,6 +209,7 @@ def context(
     project_dir: str | None = None,
     provider: str | None = None,
     model: str | None = None,
+    system_prompts: str = "session",
 ) -> None:
     """Assemble the context for the next model call within a token budget."""
     when = None
@@ -218,6 +229,7 @@ def context(
             provider=provider,
             model=model,
             project_dir=project_dir,
+            system_prompts=system_prompts,
         )
     if as_json:
         emit_json(ctx.to_dict())

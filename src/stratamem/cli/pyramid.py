@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..pyramid.retention import apply_retention
-from . import Settings, emit_json, pass_settings
+from . import IdParam, Settings, emit_json, pass_settings
 
 __all__ = ["register"]
 
@@ -76,16 +76,21 @@ def nodes(settings: Settings, level: int | None, tier: str | None, session: str 
 
 
 @click.command()
-@click.argument("node_id", type=int)
+@click.argument("id", type=IdParam("node"))
 @pass_settings
-def expand(settings: Settings, node_id: int) -> None:
-    """Print the full turns a node covers (from the archive for cold segments) as JSON Lines."""
+def expand(settings: Settings, id: str) -> None:
+    """Print the full turns behind an id as JSON Lines.
+
+    ID is what search and contexts show: node:N (or N) the turns a node covers
+    (from the archive for cold segments), turn:N that turn, system:HASH every
+    copy of that system prompt.
+    """
     import json
 
-    mem = settings.memory()
-    for t in mem.pyramid.expand(node_id):
+    with settings.memory() as mem:
+        turns = mem.expand(id)
+    for t in turns:
         click.echo(json.dumps({"id": t.id, "session": t.session, "seq": t.seq, **t.turn.to_dict()}, ensure_ascii=False))
-    mem.close()
 
 
 @click.command()

@@ -57,6 +57,8 @@ class Request:
     """When the query is asked: relative times in it are resolved against it."""
     project: str | os.PathLike[str] | None = None
     """Project whose instruction files and working state go in."""
+    system_prompts: str = "session"
+    """Whose system prompts go in: ``session`` (the current session's only) or ``namespace`` (every session's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +155,15 @@ def recall_turns(parts: Parts, query: str, budget: int, now: datetime | None, no
     return [Recalled(index.turn(h.turn_ids[0]), h.score, labels.get(h.turn_ids[0])) for h in hits]
 
 
-def fixed_blocks(parts: Parts, session: str | None, project: str | os.PathLike[str] | None) -> list[FixedBlock]:
-    """System prompts, project instructions and working state (when a project is set), then the checkpoint."""
+def fixed_blocks(
+    parts: Parts, session: str | None, project: str | os.PathLike[str] | None, system_prompts: str = "session"
+) -> list[FixedBlock]:
+    """System prompts (``session``'s own, or every session's with ``system_prompts="namespace"``),
+    project instructions and working state (when a project is set), then the checkpoint."""
     fixed = checkpoint_block(parts.store, parts.namespace, session)
     if project is not None:
         fixed = project_blocks(project, parts.namespace, parts.tokenizer, parts.state(project)) + fixed
-    return system_blocks(parts.store, parts.namespace, session) + fixed
+    return system_blocks(parts.store, parts.namespace, session, system_prompts) + fixed
 
 
 def item_units(parts: Parts, query: str | None, session: str | None = None) -> list[ItemUnit]:

@@ -165,7 +165,10 @@ class TopicsPolicy(Policy):
         window = [truncated(st, limit) for st in reversed(current) if st.role != "system"]
         topics, bulks = parts.summary_index.topics(parts.pyramid(), request.session)
         return Candidates(
-            fixed=fixed_blocks(parts, request.session, request.project), recent=window, summaries=topics, bulks=bulks
+            fixed=fixed_blocks(parts, request.session, request.project, request.system_prompts),
+            recent=window,
+            summaries=topics,
+            bulks=bulks,
         )
 
     def annotate(self, ctx: Context, cands: Candidates, parts: Parts) -> Context:

@@ -72,7 +72,7 @@ class Policy:
         recalled: list[Recalled] = []
         if query and query.strip() and not follow_up:
             recalled = recall_turns(parts, query, request.budget, request.now, notes)
-        fixed = fixed_blocks(parts, request.session, request.project)
+        fixed = fixed_blocks(parts, request.session, request.project, request.system_prompts)
         summaries, bulks = self.summary_sources(parts, query) if parts.config.pyramid.enabled else ([], [])
         items = item_units(parts, query, request.session)
         return Candidates(

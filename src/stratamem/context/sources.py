@@ -10,7 +10,6 @@ lives in :mod:`stratamem.retrieve`.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from functools import partial
 from pathlib import Path
@@ -20,6 +19,7 @@ import numpy as np
 
 from ..errors import ModelError, NotFoundError
 from ..items.search import embed_texts
+from ..records.ids import system_id
 from ..records.manifests import Manifest
 from ..records.nodes import Node
 from ..retrieve.lexical import BM25Index, analyze
@@ -48,29 +48,30 @@ def project_blocks(
     return blocks
 
 
-def system_blocks(store: Any, namespace: str, session: str | None) -> list[FixedBlock]:
-    """The namespace's system prompts, as standing instructions: each distinct text once.
+def system_blocks(store: Any, namespace: str, session: str | None, scope: str = "session") -> list[FixedBlock]:
+    """System prompts as standing instructions: the session's own (``scope="session"``), each distinct text once.
 
     A system turn (given to ``add``, or imported) instructs the model; it is
     not something that was said, so the context shows it in its fixed section,
     like project instructions, instead of as a history line that a small budget
-    would drop first. The current session's prompts come first, in the order
-    given, then other sessions' newest first; a text repeated in many sessions
-    (every Codex session starts with the same instructions) is shown once.
+    would drop first. A prompt belongs to its session: another session's
+    prompt tells the model things (its date, its customer, its task) that are
+    not true here, so by default only ``session``'s prompts are shown, in the
+    order given. ``scope="namespace"`` adds every other session's, newest
+    first, after the session's own; a text repeated in many sessions (every
+    Codex session starts with the same instructions) is shown once.
     """
-    rows = store.turns(namespace, role="system")
-    mine = [st.text for st in rows if st.session == session]
-    others = [st.text for st in sorted(rows, key=lambda st: -st.id) if st.session != session]
-    texts = [t for t in dict.fromkeys(mine + others) if t.strip()]
+    if scope == "session":
+        rows = store.turns(namespace, session, role="system") if session is not None else []
+        texts = [st.text for st in rows]
+    else:
+        rows = store.turns(namespace, role="system")
+        mine = [st.text for st in rows if st.session == session]
+        texts = mine + [st.text for st in sorted(rows, key=lambda st: -st.id) if st.session != session]
     return [
-        FixedBlock(
-            f"system:{hashlib.sha256(t.encode('utf-8')).hexdigest()[:12]}",
-            "instructions",
-            "## System prompt",
-            t,
-            reason="system_prompt",
-        )
-        for t in texts
+        FixedBlock(system_id(t), "instructions", "## System prompt", t, reason="system_prompt")
+        for t in dict.fromkeys(texts)
+        if t.strip()
     ]
 
 

@@ -161,7 +161,8 @@ def expansion(su: SummaryUnit, room: int, tokenizer: Tokenizer, notes: list[str]
     if su.expand is None or su.expanded_tokens <= 0 or su.expanded_tokens > room:
         return None
     try:
-        turns = list(su.expand())
+        # System turns are instructions, shown (their own session's only) in the fixed section.
+        turns = [st for st in su.expand() if st.role != "system"]
     except StratamemError as exc:
         notes.append(f"{su.id} not expanded: {type(exc).__name__}: {exc}")
         return None

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .._jsonio import loads, parse_object_line
+from .._jsonio import decode_text, loads, parse_object_line
 from ..errors import DecodeError, ValidationError
 from ._common import IngestReport, IngestSession, content_key, fail
 from .chatgpt import looks_like_chatgpt, read_chatgpt
@@ -126,10 +126,7 @@ def read_file(
         raw = p.read_bytes()
     except OSError as exc:
         raise ValidationError(f"cannot read {p}: {exc}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DecodeError(f"{p} is not valid UTF-8 (byte {exc.start})") from None
+    text = decode_text(raw, str(p))
     where = p.name
     if (
         fmt in _LINE_FORMATS

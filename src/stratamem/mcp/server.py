@@ -12,7 +12,14 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from ..errors import ConfigError, StratamemError, ValidationError
-from .tools import add_admin_tools, add_conversation_tool, add_item_tools, add_state_tools, add_turn_tools
+from .tools import (
+    add_admin_tools,
+    add_conversation_tool,
+    add_expand_tool,
+    add_item_tools,
+    add_state_tools,
+    add_turn_tools,
+)
 
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
@@ -34,6 +41,7 @@ TOOLS: tuple[str, ...] = (
     "search_memory",
     "get_context",
     "forget",
+    "expand",
     "list_namespaces",
     "seal_topic",
     "conversation_show",
@@ -53,7 +61,8 @@ _T = TypeVar("_T")
 _INSTRUCTIONS = (
     "Long-term memory for this agent. add_turns stores conversation messages; get_context assembles what to "
     "remember for the next call within a token budget (the whole result fits the budget); search_memory finds "
-    "past turns and summaries with scores; add_memory stores a fact/decision/entity/preference/context item; "
+    "past turns and summaries with scores; expand gives the full turns behind an id they show; "
+    "add_memory stores a fact/decision/entity/preference/context item; "
     "memory_recall searches spilled items and may promote them; forget deletes turns, a session or the whole "
     "namespace for good."
 )
@@ -201,6 +210,7 @@ def build_server(
     add_item_tools(kit)
     add_admin_tools(kit)
     add_conversation_tool(kit)
+    add_expand_tool(kit)
     if project_dir is not None:
         add_state_tools(server, kit.spaces, project_dir, kit.call, kit.Namespace)
     # Strict schemas: clients see that arguments outside the schema are refused.

@@ -17,7 +17,14 @@ from ..errors import NotFoundError, ValidationError
 if TYPE_CHECKING:
     from .server import _Kit, _Namespaces
 
-__all__ = ["add_admin_tools", "add_conversation_tool", "add_item_tools", "add_state_tools", "add_turn_tools"]
+__all__ = [
+    "add_admin_tools",
+    "add_conversation_tool",
+    "add_expand_tool",
+    "add_item_tools",
+    "add_state_tools",
+    "add_turn_tools",
+]
 
 
 def add_turn_tools(kit: "_Kit") -> None:
@@ -88,6 +95,10 @@ def add_turn_tools(kit: "_Kit") -> None:
             Field(description="Whose token counting the budget is in (default: the format's provider)."),
         ] = None,
         model: Annotated[str | None, Field(description="Target model (recorded in the manifest).")] = None,
+        system_prompts: Annotated[
+            Literal["session", "namespace"],
+            Field(description="Whose system prompts go in: the session's own (default), or every session's."),
+        ] = "session",
         namespace: Namespace = None,
     ) -> str:
         return call(
@@ -103,6 +114,7 @@ def add_turn_tools(kit: "_Kit") -> None:
                 provider=provider,
                 model=model,
                 project_dir=kit.project_dir,
+                system_prompts=system_prompts,
             )
         )
 
@@ -111,7 +123,8 @@ def add_turn_tools(kit: "_Kit") -> None:
         "get_context",
         "The context for the next model call: recent turns, recalled "
         "history, summaries and memory items, within `budget` tokens counting everything returned, with "
-        "a short manifest (the full one with explain=true, if it fits).",
+        "a short manifest; explain=true makes room for the explanation: the full manifest if it fits, "
+        "else one line per item with the id forget and expand take.",
         text=True,
     )
 
@@ -279,7 +292,14 @@ def add_admin_tools(kit: "_Kit") -> None:
     Namespace: Any = kit.Namespace  # a run-time Annotated type (see _Kit)
 
     def forget(
-        turns: Annotated[list[int] | None, Field(min_length=1, description="Turn ids to forget.")] = None,
+        turns: Annotated[
+            list[int | str] | None,
+            Field(
+                min_length=1,
+                description="Ids to forget, as search and contexts show them: turn:N (or N), node:N (the turns "
+                "a summary covers), system:<hash> (every copy of a system prompt).",
+            ),
+        ] = None,
         session: Annotated[str | None, Field(description="Forget this whole session.")] = None,
         all_namespace: Annotated[bool, Field(description="Forget the whole namespace (needs confirm).")] = False,
         confirm: Annotated[str | None, Field(description="The namespace's name, required with all_namespace.")] = None,
@@ -296,7 +316,7 @@ def add_admin_tools(kit: "_Kit") -> None:
     kit.register(
         forget,
         "forget",
-        "Delete turns (ids), a session, or the whole namespace, with everything "
+        "Delete turns (ids such as turn:805 or node:50), a session, or the whole namespace, with everything "
         "derived from them (summaries rebuilt, items, archive, manifests). Irreversible. Give exactly one "
         "of turns, session, all_namespace.",
     )
@@ -419,4 +439,39 @@ def add_conversation_tool(kit: "_Kit") -> None:
         "Agent-loop state of a conversation: its checkpoint, "
         "compaction count, last status and error, summarizer failures, deferred compactions and the "
         "last provider-reported usage. Without a session: every session that has state.",
+    )
+
+
+def add_expand_tool(kit: "_Kit") -> None:
+    """Register ``expand``: the full turns behind an id that search or a context showed."""
+    from ..mcp_budget import MIN_BUDGET, turns_result
+
+    Field, spaces, call = kit.Field, kit.spaces, kit.call
+    Namespace: Any = kit.Namespace  # a run-time Annotated type (see _Kit)
+
+    def expand(
+        id: Annotated[
+            int | str,
+            Field(description="An id as shown: turn:N, node:N (a bare number is a node), system:<hash>."),
+        ],
+        budget: Annotated[
+            int | None,
+            Field(ge=MIN_BUDGET, description="Token budget of the result: fewer turns when they do not fit."),
+        ] = None,
+        namespace: Namespace = None,
+    ) -> str:
+        def run() -> str:
+            mem = spaces.get(namespace)
+            turns = mem.expand(id)
+            return turns_result(str(id), turns, budget=budget, count=mem.tokenizer.count)
+
+        return call(run)
+
+    kit.register(
+        expand,
+        "expand",
+        "The full turns behind an id from search_memory or a context's manifest: turn:N is that turn, "
+        "node:N the turns a summary covers, system:<hash> every copy of that system prompt. In order; with "
+        "`budget`, as many as fit.",
+        text=True,
     )

@@ -25,12 +25,25 @@ if TYPE_CHECKING:
     from ..pyramid.consolidate import Pyramid
     from ..summarize import Summarizer
 
-__all__ = ["Derived"]
+__all__ = ["Derived", "needed_features"]
 
 log = logging.getLogger("stratamem.memory")
 
 MAX_WARNINGS = 20
 """Failures kept for ``status().warnings`` (the newest)."""
+
+REPAIR_BATCH = 1000
+"""Turns read and indexed per step of :meth:`Derived.repair` (each step commits its rows)."""
+
+
+def needed_features(config: Config) -> list[str]:
+    """Feature stores a configuration uses (see :class:`~stratamem.store.base.Store`)."""
+    needed = ["items", "conversations"]  # item search and the checkpoint feed every context
+    if config.pyramid.enabled:
+        needed.append("nodes")
+    if config.context.record_manifests:
+        needed.append("manifests")
+    return needed
 
 
 class Derived:
@@ -66,6 +79,11 @@ class Derived:
             rewriter.on_failure = lambda exc: self.failed("recall.rewrite_failed", exc, [])
         self.warnings: list[str] = []
         """Recent failures, newest last (at most :data:`MAX_WARNINGS`)."""
+        self._seen: Any = None  # the store's data version at the last public call (see stale)
+        self.repairing = 0
+        """Turns :meth:`repair` is still to index in this process (0 when no repair runs)."""
+        self.repaired = False
+        """Whether this memory ran :meth:`repair` once already (the first context does)."""
         self.use_embedder(embedder)
 
     def use_embedder(self, embedder: Any) -> None:
@@ -112,16 +130,95 @@ class Derived:
         except StratamemError as exc:
             self.failed("forget.finish_failed", exc, [])
 
-    def after_add(self, stored: list[StoredTurn], progress: Callable[[int], object] | None = None) -> None:
-        """Feed newly committed turns to the recall index and the pyramid; never raises."""
-        if not stored:
-            return
-        self.live.feed(stored, progress)
-        if self.config.pyramid.enabled:
-            try:
-                self.pyramid.update(dict.fromkeys(t.session for t in stored))
-            except Exception as exc:  # noqa: BLE001 - reported below; the next update resumes from the last seal
-                self.failed("pyramid.failed", exc, stored)
+    def after_add(
+        self,
+        stored: list[StoredTurn],
+        progress: Callable[[int], object] | None = None,
+        *,
+        sessions: Sequence[str] = (),
+    ) -> bool:
+        """Feed newly committed turns to the recall index and the pyramid; never raises.
+
+        ``sessions`` are more sessions to bring the pyramid up to date in (an
+        ingest's sessions whose turns were all stored before: a crash may have
+        left them unsegmented). Returns whether the pyramid was updated (or is off).
+        """
+        if stored:
+            self.live.feed(stored, progress)
+        names = list(dict.fromkeys([*(t.session for t in stored), *sessions]))
+        if not names or not self.config.pyramid.enabled:
+            return True
+        try:
+            self.pyramid.update(names)
+        except Exception as exc:  # noqa: BLE001 - reported below; the next update resumes from the last seal
+            self.failed("pyramid.failed", exc, stored)
+            return False
+        return True
+
+    def mark_pending(self, sessions: Sequence[str]) -> None:
+        """Mark an ingest's sessions as waiting for their derived data, in the caller's transaction.
+
+        The mark is cleared once their segments and summaries exist
+        (:meth:`after_ingest`); a crash before that leaves it for :meth:`repair`.
+        """
+        self.store.ingest_keys.mark_pending(self.namespace, sessions)
+
+    def after_ingest(
+        self, stored: list[StoredTurn], sessions: Sequence[str], progress: Callable[[int], object] | None = None
+    ) -> None:
+        """:meth:`after_add` for an ingest's ``sessions`` (those it skipped included), then :meth:`repair`."""
+        done = self.after_add(stored, progress, sessions=sessions)
+        self.repair(progress, done=sessions if done else ())
+
+    def repair_once(self) -> None:
+        """:meth:`repair` at this memory's first read that needs derived data (never on a read-only store)."""
+        if not self.repaired:
+            self.repaired = True
+            if not getattr(self.store, "read_only", False):
+                self.repair()
+
+    def _unindexed(self) -> int:
+        """Turns without an index row (or vector, with an embedder), by two counts: cheaper than finding them."""
+        rows, vectors = self.store.embeddings.turns.counts(self.namespace)
+        return max(0, self.store.turn_count(self.namespace) - (vectors if self.embedder is not None else rows))
+
+    def pending(self) -> tuple[int, int]:
+        """``(turns without index rows, sessions an interrupted ingest left)`` for ``status``."""
+        return self._unindexed(), len(self.store.ingest_keys.pending(self.namespace))
+
+    def repair(self, progress: Callable[[int], object] | None = None, *, done: Sequence[str] = ()) -> int:
+        """Make the derived data a crash left unmade; never raises. Returns the turns it indexed.
+
+        Two cheap reads find the work: turns without a recall index row (or
+        vector, with an embedder) — a process killed after its commit, before
+        indexing — and the sessions an ingest marked pending and never
+        finished (:meth:`stratamem.store.ingest_keys.IngestKeys.pending`).
+        Turns are indexed in batches that each commit (``progress`` is told),
+        then the pending sessions' segments and summaries are made, so a
+        repair killed in turn resumes where it stopped. ``done``: sessions the
+        caller has just brought up to date. While it runs,
+        :attr:`repairing` says how many turns are left (``status`` shows it).
+        """
+        try:
+            missing = self.live.missing() if self._unindexed() else []
+            pending = [s for s in self.store.ingest_keys.pending(self.namespace) if s not in set(done)]
+        except StratamemError as exc:
+            self.failed("repair.failed", exc, [])
+            return 0
+        self.repairing = len(missing)
+        try:
+            for lo in range(0, len(missing), REPAIR_BATCH):
+                turns = self.store.turns(self.namespace, ids=missing[lo : lo + REPAIR_BATCH])
+                self.live.feed(turns, progress)
+                self.repairing = max(0, len(missing) - lo - REPAIR_BATCH)
+            known = {s.name for s in self.store.sessions(self.namespace)} if pending else set()
+            if self.after_add([], sessions=[s for s in pending if s in known]):
+                self.store.ingest_keys.clear_pending(self.namespace, [*pending, *done])
+        except StratamemError as exc:
+            self.failed("repair.failed", exc, [])
+        finally:
+            self.repairing = 0
+        return len(missing)
 
     def failed(self, kind: str, exc: BaseException, stored: Sequence[StoredTurn]) -> None:
         """Report a failure of derived work: a log line, a status warning and a ``kind`` event."""
@@ -138,3 +235,23 @@ class Derived:
         """Drop the open recall index and the pyramid object (they may hold forgotten text)."""
         self.live.reset()
         self._pyramid = None
+        self._seen = None
+
+    def stale(self) -> bool:
+        """Whether another writer took away or rewrote data since the last call; one cheap read.
+
+        A forget, retention or item deletion by another process (or another
+        ``Memory`` on this store) bumps the namespace's epoch
+        (:mod:`stratamem.store.data_version`): the recall index, the ranked
+        summaries, the items cache and the pyramid object built before it may
+        hold what was taken away, so the facade drops them all and they are
+        rebuilt from the store on next use. Appends and new summaries bump only
+        the version: those structures catch up with them incrementally.
+        """
+        read = getattr(self.store, "data_version", None)
+        if read is None:  # a store of another implementation: no version to compare
+            return False
+        seen = read(self.namespace)
+        changed = self._seen is not None and seen.epoch != self._seen.epoch
+        self._seen = seen
+        return changed

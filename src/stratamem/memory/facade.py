@@ -20,9 +20,10 @@ from ..config import Config
 from ..context.assemble import build_context
 from ..context.gather import Parts, Request
 from ..context.sources import SummaryIndex
-from ..errors import BudgetError, ConfigError, NotFoundError, ValidationError
+from ..errors import BudgetError, ConfigError, ValidationError
 from ..events import EventBus
 from ..exchange import plan_import, read_export, write_export
+from ..expand import expand as expand_id
 from ..ingest import IngestReport, IngestSession, parse_messages
 from ..ingest import dedupe as _dedupe
 from ..ingest.checks import check_sizes, check_tool_pairs
@@ -35,8 +36,8 @@ from ..store import SQLiteStore, Store, TurnBatch
 from ..store.base import NamespaceStats
 from ..text import check_budget, check_context_format, check_now
 from ..tokens import Calibration, Counting, Tokenizer, count_turn, get_tokenizer
-from .derived import Derived
-from .requests import check_arguments, check_counting, lexical_note, record_manifest
+from .derived import Derived, needed_features
+from .requests import check_arguments, check_counting, current_session, lexical_note, record_manifest
 from .status import Status, namespace_status
 
 if TYPE_CHECKING:
@@ -51,16 +52,6 @@ __all__ = ["Memory"]
 
 _CONFIGURED: Any = object()
 """Default of ``Memory(embedder=...)``: the embedder the configuration names (``None`` means none)."""
-
-
-def _needed_features(config: Config) -> list[str]:
-    """Feature stores a configuration uses (see :class:`~stratamem.store.base.Store`)."""
-    needed = ["items", "conversations"]  # item search and the checkpoint feed every context
-    if config.pyramid.enabled:
-        needed.append("nodes")
-    if config.context.record_manifests:
-        needed.append("manifests")
-    return needed
 
 
 class Memory:
@@ -132,7 +123,7 @@ class Memory:
             )
         # A store missing a feature store the configuration uses is refused here,
         # rather than that feature being skipped silently after turns are committed.
-        missing = [f for f in _needed_features(self.config) if not hasattr(opened, f)]
+        missing = [f for f in needed_features(self.config) if not hasattr(opened, f)]
         if missing:
             raise ConfigError(
                 f"the {opened.backend} store has no {', '.join(missing)} feature store(s) this configuration uses"
@@ -239,6 +230,7 @@ class Memory:
         check_name(session, "session")
         turns = parse_messages(messages, format, timestamp=timestamp)
         self._check(session, turns)
+        self._fresh()
         tokens = [count_turn(t, self.tokenizer) for t in turns]
         stored = self.store.append(self.namespace, [TurnBatch(session, turns, tokens, platform, channel)])
         self._derived.after_add(stored)
@@ -271,6 +263,7 @@ class Memory:
             NotFoundError: Unknown session.
             ConfigError: The store keeps no pyramid nodes.
         """
+        self._fresh()
         return self.pyramid.seal(session)
 
     def add_sessions(
@@ -315,11 +308,13 @@ class Memory:
             plan = _dedupe.plan_ingest(self.store.ingest_keys, self.namespace, sessions, dedupe=dedupe)
             stored = self._append_sessions(plan.sessions)
             self.store.ingest_keys.record(self.namespace, _dedupe.key_rows(plan, stored))
-        self._derived.after_add(stored, progress)
+            self._derived.mark_pending(list(plan.stored))
+        self._derived.after_ingest(stored, list(plan.stored), progress)
         return _dedupe.report(plan, stored)
 
     def _append_sessions(self, sessions: Iterable[IngestSession]) -> list[StoredTurn]:
         """Validate and store sessions' turns in one transaction, without updating derived data."""
+        self._fresh()
         batches = []
         for s in sessions:
             if s.namespace not in (None, self.namespace):
@@ -360,6 +355,7 @@ class Memory:
         model: str | None = None,
         calibration: Calibration | None = None,
         project_dir: str | os.PathLike[str] | None = None,
+        system_prompts: str = "session",
     ) -> Context:
         """Assemble the context for the next model call within ``budget`` tokens.
 
@@ -395,34 +391,32 @@ class Memory:
             project_dir: Project whose instruction files and working state go in
                 (default: the one this ``Memory`` was made with, if any). Every
                 shell (CLI, MCP, HTTP) passes its project directory here.
+            system_prompts: ``session``: the current session's system prompts only, never another's;
+                ``namespace``: every session's (the current session's first, then the others' newest first).
 
         Raises:
             BudgetError: ``budget`` is not a positive integer, or too small once
                 converted to the provider's counting.
-            ValidationError: Unknown format, policy or provider, ``query`` not a
-                string, ``model`` not a string or ``now`` not a datetime.
+            ValidationError: Unknown format, policy, provider or ``system_prompts``,
+                ``query`` not a string, ``model`` not a string or ``now`` not a datetime.
             NotFoundError: Unknown namespace or session.
         """
         budget = check_budget(self.config.context.default_budget if budget is None else budget)
         check_context_format(format)
         now = check_now(now)
         policy = policy or self.config.context.policy
-        check_arguments(query, policy, project_dir)
+        check_arguments(query, policy, project_dir, system_prompts)
         counting = self.counting(format, provider, model, calibration)
         room = counting.room(budget)
         if room < 1:
             raise BudgetError(f"budget {budget} is below one token in {counting.provider}'s counting", path="budget")
-        if not self.store.has_namespace(self.namespace):
-            raise NotFoundError(f"unknown namespace {self.namespace!r}")
-        if session is None:
-            session = self.store.latest_session(self.namespace)
-        else:
-            self.store.session(self.namespace, session)
+        session = current_session(self.store, self.namespace, session)
+        self._fresh(repair=True)
         # Responses items carry the same text and framing as Chat Completions messages: the
         # context is assembled and counted as those, then re-shaped (see providers.to_responses).
         fmt = "openai" if format == "responses" else format
         project = self.project_dir if project_dir is None else project_dir
-        ctx = build_context(self._parts(), Request(query, room, session, fmt, policy, now, project))
+        ctx = build_context(self._parts(), Request(query, room, session, fmt, policy, now, project, system_prompts))
         manifest = dataclasses.replace(
             ctx.manifest, budget=budget, total_tokens=counting.tokens(ctx.tokens), counting=counting.to_dict()
         )
@@ -466,14 +460,7 @@ class Memory:
 
     def status(self) -> Status:
         """Counts, tokens and bytes of this namespace."""
-        return namespace_status(
-            self.store,
-            self.namespace,
-            self.tokenizer.name,
-            tuple(self._derived.warnings),
-            self._derived_embedder,
-            self.indexer.model,
-        )
+        return namespace_status(self.tokenizer.name, self._derived)
 
     def state(self, project_dir: str | os.PathLike[str] = ".") -> WorkingState:
         """The working state of this namespace, kept under ``project_dir`` (see ``docs/state.md``).
@@ -540,15 +527,16 @@ class Memory:
     def forget(
         self,
         *,
-        turns: Sequence[int] | None = None,
+        turns: Sequence[int | str] | None = None,
         session: str | None = None,
         all_namespace: bool = False,
         vacuum: bool = False,
     ) -> ForgetReport:
         """Delete turns and everything derived from them, leaving no copy (see :mod:`stratamem.forget`).
 
-        Exactly one target: ``turns`` (turn ids), ``session`` (a session name)
-        or ``all_namespace=True``. ``vacuum`` also rebuilds the storage files.
+        Exactly one target: ``turns`` (ids as shown: ``turn:N`` or a bare number, ``node:N``,
+        ``system:<hash>``), ``session`` (a session name) or ``all_namespace=True``.
+        ``vacuum`` also rebuilds the storage files.
 
         Raises:
             ValidationError: No target, several, or a malformed one.
@@ -558,7 +546,17 @@ class Memory:
         """
         from ..forget import forget
 
+        self._fresh()
         return forget(self, turns=turns, session=session, all_namespace=all_namespace, vacuum=vacuum)
+
+    def expand(self, id: int | str) -> list[StoredTurn]:
+        """The stored turns an id stands for (see :mod:`stratamem.expand`): ``turn:N`` itself,
+        ``node:N`` (or a bare number) the turns the node covers, ``system:<hash>`` every copy of that prompt.
+
+        Raises:
+            ValidationError: Not such an id. NotFoundError: Nothing here has it.
+        """
+        return expand_id(self, id)
 
     def search(self, query: str, *, k: int = 10, session: str | None = None) -> list[SearchHit]:
         """The ``k`` best turns and summaries for ``query``, with score breakdowns (see :mod:`stratamem.search`).
@@ -569,6 +567,7 @@ class Memory:
         """
         from ..search import search
 
+        self._fresh(repair=True)
         return search(self, query, k=k, session=session)
 
     def namespaces(self) -> list[NamespaceStats]:
@@ -580,6 +579,13 @@ class Memory:
         self._derived.reset()
         self._summary_index = SummaryIndex()
         self.__dict__.pop("_items", None)
+
+    def _fresh(self, *, repair: bool = False) -> None:
+        """Drop what other writers made stale (:meth:`Derived.stale`); ``repair``: :meth:`Derived.repair_once` too."""
+        if self._derived.stale():
+            self._reset_derived()
+        if repair:
+            self._derived.repair_once()
 
     def close(self) -> None:
         """Close the store."""

@@ -14,24 +14,33 @@ from typing import Any
 
 from ..config import ContextConfig
 from ..context.policies import get_policy
-from ..errors import StratamemError, ValidationError
+from ..errors import NotFoundError, StratamemError, ValidationError
 from ..records.manifests import Context
-from ..text import check_context_format
+from ..text import check_context_format, check_system_prompts
 from ..tokens import PROVIDER_FACTORS, Calibration, Counting, counting_for
 
-__all__ = ["FORMAT_PROVIDERS", "check_arguments", "check_counting", "lexical_note", "record_manifest"]
+__all__ = [
+    "FORMAT_PROVIDERS",
+    "check_arguments",
+    "check_counting",
+    "current_session",
+    "lexical_note",
+    "record_manifest",
+]
 
 FORMAT_PROVIDERS = {"openai": "openai", "responses": "openai", "anthropic": "anthropic"}
 """The provider whose counting a format's budget is in by default (``text`` has none)."""
 
 
-def check_arguments(query: Any, policy: str, project_dir: Any) -> None:
-    """Refuse an unknown policy, a query that is not a string and a project directory that is not a path.
+def check_arguments(query: Any, policy: str, project_dir: Any, system_prompts: Any = "session") -> None:
+    """Refuse an unknown policy, a query that is not a string, a project directory that is not a path
+    and an unknown ``system_prompts``.
 
     Raises:
         ValidationError: One of them is wrong.
     """
     get_policy(policy)
+    check_system_prompts(system_prompts)
     if query is not None and not isinstance(query, str):
         raise ValidationError(f"query must be a string, got {type(query).__name__}")
     if project_dir is not None and not isinstance(project_dir, str | os.PathLike):
@@ -63,6 +72,20 @@ def check_counting(
     return counting_for(tokenizer, provider, model, calibration)
 
 
+def current_session(store: Any, namespace: str, session: str | None) -> str | None:
+    """The session a context is for: ``session`` once checked, or the namespace's newest when none is named.
+
+    Raises:
+        NotFoundError: Unknown namespace, or unknown ``session``.
+    """
+    if not store.has_namespace(namespace):
+        raise NotFoundError(f"unknown namespace {namespace!r}")
+    if session is None:
+        return store.latest_session(namespace)
+    store.session(namespace, session)
+    return session
+
+
 def lexical_note(local_missing: bool) -> str:
     """The manifest's note when recall runs without vectors (``local_missing``: the local model was asked for)."""
     if local_missing:
@@ -84,8 +107,10 @@ def record_manifest(
     """Store the manifest; a failure (read-only or busy store) goes to ``failed``, never raised.
 
     The prompt is already built: losing its record must not lose the prompt.
+    A store opened read-only (its file or directory cannot be written) records
+    nothing and says nothing: reading such a store is what it is for.
     """
-    if not config.record_manifests:
+    if not config.record_manifests or getattr(store, "read_only", False):
         return
     try:
         store.manifests.add(namespace, session, ctx.manifest, keep=config.keep_manifests)

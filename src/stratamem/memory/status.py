@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .derived import Derived
 
 __all__ = ["Status", "namespace_status", "spend_fields"]
 
@@ -29,7 +32,9 @@ class Status:
     tokenizer: str
     """Tokenizer the counts were made with."""
     warnings: tuple[str, ...] = ()
-    """Recent failures of derived work (recall index, pyramid) in this process; turns were kept."""
+    """Derived work a crash left undone (repairing now, turns without index, sessions without
+    segments), then recent failures of derived work (recall index, pyramid) in this process;
+    turns were kept."""
     embedder: str = "none"
     """Embedding model in use for recall (``none``: recall is lexical)."""
     embedding_dims: int = 0
@@ -46,6 +51,12 @@ class Status:
     """Prompt tokens one prompt saves by showing the summarized segments as summaries.
 
     See ``stratamem.pyramid.spend``."""
+    unindexed_turns: int = 0
+    """Turns without their recall index row (or vector, with an embedder): a process was killed
+    between a commit and its indexing. Made by the next context, search or ingest."""
+    pending_sessions: int = 0
+    """Sessions an interrupted ingest left without their segments and summaries (made by the next
+    context, search or ingest)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
@@ -72,16 +83,25 @@ def spend_fields(store: Any, namespace: str) -> dict[str, int]:
     }
 
 
-def namespace_status(
-    store: Any, namespace: str, tokenizer: str, warnings: tuple[str, ...], embedder: Any, index_model: str | None
-) -> Status:
-    """The :class:`Status` of ``namespace``: the store's counts, the recall index's vectors and the spend.
+def namespace_status(tokenizer: str, derived: Derived) -> Status:
+    """The :class:`Status` of a memory's namespace: the store's counts, the recall index's vectors and the spend.
 
-    ``embedder`` is the model the recall index embeds with (``None``: lexical
-    recall), ``index_model`` the name its stored vectors carry.
+    ``derived`` is the memory's derived data (:class:`~stratamem.memory.derived.Derived`):
+    its store and namespace, its recent failures, the embedder the recall index
+    embeds with (``None``: lexical recall) and the name its stored vectors carry,
+    and what a crash left undone — turns without index rows, sessions an ingest
+    left pending, turns this process is repairing now; each that is not 0 adds a warning.
     """
+    store, namespace, embedder = derived.store, derived.namespace, derived.embedder
+    warnings, index_model = tuple(derived.warnings), derived.live.indexer.model
     s = store.stats(namespace)
     embedded = store.embeddings.turns.counts(namespace)[1] if embedder is not None else 0
+    (unindexed, pending), repairing = derived.pending(), derived.repairing
+    notes = (
+        [f"repairing {repairing} turns: indexing what an interrupted write left"] * bool(repairing)
+        + [f"{unindexed} turns without index (made at the next context, search or ingest)"] * bool(unindexed)
+        + [f"{pending} sessions without segments after an interrupted ingest (repaired next)"] * bool(pending)
+    )
     return Status(
         namespace,
         store.backend,
@@ -91,9 +111,11 @@ def namespace_status(
         s.text_bytes,
         store.size_bytes(),
         tokenizer,
-        warnings,
+        (*notes, *warnings),
         embedder=index_model or "none",
         embedding_dims=int(getattr(embedder, "dimensions", 0) or 0) if embedder is not None else 0,
         embedded_turns=embedded,
+        unindexed_turns=unindexed,
+        pending_sessions=pending,
         **spend_fields(store, namespace),
     )

@@ -20,6 +20,7 @@ import numpy as np
 from ..errors import ArchiveError, DecodeError, StratamemError, ValidationError
 from ..events import Event
 from ..records import StoredTurn
+from ..records.ids import parse_ref
 from ..records.nodes import Node, TierStats
 from .archive import Archive, is_reference
 from .tiers import decode_turns, turn_from_record
@@ -70,6 +71,18 @@ class Expansion:
     """Segments whose tier copy could not be read (the error), read from the canonical turns instead."""
 
 
+def _node_id(value: object) -> int:
+    """A node id given as ``50`` or ``"node:50"`` (a bare number names a node here).
+
+    Raises:
+        ValidationError: Anything else, e.g. a turn's id.
+    """
+    ref = parse_ref(value, bare="node", path="node_id")
+    if ref.kind != "node":
+        raise ValidationError(f"{value!r} names {ref.kind} turns, not a pyramid node", path="node_id")
+    return int(ref.key)
+
+
 class _Reads:
     """Reading a namespace's tree: nodes, provenance, expansion, statistics (a part of ``Pyramid``)."""
 
@@ -105,25 +118,24 @@ class _Reads:
             self.namespace, level=level, tier=tier, session=session, newest_first=newest_first, limit=limit
         )
 
-    def node(self, node_id: int) -> Node:
-        """One node.
+    def node(self, node_id: int | str) -> Node:
+        """One node, by its id (``50``) or as search and manifests show it (``"node:50"``).
 
         Raises:
             NotFoundError: No such node in this namespace.
+            ValidationError: Not a node id (``"turn:5"``, ``"abc"``, ``0``).
         """
-        return self._nodes.get(self.namespace, node_id)
+        return self._nodes.get(self.namespace, _node_id(node_id))
 
-    def children(self, node_id: int) -> list[Node]:
+    def children(self, node_id: int | str) -> list[Node]:
         """Nodes a consolidation merges, oldest first (empty for segments)."""
-        self.node(node_id)
-        return self._nodes.list(self.namespace, parent_id=node_id)
+        return self._nodes.list(self.namespace, parent_id=self.node(node_id).id)
 
-    def turn_ids(self, node_id: int) -> list[int]:
+    def turn_ids(self, node_id: int | str) -> list[int]:
         """Provenance: ids of the turns a node covers, ascending."""
-        self.node(node_id)
-        return self._nodes.turn_ids(self.namespace, node_id)
+        return self._nodes.turn_ids(self.namespace, self.node(node_id).id)
 
-    def embedding(self, node_id: int) -> np.ndarray | None:
+    def embedding(self, node_id: int | str) -> np.ndarray | None:
         """The node's summary embedding (float32), or ``None``."""
         raw = self._nodes.embedding(self.namespace, self.node(node_id).id)
         return np.frombuffer(raw, dtype=np.float32) if raw else None
@@ -132,16 +144,17 @@ class _Reads:
         """Turns of ``session`` not yet sealed into a segment (the current topic)."""
         return self.store.turns(self.namespace, session, min_seq=self._nodes.sealed_seq(self.namespace, session) + 1)
 
-    def expand(self, node_id: int) -> list[StoredTurn]:
+    def expand(self, node_id: int | str) -> list[StoredTurn]:
         """The full turns a node covers, from wherever its tier holds them (see :meth:`expansion`).
 
         Raises:
             NotFoundError: No such node.
+            ValidationError: Not a node id (see :meth:`node`).
             ArchiveError: Neither the tier's copy nor the canonical turns are complete.
         """
         return self.expansion(node_id).turns
 
-    def expansion(self, node_id: int) -> Expansion:
+    def expansion(self, node_id: int | str) -> Expansion:
         """The full turns a node covers, and where each segment's turns came from.
 
         Hot segments read the canonical turns, warm ones decode their warm
@@ -158,6 +171,7 @@ class _Reads:
                 turns were deleted by retention.
         """
         node = self.node(node_id)
+        node_id = node.id
         if node.level > 1:
             parts = [self.expansion(c.id) for c in self.children(node_id)]
             return Expansion(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeAlias
 
 from ..errors import InvalidTurnError
-from .checks import _check_json, check_text
+from .checks import check_json, check_text
 
 __all__ = [
     "CANONICAL_BLOCKS",
@@ -216,7 +216,7 @@ def block_from_dict(d: Any, path: str = "block", dialect: BlockDialect = CANONIC
         tool_input = d.get("input", {})
         if not isinstance(tool_input, Mapping):
             raise InvalidTurnError("tool_use input must be a JSON object", path=f"{path}.input")
-        _check_json(tool_input, f"{path}.input")
+        check_json(tool_input, f"{path}.input")
         return ToolUseBlock(
             id=check_text(d.get("id"), f"{path}.id"),
             name=check_text(d.get("name"), f"{path}.name"),

@@ -9,14 +9,13 @@ and its part modules; the SQL in :mod:`stratamem.store.item_reads` and
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from ..errors import ValidationError
-from .checks import check_text, format_timestamp
+from .checks import MAX_JSON_INT, check_json, check_text, format_timestamp
 
 __all__ = [
     "ITEM_TYPES",
@@ -401,6 +400,8 @@ def check_item_id(value: object) -> int:
             value = int(str(value))
         except ValueError:
             raise ValidationError(f"item ids are integers, got {value!r}") from None
+    if not -MAX_JSON_INT <= value <= MAX_JSON_INT:
+        raise ValidationError("item ids are 64-bit integers (up to 2^63-1)", path="id")
     return int(value)
 
 
@@ -441,8 +442,7 @@ def check_metadata(metadata: Mapping[str, Any] | None) -> Mapping[str, Any] | No
     """A JSON-serializable copy of ``metadata`` (or None), else ValidationError."""
     if metadata is None:
         return None
-    try:
-        json.dumps(dict(metadata), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"not JSON-serializable: {exc}", path="metadata") from None
+    if not isinstance(metadata, Mapping):
+        raise ValidationError(f"metadata must be a JSON object, got {type(metadata).__name__}", path="metadata")
+    check_json(dict(metadata), "metadata", error=ValidationError)
     return dict(metadata)

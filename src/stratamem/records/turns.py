@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal, TypeAlias
 
 from ..errors import InvalidTurnError
 from .blocks import Block, ImageBlock, TextBlock, ThinkingBlock, ToolResultBlock, ToolUseBlock, block_from_dict
-from .checks import _check_json, _now, _to_utc, check_text, format_timestamp, parse_timestamp
+from .checks import _now, _to_utc, check_json, check_text, format_timestamp, parse_timestamp
 
 __all__ = ["ROLES", "Role", "Session", "StoredTurn", "Turn"]
 
@@ -65,7 +65,7 @@ class Turn:
                     # Blocks built directly (providers, callers) skip block_from_dict's check.
                     if not isinstance(block.input, Mapping):
                         raise InvalidTurnError("tool_use input must be a JSON object", path=f"content[{i}].input")
-                    _check_json(dict(block.input), f"content[{i}].input")
+                    check_json(dict(block.input), f"content[{i}].input")
             self._check_roles_blocks()
         else:
             raise InvalidTurnError(
@@ -81,7 +81,7 @@ class Turn:
             check_text(self.model, "model")
         if not isinstance(self.metadata, Mapping):
             raise InvalidTurnError("metadata must be a JSON object", path="metadata")
-        _check_json(self.metadata, "metadata")
+        check_json(self.metadata, "metadata")
 
     def _check_roles_blocks(self) -> None:
         assert isinstance(self.content, tuple)

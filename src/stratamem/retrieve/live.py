@@ -69,6 +69,10 @@ class LiveIndex:
             )
         return self._indexer
 
+    def missing(self) -> list[int]:
+        """Ids of turns without their index rows (without vectors, with an embedder): what a crash left undone."""
+        return list(self.store.embeddings.turns.missing(self.namespace, vectors=self.embedder is not None))
+
     def reset(self) -> None:
         """Drop the open index (it may hold forgotten text); the next use reopens it from the store."""
         self.index = None
@@ -97,7 +101,7 @@ class LiveIndex:
             batch is not None
             and index is not None
             and (not len(index) or stored[0].id > index.turns[-1].id)
-            and self._in_step(len(index) + len(stored))
+            and self._in_step((len(index) + len(stored), stored[-1].id))
         ):
             try:
                 index.add_turns(
@@ -112,24 +116,37 @@ class LiveIndex:
                 self.index = None
                 self.report("recall.index_failed", exc, stored)
 
-    def _in_step(self, expected: int) -> bool:
+    def _in_step(self, expected: tuple[int, int]) -> bool:
+        """Whether the store holds exactly ``(count, largest id)`` turns: the open index plus this batch."""
         try:
-            return self.store.turn_count(self.namespace) == expected
+            return self._extent() == expected
         except StratamemError as exc:
             self.report("recall.index_failed", exc, [])
             return False
+
+    def _extent(self) -> tuple[int, int]:
+        """``(count, largest id)`` of the namespace's turns (a store without ``turn_extent``: its count only)."""
+        extent = getattr(self.store, "turn_extent", None)
+        if extent is None:
+            return self.store.turn_count(self.namespace), -1
+        count, top = extent(self.namespace)
+        return int(count), int(top)
 
     def current(self) -> HybridIndex:
         """The namespace's recall index: built from the store on first use, kept current.
 
         :meth:`feed` adds this process's turns; turns written by another
-        process or another ``Memory`` are picked up here (one ``COUNT`` per
-        call when nothing changed). New turns after everything indexed are
-        added; any other difference (turns deleted by retention, out-of-order
-        commits) rebuilds it.
+        process or another ``Memory`` are picked up here (one ``COUNT`` and
+        ``MAX(id)`` per call when nothing changed: the count alone would miss
+        one turn forgotten and one added elsewhere). New turns after
+        everything indexed are added; any other difference (turns deleted by
+        retention or forget, out-of-order commits) rebuilds it. A forget
+        elsewhere that keeps both (SQLite may give a new turn the id of a
+        forgotten newest one) is caught by the facade's data version
+        (:meth:`stratamem.memory.derived.Derived.stale`), which resets the index.
         """
         index = self.index
-        if index is not None and self.store.turn_count(self.namespace) != len(index):
+        if index is not None and self._extent() != (len(index), index.turns[-1].id if len(index) else 0):
             indexed = [st.id for st in index.turns]
             ids = self.store.turn_ids(self.namespace)
             new = ids[len(indexed) :] if ids[: len(indexed)] == indexed else None

@@ -21,6 +21,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from . import data_version
 from .forgetting import ForgetPlan
 from .sql import SQLITE, SqlFeature, Writer, chunks, upsert
 
@@ -101,6 +102,8 @@ class ForgetRows(SqlFeature):
             row = w.execute("SELECT value FROM store_meta WHERE key = ?", (journal,)).fetchone()
             pending = {**(json.loads(row[0]) if row else {}), **p.archive_pending}
             w.execute(upsert("store_meta", ("key",), ("value",)), (journal, json.dumps(pending, sort_keys=True)))
+        # Last, after every row this transaction locks: every open Memory drops what it derived.
+        data_version.bump(w, ns, destructive=True)
 
     def _delete_namespace(self, w: Writer, ns: str, key: Any) -> None:
         t = self._tenant

@@ -6,15 +6,23 @@ and the record's key (a provider message id, or a hash of its position and
 content; see :mod:`stratamem.ingest`). ``Memory.ingest`` reads and writes it
 inside the transaction that stores the turns, so a key exists exactly when its
 turn was committed.
+
+The same transaction marks the ingest's sessions as waiting for their derived
+data (segments, summaries: :meth:`IngestKeys.mark_pending`, a ``store_meta``
+row per namespace); the mark is cleared once that work is done. A process
+killed in between leaves the mark, and the next ingest or context repairs
+those sessions (:meth:`stratamem.memory.derived.Derived.repair`) even though
+every turn is already stored.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .ddl import run_tables
-from .sql import Sql, dialect_of
+from .sql import Sql, dialect_of, upsert
 
 __all__ = ["IngestKeys", "m008_ingest_keys"]
 
@@ -77,3 +85,39 @@ class IngestKeys:
         data = [(namespace, s, k, t) for s, k, t in rows]
         with self._sql.write() as w:
             w.executemany("INSERT INTO ingest_keys (namespace, session, key, turn_id) VALUES (?, ?, ?, ?)", data)
+
+    @staticmethod
+    def _pending_key(namespace: str) -> str:
+        return f"derived.pending.{namespace}"
+
+    def pending(self, namespace: str) -> list[str]:
+        """Sessions whose derived data an ingest committed but has not finished (sorted)."""
+        rows = self._sql.rows("SELECT value FROM store_meta WHERE key = ?", (self._pending_key(namespace),))
+        return sorted(json.loads(rows[0][0])) if rows else []
+
+    def mark_pending(self, namespace: str, sessions: Iterable[str]) -> None:
+        """Add ``sessions`` to the namespace's pending mark, in the caller's transaction or one of their own."""
+        names = set(sessions)
+        if not names:
+            return
+        with self._sql.write() as w:
+            key = self._pending_key(namespace)
+            row = w.execute("SELECT value FROM store_meta WHERE key = ?", (key,)).fetchone()
+            names |= set(json.loads(row[0])) if row else set()
+            w.execute(upsert("store_meta", ("key",), ("value",)), (key, json.dumps(sorted(names))))
+
+    def clear_pending(self, namespace: str, sessions: Iterable[str]) -> None:
+        """Remove ``sessions`` from the mark (the mark goes when none is left)."""
+        done = set(sessions)
+        if not done:
+            return
+        with self._sql.write() as w:
+            key = self._pending_key(namespace)
+            row = w.execute("SELECT value FROM store_meta WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return
+            left = sorted(set(json.loads(row[0])) - done)
+            if left:
+                w.execute("UPDATE store_meta SET value = ? WHERE key = ?", (json.dumps(left), key))
+            else:
+                w.execute("DELETE FROM store_meta WHERE key = ?", (key,))

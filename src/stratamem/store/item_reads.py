@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..records import MemoryItem, format_timestamp
+from ..records.checks import clip_json
 from .item_view import view_clause
 from .sql import SQLITE, SqlFeature, chunks
 from .vectors import read_vector, vector_select
@@ -64,7 +65,7 @@ class ItemReads(SqlFeature):
             superseded_by=int(row[16]) if row[16] is not None else None,
             promoted_at=stamp(row[17]),
             demoted_at=stamp(row[18]),
-            metadata=json.loads(row[19]) if row[19] else {},
+            metadata=clip_json(json.loads(row[19])) if row[19] else {},
             embedded=bool(row[20]),
             supersedes=supersedes,
             scope=row[21],

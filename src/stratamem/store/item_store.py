@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from . import data_version
 from .item_reads import ItemReads
 from .new_rows import NewItem
 from .sql import Writer, chunks
@@ -149,6 +150,7 @@ class ItemStore(ItemReads):
                     *values,
                 ),
             ).fetchone()
+            data_version.bump(w, namespace)
             return int(row[0])
 
     def update(self, namespace: str, ids: Sequence[int], **columns: Any) -> int:
@@ -180,6 +182,8 @@ class ItemStore(ItemReads):
                     f"UPDATE memory_items SET {sets} WHERE {self._tenant} = ? AND {clause}",
                     [*values.values(), key, *params],
                 ).rowcount
+            if changed:
+                data_version.bump(w, namespace)
         return changed
 
     def record_access(self, namespace: str, updates: Mapping[int, float], at: str) -> None:
@@ -213,6 +217,8 @@ class ItemStore(ItemReads):
                 deleted += w.execute(
                     f"DELETE FROM memory_items WHERE {self._tenant} = ? AND {clause}", (key, *params)
                 ).rowcount
+            if deleted:
+                data_version.bump(w, namespace, destructive=True)
         return deleted
 
     def add_metrics(self, namespace: str, deltas: Mapping[str, float]) -> None:

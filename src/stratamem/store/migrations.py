@@ -80,6 +80,10 @@ def apply(conn: sqlite3.Connection, migrations: Sequence[Migration]) -> list[str
         MigrationError: A migration failed (its transaction was rolled back) or
             the schema is newer than this version.
     """
+    # Read first: a store whose schema is current is opened without a write lock, so a
+    # read-only file (or a file in a read-only directory) can still be read.
+    if not pending(conn, migrations):
+        return []
     conn.execute("BEGIN IMMEDIATE")
     try:
         _ensure_table(conn)

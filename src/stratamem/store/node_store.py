@@ -33,6 +33,7 @@ from typing import Any
 
 from ..errors import NotFoundError
 from ..records import Summary
+from . import data_version
 from .ddl import create_table
 from .new_rows import NewNode
 from .node_reads import NodeReads
@@ -241,14 +242,23 @@ class NodeStore(NodeReads):
                 f"VALUES ({'?, ' if tenant else ''}?, ?, ?)",
                 [(*tenant, node.level, int(t), node_id) for t in node.turn_ids],
             )
+            data_version.bump(w, namespace)
         return node_id
 
     def _update(
-        self, namespace: str, statement: str, params: Sequence[Any], expect: int = 1, ids: Sequence[int] | None = None
+        self,
+        namespace: str,
+        statement: str,
+        params: Sequence[Any],
+        expect: int = 1,
+        ids: Sequence[int] | None = None,
+        *,
+        destructive: bool = False,
     ) -> None:
         """Run an UPDATE of the namespace's nodes; fewer rows than ``expect`` means an unknown id.
 
         With ``ids``, ``statement`` ends in ``WHERE`` and runs once per slice of ids.
+        A change bumps the namespace's data version (its epoch when ``destructive``).
         """
         with self._sql.write() as w:
             key = self._key(namespace)
@@ -263,6 +273,8 @@ class NodeStore(NodeReads):
                 )
             if count < expect:
                 raise NotFoundError(f"{expect - count} of the nodes are not in namespace {namespace!r}")
+            if count:
+                data_version.bump(w, namespace, destructive=destructive)
 
     def set_parent(self, namespace: str, child_ids: Iterable[int], parent_id: int) -> None:
         """Record that ``parent_id`` consolidates the children.
@@ -351,13 +363,13 @@ class NodeStore(NodeReads):
     def clear_archive(self, namespace: str, node_ids: Iterable[int]) -> None:
         """Forget archive references of the namespace's nodes (retention expired the content)."""
         ids = [int(i) for i in node_ids]
-        self._update(namespace, "UPDATE nodes SET archive_ref = NULL WHERE", (), expect=0, ids=ids)
+        self._update(namespace, "UPDATE nodes SET archive_ref = NULL WHERE", (), expect=0, ids=ids, destructive=True)
 
     def delete_turns(self, namespace: str, turn_ids: Sequence[int]) -> int:
         """Delete canonical turns of the namespace (retention only); returns how many were deleted."""
         with self._sql.write() as w:
             key = self._key(namespace)
-            return sum(
+            deleted = sum(
                 int(
                     w.execute(
                         f"DELETE FROM turns WHERE {self._ns} = ? AND {self._d.in_list('id', len(part))}", (key, *part)
@@ -365,6 +377,9 @@ class NodeStore(NodeReads):
                 )
                 for part in chunks([int(t) for t in turn_ids])
             )
+            if deleted:
+                data_version.bump(w, namespace, destructive=True)
+            return deleted
 
     def lock(self, namespace: str) -> None:
         """Serialize the namespace's pyramid writers until the current transaction ends.

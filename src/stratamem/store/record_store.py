@@ -27,6 +27,7 @@ from typing import Any, Self
 
 from ..errors import BackendError, ConfigError, NotFoundError, StratamemError
 from ..records import Session, StoredTurn, check_name
+from . import data_version
 from .base import NamespaceStats, TurnBatch
 from .features import SharedFeatures
 from .rows import turn_columns, turn_from_columns
@@ -50,6 +51,14 @@ def _insert_turns(tenant: str, count: int) -> str:
 @functools.lru_cache(maxsize=4)
 def _session_id(tenant: str) -> str:
     return f"SELECT id FROM sessions WHERE {tenant} = ? AND name = ?"
+
+
+def _call_ids(content: str) -> tuple[str, ...]:
+    """Tool call ids of a stored assistant turn's block content (none when the row is corrupt)."""
+    try:
+        return turn_from_columns("assistant", "", content, None, None, "2000-01-01T00:00:00Z", None).tool_use_ids
+    except (ValueError, RecursionError):  # a damaged row answers no call; reading it says what is wrong
+        return ()
 
 
 class RecordStore(SharedFeatures):
@@ -107,26 +116,27 @@ class RecordStore(SharedFeatures):
 
     @staticmethod
     def _stored(namespace: str, row: Sequence[Any]) -> StoredTurn:
-        return StoredTurn(
-            id=row[0],
-            namespace=namespace,
-            session=row[3],
-            seq=row[1],
-            tokens=row[2],
-            turn=turn_from_columns(*row[4:11]),
-        )
+        try:
+            turn = turn_from_columns(*row[4:11])
+        except (ValueError, RecursionError) as exc:  # InvalidTurnError included: a row no version writes
+            # A damaged page or a hand edit: say which turn, in one line (never a traceback).
+            raise BackendError(
+                f"stored turn {row[0]} of namespace {namespace!r} is unreadable (corrupt row): "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        return StoredTurn(id=row[0], namespace=namespace, session=row[3], seq=row[1], tokens=row[2], turn=turn)
 
     def _check_tokenizer(self, tokenizer: str) -> None:
         """Record ``tokenizer`` on first open; refuse another one later (stored counts are never mixed)."""
         read = "SELECT value FROM store_meta WHERE key = 'tokenizer'"
-        with self.sql.write() as w:
-            row = w.execute(read).fetchone()
-            if row is None:  # write only when missing: a read-only SQLite file must still open
+        rows = self.sql.rows(read)  # read first: a read-only store must still open
+        if not rows:
+            with self.sql.write() as w:
                 w.execute(
                     "INSERT INTO store_meta (key, value) VALUES ('tokenizer', ?) ON CONFLICT DO NOTHING", (tokenizer,)
                 )
-                row = w.execute(read).fetchone()  # a concurrent first open may have won
-        stored = row[0]
+                rows = w.execute(read).fetchall()  # a concurrent first open may have won
+        stored = rows[0][0]
         if stored != tokenizer:
             raise ConfigError(
                 f"{self!r} keeps token counts made with {stored!r}; open it with that tokenizer "
@@ -331,6 +341,7 @@ class RecordStore(SharedFeatures):
                 _insert_turns(d.tenant, len(part)), [v for row in part for v in row]
             ).fetchall():
                 ids[(int(session_id), int(seq))] = int(tid)
+        data_version.bump(w, namespace)  # last: after the session rows, locked in name order
         turns = [t for b in batches for t in b.turns]
         return [
             StoredTurn(ids[(sid[name], seq)], namespace, name, seq, tokens, turn)
@@ -417,6 +428,18 @@ class RecordStore(SharedFeatures):
             )
         ]
 
+    def data_version(self, namespace: str) -> data_version.DataVersion:
+        """Where ``namespace``'s data stands: compare with the last one seen (:mod:`stratamem.store.data_version`)."""
+        return data_version.read(self.sql, namespace)
+
+    def turn_extent(self, namespace: str) -> tuple[int, int]:
+        """``(number of turns, largest turn id)`` of the namespace (``(0, 0)`` when empty), in one query."""
+        row = self.sql.rows(
+            f"SELECT COUNT(*), COALESCE(MAX(t.id), 0) FROM turns t WHERE {self.sql.dialect.in_namespace('t')}",
+            (namespace,),
+        )[0]
+        return int(row[0]), int(row[1])
+
     def turn_count(self, namespace: str) -> int:
         """Number of turns in the namespace."""
         return int(
@@ -436,10 +459,7 @@ class RecordStore(SharedFeatures):
             f"WHERE {d.in_namespace('t')} AND s.name = ? AND t.role = 'assistant' AND t.content LIKE ? ESCAPE '\\'",
             (namespace, session, pattern),
         )
-        return any(
-            tool_use_id in turn_from_columns("assistant", "", c, None, None, "2000-01-01T00:00:00Z", None).tool_use_ids
-            for (c,) in rows
-        )
+        return any(tool_use_id in _call_ids(c) for (c,) in rows)
 
     def stats(self, namespace: str) -> NamespaceStats:
         """Counts and sizes for the namespace."""

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from ..records import Role, Turn, block_from_dict, parse_timestamp
+from ..records.checks import clip_json
 
 __all__ = ["turn_columns", "turn_from_columns"]
 
@@ -47,13 +48,32 @@ def turn_from_columns(
     ts: str | datetime,
     metadata: str | None,
 ) -> Turn:
-    """Inverse of :func:`turn_columns`."""
-    body: str | tuple[Any, ...] = text if content is None else tuple(block_from_dict(b) for b in json.loads(content))
+    """Inverse of :func:`turn_columns`.
+
+    A value nested deeper than :data:`~stratamem.records.checks.MAX_JSON_DEPTH`
+    (stored before that limit existed) is read back clipped
+    (:func:`~stratamem.records.checks.clip_json`), so reads never fail on it.
+
+    Raises:
+        ValueError: The row is corrupt (its JSON does not parse, or its fields are not a turn's).
+    """
+    body: str | tuple[Any, ...] = (
+        text if content is None else tuple(block_from_dict(_clip_input(b)) for b in json.loads(content))
+    )
     return Turn(
         role=role,
         content=body,
         timestamp=parse_timestamp(ts),
         name=name,
         model=model,
-        metadata=json.loads(metadata) if metadata else {},
+        metadata=clip_json(json.loads(metadata)) if metadata else {},
     )
+
+
+def _clip_input(block: Any) -> Any:
+    """A stored block dict with its tool input clipped to the depth limit (see :func:`turn_from_columns`)."""
+    if isinstance(block, dict) and block.get("type") == "tool_use" and isinstance(block.get("input"), dict):
+        clipped = clip_json(block["input"])
+        if clipped is not block["input"]:
+            return {**block, "input": clipped}
+    return block

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..errors import ValidationError
 from ..records import format_timestamp, parse_timestamp
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "Sql",
     "SqlFeature",
     "Writer",
+    "check_params",
     "chunks",
     "dialect_of",
     "run_ddl",
@@ -140,6 +142,37 @@ def chunks(values: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
         yield values[i : i + size]
 
 
+def check_params(params: Sequence[Any]) -> None:
+    """Refuse an integer parameter outside 64 bits before it reaches the database.
+
+    Every integer column of both stores is 64-bit. Beyond that range sqlite3
+    cannot bind the value at all (an ``OverflowError``, a crash in the caller)
+    while psycopg binds it as ``numeric`` (a comparison that silently finds
+    nothing): an id, sequence number or level that large is a caller's
+    mistake, and both backends now say so alike. Arrays (PostgreSQL's
+    ``= ANY(?)``) are checked element by element.
+
+    Raises:
+        ValidationError: The integer and its range.
+    """
+    for p in params:
+        if type(p) is int:
+            if not _INT_MIN <= p <= _INT_MAX:
+                _out_of_range(p)
+        elif type(p) is list:
+            for q in p:
+                if type(q) is int and not _INT_MIN <= q <= _INT_MAX:
+                    _out_of_range(q)
+
+
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+
+
+def _out_of_range(value: int) -> None:
+    shown = str(value) if abs(value) < 10**30 else f"of {value.bit_length()} bits"
+    raise ValidationError(f"integer {shown} is outside the 64-bit range (-2^63 to 2^63-1)")
+
+
 def upsert(table: str, keys: Sequence[str], columns: Sequence[str]) -> str:
     """``INSERT`` of one row that replaces ``columns`` of the row already holding its ``keys``.
 
@@ -193,7 +226,12 @@ class Writer:
         )
 
     def execute(self, statement: str, params: Sequence[Any] = ()) -> Any:
-        """Run one statement; returns the cursor (``fetchone``/``fetchall`` for ``RETURNING`` rows)."""
+        """Run one statement; returns the cursor (``fetchone``/``fetchall`` for ``RETURNING`` rows).
+
+        Raises:
+            ValidationError: An integer parameter is outside 64 bits (see :func:`check_params`).
+        """
+        check_params(params)
         return self._conn.execute(statement if self._spell is None else self._spell(statement), params)
 
     def executemany(self, statement: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -228,7 +266,12 @@ class Sql:
         self._write = write
 
     def rows(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        """All rows of one query."""
+        """All rows of one query.
+
+        Raises:
+            ValidationError: An integer parameter is outside 64 bits (see :func:`check_params`).
+        """
+        check_params(params)
         with self._read() as conn:
             return conn.execute(self.dialect.sql(statement), params).fetchall()
 

@@ -192,6 +192,25 @@ class TurnIndex:
             [None if r is None or r[4] is None else int(r[4]) for r in got],
         )
 
+    def missing(self, namespace: str, *, vectors: bool) -> list[int]:
+        """Ids of the namespace's turns without a row (or, with ``vectors``, without a stored vector), ascending.
+
+        What a crash between a commit and its indexing left behind (see
+        :meth:`stratamem.memory.derived.Derived.repair`); one anti-join.
+        """
+        key = self._sql.tenant_key(namespace)
+        if key is None:
+            return []
+        lacking = "r.turn_id IS NULL" + (" OR r.vector IS NULL" if vectors else "")
+        return [
+            int(r[0])
+            for r in self._sql.rows(
+                f"SELECT t.id FROM turns t LEFT JOIN recall_index r ON r.{self._ns} = t.{self._ns} "
+                f"AND r.turn_id = t.id WHERE t.{self._ns} = ? AND ({lacking}) ORDER BY t.id",
+                (key,),
+            )
+        ]
+
     def counts(self, namespace: str) -> tuple[int, int]:
         """``(rows, rows with a vector)`` of the namespace."""
         key = self._sql.tenant_key(namespace)

@@ -182,7 +182,7 @@ def check_derived(memory: Memory) -> DerivedCheck:
 def _check_segments(
     nodes: list, ids_of: dict[int, list[int]], by_seq: dict[tuple[str, int], int], tally: _Tally
 ) -> None:
-    """Per session: seq 1..n covered once, in order, each segment holding exactly its range's turns."""
+    """Per session: seq 1..n covered once, in order, each segment holding exactly the turns left in its range."""
     sessions: dict[str, list] = {}
     for node in nodes:
         sessions.setdefault(node.session, []).append(node)
@@ -193,7 +193,10 @@ def _check_segments(
             first, last = node.seq_range
             if first != expected:
                 tally.add("gap", f"session {session!r}: segment {node.id} starts at seq {first}, expected {expected}")
-            want = [by_seq.get((session, s)) for s in range(first, last + 1)]
+            # Forget keeps sequence numbers (a forgotten turn leaves a gap in its segment's
+            # range, a forgotten segment's span goes to a neighbour): compare with the turns
+            # that exist in the range.
+            want = [by_seq[(session, s)] for s in range(first, last + 1) if (session, s) in by_seq]
             if want != ids_of[node.id]:
                 tally.add(
                     "provenance",

@@ -9,17 +9,29 @@ library calls under the spaces lock. Errors become the one JSON error body
 from __future__ import annotations
 
 import io
+import json
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import PlainTextResponse, Response
 
 from ..errors import NotFoundError, ValidationError
 from ..items.metrics import to_prometheus
+from ..mcp_budget import MIN_BUDGET, hits_result
 from ..pyramid.metrics import PyramidMetrics, pyramid_prometheus
 from .convert import context_json, session_json, turn_json
 from .errors import Conflict
-from .models import AddItem, AddTurns, ContextRequest, ErrorBody, ItemType, RecallItems, StateChange, Supersede
+from .models import (
+    AddItem,
+    AddTurns,
+    ContextQuery,
+    ContextRequest,
+    ErrorBody,
+    ItemType,
+    RecallItems,
+    StateChange,
+    Supersede,
+)
 from .spaces import Spaces
 
 __all__ = ["build_router"]
@@ -35,6 +47,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (503, "Store or model failure"),
     )
 }
+
+
+NodeId = Annotated[str, Path(description="A node id, as 50 or as search shows it: node:50.")]
 
 
 def principal(request: Request) -> Any:
@@ -171,6 +186,7 @@ def build_router(spaces: Spaces) -> APIRouter:
                 provider=body.provider,
                 model=body.model,
                 project_dir=spaces.project_dir,
+                system_prompts=body.system_prompts,
             )
         )
         return context_json(ctx)
@@ -188,7 +204,7 @@ def build_router(spaces: Spaces) -> APIRouter:
         tags=["context"],
         summary="Assemble the context for the next model call (the POST route's fields as query parameters)",
     )
-    def context_get(request: Request, namespace: str, params: Annotated[ContextRequest, Query()]) -> dict[str, Any]:
+    def context_get(request: Request, namespace: str, params: Annotated[ContextQuery, Query()]) -> dict[str, Any]:
         return assemble(request, namespace, params)
 
     @r.get("/namespaces/{namespace}/manifests", tags=["context"], summary="Recorded manifests, newest first")
@@ -208,33 +224,27 @@ def build_router(spaces: Spaces) -> APIRouter:
     @r.get(
         "/namespaces/{namespace}/search",
         tags=["context"],
-        summary="Turns that match a query (hybrid recall), best first",
+        summary="Turns and summaries that match a query, best first (the shape of the MCP search_memory tool)",
     )
     def search(
         request: Request,
         namespace: str,
         q: str = Query(min_length=1, max_length=20_000),
-        budget: int = Query(2000, ge=1, le=1_000_000),
+        k: int = Query(10, ge=1, le=100, description="Most hits."),
+        session: str | None = Query(None, description="Only this session's turns and segment summaries."),
+        budget: int | None = Query(
+            None,
+            ge=MIN_BUDGET,
+            le=1_000_000,
+            description="Token budget of the result: fewer hits when they do not fit.",
+        ),
     ) -> dict[str, Any]:
         m = mem(request, namespace)
-
-        def run() -> dict[str, Any]:
-            # Until Memory.search lands, the recall policy is the public way to rank turns:
-            # its manifest lists each recalled turn with its score breakdown.
-            ctx = m.context(q, budget=budget, policy="recall", format="text")
-            hits = [i for i in ctx.manifest.items if i.kind == "turn"]
-            turns = {t.id: t for t in m.store.turns(namespace, ids=[i.turn_ids[0] for i in hits])}
-            return {
-                "query": q,
-                "notes": list(ctx.manifest.notes),
-                "hits": [
-                    {"score": dict(i.score), "turn": turn_json(turns[i.turn_ids[0]])}
-                    for i in hits
-                    if i.turn_ids and i.turn_ids[0] in turns
-                ],
-            }
-
-        return spaces.call(run)
+        # Memory.search reads only (no manifest recorded); hits_result is what MCP returns.
+        text = spaces.call(
+            lambda: hits_result(m.search(q, k=k, session=session), budget=budget, count=m.tokenizer.count)
+        )
+        return json.loads(text)
 
     # --- pyramid ---------------------------------------------------------------------------
 
@@ -259,7 +269,7 @@ def build_router(spaces: Spaces) -> APIRouter:
         tags=["pyramid"],
         summary="One node with its children and covered turn ids",
     )
-    def node(request: Request, namespace: str, node_id: int) -> dict[str, Any]:
+    def node(request: Request, namespace: str, node_id: NodeId) -> dict[str, Any]:
         m = mem(request, namespace)
 
         def run() -> dict[str, Any]:
@@ -277,7 +287,7 @@ def build_router(spaces: Spaces) -> APIRouter:
         tags=["pyramid"],
         summary="The full turns a node covers, from wherever its tier holds them",
     )
-    def expand(request: Request, namespace: str, node_id: int) -> dict[str, Any]:
+    def expand(request: Request, namespace: str, node_id: NodeId) -> dict[str, Any]:
         m = mem(request, namespace)
         exp = spaces.call(lambda: m.pyramid.expansion(node_id))
         return {

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 from ..errors import StratamemError
 from .api import build_router
 from .errors import error_body, status_for
+from .id_routes import build_id_router
 from .pages import build_pages, render_error
 from .security import Security, SecurityMiddleware
 from .spaces import Spaces
@@ -77,6 +78,7 @@ def create_app(
     api.state.spaces = spaces
     api.state.security = security
     api.include_router(build_router(spaces))
+    api.include_router(build_id_router(spaces))
     api.include_router(build_pages(spaces))
     static = resources.files("stratamem.web") / "static"
     api.mount("/static", StaticFiles(directory=str(static)), name="static")

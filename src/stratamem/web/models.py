@@ -9,16 +9,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from ..context.policies import PolicyName
 
 __all__ = [
     "AddItem",
     "AddTurns",
+    "ContextQuery",
     "ContextRequest",
     "ErrorBody",
     "ErrorDetail",
+    "Forget",
     "ItemType",
     "RecallItems",
     "StateChange",
@@ -64,7 +66,8 @@ class ContextRequest(_Body):
     """What to assemble a context for."""
 
     query: str | None = Field(default=None, max_length=20_000, description="What the next call is about.")
-    budget: int | None = Field(default=None, description="Token budget (default: config).")
+    # Strict: a JSON body says 2000, not "2000" or 2000.0 (those are refused, not coerced).
+    budget: int | None = Field(default=None, strict=True, description="Token budget (default: config).")
     session: str | None = Field(default=None, description="Current session (default: latest).")
     format: Literal["openai", "responses", "anthropic", "text"] = "openai"
     policy: PolicyName | None = None
@@ -77,6 +80,15 @@ class ContextRequest(_Body):
         default=None, description="Whose token counting the budget is in (default: the format's provider)."
     )
     model: str | None = Field(default=None, max_length=200, description="Target model (recorded in the manifest).")
+    system_prompts: Literal["session", "namespace"] = Field(
+        default="session", description="Whose system prompts go in: the session's own, or every session's."
+    )
+
+
+class ContextQuery(ContextRequest):
+    """:class:`ContextRequest` as query parameters, whose values arrive as text (``budget=2000``)."""
+
+    budget: int | None = Field(default=None, description="Token budget (default: config).")
 
 
 class AddItem(_Body):
@@ -86,7 +98,7 @@ class AddItem(_Body):
     type: ItemType = "fact"
     session: str | None = None
     key: str | None = Field(default=None, description="Subject key: replaces live items with the same key.")
-    supersedes: list[int] = Field(default_factory=list, description="Ids of older items this one replaces.")
+    supersedes: list[StrictInt] = Field(default_factory=list, description="Ids of older items this one replaces.")
     metadata: dict[str, Any] | None = None
     tier: Tier = "hot"
     scope: Literal["namespace", "session"] = Field(
@@ -98,8 +110,8 @@ class RecallItems(_Body):
     """A recall over warm and cold items (tracks access; may promote)."""
 
     query: str = Field(min_length=1, max_length=20_000)
-    limit: int = Field(default=3, ge=1, le=100)
-    auto_promote: bool | None = None
+    limit: int = Field(default=3, ge=1, le=100, strict=True)
+    auto_promote: bool | None = Field(default=None, strict=True)
     types: list[ItemType] | None = None
     include_superseded: bool = False
     session: str | None = Field(
@@ -111,7 +123,7 @@ class RecallItems(_Body):
 class Supersede(_Body):
     """The newer item that replaces this one."""
 
-    by: int = Field(description="Id of the newer item.")
+    by: int = Field(strict=True, description="Id of the newer item.")
 
 
 class StateChange(_Body):
@@ -124,3 +136,19 @@ class StateChange(_Body):
     status: str | None = None
     key: str | None = None
     value: str | None = None
+
+
+class Forget(_Body):
+    """What to forget, with everything derived from it: exactly one of `turns`, `session`, `all_namespace`."""
+
+    turns: list[int | str] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=10_000,
+        description="Ids as search and contexts show them: turn:N (or N), node:N (the turns a summary covers), "
+        "system:HASH (every copy of a system prompt).",
+    )
+    session: str | None = Field(default=None, description="Forget this whole session.")
+    all_namespace: bool = Field(default=False, description="Forget the whole namespace (needs confirm).")
+    confirm: str | None = Field(default=None, description="The namespace's name, required with all_namespace.")
+    vacuum: bool = Field(default=False, description="Rebuild the storage afterwards.")

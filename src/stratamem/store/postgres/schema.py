@@ -26,6 +26,7 @@ from psycopg import sql
 
 from ...errors import MigrationError
 from ..conversations import m004_conversations, m009_conversation_loop
+from ..data_version import m016_data_versions
 from ..embedding_cache import m002_embeddings
 from ..ingest_keys import m008_ingest_keys
 from ..manifests import m006_manifests
@@ -120,6 +121,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m013_item_scope", m013_item_scope),
     PgMigration("m014_summary_spend", m014_summary_spend),
     PgMigration("m015_int8_vectors", m015_int8_vectors),
+    PgMigration("m016_data_versions", m016_data_versions),
     PgMigration("m019_recall_events", m019_recall_events),
 ]
 

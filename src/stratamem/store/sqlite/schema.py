@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 
 from ..conversations import m004_conversations, m009_conversation_loop
+from ..data_version import m016_data_versions
 from ..embedding_cache import m002_embeddings
 from ..ingest_keys import m008_ingest_keys
 from ..manifests import m006_manifests
@@ -87,5 +88,6 @@ MIGRATIONS: list[Migration] = [
     Migration("m013_item_scope", m013_item_scope),
     Migration("m014_summary_spend", m014_summary_spend),
     Migration("m015_int8_vectors", m015_int8_vectors),
+    Migration("m016_data_versions", m016_data_versions),
     Migration("m019_recall_events", m019_recall_events),
 ]

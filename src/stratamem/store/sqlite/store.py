@@ -14,12 +14,14 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...errors import BackendError
-from .. import migrations
+from ...errors import BackendError, MigrationError
+from .. import data_version, migrations
+from ..data_version import DataVersion
 from ..record_store import RecordStore
 from ..sql import SQLITE, Sql
 from .forget import SQLiteForget
@@ -27,6 +29,11 @@ from .items import SQLiteItemStore
 from .schema import MIGRATIONS
 
 __all__ = ["SQLiteStore"]
+
+
+def _cannot_write(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` says the file (or the directory its ``-shm`` needs) cannot be written."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN)
 
 
 class SQLiteStore(RecordStore):
@@ -57,18 +64,21 @@ class SQLiteStore(RecordStore):
         self._depth = 0
         self._busy_timeout_ms = int(busy_timeout_ms)
         self._reopen = False
+        self.read_only = False
+        """Whether the store was opened read-only (the file or its directory is not writable)."""
+        self._commits = 0  # commits made on this store's connection (see data_version)
+        self._generation = 0  # connections opened so far: each has its own PRAGMA data_version
+        self._seen_mark: tuple[int, int, int] | None = None
+        self._seen_versions: dict[str, DataVersion] = {}
         try:
             if self.path != ":memory:":
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
-            )
-        except (sqlite3.Error, OSError) as exc:
+        except OSError as exc:
             raise BackendError(f"cannot open SQLite database {self.path}: {exc}") from exc
+        self._conn = self._connect()
         try:
             with self._errors():
-                self._configure()
-                migrations.apply(self._conn, MIGRATIONS)
+                self._migrate()
                 self._check_tokenizer(tokenizer)
         except BaseException:
             self._conn.close()
@@ -76,6 +86,91 @@ class SQLiteStore(RecordStore):
         self.tokenizer = tokenizer
 
     # --- plumbing ---------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        """A configured connection: read-write, or read-only when the file or its directory cannot be written.
+
+        A WAL database needs its ``-shm`` file; in a directory this process cannot
+        write, that file cannot be made, and even reads fail ("attempt to write a
+        readonly database"). Such a store is opened read-only instead, so it can
+        still be read (``status``, ``export``, ``context`` without a manifest);
+        every write raises :class:`~stratamem.errors.BackendError`, and the next
+        write after that tries read-write again (see :meth:`transaction`).
+
+        Raises:
+            BackendError: The file cannot be opened at all, or is not a database.
+        """
+        try:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000
+            )
+        except sqlite3.Error as exc:
+            raise BackendError(f"cannot open SQLite database {self.path}: {exc}") from exc
+        self._conn = conn
+        self._generation += 1
+        try:
+            with self._errors():
+                try:
+                    self._configure()
+                    self.read_only = False
+                    return conn
+                except sqlite3.OperationalError as exc:
+                    if self.path == ":memory:" or not _cannot_write(exc) or not os.path.exists(self.path):
+                        raise
+            conn.close()
+            self._conn = self._read_only_connection()
+            self.read_only = True
+            return self._conn
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _migrate(self) -> None:
+        """Apply pending migrations; a file that turns out not writable is opened read-only, as it is.
+
+        A read-only file written by an older version is read without migrating:
+        what it lacks (a newer table) is answered empty or refused in one line.
+        """
+        if self.read_only and migrations.pending(self._conn, MIGRATIONS):
+            return
+        try:
+            migrations.apply(self._conn, MIGRATIONS)
+        except (sqlite3.OperationalError, MigrationError) as exc:
+            cause = exc if isinstance(exc, sqlite3.Error) else exc.__cause__
+            if self.read_only or not isinstance(cause, sqlite3.Error) or not _cannot_write(cause):
+                raise
+            self._conn.close()
+            self._conn = self._read_only_connection()
+            self.read_only = True
+
+    def _read_only_connection(self) -> sqlite3.Connection:
+        """The file opened read-only: ``mode=ro``, else ``immutable=1`` when no ``-wal`` holds unmerged commits.
+
+        ``immutable`` skips locking and the WAL altogether, which is safe only
+        when nothing can write the file (its directory is not writable) and no
+        write-ahead log is pending; otherwise committed turns would be missed.
+        """
+        base = "file:" + urllib.parse.quote(os.path.abspath(self.path))
+        wal = self.path + "-wal"
+        modes = ["mode=ro"] + ([] if os.path.exists(wal) and os.path.getsize(wal) > 0 else ["immutable=1"])
+        last: sqlite3.Error | None = None
+        for mode in modes:
+            conn = sqlite3.connect(
+                f"{base}?{mode}",
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self._busy_timeout_ms / 1000,
+            )
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+                conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+                return conn
+            except sqlite3.Error as exc:
+                conn.close()
+                last = exc
+        assert last is not None
+        raise BackendError(f"SQLite error on {self.path}: {last} (opened read-only)") from last
 
     def _configure(self) -> None:
         self._conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
@@ -112,10 +207,7 @@ class SQLiteStore(RecordStore):
     def _reconnect(self) -> None:
         """Open a fresh connection: one opened while the file was read-only stays read-only."""
         self._conn.close()
-        self._conn = sqlite3.connect(
-            self.path, isolation_level=None, check_same_thread=False, timeout=self._busy_timeout_ms / 1000
-        )
-        self._configure()
+        self._conn = self._connect()
         self._reopen = False
 
     _BACKEND_ERRORS = (sqlite3.Error, OSError)
@@ -143,14 +235,7 @@ class SQLiteStore(RecordStore):
                 yield
             except BaseException:
                 self._depth -= 1
-                if self._depth == 0:
-                    # After disk-full or I/O errors SQLite may have rolled back already;
-                    # a second ROLLBACK would fail and hide the original error.
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
-                else:
-                    self._conn.execute(f"ROLLBACK TO sp{self._depth}")
-                    self._conn.execute(f"RELEASE sp{self._depth}")
+                self._undo(self._depth)
                 raise
             self._depth -= 1
             if self._depth == 0:
@@ -159,11 +244,56 @@ class SQLiteStore(RecordStore):
                 except sqlite3.Error:
                     # A failed COMMIT (disk full) can leave the transaction open; end it
                     # so the next write starts clean, then report the failure.
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
+                    self._undo(0)
                     raise
+                self._commits += 1
             else:
                 self._conn.execute(f"RELEASE sp{self._depth}")
+
+    def _undo(self, depth: int) -> None:
+        """Roll back to the savepoint of ``depth`` (0: the whole transaction) while an error propagates.
+
+        After disk-full or I/O errors SQLite may already have rolled the whole
+        transaction back: its savepoints are gone, and a ``ROLLBACK TO`` would
+        fail with "no such savepoint" and hide the error that matters. Cleanup
+        is skipped then, and a cleanup failure never replaces the original error.
+        """
+        if not self._conn.in_transaction:
+            return
+        try:
+            if depth == 0:
+                self._conn.execute("ROLLBACK")
+            else:
+                self._conn.execute(f"ROLLBACK TO sp{depth}")
+                self._conn.execute(f"RELEASE sp{depth}")
+        except sqlite3.Error:
+            pass  # the error being raised says what went wrong; this one would only mask it
+
+    def data_version(self, namespace: str) -> DataVersion:
+        """Where ``namespace``'s data stands (:mod:`stratamem.store.data_version`), usually without a query.
+
+        ``PRAGMA data_version`` changes when another connection commits, and
+        this store counts its own commits: while neither moved since the last
+        call, nothing in the file changed and the answer seen then still holds.
+        """
+        with self._lock, self._errors():
+            if self._depth:  # inside a transaction: its writes are not committed, never cache them
+                return self._read_version(namespace)
+            mark = (self._generation, self._conn.execute("PRAGMA data_version").fetchone()[0], self._commits)
+            if mark != self._seen_mark:
+                self._seen_mark, self._seen_versions = mark, {}
+            found = self._seen_versions.get(namespace)
+            if found is None:
+                found = self._seen_versions[namespace] = self._read_version(namespace)
+            return found
+
+    def _read_version(self, namespace: str) -> DataVersion:
+        try:
+            return data_version.read(self.sql, namespace)
+        except BackendError as exc:
+            if self.read_only and "no such table" in str(exc):
+                return DataVersion(0, 0)  # a read-only file of an older version: nothing can write it
+            raise
 
     @property
     def connection(self) -> sqlite3.Connection:
