@@ -76,9 +76,8 @@ class Memory:
             names; required for ``llm``).
         project_dir: A project directory whose instruction files (``STRATAMEM.md``,
             ``STRATAMEM.local.md``) and working state go into every context.
-        query_rewriter: Who plans each recall query (:mod:`stratamem.retrieve.rewrite`): default the
-            rules; a :class:`~stratamem.retrieve.rewrite.ModelRewriter` asks a chat model, falling
-            back to the rules on any failure (reported as a ``recall.rewrite_failed`` event).
+        query_rewriter: Who plans recall queries (:mod:`stratamem.retrieve.rewrite`); default the rules.
+            A ``ModelRewriter`` asks a chat model, falling back to the rules on any failure (an event).
 
     Raises:
         ValidationError: Invalid namespace name.
