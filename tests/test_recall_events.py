@@ -6,6 +6,7 @@ HashEmbedder stands in for MiniLM where only the plumbing is under test.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -221,3 +222,30 @@ def test_sentences_off_stores_none_and_turning_them_on_makes_them_on_open(tmp_pa
         assert index.sentences and len(index._sentence_vectors) == 4
         assert sum(len(c) for c in on.calls) == 4  # the sentences only
         assert sorted(mem.store.embeddings.passages.load("n", f"{on.name}/32/sentences")) == [ids[0], ids[3]]
+
+
+def test_a_read_only_file_written_before_event_dates_is_read_without_them(tmp_path: Path) -> None:
+    from test_store_faults import _drop_file_override, cli, conversation
+
+    db = tmp_path / "store" / "old.db"
+    assert cli(db, "ingest", str(conversation(tmp_path / "c.jsonl"))).returncode == 0
+    conn = sqlite3.connect(db)  # as the version before m019_recall_events left it
+    with conn:
+        conn.execute("ALTER TABLE recall_index DROP COLUMN events")
+        conn.execute("ALTER TABLE recall_index DROP COLUMN sentences")
+        conn.execute("DELETE FROM _stratamem_migrations WHERE name = 'm019_recall_events'")
+    conn.close()
+    for p in db.parent.iterdir():
+        p.chmod(0o444)
+    db.parent.chmod(0o555)
+    try:
+        out = cli(db, "context", "lake house", "--format", "text", preexec=_drop_file_override)
+        assert (out.returncode, out.stderr) == (0, "")  # no error, and no failed write of the days made here
+        assert "lake house" in out.stdout
+    finally:
+        db.parent.chmod(0o755)
+        db.chmod(0o644)
+    assert cli(db, "status").returncode == 0  # writable again: migrated on this open
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT COUNT(*) FROM recall_index WHERE events IS NULL").fetchone()[0] == 80
+    conn.close()

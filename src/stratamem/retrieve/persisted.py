@@ -298,7 +298,7 @@ class TurnIndexer:
 
         terms, blobs, events, counts = columns
 
-        store_ok = True
+        store_ok = not getattr(self.store, "read_only", False)  # a read-only store: made for this process only
         for lo in range(0, len(todo), BATCH):
             part = todo[lo : lo + BATCH]
             texts = [TurnCorpus.text(turns[i]) for i in part]

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import BackendError
 from .base_turn_index import IndexMeta, TurnIndexRow, TurnKey
 from .ddl import run_tables
 from .sql import Sql, chunks, upsert
@@ -134,17 +135,28 @@ class TurnIndex:
         key = self._sql.tenant_key(namespace)
         if key is None:
             return {}
-        select = f"SELECT turn_id, terms, vector, events, sentences FROM recall_index WHERE {self._ns} = ?"
         if turn_ids is None:
-            rows = self._sql.rows(select, (key,))
+            rows = self._index_rows("", (key,))
         else:
             rows = []
             for part in chunks([int(i) for i in turn_ids]):
-                rows += self._sql.rows(f"{select} AND {self._sql.dialect.in_list('turn_id', len(part))}", [key, *part])
+                rows += self._index_rows(f" AND {self._sql.dialect.in_list('turn_id', len(part))}", [key, *part])
         return {
             int(r[0]): TurnIndexRow(int(r[0]), r[1], _blob(r[2]), r[3], None if r[4] is None else int(r[4]))
             for r in rows
         }
+
+    def _index_rows(self, where: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
+        """Rows ``(turn_id, terms, vector, events, sentences)`` of the namespace, ``where`` narrowing them."""
+        select = "SELECT turn_id, terms, vector, {} FROM recall_index WHERE " + f"{self._ns} = ?{where}"
+        try:
+            return self._sql.rows(select.format("events, sentences"), params)
+        except BackendError as exc:
+            if "no such column" not in str(exc):
+                raise
+            # A read-only SQLite file of a version before m019_recall_events is read without
+            # migrating: its rows have no event dates or sentence counts yet (NULL: not made).
+            return self._sql.rows(select.format("NULL, NULL"), params)
 
     def _key_rows(self, namespace: str, key: object) -> list[tuple[object, ...]]:
         # The namespace name rides along as a parameter, so each row is a TurnKey as read (TurnKey._make).
@@ -177,12 +189,7 @@ class TurnIndex:
         # Two range scans, joined here: joined in SQL, SQLite's planner sorts the rows (vectors
         # included) in a temporary B-tree, which took twice as long at 100k turns.
         keys = self._key_rows(namespace, key)
-        rows = {
-            r[0]: r
-            for r in self._sql.rows(
-                f"SELECT turn_id, terms, vector, events, sentences FROM recall_index WHERE {self._ns} = ?", (key,)
-            )
-        }
+        rows = {r[0]: r for r in self._index_rows("", (key,))}
         got = [rows.get(k[0]) for k in keys]
         return (
             list(map(TurnKey._make, keys)),
