@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,25 @@ if TYPE_CHECKING:
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 LOCOMO = SHARED / "data" / "locomo" / "locomo10.json"
+
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+# 2025-01-01T00:00:00Z: long before any run.
+_FINISHED = 1_735_689_600
+
+
+@pytest.fixture(scope="session", autouse=True)
+def finished_fixture_logs() -> None:
+    """Date the committed conversation files in the past: they are finished logs.
+
+    Importers hold back a reply at the end of a log that changed in the last
+    minute (it may still be streaming); a fresh checkout would make every
+    fixture look live, and a test's outcome would depend on when it ran. Tests
+    of live logs copy a fixture to tmp_path (a fresh file) on purpose.
+    """
+    for path in FIXTURES.rglob("*"):
+        if path.is_file():
+            os.utime(path, (_FINISHED, _FINISHED))
 
 
 @pytest.fixture

@@ -202,16 +202,22 @@ def test_topics_policy_shows_the_current_topic_then_topic_and_bulk_summaries(tmp
     # Earlier topics, newest first; they fit, so each is expanded to its turns.
     expanded = [i for i in items if i.reason == "expanded"]
     assert [i.turn_ids[0] for i in expanded] == [mem.turns("s")[k].id for k in (24, 18, 12, 6, 0)]
-    # Escalation step 1: the long last message is shown cut, with a marker; the stored turn is whole.
-    assert ctx.text.endswith("about subject 5, point 4 xxxxxxxxxxxxxxx [truncated: 45 of 85 characters not shown]")
-    assert mem.turns("s")[-1].text.endswith("x" * 60)
+    # The current topic is far under its half of the budget: its long last message is shown whole.
+    assert ctx.text.endswith("about subject 5, point 4 " + "x" * 60)
     assert ctx.tokens <= 2000
-    # A tighter budget: the newest topic still expands; the next one is hot and not
-    # summarized yet, so it is shown expanded or not at all (never as a placeholder).
+    # A tighter budget: the newest topic still expands; the next ones are hot and not
+    # summarized yet: shown expanded, as an excerpt or a summary made on demand, or (where
+    # not even a summary line fits) left out over budget; never as a placeholder.
     small = mem.context("anything", budget=300, session="s", policy="topics", format="text")
     assert [(i.turn_ids[0], i.reason) for i in small.manifest.items if i.kind == "segment"] == [
-        (mem.turns("s")[24].id, "expanded")
+        (mem.turns("s")[24].id, "expanded"),
+        (mem.turns("s")[18].id, "summary_on_demand"),
     ]
-    assert "not_summarized_and_too_big" in {m.reason for m in small.manifest.near_misses}
+    assert {m.reason for m in small.manifest.near_misses} == {"over_budget"}
     assert "(not summarized yet)" not in small.text
+    # Escalation step 1: with 120 tokens the current topic (81 stored tokens) exceeds its half of the budget, so the
+    # long last message is shown cut, with a marker; the stored turn is whole.
+    tiny = mem.context("anything", budget=120, session="s", policy="topics", format="text")
+    assert tiny.text.endswith("about subject 5, point 4 xxxxxxxxxxxxxxx [truncated: 45 of 85 characters not shown]")
+    assert mem.turns("s")[-1].text.endswith("x" * 60)
     assert small.tokens <= 300

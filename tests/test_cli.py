@@ -91,7 +91,7 @@ def test_errors_are_one_line_and_exit_non_zero(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert proc.stderr.strip() == (
-        "Error: DecodeError: line 1: role: unknown role 'wizard' "
+        "Error: DecodeError: bad.jsonl:1: role: unknown role 'wizard' "
         "(expected one of ['system', 'user', 'assistant', 'tool'])"
     )
 

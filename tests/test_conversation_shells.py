@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -34,7 +35,9 @@ def make_conversation(db: Path) -> dict[str, Any]:
     cfg = Config.from_dict({"pyramid": {"enabled": False}})
     with FakeLLMServer(reply=checkpoint_reply) as server, Memory(db, namespace="agent", config=cfg) as mem:
         model = OpenAIChat("summ", base_url=server.openai_base_url, max_retries=0)
-        c = Compactor(model, provider="anthropic", memory=mem, session="s", config=SMALL)
+        # A fixed recent window, so the second (failing) compaction still has old turns to summarize.
+        fixed = dataclasses.replace(SMALL, keep_recent_turns=0)
+        c = Compactor(model, provider="anthropic", memory=mem, session="s", config=fixed)
         msgs = anthropic_conversation(8)
         c.prepare_messages(msgs)
         c.observe_usage(msgs, 5_000, output_tokens=120)

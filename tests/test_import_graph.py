@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "stratamem.records": 0,
     "stratamem.text": 0,
     "stratamem.config": 0,
+    "stratamem.envvars": 0,
     "stratamem.tokens": 0,
     "stratamem.providers": 0,
     "stratamem.events": 0,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,8 @@ def _roles(s: IngestSession) -> list[str]:
 
 def test_claude_code_keeps_messages_joins_reply_blocks_and_counts_what_it_skips() -> None:
     side, main = read_file(INGEST / "claude_code.jsonl")
-    assert (main.session, side.session) == (CC_SESSION, f"{CC_SESSION}.sidechain")
+    # A Claude Code 1.0 sub-agent run inside the parent's file: its own session, named after its first record.
+    assert (main.session, side.session) == (CC_SESSION, f"{CC_SESSION}.sidechain-s-1")
     assert main.platform == "claude-code"
     assert _roles(main) == ["user", "assistant", "tool", "assistant", "user"]
     reply = main.turns[1]
@@ -48,10 +50,11 @@ def test_claude_code_keeps_messages_joins_reply_blocks_and_counts_what_it_skips(
         "id:claude-code:msg_01B",
         "id:claude-code:u-8",
     )
-    assert side.skipped == {"summary": 1, "meta": 1, "file-history-snapshot": 1, "system": 1}
+    assert side.skipped == {"summary": 1, "meta": 1, "file-history-snapshot": 1, "system:local_command": 1}
     assert main.skipped == {}
     assert _roles(side) == ["user", "assistant", "tool"]
     assert all(t.metadata.get("sidechain") is True for t in side.turns)
+    assert {t.metadata["parent_session"] for t in side.turns} == {CC_SESSION}
 
 
 def test_codex_wrapped_rollout_keeps_instructions_calls_and_outputs() -> None:
@@ -59,7 +62,7 @@ def test_codex_wrapped_rollout_keeps_instructions_calls_and_outputs() -> None:
     assert s.session == "0199a1b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b" and s.platform == "codex"
     assert _roles(s) == ["system", "user", "assistant", "tool", "assistant"]
     assert s.turns[0].text == "Always run the linter before committing."
-    call = s.turns[2].blocks[0]
+    call = s.turns[2].blocks[1]
     assert isinstance(call, ToolUseBlock)
     assert (call.id, call.name, dict(call.input)) == (
         "call_A1",
@@ -69,7 +72,10 @@ def test_codex_wrapped_rollout_keeps_instructions_calls_and_outputs() -> None:
     # Codex wraps shell output as JSON text; the output itself is what is kept.
     assert s.turns[3].text == "KeyError: 'DATABASE_URL'\n"
     assert s.turns[4].model == "gpt-5-codex"
-    assert s.skipped == {"environment_context": 1, "event_msg": 2, "turn_context": 1, "reasoning": 1}
+    # The reasoning summary is the head of the reply it led to.
+    assert [b.type for b in s.turns[2].blocks] == ["thinking", "tool_use"]
+    assert s.turns[2].blocks[0] == ThinkingBlock("**Checking logs**")
+    assert s.skipped == {"environment_context": 1, "event_msg": 2, "turn_context": 1}
     assert s.turns[1].timestamp.isoformat() == "2025-10-29T00:59:40+00:00"
 
 
@@ -84,7 +90,10 @@ def test_codex_flat_rollout_reads_bare_items_dated_by_the_session() -> None:
 
 
 def test_chatgpt_export_follows_the_current_branch_and_pairs_tool_calls() -> None:
-    first, second = read_file(INGEST / "chatgpt_conversations.json")
+    edited, first, second = read_file(INGEST / "chatgpt_conversations.json")
+    # The first draft of the answer (a1), abandoned by a regeneration, is a branch of its own.
+    assert (edited.session, [t.text for t in edited.turns]) == (f"{first.session}.branch-a1", [edited.turns[0].text])
+    assert edited.turns[0].metadata["branch_of"] == first.session
     assert first.session == "66a1b2c3-d4e5-4f60-8a9b-0c1d2e3f4a5b"
     assert first.labels == {"title": "Croissant flour"}
     assert _roles(first) == ["system", "user", "assistant", "assistant", "tool", "assistant"]
@@ -98,7 +107,7 @@ def test_chatgpt_export_follows_the_current_branch_and_pairs_tool_calls() -> Non
     assert first.turns[4].name == "python"
     assert first.turns[1].timestamp.isoformat() == "2024-04-24T23:06:50.500000+00:00"
     assert first.turns[2].model == "gpt-4o"
-    assert first.skipped == {"hidden": 1, "other branch": 2}
+    assert first.skipped == {"hidden": 1}
     assert first.keys[1] == "id:chatgpt:u1"
     assert second.session == "77b2c3d4-e5f6-4a70-9b8c-1d2e3f4a5b6c" and second.turns[0].text == "Hello there"
 
@@ -149,17 +158,29 @@ def _write_lines(path: Path, records: list[dict]) -> Path:
     return path
 
 
-def test_a_bad_claude_code_block_is_named_by_line_and_json_path(tmp_path: Path) -> None:
+def test_a_bad_claude_code_block_is_named_by_file_line_and_json_path(tmp_path: Path) -> None:
     lines = (INGEST / "claude_code.jsonl").read_text().splitlines()
     rec = json.loads(lines[8])
-    rec["message"]["content"].append({"type": "bogus"})
+    rec["message"]["content"].append(["not", "a", "block"])
     lines[8] = json.dumps(rec)
     bad = tmp_path / "s.jsonl"
     bad.write_text("\n".join(lines) + "\n")
     with pytest.raises(DecodeError) as info:
         read_file(bad)
-    assert str(info.value) == "line 9: message.content[1]: unsupported content block type 'bogus'"
-    assert info.value.line == 9
+    assert str(info.value) == "s.jsonl:9: message.content[1]: a content block must be an object"
+    assert (info.value.source, info.value.line) == ("s.jsonl", 9)
+
+
+def test_an_unknown_claude_code_block_is_counted_not_a_refused_file(tmp_path: Path) -> None:
+    lines = (INGEST / "claude_code.jsonl").read_text().splitlines()
+    rec = json.loads(lines[8])
+    rec["message"]["content"].append({"type": "bogus"})
+    lines[8] = json.dumps(rec)
+    path = tmp_path / "s.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    side, main = read_file(path, settle=0)
+    assert side.skipped["block:bogus"] == 1
+    assert [t.text for t in main.turns] == [t.text for t in read_file(INGEST / "claude_code.jsonl")[1].turns]
 
 
 def test_a_claude_code_record_without_a_message_is_refused(tmp_path: Path) -> None:
@@ -176,20 +197,32 @@ def test_a_claude_code_record_without_a_message_is_refused(tmp_path: Path) -> No
             {"type": "assistant", "sessionId": "abc", "uuid": "u2", "timestamp": "2025-01-01T00:00:01Z", "message": 7},
         ],
     )
-    with pytest.raises(DecodeError, match=r"^line 2: message: a assistant record needs a 'message' object$"):
+    with pytest.raises(DecodeError, match=r"^s\.jsonl:2: message: a assistant record needs a 'message' object$"):
         read_file(bad)
 
 
-def test_a_bad_codex_item_is_named_by_line_and_path(tmp_path: Path) -> None:
+def test_a_bad_codex_item_is_named_by_file_line_and_path(tmp_path: Path) -> None:
     lines = (INGEST / "codex.jsonl").read_text().splitlines()
     rec = json.loads(lines[2])
-    rec["payload"]["content"][0]["type"] = "video"
+    rec["payload"]["content"][0] = "not a part"
     lines[2] = json.dumps(rec)
     bad = tmp_path / "rollout.jsonl"
     bad.write_text("\n".join(lines) + "\n")
     with pytest.raises(DecodeError) as info:
         read_file(bad)
-    assert str(info.value) == "line 3: payload.content[0]: unsupported content part type 'video'"
+    assert str(info.value) == "rollout.jsonl:3: payload.content[0]: a content part must be an object"
+
+
+def test_an_unknown_codex_part_is_counted_not_a_refused_file(tmp_path: Path) -> None:
+    lines = (INGEST / "codex.jsonl").read_text().splitlines()
+    rec = json.loads(lines[2])
+    rec["payload"]["content"].append({"type": "video", "url": "x"})
+    lines[2] = json.dumps(rec)
+    path = tmp_path / "rollout.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    [s] = read_file(path, settle=0)
+    assert s.skipped["part:video"] == 1
+    assert s.turns[1].text == "Why does /health return 500?"
 
 
 def test_a_bad_chatgpt_message_is_named_by_file_and_json_path(tmp_path: Path) -> None:
@@ -200,7 +233,7 @@ def test_a_bad_chatgpt_message_is_named_by_file_and_json_path(tmp_path: Path) ->
     with pytest.raises(DecodeError) as info:
         read_file(bad)
     assert str(info.value) == (
-        "conversations.json: [0].mapping[\"u1\"].message.author.role: unknown author role 'wizard'"
+        "conversations.json:1: [0].mapping[\"u1\"].message.author.role: unknown author role 'wizard'"
     )
 
 
@@ -213,7 +246,7 @@ def test_a_bad_responses_item_in_json_lines_names_its_line(tmp_path: Path) -> No
             {"type": "function_call_output", "call_id": 5, "output": "x"},
         ],
     )
-    with pytest.raises(DecodeError, match=r"^line 3: call_id: expected a string, got int$"):
+    with pytest.raises(DecodeError, match=r"^items\.jsonl:3: call_id: expected a string, got int$"):
         read_file(bad)
 
 
@@ -250,14 +283,24 @@ def test_the_generated_claude_code_log_reads_exactly(tmp_path: Path) -> None:
     path = tmp_path / "session.jsonl"
     lines = write_log(path)
     assert lines == len(path.read_text().splitlines()) == 3244
-    side, main = read_file(path)
+    # A finished log (settle=0): every reply is complete. Each Task ran its own sub-agent (Claude Code
+    # 1.0 wrote them into the parent's file): one session per run, the parent's main thread last.
+    *sides, main = read_file(path, settle=0)
+    assert len(sides) == 40 and all(s.session.startswith(f"{main.session}.sidechain-") for s in sides)
+    side = IngestSession(None, [t for s in sides for t in s.turns], skipped=sides[0].skipped)
     assert main.session == "3f6d2c1a-8b9e-4f70-a1b2-c3d4e5f60718"
     # Per episode: ask, 2 x (read call + result), 1 x (command + result), answer = 8 turns;
-    # every fifth episode adds the Task call and its result; one compaction summary.
-    assert Counter(_roles(main)) == {"user": 201, "assistant": 200 * 4 + 40, "tool": 200 * 3 + 40}
+    # every fifth episode adds the Task call and its result; one compaction summary (the model's words).
+    assert Counter(_roles(main)) == {"user": 200, "assistant": 200 * 4 + 40 + 1, "tool": 200 * 3 + 40}
     assert len(main.turns) == 200 * 8 + 40 * 2 + 1
     assert Counter(_roles(side)) == {"user": 40, "assistant": 80, "tool": 40}
-    assert side.skipped == {"file-history-snapshot": 400, "system": 201, "meta": 1, "summary": 1}
+    assert side.skipped == {
+        "file-history-snapshot": 400,
+        "system:compact_boundary": 1,
+        "system:local_command": 200,
+        "meta": 1,
+        "summary": 1,
+    }
     assert len(set(main.keys)) == len(main.keys)
     compacted = [t for t in main.turns if t.metadata.get("compact_summary")]
     assert len(compacted) == 1 and compacted[0].text.startswith("This session is being continued")
@@ -266,10 +309,10 @@ def test_the_generated_claude_code_log_reads_exactly(tmp_path: Path) -> None:
 def test_the_generated_log_ingests_once_and_answers_a_question(tmp_path: Path) -> None:
     path = tmp_path / "session.jsonl"
     write_log(path, episodes=30)
-    sessions = read_file(path)
+    sessions = read_file(path, settle=0)
     with Memory(tmp_path / "m.db", namespace="dev") as mem:
         first = mem.ingest(sessions)
-        again = mem.ingest(read_file(path))
+        again = mem.ingest(read_file(path, settle=0))
         assert (first.total_stored, first.total_skipped) == (30 * 8 + 6 * 2 + 1 + 6 * 4, 0)
         assert (again.total_stored, again.total_skipped) == (0, first.total_stored)
         ctx = mem.context("why did we move the session store to Redis?", budget=1200, format="text")
@@ -329,9 +372,11 @@ def test_codex_user_instructions_and_developer_messages_are_system_turns(tmp_pat
         ],
     )
     [s] = read_file(path)
-    assert (s.session, _roles(s)) == ("s1", ["system", "system", "user"])
+    # The compaction's summary is kept, marked: the model wrote it, the user did not say it.
+    assert (s.session, _roles(s)) == ("s1", ["system", "system", "user", "assistant"])
     assert s.turns[1].text == "<user_instructions>\nUse tabs.\n</user_instructions>"
-    assert s.skipped == {"compacted": 1}
+    assert (s.turns[3].text, s.turns[3].metadata) == ("summary", {"compact_summary": True})
+    assert s.skipped == {}
 
 
 @st.composite
@@ -367,6 +412,17 @@ def test_chatgpt_keeps_exactly_the_path_from_the_root_to_the_current_node(tree: 
     while node is not None:
         path.append(node)
         node = mapping[node]["parent"]
-    [s] = read_chatgpt([{"id": "c1", "mapping": mapping, "current_node": current}], None)
+    *branches, s = read_chatgpt([{"id": "c1", "mapping": mapping, "current_node": current}], None)
+    assert s.session == "c1"
     assert [t.text for t in s.turns] == [f"text {n[1:]}" for n in reversed(path)]
-    assert dict(s.skipped).get("other branch", 0) == len(mapping) - len(path)
+    # Every other message is kept exactly once, in a branch session of the conversation, never in it.
+    kept = [t.metadata["message_id"] for b in branches for t in b.turns]
+    assert sorted(kept) == sorted(set(mapping) - set(path))
+    assert all(b.session.startswith("c1.branch-") and b.family == "c1" for b in branches)
+    for b in branches:
+        # A branch is a path: each message's parent is the one before it (the first's is where it forked).
+        ids = [t.metadata["message_id"] for t in b.turns]
+        assert all(mapping[c]["parent"] == p for p, c in pairwise(ids))
+        assert b.turns[0].metadata.get("forked_at") == (
+            f"id:chatgpt:{mapping[ids[0]]['parent']}" if mapping[ids[0]]["parent"] else None
+        )

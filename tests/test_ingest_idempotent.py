@@ -47,7 +47,7 @@ def _keys(m: Memory) -> int:
 def test_ingesting_a_file_twice_stores_it_once(mem: Memory) -> None:
     first = mem.ingest(read_file(INGEST / "claude_code.jsonl"))
     assert first.stored == {
-        "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10.sidechain": 3,
+        "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10.sidechain-s-1": 3,
         "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10": 5,
     }
     again = mem.ingest(read_file(INGEST / "claude_code.jsonl"))
@@ -148,9 +148,10 @@ def test_cli_ingest_twice_reports_stored_then_skipped(tmp_path: Path) -> None:
     assert code == 0
     assert out.splitlines() == [
         "ingested 8 turns in 2 session(s) into 1 namespace(s): default; 0 already stored (skipped)",
-        "  default: session(s) 5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10.sidechain, "
-        "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10: 8 stored, 0 skipped",
-        "  records that are not messages, skipped: file-history-snapshot 1, meta 1, summary 1, system 1",
+        # The conversation before its sub-agent run.
+        "  default: session(s) 5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10, "
+        "5f0c2a9e-1b7d-4c1e-9a53-2d8e6f4b7a10.sidechain-s-1: 8 stored",
+        "  records that are not messages, skipped: file-history-snapshot 1, meta 1, summary 1, system:local_command 1",
     ]
     code, out = _run(db, "ingest", str(INGEST / "claude_code.jsonl"))
     assert out.splitlines()[0] == (

@@ -140,7 +140,9 @@ def _search(store: Any, embedder: Any, queries: np.ndarray) -> tuple[list[list[i
 
 
 # What search returns for each query, as indexes into FACTS (the same over float32 and int8 vectors).
-FOUND = [[0], [], [2], [3], [4], [], [], []]
+# With the calibrated score (items.recall.match_score), "pets" finds the dogs by meaning alone, and
+# "new business after losing a job" (cosine 0.36, one word of four) stays under recall_min_score.
+FOUND = [[0], [], [2], [], [4], [], [6], []]
 
 
 def test_a_store_written_before_m015_reads_the_same_vectors_and_ranks_the_same(

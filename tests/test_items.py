@@ -21,6 +21,7 @@ from stratamem.cli import main as cli
 from stratamem.errors import ModelError
 from stratamem.items.api import Items
 from stratamem.items.metrics import to_prometheus
+from stratamem.items.recall import match_score
 from stratamem.store import SQLiteStore
 from stratamem.store import migrations as mig
 from stratamem.store.sqlite.schema import MIGRATIONS
@@ -257,7 +258,8 @@ def test_hybrid_recall_uses_vectors_and_words() -> None:
     vecs = emb.embed_batch(["budget approved fifty thousand dollars", "approved budget"])
     assert r.lexical[a.id] == 1.0
     assert r.semantic[a.id] == pytest.approx(float(vecs[0] @ vecs[1]), abs=1e-5)
-    assert r.scores[a.id] == pytest.approx(0.6 * r.semantic[a.id] + 0.4, abs=1e-5)
+    # Every word of the query is in the item: the score is 1 with or without vectors (match_score).
+    assert r.scores[a.id] == pytest.approx(match_score(1.0, r.semantic[a.id])) == 1.0
     mem.close()
 
 
@@ -273,7 +275,9 @@ def test_recall_from_cold_with_the_real_local_model_finds_a_paraphrase(tmp_path:
     assert r.mode == "hybrid"
     # The other two facts score under recall_min_score; the budget alone comes back, by its vector.
     assert [i.id for i in r.items] == [budget.id] and r.lexical[budget.id] == 0.0
-    assert r.scores[budget.id] == pytest.approx(0.6 * r.semantic[budget.id]) and r.semantic[budget.id] >= 0.5
+    assert (
+        r.scores[budget.id] == pytest.approx(match_score(0.0, r.semantic[budget.id])) and r.semantic[budget.id] >= 0.5
+    )
     lexical_only = Items(mem.store, "t", tokenizer=mem.tokenizer)
     assert lexical_only.recall("How much money do we have to spend on the project?").items == ()
     mem.close()

@@ -47,8 +47,12 @@ def test_a_failing_embedder_after_the_index_loaded_loses_no_turn(tmp_path: Path)
     emb.fail = True
     stored = mem.add([{"role": "user", "content": "second turn"}], session="s")
     assert [t.seq for t in stored] == [2]
-    # The turn and its terms are stored; only its vector is missing, and that is reported.
-    assert [w.split(":")[0] for w in mem.status().warnings] == ["recall.embed_failed"]
+    # The turn and its terms are stored; only its vector is missing, and that is reported
+    # twice: as work left for the next read (status counts turns without a vector) and as the failure.
+    assert [w.split(":")[0] for w in mem.status().warnings] == [
+        "1 turns without index (made at the next context, search or ingest)",
+        "recall.embed_failed",
+    ]
     assert [e.kind for e in mem.events.recent("recall.embed_failed")] == ["recall.embed_failed"]
     assert mem.store.embeddings.turns.counts("n") == (2, 1)
     assert mem.status().embedded_turns == 1

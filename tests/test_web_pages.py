@@ -83,13 +83,18 @@ def test_overview_shows_counts_tiers_and_storage(page: Page) -> None:
 
 
 def test_context_inspector_runs_a_query_and_explains_it(page: Page, server: Server) -> None:
+    query = "What did we decide about the database and the retry policy?"
+    recorded = len(api(server, "GET", "/manifests", params={"limit": 1000})["manifests"])
     page.goto("/ns/default/context")
-    page.fill("input[name=q]", "What did we decide about the database and the retry policy?")
+    page.fill("input[name=q]", query)
     page.fill("input[name=budget]", "1500")
     page.select_option("select[name=policy]", "hybrid")
     page.click("button:has-text('Assemble')")
     expect(page).to_have_url(re.compile(r"/ns/default/context\?q=What"))
     expect(page.locator("#manifest h2")).to_contain_text("of 1,500 tokens")
+    # The inspector is a GET: it records nothing. The same request through the API records its manifest.
+    assert len(api(server, "GET", "/manifests", params={"limit": 1000})["manifests"]) == recorded
+    api(server, "POST", "/context", json={"query": query, "budget": 1500, "policy": "hybrid", "format": "text"})
     sections = page.locator("section.section").evaluate_all("els => els.map(e => e.dataset.section)")
     assert "window" in sections and "recalled" in sections
     widths = page.locator(".budget .seg").evaluate_all("els => els.map(e => e.getBoundingClientRect().width)")
@@ -107,6 +112,7 @@ def test_context_inspector_runs_a_query_and_explains_it(page: Page, server: Serv
     )
     assert sum(section_tokens) + parts.get("framing", 0) == latest["total_tokens"]
     shot(page, "context", full=False)
+    page.reload()
     page.click(f"#past a[href='/ns/default/manifests/{latest['id']}']")
     expect(page.locator("h1")).to_contain_text(f"Manifest #{latest['id']}")
 

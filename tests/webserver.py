@@ -15,6 +15,7 @@ import uvicorn
 from stratamem import Config, Memory
 from stratamem.ingest import read_file
 from stratamem.web import Security, create_app
+from stratamem.web.limits import Limits
 
 
 def free_port() -> int:
@@ -48,12 +49,14 @@ class Server:
         project_dir: Path | None = None,
         config: Config | None = None,
         summarizer: Any = None,
+        limits: Limits | None = None,
     ) -> None:
         self.db = db
         self.memory = Memory(db, namespace=namespace, config=config or web_config(), summarizer=summarizer)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        app = create_app(self.memory, security=security, project_dir=project_dir)
+        app = create_app(self.memory, security=security, project_dir=project_dir, limits=limits)
+        self.app: Any = app
         self.spaces: Any = app.spaces
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)

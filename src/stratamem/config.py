@@ -76,6 +76,10 @@ class PyramidConfig:
     """Hot tier token budget; older segments are demoted past it."""
     warm_format: str = "ctf"
     """How warm segments hold their turns: ``ctf`` or ``json``."""
+    cold_format: str = "summary_only"
+    """What a cold segment keeps in the store besides its summary: ``summary_only`` (its content moves to
+    the archive, seed 000's default) or ``ctf`` (its turns stay CTF-encoded in the node too, expandable
+    without the archive; cleared when retention expires the node's archived content)."""
     warm_max_age_hours: float = 24 * 7
     """Warm segments older than this become cold (their content moves to the archive)."""
     auto_summarize: bool = True
@@ -96,17 +100,32 @@ class PyramidConfig:
     """Summarize a segment when it is demoted from hot rather than when it is sealed."""
     boundary_phrases: tuple[str, ...] = (
         "new topic",
+        "different topic",
+        "another topic",
         "let's move on",
         "lets move on",
+        "let us move on",
         "moving on",
         "change of subject",
+        "change the subject",
+        "changing the subject",
+        "change topics",
+        "changing topics",
+        "switch topics",
+        "switching topics",
         "different question",
+        "unrelated question",
         "switching gears",
         "on another note",
+        "on a different note",
     )
-    """Phrases in a user turn that start a new topic."""
+    """Phrases in a user turn that start a new topic (whole words, any case; ``’`` reads as ``'``)."""
     silence_minutes: float = 30.0
     """A gap this long between turns starts a new topic."""
+    subject_change_similarity: float = 0.45
+    """Topic segmenter: a user turn starts a new topic when the mean stored vector of it and the 3 turns
+    after it has a cosine below this with the topic's last 8 turns before it (seed 002's subject change;
+    needs turn vectors; 0 turns it off). ``benchmarks/topic_boundaries.py`` measures it on LoCoMo."""
     topic_token_threshold: float = 0.60
     """Seal the current topic when it exceeds this share of its budget allocation."""
     max_message_chars: int = 2000
@@ -164,13 +183,15 @@ class EmbeddingConfig:
     provider: str = "local"
     """``local`` (MiniLM, offline), ``openai`` (OpenAI-compatible endpoint) or ``none``."""
     model: str = "all-MiniLM-L6-v2"
-    """Model name."""
+    """Model name. With ``local`` it must name the model it runs (``all-MiniLM-L6-v2``): another
+    name is a ConfigError, never silently ignored."""
     base_url: str | None = None
-    """Endpoint for the ``openai`` provider."""
+    """Endpoint for the ``openai`` provider (an error with ``local``)."""
     batch_size: int = 64
     """Texts per embedding call."""
     dimensions: int | None = None
-    """Vector length of the ``openai`` provider's model (required there; MiniLM has 384)."""
+    """Vector length of the ``openai`` provider's model (required there; an error with ``local``,
+    whose MiniLM has 384)."""
     timeout_s: float = 60.0
     """Per-request timeout of the ``openai`` provider."""
     max_retries: int = 2
@@ -247,6 +268,17 @@ class CompactionConfig:
     """Compact when system + history + output reserve exceeds this many tokens."""
     keep_recent_tokens: int = 20_000
     """Recent history kept verbatim after compaction."""
+    keep_recent_turns: int = 3
+    """Seed 001 phase 4, a dynamic window: the recent window grows past ``keep_recent_tokens`` to hold
+    the last N user turns whole (tool-heavy work in progress), up to twice ``keep_recent_tokens`` and
+    what the threshold leaves; 0 keeps it fixed."""
+    retain_decisions_tokens: int = 2000
+    """Seed 001 phase 4, priority retention: old turns with a decision in a user or assistant message
+    stay verbatim after the checkpoint, newest first, up to this many tokens (and the room the threshold
+    leaves); 0: only turns a ``compaction.before`` handler pins stay."""
+    legacy_max_messages: int = 20
+    """With compaction disabled, ``prepare_messages`` keeps the newest N messages (seed 001's legacy
+    ``MAX_HISTORY_MESSAGES`` cap), cut at a real user turn; 0: no cap."""
     output_reserve: int = 16_000
     """The ``max_tokens`` the next call will request."""
     checkpoint_max_tokens: int = 3000
@@ -460,10 +492,14 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
     return obj
 
 
+LOCAL_EMBEDDING_MODELS = ("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
+"""The names ``embedding.model`` may take with the ``local`` provider: the model it runs."""
+
 _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("PyramidConfig", "preset"): ("pyramid", "topics", "custom"),
     ("PyramidConfig", "segmenter"): ("fixed", "topic", "user_turn"),
     ("PyramidConfig", "warm_format"): ("ctf", "json"),
+    ("PyramidConfig", "cold_format"): ("summary_only", "ctf"),
     ("PyramidConfig", "summarizer"): ("heuristic", "extractive", "llm"),
     ("PyramidConfig", "consolidation_scope"): ("session", "namespace"),
     ("EmbeddingConfig", "provider"): ("local", "openai", "none"),
@@ -508,6 +544,17 @@ def _validate(obj: Any, prefix: str) -> None:
         total = obj.current_share + obj.history_share + obj.bulk_share
         if abs(total - 1.0) > 1e-6:
             raise ConfigError(f"{prefix}current_share + history_share + bulk_share must be 1.0, got {total:g}")
+    if isinstance(obj, EmbeddingConfig) and obj.provider == "local":
+        # The local provider runs the one model it ships; a setting it would ignore is an error.
+        if obj.model not in LOCAL_EMBEDDING_MODELS:
+            raise ConfigError(
+                f"{prefix}model: the local provider runs only all-MiniLM-L6-v2 (its weights ship with the "
+                f"embeddings extra), got {obj.model!r}; for another model use provider openai (any "
+                f"OpenAI-compatible endpoint, e.g. a local server)"
+            )
+        for key in ("base_url", "dimensions"):
+            if getattr(obj, key) is not None:
+                raise ConfigError(f"{prefix}{key} applies to the openai provider only; the local provider ignores it")
     if isinstance(obj, PyramidConfig):
         if min(obj.micro_chunk_size, obj.mini_chunk_size, obj.macro_chunk_size, obj.bulk_merge_size) < 1:
             raise ConfigError(f"{prefix}chunk sizes must be at least 1")

@@ -86,13 +86,26 @@ class NotFoundError(StratamemError, LookupError):
 class DecodeError(StratamemError, ValueError):
     """A serialized document (CTF, import file) is malformed.
 
+    The message names where: ``<source>:<line>: <reason>`` when both are
+    known (the form compilers use), ``line <line>: <reason>`` without a source.
+
     Attributes:
         line: 1-based line number of the first problem, if known.
+        source: The file (its name) the problem is in, if known.
+        reason: The message without the place.
     """
 
-    def __init__(self, message: str, *, line: int | None = None) -> None:
+    def __init__(self, message: str, *, line: int | None = None, source: str | None = None) -> None:
         self.line = line
-        super().__init__(f"line {line}: {message}" if line is not None else message)
+        self.source = source
+        self.reason = message
+        if source and line is not None:
+            text = f"{source}:{line}: {message}"
+        elif source:
+            text = f"{source}: {message}"
+        else:
+            text = f"line {line}: {message}" if line is not None else message
+        super().__init__(text)
 
 
 class BackendError(StratamemError):

@@ -321,8 +321,9 @@ class _Planner:
                         max(t.timestamp for t in rows),
                     )
                     warm, view = None, None
-                    if node.tier == "warm" and nodes.warm_content(ns, node_id) is not None:
-                        warm = encode_turns(rows, self.mem.config.pyramid.warm_format)
+                    held = nodes.warm_content(ns, node_id) if node.tier in ("warm", "cold") else None
+                    if held is not None:  # a warm copy, or a cold one (cold_format: ctf), in its own format
+                        warm = encode_turns(rows, held[0])
                         view = self.mem.tokenizer.count(warm[1])
                     rewrites[node_id] = NodeRewrite(
                         node_id, len(left), tokens, left[0], left[-1], start, end, node.seq_range, warm, view

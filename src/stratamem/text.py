@@ -18,6 +18,7 @@ __all__ = [
     "CONTEXT_FORMATS",
     "FORMATS",
     "MAX_BUDGET",
+    "MAX_QUERY_CHARS",
     "SYSTEM_PROMPTS",
     "check_budget",
     "check_context_format",
@@ -32,6 +33,8 @@ FORMATS = ("openai", "anthropic", "text")
 CONTEXT_FORMATS = ("openai", "responses", "anthropic", "text")
 """Formats ``Memory.context`` and every shell offer: the assembler's, plus OpenAI Responses items
 (assembled as Chat Completions messages, then re-shaped by :func:`stratamem.providers.to_responses`)."""
+MAX_QUERY_CHARS = 20_000
+"""Longest query a shell accepts (HTTP and MCP alike): ranking a longer one only costs time."""
 SYSTEM_PROMPTS = ("session", "namespace")
 """Whose system prompts a context shows: the current session's only (the default), or every session's."""
 

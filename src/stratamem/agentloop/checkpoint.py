@@ -357,3 +357,41 @@ def checkpoint_facts(text: str, *, limit: int = 30) -> list[tuple[str, str]]:
         if len(out) >= limit:
             break
     return out
+
+
+def checkpoint_progress(text: str, *, limit: int = 30) -> tuple[list[str], list[tuple[str, str]]]:
+    """Completed work and decisions in a checkpoint, for the working state's ``promote``.
+
+    Returns the bullets of ``### Done`` (checkbox and emphasis removed) and the
+    ``## Key Decisions`` bullets as ``(title, why)`` (a bold title and what
+    follows it, else the whole bullet and no reason); "none"/"nothing yet" placeholders are left
+    out; at most ``limit`` of each, in checkpoint order.
+    """
+    done: list[str] = []
+    decisions: list[tuple[str, str]] = []
+    where: str | None = None
+    for line in text.splitlines():
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+            where = "done" if heading == "Done" else "decision" if heading == "Key Decisions" else None
+            continue
+        item = line.strip()
+        if where is None or not item.startswith(("- ", "* ")):
+            continue
+        item = item[2:].strip()
+        for box in ("[x] ", "[X] ", "[ ] "):
+            item = item.removeprefix(box)
+        title, why = item, ""
+        if item.startswith("**") and "**" in item[2:]:
+            # "**Decision**: why" (the seed's format): the bold part is the title.
+            title, _, why = item[2:].partition("**")
+            why = why.lstrip(" :-–—").strip()
+        title = title.replace("**", "").strip()
+        low = title.lower().rstrip(".")
+        if not title or low.startswith(_EMPTY) or low.startswith(("none ", "nothing ")):
+            continue
+        if where == "done" and title not in done and len(done) < limit:
+            done.append(title)
+        elif where == "decision" and title not in [d[0] for d in decisions] and len(decisions) < limit:
+            decisions.append((title, why))
+    return done, decisions

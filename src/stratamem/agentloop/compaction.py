@@ -51,6 +51,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ..config import CompactionConfig, LLMConfig, PruningConfig
+from ..envvars import section_from_env
 from ..errors import BudgetError, CompactionCancelled, ConfigError, ValidationError
 from ..events import Event, EventBus, bind_loop
 from ..llm import ChatModel
@@ -58,7 +59,7 @@ from ..records.conversations import ConversationState
 from ..store.base import ConversationStore
 from ..tokens import Calibration, Tokenizer, count_message, count_messages, get_tokenizer
 from .checkpoint import files_section, missing_sections, track_files
-from .cut import history_text, is_synthetic
+from .cut import capped_start, history_text, is_synthetic
 from .feed import feed_memory
 from .live_list import _LiveList
 from .plan import _CutPlanning
@@ -90,8 +91,10 @@ class Compactor(_LiveList, _CutPlanning):
             and config are the defaults for the arguments below.
         namespace: Owner of the conversation state (default: the memory's, else ``default``).
         session: Conversation (session) name.
-        config: Compaction settings (default: ``memory.config.compaction`` or the seed's).
-        pruning: Pruning settings used by :meth:`prepare_messages`.
+        config: Compaction settings (default: ``memory.config.compaction`` or the seed's, with the
+            ``STRATAMEM_COMPACTION_*`` variables applied; given here, they are used as they are).
+        pruning: Pruning settings used by :meth:`prepare_messages` (default as for ``config``,
+            with the ``STRATAMEM_PRUNING_*`` variables).
         llm: Chat settings; ``max_input_tokens`` bounds one summarizer call.
         tokenizer: Counts every message (default ``o200k_base``).
         calibration: Learned correction for ``agent_model`` (restored from the state if saved).
@@ -128,8 +131,10 @@ class Compactor(_LiveList, _CutPlanning):
         self.memory = memory
         self.namespace = namespace or (memory.namespace if memory is not None else "default")
         self.session = session
-        self.config = config or (base.compaction if base else CompactionConfig())
-        self.pruning = pruning or (base.pruning if base else PruningConfig())
+        # Explicit settings win; otherwise the memory's (or the seed's), with the
+        # STRATAMEM_COMPACTION_* / STRATAMEM_PRUNING_* variables applied, as in the shells.
+        self.config = config or section_from_env("compaction", base.compaction if base else CompactionConfig())
+        self.pruning = pruning or section_from_env("pruning", base.pruning if base else PruningConfig())
         self.llm = llm or (base.llm if base else LLMConfig())
         self.tokenizer = tokenizer or (memory.tokenizer if memory is not None else get_tokenizer())
         self.agent_model = agent_model
@@ -215,32 +220,46 @@ class Compactor(_LiveList, _CutPlanning):
 
     # --- the gate ---------------------------------------------------------------------
 
-    def prepare_messages(self, messages: list[dict[str, Any]], *, system: str | None = None) -> PrepareResult:
+    def prepare_messages(
+        self, messages: list[dict[str, Any]], *, system: str | None = None, aligned: list[Any] | None = None
+    ) -> PrepareResult:
         """Run before every model call: store new messages, prune tool output, compact if needed.
+
+        With compaction disabled, the seed's legacy cap applies instead: only the
+        newest ``legacy_max_messages`` messages are sent (status ``capped``; cut at a
+        real user turn; with a memory attached they stay stored).
 
         Args:
             messages: The live list; changed in place.
             system: Anthropic system prompt (OpenAI keeps it in ``messages``).
+            aligned: Optional per-message side data, kept aligned as in :meth:`compact`.
 
         Raises:
+            ValidationError: ``aligned`` has the wrong length.
             BudgetError: Even the latest request with its newest step does not fit.
             CompactionCancelled: Never — a cancelling handler yields status ``cancelled``.
         """
+        if aligned is not None and len(aligned) != len(messages):
+            raise ValidationError("aligned must have one entry per message", path="aligned")
         self.sync(messages)
         stats = prune_tool_results(messages, self.pruning, tokenizer=self.tokenizer, system=system)
         if self._calls_since is not None:
             self._calls_since += 1
         result: CompactionResult | None = None
-        if self.should_compact(messages, system=system):
+        if not self.config.enabled:
+            result = self._cap(messages, system, aligned)
+        elif self.should_compact(messages, system=system):
             result = self._defer(messages, system)
             if result is None:
-                result = self.compact(messages, system=system)
+                result = self.compact(messages, system=system, aligned=aligned)
         if result is None:
             n = self.count(messages, system=system)
             result = CompactionResult("not_needed", self._state.compaction_count, n, n, len(messages), len(messages))
         return PrepareResult(stats, result, self.count(messages, system=system))
 
-    async def aprepare_messages(self, messages: list[dict[str, Any]], *, system: str | None = None) -> PrepareResult:
+    async def aprepare_messages(
+        self, messages: list[dict[str, Any]], *, system: str | None = None, aligned: list[Any] | None = None
+    ) -> PrepareResult:
         """:meth:`prepare_messages` for async agent loops.
 
         The blocking work (token counting, the store, the summarizer call) runs in
@@ -248,7 +267,32 @@ class Compactor(_LiveList, _CutPlanning):
         are awaited (their results, e.g. indices to pin, count as a sync handler's).
         """
         with bind_loop(asyncio.get_running_loop()):
-            return await asyncio.to_thread(self.prepare_messages, messages, system=system)
+            return await asyncio.to_thread(self.prepare_messages, messages, system=system, aligned=aligned)
+
+    def _cap(self, messages: list[dict[str, Any]], system: str | None, aligned: list[Any] | None) -> CompactionResult:
+        """Seed 001's legacy behaviour with compaction off: the newest ``legacy_max_messages`` messages."""
+        before, count_before = self.count(messages, system=system), len(messages)
+        start = capped_start(messages, self.config.legacy_max_messages)
+        if start == 0:
+            return CompactionResult(
+                "not_needed", self._state.compaction_count, before, before, count_before, count_before
+            )
+        keep = [i for i in range(start) if messages[i].get("role") in ("system", "developer")]
+        keep += range(start, len(messages))
+        kept = set(keep)
+        removed = tuple(i for i in range(count_before) if i not in kept)
+        turn_ids = tuple(t for t in (self._ids[i] for i in removed) if t is not None)
+        resume = next((self._seqs[i] for i in keep if self._seqs[i] is not None), self._state.resume_seq)
+        messages[:] = [messages[i] for i in keep]
+        if aligned is not None:
+            aligned[:] = [aligned[i] for i in keep]
+        self._ids, self._seqs = [self._ids[i] for i in keep], [self._seqs[i] for i in keep]
+        self._seen = len(messages)
+        self._save(last_status="capped", resume_seq=resume)
+        after = self.count(messages, system=system)
+        return CompactionResult(
+            "capped", self._state.compaction_count, before, after, count_before, len(messages), removed, turn_ids
+        )
 
     async def acompact(
         self, messages: list[dict[str, Any]], *, system: str | None = None, aligned: list[Any] | None = None
@@ -366,6 +410,9 @@ class Compactor(_LiveList, _CutPlanning):
                 "cancelled", number, before, before, len(messages), len(messages), error=str(exc) or None
             )
         pinned = self._pinned(messages, answers, old, starts)
+        room = self.config.threshold - self.config.output_reserve - plan.estimate_after
+        room -= sum(count_message(messages[i], self.tokenizer) for i in pinned)
+        pinned |= self._decision_turns(messages, [i for i in old if i not in pinned], starts, room)
         old = [i for i in old if i not in pinned]
         read, modified = track_files([messages[i] for i in old], self._state.files_read, self._state.files_modified)
         old_ids = tuple(i for i in (self._ids[i] for i in old) if i is not None)

@@ -12,11 +12,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..summarize.facts import fact_type
 from ..tokens import Tokenizer, count_message
 from .checkpoint import ACK_TEXT, CHECKPOINT_HEADER, OMITTED_HEADER, serialize_messages
 from .pruning import is_tool_result_message
 
-__all__ = ["find_cut_point", "history_text", "is_synthetic", "real_user_indices", "tool_steps"]
+__all__ = [
+    "capped_start",
+    "find_cut_point",
+    "history_text",
+    "holds_decision",
+    "is_synthetic",
+    "real_user_indices",
+    "tool_steps",
+]
 
 
 def is_synthetic(message: Mapping[str, Any]) -> bool:
@@ -66,6 +75,44 @@ def find_cut_point(messages: Sequence[Mapping[str, Any]], keep_recent_tokens: in
             break
         cut = s
     return cut
+
+
+def capped_start(messages: Sequence[Mapping[str, Any]], max_messages: int) -> int:
+    """Where seed 001's legacy cap (compaction off) starts the kept messages; 0 keeps everything.
+
+    The earliest real user turn after which at most ``max_messages`` messages
+    remain (system and developer messages are not counted: they always stay),
+    or the latest real user turn when even it leaves more, so no turn is cut
+    in two and every tool result stays beside its call.
+    """
+    body = [i for i, m in enumerate(messages) if m.get("role") not in ("system", "developer")]
+    starts = real_user_indices(messages)
+    if max_messages <= 0 or len(body) <= max_messages or not starts:
+        return 0
+    keep = starts[-1]
+    for s in reversed(starts[:-1]):
+        if sum(1 for i in body if i >= s) > max_messages:
+            break
+        keep = s
+    return keep if any(i < keep for i in body) else 0
+
+
+def holds_decision(message: Mapping[str, Any]) -> bool:
+    """Whether a user or assistant message states a decision (seed 001 phase 4's priority retention).
+
+    Read from its own text (plain content or text blocks; never tool output), by
+    the rule that types a decision item (:func:`stratamem.summarize.facts.fact_type`).
+    """
+    if message.get("role") not in ("user", "assistant") or is_tool_result_message(message) or is_synthetic(message):
+        return False
+    content = message.get("content")
+    if isinstance(content, str):
+        text = content
+    elif isinstance(content, list):
+        text = " ".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+    else:
+        return False
+    return bool(text.strip()) and fact_type(text) == "decision"
 
 
 def tool_steps(messages: Sequence[Mapping[str, Any]], start: int, end: int) -> list[tuple[int, int]]:

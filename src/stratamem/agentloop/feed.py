@@ -4,9 +4,11 @@ Seed 001 phase 3. A compaction is an episode boundary and the moment to keep
 knowledge before context is compressed, so with a :class:`~stratamem.Memory`
 it seals the session's open turns into a pyramid segment and stores the
 checkpoint's decisions, constraints and critical context as extracted memory
-items — through the public ``Memory.seal`` and ``Items.extract_facts``. Both
-are derived work over committed turns: a failure is returned for the caller
-to report, never raised. The rules of compaction itself live in
+items — through the public ``Memory.seal`` and ``Items.extract_facts``. With a
+project directory (``Memory(project_dir=...)``) the checkpoint's completed work
+and decisions reach the working state's ``state.json`` too (seed 004: what is
+completed is promoted to medium-term memory). All are derived work over
+committed turns: a failure is returned for the caller to report, never raised. The rules of compaction itself live in
 :mod:`stratamem.agentloop.compaction`.
 """
 
@@ -16,7 +18,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from ..config import CompactionConfig
-from .checkpoint import checkpoint_facts
+from .checkpoint import checkpoint_facts, checkpoint_progress
 
 if TYPE_CHECKING:
     from ..memory import Memory
@@ -56,6 +58,14 @@ def feed_memory(
                 extracted = len(items)
             except Exception as exc:  # noqa: BLE001 - derived knowledge: reported by the caller
                 problems.append(f"items: {type(exc).__name__}: {exc}")
+    project = getattr(memory, "project_dir", None)
+    if checkpoint and project is not None:
+        done, decisions = checkpoint_progress(checkpoint)
+        if done or decisions:
+            try:
+                memory.state(project).promote(done, decisions)
+            except Exception as exc:  # noqa: BLE001 - derived knowledge: reported by the caller
+                problems.append(f"state: {type(exc).__name__}: {exc}")
     if problems:
         log.warning(
             "after compaction of session %r: %s", session, "; ".join(":".join(p.split(":", 2)[:2]) for p in problems)

@@ -19,7 +19,7 @@ from ..config import CompactionConfig
 from ..errors import BudgetError, ValidationError
 from ..tokens import Calibration, Tokenizer, count_message
 from .checkpoint import ACK_TEXT, files_section, track_files
-from .cut import find_cut_point, is_synthetic, real_user_indices, tool_steps
+from .cut import find_cut_point, holds_decision, is_synthetic, real_user_indices, tool_steps
 
 if TYPE_CHECKING:
     from ..records.conversations import ConversationState
@@ -60,7 +60,7 @@ class _CutPlanning:
         before = self.count(messages, system=system)
         budget = self.config.threshold - self.config.output_reserve
         starts = real_user_indices(messages)
-        cut = find_cut_point(messages, self.config.keep_recent_tokens, self.tokenizer)
+        cut = find_cut_point(messages, self._keep_recent(messages, starts), self.tokenizer)
         old = [i for i in range(cut) if not self._kept_always(messages[i])]
         if not starts or (not old and before <= budget):
             return None
@@ -83,6 +83,42 @@ class _CutPlanning:
         head = [m for i, m in enumerate(messages[:cut]) if self._kept_always(m) and not is_synthetic(m)]
         after = self.count(head + [messages[i] for i in kept_tail], system=system) + reserve
         return _Plan(starts, cut, old, kept_tail, split, after)
+
+    def _keep_recent(self, messages: Sequence[Mapping[str, Any]], starts: list[int]) -> int:
+        """The recent window in tokens: ``keep_recent_tokens``, grown to hold the last
+        ``keep_recent_turns`` user turns whole (seed 001 phase 4), at most twice the setting and
+        what the threshold leaves after the checkpoint and the output reserve."""
+        cfg = self.config
+        base = cfg.keep_recent_tokens
+        if cfg.keep_recent_turns <= 0 or not starts:
+            return base
+        first = starts[-min(cfg.keep_recent_turns, len(starts))]
+        need = sum(count_message(m, self.tokenizer) for m in messages[first:])
+        room = cfg.threshold - cfg.checkpoint_max_tokens - cfg.output_reserve
+        return max(base, min(need, 2 * base, room))
+
+    def _decision_turns(
+        self, messages: Sequence[Mapping[str, Any]], old: list[int], starts: list[int], room: int
+    ) -> set[int]:
+        """Whole old turns holding a decision, newest first, within ``retain_decisions_tokens`` and ``room``
+        (seed 001 phase 4: decisions are kept verbatim longer than the rest)."""
+        budget = min(self.config.retain_decisions_tokens, room)
+        if budget <= 0:
+            return set()
+        old_set = set(old)
+        bounds = sorted(set([0] + starts + [len(messages)]))
+        kept: set[int] = set()
+        for a, b in reversed(list(zip(bounds, bounds[1:], strict=False))):
+            turn = [i for i in range(a, b) if i in old_set]
+            if not turn or len(turn) < sum(1 for i in range(a, b) if not self._kept_always(messages[i])):
+                continue  # only turns that leave whole
+            if not any(holds_decision(messages[i]) for i in turn):
+                continue
+            cost = sum(count_message(messages[i], self.tokenizer) for i in turn)
+            if cost <= budget:
+                kept.update(turn)
+                budget -= cost
+        return kept
 
     def _kept_always(self, message: Mapping[str, Any]) -> bool:
         """System messages stay; compaction's own messages are replaced, never summarized."""

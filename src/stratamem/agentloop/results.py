@@ -20,8 +20,9 @@ class CompactionResult:
     """What one call of :meth:`Compactor.compact` did."""
 
     status: str
-    """``compacted``, ``fallback`` (model failed), ``truncated`` (no model), ``cancelled``, ``not_needed``
-    or ``deferred`` (over the threshold, but the minimum-gain rule or the cooldown put it off)."""
+    """``compacted``, ``fallback`` (model failed), ``truncated`` (no model), ``cancelled``, ``not_needed``,
+    ``deferred`` (over the threshold, but the minimum-gain rule or the cooldown put it off) or ``capped``
+    (compaction disabled: the legacy cap of ``legacy_max_messages`` applied)."""
     compaction_number: int = 0
     """The checkpoint generation this attempt was for."""
     tokens_before: int = 0
@@ -37,7 +38,7 @@ class CompactionResult:
     turn_ids: tuple[int, ...] = ()
     """Stored turn ids of those messages (when a memory is attached)."""
     pinned_indices: tuple[int, ...] = ()
-    """Indices kept verbatim because a pre-compaction handler pinned them."""
+    """Indices kept verbatim because a pre-compaction handler pinned them or their turn holds a decision."""
     split_turn: bool = False
     """Whether complete tool steps of the newest turn had to be compacted too."""
     summary_calls: int = 0

@@ -181,7 +181,7 @@ def emit_json(obj: Any) -> None:
 
 
 # Command modules of this package; each has ``register(group)``. Add yours here.
-_COMMAND_MODULES = ("core", "migrate", "items", "mcp", "pyramid", "state", "serve", "admin", "conversation")
+_COMMAND_MODULES = ("core", "intake", "migrate", "items", "mcp", "pyramid", "state", "serve", "admin", "conversation")
 
 
 def _register() -> None:

@@ -1,4 +1,4 @@
-"""Core commands: init, ingest, add, context, status, export, import, demo.
+"""Core commands: init, add, context, status, export, import, demo (``ingest`` and ``watch``: :mod:`.intake`).
 
 Every command opens its memory in a ``with`` block, so the store is closed even
 when the command fails, and a file it cannot open or write is one line on
@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -17,18 +16,14 @@ from importlib import resources
 from typing import IO, Any
 
 import click
-from tqdm import tqdm
 
 from ..context.policies import policy_names
-from ..ingest import INGEST_FORMATS, IngestSession, read_file
 from ..text import CONTEXT_FORMATS, SYSTEM_PROMPTS
 from ..tokens import PROVIDER_FACTORS
 from . import Settings, emit_json, pass_settings
+from .intake import ingest
 
 __all__ = ["register"]
-
-# Inputs with more turns than this get a progress bar (on a terminal).
-_PROGRESS_MIN_TURNS = 500
 
 
 @contextmanager
@@ -49,83 +44,6 @@ def init(settings: Settings) -> None:
     with settings.memory() as mem:
         mem.store.ensure_session(mem.namespace, "default")
     click.echo(f"initialized {settings.db} (namespace {mem.namespace!r})")
-
-
-@click.command()
-@click.argument("path", type=click.Path(exists=True, dir_okay=False))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(INGEST_FORMATS),
-    default="auto",
-    show_default=True,
-    help="Input format (docs/formats.md); auto detects it.",
-)
-@click.option("--session", "-s", default=None, help="Session for inputs that name none (default: 'default').")
-@click.option(
-    "--dedupe",
-    type=click.Choice(["on", "off"]),
-    default="on",
-    show_default=True,
-    help="Skip messages already stored (off: store them again).",
-)
-@pass_settings
-def ingest(settings: Settings, path: str, fmt: str, session: str | None, dedupe: str) -> None:
-    """Read a conversation file into memory: Claude Code or Codex session logs, a ChatGPT export,
-    OpenAI/Anthropic/Responses messages, JSON Lines of turns, LoCoMo.
-
-    The whole file is validated first; each namespace is then written in one
-    transaction, so a bad file stores nothing. Messages already stored are
-    skipped, so ingesting a file again (or a log that has grown) stores only
-    what is new. LoCoMo samples go to their own namespaces: ``locomo-<id>``,
-    or the ``-n`` namespace (a prefix ``<n>-<id>`` when the file holds several).
-    """
-    source = click.get_current_context().find_root().get_parameter_source("namespace")
-    explicit = source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
-    sessions = read_file(path, fmt, session=session, namespace=settings.namespace if explicit else None)
-    by_ns: dict[str, list[IngestSession]] = defaultdict(list)
-    for s in sessions:
-        by_ns[s.namespace or settings.namespace].append(s)
-    total = sum(len(s.turns) for s in sessions)
-    bar = tqdm(
-        total=total, unit="turn", desc="ingest", disable=None if total > _PROGRESS_MIN_TURNS else True, file=sys.stderr
-    )
-    reports = {}
-    try:
-        for ns, group in by_ns.items():
-            # One ingest per namespace: one transaction, and summaries and
-            # indexes are updated only after it commits.
-            goal = bar.n + sum(len(s.turns) for s in group)
-            with settings.memory(ns) as mem:
-                # The bar counts turns as they are embedded and indexed (batches after the commit).
-                reports[ns] = mem.ingest(group, dedupe=dedupe == "on", progress=bar.update)
-            bar.update(goal - bar.n)
-    finally:
-        bar.close()
-    stored = sum(r.total_stored for r in reports.values())
-    skipped = sum(r.total_skipped for r in reports.values())
-    # A reader may return one run per stretch of consecutive lines: count the sessions they name.
-    named = {(s.namespace or settings.namespace, s.session or "default") for s in sessions}
-    click.echo(
-        f"ingested {stored} turns in {len(named)} session(s) into {len(by_ns)} namespace(s): "
-        f"{', '.join(by_ns)}; {skipped} already stored (skipped)"
-    )
-    for ns, r in reports.items():
-        names = list(r.stored)
-        shown = ", ".join(names[:3]) + (f", ... ({len(names)} in all)" if len(names) > 3 else "")
-        click.echo(f"  {ns}: session(s) {shown}: {r.total_stored} stored, {r.total_skipped} skipped")
-    records: dict[str, int] = defaultdict(int)
-    for s in sessions:
-        for kind, n in s.skipped.items():
-            records[kind] += n
-    if records:
-        click.echo(
-            "  records that are not messages, skipped: "
-            + ", ".join(f"{k} {n}" for k, n in sorted(records.items(), key=lambda kv: (-kv[1], kv[0])))
-        )
-    others = [ns for ns in by_ns if ns != settings.namespace]
-    if others:
-        click.echo(f"  read it with: stratamem -n {others[0]} context --explain")
 
 
 @click.command()
@@ -360,7 +278,7 @@ def demo(settings: Settings, query: str, budget: int) -> None:
         with settings.memory() as mem:
             fresh = mem.status().turns == 0
         if fresh:
-            ctx.invoke(ingest, path=str(path), fmt="auto", session=None, dedupe="on")
+            ctx.invoke(ingest, path=str(path), fmt="auto", session=None, dedupe="on", settle=0.0)
         else:
             click.echo(f"{settings.db} already holds namespace {settings.namespace!r}; not ingesting again")
     click.echo(f"\n$ stratamem context {json.dumps(query)} --budget {budget} --explain\n")
@@ -371,5 +289,5 @@ def demo(settings: Settings, query: str, budget: int) -> None:
 
 def register(group: click.Group) -> None:
     """Add the core commands to ``group``."""
-    for cmd in (init, ingest, add, context, manifests, status, export_cmd, import_cmd, demo):
+    for cmd in (init, add, context, manifests, status, export_cmd, import_cmd, demo):
         group.add_command(cmd)

@@ -53,6 +53,21 @@ __all__ = ["register"]
     show_default=True,
     help="Largest request body accepted (413 above); imports may be 64x larger.",
 )
+@click.option(
+    "--header-timeout",
+    type=click.FloatRange(0.5, 600),
+    default=10.0,
+    show_default=True,
+    help="Seconds a client has to send a request's headers (408 and closed after); a body "
+    "earns one more second per 16 KiB.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1),
+    default=None,
+    help="Open connections at most; one more is answered 503 and closed "
+    "[default: 1000, or fewer if the open-file limit leaves less room].",
+)
 @pass_settings
 def serve(
     settings: Settings,
@@ -64,12 +79,16 @@ def serve(
     cors_origins: tuple[str, ...],
     project_dir: str | None,
     max_body_bytes: int,
+    header_timeout: float,
+    max_connections: int | None,
 ) -> None:
     """Serve the JSON API (OpenAPI at /api/openapi.json) and the dashboard."""
     try:
         import uvicorn
 
         from ..web import Security, create_app
+        from ..web.limits import Limits
+        from ..web.serving import connection_cap, quiet_logs, uvicorn_config
     except ImportError as exc:
         raise ConfigError("stratamem serve needs the 'web' extra: pip install 'stratamem[web]'") from exc
     if allow_namespaces and not token:
@@ -84,13 +103,20 @@ def serve(
     )
     mem = settings.memory()
     try:
-        app = create_app(mem, security=security, bind_host=host, project_dir=project_dir)
+        # Counted once the store is open: the cap leaves its files (and a reserve) room under the limit.
+        cap, backlog = connection_cap(max_connections)
+        if max_connections is not None and cap < max_connections:
+            click.echo(f"stratamem: --max-connections lowered to {cap} (the open-file limit)", err=True)
+        limits = Limits(header_timeout=header_timeout, max_connections=cap, backlog=backlog)
+        app = create_app(mem, security=security, bind_host=host, project_dir=project_dir, limits=limits)
         click.echo(
             f"stratamem: serving {settings.db} on http://{host}:{port}/ (API at /api/v1, "
-            f"reference at /api/docs){' with a token' if tokens else ''}",
+            f"reference at /api/docs){' with a token' if tokens else ''}; at most {cap} connections",
             err=True,
         )
-        uvicorn.run(app, host=host, port=port, log_level="warning", server_header=False)
+        config = uvicorn_config(app, host, port, limits)
+        quiet_logs()  # after uvicorn's logging setup
+        uvicorn.Server(config).run()
     finally:
         mem.close()
 

@@ -10,9 +10,11 @@ shares; a section's unused share flows on to the next:
   outside the window (a question about the past) keeps only a small window, and recalled
   history then draws as under ``recall`` (verbatim turns before summaries and
   before memory items extracted from turns). Without a query the window keeps its share.
-* ``topics`` (seed 002): the current topic's messages 50% (oversized messages
-  truncated with a marker), historical topic summaries 30% (newest first), bulk
-  summaries 20% (newest first: when bulks do not fit, the oldest is dropped first);
+* ``topics`` (seed 002): the current topic's messages 50% (when the topic
+  exceeds that share, oversized messages are truncated with a marker),
+  historical topic summaries 30% (newest first; one not summarized yet is shown
+  whole, as an excerpt or as a summary made on demand), bulk summaries 20%
+  (newest first: when bulks do not fit, the oldest is dropped first);
   no verbatim recall and no memory items, as in the seed.
 * ``pyramid`` (seed 000): the hot recent window (current share), the three
   warm chunks most relevant to the query, expanded to their turns when they fit
@@ -152,17 +154,21 @@ class TopicsPolicy(Policy):
     description = "the current topic 50% (long messages truncated), topic summaries 30%, bulk summaries 20%"
 
     def gather(self, parts: Parts, request: Request) -> Candidates:
-        """The current topic (escalation step 1: a message over ``pyramid.max_message_chars`` is shown
-        truncated with a marker), topic and bulk summaries, the fixed blocks; no recall, no items.
+        """The current topic (escalation step 1: when its turns exceed the current share of the budget,
+        a message over ``pyramid.max_message_chars`` is shown truncated with a marker), topic and bulk
+        summaries, the fixed blocks; no recall, no items.
 
         Raises:
             ConfigError: The pyramid is disabled.
         """
         if not parts.config.pyramid.enabled:
             raise ConfigError("the topics policy needs the pyramid (pyramid.enabled = true)")
-        current = topic_turns(parts, request.session)
+        current = [st for st in topic_turns(parts, request.session) if st.role != "system"]
         limit = parts.config.pyramid.max_message_chars
-        window = [truncated(st, limit) for st in reversed(current) if st.role != "system"]
+        # Seed 002: long messages are cut only "when the current topic exceeds its allocation".
+        if sum(st.tokens for st in current) > parts.config.context.current_share * request.budget:
+            current = [truncated(st, limit) for st in current]
+        window = current[::-1]
         topics, bulks = parts.summary_index.topics(parts.pyramid(), request.session)
         return Candidates(
             fixed=fixed_blocks(parts, request.session, request.project, request.system_prompts),
@@ -187,9 +193,12 @@ class TopicsPolicy(Policy):
         self, section: SummarySection, cands: Candidates, alloc: Allocation
     ) -> list[tuple[SummaryUnit, int]]:
         """Topics take their share, bulks the rest; what is still free then goes to the topics that did
-        not fit their share."""
+        not fit their share (a topic not summarized yet shown whole, or degraded: never dropped while
+        an excerpt or a summary of it fits)."""
         share = alloc.tokens(alloc.history) if alloc.history else 0
-        waiting = section.take(cands.summaries, Budget(min(section.asm.left.left, share)))
+        # A topic not summarized yet that does not fit the share whole waits for the room left
+        # after the bulks (it may fit there whole); only then is it degraded (an excerpt, a summary).
+        waiting = section.take(cands.summaries, Budget(min(section.asm.left.left, share)), defer=True)
         return section.take(cands.bulks, section.room()) + section.take([su for su, _ in waiting], section.room())
 
 

@@ -10,6 +10,7 @@ lives in :mod:`stratamem.retrieve`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from functools import partial
 from pathlib import Path
@@ -24,10 +25,20 @@ from ..records.manifests import Manifest
 from ..records.nodes import Node
 from ..retrieve.lexical import BM25Index, analyze
 from ..state.instructions import load_instructions
+from ..state.prompt import project_state
 from ..tokens import Tokenizer
 from .units import FixedBlock, SummaryUnit
 
-__all__ = ["SummaryIndex", "checkpoint_block", "project_blocks", "summary_line", "system_blocks", "topic_tiers"]
+__all__ = [
+    "SummaryIndex",
+    "checkpoint_block",
+    "omitted_line",
+    "project_blocks",
+    "state_block",
+    "summary_line",
+    "system_blocks",
+    "topic_tiers",
+]
 
 
 def project_blocks(
@@ -40,12 +51,58 @@ def project_blocks(
     """
     blocks = [
         FixedBlock(f"instructions:{f.path.name}", "instructions", f"## Project instructions ({f.path.name})", f.text)
+        if f.scope != "adr"
+        else FixedBlock(
+            f"adr:{f.path.name}", "instructions", f"## Architecture decision record (docs/adr/{f.path.name})", f.text
+        )
         for f in load_instructions(project_dir, tokenizer)
     ]
     if state is not None and Path(state.path).exists():
-        proj = state.project()
-        blocks.append(FixedBlock("state", "state", "## Working state", proj.text, format=proj.format))
+        blocks.append(state_block(state, None))
     return blocks
+
+
+def state_block(state: Any, budget: int | None) -> FixedBlock:
+    """The working state as a fixed block, projected within ``budget`` tokens (``None``: the window's top).
+
+    Below the state's window (``state.min_tokens``) the projection goes on
+    shrinking (goal and now shortened last) rather than the state being dropped;
+    entries left out to fit are named on a last line, so the model knows they exist.
+
+    Raises:
+        BudgetError: Not even a shortened goal and now fit ``budget``.
+    """
+    if budget is None:
+        proj = state.project()
+    else:
+        doc, cfg, now = state.read(), state.config, state.clock()
+        top = min(budget, cfg.max_tokens)
+        for _ in range(2):  # the second pass makes room for the line naming what was left out
+            window = dataclasses.replace(cfg, min_tokens=min(cfg.min_tokens, top))
+            proj = project_state(doc, state.tokenizer, config=window, budget=top, now=now)
+            note = omitted_line(proj.omitted)
+            extra = state.tokenizer.count(note) + 1 if note else 0
+            if proj.tokens + extra <= budget or top - extra < 1:
+                break
+            top = budget - extra
+    note = omitted_line(proj.omitted)
+    text = proj.text + ("\n" + note if note else "")
+    fit = None if budget is not None else partial(state_block, state)
+    return FixedBlock("state", "state", "## Working state", text, format=proj.format, fit=fit)
+
+
+def omitted_line(omitted: Any) -> str:
+    """The line naming the state entries a projection left out to fit (``""`` when none were)."""
+    groups: dict[str, list[str]] = {}
+    for o in omitted:
+        if o.reason == "budget":
+            groups.setdefault(o.kind + "s", []).append(o.id)
+        elif o.reason == "truncated":
+            groups.setdefault("shortened", []).append(o.id)
+    if not groups:
+        return ""
+    parts = [f"{k} {', '.join(v)}" if len(v) <= 6 else f"{len(v)} {k}" for k, v in groups.items()]
+    return f"(left out to fit: {'; '.join(parts)}; all in state.json)"
 
 
 def system_blocks(store: Any, namespace: str, session: str | None, scope: str = "session") -> list[FixedBlock]:
@@ -143,6 +200,7 @@ class SummaryIndex:
         self._levels: list[float] = []
         self._bm25 = BM25Index()
         self._vectors: dict[int, np.ndarray | None] = {}
+        self._made: dict[int, str] = {}
 
     def _on_event(self, namespace: str, event: Any) -> None:
         if event.namespace != namespace:
@@ -324,7 +382,21 @@ class SummaryIndex:
             expand=partial(pyramid.expand, node.id) if segment else None,
             expanded_tokens=node.tokens if segment else 0,
             expand_only=node.summary is None,
+            excerpt_chars=pyramid.config.pyramid.max_message_chars if segment and node.summary is None else 0,
+            summarize=partial(self._on_demand, pyramid, node) if segment and node.summary is None else None,
         )
+
+    def _on_demand(self, pyramid: Any, node: Node) -> str:
+        """A summary line for a segment not summarized yet, made by the local summarizer and kept here.
+
+        Not stored: deferred summaries are made for good when the segment is demoted. A sealed
+        segment's turns do not change, so the line is made once per node.
+        """
+        line = self._made.get(node.id)
+        if line is None:
+            made = pyramid.fallback.summarize(pyramid.expand(node.id), max_tokens=pyramid.summary_budget(node))
+            line = self._made[node.id] = summary_line(dataclasses.replace(node, summary=made))
+        return line
 
     def topics(self, pyramid: Any, session: str | None = None) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
         """Seed 002's view: topic (segment) summaries and bulk (consolidation) summaries, newest first.

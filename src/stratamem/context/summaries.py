@@ -6,7 +6,10 @@ policy decides which units draw on which room, and in what order
 through :meth:`SummarySection.take`: a summary that only restates turns already
 shown, or overlaps a summary already shown, is left out; one that wins a slot
 is replaced by its verbatim turns when they fit what is left (lazy expansion,
-:func:`expansion`); its sentences already shown are cut.
+:func:`expansion`); its sentences already shown are cut. A segment with no
+summary yet (hot, summaries deferred) that is too big to show whole is
+degraded rather than left out (:func:`degraded`: an excerpt, a summary made on
+demand, a shorter excerpt), so a large topic never vanishes from the prompt.
 """
 
 from __future__ import annotations
@@ -15,18 +18,26 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import StratamemError
+from ..records import StoredTurn
 from ..records.manifests import ContextItem, NearMiss
 from ..retrieve.render import CompactRenderer
 from ..tokens import Tokenizer
 from .assembly import Allocation, Assembly, Budget
+from .gather import truncated
 from .units import Candidates, SummaryUnit
 
 if TYPE_CHECKING:
     from .policy import Policy
 
-__all__ = ["SUMMARY_TITLE", "SummarySection", "expansion", "take_summaries"]
+__all__ = ["SUMMARY_TITLE", "SummarySection", "degraded", "expansion", "take_summaries"]
 
 SUMMARY_TITLE = "## Summaries of older conversation"
+
+_DEFERRED = ("", "", "", ())
+"""What :meth:`SummarySection._shown_as` answers for a unit left for a later, roomier pass."""
+
+_MIN_EXCERPT_CHARS = 120
+"""The shortest per-message cut :func:`degraded` tries before it gives up on a unit."""
 
 
 class SummarySection:
@@ -41,12 +52,15 @@ class SummarySection:
         self.summarized: set[int] = set()
         self.as_summary: set[int] = set()  # turns under the units shown as summaries (not expanded)
 
-    def take(self, units: Sequence[SummaryUnit], cap: Budget, overlap: bool = False) -> list[tuple[SummaryUnit, int]]:
+    def take(
+        self, units: Sequence[SummaryUnit], cap: Budget, overlap: bool = False, defer: bool = False
+    ) -> list[tuple[SummaryUnit, int]]:
         """Take what fits ``cap``; return the units left out for lack of room, with their cost.
 
         ``overlap``: a unit may cover turns of a unit already shown expanded (seed 000's
         macro summaries give the broad view around the warm chunks shown in full), never
-        those of another summary.
+        those of another summary. ``defer``: a unit with no summary yet whose turns do not
+        fit ``cap`` is left out (for a later pass with more room) instead of being degraded.
         """
         left_out: list[tuple[SummaryUnit, int]] = []
         for su in units:
@@ -54,8 +68,11 @@ class SummarySection:
                 continue
             first = not self.lines
             framing = (self.header + self.asm.opening()) if first else 0
-            placed = self._shown_as(su, cap.left - framing)
+            placed = self._shown_as(su, cap.left - framing, defer)
             if placed is None:
+                continue
+            if placed is _DEFERRED:
+                left_out.append((su, su.expanded_tokens + framing))
                 continue
             text, reason, fmt_name, duplicate_of = placed
             cost = self.asm.tokenizer.count(text) + 1 + framing
@@ -82,18 +99,29 @@ class SummarySection:
             return True
         return False
 
-    def _shown_as(self, su: SummaryUnit, room: int) -> tuple[str, str, str, tuple[str, ...]] | None:
+    def _shown_as(
+        self, su: SummaryUnit, room: int, defer: bool = False
+    ) -> tuple[str, str, str, tuple[str, ...]] | None:
         """``(text, reason, format, duplicate_of)`` the unit would be shown as, or ``None`` (near-miss noted).
 
         Expanded to its turns when they fit ``room`` and none of them is shown
         already (that would repeat them); its sentences already shown are cut.
+        A unit with no summary yet that does not fit whole is degraded
+        (:func:`degraded`), or :data:`_DEFERRED` with ``defer``.
         """
         asm = self.asm
-        expanded = None if set(su.turn_ids) & self.included else expansion(su, room, asm.tokenizer, asm.notes)
+        shown_turns = bool(set(su.turn_ids) & self.included)
+        expanded = None if shown_turns else expansion(su, room, asm.tokenizer, asm.notes)
         if su.expand_only and not expanded:
-            asm.misses.append(NearMiss(su.id, su.kind, su.expanded_tokens, "not_summarized_and_too_big", su.score))
-            return None
-        text, reason, fmt_name = (expanded, "expanded", "text") if expanded else (su.text, "summary", "summary")
+            if defer:
+                return _DEFERRED
+            reduced = degraded(su, room, asm.tokenizer, asm.notes, turns=not shown_turns)
+            if reduced is None:
+                asm.misses.append(NearMiss(su.id, su.kind, su.expanded_tokens, "over_budget", su.score))
+                return None
+            text, reason, fmt_name = reduced
+        else:
+            text, reason, fmt_name = (expanded, "expanded", "text") if expanded else (su.text, "summary", "summary")
         # A summary never restates what is shown: its sentences already shown go.
         cut = asm.shown.strip(text)
         if cut.removed and not cut.facts_left:
@@ -148,6 +176,52 @@ def take_summaries(asm: Assembly, cands: Candidates, alloc: Allocation, included
     if section.lines:
         asm.place(SUMMARY_TITLE + "\n" + "\n".join(section.lines), {i.id for i in section.entries})
         asm.items.extend(section.entries)
+
+
+def degraded(
+    su: SummaryUnit, room: int, tokenizer: Tokenizer, notes: list[str], *, turns: bool = True
+) -> tuple[str, str, str] | None:
+    """A segment with no summary yet, too big to show whole, made to fit ``room``: ``(text, reason, format)``.
+
+    Seed 002's escalation, in order: its turns with each message cut at
+    ``excerpt_chars`` characters and marked (step 1, reason ``excerpt``); a
+    summary made now from its turns by the local summarizer (step 2, reason
+    ``summary_on_demand``; not stored: the segment is summarized for good when
+    it is demoted); its turns cut shorter, halving the cut down to
+    :data:`_MIN_EXCERPT_CHARS`. ``None`` when not even that fits. ``turns``:
+    False when some of its turns are shown already, so only the summary may
+    stand for it. A failure to read the turns or to summarize them is a note.
+    """
+    read: list[StoredTurn] = []
+    if turns and su.expand is not None and su.excerpt_chars > 0:
+        try:
+            read = sorted(su.expand(), key=lambda t: t.id)
+        except StratamemError as exc:
+            notes.append(f"{su.id} not excerpted: {type(exc).__name__}: {exc}")
+
+    def excerpt(limit: int) -> str | None:
+        renderer = CompactRenderer()
+        lines = [su.text.split("]", 1)[0] + "] (excerpt)"]
+        lines += [renderer.line(t) for t in (truncated(st, limit) for st in read)]
+        text = "\n".join(lines)
+        return text if tokenizer.count(text) + 1 <= room else None
+
+    if read and (text := excerpt(su.excerpt_chars)) is not None:
+        return text, "excerpt", "text"
+    if su.summarize is not None:
+        try:
+            line = su.summarize()
+        except StratamemError as exc:
+            notes.append(f"{su.id} not summarized on demand: {type(exc).__name__}: {exc}")
+        else:
+            if line and tokenizer.count(line) + 1 <= room:
+                return line, "summary_on_demand", "summary"
+    limit = su.excerpt_chars // 2
+    while read and limit >= _MIN_EXCERPT_CHARS:
+        if (text := excerpt(limit)) is not None:
+            return text, "excerpt", "text"
+        limit //= 2
+    return None
 
 
 def expansion(su: SummaryUnit, room: int, tokenizer: Tokenizer, notes: list[str]) -> str | None:

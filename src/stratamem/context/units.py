@@ -35,6 +35,10 @@ class FixedBlock:
     """``text``, ``toon`` or ``json``."""
     reason: str = "always_included"
     """Why it is there."""
+    fit: Callable[[int], FixedBlock] | None = None
+    """A block that can shrink (the working state): the block re-rendered with a body of at most
+    that many tokens, saying what it left out; raises :class:`~stratamem.errors.BudgetError` when
+    nothing useful fits. Without it the block is shown whole or not at all."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +75,14 @@ class SummaryUnit:
     expanded_tokens: int = 0
     """Tokens of the covered turns (an upper bound of their packed rendering)."""
     expand_only: bool = False
-    """No summary exists yet (a hot segment): show it expanded or not at all."""
+    """No summary exists yet (a hot segment): shown expanded, else degraded (:attr:`excerpt_chars`,
+    :attr:`summarize`), never as a placeholder."""
+    excerpt_chars: int = 0
+    """``expand_only``: when the whole turns do not fit, each is cut at this many characters with a
+    marker (seed 002's escalation step 1); 0: no excerpt."""
+    summarize: Callable[[], str] | None = None
+    """``expand_only``: a summary line made on demand from the turns (local, not stored), for when
+    not even the excerpt fits (seed 002's escalation step 2)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,7 +6,9 @@ strict decoder for both kinds of document (``turns`` and ``summaries``).
 Lexical rules shared by both directions (escapes, times) come first.
 
 The decoder raises :class:`~stratamem.errors.DecodeError` naming the line for
-every malformed input and never returns partial data.
+every malformed input and never returns partial data. Both decoders also read
+seed 000's own dialect (``#CTF v1 turns=N fields=…``, :mod:`stratamem.formats.ctf_seed`);
+the encoders write only ours.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 from ..errors import DecodeError, StratamemError, ValidationError
 from ..records import Role, Turn, block_from_dict, check_text
+from .ctf_seed import is_seed_dialect, read_seed_summaries, read_seed_turns
 
 __all__ = [
     "CTF_VERSION",
@@ -332,6 +335,8 @@ def decode_turns(text: str) -> list[Turn]:
         DecodeError: The document is malformed in any way; ``line`` names the
             first bad line. No partial result is returned.
     """
+    if is_seed_dialect(text):  # seed 000's own dialect (docs/ctf.md "Seed 000's dialect")
+        return read_seed_turns(text)
     lines = _split_rows(text)
     keys = _parse_header(lines, "turns")
     rows = lines[1:]
@@ -495,6 +500,13 @@ def decode_summaries(text: str) -> list[SummaryRow]:
     Raises:
         DecodeError: The document is malformed; ``line`` names the first bad line.
     """
+    if is_seed_dialect(text):
+        try:
+            return [SummaryRow(*row) for row in read_seed_summaries(text)]
+        except DecodeError:
+            raise
+        except StratamemError as exc:
+            raise DecodeError(f"not a valid summary row: {exc}", line=1) from None
     lines = _split_rows(text)
     keys = _parse_header(lines, "summaries")
     rows = lines[1:]

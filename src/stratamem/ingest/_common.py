@@ -5,13 +5,19 @@ carries a *dedupe key*, so that ingesting the same file again stores nothing
 new (see :meth:`stratamem.Memory.ingest`): the provider's message id when the
 source has one (``id:<id>``), else a hash of the record's position in its
 session and its JSON (``sha256:<hex>``), which is stable across runs because
-it never includes a timestamp the reader made up.
+it never includes a timestamp the reader made up. A turn built from several
+source records (a reply written over several lines) also lists them as
+:class:`Part` s, so a reply that gained records since it was stored is
+continued rather than lost.
+
+Errors name the file and the line: ``<file>:<line>: <JSON path>: <message>``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -23,7 +29,10 @@ from ..records import Block, Role, TextBlock, ToolResultBlock, Turn, check_name
 __all__ = [
     "IngestReport",
     "IngestSession",
+    "Part",
     "bad",
+    "branch_session",
+    "clean_text",
     "content_key",
     "epoch_timestamp",
     "fail",
@@ -32,6 +41,16 @@ __all__ = [
     "repair_orphans",
     "safe_session",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One source record of a turn built from several: its dedupe key and how many of the turn's blocks it holds."""
+
+    key: str
+    """The record's own key (e.g. the line's uuid)."""
+    blocks: int
+    """How many of the turn's blocks, in order after the previous parts', came from it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,13 +75,28 @@ class IngestSession:
     skipped: Mapping[str, int] = field(default_factory=dict)
     """Source records deliberately not turned into turns, counted by kind
     (e.g. ``file-history-snapshot``, ``reasoning``)."""
+    parts: tuple[tuple[Part, ...], ...] = ()
+    """The records each turn was built from (same length as ``turns``; an
+    empty tuple for a turn of one record), or empty for none. A stored turn
+    whose record has new parts since is continued by a turn of their blocks."""
+    held_back: int = 0
+    """Turns not given because the source may still be writing them (the last
+    reply of a live log); reading the file again once it is complete gives them."""
+    family: str | None = None
+    """Set by readers of conversation trees (rewinds, edited prompts): the
+    sessions named ``family`` or ``family.<...>`` share this source's keys. A
+    turn stored in any of them is not stored again, and new turns never go
+    after a stored turn that is not on their path (they start a branch session)."""
+    source: str | None = None
+    """The file the turns were read from (its name), to place errors."""
+    lines: tuple[int | None, ...] = ()
+    """The source line of each turn (same length as ``turns``), or empty."""
 
 
 def fail(message: str, *, line: int | None = None, path: str | None = None, where: str = "") -> DecodeError:
-    """A :class:`DecodeError` naming the line (or, without one, the file) and JSON path of a bad record."""
-    prefix = f"{where}: " if where and line is None else ""
+    """A :class:`DecodeError` naming the file (``where``), the line and the JSON path of a bad record."""
     at = f"{path}: " if path else ""
-    return DecodeError(f"{prefix}{at}{message}", line=line)
+    return DecodeError(f"{at}{message}", line=line, source=where or None)
 
 
 def bad(message: str, path: str) -> InvalidTurnError:
@@ -96,6 +130,35 @@ def content_key(position: int, record: Any) -> str:
 def id_key(source: str, ident: str, part: int = 0) -> str:
     """Dedupe key of a record with a provider id (``part`` tells apart turns split from one record)."""
     return f"id:{source}:{ident}" + (f"#{part}" if part else "")
+
+
+def clean_text(value: Any, path: str) -> str:
+    """``value`` as storable text: NUL and unpaired surrogates (a tool printed binary) become U+FFFD.
+
+    Raises:
+        InvalidTurnError: ``value`` is not a string.
+    """
+    if not isinstance(value, str):
+        raise bad(f"expected a string, got {type(value).__name__}", path)
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        value = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in value)
+    return value
+
+
+_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.:@+=-]")
+
+
+def branch_session(base: str, ident: str) -> str:
+    """The session of a branch of ``base`` that starts at the record ``ident`` (a valid session name)."""
+    tail = _NAME_CHARS.sub("-", ident.rsplit(":", 1)[-1]).strip("-.") or "x"
+    name = f"{base}.branch-{tail}"
+    if len(name) > 128:
+        name = f"{base[:80]}.branch-{hashlib.sha256(ident.encode('utf-8')).hexdigest()[:24]}"
+    return name
 
 
 def safe_session(value: Any, fallback: str | None) -> str | None:
@@ -159,6 +222,12 @@ class IngestReport:
     """Turns not stored because the session already held them, by session name."""
     turn_ids: tuple[int, ...] = ()
     """Ids of the stored turns, in order."""
+    held_back: Mapping[str, int] = field(default_factory=dict)
+    """Turns the reader held back because the source may still be writing them, by session."""
+    continued: int = 0
+    """Stored turns that had grown since and were continued by a turn of their new blocks."""
+    branched: Mapping[str, str] = field(default_factory=dict)
+    """Sessions whose new turns went to a branch session (their stored tail is off the new path), and where."""
 
     @property
     def total_stored(self) -> int:

@@ -126,7 +126,7 @@ def read_message_file(data: Any, fmt: str, session: str | None, where: str) -> I
 
 
 def read_message_lines(
-    records: list[tuple[int, dict[str, Any]]], fmt: str, default_session: str | None
+    records: list[tuple[int, dict[str, Any]]], fmt: str, default_session: str | None, where: str = ""
 ) -> list[IngestSession]:
     """JSON Lines of messages or turns (``session``/``platform``/``channel``/``id`` keys per line).
 
@@ -149,7 +149,7 @@ def read_message_lines(
                 )
             ]
         except StratamemError as exc:
-            raise DecodeError(str(exc), line=n) from None
+            raise DecodeError(str(exc), line=n, source=where or None) from None
         rows.append((n, sess, labels[0], labels[1], labels[2], obj))
     messages = [r[5] for r in rows]
     mode = fmt if fmt != "auto" else detect_messages(messages)
@@ -164,7 +164,7 @@ def read_message_lines(
             try:
                 turns = parse_messages([r[5] for r in chunk], mode)
             except ValidationError as exc:
-                raise _at_line(exc, chunk) from None
+                raise _at_line(exc, chunk, where) from None
             keys = []
             for j, r in enumerate(chunk):
                 if r[4]:
@@ -173,16 +173,26 @@ def read_message_lines(
                 pos = positions.get(r[1], 0)
                 positions[r[1]] = pos + 1
                 keys.append(id_key("turns", r[4]) if r[4] else content_key(pos, r[5]))
-            out.append(IngestSession(chunk[0][1], turns, platform=chunk[0][2], channel=chunk[0][3], keys=tuple(keys)))
+            out.append(
+                IngestSession(
+                    chunk[0][1],
+                    turns,
+                    platform=chunk[0][2],
+                    channel=chunk[0][3],
+                    keys=tuple(keys),
+                    source=where or None,
+                    lines=tuple(r[0] for r in chunk),
+                )
+            )
             start = i
     return out
 
 
-def _at_line(exc: ValidationError, chunk: Sequence[tuple[Any, ...]]) -> DecodeError:
+def _at_line(exc: ValidationError, chunk: Sequence[tuple[Any, ...]], where: str = "") -> DecodeError:
     """Map ``messages[i].x`` in a chunk's error to the file line of message ``i``."""
     path = exc.path or ""
     if path.startswith("messages[") and "]" in path:
         idx = int(path[len("messages[") : path.index("]")])
         rest = path[path.index("]") + 1 :].lstrip(".")
-        return fail(exc.reason, line=chunk[idx][0], path=rest or None)
-    return DecodeError(str(exc), line=chunk[0][0])
+        return fail(exc.reason, line=chunk[idx][0], path=rest or None, where=where)
+    return DecodeError(str(exc), line=chunk[0][0], source=where or None)

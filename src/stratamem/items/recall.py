@@ -3,9 +3,9 @@
 Part of :class:`stratamem.items.Items`. Both entry points rank the same way
 (one function, :meth:`RecallOps._rank`): warm and cold items that are live
 (unless ``include_superseded``) and visible in the reading session, found by
-FTS and by exact cosine over the namespace's vectors, scored ``0.6 * cosine + 0.4 * word coverage`` (word
-coverage alone without an embedder), kept above ``recall_min_score``, best
-first. What differs is what happens next:
+FTS and by exact cosine over the namespace's vectors, scored by word coverage
+and, with an embedder, the calibrated cosine (:func:`match_score`), kept above
+``recall_min_score``, best first. What differs is what happens next:
 
 * :meth:`RecallOps.search` writes nothing: no access counts, no relevance, no
   promotion, no metrics. It works on a store that refuses writes, and is what
@@ -34,11 +34,34 @@ from .metrics import latency_deltas
 from .search import content_terms, fts_query, lexical_score
 from .tiers import TierOps
 
-__all__ = ["RecallOps"]
+__all__ = ["COSINE_CEILING", "COSINE_FLOOR", "RecallOps", "match_score"]
 
-# Weight of the semantic signal in a hybrid score; lexical coverage takes the rest.
-# Cosine carries paraphrase, word coverage carries exact names and numbers.
-_SEMANTIC_WEIGHT = 0.6
+COSINE_FLOOR = 0.35
+"""MiniLM cosine at or below which a query and an item count as unrelated (calibrated relevance 0): on
+600 LoCoMo questions, 90 % of unrelated turns score below 0.32 and half of the evidence turns above 0.30."""
+COSINE_CEILING = 0.65
+"""Cosine at or above which the vector alone says "the same fact" (calibrated relevance 1): rarer than
+1 in 1,000 unrelated pairs, as rare as an unrelated item holding every content word of the query."""
+
+
+def match_score(lexical: float, cosine: float | None) -> float:
+    """An item's match score (0-1) for a query: what decides recall (``recall_min_score``) and promotion.
+
+    Word coverage is the score without an embedder. With one, the cosine is
+    first put on the same scale (:data:`COSINE_FLOOR` -> 0, :data:`COSINE_CEILING`
+    -> 1, linear between) and the two are joined as independent evidence,
+    ``1 - (1 - lexical) * (1 - semantic)``: vectors only add evidence, so an
+    item that covers every word of the query scores 1 with or without them
+    (seed 003's promotion threshold means the same thing in both modes), and
+    a close paraphrase can reach it with no word in common. Measured on 600
+    LoCoMo questions: 5.1 % of evidence turns and 0.03 % of unrelated turns
+    reach 0.85 (word coverage alone: 1.1 % and 0 %; the earlier
+    ``0.6 * cosine + 0.4 * coverage``: none of either).
+    """
+    if cosine is None:
+        return lexical
+    semantic = min(1.0, max(0.0, (cosine - COSINE_FLOOR) / (COSINE_CEILING - COSINE_FLOOR)))
+    return 1.0 - (1.0 - lexical) * (1.0 - semantic)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,14 +140,7 @@ class RecallOps(TierOps):
         found = self._candidates(query, terms, qvec, limit, eligible, session)
         sem = dict(self._index.scores_for([i.id for i in found], qvec)) if qvec is not None else {}
         lex = {i.id: lexical_score(terms, i.content) for i in found}
-        score = {
-            i.id: (
-                _SEMANTIC_WEIGHT * max(sem.get(i.id, 0.0), 0.0) + (1 - _SEMANTIC_WEIGHT) * lex[i.id]
-                if qvec is not None
-                else lex[i.id]
-            )
-            for i in found
-        }
+        score = {i.id: match_score(lex[i.id], sem.get(i.id, 0.0) if qvec is not None else None) for i in found}
         ranked = sorted(
             (i for i in found if score[i.id] >= self.config.recall_min_score), key=lambda i: (-score[i.id], -i.id)
         )[:limit]

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from ..errors import NotFoundError, ValidationError
+from ..text import MAX_QUERY_CHARS
 
 if TYPE_CHECKING:
     from .server import _Kit, _Namespaces
@@ -46,10 +47,20 @@ def add_turn_tools(kit: "_Kit") -> None:
         format: Annotated[
             Literal["auto", "openai", "anthropic", "turns"], Field(description="Message shape (auto detects).")
         ] = "auto",
+        idempotency_key: Annotated[
+            str | None,
+            Field(
+                max_length=255,
+                description="Send the same call again with this key (within 24 h) to get the first call's "
+                "turns without storing anything twice.",
+            ),
+        ] = None,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
         def run() -> dict[str, Any]:
-            stored = spaces.get(namespace).add(messages, session=session, format=format)
+            stored = spaces.get(namespace).add(
+                messages, session=session, format=format, idempotency_key=idempotency_key
+            )
             return {
                 "stored": len(stored),
                 "session": session,
@@ -67,7 +78,9 @@ def add_turn_tools(kit: "_Kit") -> None:
     )
 
     def get_context(
-        query: Annotated[str | None, Field(description="What the next call is about.")] = None,
+        query: Annotated[
+            str | None, Field(max_length=MAX_QUERY_CHARS, description="What the next call is about.")
+        ] = None,
         budget: Annotated[
             int,
             Field(ge=MIN_BUDGET, le=1_000_000, description="Token budget of the whole result (context and manifest)."),
@@ -129,7 +142,7 @@ def add_turn_tools(kit: "_Kit") -> None:
     )
 
     def search_memory(
-        query: Annotated[str, Field(min_length=1, description="What to look for.")],
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to look for.")],
         k: Annotated[int, Field(ge=1, le=100, description="Most hits.")] = 10,
         session: Annotated[str | None, Field(description="Only this session.")] = None,
         budget: Annotated[
@@ -221,7 +234,7 @@ def add_item_tools(kit: "_Kit") -> None:
     )
 
     def memory_recall(
-        query: Annotated[str, Field(min_length=1, description="What to search for.")],
+        query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS, description="What to search for.")],
         limit: Annotated[int, Field(ge=1, le=100, description="Most items to return.")] = 3,
         auto_promote: Annotated[bool, Field(description="Promote matches to hot.")] = True,
         types: Annotated[list[ItemType] | None, Field(description="Only these types.")] = None,

@@ -1,7 +1,8 @@
 """What a ``Memory`` derives from its namespace's turns and keeps in step with them.
 
-Turns are the canonical record; the recall index and the pyramid are derived
-from them and can be rebuilt. :class:`Derived` feeds them each batch of newly
+Turns are the canonical record; the recall index, the pyramid and (with a
+project directory) the session logs are derived from them and can be rebuilt.
+:class:`Derived` feeds them each batch of newly
 committed turns (:meth:`Derived.after_add`), so a failure there must not turn
 a successful write into an error: it is reported (an event such as
 ``recall.index_failed`` or ``pyramid.failed``, a log line, and one of the
@@ -77,6 +78,9 @@ class Derived:
         if rewriter is not None and hasattr(rewriter, "on_failure") and rewriter.on_failure is None:
             # A model rewriter's failures are this memory's to report (event, log line, status warning).
             rewriter.on_failure = lambda exc: self.failed("recall.rewrite_failed", exc, [])
+        self.project_dir: Any = None
+        """With a project directory, every committed batch is appended to its session logs (seed 004)."""
+        self._logs: Any = None
         self.warnings: list[str] = []
         """Recent failures, newest last (at most :data:`MAX_WARNINGS`)."""
         self._seen: Any = None  # the store's data version at the last public call (see stale)
@@ -145,6 +149,8 @@ class Derived:
         """
         if stored:
             self.live.feed(stored, progress)
+            if self.project_dir is not None:
+                self._log(stored)
         names = list(dict.fromkeys([*(t.session for t in stored), *sessions]))
         if not names or not self.config.pyramid.enabled:
             return True
@@ -219,6 +225,22 @@ class Derived:
         finally:
             self.repairing = 0
         return len(missing)
+
+    def logging_to(self, project_dir: Any) -> Derived:
+        """Append every committed batch to the session logs under ``project_dir`` (``None``: no logs); returns self."""
+        self.project_dir, self._logs = project_dir, None
+        return self
+
+    def _log(self, stored: list[StoredTurn]) -> None:
+        """Append the batch to its sessions' logs under the project directory (``sessionlog.failed`` if not)."""
+        try:
+            if self._logs is None:
+                from ..state.sessionlog import SessionLogs
+
+                self._logs = SessionLogs(self.project_dir, self.namespace, workdir=self.config.state.workdir)
+            self._logs.append(stored)
+        except StratamemError as exc:
+            self.failed("sessionlog.failed", exc, stored)
 
     def failed(self, kind: str, exc: BaseException, stored: Sequence[StoredTurn]) -> None:
         """Report a failure of derived work: a log line, a status warning and a ``kind`` event."""

@@ -22,23 +22,24 @@ from ..context.gather import Parts, Request
 from ..context.sources import SummaryIndex
 from ..errors import BudgetError, ConfigError, ValidationError
 from ..events import EventBus
-from ..exchange import plan_import, read_export, write_export
 from ..expand import expand as expand_id
 from ..ingest import IngestReport, IngestSession, parse_messages
 from ..ingest import dedupe as _dedupe
-from ..ingest.checks import check_sizes, check_tool_pairs
 from ..providers import to_responses
 from ..records import StoredTurn, Turn, check_name
 from ..records.manifests import Context
 from ..records.nodes import Node
 from ..retrieve import HybridIndex
-from ..store import SQLiteStore, Store, TurnBatch
+from ..store import SQLiteStore, Store
 from ..store.base import NamespaceStats
 from ..text import check_budget, check_context_format, check_now
-from ..tokens import Calibration, Counting, Tokenizer, count_turn, get_tokenizer
+from ..tokens import Calibration, Counting, Tokenizer, get_tokenizer
+from .batches import checked_batch, session_batch
 from .derived import Derived, needed_features
+from .once import Once, request_digest
 from .requests import check_arguments, check_counting, current_session, lexical_note, record_manifest
 from .status import Status, namespace_status
+from .transfer import export_from, import_into
 
 if TYPE_CHECKING:
     from ..forget import ForgetReport
@@ -142,7 +143,9 @@ class Memory:
             self._derived_embedder = embedder
         self._embedder: Any = embedder
         derived = (summarizer, self._derived_embedder, query_rewriter)
-        self._derived = Derived(opened, self.namespace, self.config, self.tokenizer, self.events, *derived)
+        self._derived = Derived(opened, self.namespace, self.config, self.tokenizer, self.events, *derived).logging_to(
+            project_dir
+        )
 
     @property
     def embedder(self) -> Any:
@@ -190,11 +193,6 @@ class Memory:
 
     # --- writing ----------------------------------------------------------------------
 
-    def _check(self, session: str, turns: Sequence[Turn]) -> None:
-        """Refuse a batch before anything is stored (:mod:`stratamem.ingest.checks`)."""
-        check_sizes(turns, self.config.store.max_turn_chars)
-        check_tool_pairs(self.store, self.namespace, session, turns)
-
     def add(
         self,
         messages: Turn | dict[str, Any] | Sequence[Turn | dict[str, Any]],
@@ -204,6 +202,7 @@ class Memory:
         platform: str | None = None,
         channel: str | None = None,
         timestamp: datetime | None = None,
+        idempotency_key: str | None = None,
     ) -> list[StoredTurn]:
         """Store messages as turns of ``session``, in one transaction.
 
@@ -216,6 +215,8 @@ class Memory:
             platform: Platform label for a new session.
             channel: Channel label for a new session.
             timestamp: Timestamp for messages that carry none (default: now).
+            idempotency_key: A retry with this key and the same arguments (within 24 h)
+                stores nothing and returns the first call's turns (:mod:`stratamem.memory.once`).
 
         Returns:
             The stored turns with ids, sequence numbers and exact token counts.
@@ -223,16 +224,21 @@ class Memory:
         Raises:
             InvalidTurnError: A message is malformed, too large, or a tool result
                 answers no earlier tool call. Nothing is stored.
-            ValidationError: Invalid session name or format.
+            ValidationError: Invalid session name, format or idempotency key.
+            ConflictError: ``idempotency_key`` was used with other arguments. Nothing is stored.
             BackendError: The store failed. Nothing is stored.
         """
         check_name(session, "session")
+        args = (messages, session, format, platform, channel, timestamp)
+        once = Once(self.store, self.namespace, idempotency_key, request_digest("add", *args))
+        if (done := once.replay()) is not None:
+            return done
         turns = parse_messages(messages, format, timestamp=timestamp)
-        self._check(session, turns)
+        batch = checked_batch(self, session, turns, platform, channel)
         self._fresh()
-        tokens = [count_turn(t, self.tokenizer) for t in turns]
-        stored = self.store.append(self.namespace, [TurnBatch(session, turns, tokens, platform, channel)])
-        self._derived.after_add(stored)
+        stored, fresh = once.append([batch])
+        if fresh:
+            self._derived.after_add(stored)
         return stored
 
     @property
@@ -320,11 +326,7 @@ class Memory:
                 raise ValidationError(
                     f"session {s.session!r} belongs to namespace {s.namespace!r}, not {self.namespace!r}"
                 )
-            name = check_name(s.session or "default", "session")
-            self._check(name, s.turns)
-            batches.append(
-                TurnBatch(name, s.turns, [count_turn(t, self.tokenizer) for t in s.turns], s.platform, s.channel)
-            )
+            batches.append(session_batch(self, s))
         return self.store.append(self.namespace, batches)
 
     # --- reading ----------------------------------------------------------------------
@@ -355,6 +357,7 @@ class Memory:
         calibration: Calibration | None = None,
         project_dir: str | os.PathLike[str] | None = None,
         system_prompts: str = "session",
+        record: bool | None = None,
     ) -> Context:
         """Assemble the context for the next model call within ``budget`` tokens.
 
@@ -392,6 +395,8 @@ class Memory:
                 shell (CLI, MCP, HTTP) passes its project directory here.
             system_prompts: ``session``: the current session's system prompts only, never another's;
                 ``namespace``: every session's (the current session's first, then the others' newest first).
+            record: Store the manifest (default: ``config.context.record_manifests``);
+                ``False`` for a look that must write nothing (the HTTP GET routes).
 
         Raises:
             BudgetError: ``budget`` is not a positive integer, or too small once
@@ -421,7 +426,7 @@ class Memory:
         )
         messages = tuple(to_responses(ctx.messages)) if format == "responses" else ctx.messages
         ctx = Context(format=format, messages=messages, system=ctx.system, text=ctx.text, manifest=manifest)
-        record_manifest(self.store, self.namespace, session, ctx, self.config.context, self._derived.failed)
+        record_manifest(self.store, self.namespace, session, ctx, self.config.context, self._derived.failed, record)
         return ctx
 
     def counting(
@@ -475,22 +480,14 @@ class Memory:
 
     def export(self, out: IO[str]) -> tuple[int, int]:
         """Write this namespace's sessions and turns as JSON Lines; returns ``(sessions, turns)``."""
-        return write_export(
-            out,
-            self.namespace,
-            self.tokenizer.name,
-            self.store.sessions(self.namespace),
-            self.store.iter_turns(self.namespace),
-        )
+        return export_from(self, out)
 
     def import_(self, source: IO[str], *, dedupe: bool = True) -> tuple[int, int, int]:
         """Import an export into this namespace, in one transaction; returns ``(sessions, turns, skipped)``.
 
-        The whole file is parsed and verified before anything is written.
-        Importing is idempotent: turns a session already holds (same seq, same
-        content) are skipped and counted, so importing a file twice adds
-        nothing the second time, and a later export of a grown session adds
-        only its new turns.
+        The whole file is parsed and verified before anything is written. Turns a
+        session already holds (same seq and content) are skipped and counted: a
+        second import adds nothing; a later export of a grown session adds its new turns.
 
         Args:
             source: The export (see :mod:`stratamem.exchange`).
@@ -502,24 +499,7 @@ class Memory:
                 file (or, without ``dedupe``, exists at all).
             BackendError: The store failed; nothing was stored.
         """
-        data = read_export(source)
-        with self.store.transaction():
-            plan = plan_import(self.store, self.namespace, data, dedupe=dedupe)
-            for s in data.sessions:
-                # Create sessions even when empty, so an export round-trips exactly.
-                self.store.ensure_session(
-                    self.namespace, s.name, platform=s.platform, channel=s.channel, created_at=s.created_at
-                )
-            stored = self._append_sessions(
-                [
-                    IngestSession(s.name, plan.turns[s.name], platform=s.platform, channel=s.channel)
-                    for s in data.sessions
-                    if plan.turns[s.name]
-                ]
-            )
-        # Only committed turns may reach the derived structures.
-        self._derived.after_add(stored)
-        return len(data.sessions), len(stored), plan.skipped
+        return import_into(self, source, dedupe=dedupe)
 
     # --- forget, search, namespaces (stratamem.forget, stratamem.search) ----------------
 

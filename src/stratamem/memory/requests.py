@@ -103,14 +103,16 @@ def record_manifest(
     ctx: Context,
     config: ContextConfig,
     failed: Callable[[str, Exception, list[Any]], Any],
+    record: bool | None = None,
 ) -> None:
-    """Store the manifest; a failure (read-only or busy store) goes to ``failed``, never raised.
+    """Store the manifest unless ``record`` (default: ``config.record_manifests``) says not to.
 
-    The prompt is already built: losing its record must not lose the prompt.
-    A store opened read-only (its file or directory cannot be written) records
-    nothing and says nothing: reading such a store is what it is for.
+    A failure (busy store) goes to ``failed``, never raised: the prompt is
+    already built, and losing its record must not lose the prompt. A store
+    opened read-only (its file or directory cannot be written) records nothing
+    and says nothing: reading such a store is what it is for.
     """
-    if not config.record_manifests or getattr(store, "read_only", False):
+    if not (config.record_manifests if record is None else record) or getattr(store, "read_only", False):
         return
     try:
         store.manifests.add(namespace, session, ctx.manifest, keep=config.keep_manifests)

@@ -71,6 +71,7 @@ from .reads import _Reads
 from .segment import Seal
 from .summaries import _Summaries
 from .tiers import encode_turns, plan_tiers
+from .turn_vectors import stored_turn_vectors
 
 __all__ = ["Pyramid"]
 
@@ -214,7 +215,11 @@ class Pyramid(_Summaries, _Reads):
         open_turns = self.store.turns(self.namespace, session, min_seq=sealed + 1)
         if not open_turns:
             return []
-        split = self.plan.segmenter.split(open_turns)
+        vectors = None
+        if getattr(self.plan.segmenter, "similarity", 0) > 0:
+            # The topic segmenter reads a change of subject from the vectors the recall index stored.
+            vectors = stored_turn_vectors(self.store, self.namespace, self._model, [t.id for t in open_turns])
+        split = self.plan.segmenter.split(open_turns, vectors)
         seals = list(split.seals)
         if manual and split.open:
             seals.append(Seal(split.open, "manual"))
@@ -351,6 +356,13 @@ class Pyramid(_Summaries, _Reads):
                 fmt, content = encode_turns(turns[node_id], p.warm_format)
                 self._nodes.set_tier(
                     ns, node_id, "warm", at=at, view_tokens=self.tokenizer.count(content), warm=(fmt, content)
+                )
+            elif p.cold_format == "ctf":
+                # Seed 000's cold_format: ctf — the turns stay in the node, CTF-encoded, beside the archive.
+                _, content = encode_turns(turns[node_id], "ctf")
+                view = self.tokenizer.count(content)
+                self._nodes.set_tier(
+                    ns, node_id, "cold", at=at, view_tokens=view, warm=("ctf", content), archive_ref=ref
                 )
             else:
                 self._nodes.set_tier(

@@ -75,7 +75,10 @@ def plan_for(config: Config) -> Plan:
     if p.preset == "topics" or (p.preset == "custom" and p.segmenter == "topic"):
         current = c.current_share * c.default_budget
         segmenter: Segmenter = TopicSegmenter(
-            p.boundary_phrases, timedelta(minutes=p.silence_minutes), max(1, int(p.topic_token_threshold * current))
+            p.boundary_phrases,
+            timedelta(minutes=p.silence_minutes),
+            max(1, int(p.topic_token_threshold * current)),
+            similarity=p.subject_change_similarity,
         )
     elif p.preset == "custom" and p.segmenter == "user_turn":
         segmenter = UserTurnSegmenter()

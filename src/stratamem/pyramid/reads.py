@@ -202,8 +202,11 @@ class _Reads:
         return Expansion(turns, {node_id: "turns"}, {node_id: f"{type(problem).__name__}: {problem}"})
 
     def _tier_copy(self, node: Node, ids: list[int]) -> tuple[str, list[StoredTurn]] | None:
-        """``(source, turns)`` from a warm or cold segment's own copy; ``None`` when it has none."""
-        if node.tier == "warm":
+        """``(source, turns)`` from a warm or cold segment's own copy; ``None`` when it has none.
+
+        The source is ``warm`` for content held in the node (a warm segment, or a cold one
+        with ``cold_format: ctf``), ``archive`` for the archive frame."""
+        if node.tier in ("warm", "cold"):  # a cold segment holds its CTF with cold_format: ctf
             warm = self._nodes.warm_content(self.namespace, node.id)
             if warm is not None:
                 known = self.store.turns(self.namespace, ids=ids) if warm[0] == "ctf" else None

@@ -260,7 +260,8 @@ class _Summaries:
         if embed_error is not None:
             errors.append(embed_error)
         tokens = self.tokenizer.count(summary.text)
-        view = self._cold_tokens(summary) if node.tier == "cold" else None
+        # A cold node's view is its summary, unless it keeps its CTF (cold_format: ctf; that view stands).
+        view = self._cold_tokens(summary) if node.tier == "cold" and self.config.pyramid.cold_format != "ctf" else None
         self._nodes.set_summary(
             self.namespace,
             node.id,

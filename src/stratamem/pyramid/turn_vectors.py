@@ -26,7 +26,7 @@ import numpy as np
 
 from ..embed.quantize import decode_int8
 
-__all__ = ["turn_mean_vectors"]
+__all__ = ["stored_turn_vectors", "turn_mean_vectors"]
 
 
 def turn_mean_vectors(
@@ -61,3 +61,24 @@ def turn_mean_vectors(
         if norm > 0:
             out[node_id] = (total / norm).astype(np.float32)
     return out
+
+
+def stored_turn_vectors(store: Any, namespace: str, model: str, turn_ids: Sequence[int]) -> dict[int, np.ndarray]:
+    """The stored unit vectors of ``turn_ids`` made by ``model`` (those that have one), for the topic segmenter.
+
+    Returns:
+        Turn id -> float32 vector; empty when the store keeps no recall index,
+        its vectors come from another model, or ``model`` is empty.
+    """
+    feature = getattr(getattr(store, "embeddings", None), "turns", None)
+    if feature is None or not model or not turn_ids:
+        return {}
+    meta = feature.meta(namespace)
+    if meta is None or meta.model != model or meta.dims <= 0:
+        return {}
+    rows = feature.load(namespace, [int(t) for t in turn_ids])
+    ids = [t for t in turn_ids if t in rows and rows[t].vector is not None and len(rows[t].vector) == meta.dims + 4]
+    if not ids:
+        return {}
+    decoded = decode_int8([rows[t].vector for t in ids], meta.dims)
+    return {t: decoded[i] for i, t in enumerate(ids)}

@@ -59,7 +59,8 @@ class Node:
     parent_id: int | None
     """Consolidation that covers this node, once there is one."""
     reason: str
-    """Why it was sealed (``size``, ``phrase``, ``gap``, ``tokens``, ``manual``, ``user_turn``, ``consolidation``)."""
+    """Why it was sealed (``size``, ``phrase``, ``gap``, ``subject``, ``tokens``, ``manual``, ``user_turn``,
+    ``consolidation``)."""
     tier: Tier | None
     """How a segment is held (hot/warm/cold); ``None`` for consolidations, which hold summaries only."""
     summary: Summary | None

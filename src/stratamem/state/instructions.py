@@ -1,9 +1,10 @@
-"""Project instruction files: the shared ``STRATAMEM.md`` and the personal ``STRATAMEM.local.md``.
+"""Project instruction files: ``STRATAMEM.md``, the decision records ``docs/adr/*.md``, ``STRATAMEM.local.md``.
 
-Seed 004 keeps project rules in a file versioned with the repository and
-personal preferences in a git-ignored local file. Both are plain Markdown in
-the project's root; this module reads them and counts their tokens so the
-context builder can budget for them. It never edits them.
+Seed 004 keeps project rules in a file versioned with the repository, the
+architecture decision records beside it ("``VALARMIND.md`` and ADRs in the repo
+are the human and reviewable source") and personal preferences in a git-ignored
+local file. All are plain Markdown; this module reads them and counts their
+tokens so the context builder can budget for them. It never edits them.
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ from typing import Literal
 from ..errors import BackendError, DecodeError
 from ..tokens import Tokenizer
 
-__all__ = ["INSTRUCTION_FILES", "InstructionFile", "load_instructions"]
+__all__ = ["ADR_GLOB", "INSTRUCTION_FILES", "InstructionFile", "load_instructions"]
 
 INSTRUCTION_FILES: tuple[tuple[str, Literal["shared", "local"]], ...] = (
     ("STRATAMEM.md", "shared"),
     ("STRATAMEM.local.md", "local"),
 )
-"""File names and scopes, in prompt order: shared rules first, personal preferences after."""
+"""File names and scopes, in prompt order: shared rules first, personal preferences after
+(the decision records, :data:`ADR_GLOB`, go between them)."""
+
+ADR_GLOB = "docs/adr/*.md"
+"""The project's architecture decision records, read in name order (``0001-…``, ``0002-…``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,8 +36,9 @@ class InstructionFile:
 
     path: Path
     """Where it was read from."""
-    scope: Literal["shared", "local"]
-    """``shared`` (versioned with the repository) or ``local`` (personal, git-ignored)."""
+    scope: Literal["shared", "adr", "local"]
+    """``shared`` (versioned with the repository), ``adr`` (a decision record, versioned too)
+    or ``local`` (personal, git-ignored)."""
     text: str
     """Its content."""
     tokens: int
@@ -40,7 +46,7 @@ class InstructionFile:
 
 
 def load_instructions(project_dir: str | os.PathLike[str], tokenizer: Tokenizer) -> tuple[InstructionFile, ...]:
-    """Read the instruction files that exist in ``project_dir``, shared first.
+    """Read the instruction files that exist in ``project_dir``: shared, the decision records, local.
 
     Args:
         project_dir: The project's root directory.
@@ -53,9 +59,13 @@ def load_instructions(project_dir: str | os.PathLike[str], tokenizer: Tokenizer)
         DecodeError: A file is not UTF-8.
         BackendError: A file exists but cannot be read.
     """
+    root = Path(project_dir)
+    (shared, _), (local, _) = INSTRUCTION_FILES
+    order: list[tuple[Path, Literal["shared", "adr", "local"]]] = [(root / shared, "shared")]
+    order += [(p, "adr") for p in sorted(root.glob(ADR_GLOB)) if p.is_file()]
+    order.append((root / local, "local"))
     found = []
-    for name, scope in INSTRUCTION_FILES:
-        path = Path(project_dir) / name
+    for path, scope in order:
         try:
             data = path.read_bytes()
         except FileNotFoundError:

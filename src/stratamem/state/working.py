@@ -19,11 +19,13 @@ Instruction files live in :mod:`stratamem.state.instructions`; session logs in
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
+import logging
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import lru_cache
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import StateConfig
-from ..errors import BackendError, DecodeError, NotFoundError, ValidationError
+from ..errors import BackendError, BudgetError, DecodeError, NotFoundError, ValidationError
 from ..records import check_name
 from ..tokens import Tokenizer, get_tokenizer
 from .prompt import StateProjection, project_state
@@ -43,6 +45,8 @@ except ImportError:  # pragma: no cover - exercised only on Windows
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["SCHEMA_VERSION", "TASK_STATUSES", "WorkingState", "empty_state", "parse_stamp", "validate_state"]
+
+log = logging.getLogger("stratamem.state")
 
 SCHEMA_VERSION = 1
 """Version of the state document this module reads and writes."""
@@ -157,7 +161,8 @@ class WorkingState:
         self.path = self.directory / "state.json"
         """The canonical document."""
         self.toon_path = self.directory / "state.toon"
-        """The derived prompt projection, rewritten after every update."""
+        """The derived prompt projection, rewritten after every update and when a read finds
+        ``state.json`` changed since it was made (a hand edit)."""
 
     # --- reading -----------------------------------------------------------------
 
@@ -179,7 +184,33 @@ class WorkingState:
             doc = json.loads(text)
         except ValueError as exc:
             raise DecodeError(f"{self.path} is not valid JSON: {exc}") from None
-        return validate_state(doc)
+        doc = validate_state(doc)
+        self._sync_toon(doc, text)
+        return doc
+
+    def _sync_toon(self, doc: dict[str, Any], text: str) -> None:
+        """Regenerate ``state.toon`` when ``state.json`` changed behind our back (edited by hand).
+
+        ``state.toon.src`` beside it holds the SHA-256 of the ``state.json`` it was
+        made from; a different hash (or a missing file) means the projection is stale.
+        Derived and disposable: a failure to rewrite it is logged, never raised.
+        """
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        try:
+            if self.toon_path.exists() and self._src_path.read_text(encoding="utf-8").strip() == digest:
+                return
+        except OSError:
+            pass
+        try:
+            projection = project_state(doc, self.tokenizer, config=self.config, budget=None, now=self.clock())
+            _atomic_write(self.toon_path, projection.text + "\n")
+            _atomic_write(self._src_path, digest + "\n")
+        except (BackendError, BudgetError) as exc:
+            log.warning("state.toon of %s not regenerated: %s", self.path, exc)
+
+    @property
+    def _src_path(self) -> Path:
+        return self.directory / "state.toon.src"
 
     def project(self, budget: int | None = None) -> StateProjection:
         """The state rendered for a prompt within ``budget`` tokens (see :mod:`stratamem.state.prompt`).
@@ -296,6 +327,42 @@ class WorkingState:
 
         return self._update(change)
 
+    def promote(self, done: Sequence[str] = (), decisions: Sequence[tuple[str, str]] = ()) -> tuple[int, int]:
+        """Record completed work and settled decisions (seed 004: "when something is completed or
+        stabilized, promote to medium-term"), in one update; returns ``(tasks, decisions)`` changed.
+
+        A finished item whose title matches an unfinished task (ignoring case) marks that task
+        ``done``; an unknown one is added as a ``done`` task; one already done is skipped. A
+        decision whose title is already recorded is skipped. Titles are cut to 300 characters.
+
+        Raises:
+            ValidationError: The result would break the schema (nothing is written).
+        """
+        counts = [0, 0]
+
+        def change(d: dict[str, Any], at: str) -> None:
+            titles = {t["title"].casefold(): t for t in d["tasks"]}
+            for title in dict.fromkeys(t.strip()[:300] for t in done if t.strip()):
+                task = titles.get(title.casefold())
+                if task is None:
+                    task = {"id": _next_id(d["tasks"], "T"), "title": title, "status": "done", "updated_at": at}
+                    d["tasks"].append(task)
+                    titles[title.casefold()] = task
+                elif task["status"] in ("done", "dropped"):
+                    continue
+                task.update(status="done", updated_at=at)
+                counts[0] += 1
+            known = {x["title"].casefold() for x in d["decisions"]}
+            for title, why in decisions:
+                title = title.strip()[:300]
+                if title and title.casefold() not in known:
+                    d["decisions"].append({"id": _next_id(d["decisions"], "D"), "title": title, "why": why, "ts": at})
+                    known.add(title.casefold())
+                    counts[1] += 1
+
+        self._update(change)
+        return counts[0], counts[1]
+
     # --- internals ---------------------------------------------------------------
 
     @staticmethod
@@ -332,8 +399,10 @@ class WorkingState:
 
     def _write(self, doc: dict[str, Any]) -> None:
         projection = project_state(doc, self.tokenizer, config=self.config, budget=None, now=self.clock())
-        _atomic_write(self.path, json.dumps(doc, ensure_ascii=False, indent=2) + "\n")
+        text = json.dumps(doc, ensure_ascii=False, indent=2) + "\n"
+        _atomic_write(self.path, text)
         _atomic_write(self.toon_path, projection.text + "\n")
+        _atomic_write(self._src_path, hashlib.sha256(text.encode("utf-8")).hexdigest() + "\n")
 
     def __repr__(self) -> str:
         return f"WorkingState({str(self.path)!r})"

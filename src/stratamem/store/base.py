@@ -101,6 +101,11 @@ class Store(Protocol):
         ...
 
     @property
+    def idempotency(self) -> Any:
+        """Idempotency keys of writes (used by ``Memory.add(idempotency_key=...)`` and the HTTP writes)."""
+        ...
+
+    @property
     def forgetting(self) -> Any:
         """Deleting turns and everything derived from them (``apply`` a forget plan)."""
         ...

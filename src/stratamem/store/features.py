@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from .conversations import Conversations
     from .embedding_cache import EmbeddingCache
     from .forget_rows import ForgetRows
+    from .idempotency import IdempotencyKeys
     from .ingest_keys import IngestKeys
     from .item_store import ItemStore
     from .manifests import Manifests
@@ -87,3 +88,10 @@ class SharedFeatures:
         from .ingest_keys import IngestKeys
 
         return IngestKeys(self.sql)
+
+    @functools.cached_property
+    def idempotency(self) -> IdempotencyKeys:
+        """Idempotency keys of writes (:mod:`stratamem.store.idempotency`)."""
+        from .idempotency import IdempotencyKeys
+
+        return IdempotencyKeys(self.sql)

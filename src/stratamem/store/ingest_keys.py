@@ -75,6 +75,37 @@ class IngestKeys:
             )
         return found
 
+    def family(self, namespace: str, root: str) -> list[str]:
+        """Sessions holding keys whose name is ``root`` or starts with ``root.`` (a conversation and its branches)."""
+        like = root.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + ".%"
+        rows = self._sql.rows(
+            "SELECT DISTINCT session FROM ingest_keys "
+            "WHERE namespace = ? AND (session = ? OR session LIKE ? ESCAPE '\\')",
+            (namespace, root, like),
+        )
+        # SQLite's LIKE ignores case: keep the exact prefix only.
+        return sorted(r[0] for r in rows if r[0] == root or r[0].startswith(root + "."))
+
+    def tail_keys(self, namespace: str, session: str) -> set[str] | None:
+        """Keys of the session's last stored turn.
+
+        ``None`` when the session holds no turn; empty when its last turn came from no import.
+        """
+        d = self._sql.dialect
+        rows = self._sql.rows(
+            f"SELECT MAX(t.id) FROM turns t JOIN sessions s ON s.{d.tenant} = t.{d.tenant} AND s.id = t.session_id "
+            f"WHERE {d.in_namespace('t')} AND s.name = ?",
+            (namespace, session),
+        )
+        last = rows[0][0] if rows else None
+        if last is None:
+            return None
+        found = self._sql.rows(
+            "SELECT key FROM ingest_keys WHERE namespace = ? AND session = ? AND turn_id = ?",
+            (namespace, session, last),
+        )
+        return {r[0] for r in found}
+
     def record(self, namespace: str, rows: Iterable[tuple[str, str, int]]) -> None:
         """Record ``(session, key, turn_id)`` rows, in the caller's transaction or one of their own.
 

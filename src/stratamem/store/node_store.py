@@ -361,9 +361,17 @@ class NodeStore(NodeReads):
         )
 
     def clear_archive(self, namespace: str, node_ids: Iterable[int]) -> None:
-        """Forget archive references of the namespace's nodes (retention expired the content)."""
+        """Forget archive references of the namespace's nodes (retention expired the content), and the
+        CTF copy a cold node keeps with ``cold_format: ctf``: it is the same content."""
         ids = [int(i) for i in node_ids]
-        self._update(namespace, "UPDATE nodes SET archive_ref = NULL WHERE", (), expect=0, ids=ids, destructive=True)
+        self._update(
+            namespace,
+            "UPDATE nodes SET archive_ref = NULL, warm_format = NULL, warm_content = NULL WHERE",
+            (),
+            expect=0,
+            ids=ids,
+            destructive=True,
+        )
 
     def delete_turns(self, namespace: str, turn_ids: Sequence[int]) -> int:
         """Delete canonical turns of the namespace (retention only); returns how many were deleted."""

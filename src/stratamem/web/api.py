@@ -8,6 +8,7 @@ library calls under the spaces lock. Errors become the one JSON error body
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from typing import Annotated, Any, Literal
@@ -18,15 +19,20 @@ from fastapi.responses import PlainTextResponse, Response
 from ..errors import NotFoundError, ValidationError
 from ..items.metrics import to_prometheus
 from ..mcp_budget import MIN_BUDGET, hits_result
+from ..memory.once import request_digest
 from ..pyramid.metrics import PyramidMetrics, pyramid_prometheus
+from ..text import MAX_QUERY_CHARS
 from .convert import context_json, session_json, turn_json
 from .errors import Conflict
+from .idempotent import run_once
+from .limits import COUNTERS
 from .models import (
     AddItem,
     AddTurns,
     ContextQuery,
     ContextRequest,
     ErrorBody,
+    IdempotencyKey,
     ItemType,
     RecallItems,
     StateChange,
@@ -43,8 +49,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         (401, "Missing or wrong token"),
         (403, "Namespace or origin not allowed"),
         (404, "Unknown namespace, session, node, item or manifest"),
+        (408, "The request was not received in time"),
         (413, "Body too large"),
-        (503, "Store or model failure"),
+        (503, "Store or model failure, or the server is busy (see Retry-After)"),
     )
 }
 
@@ -64,10 +71,21 @@ def build_router(spaces: Spaces) -> APIRouter:
     def mem(request: Request, namespace: str, *, must_exist: bool = True) -> Any:
         return spaces.get(namespace, principal(request), must_exist=must_exist)
 
+    def once(m: Any, key: str | None, request: Request, body: Any, write: Any, ref: Any, rebuild: Any) -> Any:
+        """``write()`` at most once per ``Idempotency-Key`` (:func:`~stratamem.web.idempotent.run_once`)."""
+        digest = request_digest("http", request.method, request.url.path, body)
+        return run_once(m, key, digest, write, ref, rebuild)
+
+    def item_once(m: Any, key: str | None, request: Request, body: Any, write: Any) -> dict[str, Any]:
+        """An item write under an idempotency key: the answer is the item as stored now."""
+        return once(
+            m, key, request, body, write, lambda d: {"item": d["id"]}, lambda r: m.items.get(r["item"]).to_dict()
+        )
+
     # --- namespaces, status, metrics ------------------------------------------------------
 
-    @r.get("/health", tags=["status"], summary="Liveness")
-    def health() -> dict[str, Any]:
+    @r.get("/health", tags=["status"], summary="Liveness (answered on the event loop: never waits for the store)")
+    async def health() -> dict[str, Any]:
         return {"ok": True}
 
     @r.get("/namespaces", tags=["namespaces"], summary="Namespaces this token may use, with their counts")
@@ -121,6 +139,7 @@ def build_router(spaces: Spaces) -> APIRouter:
                 "# HELP stratamem_store_bytes Bytes the store occupies on disk.",
                 "# TYPE stratamem_store_bytes gauge",
                 f"stratamem_store_bytes {spaces.default.store.size_bytes()}",
+                COUNTERS.prometheus().rstrip("\n"),
             ]
             return "\n".join(lines) + "\n"
 
@@ -139,11 +158,16 @@ def build_router(spaces: Spaces) -> APIRouter:
         status_code=201,
         summary="Store messages as turns of a session (one transaction)",
     )
-    def add_turns(request: Request, namespace: str, body: AddTurns) -> dict[str, Any]:
+    def add_turns(request: Request, namespace: str, body: AddTurns, key: IdempotencyKey = None) -> dict[str, Any]:
         m = mem(request, namespace, must_exist=False)
         stored = spaces.call(
             lambda: m.add(
-                body.messages, session=body.session, format=body.format, platform=body.platform, channel=body.channel
+                body.messages,
+                session=body.session,
+                format=body.format,
+                platform=body.platform,
+                channel=body.channel,
+                idempotency_key=key,  # claimed in the transaction that stores the turns
             )
         )
         return {"turns": [turn_json(t) for t in stored]}
@@ -172,7 +196,7 @@ def build_router(spaces: Spaces) -> APIRouter:
 
     # --- context, manifests, search --------------------------------------------------------
 
-    def assemble(request: Request, namespace: str, body: ContextRequest) -> dict[str, Any]:
+    def assemble(request: Request, namespace: str, body: ContextRequest, record: bool | None) -> dict[str, Any]:
         m = mem(request, namespace)
         # The library's context, with the server's project: the same prompt as every other shell.
         ctx = spaces.call(
@@ -187,6 +211,7 @@ def build_router(spaces: Spaces) -> APIRouter:
                 model=body.model,
                 project_dir=spaces.project_dir,
                 system_prompts=body.system_prompts,
+                record=record,
             )
         )
         return context_json(ctx)
@@ -197,15 +222,17 @@ def build_router(spaces: Spaces) -> APIRouter:
         summary="Assemble the context for the next model call, with its manifest",
     )
     def context(request: Request, namespace: str, body: ContextRequest) -> dict[str, Any]:
-        return assemble(request, namespace, body)
+        return assemble(request, namespace, body, body.record)
 
     @r.get(
         "/namespaces/{namespace}/context",
         tags=["context"],
-        summary="Assemble the context for the next model call (the POST route's fields as query parameters)",
+        summary="Assemble the context for the next model call (the POST route's fields as query parameters; "
+        "records no manifest unless record=true)",
     )
     def context_get(request: Request, namespace: str, params: Annotated[ContextQuery, Query()]) -> dict[str, Any]:
-        return assemble(request, namespace, params)
+        # A GET must not write: any web page can make a browser send one (the manifest only when asked).
+        return assemble(request, namespace, params, bool(params.record))
 
     @r.get("/namespaces/{namespace}/manifests", tags=["context"], summary="Recorded manifests, newest first")
     def manifests(request: Request, namespace: str, limit: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:
@@ -229,7 +256,7 @@ def build_router(spaces: Spaces) -> APIRouter:
     def search(
         request: Request,
         namespace: str,
-        q: str = Query(min_length=1, max_length=20_000),
+        q: str = Query(min_length=1, max_length=MAX_QUERY_CHARS),
         k: int = Query(10, ge=1, le=100, description="Most hits."),
         session: str | None = Query(None, description="Only this session's turns and segment summaries."),
         budget: int | None = Query(
@@ -310,12 +337,23 @@ def build_router(spaces: Spaces) -> APIRouter:
     @r.post(
         "/namespaces/{namespace}/sessions/{session}/seal",
         tags=["pyramid"],
-        summary="Seal the session's open turns into a segment now (manual topic boundary)",
+        summary="Seal the session's open turns into a segment now (manual topic boundary; long work: queued)",
     )
-    def seal(request: Request, namespace: str, session: str) -> dict[str, Any]:
-        m = mem(request, namespace)
-        node = spaces.call(lambda: m.seal(session))
-        return {"sealed": node is not None, "segment": node.to_dict() if node is not None else None}
+    async def seal(request: Request, namespace: str, session: str, key: IdempotencyKey = None) -> dict[str, Any]:
+        def run() -> dict[str, Any]:
+            m = mem(request, namespace)
+
+            def write() -> dict[str, Any]:
+                node = m.seal(session)
+                return {"sealed": node is not None, "segment": node.to_dict() if node is not None else None}
+
+            def rebuild(ref: dict[str, Any]) -> dict[str, Any]:
+                node = m.pyramid.node(ref["node"]) if ref["node"] is not None else None
+                return {"sealed": node is not None, "segment": node.to_dict() if node is not None else None}
+
+            return once(m, key, request, None, write, lambda d: {"node": (d["segment"] or {}).get("id")}, rebuild)
+
+        return await spaces.long(run)
 
     # --- memory items ----------------------------------------------------------------------
 
@@ -340,10 +378,11 @@ def build_router(spaces: Spaces) -> APIRouter:
         return {"items": [i.to_dict() for i in rows]}
 
     @r.post("/namespaces/{namespace}/items", tags=["items"], status_code=201, summary="Add a memory item")
-    def add_item(request: Request, namespace: str, body: AddItem) -> dict[str, Any]:
+    def add_item(request: Request, namespace: str, body: AddItem, key: IdempotencyKey = None) -> dict[str, Any]:
         m = mem(request, namespace, must_exist=False)
-        return spaces.call(
-            lambda: m.items.add(
+
+        def write() -> dict[str, Any]:
+            return m.items.add(
                 body.content,
                 body.type,
                 session=body.session,
@@ -353,7 +392,8 @@ def build_router(spaces: Spaces) -> APIRouter:
                 tier=body.tier,
                 scope=body.scope,
             ).to_dict()
-        )
+
+        return spaces.call(lambda: item_once(m, key, request, body.model_dump(mode="json"), write))
 
     @r.get("/namespaces/{namespace}/items/{item_id}", tags=["items"], summary="One memory item")
     def get_item(request: Request, namespace: str, item_id: int) -> dict[str, Any]:
@@ -379,14 +419,14 @@ def build_router(spaces: Spaces) -> APIRouter:
         )
 
     @r.post("/namespaces/{namespace}/items/{item_id}/confirm", tags=["items"], summary="Confirm an extracted item")
-    def confirm(request: Request, namespace: str, item_id: int) -> dict[str, Any]:
+    def confirm(request: Request, namespace: str, item_id: int, key: IdempotencyKey = None) -> dict[str, Any]:
         m = mem(request, namespace)
-        return spaces.call(lambda: m.items.confirm(item_id).to_dict())
+        return spaces.call(lambda: item_once(m, key, request, None, lambda: m.items.confirm(item_id).to_dict()))
 
     @r.post("/namespaces/{namespace}/items/{item_id}/reject", tags=["items"], summary="Reject an extracted item")
-    def reject(request: Request, namespace: str, item_id: int) -> dict[str, Any]:
+    def reject(request: Request, namespace: str, item_id: int, key: IdempotencyKey = None) -> dict[str, Any]:
         m = mem(request, namespace)
-        return spaces.call(lambda: m.items.reject(item_id).to_dict())
+        return spaces.call(lambda: item_once(m, key, request, None, lambda: m.items.reject(item_id).to_dict()))
 
     @r.post(
         "/namespaces/{namespace}/items/{item_id}/supersede",
@@ -394,7 +434,9 @@ def build_router(spaces: Spaces) -> APIRouter:
         responses={409: _ERRORS[400]},
         summary="Mark an item as replaced by a newer one",
     )
-    def supersede(request: Request, namespace: str, item_id: int, body: Supersede) -> dict[str, Any]:
+    def supersede(
+        request: Request, namespace: str, item_id: int, body: Supersede, key: IdempotencyKey = None
+    ) -> dict[str, Any]:
         m = mem(request, namespace)
 
         def run() -> dict[str, Any]:
@@ -403,15 +445,17 @@ def build_router(spaces: Spaces) -> APIRouter:
                 raise Conflict(f"item {item_id} is already superseded by item {old.superseded_by}")
             return m.items.supersede(item_id, body.by).to_dict()
 
-        return spaces.call(run)
+        return spaces.call(lambda: item_once(m, key, request, body.model_dump(mode="json"), run))
 
     # --- working state ---------------------------------------------------------------------
 
-    def state(request: Request, namespace: str) -> Any:
+    def state_memory(request: Request, namespace: str) -> Any:
         if spaces.project_dir is None:
             raise NotFoundError("this server has no project directory (start it with --project-dir)")
-        m = mem(request, namespace, must_exist=False)
-        return m.state(spaces.project_dir)
+        return mem(request, namespace, must_exist=False)
+
+    def state(request: Request, namespace: str) -> Any:
+        return state_memory(request, namespace).state(spaces.project_dir)
 
     @r.get("/namespaces/{namespace}/state", tags=["state"], summary="Working state and its prompt projection")
     def read_state(request: Request, namespace: str, budget: int | None = Query(None, ge=1)) -> dict[str, Any]:
@@ -426,7 +470,7 @@ def build_router(spaces: Spaces) -> APIRouter:
         return spaces.call(run)
 
     @r.post("/namespaces/{namespace}/state", tags=["state"], summary="Apply one change to the working state")
-    def change_state(request: Request, namespace: str, body: StateChange) -> dict[str, Any]:
+    def change_state(request: Request, namespace: str, body: StateChange, key: IdempotencyKey = None) -> dict[str, Any]:
         def need(v: Any, what: str) -> Any:
             if v is None:
                 raise ValidationError(f"{body.op} needs {what}", path=what)
@@ -449,7 +493,14 @@ def build_router(spaces: Spaces) -> APIRouter:
                 return ws.complete_task(need(body.id, "id"))
             return ws.set_convention(need(body.key, "key"), body.value)
 
-        return {"op": body.op, "result": spaces.call(run)}
+        def write() -> dict[str, Any]:
+            # The working state is a file, not the store: its (small) answer is recorded as it is.
+            return {"op": body.op, "result": run()}
+
+        def keyed() -> dict[str, Any]:
+            return once(state_memory(request, namespace), key, request, body.model_dump(mode="json"), write, dict, dict)
+
+        return spaces.call(keyed)
 
     # --- export / import -------------------------------------------------------------------
 
@@ -474,22 +525,26 @@ def build_router(spaces: Spaces) -> APIRouter:
             "requestBody": {"required": True, "content": {"application/x-ndjson": {"schema": {"type": "string"}}}}
         },
     )
-    async def import_(request: Request, namespace: str) -> dict[str, Any]:
+    async def import_(request: Request, namespace: str, key: IdempotencyKey = None) -> dict[str, Any]:
         raw = await request.body()
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ValidationError("the import body is not UTF-8") from exc
-        m = mem(request, namespace, must_exist=False)
 
-        def run() -> tuple[int, int, int]:
+        def run() -> dict[str, Any]:
             # Idempotent like the library: turns a session already holds are skipped;
             # a session holding different turns is a ConflictError (409).
-            return m.import_(io.StringIO(text))
+            m = mem(request, namespace, must_exist=False)
 
-        from starlette.concurrency import run_in_threadpool
+            def write() -> dict[str, Any]:
+                n_sessions, n_turns, n_skipped = m.import_(io.StringIO(text))
+                return {"sessions": n_sessions, "turns": n_turns, "skipped": n_skipped}
 
-        n_sessions, n_turns, n_skipped = await run_in_threadpool(spaces.call, run)
-        return {"sessions": n_sessions, "turns": n_turns, "skipped": n_skipped}
+            digest_of = hashlib.sha256(raw).hexdigest()  # the body's digest, not the body, goes into the key's digest
+            return once(m, key, request, digest_of, write, dict, dict)
+
+        # Long work: on the work queue's thread (never the event loop), under the lock there.
+        return await spaces.long(run)
 
     return r

@@ -15,8 +15,10 @@ from starlette.exceptions import HTTPException
 
 from ..errors import StratamemError
 from .api import build_router
-from .errors import error_body, status_for
+from .errors import Busy, error_body, status_for
+from .guard import ErrorGuard
 from .id_routes import build_id_router
+from .limits import Limits
 from .pages import build_pages, render_error
 from .security import Security, SecurityMiddleware
 from .spaces import Spaces
@@ -43,6 +45,7 @@ def create_app(
     security: Security | None = None,
     bind_host: str = "127.0.0.1",
     project_dir: str | os.PathLike[str] | None = None,
+    limits: Limits | None = None,
 ) -> Any:
     """The ASGI application serving ``memory``'s store.
 
@@ -51,18 +54,22 @@ def create_app(
         security: Tokens, hosts, origins and body limits (default: loopback, no token).
         bind_host: Address the server listens on (for the ``Host`` check).
         project_dir: Project directory of the working state routes (``None``: none).
+        limits: Body deadline, waiting calls, lock wait and work queue
+            (default: :class:`~stratamem.web.limits.Limits` ``()``).
 
     Returns:
-        The application (a :class:`~stratamem.web.security.SecurityMiddleware`
-        around a FastAPI app; its ``.api`` attribute is the FastAPI app, whose
-        ``openapi()`` gives the schema).
+        The application (an :class:`~stratamem.web.guard.ErrorGuard` around a
+        :class:`~stratamem.web.security.SecurityMiddleware` around a FastAPI
+        app; its ``.api`` attribute is the FastAPI app, whose ``openapi()``
+        gives the schema, and ``.spaces`` the open memories).
 
     Raises:
         ConfigError: A non-loopback ``bind_host`` without a token, or a token under 16 characters.
     """
     security = security or Security()
     security.check_bind(bind_host)
-    spaces = Spaces(memory, project_dir)
+    limits = limits or Limits()
+    spaces = Spaces(memory, project_dir, limits)
     from importlib.metadata import version
 
     api = FastAPI(
@@ -94,6 +101,10 @@ def create_app(
     @api.exception_handler(StratamemError)
     async def library_error(request: Request, exc: StratamemError) -> Response:
         status = status_for(exc)
+        if isinstance(exc, Busy):  # counted in /metrics; a busy server must not also flood its log
+            out = answer(request, status, type(exc).__name__, str(exc))
+            out.headers["retry-after"] = str(exc.retry_after)
+            return out
         if status >= 500:
             log.warning("%s %s: %s", request.method, request.url.path, type(exc).__name__)
         return answer(request, status, type(exc).__name__, str(getattr(exc, "reason", exc)), getattr(exc, "path", None))
@@ -124,7 +135,7 @@ def create_app(
             allow_methods=["GET", "POST"],
             allow_headers=["authorization", "content-type"],
         )
-    outer = SecurityMiddleware(app, security, bind_host)
+    outer = ErrorGuard(SecurityMiddleware(app, security, bind_host, limits=limits))
     outer.api = api  # type: ignore[attr-defined]
     outer.spaces = spaces  # type: ignore[attr-defined]
     return outer

@@ -15,6 +15,8 @@ error                             status  meaning
                                           an item already superseded)
 ``PayloadTooLarge``                 413   the body is over the server's limit
 ``BackendError``, ``ModelError``    503   the store or a model failed; retry later
+``Busy``                            503   too many calls wait for the store, or the work queue
+                                          is full; retry after ``Retry-After`` seconds
 ================================  ======  =====================================
 """
 
@@ -34,7 +36,7 @@ from ..errors import (
     ValidationError,
 )
 
-__all__ = ["Conflict", "Forbidden", "PayloadTooLarge", "Unauthorized", "error_body", "status_for"]
+__all__ = ["Busy", "Conflict", "Forbidden", "PayloadTooLarge", "Unauthorized", "error_body", "status_for"]
 
 
 class Forbidden(StratamemError):
@@ -53,6 +55,17 @@ class PayloadTooLarge(StratamemError):
     """The request body is larger than the server accepts."""
 
 
+class Busy(StratamemError):
+    """The server is busy: too many calls wait for the store, or the long-work queue is full.
+
+    Answered 503 with ``Retry-After: retry_after``.
+    """
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 # Order matters: subclasses before their bases.
 _STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (Unauthorized, 401),
@@ -65,6 +78,7 @@ _STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (ConfigError, 400),
     (DecodeError, 400),
     (NotFoundError, 404),
+    (Busy, 503),
     (BackendError, 503),
     (ModelError, 503),
 )

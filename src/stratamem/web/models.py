@@ -7,11 +7,13 @@ at its own boundary and its errors map to 400 as well.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from fastapi import Header
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from ..context.policies import PolicyName
+from ..text import MAX_QUERY_CHARS
 
 __all__ = [
     "AddItem",
@@ -21,12 +23,24 @@ __all__ = [
     "ErrorBody",
     "ErrorDetail",
     "Forget",
+    "IdempotencyKey",
     "ItemType",
     "RecallItems",
     "StateChange",
     "Supersede",
     "Tier",
 ]
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        max_length=255,
+        description="Send a write again with the same key and body (within 24 h) and get the first answer; "
+        "nothing is stored twice. The same key with another body: 409.",
+    ),
+]
+"""The ``Idempotency-Key`` header of the write routes (see :mod:`stratamem.web.idempotent`)."""
 
 ItemType = Literal["fact", "decision", "entity", "preference", "context", "message"]
 Tier = Literal["hot", "warm", "cold"]
@@ -65,7 +79,7 @@ class AddTurns(_Body):
 class ContextRequest(_Body):
     """What to assemble a context for."""
 
-    query: str | None = Field(default=None, max_length=20_000, description="What the next call is about.")
+    query: str | None = Field(default=None, max_length=MAX_QUERY_CHARS, description="What the next call is about.")
     # Strict: a JSON body says 2000, not "2000" or 2000.0 (those are refused, not coerced).
     budget: int | None = Field(default=None, strict=True, description="Token budget (default: config).")
     session: str | None = Field(default=None, description="Current session (default: latest).")
@@ -82,6 +96,11 @@ class ContextRequest(_Body):
     model: str | None = Field(default=None, max_length=200, description="Target model (recorded in the manifest).")
     system_prompts: Literal["session", "namespace"] = Field(
         default="session", description="Whose system prompts go in: the session's own, or every session's."
+    )
+    record: bool | None = Field(
+        default=None,
+        description="Store the manifest (POST default: the server's setting, on unless configured off; "
+        "GET default: off, a GET writes nothing).",
     )
 
 
@@ -109,7 +128,7 @@ class AddItem(_Body):
 class RecallItems(_Body):
     """A recall over warm and cold items (tracks access; may promote)."""
 
-    query: str = Field(min_length=1, max_length=20_000)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     limit: int = Field(default=3, ge=1, le=100, strict=True)
     auto_promote: bool | None = Field(default=None, strict=True)
     types: list[ItemType] | None = None

@@ -22,6 +22,7 @@ from fastapi.templating import Jinja2Templates
 from ..context.policies import policy_names
 from ..errors import NotFoundError
 from ..records.items import ITEM_TYPES, TIERS
+from ..text import MAX_QUERY_CHARS
 from .api import principal
 from .apiref import operations
 from .security import COOKIE
@@ -42,8 +43,13 @@ def _page(request: Request, name: str, code: int = 200, **ctx: Any) -> HTMLRespo
 
 
 def render_error(request: Request, status: int, kind: str, message: str) -> HTMLResponse:
-    """An error as an HTML page (the API answers JSON instead)."""
-    return _page(request, "error.html", status, status=status, kind=kind, message=message, ns=None)
+    """An error as an HTML page (the API answers JSON instead).
+
+    Rendered on the event loop by the error handlers, so it reads nothing
+    under the store's lock: the page has no namespace switcher.
+    """
+    ctx = {"namespaces": [], "status": status, "kind": kind, "message": message, "ns": None}
+    return _templates.TemplateResponse(request, "error.html", ctx, status_code=status)
 
 
 _PER_PAGE = 50
@@ -111,7 +117,7 @@ def build_pages(spaces: Spaces) -> APIRouter:
     def context_page(
         request: Request,
         ns: str,
-        q: str | None = Query(None, max_length=20_000),
+        q: str | None = Query(None, max_length=MAX_QUERY_CHARS),
         budget: int | None = None,
         policy: str | None = None,
         session: str | None = None,
@@ -124,6 +130,7 @@ def build_pages(spaces: Spaces) -> APIRouter:
                 "past": m.store.manifests.latest(ns, 30),
             }
             if q is not None:
+                # A look, not a model call: a GET page records nothing (any site can make a browser load it).
                 ctx = m.context(
                     q or None,
                     budget=budget,
@@ -131,12 +138,10 @@ def build_pages(spaces: Spaces) -> APIRouter:
                     format="text",
                     policy=policy or None,
                     project_dir=spaces.project_dir,
+                    record=False,
                 )
-                latest = m.store.manifests.latest(ns, 1)
-                out["shown_id"] = latest[0].id if latest else None
                 out["view"] = inspect_manifest(m, ctx.manifest.to_dict())
                 out["text"] = ctx.text
-                out["past"] = m.store.manifests.latest(ns, 30)
             return out
 
         data = spaces.call(run)

@@ -13,7 +13,15 @@ The rules (see ``docs/web.md``):
 * **DNS rebinding**: the ``Host`` header must name the server (loopback names,
   the bound address, or configured extra hosts), and an ``Origin`` header, when
   sent, must be the server's own origin or a configured CORS origin.
-* **Bounded bodies**: larger requests get 413 before any handler runs.
+* **Bounded bodies, by route, after authentication**: ``GET``/``HEAD``/``OPTIONS``
+  take no body, the open paths (login form, static files) a few KiB, the import
+  route (``POST /api/v1/namespaces/{ns}/import``) :attr:`Security.max_import_bytes`
+  and only for an authenticated caller, anything else :attr:`Security.max_body_bytes`.
+  A declared ``Content-Length`` over the limit is refused (413) before a byte of
+  the body is read, an unauthenticated request (401) likewise, and both answers
+  carry ``Connection: close`` so the server never drains the body. A body
+  must arrive within :meth:`Limits.receipt_deadline` (408 after); a client that
+  hangs up half-way reaches no route.
 """
 
 from __future__ import annotations
@@ -21,14 +29,18 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import re
 from collections.abc import Awaitable, Callable, Collection, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
+
 from ..errors import ConfigError
 from .errors import error_body
+from .limits import Limits
 
 __all__ = ["COOKIE", "Principal", "Security", "SecurityMiddleware", "allowed", "is_loopback"]
 
@@ -36,6 +48,13 @@ COOKIE = "stratamem_token"
 """Cookie the dashboard login sets (HttpOnly, SameSite=Strict)."""
 
 _LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+OPEN_BODY_BYTES = 8 * 1024
+"""Largest body on an open path (the login form posts one token)."""
+
+_IMPORT_ROUTE = re.compile(r"/api/v1/namespaces/[^/]+/import")
+_NO_BODY = frozenset({"GET", "HEAD", "OPTIONS"})
+_CLOSE = [(b"connection", b"close")]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -151,11 +170,17 @@ class SecurityMiddleware:
     """
 
     def __init__(
-        self, app: Any, security: Security, bind_host: str, open_paths: tuple[str, ...] = ("/login", "/static/")
+        self,
+        app: Any,
+        security: Security,
+        bind_host: str,
+        open_paths: tuple[str, ...] = ("/login", "/static/"),
+        limits: Limits | None = None,
     ) -> None:
         self.app = app
         self.security = security
         self.open_paths = open_paths
+        self.limits = limits or Limits()
         hosts = {h.lower().strip("[]") for h in security.allowed_hosts}
         if is_loopback(bind_host):
             hosts |= _LOOPBACK_NAMES
@@ -170,37 +195,41 @@ class SecurityMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        # Every refusal before the body is read closes the connection when a body is on its way.
+        close = _CLOSE if _has_body(scope) else []
         host = _header(scope, b"host") or ""
         hostname = (urlsplit(f"//{host}").hostname or "").lower()
         if self.hosts and hostname not in self.hosts:
-            await _deny(send, 403, "Forbidden", f"host {host!r} is not served here (DNS rebinding guard)")
+            await _deny(send, 403, "Forbidden", f"host {host!r} is not served here (DNS rebinding guard)", close)
             return
         origin = _header(scope, b"origin")
         if origin is not None and not self._origin_ok(origin, host):
-            await _deny(send, 403, "Forbidden", f"origin {origin!r} may not call this server")
+            await _deny(send, 403, "Forbidden", f"origin {origin!r} may not call this server", close)
             return
-        path = scope.get("path", "")
+        path, method = scope.get("path", ""), scope.get("method", "")
         # A CORS preflight carries no credentials by design; the CORS layer answers it.
-        preflight = scope.get("method") == "OPTIONS" and origin in self.security.cors_origins
-        if not preflight and not any(path.startswith(p) for p in self.open_paths):
+        preflight = method == "OPTIONS" and origin in self.security.cors_origins
+        is_open = any(path.startswith(p) for p in self.open_paths)
+        if not preflight and not is_open:
             principal = self.security.authenticate(_presented_token(scope))
             if principal is None:
-                if scope.get("method") == "GET" and not path.startswith("/api/"):
+                if method == "GET" and not path.startswith("/api/"):
                     await _redirect(send, "/login")
                     return
-                await _deny(
-                    send,
-                    401,
-                    "Unauthorized",
-                    "a valid bearer token is required",
-                    [(b"www-authenticate", b'Bearer realm="stratamem"')],
-                )
+                extra = [(b"www-authenticate", b'Bearer realm="stratamem"'), *close]
+                await _deny(send, 401, "Unauthorized", "a valid bearer token is required", extra)
                 return
             scope.setdefault("state", {})["principal"] = principal
-        limit = self.security.max_import_bytes if path.endswith("/import") else self.security.max_body_bytes
-        body = await _read_bounded(scope, receive, limit)
+        limit = self.body_limit(method, path, is_open)
+        try:
+            body = await _read_bounded(scope, receive, limit, self.limits)
+        except _Disconnected:
+            return  # the client hung up mid-body: nothing to answer, and no route sees half a body
+        except TimeoutError:
+            await _deny(send, 408, "RequestTimeout", "the request body was not received in time", _CLOSE)
+            return
         if body is None:
-            await _deny(send, 413, "PayloadTooLarge", f"the request body is over {limit:,} bytes")
+            await _deny(send, 413, "PayloadTooLarge", f"the request body is over {limit:,} bytes", _CLOSE)
             return
         sent = False
 
@@ -213,6 +242,16 @@ class SecurityMiddleware:
 
         await self.app(scope, replay, send)
 
+    def body_limit(self, method: str, path: str, is_open: bool) -> int:
+        """Largest body ``method path`` may carry (called once the caller is authenticated, or for an open path)."""
+        if method in _NO_BODY:
+            return 0
+        if is_open:
+            return OPEN_BODY_BYTES
+        if method == "POST" and _IMPORT_ROUTE.fullmatch(path):
+            return self.security.max_import_bytes
+        return self.security.max_body_bytes
+
     def _origin_ok(self, origin: str, host: str) -> bool:
         if origin in self.security.cors_origins:
             return True
@@ -220,25 +259,49 @@ class SecurityMiddleware:
         return parts.scheme in ("http", "https") and parts.netloc.lower() == host.lower()
 
 
-async def _read_bounded(scope: Scope, receive: Receive, limit: int) -> bytes | None:
-    """The whole body, or ``None`` as soon as it is over ``limit`` bytes."""
+class _Disconnected(Exception):
+    """The client went away before the end of the body."""
+
+
+def _has_body(scope: Scope) -> bool:
+    if _header(scope, b"transfer-encoding") is not None:
+        return True
+    declared = _header(scope, b"content-length")
+    return declared is not None and declared.strip() not in ("", "0")
+
+
+async def _read_bounded(scope: Scope, receive: Receive, limit: int, limits: Limits) -> bytes | None:
+    """The whole body, or ``None`` as soon as it is over ``limit`` bytes.
+
+    A declared ``Content-Length`` over the limit is refused without reading.
+    The body must arrive within ``limits.receipt_deadline`` of its declared
+    length (of ``limit`` when none is declared); under ``stratamem serve`` the
+    protocol's own deadline closes a slow connection first.
+
+    Raises:
+        TimeoutError: The body did not arrive in time.
+        _Disconnected: The client hung up before the end of the body.
+    """
     declared = _header(scope, b"content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         return None
+    if not _has_body(scope):
+        return b""
+    expected = int(declared) if declared is not None and declared.isdigit() else limit
     chunks: list[bytes] = []
     total = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        total += len(chunk)
-        if total > limit:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
+    with anyio.fail_after(limits.receipt_deadline(expected)):
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                raise _Disconnected
+            chunk = message.get("body", b"")
+            total += len(chunk)
+            if total > limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
 
 
 async def _deny(

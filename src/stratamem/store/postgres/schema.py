@@ -28,6 +28,7 @@ from ...errors import MigrationError
 from ..conversations import m004_conversations, m009_conversation_loop
 from ..data_version import m016_data_versions
 from ..embedding_cache import m002_embeddings
+from ..idempotency import m017_idempotency_keys
 from ..ingest_keys import m008_ingest_keys
 from ..manifests import m006_manifests
 from ..passage_store import m011_passages
@@ -122,6 +123,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m014_summary_spend", m014_summary_spend),
     PgMigration("m015_int8_vectors", m015_int8_vectors),
     PgMigration("m016_data_versions", m016_data_versions),
+    PgMigration("m017_idempotency_keys", m017_idempotency_keys),
     PgMigration("m019_recall_events", m019_recall_events),
 ]
 

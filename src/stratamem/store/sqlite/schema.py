@@ -12,6 +12,7 @@ import sqlite3
 from ..conversations import m004_conversations, m009_conversation_loop
 from ..data_version import m016_data_versions
 from ..embedding_cache import m002_embeddings
+from ..idempotency import m017_idempotency_keys
 from ..ingest_keys import m008_ingest_keys
 from ..manifests import m006_manifests
 from ..migrations import Migration
@@ -89,5 +90,6 @@ MIGRATIONS: list[Migration] = [
     Migration("m014_summary_spend", m014_summary_spend),
     Migration("m015_int8_vectors", m015_int8_vectors),
     Migration("m016_data_versions", m016_data_versions),
+    Migration("m017_idempotency_keys", m017_idempotency_keys),
     Migration("m019_recall_events", m019_recall_events),
 ]
