@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from webserver import Server, free_port, load_sample
 
 from stratamem import ConfigError, Memory
+from stratamem.store.manifest_rows import SCORE_DECIMALS
 from stratamem.web import Security, create_app
 
 NS = "/api/v1/namespaces/default"
@@ -105,7 +106,11 @@ def test_context_returns_messages_within_budget_and_is_recorded(client: httpx.Cl
     latest = client.get(f"{NS}/manifests", params={"limit": 1}).json()["manifests"][0]
     assert latest["query"] == "retry policy for the database" and latest["total_tokens"] == body["tokens"]
     one = client.get(f"{NS}/manifests/{latest['id']}").json()
-    assert one["items"] == body["manifest"]["items"]
+    # Stored manifests keep each score to SCORE_DECIMALS decimals (store/manifest_rows.py); everything else is equal.
+    assert one["items"] == [
+        {**i, "score": {k: round(v, SCORE_DECIMALS) for k, v in (i.get("score") or {}).items()}} if "score" in i else i
+        for i in body["manifest"]["items"]
+    ]
 
 
 def test_search_ranks_matching_turns_and_summaries(client: httpx.Client) -> None:

@@ -13,11 +13,9 @@ True
 
 from __future__ import annotations
 
-from importlib import metadata as _metadata
+import importlib as _importlib
+import typing as _typing
 
-from .agentloop.wrap import wrap
-from .aio import AsyncMemory
-from .config import Config
 from .errors import (
     BackendError,
     BudgetError,
@@ -31,13 +29,59 @@ from .errors import (
     StratamemError,
     ValidationError,
 )
-from .memory import Memory, Status
-from .records import Context, ContextItem, Manifest, Session, StoredTurn, Turn
 
-try:
-    __version__ = _metadata.version("stratamem")
-except _metadata.PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0.0.0+source"
+if _typing.TYPE_CHECKING:
+    from .agentloop.wrap import wrap
+    from .aio import AsyncMemory
+    from .config import Config
+    from .memory import Memory, Status
+    from .records import Context, ContextItem, Manifest, Session, StoredTurn, Turn
+
+    __version__: str
+
+# Imported on first use (PEP 562): ``import stratamem`` (and so every ``stratamem`` command) does not
+# pay for the memory facade, asyncio, the agent loop and numpy unless it uses them.
+_LAZY = {
+    "AsyncMemory": ".aio",
+    "Config": ".config",
+    "Context": ".records",
+    "ContextItem": ".records",
+    "Manifest": ".records",
+    "Memory": ".memory",
+    "Session": ".records",
+    "Status": ".memory",
+    "StoredTurn": ".records",
+    "Turn": ".records",
+    "wrap": ".agentloop.wrap",
+}
+# Documented as ``stratamem.X`` (their ``__module__`` says so).
+_RENAMED = frozenset(
+    {"Config", "Context", "ContextItem", "Manifest", "Memory", "Session", "Status", "StoredTurn", "Turn", "wrap"}
+)
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """The public names, imported when first asked for (and ``__version__``, read when first asked for)."""
+    if name == "__version__":
+        from importlib import metadata
+
+        try:
+            value: _typing.Any = metadata.version("stratamem")
+        except metadata.PackageNotFoundError:  # running from a source tree that is not installed
+            value = "0.0.0+source"
+    elif name in _LAZY:
+        value = getattr(_importlib.import_module(_LAZY[name], __name__), name)
+        if name in _RENAMED:
+            value.__module__ = __name__
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY, "__version__"})
+
 
 __all__ = [
     "AsyncMemory",
@@ -63,18 +107,3 @@ __all__ = [
     "ValidationError",
     "wrap",
 ]
-
-for _name in (
-    "Config",
-    "Context",
-    "ContextItem",
-    "Manifest",
-    "Memory",
-    "Session",
-    "Status",
-    "StoredTurn",
-    "Turn",
-    "wrap",
-):
-    globals()[_name].__module__ = __name__
-del _name

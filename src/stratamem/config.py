@@ -170,7 +170,13 @@ class ContextConfig:
     record_manifests: bool = True
     """Store every assembled context's manifest (``stratamem manifests``); off for read-only stores."""
     keep_manifests: int = 1000
-    """Newest manifests kept per namespace."""
+    """Newest manifests kept per namespace (and only as many as fit ``keep_manifest_bytes``)."""
+    keep_manifest_bytes: int = 262144
+    """Stored bytes the kept manifests of a namespace may take together (the newest one is always kept);
+    a 4,000-token LoCoMo prompt's manifest takes ~4-5 KB, so the default keeps the last ~60."""
+    max_manifest_bytes: int = 16384
+    """Most bytes one stored manifest takes: over it, near-misses go first (worst first), then the
+    score breakdowns; the entries of what is in the prompt always stay."""
     dedup: bool = True
     """One copy of each fact in a context: a recalled turn, memory item or summary sentence
     already shown is left out, its manifest entry saying ``duplicate_of`` (docs/context.md)."""
@@ -539,8 +545,8 @@ def _validate(obj: Any, prefix: str) -> None:
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
             raise ConfigError(f"{prefix}{f.name}: must not be negative, got {value!r}")
     if isinstance(obj, ContextConfig):
-        if obj.keep_manifests < 1:
-            raise ConfigError(f"{prefix}keep_manifests must be at least 1")
+        if min(obj.keep_manifests, obj.keep_manifest_bytes, obj.max_manifest_bytes) < 1:
+            raise ConfigError(f"{prefix}keep_manifests, keep_manifest_bytes and max_manifest_bytes must be at least 1")
         total = obj.current_share + obj.history_share + obj.bulk_share
         if abs(total - 1.0) > 1e-6:
             raise ConfigError(f"{prefix}current_share + history_share + bulk_share must be 1.0, got {total:g}")

@@ -25,14 +25,16 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..config import Config
 from ..errors import StratamemError, ValidationError
-from ..memory import Memory
 from ..records.ids import BareKind, parse_ref
+
+if TYPE_CHECKING:
+    from ..memory import Memory
 
 __all__ = ["main"]
 
@@ -73,6 +75,9 @@ class Settings:
 
     def memory(self, namespace: str | None = None) -> Memory:
         """Open the memory for ``namespace`` (default: the selected one), with the configured models."""
+        # Imported here, not at the top: commands that open no memory (--help, --version, mcp, serve's
+        # argument errors) start without the facade and everything under it.
+        from ..memory import Memory
         from ..store.open import is_postgres_url, open_store
         from ..tokens import get_tokenizer
         from ._build import build_summarizer
@@ -116,6 +121,30 @@ class Settings:
 
 
 pass_settings = click.make_pass_decorator(Settings)
+
+
+class LazyChoice(click.Choice):
+    """A :class:`click.Choice` whose choices are computed when first needed (help, validation).
+
+    The choices of ``--policy`` come from :mod:`stratamem.context`, which imports the whole
+    assembly; listing them when the command tree is built would make every command pay for it.
+    """
+
+    def __init__(self, choices: Any, case_sensitive: bool = True) -> None:
+        self._make = choices
+        self._choices: tuple[str, ...] | None = None
+        super().__init__((), case_sensitive)
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """The choices, computed once."""
+        if self._choices is None:
+            self._choices = tuple(self._make())
+        return self._choices
+
+    @choices.setter
+    def choices(self, value: Any) -> None:  # click's __init__ assigns them; ours come from the callable
+        pass
 
 
 @click.group(cls=_Group)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import click
 
-from ..agentloop.report import conversation_report
 from . import Settings, emit_json, pass_settings
 
 __all__ = ["register"]
@@ -27,6 +26,8 @@ def conversation() -> None:
 def show(settings: Settings, session: str | None, as_json: bool) -> None:
     """Checkpoint, compaction count, failures and last usage of agent-loop conversations."""
     with settings.memory() as mem:
+        from ..agentloop.report import conversation_report
+
         report = conversation_report(mem, session)
     if as_json:
         emit_json(report)

@@ -17,13 +17,19 @@ from typing import IO, Any
 
 import click
 
-from ..context.policies import policy_names
 from ..text import CONTEXT_FORMATS, SYSTEM_PROMPTS
 from ..tokens import PROVIDER_FACTORS
-from . import Settings, emit_json, pass_settings
+from . import LazyChoice, Settings, emit_json, pass_settings
 from .intake import ingest
 
 __all__ = ["register"]
+
+
+def _policy_names() -> tuple[str, ...]:
+    """The context policies (imported on demand: :mod:`stratamem.context` is the whole assembly)."""
+    from ..context.policies import policy_names
+
+    return tuple(policy_names())
 
 
 @contextmanager
@@ -77,7 +83,7 @@ def add(settings: Settings, role: str, content: str, session: str, name: str | N
     help="text, or provider messages as JSON: openai (Chat Completions), responses (Responses input items), anthropic.",
 )
 @click.option(
-    "--policy", type=click.Choice(policy_names()), default=None, help="Budget policy (default from config: hybrid)."
+    "--policy", type=LazyChoice(_policy_names), default=None, help="Budget policy (default from config: hybrid)."
 )
 @click.option("--explain", is_flag=True, help="Print the manifest: every item, its tokens and reason.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rendered context and manifest as JSON.")
@@ -212,14 +218,18 @@ def manifests(settings: Settings, limit: int, manifest_id: int | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @pass_settings
 def status(settings: Settings, as_json: bool) -> None:
-    """Counts, tokens and bytes of the namespace."""
+    """Counts, tokens and bytes of the namespace, and the store's bytes per part (bytes.turns, ...)."""
     with settings.memory() as mem:
         st = mem.status()
     if as_json:
         emit_json(st.to_dict())
         return
     for key, value in st.to_dict().items():
-        click.echo(f"{key:<12} {value:,}" if isinstance(value, int) else f"{key:<12} {value}")
+        if key == "part_bytes":
+            for part, size in value.items():
+                click.echo(f"{'bytes.' + part:<21} {size:,}")
+            continue
+        click.echo(f"{key:<21} {value:,}" if isinstance(value, int) else f"{key:<21} {value}")
 
 
 @click.command("export")

@@ -12,8 +12,6 @@ from typing import Any
 
 import click
 
-from ..items.metrics import to_prometheus
-from ..pyramid.metrics import PyramidMetrics, pyramid_prometheus
 from ..records.items import ITEM_TYPES, SCOPES, TIERS
 from . import Settings, emit_json, pass_settings
 
@@ -179,6 +177,9 @@ def reject_cmd(settings: Settings, item_id: int) -> None:
 @pass_settings
 def metrics_cmd(settings: Settings, fmt: str, all_namespaces: bool) -> None:
     """Memory-item metrics: hot utilization, spills, recalls, promotions, recall latency, hit rate."""
+    from ..items.metrics import to_prometheus
+    from ..pyramid.metrics import PyramidMetrics, pyramid_prometheus
+
     mem = settings.memory()
     try:
         names = mem.store.namespaces() if all_namespaces else [mem.namespace]

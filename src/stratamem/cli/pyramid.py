@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from ..pyramid.retention import apply_retention
 from . import IdParam, Settings, emit_json, pass_settings
 
 __all__ = ["register"]
@@ -97,7 +96,10 @@ def expand(settings: Settings, id: str) -> None:
 @pass_settings
 def retention(settings: Settings) -> None:
     """Expire archived cold content older than pyramid.cold_retention_days (0 = keep forever)."""
+    from ..pyramid.retention import apply_retention
+
     mem = settings.memory()
+
     emit_json(apply_retention(mem.pyramid).to_dict())
     mem.close()
 

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ..state.instructions import load_instructions
-from ..state.sessionlog import SessionLogs
-from ..state.working import TASK_STATUSES, WorkingState
 from ..tokens import get_tokenizer
-from . import Settings, emit_json, pass_settings
+from . import LazyChoice, Settings, emit_json, pass_settings
+
+if TYPE_CHECKING:
+    from ..state.working import WorkingState
+
 
 __all__ = ["register"]
 
 
+def _task_statuses() -> tuple[str, ...]:
+    """The task statuses (imported on demand: :mod:`stratamem.state` opens stores, numpy included)."""
+    from ..state.working import TASK_STATUSES
+
+    return tuple(TASK_STATUSES)
+
+
 def _state(settings: Settings, project_dir: str) -> WorkingState:
+    from ..state.working import WorkingState
+
     cfg = settings.config
     return WorkingState(project_dir, settings.namespace, config=cfg.state, tokenizer=get_tokenizer(cfg.tokenizer))
 
@@ -92,7 +104,7 @@ def task() -> None:
 @_project
 @click.argument("title")
 @click.option("--id", "id_", default=None, help="Task id (default: the next T-<n>).")
-@click.option("--status", type=click.Choice(TASK_STATUSES), default="open", show_default=True)
+@click.option("--status", type=LazyChoice(_task_statuses), default="open", show_default=True)
 @click.option("--note", default=None, help="A note, e.g. what blocks it.")
 @pass_settings
 def task_add(settings: Settings, project_dir: str, title: str, id_: str | None, status: str, note: str | None) -> None:
@@ -104,7 +116,7 @@ def task_add(settings: Settings, project_dir: str, title: str, id_: str | None, 
 @task.command(name="update")
 @_project
 @click.argument("task_id")
-@click.option("--status", type=click.Choice(TASK_STATUSES), default=None)
+@click.option("--status", type=LazyChoice(_task_statuses), default=None)
 @click.option("--title", default=None)
 @click.option("--note", default=None)
 @pass_settings
@@ -155,6 +167,8 @@ def convention(settings: Settings, project_dir: str, key: str, value: str | None
 @pass_settings
 def instructions(settings: Settings, project_dir: str) -> None:
     """List STRATAMEM.md and STRATAMEM.local.md with their token counts."""
+    from ..state.instructions import load_instructions
+
     files = load_instructions(project_dir, get_tokenizer(settings.config.tokenizer))
     emit_json([{"path": str(f.path), "scope": f.scope, "tokens": f.tokens} for f in files])
 
@@ -166,6 +180,8 @@ def logs(settings: Settings, project_dir: str) -> None:
     """Rebuild the session logs (.stratamem/sessions/<namespace>/*.jsonl) from the store."""
     mem = settings.memory()
     try:
+        from ..state.sessionlog import SessionLogs
+
         counts = SessionLogs(project_dir, mem.namespace, workdir=settings.config.state.workdir).rebuild(mem.store)
     finally:
         mem.close()

@@ -290,12 +290,20 @@ def add_item_tools(kit: "_Kit") -> None:
         ] = None,
         namespace: Namespace = None,
     ) -> dict[str, Any]:
-        return call(lambda: spaces.get(namespace).items.status(session).to_dict())
+        def run() -> dict[str, Any]:
+            mem = spaces.get(namespace)
+            out: dict[str, Any] = mem.items.status(session).to_dict()
+            st = mem.status()
+            out["storage"] = {"turns": st.turns, "store_bytes": st.store_bytes, "part_bytes": dict(st.part_bytes)}
+            return out
+
+        return call(run)
 
     kit.register(
         memory_status,
         "memory_status",
-        "Memory tier status (items, tokens, hot utilization), suggestions (spill / recall / prune) and metrics.",
+        "Memory tier status (items, tokens, hot utilization), suggestions (spill / recall / prune), metrics "
+        "and the store's bytes per part.",
     )
 
 

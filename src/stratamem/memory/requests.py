@@ -115,6 +115,13 @@ def record_manifest(
     if not (config.record_manifests if record is None else record) or getattr(store, "read_only", False):
         return
     try:
-        store.manifests.add(namespace, session, ctx.manifest, keep=config.keep_manifests)
+        store.manifests.add(
+            namespace,
+            session,
+            ctx.manifest,
+            keep=config.keep_manifests,
+            keep_bytes=config.keep_manifest_bytes,
+            max_bytes=config.max_manifest_bytes,
+        )
     except StratamemError as exc:
         failed("manifest.record_failed", exc, [])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -57,11 +58,17 @@ class Status:
     pending_sessions: int = 0
     """Sessions an interrupted ingest left without their segments and summaries (made by the next
     context, search or ingest)."""
+    part_bytes: Mapping[str, int] = field(default_factory=dict)
+    """Bytes of the store per part, every namespace together: ``turns``, ``recall_index``, ``items``,
+    ``pyramid``, ``manifests``, ``embedding_cache``, ``conversations``, ``other``; on SQLite also ``free``
+    (WAL and unused pages) and ``archive`` (the pyramid's archive files). Empty when the backend
+    cannot tell (a SQLite without ``dbstat``, a store in memory). See ``stratamem.store.part_bytes``."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form."""
         out = {k: getattr(self, k) for k in self.__slots__}
         out["warnings"] = list(self.warnings)
+        out["part_bytes"] = dict(self.part_bytes)
         return out
 
 
@@ -118,4 +125,5 @@ def namespace_status(tokenizer: str, derived: Derived) -> Status:
         unindexed_turns=unindexed,
         pending_sessions=pending,
         **spend_fields(store, namespace),
+        part_bytes=getattr(store, "part_bytes", dict)(),
     )

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..records import StoredTurn
+from ..store.term_ids import StoredTerms
 from .lexical import analyze
 from .stored_terms import StoredTermsIndex, TermLists
 
@@ -140,7 +141,7 @@ class TurnCorpus:
         self,
         turns: Iterable[StoredTurn],
         *,
-        terms: Sequence[list[str]] | None = None,
+        terms: Sequence[list[str]] | Sequence[str] | StoredTerms | None = None,
         vectors: np.ndarray | None = None,
     ) -> list[int]:
         """Index turns not seen before (in stored order); returns their positions.
@@ -152,8 +153,9 @@ class TurnCorpus:
         Args:
             turns: Stored turns.
             terms: Their analysed terms (:func:`analyze` of :meth:`text`), when
-                already known (a persisted index); one list per turn, or one
-                space-joined string per turn (stored form): into an empty
+                already known (a persisted index); one list (or space-joined
+                string) per turn, or the stored ids of them all
+                (:class:`~stratamem.store.term_ids.StoredTerms`): into an empty
                 corpus these are kept as they are and a term's postings are
                 found when a query first asks for it
                 (:class:`~stratamem.retrieve.stored_terms.StoredTermsIndex`).
@@ -217,15 +219,20 @@ class TurnCorpus:
         speakers = [self.speakers.setdefault(name, len(self.speakers)) if name else -1 for name in names]
         self.turns.extend(fresh)
         sessions, places = sessions_arr, places_arr
-        fresh_terms = [analyze(t) for t in texts] if terms is None else [terms[j] for j in picked]
-        if fresh_terms and not len(self.bm25) and all(isinstance(t, str) for t in fresh_terms):
-            # Opened from the store: the strings stay as they are (O(read), no postings yet).
-            counts = self.bm25.open_stored(fresh_terms)  # type: ignore[arg-type]
+        if isinstance(terms, StoredTerms) and not len(self.bm25) and len(picked) == len(terms):
+            # Opened from the store: the ids stay as they are (O(read), no postings yet).
+            counts = self.bm25.open_ids(terms)
+            self.terms.open(terms, self.bm25.term_ids)
         else:
-            fresh_terms = [t.split() if isinstance(t, str) else t for t in fresh_terms]
+            if terms is None:
+                fresh_terms = [analyze(t) for t in texts]
+            elif isinstance(terms, StoredTerms):
+                fresh_terms = [terms.terms(j) for j in picked]
+            else:
+                fresh_terms = [t.split() if isinstance(t, str) else list(t) for t in (terms[j] for j in picked)]
             self.bm25.extend(fresh_terms)
             counts = np.fromiter((len(t) for t in fresh_terms), np.int64, len(fresh_terms))
-        self.terms.extend(fresh_terms)
+            self.terms.extend(fresh_terms)
         self._session_of.extend(sessions)
         self._place.extend(places)
         self._speaker_of.extend(np.asarray(speakers, dtype=np.int64))

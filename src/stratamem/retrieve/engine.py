@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..records import StoredTurn
+from ..store.term_ids import StoredTerms
 from .corpus import TurnCorpus
 from .eventdates import ToldDays, decode_events, event_spans, first_day
 from .lexical import BM25Index, analyze
@@ -33,7 +34,7 @@ from .passages import PassageVectors, is_long, passage_texts
 from .plan import PlanSettings, QueryPlan, gather, merge
 from .query import QueryFacts, read_query
 from .rewrite import QueryRewriter, RuleRewriter
-from .roles import ROLE_CODES, role_code, role_cue
+from .roles import ROLE_CODES, role_cue
 from .sentences import sentence_texts
 from .timewords import resolve_anchor
 from .weights import LEXICAL_WEIGHTS, NORMALISERS, Weights, fuse_signals
@@ -169,7 +170,7 @@ class HybridIndex:
         self,
         turns: Iterable[StoredTurn],
         *,
-        terms: Sequence[list[str]] | None = None,
+        terms: Sequence[list[str]] | StoredTerms | None = None,
         vectors: np.ndarray | None = None,
         passages: Mapping[int, np.ndarray] | None = None,
         sentences: Mapping[int, np.ndarray] | None = None,
@@ -200,12 +201,14 @@ class HybridIndex:
             return
         if terms is None:
             terms = [analyze(TurnCorpus.text(st)) for st in given]
+        # Passages and sentences are chosen by term count alone: stored term ids stay ids.
+        sizes = np.diff(terms.offsets).tolist() if isinstance(terms, StoredTerms) else [len(t) for t in terms]
         jobs: list[tuple[dict[int, np.ndarray], int, list[str]]] = []
         made_p, made_s = dict(passages or {}), dict(sentences or {})
         if want_passages:
-            jobs += [(made_p, tid, texts) for tid, texts in self.passage_texts(given, terms, skip=passages)]
+            jobs += [(made_p, tid, texts) for tid, texts in self.passage_texts(given, sizes, skip=passages)]
         if self.sentences:
-            jobs += [(made_s, tid, texts) for tid, texts in self.sentence_texts(given, terms, skip=sentences)]
+            jobs += [(made_s, tid, texts) for tid, texts in self.sentence_texts(given, sizes, skip=sentences)]
         flat = [t for _, _, texts in jobs for t in texts]
         if flat:
             assert self.embedder is not None
@@ -224,17 +227,18 @@ class HybridIndex:
         self._add_events(new, spans)
 
     def sentence_texts(
-        self, turns: Sequence[StoredTurn], terms: Sequence[list[str]], skip: Mapping[int, np.ndarray] | None = None
+        self, turns: Sequence[StoredTurn], term_counts: Sequence[int], skip: Mapping[int, np.ndarray] | None = None
     ) -> list[tuple[int, list[str]]]:
         """``(turn id, sentence texts)`` of the short multi-sentence, not yet indexed full turns among
-        ``turns`` (those in ``skip`` left out): what :meth:`add_turns` embeds as sentences."""
+        ``turns`` (their term counts in ``term_counts``; those in ``skip`` left out): what
+        :meth:`add_turns` embeds as sentences."""
         out = []
         seen: set[int] = set()
-        for st, t in zip(turns, terms, strict=True):
+        for st, n in zip(turns, term_counts, strict=True):
             if st.id in self._corpus.pos or st.id in seen or (skip and st.id in skip) or not isinstance(st, StoredTurn):
                 continue
             seen.add(st.id)
-            texts = sentence_texts(st, len(t))
+            texts = sentence_texts(st, int(n))
             if texts:
                 out.append((st.id, texts))
         return out
@@ -272,30 +276,31 @@ class HybridIndex:
         return self._told.of(self._corpus.pos[turn_id])
 
     def passage_texts(
-        self, turns: Sequence[StoredTurn], terms: Sequence[list[str]], skip: Mapping[int, np.ndarray] | None = None
+        self, turns: Sequence[StoredTurn], term_counts: Sequence[int], skip: Mapping[int, np.ndarray] | None = None
     ) -> list[tuple[int, list[str]]]:
-        """``(turn id, passage texts)`` of the long, not yet indexed full turns among ``turns``
-        (those in ``skip`` left out): what :meth:`add_turns` embeds as passages."""
+        """``(turn id, passage texts)`` of the long, not yet indexed full turns among ``turns`` (their term
+        counts in ``term_counts``; those in ``skip`` left out): what :meth:`add_turns` embeds as passages."""
         out = []
         seen: set[int] = set()
-        for st, t in zip(turns, terms, strict=True):
+        for st, n in zip(turns, term_counts, strict=True):
             if (
                 st.id in self._corpus.pos
                 or st.id in seen
                 or (skip and st.id in skip)
                 or not isinstance(st, StoredTurn)
-                or not is_long(len(t))
+                or not is_long(int(n))
             ):
                 continue
             seen.add(st.id)
             out.append((st.id, passage_texts(st)))
         return out
 
-    def _add(self, turns: list[StoredTurn], terms: Sequence[list[str]] | None, vectors: np.ndarray | None) -> list[int]:
+    def _add(
+        self, turns: list[StoredTurn], terms: Sequence[list[str]] | StoredTerms | None, vectors: np.ndarray | None
+    ) -> list[int]:
         new = self._corpus.add(turns, terms=terms, vectors=vectors)
-        # The stored term string of an opened turn is read as it is: role_code needs its first word only.
-        terms = self._corpus.terms
-        self._roles.extend(role_code(terms.as_stored(i)) for i in new)
+        # An opened turn's first stored term id gives its role: its terms are never decoded.
+        self._roles.extend(self._corpus.terms.first_codes(new, ROLE_CODES))
         size = self.weights.passage_terms
         if size:
             for i in new:

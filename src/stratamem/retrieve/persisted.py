@@ -32,12 +32,13 @@ from ..embed import model_name
 from ..embed.quantize import decode_int8, encode_int8
 from ..errors import ModelError, StratamemError
 from ..records import StoredTurn
+from ..store.term_ids import StoredTerms
 from .corpus import ANALYZER, TurnCorpus
 from .engine import HybridIndex, Weights
 from .eventdates import encode_events, event_spans
 from .lexical import analyze
 from .passage_rows import PassageRows
-from .passages import is_long, term_count
+from .passages import is_long
 from .sentence_rows import SentenceRows
 
 __all__ = ["PASSAGE_WEIGHTS", "IndexedBatch", "TurnIndexer"]
@@ -220,22 +221,20 @@ class TurnIndexer:
         except StratamemError as exc:
             if on_store_error is not None:
                 on_store_error(exc)
-        # One ordered read of keys, terms and vectors. Terms stay stored strings: the index
-        # finds a term's postings when a query first asks for it (StoredTermsIndex).
+        # One ordered read of keys, term ids and vectors. Terms stay ids: the index finds a
+        # term's postings when a query first asks for it (StoredTermsIndex).
         turns: list[Any]
-        terms: list[Any]
-        events: list[str | None]
-        counts: list[int | None]
-        turns, terms, blobs, events, counts = self._rows.open_rows(self.namespace)
+        turns, stored, present, blobs, events, counts = self._rows.open_rows(self.namespace)
         if turns and (meta := self._rows.meta(self.namespace)) is not None and meta.analyzer != ANALYZER:
             # Made by another analysis (read-only store: the meta could not be updated).
-            none = [None] * len(turns)
-            terms, blobs, events, counts = list(none), list(none), list(none), list(none)
+            none: list[Any] = [None] * len(turns)
+            present, blobs, events, counts = [False] * len(turns), list(none), list(none), list(none)
         dims = getattr(self.embedder, "dimensions", None) if self.embedder is not None else None
         stale = {i for i, b in enumerate(blobs) if b is not None and dims and len(b) != int(dims) + 4}
         if not dims:
             dims = next((len(b) - 4 for b in blobs if b is not None), None)
         stored_s = self._sentence_rows().load(int(dims)) if self.sentences and self.embedder and dims else {}
+        sizes = np.diff(stored.offsets)  # each turn's term count, read off the stored ids
         # Sentence vectors never made (NULL count) or made by another model (no row under this one).
         need_s = {
             i
@@ -243,7 +242,7 @@ class TurnIndexer:
             if self.sentences
             and self.embedder is not None
             and (
-                (counts[i] is None and (terms[i] is None or not is_long(term_count(terms[i]))))
+                (counts[i] is None and (not present[i] or not is_long(int(sizes[i]))))
                 or (counts[i] and turns[i].id not in stored_s)
             )
         }
@@ -251,11 +250,12 @@ class TurnIndexer:
         todo = [
             i
             for i in range(len(turns))
-            if terms[i] is None
+            if not present[i]
             or events[i] is None
             or i in need_s
             or (self.embedder is not None and (blobs[i] is None or i in stale))
         ]
+        terms: StoredTerms | list[list[str]] = stored
         if todo:
             full = {
                 st.id: st
@@ -264,7 +264,10 @@ class TurnIndexer:
             }
             for i in todo:
                 turns[i] = full[turns[i].id]
-            self._fill(turns, (terms, blobs, events, counts), stale, need_s, stored_s, todo, on_store_error)
+            lists: list[list[str] | None] = [stored.terms(i) if present[i] else None for i in range(len(turns))]
+            self._fill(turns, (lists, blobs, events, counts), stale, need_s, stored_s, todo, on_store_error)
+            if not all(present):
+                terms = [t or [] for t in lists]
         if weights is None and self.passages and self.embedder is not None:
             weights = PASSAGE_WEIGHTS
         index = HybridIndex(self.embedder, weights, loader=self._load_turns, sentences=self.sentences)
@@ -273,7 +276,7 @@ class TurnIndexer:
             vectors = decode_int8(blobs, len(blobs[0]) - 4)
         passages = sentences = None
         if vectors is not None and index.weights.vector_passage > 0:
-            passages = self._passage_rows().read(turns, terms, vectors.shape[1], on_store_error)
+            passages = self._passage_rows().read(turns, _lists(terms), vectors.shape[1], on_store_error)
         if vectors is not None and index.sentences:
             sentences = SentenceRows.decode(stored_s, vectors.shape[1])
         index.add_turns(turns, terms=terms, vectors=vectors, passages=passages, sentences=sentences, events=events)
@@ -285,7 +288,7 @@ class TurnIndexer:
     def _fill(
         self,
         turns: list[StoredTurn],
-        columns: tuple[list[str | None], list[bytes | None], list[str | None], list[int | None]],
+        columns: tuple[list[list[str] | None], list[bytes | None], list[str | None], list[int | None]],
         stale: set[int],
         need_s: set[int],
         stored_s: dict[int, bytes],
@@ -304,7 +307,7 @@ class TurnIndexer:
             texts = [TurnCorpus.text(turns[i]) for i in part]
             for i, text in zip(part, texts, strict=True):
                 if terms[i] is None:
-                    terms[i] = " ".join(analyze(text))
+                    terms[i] = analyze(text)
                 if events[i] is None:
                     events[i] = encode_events(event_spans(turns[i].text, turns[i].timestamp))
             embed = [i for i in part if blobs[i] is None or i in stale] if self.embedder is not None else []
@@ -316,7 +319,7 @@ class TurnIndexer:
             made: dict[int, bytes] = {}
             if sent:
                 made_counts, made = self._sentence_rows().make(
-                    [turns[i] for i in sent], [term_count(terms[i] or "") for i in sent]
+                    [turns[i] for i in sent], [len(terms[i] or []) for i in sent]
                 )
                 for i, n in zip(sent, made_counts, strict=True):
                     counts[i] = n
@@ -327,9 +330,19 @@ class TurnIndexer:
                         self._sentence_rows().put(made, len(blobs[part[0]] or b"") - 4)
                     self._rows.put(
                         self.namespace,
-                        [TurnIndexRow(turns[i].id, terms[i] or "", blobs[i], events[i], counts[i]) for i in part],
+                        [
+                            TurnIndexRow(turns[i].id, " ".join(terms[i] or []), blobs[i], events[i], counts[i])
+                            for i in part
+                        ],
                     )
                 except StratamemError as exc:
                     store_ok = False
                     if on_store_error is not None:
                         on_store_error(exc)
+
+
+def _lists(terms: StoredTerms | list[list[str]]) -> list[list[str]]:
+    """Every turn's terms as lists (what the passage rows are checked against)."""
+    if isinstance(terms, StoredTerms):
+        return [terms.terms(i) for i in range(len(terms))]
+    return terms

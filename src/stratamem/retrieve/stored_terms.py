@@ -1,14 +1,15 @@
 """A BM25 index whose postings are found when a query first asks for a term.
 
 An index opened from the store (:mod:`stratamem.retrieve.persisted`) gets
-every turn's analysed terms as one stored string. Building all postings from
-them is a pass over every token of the namespace in Python (at 100k turns,
-~3M tokens: seconds), although a query reads the postings of a handful of
-terms. :class:`StoredTermsIndex` therefore keeps the strings as one text —
-each document as ``" t1 t2 … \\n"`` — and resolves a term the first time it
-is asked for, by one C-level scan (``str.find``) for ``" term "`` (a whole
-stored term, never a prefix), mapping match offsets to documents
-with a binary search. Documents added later are posted eagerly as in
+every turn's analysed terms as ids into the namespace's vocabulary
+(:class:`~stratamem.store.term_ids.StoredTerms`: one array of term ids of
+all turns, with each turn's offsets). Building all postings from them would
+touch every token of the namespace (at 100k turns ~1.5M of them), although a
+query reads the postings of a handful of terms. :class:`StoredTermsIndex`
+therefore keeps the ids as they are read and resolves a term the first time
+it is asked for: one vectorised comparison of the id array with the term's
+id, match positions mapped to documents with a binary search over the
+offsets. Documents added later are posted eagerly as in
 :class:`~stratamem.retrieve.lexical.BM25Index`; a resolved term's stored
 documents (all before them) are put in front of its list, so postings, and
 therefore scores, are exactly those of an index built eagerly.
@@ -16,37 +17,79 @@ therefore scores, are exactly those of an index built eagerly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from ..store.term_ids import StoredTerms
 from .lexical import BM25Index
 
 __all__ = ["StoredTermsIndex", "TermLists"]
 
 
-class TermLists(list[Any]):
-    """Per-document term lists where opened documents hold their stored string until read.
+class TermLists:
+    """Per-document term lists: the stored ones read from their ids when asked for, later ones as lists.
 
-    Reading item ``i`` splits the string once and keeps the list, so callers
-    see ``list[str]`` items as with an eagerly built corpus.
+    ``lists[i]`` is document ``i``'s terms (a ``list[str]``), as with an
+    eagerly built corpus; the stored documents are decoded on access and not kept.
     """
 
-    def __getitem__(self, i: Any) -> Any:  # an index or a slice, like list's
-        item = super().__getitem__(i)
-        if isinstance(i, int) and isinstance(item, str):
-            item = item.split()
-            super().__setitem__(i, item)
-        return item
+    def __init__(self) -> None:
+        self._stored: StoredTerms | None = None
+        self._term_id: Mapping[str, int] = {}
+        self._count = 0
+        self._later: list[list[str]] = []
 
-    def as_stored(self, i: int) -> list[str] | str:
-        """Item ``i`` as held: its list, or its stored string when it was never read (not split)."""
-        return super().__getitem__(i)
+    def open(self, stored: StoredTerms, term_id: Mapping[str, int]) -> None:
+        """Start with stored documents (the list must be empty); ``term_id`` maps their vocabulary's terms to ids."""
+        self._stored, self._term_id, self._count = stored, term_id, len(stored)
+
+    def extend(self, lists: Iterable[list[str]]) -> None:
+        """Append documents' term lists."""
+        self._later.extend(lists)
+
+    def __len__(self) -> int:
+        return self._count + len(self._later)
+
+    def __getitem__(self, i: int) -> list[str]:
+        if i < 0:
+            i += len(self)
+        if i < self._count:
+            assert self._stored is not None
+            return self._stored.terms(i)
+        return self._later[i - self._count]
+
+    def __iter__(self) -> Iterator[list[str]]:
+        return (self[i] for i in range(len(self)))
+
+    def first_codes(self, positions: Sequence[int], codes: Mapping[str, int]) -> list[int]:
+        """``codes[first term]`` of each document at ``positions`` (0 when it has none or it is not in ``codes``).
+
+        For stored documents one array lookup each, without decoding their terms.
+        """
+        out = [0] * len(positions)
+        stored = self._stored
+        if stored is not None and stored.ids.size and any(p < self._count for p in positions):
+            table = np.zeros(len(stored.vocab) + 1, dtype=np.int64)
+            for term, code in codes.items():
+                if term in self._term_id:
+                    table[self._term_id[term]] = code
+            pos = np.asarray(positions, dtype=np.int64)
+            inside = pos < self._count
+            lo, hi = stored.offsets[pos[inside]], stored.offsets[pos[inside] + 1]
+            firsts = np.where(hi > lo, stored.ids[np.minimum(lo, len(stored.ids) - 1)].astype(np.int64), -1)
+            got = table[firsts]  # -1 reads the table's last entry, always 0
+            for j, code in zip(np.flatnonzero(inside).tolist(), got.tolist(), strict=True):
+                out[j] = code
+        for j, p in enumerate(positions):
+            if p >= self._count:
+                terms = self._later[p - self._count]
+                out[j] = codes.get(terms[0], 0) if terms else 0
+        return out
 
 
 class StoredTermsIndex(BM25Index):
-    """:class:`~stratamem.retrieve.lexical.BM25Index` that can start from stored term strings.
+    """:class:`~stratamem.retrieve.lexical.BM25Index` that can start from stored term ids.
 
     Args:
         k1: Term-frequency saturation.
@@ -55,23 +98,24 @@ class StoredTermsIndex(BM25Index):
 
     def __init__(self, k1: float = 1.2, b: float = 0.75) -> None:
         super().__init__(k1, b)
-        self._text = ""
-        self._starts = np.zeros(0, dtype=np.int64)
+        self._ids = np.zeros(0, dtype=np.uint32)
+        self._offsets = np.zeros(1, dtype=np.int64)
+        self._term_id: dict[str, int] = {}
         self._resolved: set[str] = set()
 
-    def open_stored(self, strings: Sequence[str]) -> np.ndarray:
-        """Take the first documents as space-joined term strings; returns their term counts.
+    def open_ids(self, stored: StoredTerms) -> np.ndarray:
+        """Take the first documents as stored term ids; returns their term counts.
 
         Raises:
             ValueError: The index already holds documents.
         """
         if self._n:
             raise ValueError("stored terms can only start an empty index")
-        count = len(strings)
-        lengths = np.fromiter(map(len, strings), np.int64, count)
-        terms = np.fromiter((s.count(" ") + 1 if s else 0 for s in strings), np.int64, count)
-        self._text = "".join([f" {s} \n" for s in strings])
-        self._starts = np.concatenate(([0], np.cumsum(lengths + 3)[:-1])).astype(np.int64)
+        count = len(stored)
+        terms = np.diff(stored.offsets).astype(np.int64)
+        self._ids, self._offsets = stored.ids, stored.offsets
+        # An id no turn uses any more has the term "" (never a query term).
+        self._term_id = {t: i for i, t in enumerate(stored.vocab) if t}
         if count > len(self._lengths):
             self._lengths = np.zeros(count)
         self._lengths[:count] = terms
@@ -79,23 +123,27 @@ class StoredTermsIndex(BM25Index):
         self._norm = None
         return terms
 
+    @property
+    def term_ids(self) -> Mapping[str, int]:
+        """The stored vocabulary's terms and their ids (empty before :meth:`open_ids`)."""
+        return self._term_id
+
+    def open_stored(self, strings: Sequence[str]) -> np.ndarray:
+        """:meth:`open_ids` for space-joined term strings (one per document)."""
+        return self.open_ids(StoredTerms.from_lists([s.split() for s in strings]))
+
     def _resolve(self, term: str) -> None:
         """Post the stored documents holding ``term`` in front of its (later, eager) postings."""
-        if not self._text or term in self._resolved:
+        if term in self._resolved or not self._ids.size:
             return
         self._resolved.add(term)
-        # str.find (a C fast search) over the text: about twice as fast as a regex scan. The next
-        # search starts at the match's trailing space, which may lead the next occurrence.
-        pattern, find, found = f" {term} ", self._text.find, []
-        step = len(pattern) - 1
-        p = find(pattern)
-        while p >= 0:
-            found.append(p)
-            p = find(pattern, p + step)
-        at = np.asarray(found, dtype=np.int64)
+        tid = self._term_id.get(term)
+        if tid is None:
+            return
+        at = np.flatnonzero(self._ids == np.uint32(tid))
         if not at.size:
             return
-        docs, tf = np.unique(np.searchsorted(self._starts, at, side="right") - 1, return_counts=True)
+        docs, tf = np.unique(np.searchsorted(self._offsets, at, side="right") - 1, return_counts=True)
         later = self._postings.get(term, ([], []))
         self._postings[term] = (docs.tolist() + later[0], tf.tolist() + later[1])
         self._arrays.pop(term, None)

@@ -210,6 +210,10 @@ class Store(Protocol):
         """Bytes the store occupies on disk (0 if not file-backed)."""
         ...
 
+    def part_bytes(self) -> dict[str, int]:
+        """Bytes per part (turns, recall index, items, pyramid, manifests, ...; see ``store/part_bytes.py``)."""
+        ...
+
     def transaction(self) -> AbstractContextManager[None]:
         """A write transaction: store calls inside it commit or roll back together."""
         ...

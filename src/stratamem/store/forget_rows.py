@@ -24,6 +24,7 @@ from typing import Any
 from . import data_version
 from .forgetting import ForgetPlan
 from .sql import SQLITE, SqlFeature, Writer, chunks, upsert
+from .turn_index import prune_terms
 
 __all__ = ["ForgetRows"]
 
@@ -34,6 +35,7 @@ _BY_TENANT = (
     "memory_item_metrics",
     "recall_index",
     "recall_index_meta",
+    "recall_terms",
     "recall_passages",
     "turns",
 )
@@ -171,6 +173,7 @@ class ForgetRows(SqlFeature):
         # The stored recall index holds each turn's analysed terms and vector.
         for table in ("recall_index", "recall_passages"):
             self._in(w, f"DELETE FROM {table} WHERE {t} = ? AND", (key,), "turn_id", turns)
+        prune_terms(w, self._d, key)  # a term only forgotten turns used leaves the vocabulary
         self._in(w, f"DELETE FROM turns WHERE {t} = ? AND", (key,), "id", turns)
         # A forgotten message may be ingested again: its dedupe key goes with it.
         self._in(w, "DELETE FROM ingest_keys WHERE namespace = ? AND", (p.namespace,), "turn_id", turns)

@@ -1,9 +1,14 @@
-"""Storage of context manifests: every assembled prompt, explained (seed 004; ``m006_manifests``).
+"""Storage of context manifests: every assembled prompt, explained (seed 004).
+
+Migrations ``m006_manifests`` (the table) and ``m022_compact_manifests`` (the compact form).
 
 One feature store for every backend (it speaks :mod:`stratamem.store.sql`).
-Each row is one :class:`~stratamem.records.manifests.Manifest` as JSON text,
-with the namespace, session and a few columns to list by. Only the newest
-``keep`` manifests of a namespace are kept.
+Each row is one :class:`~stratamem.records.manifests.Manifest` in its stored
+form (:func:`~stratamem.store.manifest_rows.encode_manifest`: ids, tokens,
+reasons and scores, compressed, at most ``max_bytes``), with the namespace,
+session and a few columns to list by, and its size. Retention counts both:
+a namespace keeps its newest ``keep`` manifests as long as their bytes sum
+to at most ``keep_bytes`` (the newest one is always kept).
 """
 
 from __future__ import annotations
@@ -12,10 +17,10 @@ import json
 from typing import Any
 
 from ..records.manifests import Manifest
-from .manifest_rows import StoredManifest, check_keep
-from .sql import Sql, run_ddl
+from .manifest_rows import StoredManifest, check_keep, decode_manifest, encode_manifest
+from .sql import Sql, dialect_of, run_ddl
 
-__all__ = ["Manifests", "m006_manifests"]
+__all__ = ["Manifests", "m006_manifests", "m022_compact_manifests"]
 
 _DDL = {
     "sqlite": [
@@ -46,12 +51,95 @@ _DDL = {
     ],
 }
 
-_SELECT = "SELECT id, namespace, session, manifest FROM manifests WHERE namespace = ?"
+_COMPACT_DDL = {
+    "sqlite": [
+        """CREATE TABLE manifests_new (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace TEXT NOT NULL,
+        session TEXT,
+        created_at TEXT NOT NULL,
+        budget INTEGER NOT NULL,
+        total_tokens INTEGER NOT NULL,
+        items INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        body BLOB NOT NULL
+    )""",
+    ],
+    "postgres": [
+        """CREATE TABLE manifests_new (
+        namespace TEXT NOT NULL,
+        id BIGINT GENERATED ALWAYS AS IDENTITY,
+        session TEXT,
+        created_at TIMESTAMPTZ NOT NULL,
+        budget INTEGER NOT NULL,
+        total_tokens INTEGER NOT NULL,
+        items INTEGER NOT NULL,
+        bytes INTEGER NOT NULL,
+        body BYTEA NOT NULL,
+        PRIMARY KEY (namespace, id)
+    )"""
+    ],
+}
+
+_SELECT = "SELECT id, namespace, session, body FROM manifests WHERE namespace = ?"
+_BATCH = 500
 
 
 def m006_manifests(conn: Any) -> None:
     """Context manifests, newest last per namespace."""
     run_ddl(conn, _DDL)
+
+
+def m022_compact_manifests(conn: Any) -> None:
+    """Manifests stored in their compact form (both backends): the table is rebuilt with ``bytes`` and ``body``.
+
+    Every stored JSON manifest is re-encoded (:func:`encode_manifest`, the
+    default size cap) under its id; retention by bytes applies from the next
+    recorded manifest on.
+    """
+    d = dialect_of(conn)
+    sqlite = d.name == "sqlite"
+    # Ids are never reused: the new table's counter starts where the old one was.
+    if sqlite:
+        row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'manifests'").fetchone()
+    else:
+        row = conn.execute("SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM manifests_id_seq").fetchone()
+    counter = int(row[0]) if row else 0
+    run_ddl(conn, _COMPACT_DDL)
+    insert = (
+        "INSERT INTO manifests_new (id, namespace, session, created_at, budget, total_tokens, items, bytes, body) "
+        f"{'' if sqlite else 'OVERRIDING SYSTEM VALUE '}VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    )
+    last = 0
+    while True:
+        rows = conn.execute(
+            d.sql(
+                "SELECT id, namespace, session, created_at, budget, total_tokens, items, manifest FROM manifests "
+                f"WHERE id > ? ORDER BY id LIMIT {_BATCH}"
+            ),
+            (last,),
+        ).fetchall()
+        if not rows:
+            break
+        last = int(rows[-1][0])
+        out = []
+        for *cols, manifest in rows:
+            body = encode_manifest(json.loads(manifest))
+            out.append((*cols, len(body), body))
+        conn.cursor().executemany(d.sql(insert), out)
+    conn.execute("DROP TABLE manifests")
+    conn.execute("ALTER TABLE manifests_new RENAME TO manifests")
+    counter = max(counter, last)
+    if sqlite:
+        conn.execute("CREATE INDEX manifests_namespace ON manifests (namespace, id)")
+        conn.execute("DELETE FROM sqlite_sequence WHERE name = 'manifests'")
+        if counter:
+            conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('manifests', ?)", (counter,))
+        return
+    conn.execute("ALTER TABLE manifests RENAME CONSTRAINT manifests_new_pkey TO manifests_pkey")
+    conn.execute("ALTER SEQUENCE manifests_new_id_seq RENAME TO manifests_id_seq")
+    if counter:
+        conn.execute(d.sql("SELECT setval('manifests_id_seq', ?)"), (counter,))
 
 
 class Manifests:
@@ -64,19 +152,34 @@ class Manifests:
     def __init__(self, sql: Sql) -> None:
         self._sql = sql
 
-    def add(self, namespace: str, session: str | None, manifest: Manifest, *, keep: int = 1000) -> int:
-        """Record a manifest and drop the namespace's oldest beyond ``keep``; returns its id.
+    def add(
+        self,
+        namespace: str,
+        session: str | None,
+        manifest: Manifest,
+        *,
+        keep: int = 1000,
+        keep_bytes: int = 262144,
+        max_bytes: int = 16384,
+    ) -> int:
+        """Record a manifest, then drop the namespace's oldest beyond ``keep`` rows or ``keep_bytes`` bytes.
+
+        The manifest is stored compactly, trimmed to ``max_bytes``
+        (:func:`~stratamem.store.manifest_rows.encode_manifest`); the newest
+        manifest is kept even when it alone is over ``keep_bytes``. Returns its id.
 
         Raises:
-            ValueError: ``keep`` is below 1.
+            ValueError: ``keep``, ``keep_bytes`` or ``max_bytes`` is below 1.
             BackendError: The database failed; nothing was recorded.
         """
         check_keep(keep)
-        body = json.dumps(manifest.to_dict(), ensure_ascii=False, separators=(",", ":"))
+        check_keep(keep_bytes, "keep_bytes")
+        check_keep(max_bytes, "max_bytes")
+        body = encode_manifest(manifest.to_dict(), max_bytes)
         with self._sql.write() as w:
             mid = w.execute(
-                "INSERT INTO manifests (namespace, session, created_at, budget, total_tokens, items, manifest) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id",
+                "INSERT INTO manifests (namespace, session, created_at, budget, total_tokens, items, bytes, body) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (
                     namespace,
                     session,
@@ -84,15 +187,25 @@ class Manifests:
                     manifest.budget,
                     manifest.total_tokens,
                     len(manifest.items),
+                    len(body),
                     body,
                 ),
             ).fetchone()[0]
+            # The oldest kept: the last of the newest rows whose running byte total stays in the limit.
             w.execute(
-                "DELETE FROM manifests WHERE namespace = ? AND id <= (SELECT id FROM manifests WHERE namespace = ? "
-                "ORDER BY id DESC LIMIT 1 OFFSET ?)",
-                (namespace, namespace, keep),
+                "DELETE FROM manifests WHERE namespace = ? AND id < (SELECT MIN(id) FROM (SELECT id, "
+                "SUM(bytes) OVER (ORDER BY id DESC) AS total, ROW_NUMBER() OVER (ORDER BY id DESC) AS n "
+                "FROM manifests WHERE namespace = ?) kept WHERE (total <= ? OR n = 1) AND n <= ?)",
+                (namespace, namespace, keep_bytes, keep),
             )
         return int(mid)
+
+    def size(self, namespace: str) -> tuple[int, int]:
+        """``(manifests, stored bytes)`` of the namespace."""
+        rows = self._sql.rows(
+            "SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM manifests WHERE namespace = ?", (namespace,)
+        )
+        return int(rows[0][0]), int(rows[0][1])
 
     def latest(self, namespace: str, limit: int = 20) -> list[StoredManifest]:
         """The namespace's newest manifests, newest first."""
@@ -105,4 +218,4 @@ class Manifests:
 
     @staticmethod
     def _row(row: tuple[Any, ...]) -> StoredManifest:
-        return StoredManifest(id=int(row[0]), namespace=row[1], session=row[2], data=json.loads(row[3]))
+        return StoredManifest(id=int(row[0]), namespace=row[1], session=row[2], data=decode_manifest(bytes(row[3])))

@@ -1,11 +1,12 @@
-"""The persisted recall index (``m010_recall_index``), one implementation for every backend.
+"""The persisted recall index (``m010_recall_index``, ``m021_term_ids``), one implementation for every backend.
 
 What a new process needs to answer its first query without re-embedding or
-re-analysing anything: per turn, its analysed index terms (space-joined)
-and its vector (int8 codes + scale, :mod:`stratamem.embed.quantize`), and
-per namespace, which model made the vectors and which analyser made the
-terms. Window, neighbour and session vectors are not stored: the index
-derives them from the turn vectors in O(N) numpy when it opens.
+re-analysing anything: per turn, its analysed index terms (as ids into the
+namespace's vocabulary, :mod:`stratamem.store.term_ids`) and its vector
+(int8 codes + scale, :mod:`stratamem.embed.quantize`), and per namespace,
+which model made the vectors and which analyser made the terms. Window,
+neighbour and session vectors are not stored: the index derives them from
+the turn vectors in O(N) numpy when it opens.
 
 Rows are keyed by ``(tenant, turn_id)`` — the namespace's id on SQLite (a
 clustered ``WITHOUT ROWID`` key), its name on PostgreSQL — so a namespace
@@ -17,15 +18,19 @@ Reach it as ``store.embeddings.turns``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import BackendError
 from .base_turn_index import IndexMeta, TurnIndexRow, TurnKey
-from .ddl import run_tables
-from .sql import Sql, chunks, upsert
+from .ddl import TYPES, run_tables
+from .sql import SQLITE, Dialect, Sql, Writer, chunks, dialect_of, upsert
+from .term_ids import StoredTerms, decode_ids, encode_ids, encode_many
 
-__all__ = ["TurnIndex", "m010_recall_index", "m019_recall_events"]
+__all__ = ["TurnIndex", "m010_recall_index", "m019_recall_events", "m021_term_ids", "prune_terms"]
+
+# First key of the two-key advisory lock serializing one namespace's vocabulary writers on PostgreSQL ("Rt").
+_LOCK_CLASS = 0x5274
 
 
 def m010_recall_index(conn: Any) -> None:
@@ -62,8 +67,120 @@ def m019_recall_events(conn: Any) -> None:
     conn.execute("ALTER TABLE recall_index ADD COLUMN sentences INTEGER")
 
 
+# m019_recall_events' columns are part of the rebuilt table: m021 runs after m019 on every store
+# (a store migrated m021 first, by a version without m019, gets them from m019 afterwards).
+_INDEX_COLUMNS = [
+    "{tenant_column}",
+    "turn_id {bigint} NOT NULL",
+    "term_ids {blob} NOT NULL",
+    "vector {blob}",
+    "events TEXT",
+    "sentences INTEGER",
+    "PRIMARY KEY ({tenant}, turn_id)",
+]
+_TERMS_COLUMNS = ["{tenant_column}", "term TEXT NOT NULL", "id {bigint} NOT NULL", "PRIMARY KEY ({tenant}, term)"]
+_BATCH = 5000
+
+
+def m021_term_ids(conn: Any) -> None:
+    """Index terms stored as varint ids into a per-namespace vocabulary instead of strings (both backends).
+
+    ``recall_terms`` holds each namespace's distinct terms once; the
+    ``recall_index`` table is rebuilt with ``term_ids`` (the turn's term ids,
+    in order, :func:`~stratamem.store.term_ids.encode_ids`) in place of the
+    space-joined ``terms`` text, each namespace's vocabulary numbered in the
+    order its turns first use a term; ``recall_index_meta.next_term`` is the
+    next id to give. The vectors, event dates and sentence counts
+    (:func:`m019_recall_events`) are copied unchanged. Rows are converted in
+    batches inside the migration's transaction.
+    """
+    d = dialect_of(conn)
+    run_tables(conn, ("recall_terms", _TERMS_COLUMNS, True), ("recall_index_new", _INDEX_COLUMNS, True))
+    conn.execute(
+        "ALTER TABLE recall_index_meta ADD COLUMN next_term {bigint} NOT NULL DEFAULT 0".format_map(TYPES[d.name])
+    )
+    t = d.tenant
+    vocab: dict[Any, dict[str, int]] = {}
+    last: tuple[Any, ...] = ()
+    while True:
+        after = f"WHERE ({t}, turn_id) > (?, ?)" if last else ""
+        rows = conn.execute(
+            d.sql(
+                f"SELECT {t}, turn_id, terms, vector, events, sentences FROM recall_index {after} "
+                f"ORDER BY {t}, turn_id LIMIT {_BATCH}"
+            ),
+            last,
+        ).fetchall()
+        if not rows:
+            break
+        last = tuple(rows[-1][:2])
+        out = []
+        for key, turn_id, terms, vector, events, sentences in rows:
+            ids = vocab.setdefault(key, {})
+            blob = encode_ids(ids.setdefault(w, len(ids)) for w in terms.split())
+            out.append((key, turn_id, blob, vector, events, sentences))
+        cur = conn.cursor()
+        cur.executemany(d.sql("INSERT INTO recall_index_new VALUES (?, ?, ?, ?, ?, ?)"), out)
+    cur = conn.cursor()
+    for key, ids in vocab.items():
+        cur.executemany(
+            d.sql(f"INSERT INTO recall_terms ({t}, term, id) VALUES (?, ?, ?)"), [(key, w, i) for w, i in ids.items()]
+        )
+        conn.execute(d.sql(f"UPDATE recall_index_meta SET next_term = ? WHERE {t} = ?"), (len(ids), key))
+    conn.execute("DROP TABLE recall_index")
+    conn.execute("ALTER TABLE recall_index_new RENAME TO recall_index")
+    if d is not SQLITE:
+        conn.execute("ALTER TABLE recall_index RENAME CONSTRAINT recall_index_new_pkey TO recall_index_pkey")
+
+
 def _blob(value: object) -> bytes | None:
     return None if value is None else bytes(value)  # type: ignore[call-overload]
+
+
+def _term_ids(w: Writer, d: Dialect, key: Any, namespace: str, terms: Iterable[str]) -> dict[str, int]:
+    """Ids of ``terms`` in the namespace's vocabulary, giving new ones to terms not in it (inside ``w``).
+
+    PostgreSQL takes the namespace's vocabulary lock first, so two writers
+    never give one term two ids (SQLite's write transaction already excludes
+    the other writers).
+    """
+    t = d.tenant
+    if d is not SQLITE:
+        w.execute("SELECT pg_advisory_xact_lock(?, hashtext(?))", (_LOCK_CLASS, namespace))
+    want = list(dict.fromkeys(terms))
+    known: dict[str, int] = {}
+    for part in chunks(want):
+        for term, tid in w.execute(
+            f"SELECT term, id FROM recall_terms WHERE {t} = ? AND {d.in_list('term', len(part))}", [key, *part]
+        ).fetchall():
+            known[term] = int(tid)
+    new = [term for term in want if term not in known]
+    if new:
+        row = w.execute(f"SELECT next_term FROM recall_index_meta WHERE {t} = ?", (key,)).fetchone()
+        if row is None:  # (no settings row yet: the vocabulary's own largest id)
+            row = w.execute(f"SELECT COALESCE(MAX(id) + 1, 0) FROM recall_terms WHERE {t} = ?", (key,)).fetchone()
+        start = int(row[0])
+        known.update(zip(new, range(start, start + len(new)), strict=True))
+        w.executemany(
+            f"INSERT INTO recall_terms ({t}, term, id) VALUES (?, ?, ?)", [(key, term, known[term]) for term in new]
+        )
+        w.execute(f"UPDATE recall_index_meta SET next_term = ? WHERE {t} = ?", (start + len(new), key))
+    return known
+
+
+def prune_terms(w: Writer, d: Dialect, key: Any) -> int:
+    """Drop the vocabulary terms no stored turn of the namespace uses any more (after a forget); returns how many.
+
+    A forgotten turn's words must not stay behind in the vocabulary.
+    """
+    t = d.tenant
+    blobs = [bytes(r[0]) for r in w.execute(f"SELECT term_ids FROM recall_index WHERE {t} = ?", (key,)).fetchall()]
+    used = set(decode_ids(blobs)[0].tolist()) if blobs else set()
+    stale = [int(r[0]) for r in w.execute(f"SELECT id FROM recall_terms WHERE {t} = ?", (key,)).fetchall()]
+    stale = [i for i in stale if i not in used]
+    for part in chunks(stale):
+        w.execute(f"DELETE FROM recall_terms WHERE {t} = ? AND {d.in_list('id', len(part))}", [key, *part])
+    return len(stale)
 
 
 class TurnIndex:
@@ -92,9 +209,9 @@ class TurnIndex:
     def set_meta(self, namespace: str, meta: IndexMeta) -> None:
         """Record the settings of the namespace's rows, discarding rows they invalidate.
 
-        Another analyser makes every row's terms stale (all rows are deleted);
-        another model makes the vectors stale (they are cleared, terms kept).
-        One transaction.
+        Another analyser makes every row's terms stale (all rows are deleted,
+        and the vocabulary with them); another model makes the vectors stale
+        (they are cleared, terms kept). One transaction.
 
         Raises:
             BackendError: The write failed (nothing changed).
@@ -110,6 +227,8 @@ class TurnIndex:
             ).fetchone()
             if row is not None and row[2] != meta.analyzer:
                 w.execute(f"DELETE FROM recall_index WHERE {self._ns} = ?", (key,))
+                w.execute(f"DELETE FROM recall_terms WHERE {self._ns} = ?", (key,))
+                w.execute(f"UPDATE recall_index_meta SET next_term = 0 WHERE {self._ns} = ?", (key,))
             elif row is not None and (row[0], int(row[1])) != (meta.model, meta.dims):
                 w.execute(f"UPDATE recall_index SET vector = NULL WHERE {self._ns} = ?", (key,))
             w.execute(
@@ -120,18 +239,37 @@ class TurnIndex:
     def put(self, namespace: str, rows: Sequence[TurnIndexRow]) -> None:
         """Store rows (replacing existing ones of the same turns), in one transaction.
 
+        Each row's space-joined terms are stored as ids into the namespace's
+        vocabulary; terms it does not hold yet are added to it.
+
         Raises:
             BackendError: The write failed (nothing was stored).
         """
-        self._sql.put_turn_rows(
-            "recall_index",
-            namespace,
-            ("terms", "vector", "events", "sentences"),
-            [(r.turn_id, r.terms, r.vector, r.events, r.sentences) for r in rows],
-        )
+        if not rows:
+            return
+        d = self._sql.dialect
+        lists = [r.terms.split() for r in rows]
+        with self._sql.write() as w:
+            key = self._sql.tenant_key(namespace)
+            if key is None:
+                return
+            ids = _term_ids(w, d, key, namespace, (term for terms in lists for term in terms))
+            flat = [ids[term] for terms in lists for term in terms]
+            blobs = encode_many(flat, [len(terms) for terms in lists])
+            w.executemany(
+                upsert("recall_index", (self._ns, "turn_id"), ("term_ids", "vector", "events", "sentences")),
+                [(key, r.turn_id, b, r.vector, r.events, r.sentences) for r, b in zip(rows, blobs, strict=True)],
+            )
+
+    def _vocab(self, key: Any) -> list[str]:
+        rows = self._sql.rows(f"SELECT id, term FROM recall_terms WHERE {self._ns} = ?", (key,))
+        vocab = [""] * (max((int(r[0]) for r in rows), default=-1) + 1)
+        for tid, term in rows:
+            vocab[int(tid)] = term
+        return vocab
 
     def load(self, namespace: str, turn_ids: Sequence[int] | None = None) -> dict[int, TurnIndexRow]:
-        """The rows of the namespace (or of some of its turns), by turn id."""
+        """The rows of the namespace (or of some of its turns), by turn id, terms space-joined."""
         key = self._sql.tenant_key(namespace)
         if key is None:
             return {}
@@ -141,21 +279,26 @@ class TurnIndex:
             rows = []
             for part in chunks([int(i) for i in turn_ids]):
                 rows += self._index_rows(f" AND {self._sql.dialect.in_list('turn_id', len(part))}", [key, *part])
+        if not rows:
+            return {}
+        ids, offsets = decode_ids([bytes(r[1]) for r in rows])
+        terms = StoredTerms(ids, offsets, self._vocab(key))
         return {
-            int(r[0]): TurnIndexRow(int(r[0]), r[1], _blob(r[2]), r[3], None if r[4] is None else int(r[4]))
-            for r in rows
+            int(r[0]): TurnIndexRow(int(r[0]), terms.text(i), _blob(r[2]), r[3], None if r[4] is None else int(r[4]))
+            for i, r in enumerate(rows)
         }
 
     def _index_rows(self, where: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
-        """Rows ``(turn_id, terms, vector, events, sentences)`` of the namespace, ``where`` narrowing them."""
-        select = "SELECT turn_id, terms, vector, {} FROM recall_index WHERE " + f"{self._ns} = ?{where}"
+        """Rows ``(turn_id, term_ids, vector, events, sentences)`` of the namespace, ``where`` narrowing them."""
+        select = "SELECT turn_id, term_ids, vector, {} FROM recall_index WHERE " + f"{self._ns} = ?{where}"
         try:
             return self._sql.rows(select.format("events, sentences"), params)
         except BackendError as exc:
             if "no such column" not in str(exc):
                 raise
-            # A read-only SQLite file of a version before m019_recall_events is read without
-            # migrating: its rows have no event dates or sentence counts yet (NULL: not made).
+            # A read-only SQLite file written without m019_recall_events (an older version, or one
+            # with m021_term_ids but not m019) is read without migrating: its rows have no event
+            # dates or sentence counts yet (NULL: not made).
             return self._sql.rows(select.format("NULL, NULL"), params)
 
     def _key_rows(self, namespace: str, key: object) -> list[tuple[object, ...]]:
@@ -177,23 +320,28 @@ class TurnIndex:
 
     def open_rows(
         self, namespace: str
-    ) -> tuple[list[TurnKey], list[str | None], list[bytes | None], list[str | None], list[int | None]]:
-        """:meth:`keys` with each turn's stored terms, vector, events and sentence count (``None``:
-        no row, or not stored), in one read.
+    ) -> tuple[list[TurnKey], StoredTerms, list[bool], list[bytes | None], list[str | None], list[int | None]]:
+        """:meth:`keys` with each turn's stored terms, vector, events and sentence count, in one read.
 
-        What opening the index reads: two ordered scans instead of two reads and a lookup per turn.
+        Returns the keys, every turn's term ids (an empty list for a turn
+        without a row), which turns have a row, each turn's vector
+        (``None``: no row or no vector), its event dates and its sentence
+        vector count (``None``: no row, or not made). What opening the index reads: two
+        ordered scans and the vocabulary instead of two reads and a lookup per turn.
         """
         key = self._sql.tenant_key(namespace)
         if key is None:
-            return [], [], [], [], []
+            return [], StoredTerms.from_lists([]), [], [], [], []
         # Two range scans, joined here: joined in SQL, SQLite's planner sorts the rows (vectors
         # included) in a temporary B-tree, which took twice as long at 100k turns.
         keys = self._key_rows(namespace, key)
         rows = {r[0]: r for r in self._index_rows("", (key,))}
         got = [rows.get(k[0]) for k in keys]
+        ids, offsets = decode_ids([b"" if r is None else bytes(r[1]) for r in got])
         return (
             list(map(TurnKey._make, keys)),
-            [None if r is None else r[1] for r in got],
+            StoredTerms(ids, offsets, self._vocab(key)),
+            [r is not None for r in got],
             [None if r is None else _blob(r[2]) for r in got],
             [None if r is None else r[3] for r in got],
             [None if r is None or r[4] is None else int(r[4]) for r in got],
@@ -226,26 +374,36 @@ class TurnIndex:
         rows = self._sql.rows(f"SELECT COUNT(*), COUNT(vector) FROM recall_index WHERE {self._ns} = ?", (key,))
         return int(rows[0][0]), int(rows[0][1])
 
+    def vocabulary(self, namespace: str) -> list[str]:
+        """The namespace's stored vocabulary, by id (``""`` for an id no longer used)."""
+        key = self._sql.tenant_key(namespace)
+        return [] if key is None else self._vocab(key)
+
     def delete(self, namespace: str, turn_ids: Sequence[int] | None = None) -> int:
         """Delete the rows of some turns (or all of the namespace, with its settings); returns rows deleted.
+
+        Terms only the deleted turns used leave the vocabulary in the same transaction.
 
         Raises:
             BackendError: The delete failed (nothing was deleted).
         """
+        d = self._sql.dialect
         with self._sql.write() as w:
             key = self._sql.tenant_key(namespace)
             if key is None:
                 return 0
             if turn_ids is None:
                 w.execute(f"DELETE FROM recall_index_meta WHERE {self._ns} = ?", (key,))
+                w.execute(f"DELETE FROM recall_terms WHERE {self._ns} = ?", (key,))
                 return int(w.execute(f"DELETE FROM recall_index WHERE {self._ns} = ?", (key,)).rowcount)
             deleted = 0
             for part in chunks([int(i) for i in turn_ids]):
                 deleted += int(
                     w.execute(
-                        f"DELETE FROM recall_index WHERE {self._ns} = ? "
-                        f"AND {self._sql.dialect.in_list('turn_id', len(part))}",
+                        f"DELETE FROM recall_index WHERE {self._ns} = ? AND {d.in_list('turn_id', len(part))}",
                         [key, *part],
                     ).rowcount
                 )
+            if deleted:
+                prune_terms(w, d, key)
             return deleted

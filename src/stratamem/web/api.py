@@ -139,6 +139,12 @@ def build_router(spaces: Spaces) -> APIRouter:
                 "# HELP stratamem_store_bytes Bytes the store occupies on disk.",
                 "# TYPE stratamem_store_bytes gauge",
                 f"stratamem_store_bytes {spaces.default.store.size_bytes()}",
+                "# HELP stratamem_store_part_bytes Bytes of the store per part (every namespace).",
+                "# TYPE stratamem_store_part_bytes gauge",
+                *(
+                    f'stratamem_store_part_bytes{{part="{part}"}} {size}'
+                    for part, size in spaces.default.store.part_bytes().items()
+                ),
                 COUNTERS.prometheus().rstrip("\n"),
             ]
             return "\n".join(lines) + "\n"

@@ -98,6 +98,7 @@ def build_pages(spaces: Spaces) -> APIRouter:
             cards=cards,
             ns=None,
             store_bytes=spaces.call(lambda: spaces.default.store.size_bytes()),
+            part_bytes=spaces.call(lambda: spaces.default.store.part_bytes()),
         )
 
     @r.get("/api/docs", response_class=HTMLResponse)

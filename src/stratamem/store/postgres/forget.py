@@ -50,6 +50,7 @@ FORGET_TABLES: tuple[str, ...] = (
     "store_meta",
     "recall_index",
     "recall_index_meta",
+    "recall_terms",
     "ingest_keys",
     "recall_passages",
 )

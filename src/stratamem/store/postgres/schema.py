@@ -30,9 +30,9 @@ from ..data_version import m016_data_versions
 from ..embedding_cache import m002_embeddings
 from ..idempotency import m017_idempotency_keys
 from ..ingest_keys import m008_ingest_keys
-from ..manifests import m006_manifests
+from ..manifests import m006_manifests, m022_compact_manifests
 from ..passage_store import m011_passages
-from ..turn_index import m010_recall_index, m019_recall_events
+from ..turn_index import m010_recall_index, m019_recall_events, m021_term_ids
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
 from .nodes import m003_pyramid, m014_summary_spend
@@ -125,6 +125,8 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m016_data_versions", m016_data_versions),
     PgMigration("m017_idempotency_keys", m017_idempotency_keys),
     PgMigration("m019_recall_events", m019_recall_events),
+    PgMigration("m021_term_ids", m021_term_ids),
+    PgMigration("m022_compact_manifests", m022_compact_manifests),
 ]
 
 

@@ -221,6 +221,17 @@ class PostgresStore(RecordStore):
         )
         return int(row[0][0])
 
+    def part_bytes(self) -> dict[str, int]:
+        """Bytes per part of the store's schema (tables, their indexes and TOAST; :mod:`stratamem.store.part_bytes`)."""
+        from ..part_bytes import postgres_part_bytes
+
+        return postgres_part_bytes(
+            self.sql.rows(
+                "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = current_schema() AND c.relkind = 'r'"
+            )
+        )
+
     def server_time(self) -> datetime:
         """The server's clock (``now()``); a cheap liveness probe."""
         return self.sql.rows("SELECT now()")[0][0]

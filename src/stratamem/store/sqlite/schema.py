@@ -14,11 +14,11 @@ from ..data_version import m016_data_versions
 from ..embedding_cache import m002_embeddings
 from ..idempotency import m017_idempotency_keys
 from ..ingest_keys import m008_ingest_keys
-from ..manifests import m006_manifests
+from ..manifests import m006_manifests, m022_compact_manifests
 from ..migrations import Migration
 from ..node_store import m003_pyramid, m014_summary_spend
 from ..passage_store import m011_passages
-from ..turn_index import m010_recall_index, m019_recall_events
+from ..turn_index import m010_recall_index, m019_recall_events, m021_term_ids
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
 
@@ -92,4 +92,6 @@ MIGRATIONS: list[Migration] = [
     Migration("m016_data_versions", m016_data_versions),
     Migration("m017_idempotency_keys", m017_idempotency_keys),
     Migration("m019_recall_events", m019_recall_events),
+    Migration("m021_term_ids", m021_term_ids),
+    Migration("m022_compact_manifests", m022_compact_manifests),
 ]

@@ -330,6 +330,22 @@ class SQLiteStore(RecordStore):
             return 0
         return sum(os.path.getsize(self.path + suffix) for suffix in ("", "-wal") if os.path.exists(self.path + suffix))
 
+    def part_bytes(self) -> dict[str, int]:
+        """Bytes per part of the file (every namespace; see :mod:`stratamem.store.part_bytes`), the archive included.
+
+        ``{}`` when this SQLite has no ``dbstat`` table (or the store is in memory).
+        """
+        if self.path == ":memory:":
+            return {}
+        from ..part_bytes import sqlite_part_bytes
+
+        with self._lock:
+            out = sqlite_part_bytes(self._conn, self.size_bytes())
+        archive = Path(f"{self.path}.archive")
+        if out and archive.is_dir():
+            out["archive"] = sum(p.stat().st_size for p in archive.rglob("*") if p.is_file())
+        return out
+
     def integrity_check(self) -> str:
         """Result of ``PRAGMA integrity_check`` (``"ok"`` when healthy)."""
         return str(self.sql.rows("PRAGMA integrity_check")[0][0])
