@@ -221,7 +221,7 @@ class TurnIndexer:
         except StratamemError as exc:
             if on_store_error is not None:
                 on_store_error(exc)
-        # One ordered read of keys, term ids and vectors. Terms stay ids: the index finds a
+        # One ordered read of keys, term ids, vectors, events and sentence counts. Terms stay ids: the index finds a
         # term's postings when a query first asks for it (StoredTermsIndex).
         turns: list[Any]
         turns, stored, present, blobs, events, counts = self._rows.open_rows(self.namespace)
