@@ -207,6 +207,26 @@ def test_rows_written_before_event_dates_and_sentences_are_filled_when_the_index
         )
 
 
+def test_a_store_with_term_ids_but_no_event_columns_gains_them_and_fills_them_on_open(tmp_path: Path) -> None:
+    # What main's version before this merge left: m021_term_ids applied, m019_recall_events not.
+    path = tmp_path / "lean.db"
+    with Memory(path, namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(32)) as mem:
+        ids = [st.id for st in mem.add_sessions(_sessions())]
+        want = _hits(mem, "thriller ceramics", THU + timedelta(days=12))
+        rows = mem.store.embeddings.turns.load("n")
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("ALTER TABLE recall_index DROP COLUMN events")
+        conn.execute("ALTER TABLE recall_index DROP COLUMN sentences")
+        conn.execute("DELETE FROM recall_passages")
+        conn.execute("DELETE FROM _stratamem_migrations WHERE name = 'm019_recall_events'")
+    conn.close()
+    with Memory(path, namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(32)) as mem:  # m019 runs after m021
+        assert _hits(mem, "thriller ceramics", THU + timedelta(days=12)) == want
+        assert mem.store.embeddings.turns.load("n") == rows
+        assert [rows[i].sentences for i in ids] == [2, 0, 0, 2]
+
+
 def test_sentences_off_stores_none_and_turning_them_on_makes_them_on_open(tmp_path: Path) -> None:
     path = tmp_path / "off.db"
     off = NO_PYRAMID.replace(embedding={"sentences": False})
