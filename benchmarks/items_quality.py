@@ -184,6 +184,15 @@ def _open(target: str) -> Any:
     return target
 
 
+def _config(a: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"config": Config().replace(**sections)}`` of a variant (nothing for a plain tree, which may be old)."""
+    if not a.get("config"):
+        return {}
+    from stratamem import Config
+
+    return {"config": Config().replace(**a["config"])}
+
+
 def _item_rows(mem: Any) -> list[dict[str, Any]]:
     dia = {st.id: st.turn.metadata.get("dia_id") for st in mem.turns()}
     return [
@@ -211,7 +220,7 @@ def worker_quality(a: Mapping[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     for pos in a["samples"]:
         sample = data[pos]
-        mem = Memory(a["db"], namespace=f"locomo-{pos}", embedder=emb)
+        mem = Memory(a["db"], namespace=f"locomo-{pos}", embedder=emb, **_config(a))
         n = 0
         for session, turns in locomo_sessions(sample):
             for t in turns:
@@ -219,7 +228,13 @@ def worker_quality(a: Mapping[str, Any]) -> dict[str, Any]:
                 n += 1
         status = mem.items.status()
         out.append(
-            {"sample": pos, "turns": n, "items": _item_rows(mem), "flags": dict(getattr(status, "flags", {}) or {})}
+            {
+                "sample": pos,
+                "turns": n,
+                "items": _item_rows(mem),
+                "flags": dict(getattr(status, "flags", {}) or {}),
+                "prompts": _prompts(mem, sample, a.get("prompt_budgets") or []),
+            }
         )
         mem.close()
     if emb is not None:
@@ -227,12 +242,42 @@ def worker_quality(a: Mapping[str, Any]) -> dict[str, Any]:
     return {"conversations": out, "seconds": time.perf_counter() - t0, "load": os.getloadavg()[0]}
 
 
+def _prompts(mem: Any, sample: Mapping[str, Any], budgets: Sequence[int]) -> list[dict[str, Any]]:
+    """Per question (categories 1-4) and budget: the turns and the items the default context shows."""
+    if not budgets:
+        return []
+    dia = {st.id: st.turn.metadata.get("dia_id") for st in mem.turns()}
+    items = {it.id: it for it in mem.items.list()}
+    out = []
+    for qi, qa in enumerate(sample.get("qa", [])):
+        if int(qa.get("category", 5)) == 5 or not qa.get("evidence"):
+            continue
+        for budget in budgets:
+            ctx = mem.context(str(qa["question"]), budget=budget, format="text")
+            turns = [dia.get(t) for e in ctx.manifest.items if e.kind == "turn" for t in e.turn_ids]
+            shown = []
+            for e in ctx.manifest.items:
+                if e.kind == "item" and e.id.startswith("item:") and int(e.id[5:]) in items:
+                    it = items[int(e.id[5:])]
+                    shown.append(
+                        {
+                            "id": it.id,
+                            "review": it.review,
+                            "tokens": e.tokens,
+                            "content": it.content,
+                            "sources": [dia.get(t) for t in it.provenance],
+                        }
+                    )
+            out.append({"question": qi, "budget": budget, "turns": turns, "items": shown})
+    return out
+
+
 def worker_writer(a: Mapping[str, Any]) -> dict[str, Any]:
     """One of the concurrent writers: LoCoMo conversation turns, one ``add`` each, until the deadline."""
     from stratamem import Memory, StratamemError, Turn
 
     data = json.loads(Path(a["locomo"]).read_text(encoding="utf-8"))
-    mem = Memory(_open(a["target"]), namespace="probe", embedder=None)
+    mem = Memory(_open(a["target"]), namespace="probe", embedder=None, **_config(a))
     # Session names repeat across conversations (session_1 ...): keep each conversation's apart.
     sessions = [(f"c{pos}-{name}", turns) for pos in a["samples"] for name, turns in locomo_sessions(data[pos])]
     added = errors = 0
@@ -256,7 +301,7 @@ def worker_count(a: Mapping[str, Any]) -> dict[str, Any]:
     """The probe namespace's items (read by the tree that wrote them)."""
     from stratamem import Memory
 
-    mem = Memory(_open(a["target"]), namespace="probe", embedder=None)
+    mem = Memory(_open(a["target"]), namespace="probe", embedder=None, **_config(a))
     return {"items": _item_rows(mem), "turns": len(mem.turns())}
 
 
@@ -272,7 +317,7 @@ def worker_labels(a: Mapping[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     for pos in a["haystacks"]:
         h = data["haystacks"][pos]
-        mem = Memory(a["db"], namespace=f"synth-{h['id']}", embedder=emb)
+        mem = Memory(a["db"], namespace=f"synth-{h['id']}", embedder=emb, **_config(a))
         for s in h["sessions"]:
             mem.add(
                 [
@@ -345,11 +390,14 @@ WORKERS = {"quality": worker_quality, "writer": worker_writer, "count": worker_c
 class Tree:
     """One source tree under test."""
 
-    def __init__(self, name: str, src: Path, same_as: str | None = None) -> None:
-        self.name, self.src, self.same_as = name, src, same_as
+    def __init__(
+        self, name: str, src: Path, same_as: str | None = None, config: Mapping[str, Any] | None = None
+    ) -> None:
+        self.name, self.src, self.same_as, self.config = name, src, same_as, dict(config or {})
 
     def run(self, mode: str, args: Mapping[str, Any], *, timeout: float | None = None, background: bool = False) -> Any:
         """Run a worker in a fresh process on this tree; its JSON answer (or the Popen when ``background``)."""
+        args = {**args, "config": self.config}
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", mode, json.dumps(args, default=str)]
         env = {**os.environ, "PYTHONPATH": f"{self.src}{os.pathsep}{ROOT}"}
         if background:
@@ -368,8 +416,17 @@ def _git(*args: str) -> str:
     return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def make_trees(baselines: Sequence[str], srcs: Sequence[str], this_tree: bool, tmp: Path) -> list[Tree]:
-    """Baseline revisions (extracted), extra ``src`` paths, and this worktree's ``src``."""
+def make_trees(
+    baselines: Sequence[str],
+    srcs: Sequence[str],
+    this_tree: bool,
+    tmp: Path,
+    variants: Sequence[str] = (),
+) -> list[Tree]:
+    """Baseline revisions (extracted), extra ``src`` paths, this worktree's ``src``, and its variants.
+
+    A variant is ``NAME=JSON``: this worktree's ``src`` run with ``Config().replace(**JSON)``.
+    """
     trees = []
     for rev in baselines:
         dest = tmp / f"rev-{rev.replace('/', '_')}"
@@ -391,6 +448,9 @@ def make_trees(baselines: Sequence[str], srcs: Sequence[str], this_tree: bool, t
                 f"this tree ({_git('rev-parse', '--short', 'HEAD')})", ROOT / "src", same_as=same.name if same else None
             )
         )
+    for v in variants:
+        name, _, raw = v.partition("=")
+        trees.append(Tree(f"this tree, {name}", ROOT / "src", config=json.loads(raw)))
     return trees
 
 
@@ -504,7 +564,7 @@ def print_quality(rows: Mapping[str, Any], order: Sequence[str], seconds: Mappin
 
 def run_quality(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> None:
     data = json.loads(LOCOMO.read_text(encoding="utf-8"))
-    rows, seconds = {}, {}
+    rows, seconds, prompt_rows = {}, {}, {}
     for t in _measured(trees):
         db = tmp / f"quality-{abs(hash(t.name))}.db"
         ans = t.run(
@@ -515,15 +575,62 @@ def run_quality(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> N
                 "db": str(db),
                 "embedder": args.embedder,
                 "cache": str(args.locomo_cache),
+                "prompt_budgets": args.prompt_budgets,
             },
         )
         rows[t.name] = score_quality(data, ans["conversations"])
+        prompt_rows[t.name] = score_prompts(data, ans["conversations"])
         seconds[t.name] = (ans["seconds"], ans["load"])
         if args.dump:
             Path(args.dump).with_suffix(f".{len(rows)}.quality.json").write_text(json.dumps(ans))
     _copy_rows(trees, rows)
     _copy_rows(trees, seconds)
+    _copy_rows(trees, prompt_rows)
     print_quality(rows, [t.name for t in trees], seconds)
+    if args.prompt_budgets:
+        print_prompts(prompt_rows, [t.name for t in trees], args)
+
+
+def score_prompts(data: Sequence[Mapping[str, Any]], convs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What reached the contexts: items per context, their tokens, how many are pending and grounded, and
+    whether the question's evidence is there (as a shown turn, or as the source of a shown item)."""
+    tot: Counter[str] = Counter()
+    for c in convs:
+        sample = data[c["sample"]]
+        cited = {d for _, _, ids in observations(sample) for d in ids}
+        for p in c.get("prompts", []):
+            gold = set(cited_ids(sample["qa"][p["question"]]["evidence"]))
+            turns = set(p["turns"])
+            via_items = {d for it in p["items"] for d in it["sources"]}
+            tot["contexts"] += 1
+            tot["items"] += len(p["items"])
+            tot["item_tokens"] += sum(it["tokens"] for it in p["items"])
+            tot["pending"] += sum(it["review"] == "pending" for it in p["items"])
+            tot["grounded"] += sum(any(d in cited for d in it["sources"]) for it in p["items"])
+            tot["gold_turns"] += bool(gold) and gold <= turns
+            tot["gold_any"] += bool(gold) and gold <= (turns | via_items)
+            tot["gold_by_item_only"] += bool(gold & via_items - turns)
+    return dict(tot)
+
+
+def print_prompts(rows: Mapping[str, Any], order: Sequence[str], args: argparse.Namespace) -> None:
+    print(
+        f"\n## What reaches a prompt: Memory.context(question, budget {'/'.join(map(str, args.prompt_budgets))}, "
+        f"default policy, embedder {args.embedder}), LoCoMo questions of categories 1-4\n"
+    )
+    print(
+        "| extractor | contexts | items per context | item tokens per context | pending share | grounded share "
+        "| all evidence shown as turns | all evidence shown (turns or items' sources) | evidence reached only by an item |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in order:
+        r = rows[name]
+        n = max(1, r.get("contexts", 0))
+        print(
+            f"| {name} | {r.get('contexts', 0):,} | {r.get('items', 0) / n:.2f} | {r.get('item_tokens', 0) / n:.1f} "
+            f"| {_ratio(r.get('pending', 0), r.get('items', 0))} | {_ratio(r.get('grounded', 0), r.get('items', 0))} "
+            f"| {r.get('gold_turns', 0) / n:.3f} | {r.get('gold_any', 0) / n:.3f} | {r.get('gold_by_item_only', 0):,} |"
+        )
 
 
 # --- concurrency --------------------------------------------------------------------------------
@@ -670,11 +777,12 @@ def score_labels(chats: Mapping[str, Any], contexts: Sequence[Mapping[str, Any]]
 
 def run_labels(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from benchmarks.data.make_recall_chats import load_or_generate
+    from benchmarks.data.make_recall_chats import cache_path, load_or_generate
 
     chats = load_or_generate(11)
-    path = next(Path("/tmp").glob("stratamem-synth-chats-v*-11-*.json"), None)
-    if path is None:  # the generator's cache file is its business; fall back to a copy of our own
+    # Exactly this generator's file (other versions of the set may sit in /tmp beside it).
+    path = cache_path(11, 10, 44)
+    if not path.exists():  # the generator's cache file is its business; fall back to a copy of our own
         path = tmp / "chats.json"
         path.write_text(json.dumps(chats))
     rows, seconds = {}, {}
@@ -757,6 +865,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     ap.add_argument("--src", action="append", default=[], help="another src directory to measure (repeatable)")
     ap.add_argument("--no-this-tree", action="store_true", help="do not measure this worktree's src")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="this worktree's src with other settings: NAME=JSON of Config sections, e.g. "
+        '\'250/1k={"items": {"min_salience": 0.7087}}\' (repeatable)',
+    )
+    ap.add_argument(
+        "--prompt-budgets",
+        type=int,
+        nargs="*",
+        default=[],
+        help="quality part: also render a context per LoCoMo question at these budgets and report what reaches it",
+    )
     ap.add_argument("--parts", nargs="*", choices=PARTS, default=["quality", "concurrency", "labels"])
     ap.add_argument("--quick", action="store_true", help="shorter probe, 2 chat haystacks (~3 min)")
     ap.add_argument("--samples", type=int, nargs="*", default=list(range(10)), help="LoCoMo conversations")
@@ -792,7 +914,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="items-quality-", dir="/tmp") as d:
         tmp = Path(d)
         tmp.chmod(0o777)  # pgserver's server user writes its socket beside us
-        trees = make_trees(args.baseline or [DEFAULT_BASELINE], args.src, not args.no_this_tree, tmp)
+        trees = make_trees(args.baseline or [DEFAULT_BASELINE], args.src, not args.no_this_tree, tmp, args.variant)
         print(
             "trees: "
             + "; ".join(

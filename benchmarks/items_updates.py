@@ -24,7 +24,9 @@ Rules:
 * ``slot``      — ``values``, and the same attribute class;
 * ``slot + cue`` — both;
 * ``slot + cue + subject`` — and both are about the same person (the speaker,
-  unless "my parents / cousin / friend ..." names someone else).
+  unless "my parents / cousin / friend ..." names someone else);
+* the shipped rule, :func:`stratamem.summarize.slots.updates`, over whole user
+  turns (every statement of each), which is what labels recalled turns.
 
 Discourse openers ("Side note:", "Also,", "Unrelated, but") are removed first.
 
@@ -75,6 +77,8 @@ SLOTS: dict[str, frozenset[str]] = {
         "school": "school university degree studying course college",
     }.items()
 }
+SHIPPED = "stratamem.summarize.slots.updates (shipped; whole turns)"
+
 _STOP = frozenset(
     """a an the and or but if of to in on at for with from by about as into over after before up down
 out off than then so such that this these those there here it its is are was were be been being
@@ -178,19 +182,38 @@ def main(argv: Sequence[str] | None = None) -> None:
         for q in h["questions"]
         if q["type"] == "knowledge-update" and len(q["evidence"]) == 2
     }
-    names = ("topic", "statement", "values", "cue", "slot", "slot + cue", "slot + cue + subject")
+    names = ("topic", "statement", "values", "cue", "slot", "slot + cue", "slot + cue + subject", SHIPPED)
     pairs: dict[str, set[tuple[int, tuple[str, str]]]] = {n: set() for n in names}
+    # The shipped rule reads whole turns (every statement of each): pair the user turns themselves.
+    turns = {
+        (pos, t["id"]): (s_i, t["text"])
+        for pos, h in enumerate(data["haystacks"])
+        for s_i, s in enumerate(h["sessions"])
+        for t in s["turns"]
+        if t["role"] == "user"
+    }
+    from stratamem.summarize.slots import readings, updated
+
+    read = {k: readings(text, "user") for k, (_, text) in turns.items()}
+    wrong_shipped: list[tuple[str, str]] = []
+    keys = sorted(turns, key=lambda k: (k[0], turns[k][0]))  # in time order: haystack, then session
+    for i, a in enumerate(keys):
+        for b in keys[i + 1 :]:
+            if a[0] == b[0] and turns[a][0] != turns[b][0] and updated(read[a], read[b]):
+                pairs[SHIPPED].add((a[0], (a[1], b[1])))
+                if (a[0], (a[1], b[1])) not in truth and len(wrong_shipped) < args.examples:
+                    wrong_shipped.append((turns[a][1], turns[b][1]))
     wrong: list[tuple[str, str]] = []
     by_hay: dict[int, list[Statement]] = {}
     for st in statements(data):
         by_hay.setdefault(st.haystack, []).append(st)
-    for pos, sts in by_hay.items():
+    for pos, sts in by_hay.items():  # the note's sentence rules
         for i, a in enumerate(sts):
             for b in sts[i + 1 :]:
                 if b.session == a.session:
                     continue
                 got = rules(a, b)
-                for n in names:
+                for n in got:
                     if got[n]:
                         pairs[n].add((pos, (a.turn, b.turn)))
                 if got["slot + cue + subject"] and (pos, (a.turn, b.turn)) not in truth and len(wrong) < args.examples:
@@ -204,6 +227,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         right = len(pairs[n] & truth)
         print(f"| {n} | {len(pairs[n]):,} | {right} | {right / max(1, len(pairs[n])):.3f} | {right} / {len(truth)} |")
     for a, b in wrong:
+        print(f"\n  old: {a}\n  new: {b}")
+    if wrong_shipped:
+        print("\nwrong pairs of the shipped rule:")
+    for a, b in wrong_shipped:
         print(f"\n  old: {a}\n  new: {b}")
 
 

@@ -144,6 +144,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     ap.add_argument("--data", type=Path, default=LOCOMO_PATH)
     ap.add_argument("--dump", type=Path, help="write per-question gold ranks and budget hits of every system (JSON)")
+    ap.add_argument(
+        "--cache", action="store_true", help="also the hybrid policy with the prompt-cache layout (b@2048, same run)"
+    )
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     cv_lines: list[str] = []
@@ -168,6 +171,9 @@ def main(argv: list[str] | None = None) -> None:
             systems[-1].name = "stratamem hybrid (CV weights)"
         systems += [MemoryContext(embedder, "recall"), MemoryContext(embedder, "hybrid")]
         systems[-1].budgets = (2048,)  # the default policy, end to end, beside recall
+        if args.cache:
+            systems.append(MemoryContext(embedder, "hybrid", cache=True))
+            systems[-1].budgets = (2048,)
         results = run(systems, convs, store)
         store.close()
         if embedder is not None:

@@ -1,5 +1,5 @@
-"""Auto-extracted memory items: a sealed segment's key facts become cold, review-pending items,
-typed by a fixed rule, sourced to their turns, never stored twice, and a failure of the step is
+"""Auto-extracted memory items: a summarized segment's salient statements become cold, review-pending items,
+quoted without greetings, typed, sourced to their turns, never stored twice, and a failure of the step is
 visible and retried without losing a turn."""
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
 from stratamem.llm import OpenAIChat
-from stratamem.records import KeyFact, Summary
 from stratamem.store import open_store
-from stratamem.summarize.facts import ItemFact, fact_type, item_facts
+from stratamem.summarize.facts import explicit, fact_type
 from stratamem.summarize.llm import LLMSummarizer
 from stratamem.testing.llm_server import FakeLLMServer
 
@@ -39,6 +38,36 @@ CONVERSATION = [
     ),
     ("user", "I prefer short commit messages, under 50 characters. Long bodies are fine when needed."),
     ("assistant", "Understood, short commit messages from now on. Bodies explain the reasons."),
+]
+
+FRIENDS = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+CHAT = [  # LoCoMo-like: two friends, greetings and reactions around the facts
+    ("Caroline", "Hey Mel! Good to see you! How have you been?"),
+    ("Melanie", "Hey Caroline! Good to see you! I'm swamped with the kids & work. What's up with you? Anything new?"),
+    (
+        "Caroline",
+        "I went to a LGBTQ support group yesterday and it was so powerful. The stories there gave me so much "
+        "courage to keep going.",
+    ),
+    ("Melanie", "Wow, that's cool, Caroline! What happened that was so awesome? Did you hear any inspiring stories?"),
+    ("Caroline", "The transgender stories were so inspiring! I was so happy and thankful for all the support."),
+    ("Melanie", "Wow, love that painting! So cool you found such a helpful group. What's it done for you?"),
+    (
+        "Caroline",
+        "Gonna continue my edu and check out career options in counseling, which is pretty exciting! I'd love to "
+        "support those with similar issues.",
+    ),
+    (
+        "Melanie",
+        "You'd be a great counselor! By the way, I painted that lake sunrise last year and it holds a special "
+        "meaning to me, because we were camping there with the kids. Do you paint?",
+    ),
+    ("Caroline", "Thanks, Mel! That's gorgeous. I prefer drawing with charcoal, it feels more direct to me."),
+    (
+        "Melanie",
+        "We moved to Denver last spring, so the kids started at a new school in September and they love it. "
+        "My husband works at the hospital there now, mostly night shifts.",
+    ),
 ]
 
 
@@ -70,13 +99,29 @@ def sealed(mem: Memory):
     return mem.pyramid.node(node.id)
 
 
-EXPECTED = [  # (content, type, provenance): one per key fact of the segment, in order
-    ("dana: Ines Duarte is the contact at Northbeam Logistics for the warehouse.", "entity", (1,)),
-    ("assistant: I will email Ines on Monday about the pickup window.", "fact", (2,)),
+EXPECTED = [  # (content, type, provenance): the statements that settle something; the rest stay turns
+    ("dana: Stock counts should stay exact.", "fact", (1,)),
     ("dana: We decided to ship with PostgreSQL 16 on 20 March.", "decision", (3,)),
     ("assistant: Then I will write ADR 0003 today.", "decision", (4,)),
     ("dana: I prefer short commit messages, under 50 characters.", "preference", (5,)),
 ]
+
+
+def chat(mem: Memory) -> list:
+    mem.add(
+        [
+            {
+                "role": "user" if who == "Caroline" else "assistant",
+                "content": text,
+                "name": who,
+                "timestamp": (FRIENDS + timedelta(seconds=30 * i)).isoformat(),
+            }
+            for i, (who, text) in enumerate(CHAT)
+        ],
+        session="s",
+    )
+    mem.seal("s")
+    return mem.items.list()
 
 
 def test_the_type_rule_on_example_sentences():
@@ -89,27 +134,61 @@ def test_the_type_rule_on_example_sentences():
     assert fact_type("Northbeam Logistics was our warehouse in 2025.") == "entity"
     assert fact_type("The cap is EUR 150 a month.") == "fact"  # "The" is not a name
     assert fact_type("assistant: 5 failures out of 30, so about 1 in 6.") == "fact"
+    # Something that happened or is planned, with its time, is an event; a dated personal "decided" too.
+    assert fact_type("Caroline: I went to a LGBTQ support group yesterday.") == "event"
+    assert fact_type("Andrew: I've decided to take a break from work yesterday and check out a new cafe.") == "event"
+    assert fact_type("Jolene: I bought a console for my partner on the 17th.") == "event"
+    assert fact_type("Tim: I want to visit The Cliffs of Moher.") == "preference"
 
 
-def test_only_facts_with_a_source_turn_become_items():
-    summary = Summary(
-        "x", key_facts=(KeyFact("dana: We chose Hetzner.", 7), KeyFact("generated", None), KeyFact("  ", 8))
+def test_what_settles_something_is_kept_whatever_the_fitted_score():
+    assert explicit("dana: We decided to ship with PostgreSQL 16.")
+    assert explicit("I prefer short commit messages.") and explicit("Stock counts must stay exact.")
+    assert explicit("My favorite is a park with a forest trail.")
+    assert not explicit("Let's keep improving our community.")  # a cheer, not a decision
+    assert not explicit("It must have been great to be involved.")  # a guess, not a constraint
+    assert not explicit("Did we decide to use PostgreSQL?")
+
+
+def test_greetings_reactions_and_questions_stay_turns_the_facts_become_items_quoted_without_them(tmp_path):
+    items = chat(memory(tmp_path / "c.db"))
+    assert [(i.content, i.type, i.provenance) for i in items] == [
+        ("Caroline: I went to a LGBTQ support group yesterday and it was so powerful.", "event", (3,)),
+        ("Caroline: I prefer drawing with charcoal, it feels more direct to me.", "preference", (9,)),
+        (
+            "Melanie: We moved to Denver last spring, so the kids started at a new school in September and they "
+            "love it.",
+            "event",
+            (10,),
+        ),
+    ]
+    # An event holds from the day its time names ("yesterday" of 8 May 2023); the rest from when it was said.
+    assert [i.valid_from for i in items] == [
+        datetime(2023, 5, 7, tzinfo=UTC),
+        FRIENDS + timedelta(seconds=240),
+        datetime(2022, 9, 1, tzinfo=UTC),
+    ]
+    assert [i.salience for i in items] == [0.8741, 0.9, 0.8731]
+    # The move sets Melanie's residence: a later value supersedes it (tests/test_item_facts.py).
+    assert (items[2].key, items[2].metadata) == (
+        "melanie:residence",
+        {"subject": "Melanie", "attribute": "residence", "value": "denver"},
     )
-    assert item_facts(summary) == [ItemFact("dana: We chose Hetzner.", "decision", 7)]
 
 
-def test_a_summarized_segment_stores_its_key_facts_as_cold_auto_extracted_items(tmp_path):
+def test_a_summarized_segment_stores_its_decisions_preferences_and_constraints_as_cold_extracted_items(tmp_path):
     mem = memory(tmp_path / "m.db")
     node = sealed(mem)
     assert node.summary_status == "ok"
     items = mem.items.list()
     assert [(i.content, i.type, i.provenance) for i in items] == EXPECTED
-    assert list(node.key_facts) == [c for c, _, _ in EXPECTED]
-    assert {(i.source, i.review, i.tier, i.session) for i in items} == {("extracted", "pending", "cold", "s")}
+    assert {(i.source, i.review, i.tier, i.session, i.salience) for i in items} == {
+        ("extracted", "pending", "cold", "s", 0.9)
+    }
     # Recallable, but not pinned in the prompt.
     assert mem.items.hot() == []
-    hit = mem.items.recall("who is the contact at Northbeam?", auto_promote=False)
-    assert hit.items[0].content == EXPECTED[0][0]
+    hit = mem.items.recall("which PostgreSQL do we ship with?", auto_promote=False)
+    assert hit.items[0].content == EXPECTED[1][0]
     # The user reviews them.
     assert mem.items.confirm(items[2].id).review == "confirmed"
     rejected = mem.items.reject(items[1].id)
@@ -142,12 +221,16 @@ def test_the_same_fact_in_another_wording_of_case_and_spacing_is_not_stored_twic
     )
     assert [i.content for i in made] == ["dana: A new fact about the pickup on Tuesday."]
     assert len(mem.items.list()) == before + 1
+    # Punctuation and case do not make a second item either; the turn joins the item's provenance.
+    assert mem.items.extract_facts([("Dana -- we DECIDED to ship with PostgreSQL 16, on 20 March!", "fact", [6])]) == []
+    decided = next(i for i in mem.items.list() if "PostgreSQL" in i.content)
+    assert (decided.content, decided.provenance) == (EXPECTED[1][0], (3, 6))
 
 
 def test_extraction_is_off_when_the_config_says_so(tmp_path):
     mem = memory(tmp_path / "m.db", auto_extract_facts=False)
     node = sealed(mem)
-    assert node.key_facts and mem.items.list() == []
+    assert node.summary_status == "ok" and mem.items.list() == []
 
 
 def test_a_failing_extraction_keeps_turns_and_summary_is_visible_and_is_retried(tmp_path):
@@ -161,10 +244,11 @@ def test_a_failing_extraction_keeps_turns_and_summary_is_visible_and_is_retried(
     stored = mem.add(msgs(), session="s")  # Memory.add does not raise
     node = mem.pyramid.node(mem.seal("s").id)
     assert len(mem.turns()) == len(stored) == 6
-    assert node.summary is not None and node.key_facts == tuple(c for c, _, _ in EXPECTED)
-    assert node.summary_status == "failed"
+    assert node.summary is not None and node.summary_status == "failed"
     assert node.summary_error.startswith("item extraction failed: BackendError")
-    assert [(e.data["node_id"], e.data["error"]) for e in failures] == [(node.id, "BackendError")]
+    assert [(e.data["node_id"], e.data["extractor"], e.data["error"]) for e in failures] == [
+        (node.id, "rules", "BackendError")
+    ]
     assert mem.items.list() == []
     mem.store.connection.execute("DROP TRIGGER no_items")
     assert mem.pyramid.retry_failed() == 1
@@ -173,7 +257,7 @@ def test_a_failing_extraction_keeps_turns_and_summary_is_visible_and_is_retried(
     assert [(i.content, i.type, i.provenance) for i in mem.items.list()] == EXPECTED
 
 
-def test_a_fallback_summary_is_not_mined_the_retried_model_summary_is(tmp_path):
+def test_items_come_from_the_extractor_not_the_summary_and_only_once_the_summary_stands(tmp_path):
     reply = json.dumps(
         {
             "summary": "Dana picked PostgreSQL 16 and short commits.",
@@ -199,10 +283,9 @@ def test_a_fallback_summary_is_not_mined_the_retried_model_summary_is(tmp_path):
         assert mem.items.list() == []
         server.reply = lambda _req: reply
         assert mem.pyramid.retry_failed() == 1
-        assert [(i.content, i.type, i.provenance) for i in mem.items.list()] == [
-            ("Dana decided to ship with PostgreSQL 16 on 20 March", "decision", (3,)),
-            ("Dana prefers commit messages under 50 characters", "preference", (5,)),
-        ]
+        # The model's key facts stay in the summary; the items are the extractor's (the offline rules).
+        assert mem.pyramid.node(node.id).key_facts[0] == "Dana decided to ship with PostgreSQL 16 on 20 March"
+        assert [(i.content, i.type, i.provenance) for i in mem.items.list()] == EXPECTED
 
 
 def test_items_of_one_namespace_are_not_duplicates_of_another(tmp_path):
@@ -212,7 +295,7 @@ def test_items_of_one_namespace_are_not_duplicates_of_another(tmp_path):
     other.add(msgs(), session="s")
     other.seal("s")
     assert [i.content for i in other.items.list()] == [c for c, _, _ in EXPECTED]
-    assert [i.provenance for i in other.items.list()] == [(7,), (8,), (9,), (10,), (11,)]
+    assert [i.provenance for i in other.items.list()] == [(7,), (9,), (10,), (11,)]
 
 
 @pytest.mark.parametrize("facts", [[("x", "fact", [])], [("x", "opinion", [1])]])

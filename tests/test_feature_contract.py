@@ -805,3 +805,15 @@ def test_summary_spend_adds_up_per_level_and_goes_with_its_namespace(store: Any)
     Memory(store, namespace="ns", embedder=None).forget(all_namespace=True)
     assert store.nodes.spend("ns") == []
     assert store.nodes.spend("other") == [(1, 5, 1, 1)]
+
+
+def test_a_nodes_settle_turn_is_the_newest_turn_when_its_summary_first_stood(store: Any) -> None:
+    stored = store.append("ns", [TurnBatch("s", [turn("a"), turn("b")], [1, 1])])
+    node_id = _segment(store, stored)
+    assert store.nodes.get("ns", node_id).settled_turn is None
+    later = store.append("ns", [TurnBatch("s", [turn("c")], [1])])
+    store.nodes.set_summary("ns", node_id, Summary("A and b.", summarizer="t"), tokens=3, status="failed", error="x")
+    assert store.nodes.get("ns", node_id).settled_turn == later[0].id
+    store.append("ns", [TurnBatch("s", [turn("d")], [1])])
+    store.nodes.set_summary("ns", node_id, Summary("A, then b.", summarizer="t"), tokens=3, status="ok", error=None)
+    assert store.nodes.get("ns", node_id).settled_turn == later[0].id  # a retry keeps the first

@@ -239,7 +239,13 @@ def test_extracted_items_carry_provenance_and_can_be_confirmed_or_rejected() -> 
     theirs = other.add({"role": "user", "content": "hello"})
     with pytest.raises(NotFoundError, match="not in namespace 't'"):
         items.extract_from(["x"], [theirs[0].id])
-    assert items.status().flags == {"superseded": 0, "pending_review": 0, "rejected": 1, "unembedded": 2}
+    assert items.status().flags == {
+        "superseded": 0,
+        "pending_review": 0,
+        "rejected": 1,
+        "dropped": 0,
+        "unembedded": 2,
+    }
     mem.close()
 
 
@@ -434,9 +440,10 @@ def test_m007_keeps_every_item_and_its_search_and_stops_id_reuse(tmp_path: Path)
     store = SQLiteStore(path)
     items = Items(store, "t", tokenizer=get_tokenizer())
     with store.lock:
-        # m013_item_scope adds the scope column after them: every old item is namespace-wide.
+        # m013_item_scope adds the scope column after them: every old item is namespace-wide; m018_item_facts
+        # adds fact_key and salience, both NULL for API items.
         assert store.connection.execute("SELECT * FROM memory_items ORDER BY id").fetchall() == [
-            (*row, "namespace") for row in old_rows
+            (*row, "namespace", None, None) for row in old_rows
         ]
     assert [i.id for i in items.search("budget", include_superseded=True).items] == [2, 1]
     assert items.prune([3]) == 1

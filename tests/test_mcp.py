@@ -62,13 +62,22 @@ def test_stdio_server_lists_tools_with_validated_schemas_and_round_trips_items(t
     assert set(out["tools"]) == set(TOOLS) | set(STATE_TOOLS)
     schema = out["tools"]["memory_add"].input_schema
     assert schema["required"] == ["content"]
-    assert schema["properties"]["type"]["enum"] == ["fact", "decision", "entity", "preference", "context", "message"]
+    assert schema["properties"]["type"]["enum"] == [
+        "fact",
+        "decision",
+        "entity",
+        "preference",
+        "event",
+        "context",
+        "message",
+    ]
     assert out["added"]["tier"] == "hot" and out["added"]["namespace"] == "agent-a"
     assert out["spilled"]["to_cold"] == [out["added"]["id"]]
     assert [i["content"] for i in out["recalled"]["items"]] == ["The budget is $50K"]
     assert out["recalled"]["promoted"] == [out["added"]["id"]]
     assert out["status"]["hot"] == {"items": 1, "tokens": 6, "limit": 4000, "utilization_percent": 0.15}
     assert out["status"]["metrics"]["recalls"] == 1 and out["status"]["metrics"]["promotions"] == 1
+    assert out["status"]["review"] == {"pending": 0, "cap": 500, "dropped": 0}
     # The subprocess wrote the same file the library reads.
     with Memory(db, namespace="agent-a", embedder=None) as mem:
         assert [i.content for i in mem.items.hot()] == ["The budget is $50K"]
@@ -87,7 +96,8 @@ def test_bad_input_and_library_errors_come_back_as_clear_tool_errors(tmp_path: P
     bad_type, bad_limit, missing, other_ns, blank = _run(_params(tmp_path / "m.db", "agent-a"), body)
     assert all(r.is_error for r in (bad_type, bad_limit, missing, other_ns, blank))
     assert (
-        "Input should be 'fact', 'decision', 'entity', 'preference', 'context' or 'message'" in bad_type.content[0].text
+        "Input should be 'fact', 'decision', 'entity', 'preference', 'event', 'context' or 'message'"
+        in bad_type.content[0].text
     )
     assert "greater than or equal to 1" in bad_limit.content[0].text
     assert "NotFoundError: no memory item 999 in namespace 'agent-a'" in missing.content[0].text

@@ -165,7 +165,8 @@ def test_http_server_returns_invalid_input_and_library_errors_as_mcp_errors(http
     bad_type, bad_budget, missing, other_ns = _run(url, body)
     assert [r.is_error for r in (bad_type, bad_budget, missing, other_ns)] == [True, True, True, True]
     assert (
-        "Input should be 'fact', 'decision', 'entity', 'preference', 'context' or 'message'" in bad_type.content[0].text
+        "Input should be 'fact', 'decision', 'entity', 'preference', 'event', 'context' or 'message'"
+        in bad_type.content[0].text
     )
     assert bad_budget.content[0].text == "ValidationError: budget: Input should be greater than or equal to 64"
     assert missing.content[0].text == "NotFoundError: no memory item 999 in namespace 'agent-h'"

@@ -173,7 +173,8 @@ def test_unknown_arguments_and_schema_errors_are_refused_in_one_line(tmp_path: P
     assert texts[0].startswith("ValidationError: autoPromote: unknown argument of memory_recall (known: query,")
     assert texts[1].startswith("ValidationError: sessionId: unknown argument of get_context")
     assert texts[2] == (
-        "ValidationError: type: Input should be 'fact', 'decision', 'entity', 'preference', 'context' or 'message'"
+        "ValidationError: type: Input should be 'fact', 'decision', 'entity', 'preference', 'event', 'context' or "
+        "'message'"
     )
     assert texts[3].startswith("InvalidTurnError: messages[0]")
     assert texts[4] == (

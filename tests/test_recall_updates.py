@@ -1,4 +1,4 @@
-"""Knowledge updates: the newer of two turns about the same thing ranks first, both labelled."""
+"""Knowledge updates: the newer of two turns about the same thing ranks first, labelled when it updates the other."""
 
 from __future__ import annotations
 
@@ -83,10 +83,11 @@ def test_grouping_needs_the_same_speaker_a_different_day_and_similar_words() -> 
     assert {h.turn_ids[0] for h in hits} == {1, 2, 3, 4}
     updates = find_updates(hits, index.turn, index.similarity, lexical=True)
     # Ben's turn is another person's fact; turns 1 and 4 were said the same day (no update between them),
-    # but both are linked to turn 2, said 90 days later.
-    assert updates == [Update(2, (4, 1))] or updates == [Update(2, (1, 4))]
+    # but both are linked to turn 2, said 90 days later. Turn 2 updates turn 1 (the manager: Sarah, now Tom);
+    # turn 4 names Sarah only as its first word, which is no value, so it is reordered but not labelled.
+    assert updates in ([Update(2, (4, 1), (1,))], [Update(2, (1, 4), (1,))])
     ordered, labels = order_updates(hits, updates)
-    assert labels == {2: NEWER, 1: SUPERSEDED, 4: SUPERSEDED}
+    assert labels == {2: NEWER, 1: SUPERSEDED}
     slots = sorted(n for n, h in enumerate(hits) if h.turn_ids[0] in (1, 2, 4))
     assert ordered[slots[0]].turn_ids == (2,)  # the newest takes the group's best slot
     assert [h.turn_ids for h in ordered if h.turn_ids[0] == 3] == [(3,)]
@@ -94,14 +95,18 @@ def test_grouping_needs_the_same_speaker_a_different_day_and_similar_words() -> 
 
 
 def test_weak_hits_and_dissimilar_turns_are_left_alone() -> None:
-    hits = [Hit("turn:1", "turn", (1,), {"fused": 1.0}), Hit("turn:2", "turn", (2,), {"fused": 0.5})]
-    by_id = {t.id: t for t in TURNS}
-    # Turn 2 scores below 60% of the best: not compared.
+    same = _st(5, "Ana", "My manager at work is Sarah, she likes the data team.", 30)
+    by_id = {t.id: t for t in [*TURNS, same]}
+    hits = [Hit("turn:1", "turn", (1,), {"fused": 1.0}), Hit("turn:5", "turn", (5,), {"fused": 0.5})]
+    # Turn 5 scores below 60% of the best: not compared by similarity (and it updates nothing).
     assert find_updates(hits, by_id.__getitem__, lambda a, b: 1.0) == []
-    hits[1] = Hit("turn:2", "turn", (2,), {"fused": 0.9})
+    hits[1] = Hit("turn:5", "turn", (5,), {"fused": 0.9})
     assert find_updates(hits, by_id.__getitem__, lambda a, b: 0.29) == []
-    assert find_updates(hits, by_id.__getitem__, lambda a, b: 0.3) == [Update(2, (1,))]
+    assert find_updates(hits, by_id.__getitem__, lambda a, b: 0.3) == [Update(5, (1,))]
     assert find_updates([], by_id.__getitem__, lambda a, b: 1.0) == []
+    # An update is found however weak its hit (among the top TOP_UPDATES): Tom replaced Sarah.
+    weak = [Hit("turn:1", "turn", (1,), {"fused": 1.0}), Hit("turn:2", "turn", (2,), {"fused": 0.1})]
+    assert find_updates(weak, by_id.__getitem__, lambda a, b: 0.0) == [Update(2, (1,), (1,))]
 
 
 def test_a_large_cluster_is_a_topic_not_an_update() -> None:
@@ -109,4 +114,45 @@ def test_a_large_cluster_is_a_topic_not_an_update() -> None:
     by_id = {t.id: t for t in turns}
     hits = [Hit(f"turn:{t.id}", "turn", (t.id,), {"fused": 1.0}) for t in turns]
     assert find_updates(hits, by_id.__getitem__, lambda a, b: 0.9) == []
+    # Grouped (and reordered), but "person 3" after "person 2" says nothing changed: no label.
     assert find_updates(hits[:3], by_id.__getitem__, lambda a, b: 0.9) == [Update(3, (2, 1))]
+    assert order_updates(hits[:3], [Update(3, (2, 1))])[1] == {}
+
+
+def test_similar_turns_that_update_nothing_are_reordered_but_not_labelled() -> None:
+    trips = [
+        _st(1, "Ana", "We spent a week in Hawaii and the beaches were wonderful.", 0),
+        _st(2, "Ana", "The yoga retreat in Bali was wonderful, a week of beaches and quiet.", 60),
+    ]
+    by_id = {t.id: t for t in trips}
+    hits = [Hit("turn:1", "turn", (1,), {"fused": 1.0}), Hit("turn:2", "turn", (2,), {"fused": 0.9})]
+    groups = find_updates(hits, by_id.__getitem__, lambda a, b: 0.8)
+    assert groups == [Update(2, (1,))]  # grouped: the newer ranks first
+    ordered, labels = order_updates(hits, groups)
+    assert [h.turn_ids for h in ordered] == [(2,), (1,)] and labels == {}
+
+
+def test_an_update_is_labelled_even_when_its_turns_are_not_similar() -> None:
+    moves = [
+        _st(1, "Ana", "Since I live in Portland, anything outdoors depends on the weather.", 0),
+        _st(2, "Ana", "Now that we've moved to Denver, everything takes a bit longer to find.", 60),
+    ]
+    by_id = {t.id: t for t in moves}
+    hits = [Hit("turn:1", "turn", (1,), {"fused": 1.0}), Hit("turn:2", "turn", (2,), {"fused": 0.9})]
+    groups = find_updates(hits, by_id.__getitem__, lambda a, b: 0.05)
+    assert groups == [Update(2, (1,), (1,))]
+    assert order_updates(hits, groups)[1] == {2: NEWER, 1: SUPERSEDED}
+
+
+def test_an_assistant_never_updates_a_fact() -> None:
+    said = [
+        StoredTurn(i, "n", f"s{i}", 1, 1, Turn(role="assistant", content=text, timestamp=MARCH + timedelta(days=d)))
+        for i, text, d in (
+            (1, "Since you live in Portland, check the weather first.", 0),
+            (2, "Now that you moved to Denver, the altitude matters.", 60),
+        )
+    ]
+    by_id = {t.id: t for t in said}
+    hits = [Hit("turn:1", "turn", (1,), {"fused": 1.0}), Hit("turn:2", "turn", (2,), {"fused": 0.9})]
+    groups = find_updates(hits, by_id.__getitem__, lambda a, b: 0.9)
+    assert groups == [Update(2, (1,))] and order_updates(hits, groups)[1] == {}

@@ -78,6 +78,7 @@ def test_namespaces_status_and_metrics(client: httpx.Client) -> None:
     st = client.get(f"{NS}/status").json()
     assert st["turns"] == 276 and {t["tier"] for t in st["tiers"]} == {"hot", "warm", "cold", "open"}
     assert sum(t["turns"] for t in st["tiers"]) == 276
+    assert st["items_review_cap"] == 500 and st["items_pending_review"] == st["items"]["review"]["pending"]
     text = client.get("/api/v1/metrics")
     assert text.headers["content-type"].startswith("text/plain; version=0.0.4")
     assert 'stratamem_turns{namespace="default"} 276' in text.text

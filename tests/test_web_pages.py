@@ -151,6 +151,8 @@ def test_seal_button_makes_a_new_segment(page: Page, server: Server) -> None:
 
 def test_confirm_an_extracted_item(page: Page, server: Server) -> None:
     page.goto("/ns/default/items?review=pending")
+    waiting = api(server, "GET", "/status")["items_pending_review"]
+    expect(page.locator("a.chip[href$='review=pending']")).to_have_text(f"{waiting} items waiting for review (cap 500)")
     row = page.locator("table.items tbody tr").first
     item_id = int((row.get_attribute("id") or "").split("-")[1])
     row.locator("button:has-text('Confirm')").click()

@@ -15,9 +15,10 @@ Arms, each a sequence of model calls with its prompts:
 * ``whole history`` — every turn so far, rendered by the tree's
   ``stratamem.providers`` (LoCoMo) or the transcript's messages as they are
   (agent): append-only, so perfectly prefix-stable, and unbounded.
-* ``wrap`` (agent transcript only) — the live list ``Compactor.prepare_messages``
-  leaves (prune + compact, what ``stratamem.wrap(client)`` sends: ``LoopSession.before``
-  returns a copy of that list), thresholds as in ``agentloop_bench.py``; the
+* ``wrap`` (agent transcript only) — what ``stratamem.wrap(client)`` sends:
+  ``LoopSession.before`` on the caller's whole list (the live list pruned and
+  compacted, with our breakpoints when ``compaction.cache_aware`` is on), thresholds
+  as in ``agentloop_bench.py``; the
   checkpoint is written by ``checkpoint_reply`` on ``FakeLLMServer`` through the
   real ``openai`` client (not a language model).
 
@@ -30,7 +31,6 @@ are seconds apart: one cache for the whole transcript.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import statistics
@@ -52,6 +52,8 @@ from benchmarks.cache.request import Request, Serializer, lcp, rolling_breakpoin
 
 LOCOMO = ROOT.parent / "shared" / "data" / "locomo" / "locomo10.json"
 AGENT_EMBEDDINGS = Path("/tmp/stratamem-agent-embeddings.npz")
+WRAP_MODELS = {"anthropic": "claude-sonnet-4-6", "openai": "gpt-4.1"}
+"""The model a wrapped client calls in the ``wrap`` arm (its minimum cacheable length decides breakpoints)."""
 MIN_LENGTHS = sorted({p.min_tokens for p in PRICES.values() if p.provider == "anthropic"})
 
 
@@ -302,6 +304,7 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
 
     from stratamem import Memory
     from stratamem.agentloop import Compactor
+    from stratamem.agentloop.loop_session import LoopSession
     from stratamem.config import CompactionConfig
     from stratamem.llm import OpenAIChat
     from stratamem.providers import from_anthropic, to_openai
@@ -338,13 +341,15 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
         for fmt in args.formats:
             side = Memory(Path(tmp) / f"wrap-{fmt}.db", namespace="agent", config=cfg, embedder=None)
             model = OpenAIChat("fake-summarizer", base_url=server.openai_base_url, max_retries=0)
-            loops[fmt] = (
-                side,
-                Compactor(
+
+            def make(fmt: str = fmt, side: Any = side, model: Any = model) -> Any:
+                return Compactor(
                     model, provider=fmt, memory=side, session="replay", config=cfg.compaction, pruning=cfg.pruning
-                ),
-                [],
-            )
+                )
+
+            # What stratamem.wrap(client) sends: LoopSession.before on the caller's whole list (the
+            # live list pruned and compacted, with the caller's and, when cache-aware, our breakpoints).
+            loops[fmt] = (side, LoopSession(make, fmt), [])
         query = ""
         for i, m in enumerate(msgs):
             if m["role"] == "user" and isinstance(m["content"], str):
@@ -357,14 +362,16 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
                 for fmt in args.formats:
                     if args.whole:
                         tracker("whole history", None, fmt).call(ser.request(None, shapes[fmt][:i]), "agent")
-                    _, comp, live = loops[fmt]
-                    done = comp.prepare_messages(live)
+                    _, loop, _ = loops[fmt]
+                    before = loop.compactor.state.compacted_messages
+                    try:
+                        sent = loop.before(shapes[fmt][:i], None, model=WRAP_MODELS[fmt])
+                    except TypeError:  # a tree from before the model argument
+                        sent = loop.before(shapes[fmt][:i], None)
                     t = tracker("wrap", None, fmt)
-                    t.compactions += done.compaction.status in ("compacted", "fallback", "truncated")
-                    t.call(ser.request(None, live), "agent")
+                    t.compactions += loop.compactor.state.compacted_messages > before
+                    t.call(ser.request(None, sent), "agent")
             mem.add(m, session="agent", format="anthropic", timestamp=t0 + timedelta(seconds=20 * i))
-            for fmt in args.formats:
-                loops[fmt][2].append(copy.deepcopy(shapes[fmt][i]))
         for side, _, _ in loops.values():
             side.close()
         mem.close()

@@ -88,9 +88,9 @@ class MemoryContext:
 
     renderer: TurnRenderer = CompactRenderer()
 
-    def __init__(self, embedder: Any | None, policy: str = "recall") -> None:
-        self.embedder, self.policy = embedder, policy
-        self.name = f"Memory.context ({policy})"
+    def __init__(self, embedder: Any | None, policy: str = "recall", *, cache: bool = False) -> None:
+        self.embedder, self.policy, self.cache = embedder, policy, cache
+        self.name = f"Memory.context ({policy}{', cache layout' if cache else ''})"
         # Per budget: contexts, update labels shown, their tokens, excerpts shown.
         self.marks: dict[int, list[int]] = {}
         # Of the last context: (turn id, reason, duplicate_of) of turns left out as repeats.
@@ -112,7 +112,9 @@ class MemoryContext:
 
     def budget_turns(self, query: str, budget: int, now: Any = None) -> list[StoredTurn]:
         """The verbatim turns in the assembled context's manifest."""
-        extra = {"now": now} if now is not None and _takes_now(self.memory.context) else {}
+        extra: dict[str, Any] = {"now": now} if now is not None and _takes_now(self.memory.context) else {}
+        if self.cache:
+            extra["cache"] = True  # the prompt-cache layout (issue 26); only trees that have it
         ctx = self.memory.context(query, budget=budget, format="text", policy=self.policy, **extra)
         tally = self.marks.setdefault(budget, [0, 0, 0, 0])
         newer, older = ctx.text.count(" (newer) "), ctx.text.count(" (superseded?) ")

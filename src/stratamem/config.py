@@ -18,11 +18,12 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._choices import register_choices, registered
 from .errors import ConfigError
 
 __all__ = [
@@ -180,6 +181,24 @@ class ContextConfig:
     dedup: bool = True
     """One copy of each fact in a context: a recalled turn, memory item or summary sentence
     already shown is left out, its manifest entry saying ``duplicate_of`` (docs/context.md)."""
+    cache_layout: bool = False
+    """Lay the prompt out for the provider's prompt cache: instructions, standing state, a
+    chronological summary ledger and an anchored, append-only window first, byte-stable from
+    call to call; what is recalled for this message last (docs/context.md, "Prompt caching")."""
+    cache_recall_share: float = 0.03
+    """Cache layout: share of the budget (after the fixed blocks) that material recalled for a
+    conversational message may take (a question is assembled as without the layout)."""
+    cache_ledger_share: float = 0.4
+    """Cache layout: share of the budget (after the fixed blocks) for the summary ledger."""
+    cache_anchor_step: float = 0.5
+    """Cache layout: the window's start moves in steps of this share of its room (it jumps once
+    per step of growth and stays put in between)."""
+    cache_ttl: str = "5m"
+    """Cache layout, Anthropic: lifetime of the breakpoints on the stable system blocks (``5m`` or
+    ``1h``, which costs 2x to write); the rolling breakpoint on the conversation stays at 5 minutes."""
+    cache_min_tokens: int | None = None
+    """Cache layout: the shortest prefix the provider caches (default: the model's, from
+    ``stratamem.records.usage.cache_rules``); a breakpoint before it is left out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,10 +235,9 @@ class EmbeddingConfig:
     such turns. Off by default: joint cross-validation on LoCoMo and the assistant-chat set
     did not keep it (docs/retrieval.md)."""
     sentences: bool = True
-    """Also embed each sentence of short turns made of several (a fact said in passing inside a
-    request about something else), for questions that need several turns ("how many books have I
-    finished?"). Costs ~1–2.5 embeddings per turn at write time and ~0.5–1 MB per 1,000 turns
-    (docs/retrieval.md)."""
+    """Also embed each sentence of short turns made of several (a fact said in passing), for questions
+    that need several turns ("how many books have I finished?"). Costs ~1–2.5 embeddings per turn at
+    write time and ~0.5–1 MB per 1,000 turns (docs/retrieval.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +280,10 @@ class PruningConfig:
     """Optional: only hard-clear when the request exceeds this share of ``context_window``."""
     context_window: int | None = None
     """Model context window, needed by the ratio triggers."""
+    epoch: int = 0
+    """Prompt caching: let this many tool results wait past ``keep_last_tool_results``, then prune
+    them in one pass, each once, so the cached prefix is rewritten once per epoch instead of a little
+    every call; older ones again only when the budget forces it. 0: every call (docs/agentloop.md)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,6 +328,11 @@ class CompactionConfig:
     extract_items: bool = True
     """With a :class:`~stratamem.Memory`, a checkpoint's decisions, constraints and critical context
     are stored as extracted memory items (cold, pending review), with the compacted turns as provenance."""
+    cache_aware: bool = False
+    """Prompt caching: below ``hard_limit``, put a compaction off while the tokens it would free are
+    fewer than the cycle length that costs least at cache prices (every compaction rewrites the
+    cached prefix); ``stratamem.wrap`` also marks the stable prefix with ``cache_control`` for
+    Anthropic (docs/agentloop.md, "Prompt caching")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +359,17 @@ class ItemsConfig:
     recall_min_score: float = 0.3
     """Recall returns only items whose match score (0-1) reaches this; a recall that returns
     something counts as a hit."""
+    max_pending_review: int = 500
+    """Auto-extracted items waiting for review, at most, per namespace; past it the least salient
+    pending items are ``dropped`` (kept, out of recall; their turns stay recallable)."""
+    min_salience: float | None = None
+    """Salience (0-1) a turn needs to give an auto-extracted item with the offline extractor;
+    ``None``: the fitted score that keeps ~150 items per 1,000 LoCoMo turns (``stratamem.summarize.salience``)."""
+    extractor: str = "rules"
+    """``rules`` (offline, default) or ``llm`` (pass ``Memory(extractor=LLMExtractor(...))``)."""
+    prompt_pending: bool = True
+    """Auto-extracted items still waiting for review may be recalled into contexts (confirmed and
+    API items always may; rejected and dropped ones never)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,27 +549,9 @@ _CHOICES: dict[tuple[str, str], tuple[str, ...]] = {
     ("EmbeddingConfig", "provider"): ("local", "openai", "none"),
     ("EmbeddingConfig", "engine"): ("auto", "numpy", "onnx"),
     ("LLMConfig", "provider"): ("openai", "anthropic"),
+    ("ItemsConfig", "extractor"): ("rules", "llm"),
+    ("ContextConfig", "cache_ttl"): ("5m", "1h"),
 }
-
-
-_REGISTERED_CHOICES: dict[tuple[str, str], Callable[[], Iterable[str]]] = {}
-
-
-def register_choices(section: str, key: str, names: Callable[[], Iterable[str]]) -> None:
-    """Make the part that owns a set of names the one source of a key's allowed values.
-
-    ``names`` is read each time a config is validated, so a name its owner
-    registers later is accepted too. The context policies register
-    ``("ContextConfig", "policy")`` this way (:mod:`stratamem.context.policies`):
-    the package is loaded with ``stratamem`` itself, so every config built
-    through the package is checked against the policy registry.
-    """
-    _REGISTERED_CHOICES[(section, key)] = names
-
-
-def _choices(section: str, key: str) -> tuple[str, ...] | None:
-    names = _REGISTERED_CHOICES.get((section, key))
-    return tuple(names()) if names is not None else _CHOICES.get((section, key))
 
 
 def _validate(obj: Any, prefix: str) -> None:
@@ -539,7 +559,8 @@ def _validate(obj: Any, prefix: str) -> None:
     cls_name = type(obj).__name__
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
-        choices = _choices(cls_name, f.name)
+        choices = registered(cls_name, f.name)
+        choices = _CHOICES.get((cls_name, f.name)) if choices is None else choices
         if choices is not None and value is not None and value not in choices:
             raise ConfigError(f"{prefix}{f.name}: {value!r} is not one of {', '.join(choices)}")
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
@@ -550,6 +571,10 @@ def _validate(obj: Any, prefix: str) -> None:
         total = obj.current_share + obj.history_share + obj.bulk_share
         if abs(total - 1.0) > 1e-6:
             raise ConfigError(f"{prefix}current_share + history_share + bulk_share must be 1.0, got {total:g}")
+        if obj.cache_recall_share + obj.cache_ledger_share >= 1:
+            raise ConfigError(f"{prefix}cache_recall_share + cache_ledger_share must be below 1.0")
+        if not 0 < obj.cache_anchor_step <= 1:
+            raise ConfigError(f"{prefix}cache_anchor_step must be in (0, 1], got {obj.cache_anchor_step:g}")
     if isinstance(obj, EmbeddingConfig) and obj.provider == "local":
         # The local provider runs the one model it ships; a setting it would ignore is an error.
         if obj.model not in LOCAL_EMBEDDING_MODELS:
@@ -561,6 +586,8 @@ def _validate(obj: Any, prefix: str) -> None:
         for key in ("base_url", "dimensions"):
             if getattr(obj, key) is not None:
                 raise ConfigError(f"{prefix}{key} applies to the openai provider only; the local provider ignores it")
+    if isinstance(obj, ItemsConfig) and obj.min_salience is not None and obj.min_salience > 1:
+        raise ConfigError(f"{prefix}min_salience must be from 0 to 1, got {obj.min_salience!r}")
     if isinstance(obj, PyramidConfig):
         if min(obj.micro_chunk_size, obj.mini_chunk_size, obj.macro_chunk_size, obj.bulk_merge_size) < 1:
             raise ConfigError(f"{prefix}chunk sizes must be at least 1")

@@ -13,11 +13,19 @@ call), a per-call timeout, our own retries with exponential backoff on
 transient failures (timeouts, lost connections, 408/409/429/5xx), and every
 failure surfaced as :class:`~stratamem.errors.ModelError`. Neither reads the
 environment: the endpoint and key are what you pass.
+
+Both also offer ``complete_json`` (not part of the :class:`ChatModel`
+protocol, so your own models keep working without it): the answer constrained
+to a JSON schema where the provider can — OpenAI's ``response_format`` of type
+``json_schema`` (strict), Anthropic's single forced tool whose input is the
+object — returned as JSON text. Callers still check what comes back.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -174,11 +182,49 @@ class _RetryingClient:
             ModelError: The call failed, timed out, or returned no text, after retries.
         """
         plain = check_chat_input(system, messages, max_tokens, self.max_input_chars)
+        return self._retrying(lambda: self._call(system, plain, max_tokens))
+
+    def complete_json(
+        self,
+        system: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        schema: Mapping[str, Any],
+        max_tokens: int,
+        name: str = "answer",
+    ) -> Completion:
+        """Generate one answer as a JSON object the provider constrains to ``schema``; the text is that JSON.
+
+        Args:
+            system: System prompt.
+            messages: As for :meth:`complete`.
+            schema: A JSON schema of an object (every property listed in ``required``,
+                optional ones nullable, ``additionalProperties`` false: OpenAI's strict mode).
+            max_tokens: Upper bound for the answer.
+            name: The schema's (OpenAI) or the tool's (Anthropic) name: letters, digits, ``_`` and ``-``.
+
+        Raises:
+            ValidationError: The input is malformed or too large (no call is made).
+            ModelError: The call failed or returned nothing, after retries. The JSON is not
+                checked against the schema here: the caller does that.
+        """
+        plain = check_chat_input(system, messages, max_tokens, self.max_input_chars)
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+            raise ValidationError("name must be 1-64 letters, digits, '_' or '-'", path="name")
+        return self._retrying(lambda: self._call_json(system, plain, dict(schema), max_tokens, name))
+
+    def _call_json(
+        self, system: str, messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int, name: str
+    ) -> Completion:
+        raise NotImplementedError
+
+    def _retrying(self, call: Callable[[], Completion]) -> Completion:
+        """``call`` with the client's retries, backoff and error mapping (see :meth:`complete`)."""
         attempt = 0
         while True:
             attempt += 1
             try:
-                result = self._call(system, plain, max_tokens)
+                result = call()
             except Exception as exc:  # mapped below: only the provider's own errors are expected
                 retryable, why = self._classify(exc)
                 if retryable and attempt <= self.max_retries:
@@ -260,6 +306,26 @@ class OpenAIChat(_RetryingClient):
             max_tokens=max_tokens,
             **extra,
         )
+        return self._completion(resp)
+
+    def _call_json(
+        self, system: str, messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int, name: str
+    ) -> Completion:
+        payload: list[dict[str, str]] = ([{"role": "system", "content": system}] if system else []) + messages
+        extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}
+        resp = self._client.chat.completions.create(
+            model=self.model,
+            messages=payload,
+            max_tokens=max_tokens,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": name, "schema": schema, "strict": True},
+            },
+            **extra,
+        )
+        return self._completion(resp)
+
+    def _completion(self, resp: Any) -> Completion:
         if not resp.choices:
             raise ModelError(f"openai model {self.model!r} returned no choices")
         choice = resp.choices[0]
@@ -309,4 +375,28 @@ class AnthropicChat(_RetryingClient):
             **extra,
         )
         text = "".join(getattr(b, "text", "") for b in resp.content if getattr(b, "type", None) == "text")
+        return Completion(text, resp.usage.input_tokens, resp.usage.output_tokens, resp.model, resp.stop_reason)
+
+    def _call_json(
+        self, system: str, messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int, name: str
+    ) -> Completion:
+        # One tool the model must call: its input is the answer, validated by the provider against the schema.
+        extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}
+        if system:
+            extra["system"] = system
+        resp = self._client.messages.create(
+            model=self.model,
+            messages=messages,
+            max_tokens=max_tokens,
+            tools=[{"name": name, "description": "Record the answer.", "input_schema": schema}],
+            tool_choice={"type": "tool", "name": name},
+            **extra,
+        )
+        calls = [b for b in resp.content if getattr(b, "type", None) == "tool_use" and getattr(b, "name", None) == name]
+        # A model that answered in text instead of calling the tool: its text goes back, the caller checks it.
+        text = (
+            json.dumps(calls[0].input)
+            if calls
+            else "".join(getattr(b, "text", "") for b in resp.content if getattr(b, "type", None) == "text")
+        )
         return Completion(text, resp.usage.input_tokens, resp.usage.output_tokens, resp.model, resp.stop_reason)

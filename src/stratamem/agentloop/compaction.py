@@ -56,8 +56,10 @@ from ..errors import BudgetError, CompactionCancelled, ConfigError, ValidationEr
 from ..events import Event, EventBus, bind_loop
 from ..llm import ChatModel
 from ..records.conversations import ConversationState
+from ..records.usage import PromptUsage
 from ..store.base import ConversationStore
 from ..tokens import Calibration, Tokenizer, count_message, count_messages, get_tokenizer
+from .cache_gate import _CacheGate
 from .checkpoint import files_section, missing_sections, track_files
 from .cut import capped_start, history_text, is_synthetic
 from .feed import feed_memory
@@ -80,7 +82,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class Compactor(_LiveList, _CutPlanning):
+class Compactor(_LiveList, _CutPlanning, _CacheGate):
     """Prunes and compacts one live conversation's provider messages; keeps its state.
 
     Args:
@@ -164,6 +166,9 @@ class Compactor(_LiveList, _CutPlanning):
         # Cooldown bookkeeping of the minimum-gain rule (per process: a restart starts fresh).
         self._calls_since: int | None = None
         self._tokens_after_last = 0
+        # The cache-aware gate's growth estimate (tokens a call adds; per process too).
+        self._prev_after: int | None = None
+        self._growth: float | None = None
 
     # --- state ------------------------------------------------------------------------
 
@@ -202,10 +207,15 @@ class Compactor(_LiveList, _CutPlanning):
         *,
         system: str | None = None,
         output_tokens: int | None = None,
+        cache: PromptUsage | None = None,
     ) -> float:
         """Learn from the input tokens the provider reported for a request of ``messages``.
 
-        The usage is also recorded as the state's ``last_usage`` (``conversation show``).
+        ``input_tokens`` is the whole request's: with prompt caching, Anthropic's
+        ``input_tokens`` plus its cache reads and writes. The usage is also
+        recorded as the state's ``last_usage`` (``conversation show``), with
+        ``cache``'s split (tokens read from and written to the cache) when the
+        provider cached anything.
 
         Returns:
             The new correction factor for ``agent_model``.
@@ -215,6 +225,8 @@ class Compactor(_LiveList, _CutPlanning):
         usage: dict[str, Any] = {"input_tokens": int(input_tokens), "estimated": estimate, "model": self.agent_model}
         if output_tokens is not None:
             usage["output_tokens"] = int(output_tokens)
+        if cache is not None and (cache.cached_read or cache.cache_written):
+            usage.update(cached_read=cache.cached_read, cache_written=cache.cache_written, source=cache.source)
         self._save(last_usage=usage)
         return factor
 
@@ -242,10 +254,13 @@ class Compactor(_LiveList, _CutPlanning):
         if aligned is not None and len(aligned) != len(messages):
             raise ValidationError("aligned must have one entry per message", path="aligned")
         self.sync(messages)
+        if self.config.cache_aware:
+            self._observe_growth(self.count(messages, system=system))
         stats = prune_tool_results(messages, self.pruning, tokenizer=self.tokenizer, system=system)
         if self._calls_since is not None:
             self._calls_since += 1
         result: CompactionResult | None = None
+        stats = self._force_held_back(messages, system, stats)
         if not self.config.enabled:
             result = self._cap(messages, system, aligned)
         elif self.should_compact(messages, system=system):
@@ -255,7 +270,9 @@ class Compactor(_LiveList, _CutPlanning):
         if result is None:
             n = self.count(messages, system=system)
             result = CompactionResult("not_needed", self._state.compaction_count, n, n, len(messages), len(messages))
-        return PrepareResult(stats, result, self.count(messages, system=system))
+        after = self.count(messages, system=system)
+        self._prev_after = after
+        return PrepareResult(stats, result, after)
 
     async def aprepare_messages(
         self, messages: list[dict[str, Any]], *, system: str | None = None, aligned: list[Any] | None = None
@@ -328,7 +345,7 @@ class Compactor(_LiveList, _CutPlanning):
                 f"cooldown: {self._calls_since} call(s) and {before - self._tokens_after_last:,} tokens "
                 f"since the last compaction"
             )
-        elif cfg.min_gain_ratio > 0:
+        elif cfg.min_gain_ratio > 0 or cfg.cache_aware:
             try:
                 plan = self._plan(messages, system)
             except BudgetError:
@@ -339,6 +356,8 @@ class Compactor(_LiveList, _CutPlanning):
             need = int(cfg.min_gain_ratio * cfg.threshold)
             if gain < need:
                 reason = f"min gain: would free about {gain:,} tokens, the rule asks for {need:,}"
+            elif cfg.cache_aware:
+                reason = self._cache_reason(gain, plan.estimate_after)
         if reason is None:
             return None
         self._save(deferred=self._state.deferred + 1)

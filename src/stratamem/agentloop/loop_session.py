@@ -17,6 +17,8 @@ from typing import Any
 
 from ..errors import ValidationError
 from ..events import bind_loop
+from ..records.usage import PromptUsage, cache_rules
+from .breakpoints import Mark, caller_marks, expected_cache, place_breakpoints
 from .compaction import Compactor
 from .sdk import plain_message
 
@@ -44,6 +46,11 @@ class LoopSession:
         self._caller_last: dict[str, Any] | None = None
         self._response_pending = False
         self._resumed = False
+        self._marks: list[Mark] = []
+        self._prev_sent: list[dict[str, Any]] | None = None
+        self.last_cache: dict[str, Any] = {}
+        """The last request's prompt-cache account: where our breakpoints went and the tokens the
+        provider should read, write and bill in full (``expected``), beside the previous request."""
 
     def resume_messages(self) -> list[dict[str, Any]]:
         """After a restart: adopt the stored checkpoint + recent turns as the live list and return a copy.
@@ -64,7 +71,8 @@ class LoopSession:
                 messages = list(messages)
             except TypeError:
                 raise ValidationError("messages must be a list of messages", path="messages") from None
-        msgs = [plain_message(m) for m in messages]
+        # The caller's cache_control marks are kept aside: the live list holds none, the sent copy gets them back.
+        msgs, self._marks = caller_marks([plain_message(m) for m in messages])
         if not msgs:
             raise ValidationError("messages must not be empty", path="messages")
         n = self._caller_len
@@ -88,17 +96,52 @@ class LoopSession:
         self.messages.extend(copy.deepcopy(new))
         self._caller_len, self._caller_last = len(msgs), msgs[-1]
 
-    def before(self, messages: Any, system: str | None) -> list[dict[str, Any]]:
-        """Absorb the caller's messages, store, prune and compact; returns the list to send."""
+    def before(
+        self, messages: Any, system: str | None, *, system_marks: int = 0, model: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Absorb the caller's messages, store, prune and compact; returns the list to send.
+
+        ``system_marks``: ``cache_control`` marks on the caller's system blocks;
+        ``model``: the model called (its minimum cacheable prefix).
+        """
         self._absorb(messages)
         self.compactor.prepare_messages(self.messages, system=system)
-        return [copy.deepcopy(m) for m in self.messages]
+        return self._outgoing(system, system_marks, model)
 
-    async def abefore(self, messages: Any, system: str | None) -> list[dict[str, Any]]:
+    async def abefore(
+        self, messages: Any, system: str | None, *, system_marks: int = 0, model: str | None = None
+    ) -> list[dict[str, Any]]:
         """:meth:`before` for async clients (blocking work in a worker thread)."""
         self._absorb(messages)
         await self.compactor.aprepare_messages(self.messages, system=system)
-        return [copy.deepcopy(m) for m in self.messages]
+        return self._outgoing(system, system_marks, model)
+
+    def _outgoing(self, system: str | None, system_marks: int, model: str | None) -> list[dict[str, Any]]:
+        """A copy of the live list with the caller's breakpoints and, when cache-aware (Anthropic), ours."""
+        sent = [copy.deepcopy(m) for m in self.messages]
+        anthropic = self.provider == "anthropic"
+        comp = self.compactor
+        factor = comp.calibration.factor(comp.agent_model)
+        rules = cache_rules(self.provider, model or comp.agent_model)
+        least = int(rules.min_tokens / factor) if factor > 0 else rules.min_tokens
+        system_tokens = comp.tokenizer.count(system) if system else 0
+        ours = anthropic and comp.config.cache_aware
+        placed = place_breakpoints(
+            sent,
+            self._marks if anthropic else [],
+            ours=ours,
+            tokenizer=comp.tokenizer,
+            min_tokens=least,
+            system_tokens=system_tokens,
+            system_marks=system_marks,
+        )
+        if comp.config.cache_aware:
+            expected = expected_cache(
+                self._prev_sent, sent, comp.tokenizer, min_tokens=least, marked=anthropic, system_tokens=system_tokens
+            )
+            self.last_cache = {"breakpoints": placed, "expected": expected}
+            self._prev_sent = sent
+        return sent
 
     def after(
         self,
@@ -107,14 +150,19 @@ class LoopSession:
         reply: dict[str, Any] | None,
         input_tokens: int | None,
         output_tokens: int | None,
+        usage: PromptUsage | None = None,
     ) -> None:
-        """Store the reply and calibrate from the reported usage."""
+        """Store the reply and calibrate from the reported usage.
+
+        ``input_tokens`` is the whole request's (cached tokens included); ``usage``
+        its split as reported, recorded in the state's ``last_usage``.
+        """
         if reply is not None:
             self.messages.append(reply)
             self.compactor.sync(self.messages)
             self._response_pending = True
         if isinstance(input_tokens, int) and input_tokens > 0:
-            self.compactor.observe_usage(sent, input_tokens, system=system, output_tokens=output_tokens)
+            self.compactor.observe_usage(sent, input_tokens, system=system, output_tokens=output_tokens, cache=usage)
 
     async def aafter(
         self,
@@ -123,7 +171,8 @@ class LoopSession:
         reply: dict[str, Any] | None,
         input_tokens: int | None,
         output_tokens: int | None,
+        usage: PromptUsage | None = None,
     ) -> None:
         """:meth:`after` for async clients."""
         with bind_loop(asyncio.get_running_loop()):
-            await asyncio.to_thread(self.after, sent, system, reply, input_tokens, output_tokens)
+            await asyncio.to_thread(self.after, sent, system, reply, input_tokens, output_tokens, usage)

@@ -33,7 +33,14 @@ from ..config import PruningConfig
 from ..errors import ConfigError, ValidationError
 from ..tokens import Tokenizer, count_messages, get_tokenizer
 
-__all__ = ["CLEARED_PLACEHOLDER", "PruneStats", "is_tool_result_message", "prune_tool_results", "trim_marker"]
+__all__ = [
+    "CLEARED_PLACEHOLDER",
+    "PruneStats",
+    "is_tool_result_message",
+    "prune_frontier",
+    "prune_tool_results",
+    "trim_marker",
+]
 
 log = logging.getLogger("stratamem.agentloop.pruning")
 
@@ -156,20 +163,54 @@ def _check(cfg: PruningConfig) -> None:
         raise ConfigError("pruning: soft_trim_ratio/hard_clear_ratio need context_window")
 
 
+def _edited(message: Mapping[str, Any]) -> bool:
+    """Whether a tool-result message holds a result pruning already changed (cleared or trimmed)."""
+    if message.get("role") == "tool":
+        holders: list[Mapping[str, Any]] = [message]
+    else:
+        holders = [b for b in message.get("content") or () if isinstance(b, Mapping) and b.get("type") == "tool_result"]
+    for holder in holders:
+        text = _text(holder.get("content"))
+        if text is not None and (text == CLEARED_PLACEHOLDER or _MARKER_RE.search(text)):
+            return True
+    return False
+
+
+def prune_frontier(messages: Sequence[Mapping[str, Any]]) -> int | None:
+    """Index of the last message of the newest tool-result group pruning has changed (``None``: none).
+
+    Under epochs (``PruningConfig.epoch``) everything up to it is final: a
+    later pass never edits it again unless the budget forces it, so it is a
+    stable place for a cache breakpoint.
+    """
+    for group in reversed(_groups(messages)):
+        if any(_edited(messages[i]) for i in group):
+            return group[-1]
+    return None
+
+
 def prune_tool_results(
     messages: list[dict[str, Any]],
     config: PruningConfig | None = None,
     *,
     tokenizer: Tokenizer | None = None,
     system: str | None = None,
+    force: bool = False,
 ) -> PruneStats:
     """Soft-trim and hard-clear old tool results of ``messages``, in place.
+
+    With ``config.epoch`` (prompt caching) and not ``force``, only results
+    after the :func:`prune_frontier` are considered, and only once ``epoch``
+    of them wait past the protected ones: then each gets its final form in one
+    pass (cleared if old enough, else trimmed if long, else left as it is).
 
     Args:
         messages: OpenAI Chat Completions or Anthropic Messages list; changed in place.
         config: Limits (default: the seed's 4,000 / 1,500 + 1,500 / clear after 6 / keep 2).
         tokenizer: Counts the request for the ratio triggers (default ``o200k_base``).
         system: Anthropic system prompt, counted by the ratio triggers.
+        force: Apply the limits to every result whatever the epoch (the request would
+            otherwise cross the compaction threshold).
 
     Returns:
         Counts of what was found and changed.
@@ -192,8 +233,16 @@ def prune_tool_results(
         window = cfg.context_window or 0
         soft_on = cfg.soft_trim_ratio is None or used > cfg.soft_trim_ratio * window
         hard_on = cfg.hard_clear_ratio is None or used > cfg.hard_clear_ratio * window
+    final = -1  # under epochs: groups up to here are not edited again
+    if cfg.epoch and not force:
+        frontier = prune_frontier(messages)
+        final = -1 if frontier is None else next(k for k, g in enumerate(groups) if g[-1] == frontier)
+        waiting = len(groups) - 1 - final - cfg.keep_last_tool_results
+        if waiting < cfg.epoch:
+            final = len(groups)  # not yet: nothing is touched this call
     protected = soft = hard = images = before = after = 0
     for age, group in enumerate(reversed(groups)):
+        editable = len(groups) - 1 - age > final
         for index in group:
             for holder in _holders(messages[index]):
                 text = _text(holder.get("content"))
@@ -204,6 +253,8 @@ def prune_tool_results(
                 new = text
                 if age < cfg.keep_last_tool_results:
                     protected += 1
+                elif not editable:
+                    pass
                 elif hard_on and age >= cfg.hard_clear_after:
                     if text != CLEARED_PLACEHOLDER:
                         new = CLEARED_PLACEHOLDER

@@ -14,16 +14,34 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import ValidationError
+from ..records.usage import PromptUsage
 
 __all__ = ["plain_message"]
 
+Reply = tuple[dict[str, Any] | None, int | None, int | None, PromptUsage | None]
+"""What a response reader returns: the reply message, input tokens (the whole request, cached
+ones included), output tokens, and the input side's split as reported."""
+
+
+def _usage(usage: Any) -> PromptUsage | None:
+    """The reported usage as a :class:`~stratamem.records.usage.PromptUsage` (``None`` if absent or odd)."""
+    if usage is None:
+        return None
+    try:
+        return PromptUsage.from_provider(usage)
+    except ValidationError:
+        return None
+
+
+# ``cache_control`` is the caller's: a breakpoint they set is kept (the live list holds blocks
+# without it, and :mod:`stratamem.agentloop.breakpoints` puts the caller's back on what is sent).
 _BLOCK_KEYS = {
-    "text": ("type", "text"),
-    "tool_use": ("type", "id", "name", "input"),
+    "text": ("type", "text", "cache_control"),
+    "tool_use": ("type", "id", "name", "input", "cache_control"),
     "thinking": ("type", "thinking", "signature"),
     "redacted_thinking": ("type", "data"),
-    "tool_result": ("type", "tool_use_id", "content", "is_error"),
-    "image": ("type", "source"),
+    "tool_result": ("type", "tool_use_id", "content", "is_error", "cache_control"),
+    "image": ("type", "source", "cache_control"),
     "image_url": ("type", "image_url"),
 }
 _MESSAGE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
@@ -82,6 +100,13 @@ def plain_message(message: Any) -> dict[str, Any]:
     return out
 
 
+def _system_marks(system: Any) -> int:
+    """``cache_control`` marks on an Anthropic ``system`` given as blocks (they count toward the four)."""
+    if system is None or isinstance(system, str):
+        return 0
+    return sum(1 for b in (_dump(b) for b in system) if isinstance(b, Mapping) and b.get("cache_control"))
+
+
 def _system_text(system: Any) -> str | None:
     """Anthropic ``system`` (a string or text blocks) as one string, for counting."""
     if system is None or isinstance(system, str):
@@ -90,21 +115,33 @@ def _system_text(system: Any) -> str | None:
     return "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, Mapping)) or None
 
 
-def _openai_reply(resp: Any) -> tuple[dict[str, Any] | None, int | None, int | None]:
+def _openai_reply(resp: Any) -> Reply:
     usage = getattr(resp, "usage", None)
-    n_in = getattr(usage, "prompt_tokens", None)
+    n_in = getattr(usage, "prompt_tokens", None)  # cached tokens included
     n_out = getattr(usage, "completion_tokens", None)
     choices = getattr(resp, "choices", None) or []
     if not choices:
-        return None, n_in, n_out
-    return plain_message(choices[0].message), n_in, n_out
+        return None, n_in, n_out, _usage(usage)
+    return plain_message(choices[0].message), n_in, n_out, _usage(usage)
 
 
-def _anthropic_reply(resp: Any) -> tuple[dict[str, Any] | None, int | None, int | None]:
+def _anthropic_input(usage: Any) -> int | None:
+    """The request's input tokens: ``input_tokens`` counts only what follows the last cache breakpoint."""
+    n_in = getattr(usage, "input_tokens", None)
+    if n_in is None:
+        return None
+    return (
+        n_in
+        + (getattr(usage, "cache_read_input_tokens", None) or 0)
+        + (getattr(usage, "cache_creation_input_tokens", None) or 0)
+    )
+
+
+def _anthropic_reply(resp: Any) -> Reply:
     usage = getattr(resp, "usage", None)
-    n_in, n_out = getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None)
+    n_in, n_out = _anthropic_input(usage), getattr(usage, "output_tokens", None)
     blocks = [_plain_block(b) for b in (getattr(resp, "content", None) or [])]
-    return ({"role": "assistant", "content": blocks} if blocks else None), n_in, n_out
+    return ({"role": "assistant", "content": blocks} if blocks else None), n_in, n_out, _usage(usage)
 
 
 class _OpenAIChunks:
@@ -115,11 +152,13 @@ class _OpenAIChunks:
         self.calls: dict[int, dict[str, Any]] = {}
         self.n_in: int | None = None
         self.n_out: int | None = None
+        self.usage: PromptUsage | None = None
 
     def feed(self, chunk: Any) -> None:
         usage = getattr(chunk, "usage", None)
         if usage is not None:
             self.n_in, self.n_out = usage.prompt_tokens, usage.completion_tokens
+            self.usage = _usage(usage)
         for choice in getattr(chunk, "choices", None) or []:
             if getattr(choice, "index", 0) != 0:
                 continue
@@ -154,12 +193,14 @@ class _AnthropicEvents:
         self.partial: dict[int, str] = {}
         self.n_in: int | None = None
         self.n_out: int | None = None
+        self.usage: PromptUsage | None = None
 
     def feed(self, event: Any) -> None:
         kind = getattr(event, "type", None)
         if kind == "message_start":
-            self.n_in = event.message.usage.input_tokens
+            self.n_in = _anthropic_input(event.message.usage)
             self.n_out = event.message.usage.output_tokens
+            self.usage = _usage(event.message.usage)
         elif kind == "content_block_start":
             self.blocks[event.index] = _plain_block(event.content_block)
             if self.blocks[event.index].get("type") == "tool_use":
@@ -182,7 +223,7 @@ class _AnthropicEvents:
             if usage is not None and getattr(usage, "output_tokens", None) is not None:
                 self.n_out = usage.output_tokens
             if usage is not None and getattr(usage, "input_tokens", None):
-                self.n_in = usage.input_tokens
+                self.n_in = _anthropic_input(usage)
 
     def reply(self) -> dict[str, Any]:
         import json

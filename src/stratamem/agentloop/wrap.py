@@ -41,7 +41,7 @@ from ..errors import ValidationError
 from .client_chat import ClientChat
 from .compaction import Compactor
 from .loop_session import LoopSession
-from .sdk import _anthropic_reply, _AnthropicEvents, _openai_reply, _OpenAIChunks, _system_text
+from .sdk import _anthropic_reply, _AnthropicEvents, _openai_reply, _OpenAIChunks, _system_marks, _system_text
 
 __all__ = ["WrappedClient", "wrap"]
 
@@ -108,23 +108,29 @@ class _Completions:
         """``chat.completions.create`` with the agent-loop bookkeeping (see :mod:`stratamem.agentloop.wrap`)."""
         if self._async:
             return self._acreate(messages, kwargs)
-        sent = self._loop.before(messages, None)
+        sent = self._loop.before(messages, None, model=kwargs.get("model"))
         stream, hide = self._stream_args(kwargs)
         resp = self._raw.create(messages=sent, **kwargs)
         if stream:
             return _StreamProxy(
-                resp, _OpenAIChunks(), lambda acc: self._loop.after(sent, None, acc.reply(), acc.n_in, acc.n_out), hide
+                resp,
+                _OpenAIChunks(),
+                lambda acc: self._loop.after(sent, None, acc.reply(), acc.n_in, acc.n_out, acc.usage),
+                hide,
             )
         self._loop.after(sent, None, *_openai_reply(resp))
         return resp
 
     async def _acreate(self, messages: Any, kwargs: dict[str, Any]) -> Any:
-        sent = await self._loop.abefore(messages, None)
+        sent = await self._loop.abefore(messages, None, model=kwargs.get("model"))
         stream, hide = self._stream_args(kwargs)
         resp = await self._raw.create(messages=sent, **kwargs)
         if stream:
             return _StreamProxy(
-                resp, _OpenAIChunks(), lambda acc: self._loop.aafter(sent, None, acc.reply(), acc.n_in, acc.n_out), hide
+                resp,
+                _OpenAIChunks(),
+                lambda acc: self._loop.aafter(sent, None, acc.reply(), acc.n_in, acc.n_out, acc.usage),
+                hide,
             )
         await self._loop.aafter(sent, None, *_openai_reply(resp))
         return resp
@@ -202,13 +208,13 @@ class _Messages:
         if self._async:
             return self._acreate(messages, kwargs)
         system = _system_text(kwargs.get("system"))
-        sent = self._loop.before(messages, system)
+        sent = self._loop.before(messages, system, **self._cache_args(kwargs))
         resp = self._raw.create(messages=sent, **kwargs)
         if kwargs.get("stream"):
             return _StreamProxy(
                 resp,
                 _AnthropicEvents(),
-                lambda acc: self._loop.after(sent, system, acc.reply(), acc.n_in, acc.n_out),
+                lambda acc: self._loop.after(sent, system, acc.reply(), acc.n_in, acc.n_out, acc.usage),
                 lambda _e: False,
             )
         self._loop.after(sent, system, *_anthropic_reply(resp))
@@ -216,17 +222,22 @@ class _Messages:
 
     async def _acreate(self, messages: Any, kwargs: dict[str, Any]) -> Any:
         system = _system_text(kwargs.get("system"))
-        sent = await self._loop.abefore(messages, system)
+        sent = await self._loop.abefore(messages, system, **self._cache_args(kwargs))
         resp = await self._raw.create(messages=sent, **kwargs)
         if kwargs.get("stream"):
             return _StreamProxy(
                 resp,
                 _AnthropicEvents(),
-                lambda acc: self._loop.aafter(sent, system, acc.reply(), acc.n_in, acc.n_out),
+                lambda acc: self._loop.aafter(sent, system, acc.reply(), acc.n_in, acc.n_out, acc.usage),
                 lambda _e: False,
             )
         await self._loop.aafter(sent, system, *_anthropic_reply(resp))
         return resp
+
+    @staticmethod
+    def _cache_args(kwargs: dict[str, Any]) -> dict[str, Any]:
+        """What the breakpoints need from the call: the caller's system marks and the model."""
+        return {"system_marks": _system_marks(kwargs.get("system")), "model": kwargs.get("model")}
 
     def stream(self, *, messages: Any, **kwargs: Any) -> Any:
         """``messages.stream(...)``: the provider's stream manager; the final message is recorded on exit.
@@ -236,7 +247,7 @@ class _Messages:
         system = _system_text(kwargs.get("system"))
         if self._async:
             return _AsyncStreamEntry(self, messages, kwargs, system)
-        sent = self._loop.before(messages, system)
+        sent = self._loop.before(messages, system, **self._cache_args(kwargs))
         return _StreamManager(self._raw.stream(messages=sent, **kwargs), self._loop, sent, system)
 
 
@@ -248,7 +259,7 @@ class _AsyncStreamEntry:
         self._inner: _StreamManager | None = None
 
     async def __aenter__(self) -> Any:
-        sent = await self._owner._loop.abefore(self._messages, self._system)
+        sent = await self._owner._loop.abefore(self._messages, self._system, **_Messages._cache_args(self._kwargs))
         self._inner = _StreamManager(
             self._owner._raw.stream(messages=sent, **self._kwargs), self._owner._loop, sent, self._system
         )

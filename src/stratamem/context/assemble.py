@@ -29,9 +29,11 @@ from ..errors import StratamemError
 from ..records.manifests import Context, ContextItem, NearMiss
 from ..tokens import Tokenizer
 from .assembly import Assembly
+from .cache_inputs import gather_cache
 from .finish import finish
 from .gather import Parts, Request
 from .history import take_history
+from .layout import assemble_cached
 from .policies import get_policy
 from .policy import Policy
 from .summaries import take_summaries
@@ -42,7 +44,8 @@ __all__ = ["assemble", "build_context", "take_fixed"]
 
 
 def build_context(parts: Parts, request: Request) -> Context:
-    """The context for a checked request: the policy gathers from ``parts``, then :func:`assemble`.
+    """The context for a checked request: the policy gathers from ``parts``, then :func:`assemble`
+    (with ``request.cache``, the cache layout's :func:`~stratamem.context.layout.assemble_cached`).
 
     ``request.budget`` is in the memory's tokenizer; the facade converts a
     provider's counting and re-shapes ``responses`` items.
@@ -54,6 +57,21 @@ def build_context(parts: Parts, request: Request) -> Context:
     policy = get_policy(request.policy)
     cands = policy.gather(parts, request)
     cfg = parts.config.context
+    if request.cache:
+        inputs = gather_cache(
+            parts, request, policy, cands, min_tokens=request.cache_min_tokens, factor=request.cache_factor
+        )
+        ctx = assemble_cached(
+            cands,
+            inputs,
+            budget=request.budget,
+            tokenizer=parts.tokenizer,
+            fmt=request.fmt,
+            policy=policy,
+            query=request.query,
+            dedup=cfg.dedup,
+        )
+        return policy.annotate(ctx, cands, parts)
     ctx = assemble(
         cands,
         budget=request.budget,

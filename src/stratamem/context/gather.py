@@ -59,6 +59,12 @@ class Request:
     """Project whose instruction files and working state go in."""
     system_prompts: str = "session"
     """Whose system prompts go in: ``session`` (the current session's only) or ``namespace`` (every session's)."""
+    cache: bool = False
+    """Lay the prompt out for the provider's prompt cache (:mod:`stratamem.context.layout`)."""
+    cache_min_tokens: int = 1024
+    """The target model's shortest cacheable prefix, in the provider's counting."""
+    cache_factor: float = 1.0
+    """Provider tokens per counter token (the stable prefix is reported in the provider's counting)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +177,8 @@ def item_units(parts: Parts, query: str | None, session: str | None = None) -> l
 
     Only items ``session`` sees: namespace-wide ones and its own (session-scoped
     items of other sessions never enter this session's context). The search
-    tracks no access and promotes nothing (``Items.recall`` does).
+    tracks no access and promotes nothing (``Items.recall`` does). Extracted
+    items waiting for review are recalled only with ``items.prompt_pending``.
     """
     items = parts.items()
     units = [
@@ -199,7 +206,7 @@ def item_units(parts: Parts, query: str | None, session: str | None = None) -> l
                 {"match": found.scores.get(it.id, 0.0)},
             )
             for it in found.items
-            if f"item:{it.id}" not in seen
+            if f"item:{it.id}" not in seen and (it.review != "pending" or parts.config.items.prompt_pending)
         ]
     return units
 

@@ -152,6 +152,7 @@ class TopicsPolicy(Policy):
 
     name = "topics"
     description = "the current topic 50% (long messages truncated), topic summaries 30%, bulk summaries 20%"
+    layout_window = "candidates"
 
     def gather(self, parts: Parts, request: Request) -> Candidates:
         """The current topic (escalation step 1: when its turns exceed the current share of the budget,

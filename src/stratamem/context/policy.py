@@ -50,6 +50,10 @@ class Policy:
     defer_extracted_items: ClassVar[bool] = False
     """A memory item extracted from turns waits until the recalled turns are packed (it would
     only restate them if they are shown); items added as knowledge still go first."""
+    layout_window: ClassVar[str] = "session"
+    """What the cache layout anchors its window in (:mod:`stratamem.context.layout`): the
+    ``session``'s turns, or the policy's own window ``candidates`` when those are complete from
+    their start (``topics``: the current topic)."""
 
     def __repr__(self) -> str:
         return f"<policy {self.name}>"

@@ -321,6 +321,15 @@ class SummaryIndex:
             units.append(self._unit(pyramid, node, score))
         return units
 
+    def nodes(self, pyramid: Any) -> list[Node]:
+        """Every node of the pyramid as last refreshed, by id (the cache layout's ledger reads them)."""
+        self._refresh(pyramid)
+        return [self._nodes[i] for i in sorted(self._nodes)]
+
+    def unit(self, pyramid: Any, node: Node, score: dict[str, float]) -> SummaryUnit:
+        """``node`` as a summary unit (its line, the turns it covers, its expansion), with ``score``."""
+        return self._unit(pyramid, node, score)
+
     def pyramid_parts(
         self, pyramid: Any, query: str | None, *, chunks: int = 3
     ) -> tuple[list[SummaryUnit], list[SummaryUnit]]:

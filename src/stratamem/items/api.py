@@ -52,7 +52,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..errors import NotFoundError, ValidationError
+from ..errors import ValidationError
 from ..records import check_name, format_timestamp, parse_timestamp
 from ..records.items import (
     ITEM_TYPES,
@@ -68,14 +68,13 @@ from ..records.items import (
     check_scope,
 )
 from ..store.new_rows import NewItem
+from .extraction import ExtractOps
 from .recall import RecallOps
-from .review import ReviewOps
-from .search import content_terms
 
 __all__ = ["Items"]
 
 
-class Items(RecallOps, ReviewOps):
+class Items(RecallOps, ExtractOps):
     """The memory items of one namespace.
 
     Thread-safe: one instance may serve several threads (the MCP server's
@@ -96,7 +95,7 @@ class Items(RecallOps, ReviewOps):
         ValidationError: Invalid namespace name.
     """
 
-    # --- add / extract ----------------------------------------------------------------
+    # --- add (extraction: items/extraction.py) ------------------------------------------
 
     def add(
         self,
@@ -115,7 +114,7 @@ class Items(RecallOps, ReviewOps):
 
         Args:
             content: The knowledge, as text.
-            type: One of ``fact``, ``decision``, ``entity``, ``preference``, ``context``, ``message``.
+            type: One of ``fact``, ``decision``, ``entity``, ``preference``, ``event``, ``context``, ``message``.
             session: Session the item was added in (the one it belongs to with ``scope="session"``).
             key: Subject key; live items with the same key and the same scope (and, for
                 session-scoped items, the same session) are superseded by this one.
@@ -180,124 +179,6 @@ class Items(RecallOps, ReviewOps):
         self._emit("items.added", id=item_id, tier=tier, tokens=tokens, superseded=list(replaced))
         return self.get(item_id)
 
-    def extract_from(
-        self,
-        facts: Sequence[str],
-        provenance: Sequence[int],
-        *,
-        type: str = "fact",
-        session: str | None = None,
-        tier: str = "cold",
-    ) -> list[MemoryItem]:
-        """Store facts extracted from a segment as auto-extracted items awaiting review.
-
-        All facts share ``type`` and ``provenance``; :meth:`extract_facts` takes
-        them one by one. Duplicates are skipped as :meth:`extract_facts` says.
-
-        Args:
-            facts: The key facts (one item each).
-            provenance: Ids of the turns they were extracted from (must be turns of
-                this namespace).
-            type: Item type for all of them.
-            session: Session label.
-            tier: Where they go (default cold: extraction must not crowd the hot tier).
-
-        Returns:
-            The new items (``source == "extracted"``, ``review == "pending"``).
-
-        Raises:
-            ValidationError: Bad fact text, type or tier; no provenance.
-            NotFoundError: A provenance id is not a turn of this namespace.
-            BudgetError: ``tier="hot"`` and the facts do not fit.
-        """
-        if not provenance:
-            raise ValidationError("extracted items need the turn ids they come from", path="provenance")
-        return self.extract_facts([(f, type, provenance) for f in facts], session=session, tier=tier)
-
-    def extract_facts(
-        self, facts: Sequence[tuple[str, str, Sequence[int]]], *, session: str | None = None, tier: str = "cold"
-    ) -> list[MemoryItem]:
-        """Store ``(text, type, provenance)`` facts as auto-extracted items awaiting review.
-
-        A fact whose text (ignoring case, spacing and a final period) is already
-        an item of the namespace — live, superseded or rejected — is skipped:
-        re-extracting a segment adds nothing twice, and a fact the user rejected
-        or that was superseded does not come back. All facts are embedded in one
-        batch and stored in one transaction.
-
-        Args:
-            facts: Each fact's text, item type and the ids of the turns it was
-                extracted from (at least one; turns of this namespace).
-            session: Session label.
-            tier: Where they go (default cold: extraction must not crowd the hot tier).
-
-        Returns:
-            The new items (``source == "extracted"``, ``review == "pending"``).
-
-        Raises:
-            ValidationError: Bad fact text, type or tier; a fact without provenance.
-            NotFoundError: A provenance id is not a turn of this namespace.
-            BudgetError: ``tier="hot"`` and the facts do not fit.
-        """
-        tier = check_choice(tier, TIERS, "tier")
-        checked: list[tuple[str, str, tuple[int, ...]]] = []
-        for text, kind, provenance in facts:
-            turn_ids = tuple(sorted({check_item_id(t) for t in provenance}))
-            if not turn_ids:
-                raise ValidationError("extracted items need the turn ids they come from", path="provenance")
-            checked.append((check_content(text), check_choice(kind, ITEM_TYPES, "type"), turn_ids))
-        all_ids = sorted({t for _, _, ids in checked for t in ids})
-        known = {t.id for t in self._store.turns(self.namespace, ids=all_ids)} if all_ids else set()
-        missing = [t for t in all_ids if t not in known]
-        if missing:
-            raise NotFoundError(f"turns {missing[:5]} are not in namespace {self.namespace!r}")
-        unique: dict[str, tuple[str, str, tuple[int, ...]]] = {}
-        for fact in checked:
-            unique.setdefault(_fact_key(fact[0]), fact)
-        new = [f for f in unique.values() if not self._has_fact(f[0])]
-        vectors = self._embed_for_storage([f[0] for f in new])
-        now = format_timestamp(self._now())
-        ids: list[int] = []
-        with self._db.transaction():
-            for (text, kind, turn_ids), (vec, model) in zip(new, vectors, strict=True):
-                tokens = self.tokenizer.count(text)
-                if tier == "hot":
-                    self._make_room(tokens)
-                ids.append(
-                    self._db.insert(
-                        self.namespace,
-                        NewItem(
-                            content=text,
-                            type=kind,
-                            tier=tier,
-                            tokens=tokens,
-                            relevance=1.0,
-                            source="extracted",
-                            created_at=now,
-                            session=session,
-                            provenance=turn_ids,
-                            review="pending",
-                            valid_from=now,
-                            embedding=vec,
-                            embedding_model=model,
-                        ),
-                    )
-                )
-        self._emit("items.extracted", ids=ids, turns=len(all_ids))
-        return self._db.get(self.namespace, ids)
-
-    def _has_fact(self, text: str) -> bool:
-        """Whether any item of the namespace (live or not) already says ``text``."""
-        terms = content_terms(text)
-        if terms:
-            # FTS5 narrows to items holding every content word; the exact comparison decides.
-            hits = self._db.lexical(self.namespace, " AND ".join(f'"{t}"' for t in terms), limit=200)
-            candidates = self._db.get(self.namespace, [i for i, _ in hits])
-        else:
-            candidates = self._db.select(self.namespace)
-        key = _fact_key(text)
-        return any(_fact_key(c.content) == key for c in candidates)
-
     # --- status and metrics -----------------------------------------------------------
 
     def metrics(self) -> ItemMetrics:
@@ -308,7 +189,7 @@ class Items(RecallOps, ReviewOps):
         )
 
     def status(self, session: str | None = None) -> ItemStatus:
-        """Per-tier items and tokens, hot utilization, flags, suggestions and metrics.
+        """Per-tier items and tokens, hot utilization, flags, the review queue, suggestions and metrics.
 
         Args:
             session: Count only the items a read in this session sees (namespace-wide
@@ -335,9 +216,5 @@ class Items(RecallOps, ReviewOps):
             tuple(self._suggestions()),
             self.metrics(),
             self.embedder is not None,
+            self.config.max_pending_review,
         )
-
-
-def _fact_key(text: str) -> str:
-    """What two extracted facts must share to be the same fact: words, not case, spacing or a final period."""
-    return " ".join(text.lower().split()).rstrip(".!")

@@ -28,7 +28,16 @@ import numpy as np
 
 from ..errors import ConfigError, ValidationError
 from ..records import check_name, format_timestamp, parse_timestamp
-from ..records.items import ITEM_TYPES, MemoryItem, RecallResult, Refusal, check_choice, check_content, visible_in
+from ..records.items import (
+    DEAD_REVIEWS,
+    ITEM_TYPES,
+    MemoryItem,
+    RecallResult,
+    Refusal,
+    check_choice,
+    check_content,
+    visible_in,
+)
 from .core import embedder_name
 from .metrics import latency_deltas
 from .search import content_terms, fts_query, lexical_score
@@ -127,7 +136,7 @@ class RecallOps(TierOps):
         terms = content_terms(query)
 
         def eligible(it: MemoryItem) -> bool:
-            if it.tier == "hot" or it.review == "rejected" or not visible_in(it, session):
+            if it.tier == "hot" or it.review in DEAD_REVIEWS or not visible_in(it, session):
                 return False
             if it.superseded_by is not None and not include_superseded:
                 return False

@@ -120,7 +120,7 @@ class TierOps(ItemsCore):
         with self._db.transaction():
             item = self.get(item_id)
             if not item.live:
-                raise ValidationError(f"item {item.id} is superseded or rejected; it cannot be hot")
+                raise ValidationError(f"item {item.id} is superseded, rejected or dropped; it cannot be hot")
             if item.tier == "hot":
                 return item
             spill = self._make_room(item.tokens, batch=False)

@@ -62,7 +62,7 @@ _INSTRUCTIONS = (
     "Long-term memory for this agent. add_turns stores conversation messages; get_context assembles what to "
     "remember for the next call within a token budget (the whole result fits the budget); search_memory finds "
     "past turns and summaries with scores; expand gives the full turns behind an id they show; "
-    "add_memory stores a fact/decision/entity/preference/context item; "
+    "add_memory stores a fact/decision/entity/preference/event/context item; "
     "memory_recall searches spilled items and may promote them; forget deletes turns, a session or the whole "
     "namespace for good."
 )

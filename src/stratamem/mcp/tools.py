@@ -193,7 +193,7 @@ def add_item_tools(kit: "_Kit") -> None:
     """Long-term memory items (seed 003)."""
     Field, spaces, call = kit.Field, kit.spaces, kit.call
     Namespace: Any = kit.Namespace  # a run-time Annotated type (see _Kit)
-    ItemType = Literal["fact", "decision", "entity", "preference", "context", "message"]
+    ItemType = Literal["fact", "decision", "entity", "preference", "event", "context", "message"]
     Session = Annotated[
         str | None,
         Field(
@@ -228,7 +228,7 @@ def add_item_tools(kit: "_Kit") -> None:
     kit.register(
         add_memory,
         "add_memory",
-        "Add a memory item (fact, decision, entity, preference, context, "
+        "Add a memory item (fact, decision, entity, preference, event, context, "
         "message) to hot memory, for the namespace or only its session; spills older items if the hot "
         "token limit would be exceeded. Returns the item.",
     )
@@ -302,8 +302,8 @@ def add_item_tools(kit: "_Kit") -> None:
     kit.register(
         memory_status,
         "memory_status",
-        "Memory tier status (items, tokens, hot utilization), suggestions (spill / recall / prune), metrics "
-        "and the store's bytes per part.",
+        "Memory tier status (items, tokens, hot utilization), the review queue (extracted items waiting, its cap), "
+        "suggestions (spill / recall / prune), metrics and the store's bytes per part.",
     )
 
 

@@ -16,17 +16,18 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import Config
-from ..errors import StratamemError
+from ..errors import ConfigError, StratamemError
 from ..events import Event, EventBus
 from ..records import StoredTurn
 from ..retrieve.live import LiveIndex
 from ..tokens import Tokenizer
 
 if TYPE_CHECKING:
+    from ..items.extract import Extractor
     from ..pyramid.consolidate import Pyramid
     from ..summarize import Summarizer
 
-__all__ = ["Derived", "needed_features"]
+__all__ = ["Derived", "check_models", "needed_features"]
 
 log = logging.getLogger("stratamem.memory")
 
@@ -45,6 +46,25 @@ def needed_features(config: Config) -> list[str]:
     if config.context.record_manifests:
         needed.append("manifests")
     return needed
+
+
+def check_models(config: Config, summarizer: Summarizer | None, extractor: Extractor | None) -> None:
+    """Refuse a configuration naming a model-powered part without its instance (none is built from a string).
+
+    Raises:
+        ConfigError: ``pyramid.summarizer`` is ``llm`` without ``summarizer``, or
+            ``items.extractor`` is ``llm`` without ``extractor``.
+    """
+    if config.pyramid.enabled and config.pyramid.summarizer == "llm" and summarizer is None:
+        raise ConfigError(
+            "pyramid.summarizer is 'llm': pass summarizer=LLMSummarizer(chat_model, tokenizer) "
+            "(the library never builds a model from configuration)"
+        )
+    if config.items.extractor == "llm" and extractor is None:
+        raise ConfigError(
+            "items.extractor is 'llm': pass extractor=LLMExtractor(chat_model, tokenizer) "
+            "(the library never builds a model from configuration)"
+        )
 
 
 class Derived:
@@ -78,6 +98,8 @@ class Derived:
         if rewriter is not None and hasattr(rewriter, "on_failure") and rewriter.on_failure is None:
             # A model rewriter's failures are this memory's to report (event, log line, status warning).
             rewriter.on_failure = lambda exc: self.failed("recall.rewrite_failed", exc, [])
+        self.extractor: Extractor | None = None
+        """What the pyramid extracts items with (``None``: the offline rules); set by the facade."""
         self.project_dir: Any = None
         """With a project directory, every committed batch is appended to its session logs (seed 004)."""
         self._logs: Any = None
@@ -119,6 +141,7 @@ class Derived:
                 tokenizer=self.tokenizer,
                 events=self.events,
                 summarizer=self.summarizer,
+                extractor=self.extractor,
                 embedder=self.embedder,
                 archive_dir=archive,
             )

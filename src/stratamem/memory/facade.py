@@ -10,7 +10,6 @@ the recall index and the pyramid kept in step (:mod:`stratamem.memory.derived`).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -25,17 +24,18 @@ from ..events import EventBus
 from ..expand import expand as expand_id
 from ..ingest import IngestReport, IngestSession, parse_messages
 from ..ingest import dedupe as _dedupe
-from ..providers import to_responses
 from ..records import StoredTurn, Turn, check_name
 from ..records.manifests import Context
 from ..records.nodes import Node
+from ..records.usage import PromptUsage
 from ..retrieve import HybridIndex
 from ..store import SQLiteStore, Store
 from ..store.base import NamespaceStats
 from ..text import check_budget, check_context_format, check_now
 from ..tokens import Calibration, Counting, Tokenizer, get_tokenizer
 from .batches import checked_batch, session_batch
-from .derived import Derived, needed_features
+from .caching import as_requested, report_usage, with_cache
+from .derived import Derived, check_models, needed_features
 from .once import Once, request_digest
 from .requests import check_arguments, check_counting, current_session, lexical_note, record_manifest
 from .status import Status, namespace_status
@@ -43,6 +43,7 @@ from .transfer import export_from, import_into
 
 if TYPE_CHECKING:
     from ..forget import ForgetReport
+    from ..items.extract import Extractor
     from ..pyramid.consolidate import Pyramid
     from ..retrieve.rewrite import QueryRewriter
     from ..search import SearchHit
@@ -75,6 +76,8 @@ class Memory:
             New turns are embedded when they are written.
         summarizer: Summarizer for the pyramid (default: the one ``config.pyramid.summarizer``
             names; required for ``llm``).
+        extractor: What turns segments into memory items (default: the offline rules;
+            required when ``config.items.extractor`` is ``llm``, e.g. ``LLMExtractor(model, tokenizer)``).
         project_dir: A project directory whose instruction files (``STRATAMEM.md``,
             ``STRATAMEM.local.md``) and working state go into every context.
         query_rewriter: Who plans recall queries (:mod:`stratamem.retrieve.rewrite`); default the rules.
@@ -99,6 +102,7 @@ class Memory:
         events: EventBus | None = None,
         embedder: Any = _CONFIGURED,
         summarizer: Summarizer | None = None,
+        extractor: Extractor | None = None,
         project_dir: str | os.PathLike[str] | None = None,
         query_rewriter: QueryRewriter | None = None,
     ) -> None:
@@ -106,7 +110,7 @@ class Memory:
         self.project_dir = project_dir
         self._summary_index = SummaryIndex()
         self.events = events or EventBus()
-        self._summarizer = summarizer
+        self._summarizer, self._extractor = summarizer, extractor
         self.tokenizer = tokenizer or get_tokenizer(self.config.tokenizer)
         self.namespace = check_name(namespace, "namespace")
         opened: Store = (
@@ -128,11 +132,7 @@ class Memory:
             raise ConfigError(
                 f"the {opened.backend} store has no {', '.join(missing)} feature store(s) this configuration uses"
             )
-        if self.config.pyramid.enabled and self.config.pyramid.summarizer == "llm" and summarizer is None:
-            raise ConfigError(
-                "pyramid.summarizer is 'llm': pass summarizer=LLMSummarizer(chat_model, tokenizer) "
-                "(the library never builds a model from configuration)"
-            )
+        check_models(self.config, summarizer, extractor)
         self.store: Store = opened
         self._configured = embedder is _CONFIGURED
         if self._configured:
@@ -146,6 +146,7 @@ class Memory:
         self._derived = Derived(opened, self.namespace, self.config, self.tokenizer, self.events, *derived).logging_to(
             project_dir
         )
+        self._derived.extractor = extractor
 
     @property
     def embedder(self) -> Any:
@@ -170,6 +171,7 @@ class Memory:
             events=self.events,
             embedder=_CONFIGURED if self._configured else self.embedder,
             summarizer=self._summarizer,
+            extractor=self._extractor,
             project_dir=self.project_dir,
         )
 
@@ -357,6 +359,7 @@ class Memory:
         calibration: Calibration | None = None,
         project_dir: str | os.PathLike[str] | None = None,
         system_prompts: str = "session",
+        cache: bool | None = None,
         record: bool | None = None,
     ) -> Context:
         """Assemble the context for the next model call within ``budget`` tokens.
@@ -397,6 +400,7 @@ class Memory:
                 ``namespace``: every session's (the current session's first, then the others' newest first).
             record: Store the manifest (default: ``config.context.record_manifests``);
                 ``False`` for a look that must write nothing (the HTTP GET routes).
+            cache: Lay the prompt out for the provider's cache (docs/context.md); default ``context.cache_layout``.
 
         Raises:
             BudgetError: ``budget`` is not a positive integer, or too small once
@@ -420,14 +424,20 @@ class Memory:
         # context is assembled and counted as those, then re-shaped (see providers.to_responses).
         fmt = "openai" if format == "responses" else format
         project = self.project_dir if project_dir is None else project_dir
-        ctx = build_context(self._parts(), Request(query, room, session, fmt, policy, now, project, system_prompts))
-        manifest = dataclasses.replace(
-            ctx.manifest, budget=budget, total_tokens=counting.tokens(ctx.tokens), counting=counting.to_dict()
-        )
-        messages = tuple(to_responses(ctx.messages)) if format == "responses" else ctx.messages
-        ctx = Context(format=format, messages=messages, system=ctx.system, text=ctx.text, manifest=manifest)
+        request = Request(query, room, session, fmt, policy, now, project, system_prompts)
+        request = with_cache(request, self.config.context, counting, cache)
+        ctx = as_requested(build_context(self._parts(), request), format, budget, counting)
         record_manifest(self.store, self.namespace, session, ctx, self.config.context, self._derived.failed, record)
         return ctx
+
+    def report_usage(self, usage: Any, *, session: str | None = None) -> PromptUsage:
+        """Record a provider's ``usage`` (Anthropic, OpenAI Chat, Responses) on the newest manifest's ``cache``.
+
+        Raises:
+            ValidationError: Not a provider usage.
+            NotFoundError: No manifest recorded for the session.
+        """
+        return report_usage(self.store, self.namespace, session, usage)
 
     def counting(
         self,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .derived import Derived
 
-__all__ = ["Status", "namespace_status", "spend_fields"]
+__all__ = ["Status", "item_fields", "namespace_status", "spend_fields"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,18 @@ class Status:
     pending_sessions: int = 0
     """Sessions an interrupted ingest left without their segments and summaries (made by the next
     context, search or ingest)."""
+    items_pending_review: int = 0
+    """Auto-extracted memory items waiting for review."""
+    items_review_cap: int = 0
+    """At most this many wait (``items.max_pending_review``); past it the least salient are dropped."""
+    extract_calls: int = 0
+    """Model calls made to extract memory items (0 with the offline extractor)."""
+    extract_input_tokens: int = 0
+    """Input tokens those calls cost, as the provider reported them."""
+    extract_output_tokens: int = 0
+    """Output tokens those calls cost."""
+    extract_failures: int = 0
+    """Model extractions that failed (their segments fell back to the offline rules)."""
     part_bytes: Mapping[str, int] = field(default_factory=dict)
     """Bytes of the store per part, every namespace together: ``turns``, ``recall_index``, ``items``,
     ``pyramid``, ``manifests``, ``embedding_cache``, ``conversations``, ``other``; on SQLite also ``free``
@@ -87,6 +99,22 @@ def spend_fields(store: Any, namespace: str) -> dict[str, int]:
         "summary_input_tokens": spend.input_tokens,
         "summary_output_tokens": spend.output_tokens,
         "summary_tokens_saved": spend.tokens_saved,
+    }
+
+
+def item_fields(store: Any, namespace: str, review_cap: int) -> dict[str, int]:
+    """The review queue and the extraction spend for a :class:`Status` (none where the store keeps no items)."""
+    items = getattr(store, "items", None)
+    if items is None:
+        return {}
+    calls, n_in, n_out, failures = items.item_spend(namespace)
+    return {
+        "items_pending_review": items.pending_count(namespace),
+        "items_review_cap": review_cap,
+        "extract_calls": calls,
+        "extract_input_tokens": n_in,
+        "extract_output_tokens": n_out,
+        "extract_failures": failures,
     }
 
 
@@ -125,5 +153,6 @@ def namespace_status(tokenizer: str, derived: Derived) -> Status:
         unindexed_turns=unindexed,
         pending_sessions=pending,
         **spend_fields(store, namespace),
+        **item_fields(store, namespace, derived.config.items.max_pending_review),
         part_bytes=getattr(store, "part_bytes", dict)(),
     )

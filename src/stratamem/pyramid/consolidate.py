@@ -31,8 +31,9 @@ emits ``embed.failed`` and also marks the node ``failed``
 (``embedding failed: …``); a failing handler is logged and reported as a
 ``hook.failed`` event. A ``failed`` node is not retried on later adds
 (``summarize_pending`` takes ``pending`` nodes only): :meth:`Pyramid.retry_failed`
-retries it. With ``auto_extract_facts``, a segment's key facts also become
-memory items (auto-extracted, cold, awaiting review), where the store keeps items.
+retries it. With ``auto_extract_facts``, a segment's statements worth keeping
+also become memory items (auto-extracted, cold, awaiting review), where the
+store keeps items (:mod:`stratamem.pyramid.extraction`).
 
 This module owns the structure: :class:`Pyramid` itself and its one write
 transaction (seal, consolidate, tier moves with their archive writes). Its
@@ -59,7 +60,9 @@ from ..embed import model_name
 from ..embed.prefetch import PrefetchedEmbedder
 from ..errors import ConfigError
 from ..events import Event, EventBus
+from ..items.extract import Extractor, rule_extractor
 from ..records import Summary
+from ..records.candidates import Candidate
 from ..records.nodes import Node
 from ..store.new_rows import NewNode
 from ..summarize import Summarizer
@@ -95,6 +98,8 @@ class Pyramid(_Summaries, _Reads):
             ``expand.fallback`` and ``hook.failed`` (plus the ``items.*`` events
             of auto-extracted memory items).
         summarizer: Strategy instance (default: the one the config names).
+        extractor: What turns segments into memory items (default: the offline rules,
+            :class:`~stratamem.items.extract.RuleExtractor` at ``items.min_salience``).
         embedder: Optional object with ``embed_batch(texts) -> np.ndarray``; summaries are embedded.
         archive_dir: Directory of the cold archive; ``None`` keeps cold content only
             in the canonical turns (no archive).
@@ -113,6 +118,7 @@ class Pyramid(_Summaries, _Reads):
         tokenizer: Tokenizer,
         events: EventBus | None = None,
         summarizer: Summarizer | None = None,
+        extractor: Extractor | None = None,
         embedder: Any = None,
         archive_dir: str | os.PathLike[str] | None = None,
         clock: Callable[[], datetime] = _utcnow,
@@ -139,6 +145,9 @@ class Pyramid(_Summaries, _Reads):
         self.plan = plan_for(config)
         self._nodes = store.nodes
         self._item_api: Any = None
+        self.extractor: Extractor = extractor if extractor is not None else rule_extractor(config.items)
+        # Node id -> the candidates its segment gave, between _extract_group and _store_items.
+        self._candidates: dict[int, list[Candidate]] = {}
         # (id, timestamp) of the newest turn seen and the newest timestamp so far: see _reference().
         self._newest: tuple[int, datetime | None, datetime | None] = (0, None, None)
 

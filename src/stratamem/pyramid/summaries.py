@@ -8,8 +8,9 @@ summaries; a group's texts to embed go to the encoder in one call, and a
 summary's vector is derived from its turns' stored vectors when they all have
 one (:mod:`stratamem.pyramid.turn_vectors`). A failing summarizer falls back to
 the extractive one (``summary_status = 'failed'``, ``summarizer.failed``); a
-failing embedder or item extraction is recorded on the node the same way.
-With ``auto_extract_facts`` a segment's key facts become memory items.
+failing embedder or item store is recorded on the node the same way.
+With ``auto_extract_facts`` a segment's turns give memory items
+(:mod:`stratamem.pyramid.extraction`).
 Spend per level is :mod:`stratamem.pyramid.spend`.
 """
 
@@ -29,8 +30,8 @@ from ..items.search import embed_texts
 from ..records import StoredTurn, Summary
 from ..records.nodes import Node
 from ..summarize import Summarizer
-from ..summarize.facts import item_facts
 from ..tokens import Tokenizer
+from .extraction import _Extraction
 from .plan import Plan
 from .spend import LevelSpend, SummarySpend
 from .turn_vectors import turn_mean_vectors
@@ -43,7 +44,7 @@ _SUMMARY_GROUP = 64
 _MIN_SUMMARY_TOKENS = 24
 
 
-class _Summaries:
+class _Summaries(_Extraction):
     """Summaries of a namespace's nodes: make, merge, embed, store, retry (a part of ``Pyramid``)."""
 
     if TYPE_CHECKING:  # set by Pyramid.__init__; the methods are Pyramid's and _Reads'
@@ -59,7 +60,6 @@ class _Summaries:
         _model: str
         _derived: dict[int, np.ndarray | None]
         _nodes: Any
-        _item_api: Any
 
         def _event(self, event_kind: str, **data: Any) -> Event: ...
 
@@ -114,7 +114,9 @@ class _Summaries:
         return done
 
     def _finish_group(self, made: list[tuple[Node, tuple[Summary, list[str]] | None]]) -> int:
-        """Embed a group's texts in one call, then write each node; returns how many were written."""
+        """Extract the group's items, embed its texts in one call, then write each node; returns how many."""
+        # Only a segment whose summary stands is mined: a failed one is, once, when its retry succeeds.
+        self._extract_group([node for node, m in made if node.level == 1 and m is not None and not m[1]])
         self._prefetch(made)
         done = 0
         try:
@@ -125,6 +127,7 @@ class _Summaries:
             if self._batched is not None:
                 self._batched.clear()
             self._derived.clear()
+            self._candidates.clear()
         return done
 
     def _prefetch(self, made: list[tuple[Node, tuple[Summary, list[str]] | None]]) -> None:
@@ -145,10 +148,8 @@ class _Summaries:
         for node, m in made:
             if m is None:
                 continue
-            summary, errors = m
-            # Only segments are mined for items (see _finish_summary).
-            if node.level == 1 and not errors and self.config.pyramid.auto_extract_facts:
-                texts += [f.text for f in item_facts(summary)]
+            summary = m[0]
+            texts += self._candidate_texts(node)  # the segment's items (see _finish_group)
             if self.config.pyramid.auto_embed and summary.text and self._derived.get(node.id) is None:
                 texts.append(summary.text)
         self._batched.fill(texts)
@@ -252,9 +253,8 @@ class _Summaries:
         """Extract the segment's items, embed the summary and store it; returns 1."""
         errors = list(errors)
         if not errors and node.level == 1:
-            # Only a summary that stands is mined for items: a fallback's facts would be
-            # joined by the retry's, two wordings of the same knowledge.
-            if (extract_error := self._extract_items(node, summary)) is not None:
+            # Only a summary that stands is mined for items: a failed one is, once, when its retry succeeds.
+            if (extract_error := self._store_items(node)) is not None:
                 errors.append(extract_error)
         embedding, embed_error = self._embed(node, summary.text)
         if embed_error is not None:
@@ -310,43 +310,6 @@ class _Summaries:
         )
         self._nodes.set_status(self.namespace, node.id, "failed", error)
         return 0
-
-    def _extract_items(self, node: Node, summary: Summary) -> str | None:
-        """Store a segment's key facts as cold, auto-extracted memory items; returns the error, if any.
-
-        Runs when ``auto_extract_facts`` is on. Each fact
-        is typed by :func:`~stratamem.summarize.facts.fact_type` and keeps its
-        source turn as provenance; ``Items.extract_facts`` skips facts the
-        namespace already has, so re-summarizing or retrying adds nothing twice.
-        A failure emits ``items.extract_failed`` and is recorded on the node
-        (status ``failed``, so :meth:`retry_failed` tries again); the summary and
-        the turns stay.
-        """
-        if not self.config.pyramid.auto_extract_facts:
-            return None
-        facts = [(f.text, f.type, (f.turn_id,)) for f in item_facts(summary)]
-        if not facts:
-            return None
-        try:
-            self._items().extract_facts(facts, session=node.session)
-        except Exception as exc:  # noqa: BLE001 - the items store runs the pluggable embedder too; record, never raise
-            self.events.emit(self._event("items.extract_failed", node_id=node.id, error=type(exc).__name__))
-            return f"item extraction failed: {type(exc).__name__}: {exc}"
-        return None
-
-    def _items(self) -> Any:
-        if self._item_api is None:
-            from ..items.api import Items
-
-            self._item_api = Items(
-                self.store,
-                self.namespace,
-                tokenizer=self.tokenizer,
-                config=self.config.items,
-                embedder=self._batched,
-                events=self.events,
-            )
-        return self._item_api
 
     def _embed(self, node: Node, text: str) -> tuple[bytes | None, str | None]:
         """The summary's vector, or the error that stopped it (``embed.failed`` emitted).

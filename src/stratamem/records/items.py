@@ -9,6 +9,9 @@ and its part modules; the SQL in :mod:`stratamem.store.item_reads` and
 
 from __future__ import annotations
 
+import hashlib
+import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +21,8 @@ from ..errors import ValidationError
 from .checks import MAX_JSON_INT, check_json, check_text, format_timestamp
 
 __all__ = [
+    "DEAD_REVIEWS",
+    "FACT_KEY_PREFIX",
     "ITEM_TYPES",
     "LATENCY_BUCKETS_MS",
     "REVIEW_STATES",
@@ -36,13 +41,16 @@ __all__ = [
     "check_item_id",
     "check_metadata",
     "check_scope",
+    "fact_key",
+    "fact_text",
     "latency_bucket_name",
     "visible_in",
 ]
 
-ITEM_TYPES: tuple[str, ...] = ("fact", "decision", "entity", "preference", "context", "message")
+ITEM_TYPES: tuple[str, ...] = ("fact", "decision", "entity", "preference", "event", "context", "message")
 """Kinds of memory item: seed 003's list (``message`` for a conversation turn kept as an item,
-as in its Example 1), with ``preference``."""
+as in its Example 1), with ``preference`` and ``event`` (something that happened or is planned,
+its ``valid_from`` the day it happens)."""
 
 SCOPES: tuple[str, ...] = ("namespace", "session")
 """Who sees an item: the whole namespace, or only its own session (``session`` names it)."""
@@ -50,8 +58,39 @@ SCOPES: tuple[str, ...] = ("namespace", "session")
 TIERS: tuple[str, ...] = ("hot", "warm", "cold")
 """Hot items are in the prompt; warm and cold are recalled on demand (warm ones are accessed more)."""
 
-REVIEW_STATES: tuple[str, ...] = ("pending", "confirmed", "rejected")
-"""Review states of auto-extracted items (API items have none)."""
+REVIEW_STATES: tuple[str, ...] = ("pending", "confirmed", "rejected", "dropped")
+"""Review states of auto-extracted items (API items have none). ``dropped``: left out by the
+review queue's cap (``items.max_pending_review``) as one of the least salient; kept, not live,
+so the same fact is not extracted again (its source turns stay recallable)."""
+
+DEAD_REVIEWS: tuple[str, ...] = ("rejected", "dropped")
+"""Review states that take an item out of hot, recall and contexts."""
+
+_WORD_RUN = re.compile(r"[^\W_]+")
+
+FACT_KEY_PREFIX = "n1:"
+"""Tag of :func:`fact_key` values: the normalisation's version (a change gets a new tag, never a silent split)."""
+
+
+def fact_text(text: str) -> str:
+    """The text two statements of one fact share: accents folded, case folded, runs of letters and digits.
+
+    ``"Caroline: I moved to Denver!"`` and ``"caroline -- i moved to  denver"`` give
+    the same; punctuation, spacing and case never make a second item.
+    """
+    folded = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return " ".join(_WORD_RUN.findall(folded.casefold()))
+
+
+def fact_key(text: str) -> str:
+    """The store's uniqueness key of an extracted item's text (tagged sha-256 of :func:`fact_text`).
+
+    One extracted item per key and namespace: the stores' unique index
+    (``m018_item_facts``) enforces it, whatever the writer. A text with no
+    letter or digit at all is keyed by its own words, so two such texts stay apart.
+    """
+    basis = fact_text(text) or " ".join(text.split())
+    return FACT_KEY_PREFIX + hashlib.sha256(basis.encode("utf-8")).hexdigest()[:32]
 
 
 def _ts(value: datetime | None) -> str | None:
@@ -89,7 +128,7 @@ class MemoryItem:
     session: str | None = None
     """Session it was added in, if any (the one it belongs to when ``scope == "session"``)."""
     review: str | None = None
-    """For extracted items: ``pending``, ``confirmed`` or ``rejected``; ``None`` for API items."""
+    """For extracted items: ``pending``, ``confirmed``, ``rejected`` or ``dropped``; ``None`` for API items."""
     key: str | None = None
     """Subject key; a newer live item with the same key supersedes this one."""
     valid_from: datetime | None = None
@@ -113,11 +152,14 @@ class MemoryItem:
     """Whether the item has a vector (semantic recall can find it)."""
     scope: str = "namespace"
     """``namespace`` (every session sees it) or ``session`` (only reads in ``session`` see it)."""
+    salience: float | None = None
+    """For extracted items: how likely the statement is a durable fact (0-1) by the extractor's
+    score; ``None`` for API items. The review queue's cap keeps the most salient."""
 
     @property
     def live(self) -> bool:
-        """Neither superseded nor rejected: eligible for hot and for default recall."""
-        return self.superseded_by is None and self.review != "rejected"
+        """Neither superseded, rejected nor dropped: eligible for hot and for default recall."""
+        return self.superseded_by is None and self.review not in DEAD_REVIEWS
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form (timestamps as canonical UTC strings)."""
@@ -146,6 +188,7 @@ class MemoryItem:
             "metadata": dict(self.metadata),
             "embedded": self.embedded,
             "scope": self.scope,
+            "salience": None if self.salience is None else round(self.salience, 4),
         }
 
 
@@ -361,13 +404,20 @@ class ItemStatus:
     hot_limit: int
     """Hot token limit."""
     flags: Mapping[str, int]
-    """Counts of superseded, pending-review, rejected and not-embedded items."""
+    """Counts of superseded, pending-review, rejected, dropped and not-embedded items."""
     suggestions: tuple[Suggestion, ...]
     """What to do next, if anything."""
     metrics: ItemMetrics
     """Counters and rates."""
     semantic: bool
     """Whether recall uses an embedder (otherwise it is lexical only)."""
+    review_cap: int = 0
+    """The review queue's cap (``items.max_pending_review``): at most this many extracted items wait for review."""
+
+    @property
+    def waiting(self) -> str:
+        """One line for a person: ``"12 items waiting for review (cap 500)"``."""
+        return f"{self.flags.get('pending_review', 0)} items waiting for review (cap {self.review_cap})"
 
     @property
     def utilization_percent(self) -> float:
@@ -387,6 +437,11 @@ class ItemStatus:
             "warm": {"items": self.warm.items, "tokens": self.warm.tokens},
             "cold": {"items": self.cold.items, "tokens": self.cold.tokens},
             "flags": dict(self.flags),
+            "review": {
+                "pending": self.flags.get("pending_review", 0),
+                "cap": self.review_cap,
+                "dropped": self.flags.get("dropped", 0),
+            },
             "recall_mode": "hybrid" if self.semantic else "lexical",
             "suggestions": [s.to_dict() for s in self.suggestions],
             "metrics": self.metrics.to_dict(),

@@ -121,6 +121,10 @@ class Manifest:
     counting: Mapping[str, Any] | None = None
     """How tokens were counted for the target provider (``Counting.to_dict()``: counter, factor,
     provider, model, source); ``budget`` and ``total_tokens`` are in that counting, item costs in the counter's."""
+    cache: Mapping[str, Any] | None = None
+    """The prompt-cache layout's account (``context.cache_layout``; ``None`` when it is off): the
+    stable prefix's tokens per layer and its hash, the breakpoints, the anchor, and the provider's
+    usage once reported (``Memory.report_usage``). Keys in docs/context.md ("Prompt caching")."""
 
     @property
     def compression_ratio(self) -> float:
@@ -151,6 +155,7 @@ class Manifest:
                 if self.tier_tokens
                 else {}
             ),
+            **({"cache": dict(self.cache)} if self.cache is not None else {}),
         }
 
 
@@ -163,11 +168,17 @@ class Context:
     messages: tuple[Mapping[str, Any], ...]
     """Provider messages (empty for ``text``)."""
     system: str | None
-    """System prompt for ``anthropic`` (``None`` otherwise)."""
+    """System prompt for ``anthropic`` (``None`` otherwise), always a string."""
     text: str
     """Plain-text rendering (for ``text``; also handy for logging sizes)."""
     manifest: Manifest
     """What is in it and why."""
+    system_blocks: tuple[Mapping[str, Any], ...] | None = None
+    """``anthropic`` with the cache layout: the system prompt as text blocks, the stable ones
+    marked with ``cache_control`` (pass ``system=ctx.system_blocks or ctx.system``); else ``None``."""
+    cache_key: str | None = None
+    """With the cache layout: a key naming this namespace and session, for OpenAI's
+    ``prompt_cache_key`` (requests with one key are routed to one cache); else ``None``."""
 
     @property
     def tokens(self) -> int:
@@ -183,4 +194,6 @@ class Context:
             "text": self.text,
             "tokens": self.tokens,
             "manifest": self.manifest.to_dict(),
+            **({"system_blocks": [dict(b) for b in self.system_blocks]} if self.system_blocks is not None else {}),
+            **({"cache_key": self.cache_key} if self.cache_key is not None else {}),
         }

@@ -81,6 +81,9 @@ class Node:
     """Whether an embedding of the summary is stored."""
     created_at: datetime
     """When the node was created."""
+    settled_turn: int | None = None
+    """The namespace's newest turn id when the node's summary was first stored (``None``: not yet,
+    or stored before this was recorded); the cache layout's ledger orders its changes by it."""
 
     @property
     def key_facts(self) -> tuple[str, ...]:

@@ -26,13 +26,14 @@ __all__ = ["ItemReads"]
 _COLUMNS = (
     "id, session, content, type, tier, tokens, access_count, last_accessed_at, created_at, relevance, "
     "source, provenance, review, key, valid_from, valid_to, superseded_by, promoted_at, demoted_at, "
-    "metadata, embedding IS NOT NULL, scope"
+    "metadata, embedding IS NOT NULL, scope, salience"
 )
 
 _ORDERS = {
     "id": "id",
     "spill": "relevance ASC, created_at ASC, id ASC",
     "prune": "access_count ASC, COALESCE(last_accessed_at, created_at) ASC, id ASC",
+    "salience": "COALESCE(salience, 0) ASC, created_at ASC, id ASC",
 }
 
 
@@ -69,6 +70,7 @@ class ItemReads(SqlFeature):
             embedded=bool(row[20]),
             supersedes=supersedes,
             scope=row[21],
+            salience=float(row[22]) if row[22] is not None else None,
         )
 
     def _items(self, namespace: str, where: str, params: Sequence[Any], order: str = "id") -> list[MemoryItem]:
@@ -110,12 +112,13 @@ class ItemReads(SqlFeature):
         tiers: Sequence[str] | None = None,
         key: str | None = None,
         live_only: bool = False,
+        review: str | None = None,
         order: str = "id",
         limit: int | None = None,
         view: Sequence[str] | None = None,
     ) -> list[MemoryItem]:
-        """Items of the namespace, optionally by tier, key or session view (see
-        :func:`~stratamem.store.item_view.view_clause`); ``live_only`` drops superseded and rejected."""
+        """Items of the namespace, optionally by tier, key, review state or session view (see
+        :func:`~stratamem.store.item_view.view_clause`); ``live_only`` drops superseded, rejected and dropped."""
         seen, params = view_clause(view)
         where = ["1 = 1", seen]
         if tiers is not None:
@@ -124,8 +127,11 @@ class ItemReads(SqlFeature):
         if key is not None:
             where.append("key = ?")
             params.append(key)
+        if review is not None:
+            where.append("review = ?")
+            params.append(review)
         if live_only:
-            where.append("superseded_by IS NULL AND COALESCE(review, '') <> 'rejected'")
+            where.append("superseded_by IS NULL AND COALESCE(review, '') NOT IN ('rejected', 'dropped')")
         sql_order = _ORDERS[order]
         if limit is not None:
             sql_order += f" LIMIT {int(limit)}"
@@ -146,22 +152,64 @@ class ItemReads(SqlFeature):
         return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
     def flag_counts(self, namespace: str) -> dict[str, int]:
-        """Counts of superseded, pending-review, rejected and not-embedded items."""
+        """Counts of superseded, pending-review, rejected, dropped and not-embedded items."""
         key = self._sql.tenant_key(namespace)
         if key is None:
-            return {"superseded": 0, "pending_review": 0, "rejected": 0, "unembedded": 0}
+            return {"superseded": 0, "pending_review": 0, "rejected": 0, "dropped": 0, "unembedded": 0}
         row = self._sql.rows(
             "SELECT COUNT(superseded_by), COUNT(CASE WHEN review = 'pending' THEN 1 END), "
-            "COUNT(CASE WHEN review = 'rejected' THEN 1 END), COUNT(CASE WHEN embedding IS NULL THEN 1 END) "
-            f"FROM memory_items WHERE {self._tenant} = ?",
+            "COUNT(CASE WHEN review = 'rejected' THEN 1 END), COUNT(CASE WHEN review = 'dropped' THEN 1 END), "
+            f"COUNT(CASE WHEN embedding IS NULL THEN 1 END) FROM memory_items WHERE {self._tenant} = ?",
             (key,),
         )[0]
         return {
             "superseded": int(row[0]),
             "pending_review": int(row[1]),
             "rejected": int(row[2]),
-            "unembedded": int(row[3]),
+            "dropped": int(row[3]),
+            "unembedded": int(row[4]),
         }
+
+    def pending_count(self, namespace: str) -> int:
+        """Extracted items waiting for review (``review = 'pending'``)."""
+        key = self._sql.tenant_key(namespace)
+        if key is None:
+            return 0
+        rows = self._sql.rows(
+            f"SELECT COUNT(*) FROM memory_items WHERE {self._tenant} = ? AND review = 'pending'", (key,)
+        )
+        return int(rows[0][0])
+
+    def by_fact_keys(self, namespace: str, keys: Sequence[str]) -> dict[str, MemoryItem]:
+        """The namespace's items holding these fact keys (at most one each: the unique index), by key."""
+        tenant = self._sql.tenant_key(namespace)
+        if tenant is None or not keys:
+            return {}
+        pairs: list[tuple[int, str]] = []
+        for part in chunks(sorted(set(keys))):
+            pairs += [
+                (int(r[0]), str(r[1]))
+                for r in self._sql.rows(
+                    f"SELECT id, fact_key FROM memory_items WHERE {self._tenant} = ? AND "
+                    f"{self._d.in_list('fact_key', len(part))}",
+                    [tenant, *part],
+                )
+            ]
+        found = {it.id: it for it in self.get(namespace, [i for i, _ in pairs])}
+        return {k: found[i] for i, k in pairs}
+
+    def item_spend(self, namespace: str) -> tuple[int, int, int, int]:
+        """``(calls, input_tokens, output_tokens, failures)`` of a model extractor on the namespace."""
+        key = self._sql.tenant_key(namespace)
+        rows = (
+            self._sql.rows(
+                f"SELECT calls, input_tokens, output_tokens, failures FROM item_spend WHERE {self._tenant} = ?",
+                (key,),
+            )
+            if key is not None
+            else []
+        )
+        return (int(rows[0][0]), int(rows[0][1]), int(rows[0][2]), int(rows[0][3])) if rows else (0, 0, 0, 0)
 
     def vectors_after(self, namespace: str, after_id: int) -> list[tuple[int, bytes, str | None]]:
         """``(id, float32 bytes, model)`` of embedded items with id > ``after_id``, by id."""

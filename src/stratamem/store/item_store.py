@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
+from ..errors import BackendError
 from . import data_version
 from .item_reads import ItemReads
 from .new_rows import NewItem
@@ -63,7 +64,8 @@ ITEM_COLUMNS: tuple[str, ...] = (
 """``memory_items``' columns after its key columns, as :func:`~stratamem.store.ddl.create_table` spells them.
 
 ``provenance`` is a JSON list of turn ids (empty when added through the API);
-``review`` is NULL for API items, else pending / confirmed / rejected.
+``review`` is NULL for API items, else pending / confirmed / rejected / dropped.
+``fact_key`` and ``salience`` are added by ``m018_item_facts`` (:mod:`stratamem.store.item_facts`).
 ``{superseded_ref}`` is the migration's: m005 on SQLite had a foreign key there.
 """
 
@@ -88,12 +90,14 @@ _UPDATABLE = frozenset(
         "demoted_at",
         "embedding",
         "embedding_model",
+        "provenance",
+        "salience",
     }
 )
 
 _INSERTED = (
     "session, content, type, tier, tokens, access_count, created_at, relevance, source, provenance, "
-    "review, key, valid_from, valid_to, metadata, embedding, embedding_model, scope"
+    "review, key, valid_from, valid_to, metadata, embedding, embedding_model, scope, fact_key, salience"
 )
 
 
@@ -118,16 +122,44 @@ class ItemStore(ItemReads):
         """The owning store's write transaction."""
         return self._sql.write()
 
+    def lock(self, namespace: str) -> None:
+        """Inside a transaction: hold the namespace's item guard until it ends (before reads that decide a write).
+
+        On SQLite the transaction's ``BEGIN IMMEDIATE`` already holds the write
+        lock; PostgreSQL takes the namespace's advisory lock.
+        """
+        with self._sql.write() as w:
+            self._guard(w, namespace)
+
     def insert(self, namespace: str, item: NewItem) -> int:
-        """Insert one item; returns its id."""
+        """Insert one item; returns its id.
+
+        Raises:
+            BackendError: The store failed, or an extracted item's ``fact_key`` is
+                already taken in the namespace (use :meth:`insert_fact`).
+        """
+        found = self._insert(namespace, item, on_conflict="")
+        if found is None:  # without ON CONFLICT a clash raises; no row back is the driver's fault
+            raise BackendError("the item insert returned no id")
+        return found
+
+    def insert_fact(self, namespace: str, item: NewItem) -> int | None:
+        """Insert an extracted item unless its ``fact_key`` is taken in the namespace; its id, or ``None``."""
+        return self._insert(
+            namespace,
+            item,
+            on_conflict=f" ON CONFLICT ({self._tenant}, fact_key) WHERE fact_key IS NOT NULL DO NOTHING",
+        )
+
+    def _insert(self, namespace: str, item: NewItem, *, on_conflict: str) -> int | None:
         columns, marks, values = self._search_columns(item.content)
         with self._sql.write() as w:
             self._guard(w, namespace)
             key = w.tenant(namespace)
             row = w.execute(
                 f"INSERT INTO memory_items ({self._tenant}, {_INSERTED}{columns}) "
-                f"VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, {vector_placeholder(self._d)}, ?, ?{marks}) "
-                "RETURNING id",
+                f"VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, {vector_placeholder(self._d)}, ?, ?, ?, ?"
+                f"{marks}){on_conflict} RETURNING id",
                 (
                     key,
                     item.session,
@@ -147,9 +179,13 @@ class ItemStore(ItemReads):
                     write_vector(self._d, item.embedding),
                     item.embedding_model,
                     item.scope,
+                    item.fact_key,
+                    item.salience,
                     *values,
                 ),
             ).fetchone()
+            if row is None:  # ON CONFLICT DO NOTHING: the fact was there, nothing changed
+                return None
             data_version.bump(w, namespace)
             return int(row[0])
 
@@ -168,6 +204,8 @@ class ItemStore(ItemReads):
         if key is None:
             return 0
         values = dict(columns)
+        if "provenance" in values:
+            values["provenance"] = json.dumps(sorted(int(t) for t in values["provenance"]))
         if "embedding" in values:
             values["embedding"] = write_vector(self._d, values["embedding"])
         sets = ", ".join(f"{c} = {vector_placeholder(self._d)}" if c == "embedding" else f"{c} = ?" for c in values)
@@ -220,6 +258,22 @@ class ItemStore(ItemReads):
             if deleted:
                 data_version.bump(w, namespace, destructive=True)
         return deleted
+
+    def add_spend(
+        self, namespace: str, *, calls: int = 0, input_tokens: int = 0, output_tokens: int = 0, failures: int = 0
+    ) -> None:
+        """Add a model extractor's calls, provider-reported tokens and failures to the namespace's ``item_spend``."""
+        with self._sql.write() as w:
+            key = w.tenant(namespace)
+            w.execute(
+                f"INSERT INTO item_spend ({self._tenant}, calls, input_tokens, output_tokens, failures) "
+                f"VALUES (?, ?, ?, ?, ?) ON CONFLICT ({self._tenant}) DO UPDATE SET "
+                "calls = item_spend.calls + excluded.calls, "
+                "input_tokens = item_spend.input_tokens + excluded.input_tokens, "
+                "output_tokens = item_spend.output_tokens + excluded.output_tokens, "
+                "failures = item_spend.failures + excluded.failures",
+                (key, int(calls), int(input_tokens), int(output_tokens), int(failures)),
+            )
 
     def add_metrics(self, namespace: str, deltas: Mapping[str, float]) -> None:
         """Add ``deltas`` to the namespace's metric values (created at 0)."""

@@ -139,6 +139,8 @@ def encode_manifest(data: Mapping[str, Any], max_bytes: int = 16384) -> bytes:
         "n": list(data.get("notes", ())),
         "c": data.get("counting"),
     }
+    if data.get("cache"):  # the prompt-cache record (docs/context.md): small, kept whole
+        head["C"] = data["cache"]
     if "tier_tokens" in data:
         head["x"] = [data["tier_tokens"], data.get("source_tokens"), data.get("compression_ratio")]
     trimmed = dict(data.get("stored_trimmed", {}))
@@ -221,4 +223,6 @@ def decode_manifest(blob: bytes) -> dict[str, Any]:
         out["tier_tokens"], out["source_tokens"], out["compression_ratio"] = body["x"]
     if "d" in body:
         out["stored_trimmed"] = body["d"]
+    if "C" in body:
+        out["cache"] = body["C"]
     return out

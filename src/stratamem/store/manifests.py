@@ -207,6 +207,32 @@ class Manifests:
         )
         return int(rows[0][0]), int(rows[0][1])
 
+    def set_reported(self, namespace: str, session: str | None, reported: dict[str, Any]) -> int | None:
+        """Record a provider's reported usage on the session's newest manifest (its ``cache.reported``).
+
+        Returns:
+            The manifest's id, or ``None`` when the session has none.
+
+        Raises:
+            BackendError: The database failed; nothing was changed.
+        """
+        same = "session IS NULL" if session is None else "session = ?"
+        with self._sql.write() as w:
+            row = w.execute(
+                f"SELECT id, body FROM manifests WHERE namespace = ? AND {same} ORDER BY id DESC LIMIT 1",
+                (namespace,) if session is None else (namespace, session),
+            ).fetchone()
+            if row is None:
+                return None
+            data = decode_manifest(bytes(row[1]))
+            data["cache"] = {**(data.get("cache") or {}), "reported": reported}
+            body = encode_manifest(data)
+            w.execute(
+                "UPDATE manifests SET body = ?, bytes = ? WHERE namespace = ? AND id = ?",
+                (body, len(body), namespace, row[0]),
+            )
+        return int(row[0])
+
     def latest(self, namespace: str, limit: int = 20) -> list[StoredManifest]:
         """The namespace's newest manifests, newest first."""
         return [self._row(r) for r in self._sql.rows(f"{_SELECT} ORDER BY id DESC LIMIT ?", (namespace, int(limit)))]

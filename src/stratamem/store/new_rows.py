@@ -82,3 +82,7 @@ class NewItem:
     """Name of the embedder that made ``embedding``."""
     scope: str = "namespace"
     """``namespace`` or ``session`` (visible only in its own session)."""
+    fact_key: str | None = None
+    """Uniqueness key of an extracted item's text (:func:`stratamem.records.items.fact_key`); ``None`` for API items."""
+    salience: float | None = None
+    """The extractor's score (0-1) of an extracted item; ``None`` for API items."""

@@ -53,7 +53,8 @@ _SHAPES = {
 _COLS = (
     "n.id, n.level, n.kind, {session}, n.seq_lo, n.seq_hi, n.turn_count, n.tokens, n.first_turn_id, "
     "n.last_turn_id, n.ts_start, n.ts_end, n.parent_id, n.reason, n.tier, n.summary, n.summary_status, "
-    "n.summary_error, n.summary_tokens, n.view_tokens, n.archive_ref, n.embedding IS NOT NULL, n.created_at"
+    "n.summary_error, n.summary_tokens, n.view_tokens, n.archive_ref, n.embedding IS NOT NULL, n.created_at, "
+    "n.settled_turn"
 )
 
 
@@ -113,6 +114,7 @@ class NodeReads:
             archive_ref=r[20],
             has_embedding=bool(r[21]),
             created_at=stamp(r[22]),
+            settled_turn=_int(r[23]),
         )
 
     def _key(self, namespace: str) -> Any | None:

@@ -34,19 +34,19 @@ from typing import Any
 from ..errors import NotFoundError
 from ..records import Summary
 from . import data_version
-from .ddl import create_table
+from .ddl import TYPES, create_table
 from .new_rows import NewNode
 from .node_reads import NodeReads
 from .sql import SQLITE, Writer, chunks, dialect_of
 from .vectors import vector_placeholder, write_vector
 
-__all__ = ["NodeStore", "m003_pyramid", "m014_summary_spend"]
+__all__ = ["NodeStore", "m003_pyramid", "m014_summary_spend", "m020_node_settled"]
 
 # First key of the two-key advisory lock serializing one namespace's pyramid writers on PostgreSQL ("Py").
 _LOCK_CLASS = 0x5079
 
 
-# --- the tables (m003_pyramid, m014_summary_spend) ------------------------------------------
+# --- the tables (m003_pyramid, m014_summary_spend, m020_node_settled) ---------------------------
 
 # The columns both backends' ``nodes`` share, in order, between the key columns and the table constraints.
 _NODE_COLUMNS = (
@@ -183,6 +183,17 @@ def m014_summary_spend(conn: Any) -> None:
     )
 
 
+def m020_node_settled(conn: Any) -> None:
+    """When a node's summary first stood: the namespace's newest turn id at that moment.
+
+    The cache layout's ledger shows a summary only from the window's next jump
+    on, so that a prompt's stable prefix does not change between jumps
+    (docs/context.md, "Prompt caching"). Nodes summarized before this
+    migration have none: they count as settled long ago.
+    """
+    conn.execute(f"ALTER TABLE nodes ADD COLUMN settled_turn {TYPES[dialect_of(conn).name]['bigint']}")
+
+
 class NodeStore(NodeReads):
     """Node rows of every namespace in one store.
 
@@ -299,7 +310,9 @@ class NodeStore(NodeReads):
     ) -> None:
         """Store a node's summary, its status and (optionally) its embedding.
 
-        The embedding is kept as int8 (:mod:`stratamem.store.vectors`).
+        The embedding is kept as int8 (:mod:`stratamem.store.vectors`). The first
+        summary stored also records the node's ``settled_turn`` (the namespace's
+        newest turn id); a later one (a retry) keeps it.
 
         Raises:
             NotFoundError: No such node in the namespace.
@@ -308,7 +321,8 @@ class NodeStore(NodeReads):
             namespace,
             "UPDATE nodes SET summary = ?, summary_tokens = ?, summary_status = ?, summary_error = ?, "
             f"view_tokens = COALESCE(?, view_tokens), embedding = COALESCE({vector_placeholder(self._d)}, "
-            "embedding) WHERE id = ?",
+            f"embedding), settled_turn = COALESCE(settled_turn, (SELECT MAX(id) FROM turns WHERE {self._ns} = ?)) "
+            "WHERE id = ?",
             (
                 json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":")),
                 tokens,
@@ -316,6 +330,7 @@ class NodeStore(NodeReads):
                 error,
                 view_tokens,
                 write_vector(self._d, embedding),
+                self._key(namespace),
                 int(node_id),
             ),
         )

@@ -57,6 +57,7 @@ from .llm_requests import (
     ToolCall,
     request_input_tokens,
 )
+from .prompt_cache import FakePromptCache
 
 __all__ = [
     "FRAME_MESSAGE",
@@ -65,6 +66,7 @@ __all__ = [
     "FRAME_TOOL_DEFINITION",
     "IMAGE_INPUT_TOKENS",
     "FakeLLMServer",
+    "FakePromptCache",
     "Failure",
     "RecordedRequest",
     "ToolCall",
@@ -89,12 +91,21 @@ class FakeLLMServer(LocalHTTPServer):
             (default: ``"OK"``).
         model: Model name reported when a request names none.
         tokenizer: Tokenizer name for usage numbers (``o200k_base``).
+        prompt_cache: Report prompt-cache usage as a caching provider does
+            (:class:`~stratamem.testing.prompt_cache.FakePromptCache`); default none.
 
     Use as a context manager, or call :meth:`start` and :meth:`close`.
     Configuration methods are thread-safe and may be called while serving.
     """
 
-    def __init__(self, reply: str | Reply = "OK", *, model: str = "fake-model", tokenizer: str = "o200k_base") -> None:
+    def __init__(
+        self,
+        reply: str | Reply = "OK",
+        *,
+        model: str = "fake-model",
+        tokenizer: str = "o200k_base",
+        prompt_cache: FakePromptCache | None = None,
+    ) -> None:
         from ..tokens import get_tokenizer
 
         super().__init__(thread_name="fake-llm-server")
@@ -104,6 +115,9 @@ class FakeLLMServer(LocalHTTPServer):
         """Tokens added to every reported input count (simulates provider framing)."""
         self.requests: list[RecordedRequest] = []
         """Every request received, in order (failed ones included)."""
+        self.prompt_cache = prompt_cache
+        """A :class:`~stratamem.testing.prompt_cache.FakePromptCache`: usage then reports cache reads and writes."""
+        self._splits: dict[int, tuple[int, int]] = {}
         self._tokenizer = get_tokenizer(tokenizer)
         self._script: deque[str | ToolCall] = deque()
         self._failures: deque[Failure] = deque()
@@ -167,6 +181,33 @@ class FakeLLMServer(LocalHTTPServer):
         """Input tokens this server reports for ``req`` (:func:`request_input_tokens` + :attr:`input_overhead`)."""
         return request_input_tokens(req.api, req.body, self._tokenizer.count) + self.input_overhead
 
+    def cached(self, req: RecordedRequest) -> tuple[int, int]:
+        """``(tokens read, tokens written)`` the :attr:`prompt_cache` reported for ``req`` (``(0, 0)`` without one)."""
+        if self.prompt_cache is None:
+            return 0, 0
+        with self._lock:
+            split = self._splits.get(id(req))
+            if split is None:
+                if req.api == "anthropic":
+                    split = self.prompt_cache.anthropic(req.body)
+                else:
+                    split = (self.prompt_cache.openai(req.body), 0)
+                self._splits[id(req)] = split
+        return split
+
+    def _input_usage(self, api: str, req: RecordedRequest, n_in: int) -> dict[str, Any]:
+        """The usage fields of the input side, as the provider names them (with the cache's split)."""
+        if self.prompt_cache is None:
+            return {"input_tokens": n_in} if api == "anthropic" else {"prompt_tokens": n_in}
+        read, written = self.cached(req)
+        if api == "anthropic":
+            return {
+                "input_tokens": max(0, n_in - read - written),
+                "cache_read_input_tokens": read,
+                "cache_creation_input_tokens": written,
+            }
+        return {"prompt_tokens": n_in, "prompt_tokens_details": {"cached_tokens": read}}
+
     def _usage(self, req: RecordedRequest, text: str) -> tuple[int, int]:
         return self.input_tokens(req), self._tokenizer.count(text)
 
@@ -218,7 +259,11 @@ class FakeLLMServer(LocalHTTPServer):
                         {
                             **base,
                             "choices": [],
-                            "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+                            "usage": {
+                                **self._input_usage(api, req, n_in),
+                                "completion_tokens": n_out,
+                                "total_tokens": n_in + n_out,
+                            },
                         },
                     )
                 )
@@ -232,7 +277,7 @@ class FakeLLMServer(LocalHTTPServer):
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": n_in, "output_tokens": 1},
+            "usage": {**self._input_usage(api, req, n_in), "output_tokens": 1},
         }
         out = [
             ("message_start", {"type": "message_start", "message": start}),
@@ -286,7 +331,11 @@ class FakeLLMServer(LocalHTTPServer):
                 "created": int(time.time()),
                 "model": model,
                 "choices": [{"index": 0, "finish_reason": "tool_calls", "message": message}],
-                "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+                "usage": {
+                    **self._input_usage(api, req, n_in),
+                    "completion_tokens": n_out,
+                    "total_tokens": n_in + n_out,
+                },
             }
         return {
             "id": f"msg_fake_{n}",
@@ -298,7 +347,7 @@ class FakeLLMServer(LocalHTTPServer):
             ],
             "stop_reason": "tool_use",
             "stop_sequence": None,
-            "usage": {"input_tokens": n_in, "output_tokens": n_out},
+            "usage": {**self._input_usage(api, req, n_in), "output_tokens": n_out},
         }
 
     def _tool_events(self, api: str, req: RecordedRequest, call: ToolCall) -> list[tuple[str | None, Any]]:
@@ -358,7 +407,7 @@ class FakeLLMServer(LocalHTTPServer):
             **whole,
             "content": [],
             "stop_reason": None,
-            "usage": {"input_tokens": whole["usage"]["input_tokens"], "output_tokens": 1},
+            "usage": {**{k: v for k, v in whole["usage"].items() if k != "output_tokens"}, "output_tokens": 1},
         }
         out = [
             ("message_start", {"type": "message_start", "message": start}),
@@ -399,7 +448,11 @@ class FakeLLMServer(LocalHTTPServer):
                 "created": stamp,
                 "model": model,
                 "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}],
-                "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
+                "usage": {
+                    **self._input_usage(api, req, n_in),
+                    "completion_tokens": n_out,
+                    "total_tokens": n_in + n_out,
+                },
             }
         return {
             "id": f"msg_fake_{len(self.requests)}",
@@ -409,7 +462,7 @@ class FakeLLMServer(LocalHTTPServer):
             "content": [{"type": "text", "text": text}],
             "stop_reason": finish,
             "stop_sequence": None,
-            "usage": {"input_tokens": n_in, "output_tokens": n_out},
+            "usage": {**self._input_usage(api, req, n_in), "output_tokens": n_out},
         }
 
 

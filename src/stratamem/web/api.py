@@ -369,8 +369,8 @@ def build_router(spaces: Spaces) -> APIRouter:
         namespace: str,
         tier: str | None = None,
         type: ItemType | None = None,
-        review: Literal["pending", "confirmed", "rejected", "none"] | None = None,
-        live: bool = Query(False, description="Only live items (not superseded, not rejected)."),
+        review: Literal["pending", "confirmed", "rejected", "dropped", "none"] | None = None,
+        live: bool = Query(False, description="Only live items (not superseded, rejected or dropped)."),
         session: str | None = Query(
             None, description="Only what this session sees: namespace-wide items and its own (default: every item)."
         ),

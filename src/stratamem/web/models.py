@@ -42,7 +42,7 @@ IdempotencyKey = Annotated[
 ]
 """The ``Idempotency-Key`` header of the write routes (see :mod:`stratamem.web.idempotent`)."""
 
-ItemType = Literal["fact", "decision", "entity", "preference", "context", "message"]
+ItemType = Literal["fact", "decision", "entity", "preference", "event", "context", "message"]
 Tier = Literal["hot", "warm", "cold"]
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from .. import node_store
-from ..node_store import m014_summary_spend
+from ..node_store import m014_summary_spend, m020_node_settled
 from .search import require_pgvector
 
-__all__ = ["m003_pyramid", "m014_summary_spend"]
+__all__ = ["m003_pyramid", "m014_summary_spend", "m020_node_settled"]
 
 
 def m003_pyramid(conn: Any) -> None:

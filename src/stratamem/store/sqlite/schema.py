@@ -14,9 +14,10 @@ from ..data_version import m016_data_versions
 from ..embedding_cache import m002_embeddings
 from ..idempotency import m017_idempotency_keys
 from ..ingest_keys import m008_ingest_keys
+from ..item_facts import m018_item_facts
 from ..manifests import m006_manifests, m022_compact_manifests
 from ..migrations import Migration
-from ..node_store import m003_pyramid, m014_summary_spend
+from ..node_store import m003_pyramid, m014_summary_spend, m020_node_settled
 from ..passage_store import m011_passages
 from ..turn_index import m010_recall_index, m019_recall_events, m021_term_ids
 from ..vectors import m015_int8_vectors
@@ -91,7 +92,9 @@ MIGRATIONS: list[Migration] = [
     Migration("m015_int8_vectors", m015_int8_vectors),
     Migration("m016_data_versions", m016_data_versions),
     Migration("m017_idempotency_keys", m017_idempotency_keys),
+    Migration("m018_item_facts", m018_item_facts),
     Migration("m019_recall_events", m019_recall_events),
+    Migration("m020_node_settled", m020_node_settled),
     Migration("m021_term_ids", m021_term_ids),
     Migration("m022_compact_manifests", m022_compact_manifests),
 ]

@@ -1,0 +1,94 @@
+"""What the cache layout reads beyond a policy's candidates, and the settings it runs with.
+
+:func:`gather_cache` reads, for one request, the run of turns the anchored
+window is cut from (the session's turns, oldest first) and the summarized
+nodes the ledger may show; with the layout's settings from the configuration
+and the target provider's caching rules it makes one :class:`CacheInputs`,
+which :func:`stratamem.context.layout.assemble_cached` consumes (no I/O there).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..records import StoredTurn
+from .ledger import LedgerEntry, ledger_entries
+
+if TYPE_CHECKING:
+    from .gather import Parts, Request
+    from .policy import Policy
+    from .units import Candidates
+
+__all__ = ["CacheInputs", "cache_key", "gather_cache"]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheInputs:
+    """One request's inputs to the cache layout beyond the candidates."""
+
+    turns: Sequence[StoredTurn]
+    """The run the window is anchored in, oldest first, without system turns (the session's turns;
+    ``topics``: the current topic's)."""
+    ledger: Sequence[LedgerEntry]
+    """Every summarized pyramid node, oldest first."""
+    shares: tuple[float, float, float]
+    """The policy's ``(current, history, bulk)`` shares (a question about the past uses them)."""
+    recall_share: float = 0.03
+    """Share of what the fixed layers leave that a conversational message's recall may take."""
+    ledger_share: float = 0.4
+    """Share of what the fixed layers leave for the ledger."""
+    anchor_step: float = 0.5
+    """The window's start moves in steps of this share of its room."""
+    max_turns: int = 40
+    """Most turns the window holds."""
+    min_tokens: int = 1024
+    """The provider's shortest cacheable prefix, in its counting."""
+    factor: float = 1.0
+    """Provider tokens per counter token."""
+    ttl: str = "5m"
+    """Lifetime asked for the stable system blocks' breakpoints (Anthropic)."""
+    cache_key: str | None = None
+    """The key callers pass as OpenAI's ``prompt_cache_key``."""
+
+    def provider_tokens(self, counted: int) -> int:
+        """``counted`` counter tokens in the provider's counting."""
+        return counted if self.factor == 1.0 else math.ceil(counted * self.factor)
+
+
+def cache_key(namespace: str, session: str | None) -> str:
+    """A short, stable key for a namespace's session (no names leak: it is a hash)."""
+    digest = hashlib.sha256(f"{namespace}\x00{session or ''}".encode()).hexdigest()
+    return f"stratamem-{digest[:16]}"
+
+
+def gather_cache(
+    parts: Parts, request: Request, policy: Policy, cands: Candidates, *, min_tokens: int, factor: float
+) -> CacheInputs:
+    """The cache layout's inputs for ``request`` (the session's turns and the ledger's candidates)."""
+    cfg = parts.config.context
+    if not policy.window:
+        turns: list[StoredTurn] = []
+    elif policy.layout_window == "candidates":
+        # The policy's own window run is complete from its start (topics: since the last seal).
+        turns = [st for st in reversed(list(cands.recent)) if st.role != "system"]
+    elif request.session:
+        turns = [st for st in parts.store.turns(parts.namespace, request.session) if st.role != "system"]
+    else:
+        turns = []
+    return CacheInputs(
+        turns=turns,
+        ledger=ledger_entries(parts),
+        shares=(cfg.current_share, cfg.history_share, cfg.bulk_share),
+        recall_share=cfg.cache_recall_share,
+        ledger_share=cfg.cache_ledger_share,
+        anchor_step=cfg.cache_anchor_step,
+        max_turns=2 * cfg.short_buffer_turns,
+        min_tokens=min_tokens,
+        factor=factor,
+        ttl=cfg.cache_ttl,
+        cache_key=cache_key(parts.namespace, request.session),
+    )

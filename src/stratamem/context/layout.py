@@ -1,0 +1,297 @@
+"""The cache layout: a prompt whose first tokens stay the same from call to call.
+
+Providers bill a prompt prefix they have seen recently at a fraction of the
+input price (Anthropic reads 0.1x, OpenAI 0.1-0.5x), but only an *exact*
+prefix. Today's assembly puts what it recalled for the query first, so every
+call changes its first tokens. This step, shared by every policy, lays the
+same kinds of material out in layers, the most stable first:
+
+====  =====================  ===============================================================
+L0    instructions           system prompts, project instruction files
+L1    standing state         working state, hot memory items (oldest first), the checkpoint
+L2    summary ledger         settled summaries before the window, oldest first (:mod:`.ledger`)
+L3    anchored window        the session's turns from the anchor on (:mod:`.anchor`)
+L4    per call               items, turns and summaries recalled for this message
+====  =====================  ===============================================================
+
+L0-L2 change only when what they show really changes (an instruction file,
+a state edit, a promoted item, a compaction), or when the window's anchor
+jumps; L3 grows by appending; L4 is placed after the conversation, just
+before the newest message (:mod:`.cache_render`). Everything is a function
+of the stored data and the request, so every shell gets the same prompt.
+
+A *conversational* message gets at most ``recall_share`` of the budget for L4,
+which keeps the per-call part small. A *question* (:func:`is_question`: one
+sentence ending with a question mark) is the one deviation: it is answered
+from what the policy selects for it without the layout (the window as the
+policy sizes it, recall first for a question about the past, ranked
+summaries), placed after L0-L1, so recall gives nothing up; the next call
+returns to the layout, and the provider still holds the prefix of the call
+before the question.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..records.manifests import Context, ContextItem, NearMiss
+from ..tokens import MESSAGE_TOKENS, Tokenizer
+from .anchor import grid_points, jumped_at, run_start
+from .assembly import Allocation, Assembly, Budget
+from .cache_inputs import CacheInputs
+from .cache_render import RECALL_TITLE, Layers, finish_cached
+from .history import History, _ItemSection, take_history
+from .ledger import LedgerEntry, select_ledger
+from .render import snap_window, unit_cost
+from .summaries import take_summaries
+from .units import Candidates, ItemUnit
+from .window import Window, take_window
+
+if TYPE_CHECKING:
+    from .policy import Policy
+
+__all__ = ["LEDGER_TITLE", "RECALL_TITLE", "Anchored", "assemble_cached", "is_question"]
+
+LEDGER_TITLE = "## Summaries of older conversation (oldest first)"
+
+_BREAK = re.compile(r"([.!?]+)\s+")
+_ABBREVIATION = re.compile(r"[A-Z][a-z]{0,3}")  # "Dr.", "Mrs.", "St." do not end a sentence
+
+
+def is_question(query: str | None) -> bool:
+    """A query asked as one question: a single sentence ending with ``?``, at most 40 words.
+
+    "When did Caroline go to the support group?" and "Would Caroline have
+    Dr. Seuss books?" are questions; a conversational message ("Hey Mel! How
+    have you been? I painted a lake last week.") is not.
+    """
+    if not query:
+        return False
+    text = query.strip()
+    if not text.endswith("?") or len(text.split()) > 40:
+        return False
+    for m in _BREAK.finditer(text):
+        word = text[: m.start()].rsplit(None, 1)[-1] if text[: m.start()].strip() else ""
+        if not (m.group(1) == "." and _ABBREVIATION.fullmatch(word)):
+            return False
+    return True
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Anchored:
+    """The anchored window: where it starts and when its start last moved."""
+
+    window: Window
+    """The window's turns, oldest first, and their costs."""
+    anchor: int | None
+    """Id of the window's first turn (``None``: no window)."""
+    jumped_at: int | None
+    """Id of the turn whose arrival moved the anchor there (``None``: no window)."""
+    note: str | None = None
+    """Why the window could not be anchored, if it could not."""
+
+
+def _sizes(turns: Sequence, fmt: str) -> list[int]:
+    """A turn's estimated cost in the window, from its stored count (a text line adds its stamp and name)."""
+    extra = 10 if fmt == "text" else 2
+    return [st.tokens + extra for st in turns]
+
+
+def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
+    """The window of ``inputs.turns`` from the anchor on, within ``room`` (see :mod:`stratamem.context.anchor`).
+
+    The grid is laid on the turns' stored sizes; the window found is then
+    costed exactly, and if the estimate was low its start moves on to the next
+    grid point. When no grid point fits (one turn larger than the room), the
+    window falls back to the newest turns that fit, unanchored.
+    """
+    turns = list(inputs.turns)
+    if room <= 0 or not turns:
+        return Anchored(Window(), None, None)
+    sizes = _sizes(turns, asm.fmt)
+    step = max(1, int(room * inputs.anchor_step))
+
+    def opens(i: int) -> bool:
+        return turns[i].role == "user"
+
+    start = run_start(sizes, room, step, opens=opens, max_units=inputs.max_turns)
+    later = [p for p in grid_points(sizes, step, opens) if start is not None and p > start]
+    while start is not None:
+        window = snap_window(turns[start:], asm.fmt)
+        costs = {st.id: unit_cost(st.turn, asm.fmt, asm.tokenizer) for st in window}
+        if window and sum(costs.values()) <= room:
+            jump = jumped_at(sizes, start, room, step, opens=opens, max_units=inputs.max_turns)
+            return Anchored(Window(window, costs), window[0].id, turns[jump].id)
+        start = later.pop(0) if later else None
+    # Nothing anchored fits: the newest turns that do, contiguous (this window moves every call).
+    cap, kept = Budget(room), []
+    for st in reversed(turns):
+        cost = unit_cost(st.turn, asm.fmt, asm.tokenizer)
+        if not cap.take(cost):
+            break
+        kept.append((st, cost))
+    window_turns = snap_window([st for st, _ in reversed(kept)], asm.fmt)
+    costs = {st.id: c for st, c in kept}
+    note = "cache layout: no window start on the grid fits the window's room; the newest turns that fit are shown"
+    return Anchored(
+        Window(window_turns, {st.id: costs[st.id] for st in window_turns}),
+        window_turns[0].id if window_turns else None,
+        window_turns[-1].id if window_turns else None,
+        note,
+    )
+
+
+def _item_num(it: ItemUnit) -> int:
+    tail = it.id.split(":", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def _place_standing(asm: Assembly, cands: Candidates, layers: Layers) -> list[ItemUnit]:
+    """L0 and L1: instructions, then working state, hot items (oldest first) and the checkpoint.
+
+    Each block whole when it fits (else a near-miss); the hot items are one
+    section. Returns the other (recalled) items, for L4.
+    """
+    hot = sorted((it for it in cands.items if it.reason == "hot_item"), key=_item_num)
+    rest = [it for it in cands.items if it.reason != "hot_item"]
+    ordered = [b for b in cands.fixed if b.kind == "instructions"] + [b for b in cands.fixed if b.kind == "state"]
+    late = [b for b in cands.fixed if b.kind not in ("instructions", "state")]
+    for blk in ordered + [None] + late:  # None: where the hot items go
+        if blk is None:
+            section = _ItemSection(asm, {})
+            for it in hot:
+                section.take(it, asm.left.left)
+            before = len(asm.sections)
+            section.place()
+            if len(asm.sections) > before:
+                layers.add("state", len(asm.sections) - 1)
+                for it in section.taken:
+                    asm.shown.add(it.id, it.text)
+            continue
+        body = f"{blk.title}\n{blk.text}"
+        cost = asm.tokenizer.count(body) + 2 + asm.opening()
+        if asm.left.take(cost):
+            asm.place(body, {blk.id})
+            asm.items.append(ContextItem(blk.id, blk.kind, cost, blk.reason, format=blk.format))
+            asm.shown.add(blk.id, blk.text)
+            layers.add("instructions" if blk.kind == "instructions" else "state", len(asm.sections) - 1)
+        else:
+            asm.misses.append(NearMiss(blk.id, blk.kind, cost, "over_budget"))
+    return rest
+
+
+def _place_ledger(asm: Assembly, entries: Sequence[LedgerEntry], layers: Layers) -> list[LedgerEntry]:
+    """L2: the ledger's lines as one section (already chosen to fit its room); returns those placed."""
+    if not entries:
+        return []
+    header = asm.tokenizer.count(LEDGER_TITLE) + 2 + asm.opening()
+    lines = [e.unit.text for e in entries]
+    costs = [asm.tokenizer.count(t) + 1 for t in lines]
+    while lines and header + sum(costs) > asm.left.left:
+        lines, costs, entries = lines[1:], costs[1:], entries[1:]  # what the fixed blocks left is less
+    if not lines:
+        return []
+    asm.left.left -= header + sum(costs)
+    asm.place(LEDGER_TITLE + "\n" + "\n".join(lines), {e.unit.id for e in entries})
+    layers.add("ledger", len(asm.sections) - 1)
+    asm.items.extend(
+        ContextItem(
+            e.unit.id,
+            e.unit.kind,
+            cost + (header if i == 0 else 0),
+            "ledger",
+            tier=e.unit.tier,
+            format="summary",
+            turn_ids=e.unit.turn_ids,
+        )
+        for i, (e, cost) in enumerate(zip(entries, costs, strict=True))
+    )
+    return list(entries)
+
+
+def _per_call(
+    asm: Assembly,
+    cands: Candidates,
+    items: list[ItemUnit],
+    window: Window,
+    policy: Policy,
+    room: int,
+    ledger: Sequence[LedgerEntry],
+) -> History:
+    """L4 within ``room``: recalled items and turns, then summaries neither the ledger nor the window shows."""
+    in_ledger = {t for e in ledger for t in e.unit.turn_ids}
+    summaries = [su for su in cands.summaries if not set(su.turn_ids) & in_ledger]
+    own = Candidates(recalled=cands.recalled, items=items, summaries=summaries)
+    saved = asm.left.left - room
+    asm.left.left = room
+    alloc = Allocation(0.0, 1.0, 0.0, room)
+    history = take_history(asm, own, alloc, window, policy)
+    # Recalled turns are evidence: they never give way to a ledger line that restates them;
+    # summaries recalled for this message do.
+    for e in ledger:
+        asm.shown.add(e.unit.id, e.unit.text)
+    take_summaries(asm, own, alloc, window.ids | history.kept_ids | in_ledger, policy)
+    asm.left.left += saved
+    return history
+
+
+def assemble_cached(
+    cands: Candidates,
+    inputs: CacheInputs,
+    *,
+    budget: int,
+    tokenizer: Tokenizer,
+    fmt: str,
+    policy: Policy,
+    query: str | None,
+    dedup: bool,
+) -> Context:
+    """Place the candidates in the cache layout's layers and render them (see the module docstring).
+
+    Raises:
+        BudgetError: ``budget`` is not a positive integer or below the request overhead.
+        ValidationError: Unknown ``fmt``.
+    """
+    asm = Assembly.start(budget, tokenizer, fmt, query, dedup)
+    layers = Layers()
+    items = _place_standing(asm, cands, layers)
+    after_fixed = asm.left.left
+    if is_question(query):
+        # A question is answered from what the policy selects for it, as without the layout (its
+        # recall must not give way to the ledger); only L0-L1 stay in place for the cache.
+        rest = dataclasses.replace(cands, items=items)
+        alloc = policy.allocate(asm, inputs.shares, rest)
+        layers.per_call_from = len(asm.sections)
+        window = take_window(asm, rest.recent, alloc, policy, rest.recalled)
+        history = take_history(asm, rest, alloc, window, policy)
+        take_summaries(asm, rest, alloc, window.ids | history.kept_ids, policy)
+        deviation = "a question: selected as without the layout, after the instructions and standing state"
+        return finish_cached(asm, layers, window, history, policy.name, cands.notes, inputs, deviation, None)
+    window_room = int(after_fixed * (1 - inputs.ledger_share - inputs.recall_share)) if policy.window else 0
+    anchored = anchor_window(asm, inputs, window_room)
+    if anchored.note:
+        asm.notes.append(anchored.note)
+    window = anchored.window
+    asm.left.left -= sum(window.costs.values())
+    for st in window.turns:
+        asm.shown.add(f"turn:{st.id}", st.text)
+    ledger = select_ledger(
+        inputs.ledger, anchored.anchor, anchored.jumped_at, int(after_fixed * inputs.ledger_share), tokenizer
+    )
+    ledger = _place_ledger(asm, ledger, layers)
+    layers.per_call_from = len(asm.sections)
+    layers.recall_title = True
+    header = tokenizer.count(RECALL_TITLE) + 2 + (0 if fmt == "text" else MESSAGE_TOKENS)
+    left = max(0, asm.left.left - header)
+    strict = policy.recall_first or not policy.window
+    room = left if strict else min(left, int(after_fixed * inputs.recall_share))
+    history = History()
+    if room > 0:
+        asm.left.left -= header
+        history = _per_call(asm, cands, items, window, policy, room, ledger)
+        if len(asm.sections) == layers.per_call_from:
+            asm.left.left += header  # nothing recalled: no title either
+    return finish_cached(asm, layers, window, history, policy.name, cands.notes, inputs, None, anchored)

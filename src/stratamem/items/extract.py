@@ -1,0 +1,159 @@
+"""Extractors: from turns to the statements worth a memory item. The offline :class:`RuleExtractor` is the default.
+
+An :class:`Extractor` reads a segment's turns and returns
+:class:`~stratamem.records.candidates.Candidate` statements;
+:meth:`stratamem.items.Items.extract` stores them (one item per fact,
+supersession, the review queue's cap). The pyramid runs the memory's
+extractor on every summarized segment when ``pyramid.auto_extract_facts`` is
+on; items do not depend on which summarizer ran. Pass your own to
+``Memory(extractor=...)``: anything with a ``name`` and an ``extract`` method
+will do. The model-powered one is :class:`stratamem.items.extract_llm.LLMExtractor`.
+
+:class:`RuleExtractor`, per user or assistant turn (system and tool turns
+never give items):
+
+1. reads the turn's statements (:func:`stratamem.summarize.statements.statements`:
+   sentences cleaned of greetings, vocatives and photo captions, with their
+   features; the people talking are the segment's speakers);
+2. scores the turn: its salience is its best statement's
+   (:func:`stratamem.summarize.salience.salience`, weights fitted by
+   ``benchmarks/items_fit.py``); a turn below ``min_salience`` gives nothing —
+   greetings, reactions, questions and compliments stay turns, recallable as such —
+   unless a statement settles something in so many words (a decision, a stated
+   preference, a constraint: :func:`stratamem.summarize.facts.explicit`), which is
+   kept with a salience of at least :data:`EXPLICIT_SALIENCE`;
+3. quotes the statement that states the fact (:func:`~stratamem.summarize.salience.choice`),
+   prefixed with the speaker: ``"Caroline: I went to a LGBTQ support group yesterday."``;
+4. types it (:func:`stratamem.summarize.facts.fact_type`); an event's
+   ``valid_from`` is the day its time expression names, read against the turn's
+   time (``"last Friday"`` → that Friday); other items hold from when they were said;
+5. reads the attribute it sets, if any (:func:`stratamem.summarize.slots.slot`),
+   so a later value supersedes it.
+
+An assistant turn without a speaker's name is an agent's, not a person's:
+only its decisions become items (its prose explains, it does not tell about anyone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+
+from ..config import ItemsConfig
+from ..records import StoredTurn
+from ..records.candidates import Candidate
+from ..retrieve.timewords import read_windows
+from ..summarize._units import turn_text
+from ..summarize.facts import explicit, fact_type
+from ..summarize.salience import THRESHOLDS, choice, salience
+from ..summarize.slots import slot
+from ..summarize.statements import asks, statements
+
+__all__ = ["DEFAULT_MIN_SALIENCE", "EXPLICIT_SALIENCE", "Extractor", "RuleExtractor", "rule_extractor"]
+
+DEFAULT_MIN_SALIENCE = THRESHOLDS[150]
+"""The salience a turn needs by default: the score that keeps ~150 items per 1,000 LoCoMo turns."""
+
+EXPLICIT_SALIENCE = 0.9
+"""The salience at least of a statement that settles something in so many words (a decision, a stated
+preference, a constraint: :func:`stratamem.summarize.facts.explicit`). LoCoMo, which the weights are
+fitted on, holds almost none, so the fitted score cannot know them; an agent must not lose them."""
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Reads turns, proposes the statements worth an item.
+
+    Implementations may also offer ``take_usage() -> (calls, input_tokens,
+    output_tokens)`` (model spend since the last take, recorded in ``item_spend``)
+    and ``extract_groups(groups)`` (several segments in one call; a list per group).
+    """
+
+    name: str
+    """Short label for events and status (``rules``, ``llm``)."""
+
+    def extract(self, turns: Sequence[StoredTurn], *, before: Sequence[StoredTurn] = ()) -> list[Candidate]:
+        """Candidates from ``turns`` (a segment, in order); ``before``: the turns just before, for context only.
+
+        Raises:
+            StratamemError: The extraction failed (the caller records it; turns are never lost).
+        """
+        ...
+
+
+class RuleExtractor:
+    """The offline extractor: salient statements by fitted weights, typed and keyed by fixed rules.
+
+    Args:
+        min_salience: Salience a turn needs to give an item (0-1; default
+            :data:`DEFAULT_MIN_SALIENCE`). Higher keeps fewer, surer items.
+
+    Raises:
+        ValueError: ``min_salience`` is outside 0-1.
+    """
+
+    name = "rules"
+
+    def __init__(self, *, min_salience: float = DEFAULT_MIN_SALIENCE) -> None:
+        if not 0.0 <= min_salience <= 1.0:
+            raise ValueError(f"min_salience must be from 0 to 1, got {min_salience!r}")
+        self.min_salience = float(min_salience)
+
+    def extract(self, turns: Sequence[StoredTurn], *, before: Sequence[StoredTurn] = ()) -> list[Candidate]:
+        """The segment's salient statements, one per turn at most (see the module docstring)."""
+        names = sorted({t.turn.name for t in [*before, *turns] if t.turn.name})
+        out: list[Candidate] = []
+        previous = before[-1] if before else None
+        for st in turns:
+            prior, previous = previous, st
+            if st.role not in ("user", "assistant"):
+                continue
+            found = self._candidate(st, prior, names)
+            if found is not None:
+                out.append(found)
+        return out
+
+    def _candidate(self, st: StoredTurn, prior: StoredTurn | None, names: Sequence[str]) -> Candidate | None:
+        speaker = st.turn.name or st.role
+        answers = prior is not None and (prior.turn.name or prior.role) != speaker and asks(turn_text(prior))
+        found = statements(turn_text(st), names, answers=answers, opening=st.seq <= 2)
+        if not found:
+            return None
+        score = max(salience(s.features) for s in found)
+        settled = [s for s in found if explicit(s.text)]
+        if settled:  # decisions, stated preferences, constraints: kept whatever the fitted score says
+            best = max(settled, key=lambda s: choice(s.features))
+            score = max(score, EXPLICIT_SALIENCE)
+        elif score >= self.min_salience:
+            best = max(found, key=lambda s: choice(s.features))
+        else:
+            return None
+        kind = fact_type(best.text)
+        if st.role == "assistant" and not st.turn.name and kind != "decision":
+            return None  # an agent's prose explains; only what it settles is kept
+        attr = slot(best.text, speaker, names)
+        return Candidate(
+            f"{speaker}: {best.text}",
+            kind,
+            (st.id,),
+            round(score, 4),
+            attr.subject if attr else None,
+            attr.attribute if attr else None,
+            attr.value if attr else None,
+            _valid_from(best.text, kind, st.timestamp),
+        )
+
+
+def rule_extractor(config: ItemsConfig) -> RuleExtractor:
+    """The offline extractor at the configured ``min_salience`` (``None``: :data:`DEFAULT_MIN_SALIENCE`)."""
+    return RuleExtractor(min_salience=DEFAULT_MIN_SALIENCE if config.min_salience is None else config.min_salience)
+
+
+def _valid_from(sentence: str, kind: str, said: datetime) -> datetime:
+    """An event's day (its time expression read against when it was said); otherwise when it was said."""
+    if kind == "event":
+        windows = read_windows(sentence, said)
+        if windows:
+            return min(w.start for w in windows)
+    return said

@@ -1,0 +1,241 @@
+"""The cache layout (issue 26) through the official Anthropic and OpenAI clients against FakeLLMServer.
+
+Two calls with one exchange between them: the stable prefix (instructions,
+standing state, the summary ledger, the window) is sent byte-identical, the
+breakpoints sit on the stable blocks only, what is recalled for the message
+comes last, and the fake provider's cache reads back what the first call wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from stratamem import Memory
+from stratamem.config import Config
+from stratamem.context.cache_render import RECALL_TITLE
+from stratamem.context.layout import LEDGER_TITLE
+from stratamem.testing import FakeLLMServer, FakePromptCache
+
+STRATAMEM = str(Path(sys.executable).with_name("stratamem"))
+ANIMALS = ["walrus", "heron", "otter", "lynx", "badger", "falcon"]
+PLACES = ["harbour", "orchard", "quarry", "lighthouse", "market", "chapel"]
+CFG = {
+    "pyramid": {"defer_summarization": False, "micro_chunk_size": 6},
+    "context": {"cache_min_tokens": 64},
+}
+
+
+def _turn(session: str, i: int) -> dict[str, str]:
+    animal, place = ANIMALS[i % 6], PLACES[(i * 5) % 6]
+    if i % 2 == 0:
+        text = f"In {session} I told you the {animal} near the {place} ate {i + 3} apples before noon."
+    else:
+        text = f"Noted: the {animal} and the {place}, {i + 3} apples. I will remember the {animal}."
+    return {"role": "user" if i % 2 == 0 else "assistant", "content": text}
+
+
+@pytest.fixture
+def mem(db_path: Path) -> Iterator[Memory]:
+    m = Memory(db_path, namespace="cache", config=Config.from_dict(CFG), embedder=None)
+    for session in ("s1", "s2"):
+        for i in range(12):
+            m.add(_turn(session, i), session=session)
+        m.seal(session)
+    yield m
+    m.close()
+
+
+def _plain(value: Any) -> Any:
+    """A request part without cache_control, a string content as one text block (as providers read it)."""
+    if isinstance(value, Mapping):
+        out = {k: _plain(v) for k, v in value.items() if k != "cache_control"}
+        if isinstance(out.get("content"), str) and out.get("role") in ("user", "assistant"):
+            out["content"] = [{"type": "text", "text": out["content"]}]
+        return out
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _marks(body: Mapping[str, Any]) -> list[str]:
+    """Where the request carries cache_control: ``system[i]`` or ``messages[i][j]``."""
+    out = [f"system[{i}]" for i, b in enumerate(body.get("system") or []) if "cache_control" in b]
+    for i, m in enumerate(body["messages"]):
+        if isinstance(m["content"], list):
+            out += [f"messages[{i}][{j}]" for j, b in enumerate(m["content"]) if "cache_control" in b]
+    return out
+
+
+MESSAGES = [
+    "Tell me again about the walrus at the harbour, I liked that story.",
+    "Thanks, that helps. And the otter near the quarry was funny too.",
+    "Good. Let us plan the next visit to the lighthouse with the falcon.",
+]
+
+
+def _converse(mem: Memory, send: Any, fmt: str) -> list[Any]:
+    """Three calls in session s3, each after the user's message, the reply stored between them."""
+    contexts = []
+    for text in MESSAGES:
+        mem.add({"role": "user", "content": text}, session="s3")
+        ctx = mem.context(text, budget=3000, session="s3", format=fmt, model="claude-sonnet-4-6", cache=True)
+        contexts.append(ctx)
+        resp = send(ctx)
+        mem.report_usage(resp.usage, session="s3")
+        mem.add({"role": "assistant", "content": "Noted."}, session="s3")
+    return contexts
+
+
+def test_anthropic_stable_prefix_is_byte_identical_and_marked_through_the_official_client(mem: Memory) -> None:
+    with FakeLLMServer(reply="Noted.", prompt_cache=FakePromptCache(min_tokens=64)) as server:
+        client = anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="ak-test", max_retries=0)
+        usages: list[Any] = []
+
+        def send(ctx: Any) -> Any:
+            resp = client.messages.create(
+                model="claude-sonnet-4-6", max_tokens=20, system=ctx.system_blocks or ctx.system, messages=ctx.messages
+            )
+            usages.append(resp.usage)
+            return resp
+
+        contexts = _converse(mem, send, "anthropic")
+        bodies = [r.body for r in server.requests]
+    assert len(bodies) == 3
+    for before, after in zip(bodies, bodies[1:], strict=False):
+        # L0-L2: the system blocks, unchanged.
+        assert _plain(after["system"]) == _plain(before["system"])
+        # L3: everything before the message that carries this call's recall is in the next request, as sent.
+        held = len(before["messages"]) - 1
+        assert _plain(after["messages"][:held]) == _plain(before["messages"][:held])
+    last = bodies[-1]
+    assert [b["text"].split("\n", 1)[0] for b in last["system"]][-1] == LEDGER_TITLE
+    # Breakpoints: the stable system blocks and the window's last block before the newest message; at most 4.
+    assert _marks(last) == ["system[0]", f"messages[{len(last['messages']) - 2}][0]"]  # the reply before
+    newest = last["messages"][-1]["content"]
+    assert newest[0]["text"].startswith(RECALL_TITLE) and newest[-1]["text"] == MESSAGES[-1]
+    # The provider read back what the previous call wrote: everything up to its window breakpoint.
+    assert usages[0].cache_read_input_tokens == 0
+    assert usages[2].cache_read_input_tokens > 0
+    assert usages[2].cache_read_input_tokens >= usages[1].cache_read_input_tokens
+    # The manifest names the same breakpoints and holds the reported hit rate.
+    cache = contexts[-1].manifest.cache
+    at = len(last["messages"]) - 2
+    assert cache is not None and [b["after"] for b in cache["breakpoints"]] == ["ledger", f"message {at}"]
+    assert cache["stable_tokens"] == cache["breakpoints"][-1]["tokens"]
+    stored = mem.store.manifests.latest("cache", limit=1)[0].data
+    total = usages[2].input_tokens + usages[2].cache_read_input_tokens + usages[2].cache_creation_input_tokens
+    assert stored["cache"]["reported"] == {
+        "input": total,
+        "cached_read": usages[2].cache_read_input_tokens,
+        "cache_written": usages[2].cache_creation_input_tokens,
+        "hit_rate": round(usages[2].cache_read_input_tokens / total, 4),
+        "source": "anthropic",
+        "output": usages[2].output_tokens,
+    }
+    assert stored["cache"]["stable_hash"] == cache["stable_hash"]
+
+
+def test_openai_stable_prefix_is_first_and_byte_identical_through_the_official_client(mem: Memory) -> None:
+    with FakeLLMServer(reply="Noted.", prompt_cache=FakePromptCache(min_tokens=64)) as server:
+        client = openai.OpenAI(base_url=server.openai_base_url, api_key="sk-test", max_retries=0)
+        cached: list[int] = []
+
+        def send(ctx: Any) -> Any:
+            resp = client.chat.completions.create(
+                model="gpt-4.1", messages=ctx.messages, prompt_cache_key=ctx.cache_key
+            )
+            cached.append(resp.usage.prompt_tokens_details.cached_tokens)
+            return resp
+
+        contexts = _converse(mem, send, "openai")
+        bodies = [r.body for r in server.requests]
+    for before, after in zip(bodies, bodies[1:], strict=False):
+        held = len(before["messages"]) - 2  # this call's recall, then the user's message
+        assert after["messages"][:held] == before["messages"][:held]
+        assert before["messages"][held]["role"] == "system"
+        assert before["messages"][held]["content"].startswith(RECALL_TITLE)
+    assert bodies[-1]["messages"][-1] == {"role": "user", "content": MESSAGES[-1]}
+    assert bodies[-1]["prompt_cache_key"] == contexts[-1].cache_key == contexts[0].cache_key
+    assert "cache_control" not in json.dumps(bodies)
+    assert cached[0] == 0 and cached[2] > 0 and cached[2] % 128 == 0
+
+
+def test_a_prefix_below_the_model_minimum_gets_no_breakpoint_and_says_so(mem: Memory) -> None:
+    mem.add({"role": "user", "content": MESSAGES[0]}, session="s3")
+    ctx = mem.context(MESSAGES[0], budget=3000, session="s3", format="anthropic", model="claude-opus-4-6", cache=True)
+    cache = ctx.manifest.cache
+    assert cache is not None
+    # Opus 4.6 caches from 4,096 tokens (the configured 64 overrides only when set: here it is).
+    assert cache["min_tokens"] == 64
+    off = Memory(mem.store, namespace="cache", config=Config.from_dict({**CFG, "context": {}}), embedder=None)
+    ctx = off.context(MESSAGES[0], budget=3000, session="s3", format="anthropic", model="claude-opus-4-6", cache=True)
+    cache = ctx.manifest.cache
+    assert cache is not None and cache["min_tokens"] == 4096
+    assert cache["breakpoints"] == [] and cache["cacheable"] is False
+    assert not _marks({"system": list(ctx.system_blocks or ()), "messages": list(ctx.messages)})
+    assert any("below the model's minimum of 4096" in n for n in ctx.manifest.notes)
+
+
+def test_the_switch_off_gives_todays_context(mem: Memory) -> None:
+    mem.add({"role": "user", "content": MESSAGES[0]}, session="s3")
+    for fmt in ("openai", "anthropic", "responses", "text"):
+        default = mem.context(MESSAGES[0], budget=2000, session="s3", format=fmt)
+        off = mem.context(MESSAGES[0], budget=2000, session="s3", format=fmt, cache=False)
+        a, b = default.to_dict(), off.to_dict()
+        for d in (a, b):
+            d["manifest"].pop("timestamp")
+        assert a == b
+        assert default.system_blocks is None and default.cache_key is None and default.manifest.cache is None
+        assert not {"system_blocks", "cache_key"} & set(a) and "cache" not in a["manifest"]
+
+
+def test_a_question_is_selected_as_without_the_layout(mem: Memory) -> None:
+    mem.add({"role": "user", "content": "How many apples did the walrus eat?"}, session="s3")
+    q = "How many apples did the walrus eat?"
+    on = mem.context(q, budget=1500, session="s3", format="text", cache=True)
+    off = mem.context(q, budget=1500, session="s3", format="text")
+    assert on.manifest.cache is not None and on.manifest.cache["deviation"] is not None
+    # The same units for the same reasons (laid out differently: the window before what is recalled).
+    assert sorted((i.id, i.reason, i.tokens) for i in on.manifest.items) == sorted(
+        (i.id, i.reason, i.tokens) for i in off.manifest.items
+    )
+
+
+def test_a_fresh_process_gives_a_warm_memory_the_same_cache_layout(mem: Memory, db_path: Path) -> None:
+    """No hidden per-process state: the CLI in a new process assembles what a memory that has served
+    several calls (its summary index warm) assembles."""
+    for text in MESSAGES:
+        mem.add({"role": "user", "content": text}, session="s3")
+        mem.context(text, budget=3000, session="s3", format="anthropic", cache=True)
+        mem.add({"role": "assistant", "content": "Noted."}, session="s3")
+    mem.add({"role": "user", "content": "And the badger at the chapel."}, session="s3")
+    warm = mem.context("And the badger at the chapel.", budget=3000, session="s3", format="anthropic", cache=True)
+    config = db_path.parent / "stratamem.yaml"
+    config.write_text(json.dumps({**CFG, "context": {**CFG["context"], "cache_layout": True}}), encoding="utf-8")
+    env = {
+        "STRATAMEM_DB": str(db_path),
+        "STRATAMEM_NAMESPACE": "cache",
+        "STRATAMEM_EMBEDDING": "none",
+        "STRATAMEM_CONFIG": str(config),
+        "PATH": os.environ.get("PATH", ""),
+        # This tree's code, not another install's (an empty PYTHONPATH changes nothing).
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""),
+    }
+    args = ["And the badger at the chapel.", "-b", "3000", "-s", "s3", "--format", "anthropic", "--json"]
+    out = subprocess.run([STRATAMEM, "context", *args], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got, want = json.loads(out.stdout), warm.to_dict()
+    for d in (got, want):
+        d["manifest"].pop("timestamp")
+    assert got == want
+    assert got["manifest"]["cache"]["layers"]["ledger"] > 0 and got["system_blocks"]
