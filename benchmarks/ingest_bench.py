@@ -15,10 +15,13 @@ conversations in one namespace (``Memory.add_sessions``, default
 configuration: local MiniLM, pyramid, items), this tree beside the tree of
 ``--baseline`` (a git revision, extracted with ``git archive``; default
 ``120575a``, before issue 12's fourth pass), each run in a fresh process,
-the two alternating. Per run: wall and CPU seconds (CPU time is steadier on
-a shared box), turns/s, the seconds spent making turn vectors
-(``TurnIndexer.index``) and in the pyramid (``Pyramid.update``: summaries,
-their vectors, items), texts given to MiniLM, and the load average::
+the two alternating, and this tree again with ``embedding.sentences`` off
+(issue 30's sentence vectors). Per run: wall and CPU seconds (CPU time is
+steadier on a shared box), turns/s, the seconds spent making turn vectors
+(``TurnIndexer.index``, sentence vectors included) and in the pyramid
+(``Pyramid.update``: summaries, their vectors, items), texts given to
+MiniLM, the store file's size and the bytes of passage and sentence vectors,
+and the load average::
 
     python benchmarks/ingest_bench.py --locomo 10 --repeat 1
 """
@@ -85,15 +88,18 @@ sessions = read_file({locomo!r}, "locomo")
 keep = list(dict.fromkeys(s.namespace for s in sessions))[:{n}]
 sessions = [dataclasses.replace(s, namespace=None, session=f"{{s.namespace}}-{{s.session}}")
             for s in sessions if s.namespace in keep]
-mem = Memory({db!r})
+from stratamem import Config
+mem = Memory({db!r}, config=Config().replace(**{config}))
 def cpu():
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 t, c = time.perf_counter(), cpu()
 mem.add_sessions(sessions)
 wall, used = time.perf_counter() - t, cpu() - c
+parts = mem.store.embeddings.passages.size("default")[1]
+mem.close()
 print(json.dumps({{"turns": sum(len(s.turns) for s in sessions), "wall": wall, "cpu": used,
-                  "load": os.getloadavg()[0], **spent}}))
+                  "load": os.getloadavg()[0], "db": os.path.getsize({db!r}), "parts": parts, **spent}}))
 """
 
 
@@ -106,13 +112,16 @@ def _locomo(n: int, repeat: int, baseline: str) -> None:
             ["git", "-C", str(ROOT), "archive", baseline, "src"], capture_output=True, check=True
         ).stdout
         subprocess.run(["tar", "-x", "-C", str(base_src)], input=tar, check=True)
-        trees = {f"baseline {baseline}": base_src / "src", "this tree": ROOT / "src"}
+        # (tree, configuration): this tree also without sentence vectors (issue 30), to show their cost.
+        trees = {
+            f"baseline {baseline}": (base_src / "src", {}),
+            "this tree": (ROOT / "src", {}),
+            "this tree, sentences off": (ROOT / "src", {"embedding": {"sentences": False}}),
+        }
         runs: dict[str, list[dict]] = {name: [] for name in trees}
         for i in range(repeat):
-            for name, src in trees.items():
-                code = _LOCOMO_RUN.format(
-                    locomo=str(LOCOMO), n=n, db=str(Path(d) / f"{i}-{len(runs[name])}-{name[:4]}.db")
-                )
+            for t, (name, (src, config)) in enumerate(trees.items()):
+                code = _LOCOMO_RUN.format(locomo=str(LOCOMO), n=n, db=str(Path(d) / f"{i}-{t}.db"), config=repr(config))
                 out = subprocess.run(
                     [sys.executable, "-c", textwrap.dedent(code)],
                     capture_output=True,
@@ -130,14 +139,15 @@ def _locomo(n: int, repeat: int, baseline: str) -> None:
     )
     print(
         "| tree | wall s | turns/s | CPU s | turns per CPU s | turn vectors s | pyramid s | texts embedded "
-        "| load |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| file MB | part vectors MB | load |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
+    keys = ("wall", "cpu", "index", "pyramid", "texts", "load", "db", "parts")
     for name, rs in runs.items():
-        med = {k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu", "index", "pyramid", "texts", "load")}
+        med = {k: statistics.median(r[k] for r in rs) for k in keys}
         print(
             f"| {name} | {med['wall']:.1f} | {turns / med['wall']:.1f} | {med['cpu']:.1f} | "
             f"{turns / med['cpu']:.1f} | {med['index']:.1f} | {med['pyramid']:.1f} | {med['texts']:,.0f} | "
-            f"{med['load']:.1f} |"
+            f"{med['db'] / 1e6:.2f} | {med['parts'] / 1e6:.2f} | {med['load']:.1f} |"
         )
 
 

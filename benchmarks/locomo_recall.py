@@ -6,6 +6,7 @@ Usage::
     .venv/bin/python benchmarks/locomo_recall.py --samples 0 1 --no-dense
     .venv/bin/python benchmarks/locomo_recall.py --dataset synth      # benchmarks/data/make_recall_chats.py
     .venv/bin/python benchmarks/locomo_recall.py --dataset synth --cv # leave-one-conversation-out weights
+    .venv/bin/python benchmarks/locomo_recall.py --dataset synth --chats-v1   # the set before interval questions
 
 LoCoMo is read from ``../shared/data/locomo/locomo10.json`` at run time (never
 copied); the synthetic set is generated into a /tmp cache. With ``--cv`` the
@@ -59,7 +60,7 @@ def _load(args: argparse.Namespace, store: SQLiteStore) -> list:
     from benchmarks.data.make_recall_chats import load_or_generate
     from benchmarks.locomo.synth import load_synth
 
-    return load_synth(store, load_or_generate(args.seed), args.samples)
+    return load_synth(store, load_or_generate(args.seed, intervals=not args.chats_v1), args.samples)
 
 
 def _cv_weights(convs: list, embedder: object | None, points: int) -> tuple[dict[str, Weights], list[str]]:
@@ -118,7 +119,10 @@ def _dump(path: Path, dataset: str, results: list[Result]) -> None:
                 "category": q.category,
                 "question": q.text,
                 "gold": list(q.gold),
-                **{k: ({str(b): v for b, v in rec[k].items()} if k in ("kept", "repeats") else rec[k]) for k in rec},
+                **{
+                    k: ({str(b): v for b, v in rec[k].items()} if k in ("kept", "repeats", "stripped") else rec[k])
+                    for k in rec
+                },
             }
             for q, rec in zip(r.scores.questions, r.records, strict=True)
         ]
@@ -135,6 +139,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cv", action="store_true", help="leave-one-conversation-out weights for our engine")
     ap.add_argument("--points", type=int, default=120, help="random weight settings per normalisation (--cv)")
     ap.add_argument("--seed", type=int, default=11, help="synthetic set seed")
+    ap.add_argument(
+        "--chats-v1", action="store_true", help="the chat set of version 1 (no interval questions, byte-identical)"
+    )
     ap.add_argument("--data", type=Path, default=LOCOMO_PATH)
     ap.add_argument("--dump", type=Path, help="write per-question gold ranks and budget hits of every system (JSON)")
     ap.add_argument(

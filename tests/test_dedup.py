@@ -24,7 +24,15 @@ from hypothesis import strategies as st
 
 from stratamem import Config, Memory
 from stratamem.context import POLICIES, Candidates, ItemUnit, Recalled, SummaryUnit, assemble
-from stratamem.context.dedup import CONTAINMENT, FACT_TEXT_TOKENS, MIN_FACT_TOKENS, Shown, fact_tokens, sentences
+from stratamem.context.dedup import (
+    CONTAINMENT,
+    FACT_TEXT_TOKENS,
+    MIN_FACT_TOKENS,
+    Shown,
+    fact_tokens,
+    names,
+    sentences,
+)
 from stratamem.context.dedup import repeated_facts as dedup_repeated
 from stratamem.records import StoredTurn, Turn
 from stratamem.text import FORMATS
@@ -78,6 +86,21 @@ def test_a_restatement_is_found_and_a_changed_value_is_not() -> None:
     assert shown.find(fact_tokens("the migration script needs review badly")) is None
     assert shown.find(fact_tokens("the migration script needs care now")) == "turn:3"  # 5 of 6 >= 0.8
     assert CONTAINMENT == 0.8 and MIN_FACT_TOKENS == 4
+
+
+def test_a_sentence_naming_someone_or_something_new_is_other_evidence_not_a_repeat() -> None:
+    # Issue 30: 10 of 12 words are shown (containment 0.83), but "Luna" is not: a second adoption,
+    # the evidence an aggregation question ("how many cats have I adopted?") needs both of.
+    shown = Shown()
+    shown.add("turn:8", "I adopted a second cat, a ginger one called Miso, from the shelter on Elm Street.")
+    first = "I adopted a cat named Luna from the shelter on Elm Street."
+    assert names(first) == frozenset({"luna", "elm", "street"})
+    assert shown.find(fact_tokens(first), names(first)) is None
+    assert shown.strip(first).text == first and shown.restates(first) is None
+    # The same sentence without the new name is still a repeat; a leading capital is no name.
+    same = "I adopted a cat from the shelter on Elm Street."
+    assert shown.find(fact_tokens(same), names(same)) == "turn:8"
+    assert names("Backups run nightly on the NAS, OK?") == frozenset()
 
 
 def test_strip_keeps_new_sentences_and_names_the_kept_copy() -> None:

@@ -262,7 +262,8 @@ def test_memory_records_manifests_with_the_configured_byte_limits(tmp_path: Path
 
 
 def _downgrade(store: Any, rows: dict[int, Any], manifests: list[tuple[str, str]]) -> None:
-    """Put the store back in the schema of m015 with the same data: term strings, JSON manifests."""
+    """Put the store back in the schema before m021 with the same data: term strings (with m019's event dates
+    and sentence counts), JSON manifests."""
     pg = store.backend == "postgres"
     tenant = "namespace TEXT NOT NULL" if pg else "namespace_id INTEGER NOT NULL REFERENCES namespaces(id)"
     key = "namespace" if pg else "namespace_id"
@@ -273,7 +274,7 @@ def _downgrade(store: Any, rows: dict[int, Any], manifests: list[tuple[str, str]
         "DROP TABLE recall_terms",
         "ALTER TABLE recall_index_meta DROP COLUMN next_term",
         f"CREATE TABLE recall_index ({tenant}, turn_id {'BIGINT' if pg else 'INTEGER'} NOT NULL, terms TEXT NOT NULL, "
-        f"vector {blob}, PRIMARY KEY ({key}, turn_id)){'' if pg else ' WITHOUT ROWID'}",
+        f"vector {blob}, events TEXT, sentences INTEGER, PRIMARY KEY ({key}, turn_id)){'' if pg else ' WITHOUT ROWID'}",
         "DROP TABLE manifests",
         "CREATE TABLE manifests (namespace TEXT NOT NULL, id BIGINT GENERATED ALWAYS AS IDENTITY, session TEXT, "
         "created_at TIMESTAMPTZ NOT NULL, budget INTEGER NOT NULL, total_tokens INTEGER NOT NULL, "
@@ -287,7 +288,11 @@ def _downgrade(store: Any, rows: dict[int, Any], manifests: list[tuple[str, str]
     ]:
         _raw(store, statement)
     for r in rows.values():
-        _raw(store, "INSERT INTO recall_index VALUES (%s, %s, %s, %s)", (ns_key, r.turn_id, r.terms, r.vector))
+        _raw(
+            store,
+            "INSERT INTO recall_index VALUES (%s, %s, %s, %s, %s, %s)",
+            (ns_key, r.turn_id, r.terms, r.vector, r.events, r.sentences),
+        )
     for created, body in manifests:
         _raw(
             store,
@@ -303,6 +308,8 @@ def test_a_store_of_the_previous_schema_upgrades_and_reads_the_same(where: str) 
         mem.add(_chat(50), session="s")
         contexts = [mem.context(q, budget=600) for q in QUERIES]
         rows = mem.store.embeddings.turns.load("n")
+        # m021 keeps m019's columns: every row has its sentence count and its events string (not NULL).
+        assert all(r.sentences == 0 and r.events is not None for r in rows.values())
         hits = {q: _hits(mem, q) for q in QUERIES}
         manifests = [(c.manifest.created_at.isoformat(), json.dumps(c.manifest.to_dict())) for c in contexts]
         _downgrade(mem.store, rows, manifests)

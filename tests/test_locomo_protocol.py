@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.locomo.metrics import Scores, Unit, covered, recall_frac, summarise
+from benchmarks.locomo.metrics import Scores, Unit, all_found, covered, recall_frac, summarise
 from benchmarks.locomo.protocol import load_conversations, normalise_dia, normalise_evidence
 from stratamem.retrieve import CompactRenderer, pack_turns
 from stratamem.store import SQLiteStore
@@ -124,3 +124,55 @@ def test_budget_walk_keeps_what_fits_and_counts_exactly(tiny) -> None:
         assert packed.tokens <= budget
         assert packed.tokens == (tok.count(packed.text) if packed.turns else 0)
         assert len(packed.turns) + len(packed.skipped) == 4
+
+
+# --- every gold turn found: all@k (issue 30) --------------------------------------------------------
+
+
+def test_all_at_k_is_one_only_when_every_gold_turn_is_in_the_top_k(tiny) -> None:
+    ids = {d: i for i, d in tiny.dia_of.items()}
+    q = tiny.questions[0]  # gold D1:3 and D1:1
+    ranking = [Unit((ids["D1:2"],)), Unit((ids["D1:3"],)), Unit((ids["D1:1"],))]
+    assert [all_found(q.gold, covered(ranking[:k], tiny.dia_of, strict=True)) for k in (1, 2, 3)] == [0.0, 0.0, 1.0]
+    scores = Scores()
+    packed = {512: ranking[1:2], 1024: ranking[1:]}  # a budget walk that keeps one, then both
+    scores.add(q, ranking + [Unit((ids["D2:2"],))] * 22, packed, tiny.dia_of)
+    row = summarise(scores)["all"]
+    assert (row["r@5"], row["all@5"], row["all@10"]) == (1.0, 1.0, 1.0)
+    assert (row["b@512"], row["allb@512"], row["allb@1024"]) == (0.5, 0.0, 1.0)
+    two = Scores()
+    two.add(q, ranking[:2], {512: []}, tiny.dia_of)
+    assert (summarise(two)["all"]["r@5"], summarise(two)["all"]["all@5"]) == (0.5, 0.0)
+
+
+def test_all_at_k_equals_recall_for_one_gold_turn_and_min_gold_keeps_the_others(tiny) -> None:
+    ids = {d: i for i, d in tiny.dia_of.items()}
+    scores = Scores()
+    scores.add(tiny.questions[0], [Unit((ids["D1:3"],))], {512: []}, tiny.dia_of)  # 2 gold, half found
+    scores.add(tiny.questions[1], [Unit((ids["D2:1"],))], {512: []}, tiny.dia_of)  # 1 gold, found
+    one = tiny.questions[1]
+    assert len(one.gold) == 1
+    assert scores.strict["all@5"][1] == scores.strict["r@5"][1] == 1.0
+    multi = summarise(scores, min_gold=2)
+    assert multi["all"]["n"] == 1.0 and "1 multi-hop" not in multi
+    assert (multi["all"]["r@5"], multi["all"]["all@5"]) == (0.5, 0.0)
+
+
+def test_format_dedup_counts_a_window_twin_as_shown_and_a_duplicate_as_lost(tiny) -> None:
+    from benchmarks.locomo.runner import Result, format_dedup
+
+    result = Result("Memory.context (recall)", tracks_repeats=True)
+    result.scores.add(tiny.questions[0], [], {2048: []}, tiny.dia_of)
+    result.records.append(
+        {
+            "kept": {2048: ["D1:1"]},
+            "repeats": {
+                2048: [["D1:1", "duplicate_of_window", "window", True], ["D1:3", "duplicate", "turn:1", False]]
+            },
+            "stripped": {2048: {"D1:1": ["I adopted a puppy named Rex."]}},
+        }
+    )
+    line = format_dedup([result]).splitlines()[-1]
+    assert "left out    2 {'duplicate_of_window': 1, 'duplicate': 1}" in line
+    assert "lost 1 {'duplicate': 1} in 1 of 1 questions {'4 single-hop': 1}" in line
+    assert line.endswith("shown but missing a sentence 1")

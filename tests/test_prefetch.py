@@ -77,6 +77,9 @@ def test_summary_vectors_come_from_the_turns_stored_vectors_without_asking_the_m
 
     from stratamem import Config, Memory
     from stratamem.embed.quantize import decode_int8
+    from stratamem.retrieve.corpus import TurnCorpus
+    from stratamem.retrieve.lexical import analyze
+    from stratamem.retrieve.sentences import sentence_texts
 
     embedder = HashEmbedder(16)
     mem = Memory(tmp_path / "m.db", namespace="t", config=Config().replace(pyramid=_PYRAMID), embedder=embedder)
@@ -85,7 +88,10 @@ def test_summary_vectors_come_from_the_turns_stored_vectors_without_asking_the_m
     mem.add(msgs(40), session="a")
     nodes = mem.pyramid.nodes()
     assert [sum(n.level == lv for n in nodes) for lv in (1, 2, 3)] == [8, 4, 2]
-    assert [len(c) for c in embedder.calls] == [40]  # the turns, in one call; nothing else
+    # The turns in one call, then their sentences (short turns of several, embedding.sentences); no summary text.
+    added = mem.turns(session="a")
+    sentences = [t for st in added for t in sentence_texts(st, len(analyze(TurnCorpus.text(st))))]
+    assert embedder.calls == [[TurnCorpus.text(st) for st in added], sentences]
     rows = mem.store.embeddings.turns.load("t")
     for node in nodes:
         ids = mem.pyramid.turn_ids(node.id)

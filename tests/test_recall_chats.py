@@ -11,11 +11,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.data.make_recall_chats import PER_HAYSTACK, TYPES, dumps, generate
+import hashlib
+from datetime import timedelta
+
+from benchmarks.data import chat_banks
+from benchmarks.data.make_recall_chats import PER_HAYSTACK, TYPES, TYPES_V1, dumps, generate
 from benchmarks.locomo import cv
 from benchmarks.locomo.synth import load_synth
 from stratamem.retrieve import HybridIndex, Weights
 from stratamem.retrieve.engine import fuse_signals
+from stratamem.retrieve.plan import PlanSettings
 from stratamem.store import SQLiteStore
 from stratamem.tokens import get_tokenizer
 
@@ -37,7 +42,7 @@ def test_shape_of_the_default_set(data: dict) -> None:
     hs = data["haystacks"]
     assert len(hs) == 10
     questions = [q for h in hs for q in h["questions"]]
-    assert len(questions) == 10 * sum(PER_HAYSTACK.values()) == 250
+    assert len(questions) == 10 * sum(PER_HAYSTACK.values()) == 280
     assert {q["type"] for q in questions} == set(TYPES)
     for h in hs:
         assert len(h["sessions"]) >= 40
@@ -71,11 +76,52 @@ def test_every_evidence_turn_exists_and_holds_its_fact(data: dict) -> None:
                 assert fact.lower() in text[tid].lower(), (q["id"], tid, fact)
             want = "assistant" if q["type"] == "assistant-recall" else "user"
             assert {role[t] for t in q["evidence"]} == {want}
-            if q["type"] in ("knowledge-update", "multi-session"):
+            if q["type"] in ("knowledge-update", "multi-session", "interval"):
                 sessions = {t.split(":")[0] for t in q["evidence"]}
                 assert len(sessions) == len(q["evidence"]) >= 2
             else:
                 assert len(q["evidence"]) == 1
+
+
+def test_version_1_is_reproduced_byte_for_byte_and_its_questions_are_unchanged_in_version_2(data: dict) -> None:
+    # Recorded from the version-1 generator (main 5a68e79) before the interval questions were added.
+    v1 = generate(seed=5, haystacks=2, intervals=False)
+    assert hashlib.sha256(dumps(v1)).hexdigest() == "529d5a624e40355d39fea61ae364a803d97a18f38c552162fb168469ea1728bd"
+    assert v1["version"] == 1 and v1["types"] == list(TYPES_V1)
+    v2 = generate(seed=5, haystacks=2)
+    for old, new in zip(v1["haystacks"], v2["haystacks"], strict=True):
+        assert new["questions"][: len(old["questions"])] == old["questions"]
+        assert [q["type"] for q in new["questions"][len(old["questions"]) :]] == ["interval"] * 3
+        before = {t["id"]: t["text"] for s in old["sessions"] for t in s["turns"]}
+        after = {t["id"]: t["text"] for s in new["sessions"] for t in s["turns"]}
+        assert before.keys() == after.keys()
+        changed = [tid for tid in before if before[tid] != after[tid]]
+        # Two told events and two look-alikes per question, each one sentence added to a user turn.
+        assert len(changed) == 12
+        for tid in changed:
+            assert len(after[tid]) > len(before[tid]) and tid.split(":")[1] in {"1", "3", "5", "7", "9", "11", "13"}
+
+
+def test_interval_questions_ask_about_two_events_told_with_relative_dates(data: dict) -> None:
+    told = {said: asked for said, asked, _ in chat_banks.PAIRED_EVENTS}
+    ago = dict(chat_banks.TOLD_AGO)
+    for h in data["haystacks"]:
+        turns = {t["id"]: t for s in h["sessions"] for t in s["turns"]}
+        qs = [q for q in h["questions"] if q["type"] == "interval"]
+        assert len(qs) == 3
+        for q in qs:
+            days = {}
+            for tid, said in q["evidence_text"].items():
+                text = turns[tid]["text"].lower()
+                # Longest first: "yesterday I …" is inside "the day before yesterday I …".
+                rel = next(r for r in sorted(ago, key=len, reverse=True) if f"{r} i {said.lower()}" in text)
+                days[told[said]] = datetime.fromisoformat(turns[tid]["timestamp"]).date() - timedelta(days=ago[rel])
+                assert told[said] in q["question"]
+            a, b = days.values()
+            if q["question"].startswith("How many days"):
+                assert q["answer"] == f"{abs((b - a).days)} days"
+            else:
+                assert q["answer"] == min(days, key=lambda k: days[k])
 
 
 def test_a_fact_is_stated_once(data: dict) -> None:
@@ -145,7 +191,8 @@ def test_score_points_ranks_as_the_engine_does(tmp_path: Path) -> None:
     assert samples == ["h00"]
     conv = convs[0]
     for p, w in enumerate(points):
-        index = HybridIndex(weights=w)
+        # The weights' CV models the fused ranking; query plans are cross-validated apart (plan_cv).
+        index = HybridIndex(weights=w, planning=PlanSettings(enabled=False))
         index.add_turns(conv.turns)
         total = 0.0
         for q in conv.questions:

@@ -465,7 +465,7 @@ def test_a_long_answer_is_found_by_its_best_passage() -> None:
 
 
 def test_normalisations_put_signals_on_one_scale() -> None:
-    from stratamem.retrieve.engine import _normalised
+    from stratamem.retrieve.weights import _normalised
 
     x = np.array([0.0, 2.0, 8.0, 4.0])
     assert _normalised(x, "max", 10).tolist() == [0.0, 0.25, 1.0, 0.5]

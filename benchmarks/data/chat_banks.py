@@ -1185,3 +1185,82 @@ TEMPORAL_DISTRACT = [
     "at the start of the year I binge-watched a baking show",
     "the other week I did absolutely nothing all Saturday",
 ]
+
+# --- two dated events for interval and ordering questions (generator version 2) ------------------------
+
+PAIRED_EVENTS = [
+    # (what the turn says happened, how a question names it, a turn that shares its words but is not it)
+    (
+        "had a molar filled at the dentist",
+        "my dentist appointment",
+        "my sister keeps putting off booking a dentist check-up",
+    ),
+    (
+        "saw a string quartet play in the old church",
+        "the classical concert",
+        "a friend offered me tickets to a concert I couldn't make",
+    ),
+    (
+        "renewed my passport at the town hall",
+        "renewing my passport",
+        "my partner's passport runs out sometime next year",
+    ),
+    (
+        "took the car in for its annual inspection",
+        "the car inspection",
+        "the garage keeps emailing me about the car's service plan",
+    ),
+    (
+        "did my first open-water swim in the lake",
+        "my first lake swim",
+        "a colleague swims in the lake all winter, which sounds insane",
+    ),
+    (
+        "had the boiler serviced by a plumber",
+        "the boiler service",
+        "our neighbour's boiler broke down and they had no hot water",
+    ),
+    ("went to my niece's school play", "my niece's play", "my niece has been practising her lines for weeks"),
+    (
+        "got a flu jab at the pharmacy",
+        "getting my flu vaccine",
+        "the pharmacy down the road never has anything in stock",
+    ),
+    (
+        "ran a 10K along the river in the rain",
+        "the 10K race",
+        "I keep meaning to sign up for another race at some point",
+    ),
+    (
+        "moved my desk into the spare room and rewired the monitors",
+        "rearranging my home office",
+        "my home office is still a nest of cables",
+    ),
+    (
+        "interviewed a candidate for the open analyst role",
+        "the job interview I ran",
+        "we still haven't filled the analyst role at work",
+    ),
+    (
+        "baked a three-tier cake for my parents' anniversary",
+        "baking the anniversary cake",
+        "my parents' anniversary always sneaks up on me",
+    ),
+]
+
+TOLD_AGO = [
+    # (how the turn dates the event, days before the session)
+    ("this morning", 0),
+    ("yesterday", 1),
+    ("the day before yesterday", 2),
+    ("three days ago", 3),
+    ("four days ago", 4),
+    ("a week ago", 7),
+]
+
+INTERVAL_ASK = [
+    "How many days passed between {a} and {b}?",
+    "How many days were there between {a} and {b}?",
+]
+
+ORDER_ASK = ["Which happened first, {a} or {b}?", "Which came first: {a} or {b}?"]

@@ -7,11 +7,17 @@ finance, health, fitness, gardening, home repair, careers and music). Facts
 about the user are dropped once, in passing, into requests about something
 else; some change later; preferences are only implied; some events are dated
 relative to the session ("yesterday I ..."); a few facts are spread over
-several sessions; some answers contain a specific thing the assistant said.
+several sessions; some answers contain a specific thing the assistant said; since version 2,
+pairs of events told with relative dates in two sessions are asked about
+together ("how many days passed between A and B?", "which happened first?").
 Questions paraphrase the evidence and come with a question date, their type,
 the evidence turn ids and the answer. All text comes from the banks in
 :mod:`benchmarks.data.chat_banks` through one ``random.Random(seed)`` per
-haystack, so the same seed always gives byte-identical JSON.
+haystack, so the same seed always gives byte-identical JSON. The version-2
+additions draw from a second generator per haystack after everything of
+version 1 is decided, and only add a sentence to a few user turns: with
+``intervals=False`` the output is byte-identical to version 1, and with them
+every version-1 question is unchanged.
 
 Usage::
 
@@ -37,11 +43,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from benchmarks.data import chat_banks as B
 
-VERSION = 1
-"""Bumped whenever the generator's output changes (part of the cache key)."""
+VERSION = 2
+"""Bumped whenever the generator's output changes (part of the cache key). Version 1 is
+``generate(..., intervals=False)``."""
 
-TYPES = ("single-session-user", "knowledge-update", "preference", "temporal", "multi-session", "assistant-recall")
-"""Question types, in report order."""
+TYPES_V1 = ("single-session-user", "knowledge-update", "preference", "temporal", "multi-session", "assistant-recall")
+"""Question types of version 1."""
+
+TYPES = (*TYPES_V1, "interval")
+"""Question types, in report order (``interval``: since version 2)."""
 
 PER_HAYSTACK = {
     "single-session-user": 7,
@@ -50,8 +60,9 @@ PER_HAYSTACK = {
     "temporal": 4,
     "multi-session": 3,
     "assistant-recall": 3,
+    "interval": 3,
 }
-"""Questions of each type per haystack (25 in all)."""
+"""Questions of each type per haystack (25 of version 1, 28 in all)."""
 
 
 def _cap(s: str) -> str:
@@ -81,6 +92,8 @@ class _Plan:
     rounds: list[int]
     user: dict[tuple[int, int], _Slot] = field(default_factory=dict)
     assistant: dict[tuple[int, int], list[str]] = field(default_factory=dict)
+    added: dict[tuple[int, int], list[str]] = field(default_factory=dict)
+    """Version 2: sentences added to user turns (placed with the second generator)."""
 
 
 def _turn_id(session: int, rnd: int, role: str) -> str:
@@ -90,8 +103,11 @@ def _turn_id(session: int, rnd: int, role: str) -> str:
 class _Haystack:
     """Builds one haystack from its own RNG."""
 
-    def __init__(self, seed: int, index: int, sessions: int) -> None:
+    def __init__(self, seed: int, index: int, sessions: int, intervals: bool = True) -> None:
         self.rng = random.Random(f"stratamem-chats:{seed}:{index}")
+        # Version 2's draws: never from self.rng, so everything of version 1 stays as it was.
+        self.rng2 = random.Random(f"stratamem-chats-v2:{seed}:{index}")
+        self.intervals = intervals
         self.index = index
         rng = self.rng
         start = datetime(2024, 1, 8, tzinfo=UTC) + timedelta(days=rng.randint(0, 300))
@@ -228,6 +244,44 @@ class _Haystack:
                 answer = ", ".join(items)
             self._question("multi-session", kind["ask"], answer, ids)
 
+    def _free_slot2(self, sessions: range, avoid: set[int]) -> tuple[int, int]:
+        """A user turn holding no evidence of either version, in ``sessions`` (second generator)."""
+        p = self.plan
+        pool = [s for s in sessions if s not in avoid] or list(sessions)
+        for _ in range(200):
+            s = self.rng2.choice(pool)
+            key = (s, self.rng2.randrange(p.rounds[s]))
+            if not p.user.get(key, _Slot()).evidence and key not in p.added:
+                return key
+        raise RuntimeError("no free user turn left")  # pragma: no cover - sizes make this unreachable
+
+    def interval_pairs(self, n: int) -> None:
+        """Version 2: two events told with relative dates in two sessions, asked about together."""
+        rng, p, ns = self.rng2, self.plan, len(self.plan.dates)
+        events = rng.sample(B.PAIRED_EVENTS, 2 * n)
+        for q in range(n):
+            (said_a, ask_a, noise_a), (said_b, ask_b, noise_b) = events[2 * q], events[2 * q + 1]
+            key_a = self._free_slot2(range(int(ns * 0.15), int(ns * 0.5)), set())
+            key_b = self._free_slot2(range(int(ns * 0.55), ns), set())
+            days = {}
+            ids = {}
+            for key, said in ((key_a, said_a), (key_b, said_b)):
+                rel, back = rng.choice(B.TOLD_AGO)
+                days[said] = (p.dates[key[0]] - timedelta(days=back)).date()
+                p.added[key] = [f"{rel} I {said}"]
+                ids[_turn_id(key[0], key[1], "user")] = said
+            for noise in (noise_a, noise_b):
+                key = self._free_slot2(range(ns), {key_a[0], key_b[0]})
+                p.added[key] = [noise]
+            first, second = (ask_a, ask_b) if rng.random() < 0.5 else (ask_b, ask_a)
+            if q < n - 1:
+                text = rng.choice(B.INTERVAL_ASK).format(a=first, b=second)
+                answer = f"{abs((days[said_b] - days[said_a]).days)} days"
+            else:
+                text = rng.choice(B.ORDER_ASK).format(a=first, b=second)
+                answer = ask_a if days[said_a] <= days[said_b] else ask_b
+            self._question("interval", _cap(text), answer, ids)
+
     def assistant_facts(self, n: int) -> None:
         rng, p = self.rng, self.plan
         sessions = rng.sample(range(len(p.dates)), n)
@@ -261,6 +315,9 @@ class _Haystack:
         for extra in p.user.get((s, rnd), _Slot()).extras:
             lead = rng.choice(("", "By the way, ", "Unrelated, but ", "Also, ", "Side note: "))
             parts.insert(rng.randint(0, len(parts)), _sentence(lead + extra) if lead else _sentence(extra))
+        for extra in p.added.get((s, rnd), []):  # version 2, after every draw of version 1
+            lead = self.rng2.choice(("", "By the way, ", "Oh, and ", "Also, ", "Side note: "))
+            parts.insert(self.rng2.randint(0, len(parts)), _sentence(lead + extra) if lead else _sentence(extra))
         return " ".join(parts)
 
     def assistant_text(self, s: int, rnd: int) -> str:
@@ -295,6 +352,8 @@ class _Haystack:
     def build(self) -> dict[str, Any]:
         p = self.plan
         for qtype, count in PER_HAYSTACK.items():
+            if qtype == "interval":
+                continue
             {
                 "single-session-user": self.facts,
                 "knowledge-update": self.updates,
@@ -303,6 +362,8 @@ class _Haystack:
                 "multi-session": self.aggregates,
                 "assistant-recall": self.assistant_facts,
             }[qtype](count)
+        if self.intervals:
+            self.interval_pairs(PER_HAYSTACK["interval"])
         sessions = []
         for s, date in enumerate(p.dates):
             turns = []
@@ -348,16 +409,17 @@ def _ago_phrase(when: Any, today: Any) -> str:
     return f"on {when.strftime('%B')} {when.day}"
 
 
-def generate(seed: int = 11, haystacks: int = 10, sessions: int = 44) -> dict[str, Any]:
-    """The whole dataset as a JSON-ready dict (same arguments, same dict)."""
+def generate(seed: int = 11, haystacks: int = 10, sessions: int = 44, intervals: bool = True) -> dict[str, Any]:
+    """The whole dataset as a JSON-ready dict (same arguments, same dict); ``intervals=False``
+    gives version 1 byte for byte."""
     if sessions < 10:
         raise ValueError("need at least 10 sessions per haystack")
     return {
         "name": "stratamem-synth-chats",
-        "version": VERSION,
+        "version": VERSION if intervals else 1,
         "seed": seed,
-        "types": list(TYPES),
-        "haystacks": [_Haystack(seed, i, sessions).build() for i in range(haystacks)],
+        "types": list(TYPES if intervals else TYPES_V1),
+        "haystacks": [_Haystack(seed, i, sessions, intervals).build() for i in range(haystacks)],
     }
 
 
@@ -366,18 +428,19 @@ def dumps(data: dict[str, Any]) -> bytes:
     return json.dumps(data, sort_keys=True, ensure_ascii=False, indent=None, separators=(",", ":")).encode()
 
 
-def cache_path(seed: int = 11, haystacks: int = 10, sessions: int = 44) -> Path:
+def cache_path(seed: int = 11, haystacks: int = 10, sessions: int = 44, intervals: bool = True) -> Path:
     """Where :func:`load_or_generate` keeps the generated file (outside the repository)."""
     tag = hashlib.sha256(Path(__file__).read_bytes() + Path(B.__file__).read_bytes()).hexdigest()[:10]
-    return Path(f"/tmp/stratamem-synth-chats-v{VERSION}-{seed}-{haystacks}-{sessions}-{tag}.json")
+    version = VERSION if intervals else 1
+    return Path(f"/tmp/stratamem-synth-chats-v{version}-{seed}-{haystacks}-{sessions}-{tag}.json")
 
 
-def load_or_generate(seed: int = 11, haystacks: int = 10, sessions: int = 44) -> dict[str, Any]:
-    """The dataset, from the /tmp cache when the generator and banks are unchanged."""
-    path = cache_path(seed, haystacks, sessions)
+def load_or_generate(seed: int = 11, haystacks: int = 10, sessions: int = 44, intervals: bool = True) -> dict[str, Any]:
+    """The dataset, from the /tmp cache when the generator and banks are unchanged (``intervals=False``: version 1)."""
+    path = cache_path(seed, haystacks, sessions, intervals)
     if path.exists():
         return json.loads(path.read_bytes())
-    data = generate(seed, haystacks, sessions)
+    data = generate(seed, haystacks, sessions, intervals)
     tmp = path.with_suffix(".part")
     tmp.write_bytes(dumps(data))
     tmp.replace(path)
@@ -391,8 +454,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=11)
     ap.add_argument("--haystacks", type=int, default=10)
     ap.add_argument("--sessions", type=int, default=44)
+    ap.add_argument("--v1", action="store_true", help="version 1: no interval questions (byte-identical)")
     args = ap.parse_args(argv)
-    data = generate(args.seed, args.haystacks, args.sessions)
+    data = generate(args.seed, args.haystacks, args.sessions, intervals=not args.v1)
     raw = dumps(data)
     args.out.write_bytes(raw)
     turns = sum(len(s["turns"]) for h in data["haystacks"] for s in h["sessions"])
@@ -400,7 +464,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"{args.out}: {len(raw) / 1e6:.1f} MB, {len(data['haystacks'])} haystacks, {turns} turns, {len(qs)} questions"
     )
-    for t in TYPES:
+    for t in data["types"]:
         print(f"  {t}: {sum(q['type'] == t for q in qs)}")
 
 

@@ -95,6 +95,9 @@ class MemoryContext:
         self.marks: dict[int, list[int]] = {}
         # Of the last context: (turn id, reason, duplicate_of) of turns left out as repeats.
         self.last_left_out: list[tuple[int, str, str | None]] = []
+        # Of the last context: turns shown whole (not as excerpts) that lost fact sentences to de-duplication,
+        # with those sentences (each near-repeats something shown above it).
+        self.last_stripped: dict[int, list[str]] = {}
 
     def fit(self, conv: Conversation, store: Any) -> None:
         """A ``Memory`` on the conversation's namespace (its index builds on first query)."""
@@ -124,6 +127,20 @@ class MemoryContext:
             for m in ctx.manifest.near_misses
             if m.kind == "turn" and m.duplicate_of is not None and m.id.startswith("turn:")
         ]
+        from stratamem.context.dedup import MIN_FACT_TOKENS, fact_tokens, sentences
+
+        self.last_stripped = {}
+        for item in ctx.manifest.items:
+            if item.kind != "turn" or item.format == "excerpt":
+                continue
+            for i in item.turn_ids:
+                gone = [
+                    s.strip()
+                    for s in sentences(self.by_id[i].text)
+                    if len(fact_tokens(s)) >= MIN_FACT_TOKENS and s.strip() not in ctx.text
+                ]
+                if gone:
+                    self.last_stripped[i] = gone
         return [self.by_id[i] for item in ctx.manifest.items if item.kind == "turn" for i in item.turn_ids]
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from stratamem.retrieve import HybridIndex, Weights
-from stratamem.retrieve.engine import _BOOSTS, _normalised
+from stratamem.retrieve.weights import _BOOSTS, _normalised
 
 from .protocol import Conversation
 
@@ -47,10 +47,11 @@ SIGNALS = (
     "role",
     "recency",
     "date_window",
+    "event_date",
 )
-"""Every signal the engine can compute; ``recency`` and ``date_window`` are scored at the
-point's weight (their defaults: neither is in :data:`LEVELS`) so an estimate ranks as the
-engine does."""
+"""Every signal the engine can compute; ``recency``, ``date_window`` and ``event_date`` are scored
+at the point's weight (their defaults: none is in :data:`LEVELS`) so an estimate ranks as the
+engine does (query plans, which reorder the fused ranking, are cross-validated by ``plan_cv``)."""
 
 LEVELS: dict[str, tuple[float, ...]] = {
     "lexical": (0.0, 0.5, 1.0),

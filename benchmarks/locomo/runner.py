@@ -48,7 +48,9 @@ class Result:
     rank within :data:`DEPTH`, ``None`` beyond), ``top`` (the first :data:`TOP_KEPT` dia
     ids), ``kept`` (budget -> gold ids packed) and ``repeats`` (budget -> ``[gold id,
     reason, duplicate_of, shown]`` of gold turns ``Memory.context`` left out as repeats;
-    ``shown``: the turn is in the context all the same, e.g. in the window)."""
+    ``shown``: the turn is in the context all the same, e.g. in the window) and ``stripped``
+    (budget -> gold id -> the fact sentences it was shown without, each cut as a near-repeat of
+    something shown above it)."""
     tracks_repeats: bool = False
     """Whether the system reports what its assembly left out as repeats (``last_left_out``)."""
 
@@ -109,6 +111,13 @@ def run(
                     ]
                     if repeats:
                         record["repeats"][b] = repeats
+                    stripped = {
+                        conv.dia_of[t]: gone
+                        for t, gone in getattr(system, "last_stripped", {}).items()
+                        if conv.dia_of.get(t) in gold
+                    }
+                    if stripped:
+                        record.setdefault("stripped", {})[b] = stripped
                 order = [conv.dia_of.get(st.id) for st in ranked]
                 at = {d: i for i, d in reversed(list(enumerate(order)))}
                 record["gold_rank"] = {g: at.get(g) for g in q.gold}
@@ -204,7 +213,8 @@ def format_dedup(results: Sequence[Result]) -> str:
     Per system that reports them (``last_left_out``) and budget: gold turns left
     out as repeats by reason, and those of them absent from the context (lost;
     a ``duplicate_of_window`` turn is shown in the window, so it is not lost),
-    with the questions and categories they belong to.
+    with the questions and categories they belong to; and gold turns shown (not as
+    excerpts) that lost a fact sentence to de-duplication (``stripped``).
     """
     out = []
     for r in results:
@@ -225,10 +235,11 @@ def format_dedup(results: Sequence[Result]) -> str:
                     questions += 1
                     c = category_label(q.category)
                     cats[c] = cats.get(c, 0) + 1
+            stripped = sum(len(rec.get("stripped", {}).get(b, [])) for rec in r.records)
             out.append(
                 f"{r.name:<28} b@{b:<5} left out {sum(reasons.values()):>4} {reasons or ''}; "
                 f"lost {sum(lost.values())} {lost or ''} in {questions} of {len(r.records)} questions "
-                f"{cats or ''}"
+                f"{cats or ''}; shown but missing a sentence {stripped}"
             )
     if not out:
         return "\ngold turns left out of Memory.context as repeats: no system reports them"

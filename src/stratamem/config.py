@@ -237,6 +237,10 @@ class EmbeddingConfig:
     vector signal. Costs ~4 embeddings per long turn at write time and ~1.3 MB per 1,000
     such turns. Off by default: joint cross-validation on LoCoMo and the assistant-chat set
     did not keep it (docs/retrieval.md)."""
+    sentences: bool = True
+    """Also embed each sentence of short turns made of several (a fact said in passing), for questions
+    that need several turns ("how many books have I finished?"). Costs ~1–2.5 embeddings per turn at
+    write time and ~0.5–1 MB per 1,000 turns (docs/retrieval.md)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,9 +29,13 @@ fact sentence ``t`` contains at least :data:`CONTAINMENT` of ``s``'s distinct
 tokens, *and* every number in ``s`` is in ``t`` with the word before it
 ("subject 2" is not "subject 5 ... 2 of 42"): a sentence that changes a value
 ("the vault code is now 5150") carries information the shown one lacks,
-however much else it shares. Containment rather than Jaccard, because a
-restatement is usually shorter than its source (an item or a summary
-sentence inside a long turn).
+however much else it shares. Likewise every name in ``s`` (a capitalised word
+inside the sentence) must be in ``t``: "I adopted a cat named Luna from the
+shelter" is a second piece of evidence beside "I adopted a second cat called
+Miso from the shelter", not a repeat of it (issue 30: a de-duplication rule
+must never remove a different piece of evidence on the same topic).
+Containment rather than Jaccard, because a restatement is usually shorter
+than its source (an item or a summary sentence inside a long turn).
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ __all__ = [
     "Stripped",
     "fact_sentences",
     "fact_tokens",
+    "names",
     "repeated_facts",
     "sentences",
 ]
@@ -104,6 +109,14 @@ def _tokens(sentence: str) -> tuple[str, ...]:
 
 
 _cached_tokens = lru_cache(maxsize=16_384)(_tokens)
+
+
+@lru_cache(maxsize=16_384)
+def names(sentence: str) -> frozenset[str]:
+    """The names of a sentence, lower-cased: its capitalised words after the first ("Luna", "Elm"),
+    not ``I`` and not all-capital ones ("OK", "LGBTQ"). The leading frame is not part of it."""
+    words = _TOKEN.findall(_SPEAKER.sub("", _FRAME.sub("", sentence, count=1), count=1))
+    return frozenset(w.lower() for w in words[1:] if w[0].isupper() and len(w) > 1 and not w.isupper())
 
 
 def fact_sentences(text: str, min_tokens: int = MIN_FACT_TOKENS) -> list[tuple[str, ...]]:
@@ -187,8 +200,9 @@ class Shown:
             for t in bag:
                 self._by_token.setdefault(t, []).append(n)
 
-    def find(self, tokens: Sequence[str]) -> str | None:
-        """The id of a shown copy of the fact sentence with these tokens (in order), or ``None``."""
+    def find(self, tokens: Sequence[str], named: frozenset[str] = frozenset()) -> str | None:
+        """The id of a shown copy of the fact sentence with these tokens (in order) and these
+        :func:`names`, or ``None``."""
         if not self.enabled:
             return None
         bag = frozenset(tokens)
@@ -215,16 +229,16 @@ class Shown:
                 continue
             if numbers is None:
                 numbers = {(a, b) for a, b in pairwise(("",) + tuple(tokens)) if _NUMBER.search(b)}
-            if all((a, b) in pairs if a else b in shown for a, b in numbers):
+            if all((a, b) in pairs if a else b in shown for a, b in numbers) and named <= shown:
                 return owner
         return None
 
     def restates(self, text: str) -> str | None:
         """The id of a kept copy when every fact sentence of ``text`` is shown (and it has one)."""
-        facts = fact_sentences(text, self.min_tokens)
+        facts = [(toks, s) for s in sentences(text) if len(toks := fact_tokens(s)) >= self.min_tokens]
         if not self.enabled or not facts:
             return None
-        owners = [self.find(toks) for toks in facts]
+        owners = [self.find(toks, names(s)) for toks, s in facts]
         return owners[0] if all(owners) else None
 
     def strip(self, text: str) -> Stripped:
@@ -245,7 +259,7 @@ class Shown:
                 if len(toks) < self.min_tokens:
                     kept.append(s)
                     continue
-                owner = self.find(toks) or local.find(toks)
+                owner = self.find(toks, names(s)) or local.find(toks, names(s))
                 if owner is None:
                     local.add("", s)
                     kept.append(s)

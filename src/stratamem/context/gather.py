@@ -128,7 +128,8 @@ def recall_turns(parts: Parts, query: str, budget: int, now: datetime | None, no
 
     Turns about the same thing said at different times come newest first,
     labelled (:mod:`stratamem.retrieve.updates`); relative times in the query
-    are resolved against ``now`` and the date windows read are noted.
+    are resolved against ``now`` and the date windows read are noted, and so is
+    the query plan of a question that needs several turns.
     """
     index = parts.recall_index()
     if index.lexical_only:
@@ -137,14 +138,24 @@ def recall_turns(parts: Parts, query: str, budget: int, now: datetime | None, no
     k = max(25, budget // 12)
     facts = index.query_facts(query, now)
     notes += [f"time window: {w.describe()} (now {facts.now:%Y-%m-%d %H:%M} UTC)" for w in facts.windows]
+    # A question needing several turns gathers or splits (retrieve/plan.py); the manifest says how.
+    plan = index.plan(query, now)
+    if plan.multi or plan.note:
+        notes.append(f"query plan: {plan.describe()}")
     # A hit with no signal at all (fused score 0) is not a match.
     # System prompts are shown as instructions (fixed section), never as recalled history.
     hits = [
         h
-        for h in index.search(query, k=k, now=now)
+        for h in index.search(query, k=k, now=now, plan=plan)
         if h.score.get("fused", 0.0) > 0 and index.turn(h.turn_ids[0]).role != "system"
     ]
-    hits, labels = order_updates(hits, find_updates(hits, index.turn, index.similarity, lexical=index.lexical_only))
+    # An aggregation question asks for every instance: two adoptions are not an update of one fact.
+    updates = (
+        []
+        if plan.shape == "aggregate"
+        else find_updates(hits, index.turn, index.similarity, lexical=index.lexical_only)
+    )
+    hits, labels = order_updates(hits, updates)
     if labels:
         notes.append(f"knowledge updates: {update_labels(labels)}")
     return [Recalled(index.turn(h.turn_ids[0]), h.score, labels.get(h.turn_ids[0])) for h in hits]

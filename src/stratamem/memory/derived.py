@@ -79,6 +79,7 @@ class Derived:
         events: Where failures (and the pyramid's events) are emitted.
         summarizer: The pyramid's summarizer (``None``: the one the configuration names).
         embedder: Embeddings for turns and summaries (``None``: lexical recall, no summary vectors).
+        rewriter: Who plans each recall query (:mod:`stratamem.retrieve.rewrite`; ``None``: the rules).
     """
 
     def __init__(
@@ -90,9 +91,14 @@ class Derived:
         events: EventBus,
         summarizer: Summarizer | None,
         embedder: Any,
+        rewriter: Any = None,
     ) -> None:
         self.store, self.namespace, self.config, self.tokenizer = store, namespace, config, tokenizer
         self.events, self.summarizer = events, summarizer
+        self.rewriter = rewriter
+        if rewriter is not None and hasattr(rewriter, "on_failure") and rewriter.on_failure is None:
+            # A model rewriter's failures are this memory's to report (event, log line, status warning).
+            rewriter.on_failure = lambda exc: self.failed("recall.rewrite_failed", exc, [])
         self.extractor: Extractor | None = None
         """What the pyramid extracts items with (``None``: the offline rules); set by the facade."""
         self.project_dir: Any = None
@@ -111,7 +117,13 @@ class Derived:
         """Rebuild everything made with the old embedder with this one, on next use."""
         self.embedder = embedder
         self.live = LiveIndex(
-            self.store, self.namespace, embedder, passages=self.config.embedding.passages, report=self.failed
+            self.store,
+            self.namespace,
+            embedder,
+            passages=self.config.embedding.passages,
+            sentences=self.config.embedding.sentences,
+            report=self.failed,
+            rewriter=self.rewriter,
         )
         self._pyramid: Pyramid | None = None
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from ..forget import ForgetReport
     from ..items.extract import Extractor
     from ..pyramid.consolidate import Pyramid
+    from ..retrieve.rewrite import QueryRewriter
     from ..search import SearchHit
     from ..state.working import WorkingState
     from ..summarize import Summarizer
@@ -79,6 +80,8 @@ class Memory:
             required when ``config.items.extractor`` is ``llm``, e.g. ``LLMExtractor(model, tokenizer)``).
         project_dir: A project directory whose instruction files (``STRATAMEM.md``,
             ``STRATAMEM.local.md``) and working state go into every context.
+        query_rewriter: Who plans recall queries (:mod:`stratamem.retrieve.rewrite`); default the rules.
+            A ``ModelRewriter`` asks a chat model, falling back to the rules on any failure (an event).
 
     Raises:
         ValidationError: Invalid namespace name.
@@ -101,6 +104,7 @@ class Memory:
         summarizer: Summarizer | None = None,
         extractor: Extractor | None = None,
         project_dir: str | os.PathLike[str] | None = None,
+        query_rewriter: QueryRewriter | None = None,
     ) -> None:
         self.config = config or Config()
         self.project_dir = project_dir
@@ -138,9 +142,10 @@ class Memory:
         else:
             self._derived_embedder = embedder
         self._embedder: Any = embedder
-        self._derived = Derived(
-            opened, self.namespace, self.config, self.tokenizer, self.events, summarizer, self._derived_embedder
-        ).logging_to(project_dir)
+        derived = (summarizer, self._derived_embedder, query_rewriter)
+        self._derived = Derived(opened, self.namespace, self.config, self.tokenizer, self.events, *derived).logging_to(
+            project_dir
+        )
         self._derived.extractor = extractor
 
     @property

@@ -2,6 +2,7 @@
 
 * :mod:`~stratamem.retrieve.lexical` — word analysis and BM25.
 * :mod:`~stratamem.retrieve.query` — speakers and dates a query names.
+* :mod:`~stratamem.retrieve.weights` — :class:`Weights` and the fusion of signals.
 * :mod:`~stratamem.retrieve.engine` — :class:`HybridIndex`, the fused ranking.
 * :mod:`~stratamem.retrieve.render` — rendering and budget packing of turns.
 """

@@ -18,7 +18,7 @@ packing live in :mod:`stratamem.retrieve.render`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -28,16 +28,36 @@ from ..errors import ValidationError
 from ..records import StoredTurn
 from ..store.term_ids import StoredTerms
 from .corpus import TurnCorpus
+from .eventdates import ToldDays, decode_events, event_spans, first_day
 from .lexical import BM25Index, analyze
 from .passages import PassageVectors, is_long, passage_texts
+from .plan import PlanSettings, QueryPlan, gather, merge
 from .query import QueryFacts, read_query
+from .rewrite import QueryRewriter, RuleRewriter
 from .roles import ROLE_CODES, role_cue
+from .sentences import sentence_texts
 from .timewords import resolve_anchor
+from .weights import LEXICAL_WEIGHTS, NORMALISERS, Weights, fuse_signals
 
 __all__ = ["LEXICAL_WEIGHTS", "NORMALISERS", "Embedder", "Hit", "HybridIndex", "Weights", "fuse_signals", "passages"]
 
-NORMALISERS = ("max", "z", "rank")
-_BOOSTS = ("speaker", "date", "date_window", "recency", "role")
+
+SENTENCES = True
+"""Whether an index with an embedder gives short multi-sentence turns sentence vectors by default
+(``embedding.sentences`` in :mod:`stratamem.config`)."""
+
+
+GATHER_DEPTH = 500
+"""Candidates beyond ``k`` an ``aggregate`` question gathers from (turns of other sessions)."""
+
+
+def _top(fused: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` best scores, best first (ties: lower position first)."""
+    if k < len(fused):
+        # Partial selection first: a full sort of 100k scores costs more than the scoring.
+        cand = np.argpartition(-fused, k - 1)[:k]
+        return cand[np.lexsort((cand, -fused[cand]))]
+    return np.argsort(-fused, kind="stable")
 
 
 class Embedder(Protocol):
@@ -45,96 +65,6 @@ class Embedder(Protocol):
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         """One row per text, L2-normalised."""
-
-
-@dataclass(frozen=True, slots=True)
-class Weights:
-    """How much each signal counts in the fused score.
-
-    Chosen by joint leave-one-conversation-out cross-validation over LoCoMo and
-    the synthetic assistant-chat set (each fold holds out one conversation of
-    both and chooses, on the other 9 + 9, the best setting for both sets
-    together among those that keep LoCoMo recall@10 at 0.80); this is the
-    setting most folds chose (docs/retrieval.md). No weight is tuned on one
-    dataset alone.
-    """
-
-    lexical: float = 0.5
-    """BM25 of the turn's own words."""
-    lexical_window: float = 0.8
-    """BM25 of the turn with its neighbours."""
-    lexical_session: float = 0.15
-    """BM25 of the turn's whole session."""
-    vector: float = 1.5
-    """Cosine of the turn's embedding."""
-    vector_window: float = 0.5
-    """Cosine of the window's embedding."""
-    vector_passage: float = 0.0
-    """Best cosine over the turn's own embedding and its passages' (long turns only,
-    :mod:`stratamem.retrieve.passages`): a fact deep in a long answer is seen by the vectors.
-    Non-zero makes the index embed the passages of long turns. Off by default: joint
-    cross-validation preferred the turn vector with role routing (docs/retrieval.md)."""
-    vector_session: float = 0.0
-    """Cosine of the session's mean embedding."""
-    lexical_prev: float = 0.5
-    """BM25 of the turn before (a reply is found through the question it answers)."""
-    lexical_next: float = 0.1
-    """BM25 of the turn after (a remark is found through its answer)."""
-    vector_prev: float = 0.0
-    """Cosine of the turn before."""
-    vector_next: float = 0.0
-    """Cosine of the turn after."""
-    speaker: float = 0.5
-    """Boost for turns spoken by a person the query names."""
-    role: float = 0.8
-    """Boost for the turns of the role a query asks about (:mod:`stratamem.retrieve.roles`): "what did
-    you suggest" → the assistant's turns, "what car do I drive" → the user's (unnamed speakers only)."""
-    date: float = 0.5
-    """Boost for turns whose session date matches a date the query names."""
-    date_window: float = 0.5
-    """Boost for turns whose session falls in a relative time the query names ("two weeks
-    ago", "last Saturday"), resolved against ``now``; softened outside the window."""
-    recency: float = 0.3
-    """For a query about the present ("now", "currently", "these days", "most recent"): a boost
-    growing linearly with the session's date from the oldest (0) to the newest (1), so the
-    latest statement of a changed fact outranks the superseded one."""
-    substance: float = 1.3
-    """Prior for turns with more to say: ``1 - exp(-terms / substance_terms)`` of the turn's
-    content words, added only to turns that match the query at all (greetings and
-    acknowledgements rarely hold the answer)."""
-    substance_terms: float = 12.0
-    """Content words at which the substance prior reaches 63% of its weight (must be positive)."""
-    lexical_passage: float = 0.0
-    """BM25 of the turn's best passage (``passage_terms`` content words, half overlapping):
-    a long answer is scored by the part that talks about the query, not by its whole length."""
-    passage_terms: int = 0
-    """Content words per passage; turns longer than this are split (0: no passage index)."""
-    window: int = 3
-    """Neighbours on each side that form a turn's window."""
-    feedback_docs: int = 0
-    """Pseudo-relevance feedback: top turns of a first pass that lend terms (0: off)."""
-    feedback_terms: int = 10
-    """Expansion terms taken from those turns."""
-    feedback_weight: float = 0.3
-    """Weight of each expansion term relative to a query term."""
-    normalise: str = "max"
-    """How each similarity signal is put on a common scale per query before weighting:
-    ``max`` (divide by its maximum over the turns), ``z`` (z-score over the turns, clipped
-    at 0) or ``rank`` (``rank_k / (rank_k + rank)`` for turns that score above 0)."""
-    rank_k: float = 10.0
-    """Rank offset of the ``rank`` normalisation."""
-
-    def __post_init__(self) -> None:
-        if self.normalise not in NORMALISERS:
-            raise ValidationError(f"normalise must be one of {NORMALISERS}, got {self.normalise!r}")
-        for f in fields(self):
-            if f.name == "normalise":
-                continue
-            value = getattr(self, f.name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise ValidationError(f"weight {f.name} must be a non-negative number, got {value!r}")
-        if self.substance_terms <= 0:
-            raise ValidationError(f"substance_terms must be positive, got {self.substance_terms!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,65 +79,6 @@ class Hit:
     """Turns the unit covers."""
     score: Mapping[str, float] = field(default_factory=dict)
     """Per-signal contributions and ``fused``, the sum they rank by."""
-
-
-def _normalised(x: np.ndarray, how: str, rank_k: float) -> np.ndarray:
-    """One signal on the common per-query scale (see :attr:`Weights.normalise`)."""
-    if not x.size:
-        return x.astype(np.float64)
-    if how == "max":
-        top = float(x.max())
-        return x / top if top > 0 else np.zeros(len(x))
-    if how == "z":
-        sd = float(x.std())
-        return np.clip((x - float(x.mean())) / sd, 0, None) if sd > 0 else np.zeros(len(x))
-    out = np.zeros(len(x))
-    hit = np.flatnonzero(x > 0)
-    ranks = np.empty(len(hit))
-    ranks[np.argsort(-x[hit], kind="stable")] = np.arange(len(hit))
-    out[hit] = rank_k / (rank_k + ranks)
-    return out
-
-
-LEXICAL_WEIGHTS = replace(Weights(), lexical=1.0)
-"""The default of an index without vectors: the turn's own words count double. With vectors
-the turn cosine carries the direct match; without them, ``lexical`` at the weight of
-``lexical_prev`` would let a reply rank level with the turn that holds the query's words.
-Scored with the cached lexical-only signals of both benchmarks (in sample, three nearby
-settings): r@10 / b@1024 estimate LoCoMo 0.782 / 0.848 vs 0.781 / 0.843 at 0.5, chats
-0.278 / 0.293 vs 0.272 / 0.273."""
-
-
-def fuse_signals(
-    sig: Mapping[str, np.ndarray], weights: Weights, substance: np.ndarray | None
-) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
-    """Fused per-turn scores from raw signals: ``(fused, weighted parts, prior)``.
-
-    Every weighted similarity signal is normalised per query (``weights.normalise``)
-    and multiplied by its weight; the speaker and date boosts are 0/1 already. The
-    substance prior (``substance``: the turns' ``1 - exp(-terms / scale)``, or
-    ``None``) is added last, only to turns whose fused score is already positive, so
-    a query that matches nothing still recalls nothing. Pure: the tuning scripts
-    call it on cached signals.
-    """
-    n = len(next(iter(sig.values()))) if sig else 0
-    fused = np.zeros(n)
-    parts: dict[str, np.ndarray] = {}
-    for name, v in sig.items():
-        w = getattr(weights, name, 0.0)
-        if w <= 0:
-            continue
-        part = v * w if name in _BOOSTS else _normalised(v, weights.normalise, weights.rank_k)
-        if name not in _BOOSTS:
-            part *= w  # in place: _normalised returned a fresh array
-        parts[name] = part
-        fused += part
-    prior = np.zeros(0)
-    if weights.substance > 0 and n and substance is not None:
-        prior = weights.substance * substance
-        prior[fused <= 0] = 0.0
-        fused += prior
-    return fused, parts, prior
 
 
 def passages(terms: Sequence[str], size: int) -> list[Sequence[str]]:
@@ -238,9 +109,19 @@ class HybridIndex:
         embedder: Embedder | None = None,
         weights: Weights | None = None,
         loader: Callable[[Sequence[int]], list[StoredTurn]] | None = None,
+        *,
+        planning: PlanSettings | None = None,
+        sentences: bool = SENTENCES,
+        rewriter: QueryRewriter | None = None,
     ) -> None:
         self.embedder = embedder
         self.weights = weights or (Weights() if embedder is not None else LEXICAL_WEIGHTS)
+        self.planning = planning or PlanSettings()
+        """How planned questions place their hits (:mod:`stratamem.retrieve.plan`)."""
+        self.sentences = bool(sentences) and embedder is not None
+        """Whether short multi-sentence turns have sentence vectors (:mod:`stratamem.retrieve.sentences`)."""
+        self.rewriter: QueryRewriter = rewriter or RuleRewriter()
+        """Who plans a question (:mod:`stratamem.retrieve.rewrite`): the rules unless a model is given."""
         self._corpus = TurnCorpus(self.weights.window, embedder.embed_batch if embedder is not None else None)
         # Reads full turns by id: an index opened from the store holds only turn keys
         # (id, session, speaker, time) and reads a turn when it is recalled.
@@ -251,6 +132,8 @@ class HybridIndex:
         self._passage_vectors = PassageVectors()
         self._roles: list[int] = []
         self._role_array = np.zeros(0, dtype=np.int64)
+        self._sentence_vectors = PassageVectors()
+        self._told = ToldDays()
 
     def __len__(self) -> int:
         return len(self._corpus)
@@ -290,6 +173,8 @@ class HybridIndex:
         terms: Sequence[list[str]] | StoredTerms | None = None,
         vectors: np.ndarray | None = None,
         passages: Mapping[int, np.ndarray] | None = None,
+        sentences: Mapping[int, np.ndarray] | None = None,
+        events: Sequence[str | None] | None = None,
     ) -> None:
         """Add stored turns (in stored order); already indexed ids are ignored.
 
@@ -298,44 +183,112 @@ class HybridIndex:
         (:meth:`~stratamem.retrieve.corpus.TurnCorpus.add`). With
         :attr:`Weights.vector_passage` on, long turns also get passage vectors:
         ``passages`` (turn id -> its passage vectors, from a persisted index)
-        gives them; the others are embedded here when the full turn is at hand.
-        Everything is embedded before the index changes, so an embedder error
-        leaves it as it was.
+        gives them; with :attr:`sentences` on, short turns of several sentences
+        get sentence vectors, given by ``sentences`` likewise; the others are
+        embedded here when the full turn is at hand. ``events`` (one stored
+        events string per turn, :mod:`stratamem.retrieve.eventdates`; ``None``
+        for a turn without one) gives the days the turns tell of, which are
+        otherwise read from the full turns here. Everything is embedded before
+        the index changes, so an embedder error leaves it as it was.
         """
         given = list(turns)
-        if self.embedder is None or self.weights.vector_passage <= 0:
-            self._add(given, terms, vectors)
+        if events is not None and len(events) != len(given):
+            raise ValueError(f"{len(events)} event strings for {len(given)} turns")
+        spans = self._told_days(given, events)
+        want_passages = self.embedder is not None and self.weights.vector_passage > 0
+        if not want_passages and not self.sentences:
+            self._add_events(self._add(given, terms, vectors), spans)
             return
         if terms is None:
             terms = [analyze(TurnCorpus.text(st)) for st in given]
-        elif isinstance(terms, StoredTerms):
-            terms = [terms.terms(i) for i in range(len(terms))]
-        want = self.passage_texts(given, terms, skip=passages)
-        made = dict(passages or {})
-        if want:
-            flat = [t for _, texts in want for t in texts]
+        # Passages and sentences are chosen by term count alone: stored term ids stay ids.
+        sizes = np.diff(terms.offsets).tolist() if isinstance(terms, StoredTerms) else [len(t) for t in terms]
+        jobs: list[tuple[dict[int, np.ndarray], int, list[str]]] = []
+        made_p, made_s = dict(passages or {}), dict(sentences or {})
+        if want_passages:
+            jobs += [(made_p, tid, texts) for tid, texts in self.passage_texts(given, sizes, skip=passages)]
+        if self.sentences:
+            jobs += [(made_s, tid, texts) for tid, texts in self.sentence_texts(given, sizes, skip=sentences)]
+        flat = [t for _, _, texts in jobs for t in texts]
+        if flat:
+            assert self.embedder is not None
             vec = np.asarray(self.embedder.embed_batch(flat), dtype=np.float32)
             at = 0
-            for tid, texts in want:
+            for made, tid, texts in jobs:
                 made[tid] = vec[at : at + len(texts)]
                 at += len(texts)
         new = self._add(given, terms, vectors)
-        self._passage_vectors.add(new, [made.get(self._corpus.turns[i].id, np.zeros((0, 0))) for i in new])
+        ids = [self._corpus.turns[i].id for i in new]
+        empty = np.zeros((0, 0))
+        if want_passages:
+            self._passage_vectors.add(new, [made_p.get(t, empty) for t in ids])
+        if self.sentences:
+            self._sentence_vectors.add(new, [made_s.get(t, empty) for t in ids])
+        self._add_events(new, spans)
 
-    def passage_texts(
-        self, turns: Sequence[StoredTurn], terms: Sequence[list[str]], skip: Mapping[int, np.ndarray] | None = None
+    def sentence_texts(
+        self, turns: Sequence[StoredTurn], term_counts: Sequence[int], skip: Mapping[int, np.ndarray] | None = None
     ) -> list[tuple[int, list[str]]]:
-        """``(turn id, passage texts)`` of the long, not yet indexed full turns among ``turns``
-        (those in ``skip`` left out): what :meth:`add_turns` embeds as passages."""
+        """``(turn id, sentence texts)`` of the short multi-sentence, not yet indexed full turns among
+        ``turns`` (their term counts in ``term_counts``; those in ``skip`` left out): what
+        :meth:`add_turns` embeds as sentences."""
         out = []
         seen: set[int] = set()
-        for st, t in zip(turns, terms, strict=True):
+        for st, n in zip(turns, term_counts, strict=True):
+            if st.id in self._corpus.pos or st.id in seen or (skip and st.id in skip) or not isinstance(st, StoredTurn):
+                continue
+            seen.add(st.id)
+            texts = sentence_texts(st, int(n))
+            if texts:
+                out.append((st.id, texts))
+        return out
+
+    def _told_days(
+        self, turns: list[StoredTurn], events: Sequence[str | None] | None
+    ) -> dict[int, list[tuple[int, int]]]:
+        """Per new turn id: the day spans it tells of (given stored strings, else read from full turns)."""
+        out: dict[int, list[tuple[int, int]]] = {}
+        for j, st in enumerate(turns):
+            if st.id in self._corpus.pos:
+                continue
+            stored = events[j] if events is not None else None
+            if stored is not None:
+                got = decode_events(stored)
+            elif isinstance(st, StoredTurn):
+                got = event_spans(st.text, st.timestamp)
+            else:
+                got = []
+            if got:
+                out[st.id] = got
+        return out
+
+    def _add_events(self, new: list[int], spans: dict[int, list[tuple[int, int]]]) -> None:
+        for i in new:
+            self._told.add(i, spans.get(self._corpus.turns[i].id, ()))
+
+    def told_days(self, turn_id: int) -> list[tuple[int, int]]:
+        """Day spans (days since 1970-01-01, end exclusive) the indexed turn tells of
+        (:mod:`stratamem.retrieve.eventdates`).
+
+        Raises:
+            KeyError: The id is not indexed.
+        """
+        return self._told.of(self._corpus.pos[turn_id])
+
+    def passage_texts(
+        self, turns: Sequence[StoredTurn], term_counts: Sequence[int], skip: Mapping[int, np.ndarray] | None = None
+    ) -> list[tuple[int, list[str]]]:
+        """``(turn id, passage texts)`` of the long, not yet indexed full turns among ``turns`` (their term
+        counts in ``term_counts``; those in ``skip`` left out): what :meth:`add_turns` embeds as passages."""
+        out = []
+        seen: set[int] = set()
+        for st, n in zip(turns, term_counts, strict=True):
             if (
                 st.id in self._corpus.pos
                 or st.id in seen
                 or (skip and st.id in skip)
                 or not isinstance(st, StoredTurn)
-                or not is_long(len(t))
+                or not is_long(int(n))
             ):
                 continue
             seen.add(st.id)
@@ -386,8 +339,9 @@ class HybridIndex:
         """Speakers, dates and relative-time windows of ``query``, resolved against ``now``.
 
         ``now`` defaults to the newest indexed turn's time. An event anchor
-        ("before my trip") is dated by the session of the turn that matches
-        its words best (BM25); an event found nowhere gives no window.
+        ("before my trip") is dated by the turn that matches its words best
+        (BM25): the day it tells of, if it names one ("yesterday I …"), else its
+        session's; an event found nowhere gives no window.
         """
         c = self._corpus
         c.ready()
@@ -399,11 +353,13 @@ class HybridIndex:
             scores = c.lexical(analyze(anchor.event))[0]
             if scores.size and float(scores.max()) > 0:
                 at = int(np.argmax(scores))
-                windows.append(resolve_anchor(anchor, c.session_dates[int(c.session_of[at])]))
+                # The day the turn tells of ("yesterday I had the filling"), else the day it was said.
+                told = first_day(self.told_days(c.turns[at].id))
+                windows.append(resolve_anchor(anchor, told or c.session_dates[int(c.session_of[at])]))
         return replace(facts, windows=tuple(windows))
 
     def signals(
-        self, query: str, *, weighted_only: bool = False, now: datetime | None = None
+        self, query: str, *, weighted_only: bool = False, now: datetime | None = None, sentence_mix: float = 0.0
     ) -> tuple[dict[str, np.ndarray], QueryFacts]:
         """Each signal's raw per-turn scores for ``query`` (for tuning and the manifest).
 
@@ -412,7 +368,21 @@ class HybridIndex:
             weighted_only: Skip the vector signals whose weight is 0 (they cannot
                 change the ranking; saves O(N·d) work per query).
             now: When the query is asked, for relative times (default: the newest turn's time).
+            sentence_mix: Mix the best sentence cosine into ``vector`` (what a planned
+                question does, :attr:`~stratamem.retrieve.plan.PlanSettings.sentence_mix`).
         """
+        return self._signals(query, weighted_only, now, None, sentence_mix)
+
+    def _query_vectors(self, queries: Sequence[str]) -> list[np.ndarray | None]:
+        """One embedding call for a question and its sub-queries (``None`` each without vectors)."""
+        if self._corpus.vectors is None:
+            return [None] * len(queries)
+        assert self.embedder is not None  # vectors are only ever stored with an embedder
+        return list(np.asarray(self.embedder.embed_batch(list(queries)), dtype=np.float32))
+
+    def _signals(
+        self, query: str, weighted_only: bool, now: datetime | None, q: np.ndarray | None, mix: float
+    ) -> tuple[dict[str, np.ndarray], QueryFacts]:
         c = self._corpus
         facts = self.query_facts(query, now)
         # "two weeks ago" is carried by the date window; as words it only matches
@@ -421,10 +391,15 @@ class HybridIndex:
         sig = self._lexical(terms, None)
         w = self.weights
         if c.vectors is not None:
-            assert self.embedder is not None  # vectors are only ever stored with an embedder
-            q = np.asarray(self.embedder.embed_batch([query]), dtype=np.float32)[0]
+            if q is None:
+                q = self._query_vectors([query])[0]
+            assert q is not None
             dots = c.dots(q)
             sig["vector"] = np.clip(dots, 0, None)
+            if mix > 0 and len(self._sentence_vectors):
+                # Best over the turn and its sentences, mixed in: a fact said in one clause counts.
+                best = np.clip(self._sentence_vectors.best(q, dots), 0, None)
+                sig["vector"] = (1.0 - mix) * sig["vector"] + mix * best
             if w.vector_passage > 0:
                 sig["vector_passage"] = np.clip(self._passage_vectors.best(q, dots), 0, None)
             if not weighted_only or w.vector_window > 0:
@@ -450,6 +425,10 @@ class HybridIndex:
         if facts.windows:
             per_session = np.array([facts.window_match(d) for d in c.session_dates])
             sig["date_window"] = per_session[c.session_of]
+            if len(self._told) and (not weighted_only or w.event_date > 0):
+                told = self._told.scores(facts.windows, len(c.turns))
+                if told.any():
+                    sig["event_date"] = told
         if facts.current and len(c.session_dates) > 1:
             when = np.array([d.timestamp() for d in c.session_dates])
             span = float(when.max() - when.min())
@@ -501,15 +480,29 @@ class HybridIndex:
             parts["substance"] = prior
         return fused, parts
 
-    def search(self, query: str, k: int = 10, *, now: datetime | None = None) -> list[Hit]:
+    def plan(self, query: str, now: datetime | None = None) -> QueryPlan:
+        """How ``query`` is searched (:mod:`stratamem.retrieve.plan`): :attr:`rewriter`'s plan, or
+        ``single`` when :attr:`planning` is off."""
+        if not self.planning.enabled:
+            return QueryPlan()
+        return self.rewriter.plan(query, now=now, speakers=tuple(self._corpus.speakers))
+
+    def search(
+        self, query: str, k: int = 10, *, now: datetime | None = None, plan: QueryPlan | None = None
+    ) -> list[Hit]:
         """The ``k`` best turns for ``query``, best first, with score breakdowns.
 
         ``now`` is when the query is asked: relative times in it ("last month")
         are resolved against it (default: the newest indexed turn's time).
+        ``plan`` (default: :meth:`plan`) says whether the question needs several
+        turns: an ``aggregate`` question gathers one turn per session after the
+        first ones (a gathered hit's score has ``gathered``); a question with
+        sub-queries interleaves their rankings with its own (a hit a sub-query
+        placed has ``subquery``, its 1-based number, and that sub-query's breakdown).
 
         Raises:
-            ValidationError: ``query`` is not a string, ``k`` is not positive or
-                ``now`` is not a datetime.
+            ValidationError: ``query`` is not a string, ``k`` is not positive,
+                ``now`` is not a datetime or ``plan`` not a :class:`QueryPlan`.
         """
         if now is not None and not isinstance(now, datetime):
             raise ValidationError(f"now must be a datetime, got {type(now).__name__}")
@@ -517,31 +510,67 @@ class HybridIndex:
             raise ValidationError(f"query must be a string, got {type(query).__name__}")
         if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
             raise ValidationError(f"k must be a positive integer, got {k!r}")
+        if plan is not None and not isinstance(plan, QueryPlan):
+            raise ValidationError(f"plan must be a QueryPlan, got {type(plan).__name__}")
         if not self.turns:
             return []
+        if plan is None:
+            plan = self.plan(query, now)
+        if plan.multi:
+            return self._planned(query, k, now, plan)
         sig, _ = self.signals(query, weighted_only=True, now=now)
-        fused, parts, prior = fuse_signals(sig, self.weights, self._substance())
-        if k < len(fused):
-            # Partial selection first: a full sort of 100k scores costs more than the scoring.
-            cand = np.argpartition(-fused, k - 1)[:k]
-            top = cand[np.lexsort((cand, -fused[cand]))]
-        else:
-            top = np.argsort(-fused, kind="stable")
-        self._materialize(top)
-        # Breakdowns only for the hits: the per-signal arrays are never materialised.
-        return [
-            Hit(
-                f"turn:{self.turns[i].id}",
-                "turn",
-                (self.turns[i].id,),
-                {
-                    **{n: float(v[i]) for n, v in parts.items()},
-                    **({"substance": float(prior[i])} if prior.size else {}),
-                    "fused": float(fused[i]),
-                },
-            )
-            for i in top
+        scored = fuse_signals(sig, self.weights, self._substance())
+        top = _top(scored[0], k)
+        return self._hits(top, np.zeros(len(top), dtype=np.int64), [scored])
+
+    def _planned(self, query: str, k: int, now: datetime | None, plan: QueryPlan) -> list[Hit]:
+        """:meth:`search` of a question that needs several turns (:mod:`stratamem.retrieve.plan`)."""
+        p = self.planning
+        queries = [query, *plan.subqueries]
+        scored = [
+            fuse_signals(self._signals(text, True, now, q, p.sentence_mix)[0], self.weights, self._substance())
+            for text, q in zip(queries, self._query_vectors(queries), strict=True)
         ]
+        if plan.subqueries and p.share:
+            depth = p.share * len(queries)
+            rankings = [_top(scored[0][0], k + depth)]
+            for fused, _, _ in scored[1:]:
+                r = _top(fused, depth)
+                rankings.append(r[fused[r] > 0])  # a sub-query that matches nothing places nothing
+            order, source = merge(rankings, p.share)
+            return self._hits(order[:k], source[:k], scored)
+        fused = scored[0][0]
+        if plan.shape != "aggregate":
+            top = _top(fused, k)
+            return self._hits(top, np.zeros(len(top), dtype=np.int64), scored)
+        order, gathered = gather(_top(fused, max(k, p.head) + GATHER_DEPTH), fused, self._corpus.session_of, p)
+        return self._hits(order[:k], np.zeros(min(k, len(order)), dtype=np.int64), scored, gathered)
+
+    def _hits(
+        self,
+        top: np.ndarray,
+        source: np.ndarray,
+        scored: Sequence[tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]],
+        gathered: frozenset[int] = frozenset(),
+    ) -> list[Hit]:
+        """Hits at positions ``top``, each with the breakdown of the ranking that placed it (``source``:
+        0 the question, ``i`` its sub-query ``i``); ``gathered``: positions gathering placed."""
+        self._materialize(top)
+        out = []
+        # Breakdowns only for the hits: the per-signal arrays are never materialised.
+        for i, src in zip(top, source, strict=True):
+            fused, parts, prior = scored[int(src)]
+            score = {n: float(v[i]) for n, v in parts.items()}
+            if prior.size:
+                score["substance"] = float(prior[i])
+            score["fused"] = float(fused[i])
+            if src:
+                score["subquery"] = float(src)
+            if int(i) in gathered:
+                score["gathered"] = 1.0
+            st = self.turns[i]
+            out.append(Hit(f"turn:{st.id}", "turn", (st.id,), score))
+        return out
 
     def describe(self) -> dict[str, Any]:
         """Size and mode, for status output."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import StratamemError
+from ..errors import ModelError, StratamemError
 from ..records import StoredTurn
 from .engine import HybridIndex
 
@@ -36,11 +36,23 @@ class LiveIndex:
         embedder: Embeddings for the vector signals, or ``None`` (lexical recall).
         passages: Also embed the passages of long turns (``embedding.passages``).
         report: Told of every failure (never raised).
+        sentences: Also embed the sentences of short turns (``embedding.sentences``).
+        rewriter: Who plans each question (:mod:`stratamem.retrieve.rewrite`; ``None``: the rules).
     """
 
-    def __init__(self, store: Any, namespace: str, embedder: Any, *, passages: bool, report: Report) -> None:
+    def __init__(
+        self,
+        store: Any,
+        namespace: str,
+        embedder: Any,
+        *,
+        passages: bool,
+        report: Report,
+        sentences: bool = False,
+        rewriter: Any = None,
+    ) -> None:
         self.store, self.namespace, self.embedder = store, namespace, embedder
-        self.passages = passages
+        self.passages, self.sentences, self.rewriter = passages, sentences, rewriter
         self.report = report
         self.index: HybridIndex | None = None
         """The open index (``None`` until first use, or after a failure: reopened on next use)."""
@@ -52,7 +64,9 @@ class LiveIndex:
         if self._indexer is None:
             from .persisted import TurnIndexer
 
-            self._indexer = TurnIndexer(self.store, self.namespace, self.embedder, passages=self.passages)
+            self._indexer = TurnIndexer(
+                self.store, self.namespace, self.embedder, passages=self.passages, sentences=self.sentences
+            )
         return self._indexer
 
     def missing(self) -> list[int]:
@@ -90,7 +104,14 @@ class LiveIndex:
             and self._in_step((len(index) + len(stored), stored[-1].id))
         ):
             try:
-                index.add_turns(stored, terms=batch.terms, vectors=batch.vectors, passages=batch.passages)
+                index.add_turns(
+                    stored,
+                    terms=batch.terms,
+                    vectors=batch.vectors,
+                    passages=batch.passages,
+                    sentences=batch.sentences,
+                    events=batch.events,
+                )
             except Exception as exc:  # noqa: BLE001 - reported; the index is rebuilt on next use
                 self.index = None
                 self.report("recall.index_failed", exc, stored)
@@ -139,6 +160,8 @@ class LiveIndex:
                         break
         if index is None:
             index = self.indexer.open(on_store_error=lambda exc: self.report("recall.index_failed", exc, []))
+            if self.rewriter is not None:
+                index.rewriter = self.rewriter
             self.index = index
         return index
 
@@ -154,5 +177,9 @@ class LiveIndex:
         if self.embedder is not None:
             blobs = [rows[st.id].vector for st in turns]
             vectors = decode_int8(blobs, len(blobs[0]) - 4)
-        index.add_turns(turns, terms=terms, vectors=vectors)
+        # The turns are at hand: what their rows lack (event dates, sentence vectors) the index makes.
+        try:
+            index.add_turns(turns, terms=terms, vectors=vectors, events=[rows[st.id].events for st in turns])
+        except ModelError:
+            return None  # embedding their sentences failed: reopen (the open reports it as it always has)
         return index

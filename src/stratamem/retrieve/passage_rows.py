@@ -20,16 +20,9 @@ import numpy as np
 
 from ..errors import ModelError, StratamemError
 from ..records import StoredTurn
-from .passages import decode_blob, encode_blob, is_long, passage_texts
+from .passages import decode_blob, encode_blob, is_long, passage_texts, term_count
 
 __all__ = ["PassageRows"]
-
-
-def _term_count(terms: Sequence[str] | str) -> int:
-    """How many index terms a turn has: an opened index holds them as one space-joined string."""
-    if isinstance(terms, str):
-        return terms.count(" ") + 1 if terms else 0
-    return len(terms)
 
 
 class PassageRows:
@@ -100,7 +93,7 @@ class PassageRows:
         Raises:
             ModelError: Missing passages needed embedding and the embedder failed.
         """
-        long = [st.id for st, t in zip(turns, terms, strict=True) if is_long(_term_count(t))]
+        long = [st.id for st, t in zip(turns, terms, strict=True) if is_long(term_count(t))]
         if not long:
             return {}
         blobs = self._rows.load(self.namespace, self.key(dims))

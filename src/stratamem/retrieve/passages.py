@@ -39,6 +39,7 @@ __all__ = [
     "is_long",
     "passage_texts",
     "split_passages",
+    "term_count",
 ]
 
 PASSAGE_WORDS = 140
@@ -58,6 +59,13 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 def is_long(term_count: int) -> bool:
     """Whether a turn with ``term_count`` content words gets passage vectors."""
     return term_count > LONG_TERMS
+
+
+def term_count(terms: Sequence[str] | str) -> int:
+    """How many index terms a turn has: an opened index holds them as one space-joined string."""
+    if isinstance(terms, str):
+        return terms.count(" ") + 1 if terms else 0
+    return len(terms)
 
 
 def _sentences(text: str, size: int) -> list[list[str]]:

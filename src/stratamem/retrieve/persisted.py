@@ -35,8 +35,11 @@ from ..records import StoredTurn
 from ..store.term_ids import StoredTerms
 from .corpus import ANALYZER, TurnCorpus
 from .engine import HybridIndex, Weights
+from .eventdates import encode_events, event_spans
 from .lexical import analyze
 from .passage_rows import PassageRows
+from .passages import is_long
+from .sentence_rows import SentenceRows
 
 __all__ = ["PASSAGE_WEIGHTS", "IndexedBatch", "TurnIndexer"]
 
@@ -61,6 +64,10 @@ class IndexedBatch:
     """Why the vectors are missing, if the embedder failed (the terms were still stored)."""
     passages: dict[int, np.ndarray] | None = None
     """Decoded passage vectors of the long turns, by turn id (:mod:`stratamem.retrieve.passage_rows`)."""
+    sentences: dict[int, np.ndarray] | None = None
+    """Decoded sentence vectors of the short turns that have them, by turn id (:mod:`stratamem.retrieve.sentences`)."""
+    events: list[str] | None = None
+    """The stored events string of each turn (:mod:`stratamem.retrieve.eventdates`)."""
 
 
 def _embed(embedder: Any, texts: Sequence[str]) -> np.ndarray:
@@ -85,11 +92,16 @@ class TurnIndexer:
             the best of a turn's and its passages' vectors (``vector_passage``)
             instead of the turn vector alone. Off by default: see
             ``embedding.passages`` in :mod:`stratamem.config`.
+        sentences: Also embed and store the sentences of short turns, which
+            questions needing several turns rank by (``embedding.sentences``).
     """
 
-    def __init__(self, store: Any, namespace: str, embedder: Any, *, passages: bool = False) -> None:
+    def __init__(
+        self, store: Any, namespace: str, embedder: Any, *, passages: bool = False, sentences: bool = False
+    ) -> None:
         self.store, self.namespace, self.embedder = store, namespace, embedder
         self.passages = bool(passages)
+        self.sentences = bool(sentences)
         self._meta_checked = False
 
     @property
@@ -131,7 +143,9 @@ class TurnIndexer:
         """
         self._check_meta()
         all_terms: list[list[str]] = []
+        all_events: list[str] = []
         blobs: list[bytes | None] = []
+        made: dict[int, bytes] = {}
         error: Exception | None = None
         from ..store.base_turn_index import TurnIndexRow
 
@@ -139,33 +153,50 @@ class TurnIndexer:
             chunk = turns[lo : lo + BATCH]
             texts = [TurnCorpus.text(st) for st in chunk]
             terms = [analyze(t) for t in texts]
+            events = [encode_events(event_spans(st.text, st.timestamp)) for st in chunk]
             coded: list[bytes | None] = [None] * len(chunk)
+            counts: list[int | None] = [None] * len(chunk)
             if self.embedder is not None and error is None:
                 try:
                     coded = list(encode_int8(_embed(self.embedder, texts)))
+                    if self.sentences:
+                        # Stored before the rows that count them: a crash in between re-makes them on open.
+                        rows = self._sentence_rows()
+                        made_counts, blobs_s = rows.make(chunk, [len(t) for t in terms])
+                        rows.put(blobs_s, len(coded[0] or b"") - 4)
+                        counts, made = list(made_counts), {**made, **blobs_s}
                 except ModelError as exc:
                     error = exc
             self._rows.put(
                 self.namespace,
-                [TurnIndexRow(st.id, " ".join(t), b) for st, t, b in zip(chunk, terms, coded, strict=True)],
+                [
+                    TurnIndexRow(st.id, " ".join(t), b, e, c)
+                    for st, t, b, e, c in zip(chunk, terms, coded, events, counts, strict=True)
+                ],
             )
             all_terms.extend(terms)
+            all_events.extend(events)
             blobs.extend(coded)
             if progress is not None:
                 progress(len(chunk))
         vectors = None
         if self.embedder is not None and error is None and blobs:
             vectors = decode_int8([b for b in blobs if b is not None], len(blobs[0]) - 4)  # type: ignore[arg-type]
-        passages = None
+        passages = sentences = None
         if vectors is not None and self.passages:
             try:
                 passages = self._passage_rows().write(turns, all_terms, vectors.shape[1])
             except ModelError as exc:  # the turn rows are stored; passages are made when the index opens
                 error = exc
-        return IndexedBatch(all_terms, vectors, error, passages)
+        if vectors is not None and self.sentences and error is None:
+            sentences = SentenceRows.decode(made, vectors.shape[1])
+        return IndexedBatch(all_terms, vectors, error, passages, sentences, all_events)
 
     def _passage_rows(self) -> PassageRows:
         return PassageRows(self.store, self.namespace, self.embedder, self.model)
+
+    def _sentence_rows(self) -> SentenceRows:
+        return SentenceRows(self.store, self.namespace, self.embedder, self.model)
 
     def open(self, weights: Any = None, on_store_error: Callable[[Exception], None] | None = None) -> HybridIndex:
         """The namespace's recall index, from its turns and stored rows.
@@ -190,19 +221,39 @@ class TurnIndexer:
         except StratamemError as exc:
             if on_store_error is not None:
                 on_store_error(exc)
-        # One ordered read of keys, term ids and vectors. Terms stay ids: the index finds a
+        # One ordered read of keys, term ids, vectors, events and sentence counts. Terms stay ids: the index finds a
         # term's postings when a query first asks for it (StoredTermsIndex).
         turns: list[Any]
-        turns, stored, present, blobs = self._rows.open_rows(self.namespace)
+        turns, stored, present, blobs, events, counts = self._rows.open_rows(self.namespace)
         if turns and (meta := self._rows.meta(self.namespace)) is not None and meta.analyzer != ANALYZER:
             # Made by another analysis (read-only store: the meta could not be updated).
-            present, blobs = [False] * len(turns), [None] * len(turns)
+            none: list[Any] = [None] * len(turns)
+            present, blobs, events, counts = [False] * len(turns), list(none), list(none), list(none)
         dims = getattr(self.embedder, "dimensions", None) if self.embedder is not None else None
         stale = {i for i, b in enumerate(blobs) if b is not None and dims and len(b) != int(dims) + 4}
+        if not dims:
+            dims = next((len(b) - 4 for b in blobs if b is not None), None)
+        stored_s = self._sentence_rows().load(int(dims)) if self.sentences and self.embedder and dims else {}
+        sizes = np.diff(stored.offsets)  # each turn's term count, read off the stored ids
+        # Sentence vectors never made (NULL count) or made by another model (no row under this one).
+        need_s = {
+            i
+            for i in range(len(turns))
+            if self.sentences
+            and self.embedder is not None
+            and (
+                (counts[i] is None and (not present[i] or not is_long(int(sizes[i]))))
+                or (counts[i] and turns[i].id not in stored_s)
+            )
+        }
+        # Rows written before event dates were stored (events NULL) need the text once more.
         todo = [
             i
             for i in range(len(turns))
-            if not present[i] or (self.embedder is not None and (blobs[i] is None or i in stale))
+            if not present[i]
+            or events[i] is None
+            or i in need_s
+            or (self.embedder is not None and (blobs[i] is None or i in stale))
         ]
         terms: StoredTerms | list[list[str]] = stored
         if todo:
@@ -214,19 +265,21 @@ class TurnIndexer:
             for i in todo:
                 turns[i] = full[turns[i].id]
             lists: list[list[str] | None] = [stored.terms(i) if present[i] else None for i in range(len(turns))]
-            self._fill(turns, lists, blobs, todo, on_store_error)
+            self._fill(turns, (lists, blobs, events, counts), stale, need_s, stored_s, todo, on_store_error)
             if not all(present):
                 terms = [t or [] for t in lists]
         if weights is None and self.passages and self.embedder is not None:
             weights = PASSAGE_WEIGHTS
-        index = HybridIndex(self.embedder, weights, loader=self._load_turns)
+        index = HybridIndex(self.embedder, weights, loader=self._load_turns, sentences=self.sentences)
         vectors = None
         if self.embedder is not None and turns:
             vectors = decode_int8(blobs, len(blobs[0]) - 4)
-        passages = None
+        passages = sentences = None
         if vectors is not None and index.weights.vector_passage > 0:
             passages = self._passage_rows().read(turns, _lists(terms), vectors.shape[1], on_store_error)
-        index.add_turns(turns, terms=terms, vectors=vectors, passages=passages)
+        if vectors is not None and index.sentences:
+            sentences = SentenceRows.decode(stored_s, vectors.shape[1])
+        index.add_turns(turns, terms=terms, vectors=vectors, passages=passages, sentences=sentences, events=events)
         return index
 
     def _load_turns(self, ids: Sequence[int]) -> list[StoredTurn]:
@@ -235,27 +288,52 @@ class TurnIndexer:
     def _fill(
         self,
         turns: list[StoredTurn],
-        terms: list[list[str] | None],
-        blobs: list[bytes | None],
+        columns: tuple[list[list[str] | None], list[bytes | None], list[str | None], list[int | None]],
+        stale: set[int],
+        need_s: set[int],
+        stored_s: dict[int, bytes],
         todo: list[int],
         on_store_error: Callable[[Exception], None] | None,
     ) -> None:
+        """Make what the rows at ``todo`` lack (terms, vectors, events, sentence vectors: ``need_s``,
+        added to ``stored_s``) from the full turns, in place, and store it."""
         from ..store.base_turn_index import TurnIndexRow
 
-        store_ok = True
+        terms, blobs, events, counts = columns
+
+        store_ok = not getattr(self.store, "read_only", False)  # a read-only store: made for this process only
         for lo in range(0, len(todo), BATCH):
             part = todo[lo : lo + BATCH]
             texts = [TurnCorpus.text(turns[i]) for i in part]
             for i, text in zip(part, texts, strict=True):
                 if terms[i] is None:
                     terms[i] = analyze(text)
-            if self.embedder is not None:
-                for i, blob in zip(part, encode_int8(_embed(self.embedder, texts)), strict=True):
+                if events[i] is None:
+                    events[i] = encode_events(event_spans(turns[i].text, turns[i].timestamp))
+            embed = [i for i in part if blobs[i] is None or i in stale] if self.embedder is not None else []
+            if embed:
+                coded = encode_int8(_embed(self.embedder, [TurnCorpus.text(turns[i]) for i in embed]))
+                for i, blob in zip(embed, coded, strict=True):
                     blobs[i] = blob
+            sent = [i for i in part if i in need_s]
+            made: dict[int, bytes] = {}
+            if sent:
+                made_counts, made = self._sentence_rows().make(
+                    [turns[i] for i in sent], [len(terms[i] or []) for i in sent]
+                )
+                for i, n in zip(sent, made_counts, strict=True):
+                    counts[i] = n
+                stored_s.update(made)
             if store_ok:
                 try:
+                    if made:
+                        self._sentence_rows().put(made, len(blobs[part[0]] or b"") - 4)
                     self._rows.put(
-                        self.namespace, [TurnIndexRow(turns[i].id, " ".join(terms[i] or []), blobs[i]) for i in part]
+                        self.namespace,
+                        [
+                            TurnIndexRow(turns[i].id, " ".join(terms[i] or []), blobs[i], events[i], counts[i])
+                            for i in part
+                        ],
                     )
                 except StratamemError as exc:
                     store_ok = False

@@ -36,6 +36,12 @@ class TurnIndexRow:
     """Its analysed index terms, space-separated."""
     vector: bytes | None
     """Its vector as an int8 blob (:func:`stratamem.embed.quantize.encode_int8`), or ``None`` if not embedded."""
+    events: str | None = None
+    """The days it tells of, resolved when it was written (:mod:`stratamem.retrieve.eventdates`:
+    ``"19695:19696 …"``, ``""`` for none), or ``None`` if not read yet (a row written before them)."""
+    sentences: int | None = None
+    """How many sentence vectors the turn has in ``store.embeddings.passages``
+    (:mod:`stratamem.retrieve.sentences`; 0: none), or ``None`` if they were not made."""
 
 
 class TurnKey(NamedTuple):

@@ -21,12 +21,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..errors import BackendError
 from .base_turn_index import IndexMeta, TurnIndexRow, TurnKey
 from .ddl import TYPES, run_tables
 from .sql import SQLITE, Dialect, Sql, Writer, chunks, dialect_of, upsert
 from .term_ids import StoredTerms, decode_ids, encode_ids, encode_many
 
-__all__ = ["TurnIndex", "m010_recall_index", "m021_term_ids", "prune_terms"]
+__all__ = ["TurnIndex", "m010_recall_index", "m019_recall_events", "m021_term_ids", "prune_terms"]
 
 # First key of the two-key advisory lock serializing one namespace's vocabulary writers on PostgreSQL ("Rt").
 _LOCK_CLASS = 0x5274
@@ -59,11 +60,22 @@ def m010_recall_index(conn: Any) -> None:
     )
 
 
+def m019_recall_events(conn: Any) -> None:
+    """Per turn, the days it tells of, resolved when it was written, and how many sentence vectors it
+    has (``NULL``: not made; rows written before this)."""
+    conn.execute("ALTER TABLE recall_index ADD COLUMN events TEXT")
+    conn.execute("ALTER TABLE recall_index ADD COLUMN sentences INTEGER")
+
+
+# m019_recall_events' columns are part of the rebuilt table: m021 runs after m019 on every store
+# (a store migrated m021 first, by a version without m019, gets them from m019 afterwards).
 _INDEX_COLUMNS = [
     "{tenant_column}",
     "turn_id {bigint} NOT NULL",
     "term_ids {blob} NOT NULL",
     "vector {blob}",
+    "events TEXT",
+    "sentences INTEGER",
     "PRIMARY KEY ({tenant}, turn_id)",
 ]
 _TERMS_COLUMNS = ["{tenant_column}", "term TEXT NOT NULL", "id {bigint} NOT NULL", "PRIMARY KEY ({tenant}, term)"]
@@ -78,7 +90,8 @@ def m021_term_ids(conn: Any) -> None:
     in order, :func:`~stratamem.store.term_ids.encode_ids`) in place of the
     space-joined ``terms`` text, each namespace's vocabulary numbered in the
     order its turns first use a term; ``recall_index_meta.next_term`` is the
-    next id to give. The vectors are copied unchanged. Rows are converted in
+    next id to give. The vectors, event dates and sentence counts
+    (:func:`m019_recall_events`) are copied unchanged. Rows are converted in
     batches inside the migration's transaction.
     """
     d = dialect_of(conn)
@@ -92,18 +105,22 @@ def m021_term_ids(conn: Any) -> None:
     while True:
         after = f"WHERE ({t}, turn_id) > (?, ?)" if last else ""
         rows = conn.execute(
-            d.sql(f"SELECT {t}, turn_id, terms, vector FROM recall_index {after} ORDER BY {t}, turn_id LIMIT {_BATCH}"),
+            d.sql(
+                f"SELECT {t}, turn_id, terms, vector, events, sentences FROM recall_index {after} "
+                f"ORDER BY {t}, turn_id LIMIT {_BATCH}"
+            ),
             last,
         ).fetchall()
         if not rows:
             break
         last = tuple(rows[-1][:2])
         out = []
-        for key, turn_id, terms, vector in rows:
+        for key, turn_id, terms, vector, events, sentences in rows:
             ids = vocab.setdefault(key, {})
-            out.append((key, turn_id, encode_ids(ids.setdefault(w, len(ids)) for w in terms.split()), vector))
+            blob = encode_ids(ids.setdefault(w, len(ids)) for w in terms.split())
+            out.append((key, turn_id, blob, vector, events, sentences))
         cur = conn.cursor()
-        cur.executemany(d.sql("INSERT INTO recall_index_new VALUES (?, ?, ?, ?)"), out)
+        cur.executemany(d.sql("INSERT INTO recall_index_new VALUES (?, ?, ?, ?, ?, ?)"), out)
     cur = conn.cursor()
     for key, ids in vocab.items():
         cur.executemany(
@@ -240,8 +257,8 @@ class TurnIndex:
             flat = [ids[term] for terms in lists for term in terms]
             blobs = encode_many(flat, [len(terms) for terms in lists])
             w.executemany(
-                upsert("recall_index", (self._ns, "turn_id"), ("term_ids", "vector")),
-                [(key, r.turn_id, b, r.vector) for r, b in zip(rows, blobs, strict=True)],
+                upsert("recall_index", (self._ns, "turn_id"), ("term_ids", "vector", "events", "sentences")),
+                [(key, r.turn_id, b, r.vector, r.events, r.sentences) for r, b in zip(rows, blobs, strict=True)],
             )
 
     def _vocab(self, key: Any) -> list[str]:
@@ -256,18 +273,33 @@ class TurnIndex:
         key = self._sql.tenant_key(namespace)
         if key is None:
             return {}
-        select = f"SELECT turn_id, term_ids, vector FROM recall_index WHERE {self._ns} = ?"
         if turn_ids is None:
-            rows = self._sql.rows(select, (key,))
+            rows = self._index_rows("", (key,))
         else:
             rows = []
             for part in chunks([int(i) for i in turn_ids]):
-                rows += self._sql.rows(f"{select} AND {self._sql.dialect.in_list('turn_id', len(part))}", [key, *part])
+                rows += self._index_rows(f" AND {self._sql.dialect.in_list('turn_id', len(part))}", [key, *part])
         if not rows:
             return {}
         ids, offsets = decode_ids([bytes(r[1]) for r in rows])
         terms = StoredTerms(ids, offsets, self._vocab(key))
-        return {int(r[0]): TurnIndexRow(int(r[0]), terms.text(i), _blob(r[2])) for i, r in enumerate(rows)}
+        return {
+            int(r[0]): TurnIndexRow(int(r[0]), terms.text(i), _blob(r[2]), r[3], None if r[4] is None else int(r[4]))
+            for i, r in enumerate(rows)
+        }
+
+    def _index_rows(self, where: str, params: Sequence[object]) -> list[tuple[Any, ...]]:
+        """Rows ``(turn_id, term_ids, vector, events, sentences)`` of the namespace, ``where`` narrowing them."""
+        select = "SELECT turn_id, term_ids, vector, {} FROM recall_index WHERE " + f"{self._ns} = ?{where}"
+        try:
+            return self._sql.rows(select.format("events, sentences"), params)
+        except BackendError as exc:
+            if "no such column" not in str(exc):
+                raise
+            # A read-only SQLite file written without m019_recall_events (an older version, or one
+            # with m021_term_ids but not m019) is read without migrating: its rows have no event
+            # dates or sentence counts yet (NULL: not made).
+            return self._sql.rows(select.format("NULL, NULL"), params)
 
     def _key_rows(self, namespace: str, key: object) -> list[tuple[object, ...]]:
         # The namespace name rides along as a parameter, so each row is a TurnKey as read (TurnKey._make).
@@ -286,24 +318,24 @@ class TurnIndex:
         key = self._sql.tenant_key(namespace)
         return [] if key is None else list(map(TurnKey._make, self._key_rows(namespace, key)))
 
-    def open_rows(self, namespace: str) -> tuple[list[TurnKey], StoredTerms, list[bool], list[bytes | None]]:
-        """:meth:`keys` with each turn's stored terms and vector, in one read.
+    def open_rows(
+        self, namespace: str
+    ) -> tuple[list[TurnKey], StoredTerms, list[bool], list[bytes | None], list[str | None], list[int | None]]:
+        """:meth:`keys` with each turn's stored terms, vector, events and sentence count, in one read.
 
         Returns the keys, every turn's term ids (an empty list for a turn
-        without a row), which turns have a row, and each turn's vector
-        (``None``: no row or no vector). What opening the index reads: two
+        without a row), which turns have a row, each turn's vector
+        (``None``: no row or no vector), its event dates and its sentence
+        vector count (``None``: no row, or not made). What opening the index reads: two
         ordered scans and the vocabulary instead of two reads and a lookup per turn.
         """
         key = self._sql.tenant_key(namespace)
         if key is None:
-            return [], StoredTerms.from_lists([]), [], []
+            return [], StoredTerms.from_lists([]), [], [], [], []
         # Two range scans, joined here: joined in SQL, SQLite's planner sorts the rows (vectors
         # included) in a temporary B-tree, which took twice as long at 100k turns.
         keys = self._key_rows(namespace, key)
-        rows = {
-            r[0]: r
-            for r in self._sql.rows(f"SELECT turn_id, term_ids, vector FROM recall_index WHERE {self._ns} = ?", (key,))
-        }
+        rows = {r[0]: r for r in self._index_rows("", (key,))}
         got = [rows.get(k[0]) for k in keys]
         ids, offsets = decode_ids([b"" if r is None else bytes(r[1]) for r in got])
         return (
@@ -311,6 +343,8 @@ class TurnIndex:
             StoredTerms(ids, offsets, self._vocab(key)),
             [r is not None for r in got],
             [None if r is None else _blob(r[2]) for r in got],
+            [None if r is None else r[3] for r in got],
+            [None if r is None or r[4] is None else int(r[4]) for r in got],
         )
 
     def missing(self, namespace: str, *, vectors: bool) -> list[int]:

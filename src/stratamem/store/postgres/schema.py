@@ -33,7 +33,7 @@ from ..ingest_keys import m008_ingest_keys
 from ..item_facts import m018_item_facts
 from ..manifests import m006_manifests, m022_compact_manifests
 from ..passage_store import m011_passages
-from ..turn_index import m010_recall_index, m021_term_ids
+from ..turn_index import m010_recall_index, m019_recall_events, m021_term_ids
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
 from .nodes import m003_pyramid, m014_summary_spend, m020_node_settled
@@ -126,6 +126,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m016_data_versions", m016_data_versions),
     PgMigration("m017_idempotency_keys", m017_idempotency_keys),
     PgMigration("m018_item_facts", m018_item_facts),
+    PgMigration("m019_recall_events", m019_recall_events),
     PgMigration("m020_node_settled", m020_node_settled),
     PgMigration("m021_term_ids", m021_term_ids),
     PgMigration("m022_compact_manifests", m022_compact_manifests),

@@ -19,7 +19,7 @@ from ..manifests import m006_manifests, m022_compact_manifests
 from ..migrations import Migration
 from ..node_store import m003_pyramid, m014_summary_spend, m020_node_settled
 from ..passage_store import m011_passages
-from ..turn_index import m010_recall_index, m021_term_ids
+from ..turn_index import m010_recall_index, m019_recall_events, m021_term_ids
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
 
@@ -93,6 +93,7 @@ MIGRATIONS: list[Migration] = [
     Migration("m016_data_versions", m016_data_versions),
     Migration("m017_idempotency_keys", m017_idempotency_keys),
     Migration("m018_item_facts", m018_item_facts),
+    Migration("m019_recall_events", m019_recall_events),
     Migration("m020_node_settled", m020_node_settled),
     Migration("m021_term_ids", m021_term_ids, vacuum=True),
     Migration("m022_compact_manifests", m022_compact_manifests, vacuum=True),

@@ -1,0 +1,97 @@
+"""Sentence vectors kept in the store, so a new process does not re-embed short turns' sentences.
+
+The sentence vectors of a short turn (:mod:`stratamem.retrieve.sentences`)
+are made when the turn is written (:meth:`~stratamem.retrieve.persisted.TurnIndexer.index`)
+and stored like passage vectors — all of a turn's int8 vectors in one blob
+(:func:`~stratamem.retrieve.passages.encode_blob`, 388 bytes each for MiniLM)
+— in ``store.embeddings.passages`` under their own key
+(``<model>/<dims>/sentences``). A turn is either long (passages) or short
+(sentences), never both, so the two kinds never share a row. How many
+sentence vectors a turn has is recorded in its index row
+(``recall_index.sentences``): 0 needs no row, and ``NULL`` says they were
+never made (a turn written before this, or while ``embedding.sentences`` was
+off), which the index makes when it opens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import BackendError, ModelError
+from ..records import StoredTurn
+from .passages import decode_blob, encode_blob
+from .sentences import sentence_texts
+
+__all__ = ["SentenceRows"]
+
+
+class SentenceRows:
+    """Makes, stores and reads one namespace's sentence vectors.
+
+    Args:
+        store: The store (``store.embeddings.passages`` keeps the rows).
+        namespace: The namespace.
+        embedder: The embedder (must not be ``None``).
+        model: Name the vectors are recorded under.
+    """
+
+    def __init__(self, store: Any, namespace: str, embedder: Any, model: str) -> None:
+        self.store, self.namespace, self.embedder, self.model = store, namespace, embedder, model
+
+    def key(self, dims: int) -> str:
+        """What rows are recorded under: the model, the vector length and the kind."""
+        return f"{self.model}/{dims}/sentences"
+
+    def make(self, turns: Sequence[StoredTurn], term_counts: Sequence[int]) -> tuple[list[int], dict[int, bytes]]:
+        """Sentence vectors of full ``turns`` (with their content-word counts): per turn how many, and
+        the blobs of those that have some. One embedding call.
+
+        Raises:
+            ModelError: The embedder failed.
+        """
+        texts = [sentence_texts(st, n) for st, n in zip(turns, term_counts, strict=True)]
+        flat = [t for group in texts for t in group]
+        counts = [len(group) for group in texts]
+        if not flat:
+            return counts, {}
+        try:
+            vec = np.asarray(self.embedder.embed_batch(flat), dtype=np.float32)
+        except Exception as exc:  # a pluggable model may raise anything: one error type for callers
+            raise ModelError(f"embedding {len(flat)} sentence(s) failed: {type(exc).__name__}: {exc}") from exc
+        if vec.ndim != 2 or len(vec) != len(flat) or not np.isfinite(vec).all():
+            raise ModelError(f"embedder returned shape {vec.shape} (or non-finite values) for {len(flat)} sentence(s)")
+        out, at = {}, 0
+        for st, group in zip(turns, texts, strict=True):
+            if group:
+                out[st.id] = encode_blob(vec[at : at + len(group)])
+            at += len(group)
+        return counts, out
+
+    def put(self, blobs: dict[int, bytes], dims: int) -> None:
+        """Store blobs (turn id -> blob) of ``dims``-vectors.
+
+        Raises:
+            BackendError: The write failed (nothing was stored).
+        """
+        self.store.embeddings.passages.put(self.namespace, self.key(dims), blobs)
+
+    def load(self, dims: int) -> dict[int, bytes]:
+        """Every stored sentence blob of the namespace made by this model, by turn id."""
+        return dict(self.store.embeddings.passages.load(self.namespace, self.key(dims)))
+
+    @staticmethod
+    def decode(blobs: dict[int, bytes], dims: int) -> dict[int, np.ndarray]:
+        """The unit vectors of each blob, by turn id (a blob of the wrong size is left out: made again later).
+
+        A blob is derived data: a corrupt one costs that turn its sentence vectors, not the index.
+        """
+        out = {}
+        for tid, blob in blobs.items():
+            try:
+                out[tid] = decode_blob(blob, dims)
+            except BackendError:  # a bad length: the turn ranks by its own vector
+                continue
+        return out
