@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "stratamem._jsonio": 0,
     "stratamem._gcpause": 0,
     "stratamem._choices": 0,
+    "stratamem._config_values": 0,
     "stratamem.formats": 1,
     "stratamem.embed": 1,
     "stratamem.summarize": 1,

@@ -373,7 +373,7 @@ def test_an_upgrade_that_rebuilds_the_index_gives_its_old_pages_back(tmp_path: P
         _downgrade(mem.store, rows, manifests)
         words = " ".join(f"lisbon{j % 40}" for j in range(300))
         for turn_id in range(1000, 2500):
-            _raw(mem.store, "INSERT INTO recall_index VALUES (1, %s, %s, NULL)", (turn_id, words))
+            _raw(mem.store, "INSERT INTO recall_index VALUES (1, %s, %s, NULL, NULL, NULL)", (turn_id, words))
     old_size = Path(path).stat().st_size
     assert old_size > 4_000_000
     store = open_store(path)  # m021 and m022 rebuild their tables, then the file is vacuumed

@@ -16,7 +16,6 @@ a typo is never ignored.
 from __future__ import annotations
 
 import dataclasses
-import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ._choices import register_choices, registered
+from ._config_values import check_value
 from .errors import ConfigError
 
 __all__ = [
@@ -481,49 +481,6 @@ class Config:
         return Config.from_dict(data)
 
 
-def _check_value(value: Any, hint: Any, where: str) -> Any:
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _check_value(value, arg, where)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{where}: {value!r} is not a valid {hint}")
-    if origin is tuple:
-        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
-        return tuple(value)
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true/false, got {value!r}")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if hint is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
-        return value
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        if isinstance(value, hint):
-            return value
-        if not isinstance(value, Mapping):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return _build(hint, value, where + ".")
-    raise ConfigError(f"{where}: unsupported type {hint}")  # pragma: no cover - programming error
-
-
 def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{prefix or 'config'}: expected a mapping")
@@ -533,7 +490,7 @@ def _build(cls: type, data: Mapping[str, Any], prefix: str) -> Any:
     unknown = set(data) - names
     if unknown:
         raise ConfigError(f"unknown config key(s): {', '.join(prefix + k for k in sorted(unknown))}")
-    kwargs = {k: _check_value(v, hints[k], prefix + k) for k, v in data.items()}
+    kwargs = {k: check_value(v, hints[k], prefix + k, _build) for k, v in data.items()}
     obj = cls(**kwargs)
     _validate(obj, prefix)
     return obj
