@@ -510,12 +510,19 @@ class RestartResult:
 
 
 def restart_drill(
-    store: Store, restart: Callable[[], None], *, batch_turns: int = 2000, successes_after: int = 2
+    store: Store,
+    restart: Callable[[], None],
+    *,
+    batch_turns: int = 2000,
+    successes_after: int = 2,
+    max_restarts: int = 5,
 ) -> RestartResult:
     """Append batches in a thread while ``restart()`` restarts the database server.
 
     Every acknowledged batch must be stored whole; every failed one whole or
     not at all; and the same ``store`` must store again after the restart.
+    The server is restarted while a batch is in flight, again (at most
+    ``max_restarts`` times) until a restart has interrupted one.
     """
     outcomes: list[tuple[int, str]] = []
     restarted = threading.Event()
@@ -546,9 +553,17 @@ def restart_drill(
             time.sleep(0.005)
         # Restart while a batch is being written: between batches (fast on an idle machine)
         # the pool would just wait for the server and the restart would interrupt nothing.
-        in_flight.clear()
-        in_flight.wait(30)
-        restart()
+        # A fast machine can still finish the batch before the server goes down, so restart
+        # again (up to ``max_restarts``) until one restart has interrupted a batch.
+        for _ in range(max_restarts):
+            in_flight.clear()
+            in_flight.wait(30)
+            before = len(outcomes)
+            restart()
+            while len(outcomes) <= before and t.is_alive():
+                time.sleep(0.005)
+            if any(o != "ok" for _, o in outcomes[before:]) or not t.is_alive():
+                break
         restarted.set()
         t.join(300)
     finally:
