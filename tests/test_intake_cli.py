@@ -92,6 +92,42 @@ def test_ingest_a_folder_with_a_broken_log_stores_the_others_and_names_the_line(
     }
 
 
+def _too_deep(folder: Path) -> Path:
+    """Folders nested past PATH_MAX (made through directory descriptors): reading the deepest fails.
+
+    Permissions cannot make a folder unreadable to root (the CI user); a path the kernel refuses can.
+    """
+    name, fd = "d" * 200, os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    path = folder
+    try:
+        while len(str(path)) <= 4200:
+            os.mkdir(name, dir_fd=fd)
+            inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd, path = inner, path / name
+    finally:
+        os.close(fd)
+    return path
+
+
+def test_ingest_a_folder_names_what_it_cannot_read_and_fails(tmp_path: Path) -> None:
+    tree = tmp_path / "projects"
+    shutil.copytree(PROJECTS, tree)
+    deep = _too_deep(tree)
+    unreadable: list[tuple[Path, str]] = []
+    assert len(find_files(tree, unreadable)) == 5
+    [(where, why)] = unreadable
+    assert len(str(where)) > 4096 and str(deep).startswith(str(where)) and why == "OSError: File name too long"
+    result = CliRunner().invoke(
+        main, ["--db", str(tmp_path / "m.db"), "--embedding", "none", "ingest", "--settle", "0", str(tree)]
+    )
+    assert result.exit_code == 1  # a folder it could not read is not a clean ingest
+    assert f"refused {where.relative_to(tree)}: cannot read: OSError: File name too long" in result.output
+    assert "  5 file(s) read, 1 refused, of 5 under" in result.output
+    watcher = Watcher(tree, settle=0)
+    assert len(watcher.due()) == 5 and watcher.unreadable == {where: "OSError: File name too long"}
+
+
 def test_a_watcher_reports_new_and_changed_files_and_quiet_ones_holding_a_reply(tmp_path: Path) -> None:
     log = tmp_path / "a.jsonl"
     log.write_text("{}\n")

@@ -162,7 +162,11 @@ def ingest(settings: Settings, path: str, fmt: str, session: str | None, dedupe:
     namespace = settings.namespace if explicit else None
     tally = _Tally()
     if Path(path).is_dir():
-        files = find_files(path)
+        unreadable: list[tuple[Path, str]] = []
+        files = find_files(path, unreadable)
+        for p, why in unreadable:
+            tally.failed.append((str(p.relative_to(path)), f"cannot read: {why}"))
+            click.echo(f"refused {p.relative_to(path)}: cannot read: {why}", err=True)
         for f in tqdm(files, unit="file", desc="ingest", disable=None if len(files) > 1 else True, file=sys.stderr):
             try:
                 sessions = read_file(f, fmt, session=session, namespace=namespace, settle=settle)
@@ -227,6 +231,7 @@ def watch(
     previous = {s: signal.signal(s, _stop) for s in (signal.SIGINT, signal.SIGTERM)}
     watcher = Watcher(Path(path), settle)
     tally = _Tally()
+    reported: set[Path] = set()
     polls = 0
     started = time.monotonic()
     click.echo(f"watching {path} every {interval:g}s (Ctrl-C to stop)")
@@ -237,6 +242,12 @@ def watch(
                 polls += 1
                 before = (tally.stored, len(tally.failed))
                 due = watcher.due()
+                for p, why in watcher.unreadable.items():
+                    if p not in reported:  # once, until it is readable again and fails anew
+                        reported.add(p)
+                        tally.failed.append((str(p), f"cannot read: {why}"))
+                        click.echo(f"refused {p}: cannot read: {why}", err=True)
+                reported &= set(watcher.unreadable)
                 for f in due[:max_files]:
                     if stop.is_set():
                         break
@@ -287,8 +298,8 @@ def _watch_one(
     """Read one due file and store what is new; a refused file is reported once and left until it changes."""
     try:
         before = f.stat()
-    except OSError:
-        return
+    except FileNotFoundError:
+        return  # removed since it was listed; a file that cannot be read is refused by read_file below
     try:
         sessions = read_file(f, fmt, session=session, settle=settle)
         reports = _store(settings, sessions, True, mems)

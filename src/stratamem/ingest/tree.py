@@ -55,13 +55,16 @@ def is_conversation_file(path: Path) -> bool:
     return False
 
 
-def _walk(root: Path) -> Iterator[Path]:
+def _walk(root: Path, unreadable: list[tuple[Path, str]]) -> Iterator[Path]:
     stack = [root]
     while stack:
         folder = stack.pop()
         try:
             entries = list(os.scandir(folder))
-        except OSError:
+        except FileNotFoundError:
+            continue  # removed since it was listed: nothing to read
+        except OSError as exc:
+            unreadable.append((folder, f"{type(exc).__name__}: {exc.strerror or exc}"))
             continue
         for e in entries:
             try:
@@ -70,22 +73,32 @@ def _walk(root: Path) -> Iterator[Path]:
                         stack.append(Path(e.path))
                 elif e.is_file():
                     yield Path(e.path)
-            except OSError:
+            except FileNotFoundError:
                 continue
+            except OSError as exc:
+                unreadable.append((Path(e.path), f"{type(exc).__name__}: {exc.strerror or exc}"))
 
 
-def find_files(root: str | os.PathLike[str]) -> list[Path]:
-    """Conversation files under ``root`` (recursively), oldest first; ``root`` itself if it is a file."""
+def find_files(root: str | os.PathLike[str], unreadable: list[tuple[Path, str]] | None = None) -> list[Path]:
+    """Conversation files under ``root`` (recursively), oldest first; ``root`` itself if it is a file.
+
+    A folder or file that cannot be read (permissions, I/O) is never skipped in silence: it goes
+    to ``unreadable`` as ``(path, reason)`` for the caller to report. One removed while the walk
+    runs is simply gone.
+    """
     base = Path(root)
     if base.is_file():
         return [base]
+    problems: list[tuple[Path, str]] = [] if unreadable is None else unreadable
     found = []
-    for p in _walk(base):
+    for p in _walk(base, problems):
         if is_conversation_file(p):
             try:
                 found.append((p.stat().st_mtime_ns, str(p), p))
-            except OSError:
+            except FileNotFoundError:
                 continue
+            except OSError as exc:
+                problems.append((p, f"{type(exc).__name__}: {exc.strerror or exc}"))
     return [p for _, _, p in sorted(found)]
 
 
@@ -115,21 +128,28 @@ class Watcher:
     root: Path
     settle: float
     seen: dict[Path, FileState] = field(default_factory=dict)
+    unreadable: dict[Path, str] = field(default_factory=dict)
+    """Folders and files the last :meth:`due` could not read, with the reason (for the caller to report)."""
 
     def due(self, now: float | None = None) -> list[Path]:
         """Files to read now, oldest change first."""
         now = time.time() if now is None else now
         out: list[tuple[int, str, Path]] = []
-        for p in find_files(self.root):
+        problems: list[tuple[Path, str]] = []
+        for p in find_files(self.root, problems):
             try:
                 st = p.stat()
-            except OSError:
+            except FileNotFoundError:
+                continue  # removed since the walk: nothing to read
+            except OSError as exc:
+                problems.append((p, f"{type(exc).__name__}: {exc.strerror or exc}"))
                 continue
             old = self.seen.get(p)
             changed = old is None or (old.size, old.mtime_ns) != (st.st_size, st.st_mtime_ns)
             settled = old is not None and old.held_back and now - st.st_mtime >= self.settle
             if changed or settled:
                 out.append((st.st_mtime_ns, str(p), p))
+        self.unreadable = dict(problems)
         return [p for _, _, p in sorted(out)]
 
     def done(self, path: Path, before: os.stat_result, *, held_back: bool, error: str | None = None) -> None:
