@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelError, StratamemError
+from ..errors import StratamemError
 from ..records import StoredTurn
-from .passages import decode_blob, encode_blob, is_long, passage_texts, term_count
+from .passages import decode_blob, embed_blobs, is_long, passage_texts, term_count
 
 __all__ = ["PassageRows"]
 
@@ -44,22 +44,7 @@ class PassageRows:
 
     def _embed(self, turns: Sequence[StoredTurn]) -> dict[int, bytes]:
         """Blobs of the passages of ``turns`` (all long, full turns)."""
-        texts = [passage_texts(st) for st in turns]
-        flat = [t for group in texts for t in group]
-        if not flat:
-            return {}
-        try:
-            vec = np.asarray(self.embedder.embed_batch(flat), dtype=np.float32)
-        except Exception as exc:  # a pluggable model may raise anything: one error type for callers
-            raise ModelError(f"embedding {len(flat)} passage(s) failed: {type(exc).__name__}: {exc}") from exc
-        if vec.ndim != 2 or len(vec) != len(flat) or not np.isfinite(vec).all():
-            raise ModelError(f"embedder returned shape {vec.shape} (or non-finite values) for {len(flat)} passage(s)")
-        out, at = {}, 0
-        for st, group in zip(turns, texts, strict=True):
-            if group:
-                out[st.id] = encode_blob(vec[at : at + len(group)])
-            at += len(group)
-        return out
+        return embed_blobs(self.embedder, turns, [passage_texts(st) for st in turns], "passage")
 
     @staticmethod
     def _decode(blobs: dict[int, bytes], dims: int) -> dict[int, np.ndarray]:

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ..embed.quantize import decode_int8, encode_int8, int8_blob_size
-from ..errors import BackendError
+from ..errors import BackendError, ModelError
 from ..records import StoredTurn
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "PASSAGE_WORDS",
     "PassageVectors",
     "decode_blob",
+    "embed_blobs",
     "encode_blob",
     "is_long",
     "passage_texts",
@@ -115,6 +117,33 @@ def passage_texts(st: StoredTurn) -> list[str]:
 def encode_blob(vectors: np.ndarray) -> bytes:
     """One turn's passage vectors as one blob: their int8 encodings, concatenated."""
     return b"".join(encode_int8(vectors))
+
+
+def embed_blobs(
+    embedder: Any, turns: Sequence[StoredTurn], texts: Sequence[Sequence[str]], what: str
+) -> dict[int, bytes]:
+    """Each turn's ``texts`` embedded in one call, as one :func:`encode_blob` per turn that has some.
+
+    ``what`` names the texts in errors (``passage``, ``sentence``).
+
+    Raises:
+        ModelError: The embedder failed, or answered with the wrong shape or non-finite values.
+    """
+    flat = [t for group in texts for t in group]
+    if not flat:
+        return {}
+    try:
+        vec = np.asarray(embedder.embed_batch(flat), dtype=np.float32)
+    except Exception as exc:  # a pluggable model may raise anything: one error type for callers
+        raise ModelError(f"embedding {len(flat)} {what}(s) failed: {type(exc).__name__}: {exc}") from exc
+    if vec.ndim != 2 or len(vec) != len(flat) or not np.isfinite(vec).all():
+        raise ModelError(f"embedder returned shape {vec.shape} (or non-finite values) for {len(flat)} {what}(s)")
+    out, at = {}, 0
+    for st, group in zip(turns, texts, strict=True):
+        if group:
+            out[st.id] = encode_blob(vec[at : at + len(group)])
+        at += len(group)
+    return out
 
 
 def decode_blob(blob: bytes, dims: int) -> np.ndarray:

@@ -15,17 +15,20 @@ off), which the index makes when it opens.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..errors import BackendError, ModelError
+from ..errors import BackendError
 from ..records import StoredTurn
-from .passages import decode_blob, encode_blob
+from .passages import decode_blob, embed_blobs
 from .sentences import sentence_texts
 
 __all__ = ["SentenceRows"]
+
+log = logging.getLogger("stratamem.retrieve")
 
 
 class SentenceRows:
@@ -53,22 +56,7 @@ class SentenceRows:
             ModelError: The embedder failed.
         """
         texts = [sentence_texts(st, n) for st, n in zip(turns, term_counts, strict=True)]
-        flat = [t for group in texts for t in group]
-        counts = [len(group) for group in texts]
-        if not flat:
-            return counts, {}
-        try:
-            vec = np.asarray(self.embedder.embed_batch(flat), dtype=np.float32)
-        except Exception as exc:  # a pluggable model may raise anything: one error type for callers
-            raise ModelError(f"embedding {len(flat)} sentence(s) failed: {type(exc).__name__}: {exc}") from exc
-        if vec.ndim != 2 or len(vec) != len(flat) or not np.isfinite(vec).all():
-            raise ModelError(f"embedder returned shape {vec.shape} (or non-finite values) for {len(flat)} sentence(s)")
-        out, at = {}, 0
-        for st, group in zip(turns, texts, strict=True):
-            if group:
-                out[st.id] = encode_blob(vec[at : at + len(group)])
-            at += len(group)
-        return counts, out
+        return [len(group) for group in texts], embed_blobs(self.embedder, turns, texts, "sentence")
 
     def put(self, blobs: dict[int, bytes], dims: int) -> None:
         """Store blobs (turn id -> blob) of ``dims``-vectors.
@@ -88,10 +76,16 @@ class SentenceRows:
 
         A blob is derived data: a corrupt one costs that turn its sentence vectors, not the index.
         """
-        out = {}
+        out, bad = {}, []
         for tid, blob in blobs.items():
             try:
                 out[tid] = decode_blob(blob, dims)
             except BackendError:  # a bad length: the turn ranks by its own vector
-                continue
+                bad.append(tid)
+        if bad:
+            log.warning(
+                "%d stored sentence blob(s) are damaged (turns %s): left out, made again later",
+                len(bad),
+                ", ".join(map(str, bad[:5])) + (", ..." if len(bad) > 5 else ""),
+            )
         return out

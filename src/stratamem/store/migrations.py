@@ -16,6 +16,7 @@ bodies are in :mod:`stratamem.store.sqlite.schema`.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from datetime import UTC, datetime
 from ..errors import MigrationError
 
 __all__ = ["Migration", "applied", "apply", "pending"]
+
+log = logging.getLogger("stratamem.store")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,5 +141,5 @@ def _vacuum(conn: sqlite3.Connection) -> None:
     try:
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    except sqlite3.OperationalError:
-        pass
+    except sqlite3.OperationalError as exc:
+        log.warning("the upgraded store keeps its free pages (VACUUM did not run: %s)", exc)
