@@ -58,6 +58,13 @@ class Completion:
     attempts: int = 1
     """Calls made to get this answer (1 + retries)."""
 
+    def tokens(self, tokenizer: Any, *prompt: str) -> tuple[int, int]:
+        """``(input, output)`` tokens of this call: the provider's counts, else ``tokenizer``'s count of
+        the ``prompt`` texts and of the answer (for spend accounting when a provider reports none)."""
+        inp = self.input_tokens if self.input_tokens is not None else sum(tokenizer.count(p) for p in prompt)
+        out = self.output_tokens if self.output_tokens is not None else tokenizer.count(self.text)
+        return inp, out
+
 
 @runtime_checkable
 class ChatModel(Protocol):
@@ -364,10 +371,15 @@ class AnthropicChat(_RetryingClient):
         self._api_errors = (anthropic.AnthropicError,)
         return anthropic.Anthropic(base_url=base_url, api_key=api_key, timeout=self.timeout_s, max_retries=0)
 
-    def _call(self, system: str, messages: list[dict[str, str]], max_tokens: int) -> Completion:
+    def _extra(self, system: str) -> dict[str, Any]:
+        """The optional request fields: temperature when set, the system prompt when there is one."""
         extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}
         if system:
             extra["system"] = system
+        return extra
+
+    def _call(self, system: str, messages: list[dict[str, str]], max_tokens: int) -> Completion:
+        extra = self._extra(system)
         resp = self._client.messages.create(
             model=self.model,
             messages=messages,
@@ -381,9 +393,7 @@ class AnthropicChat(_RetryingClient):
         self, system: str, messages: list[dict[str, str]], schema: dict[str, Any], max_tokens: int, name: str
     ) -> Completion:
         # One tool the model must call: its input is the answer, validated by the provider against the schema.
-        extra: dict[str, Any] = {} if self.temperature is None else {"temperature": self.temperature}
-        if system:
-            extra["system"] = system
+        extra = self._extra(system)
         resp = self._client.messages.create(
             model=self.model,
             messages=messages,

@@ -191,15 +191,10 @@ class LLMExtractor:
                 messages,
                 max_tokens=self.max_output_tokens,
             )
+        inp, out = completion.tokens(self.tokenizer, system, user)
         self._usage[0] += 1
-        self._usage[1] += (
-            completion.input_tokens
-            if completion.input_tokens is not None
-            else self.tokenizer.count(system) + self.tokenizer.count(user)
-        )
-        self._usage[2] += (
-            completion.output_tokens if completion.output_tokens is not None else self.tokenizer.count(completion.text)
-        )
+        self._usage[1] += inp
+        self._usage[2] += out
         match = _JSON_OBJECT.search(completion.text)
         try:
             data = json.loads(match.group(0)) if match else None

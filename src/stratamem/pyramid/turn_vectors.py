@@ -29,6 +29,17 @@ from ..embed.quantize import decode_int8
 __all__ = ["stored_turn_vectors", "turn_mean_vectors"]
 
 
+def _vectors_of(store: Any, namespace: str, model: str) -> tuple[Any, Any] | None:
+    """The store's recall-index feature and its meta, when it holds vectors of ``model``; else ``None``."""
+    feature = getattr(getattr(store, "embeddings", None), "turns", None)
+    if feature is None or not model:
+        return None
+    meta = feature.meta(namespace)
+    if meta is None or meta.model != model or meta.dims <= 0:
+        return None
+    return feature, meta
+
+
 def turn_mean_vectors(
     store: Any, namespace: str, model: str, turn_ids: Mapping[int, Sequence[int]]
 ) -> dict[int, np.ndarray]:
@@ -44,12 +55,10 @@ def turn_mean_vectors(
         Node id -> float32 unit vector, only for nodes whose turns all have a
         stored vector of ``model`` (one read for all of them).
     """
-    feature = getattr(getattr(store, "embeddings", None), "turns", None)
-    if feature is None or not model or not turn_ids:
+    found = _vectors_of(store, namespace, model) if turn_ids else None
+    if found is None:
         return {}
-    meta = feature.meta(namespace)
-    if meta is None or meta.model != model or meta.dims <= 0:
-        return {}
+    feature, meta = found
     rows = feature.load(namespace, sorted({int(t) for ids in turn_ids.values() for t in ids}))
     out: dict[int, np.ndarray] = {}
     for node_id, ids in turn_ids.items():
@@ -70,12 +79,10 @@ def stored_turn_vectors(store: Any, namespace: str, model: str, turn_ids: Sequen
         Turn id -> float32 vector; empty when the store keeps no recall index,
         its vectors come from another model, or ``model`` is empty.
     """
-    feature = getattr(getattr(store, "embeddings", None), "turns", None)
-    if feature is None or not model or not turn_ids:
+    found = _vectors_of(store, namespace, model) if turn_ids else None
+    if found is None:
         return {}
-    meta = feature.meta(namespace)
-    if meta is None or meta.model != model or meta.dims <= 0:
-        return {}
+    feature, meta = found
     rows = feature.load(namespace, [int(t) for t in turn_ids])
     ids = [t for t in turn_ids if t in rows and rows[t].vector is not None and len(rows[t].vector) == meta.dims + 4]
     if not ids:

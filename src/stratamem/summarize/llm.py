@@ -68,15 +68,10 @@ class LLMSummarizer:
         # JSON framing costs tokens beyond the summary itself: leave room for it.
         completion = self.model.complete(system, [{"role": "user", "content": user}], max_tokens=max_tokens * 2 + 400)
         answer = completion.text
+        inp, out = completion.tokens(self.tokenizer, system, user)
         self._usage[0] += 1
-        self._usage[1] += (
-            completion.input_tokens
-            if completion.input_tokens is not None
-            else self.tokenizer.count(system) + self.tokenizer.count(user)
-        )
-        self._usage[2] += (
-            completion.output_tokens if completion.output_tokens is not None else self.tokenizer.count(answer)
-        )
+        self._usage[1] += inp
+        self._usage[2] += out
         match = _JSON_OBJECT.search(answer)
         try:
             data = json.loads(match.group(0)) if match else None
