@@ -10,6 +10,7 @@ rebuild a streamed reply from its chunks or events. Used by
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +18,8 @@ from ..errors import ValidationError
 from ..records.usage import PromptUsage
 
 __all__ = ["plain_message"]
+
+log = logging.getLogger("stratamem.agentloop")
 
 Reply = tuple[dict[str, Any] | None, int | None, int | None, PromptUsage | None]
 """What a response reader returns: the reply message, input tokens (the whole request, cached
@@ -29,7 +32,9 @@ def _usage(usage: Any) -> PromptUsage | None:
         return None
     try:
         return PromptUsage.from_provider(usage)
-    except ValidationError:
+    except ValidationError as exc:
+        # The reply is still good; only its cache split is unknown, and the caller's counts stand.
+        log.warning("the provider's usage is not one stratamem reads (%s): no cache split recorded", exc)
         return None
 
 
