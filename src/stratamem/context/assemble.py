@@ -25,12 +25,12 @@ policy gathers the candidates from a memory's parts, then :func:`assemble`.
 
 from __future__ import annotations
 
-from ..errors import StratamemError
-from ..records.manifests import Context, ContextItem, NearMiss
+from ..records.manifests import Context
 from ..tokens import Tokenizer
 from .assembly import Assembly
 from .cache_inputs import gather_cache
 from .finish import finish
+from .fixed import place_fixed
 from .gather import Parts, Request
 from .history import take_history
 from .layout import assemble_cached
@@ -124,38 +124,7 @@ def assemble(
     return finish(asm, window, history, pol.name, cands.notes)
 
 
-FIXED_SHARE = 0.5
-"""Most of what is left that a shrinkable block (the working state) takes when it cannot have its whole
-size: seed 004 puts the state before the conversation, but the conversation still needs room."""
-
-
 def take_fixed(asm: Assembly, cands: Candidates) -> None:
-    """Place each fixed block whole, in order, when it fits; one that does not is a near-miss.
-
-    A block that can shrink (:attr:`FixedBlock.fit`, the working state) and does not fit
-    whole in :data:`FIXED_SHARE` of what is left is re-rendered within it (seed 004's
-    cutoff policy compacts the working state first), keeping its most important fields
-    and saying what it left out; a note in the manifest says so too.
-    """
+    """Place each fixed block in order: whole, shrunk to fit, or a near-miss (:func:`place_fixed`)."""
     for blk in cands.fixed:
-        body = f"{blk.title}\n{blk.text}"
-        cost = asm.tokenizer.count(body) + 2 + asm.opening()
-        cap = int(asm.left.left * FIXED_SHARE)
-        if blk.fit is not None and cost > cap:
-            frame = cost - asm.tokenizer.count(blk.text)
-            try:
-                smaller = blk.fit(cap - frame)
-            except StratamemError as exc:
-                asm.notes.append(f"{blk.id} not shrunk to {cap - frame} tokens: {exc}")
-            else:
-                was, now = asm.tokenizer.count(blk.text), asm.tokenizer.count(smaller.text)
-                asm.notes.append(f"{blk.id} shrunk to fit: {now} of {was} tokens")
-                blk = smaller
-                body = f"{blk.title}\n{blk.text}"
-                cost = asm.tokenizer.count(body) + 2 + asm.opening()
-        if asm.left.take(cost):
-            asm.place(body, {blk.id})
-            asm.items.append(ContextItem(blk.id, blk.kind, cost, blk.reason, format=blk.format))
-            asm.shown.add(blk.id, blk.text)
-        else:
-            asm.misses.append(NearMiss(blk.id, blk.kind, cost, "over_budget"))
+        place_fixed(asm, blk)

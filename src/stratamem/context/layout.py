@@ -37,12 +37,13 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..records.manifests import Context, ContextItem, NearMiss
+from ..records.manifests import Context, ContextItem
 from ..tokens import MESSAGE_TOKENS, Tokenizer
 from .anchor import grid_points, jumped_at, run_start
 from .assembly import Allocation, Assembly, Budget
 from .cache_inputs import CacheInputs
 from .cache_render import RECALL_TITLE, Layers, finish_cached
+from .fixed import place_fixed
 from .history import History, _ItemSection, take_history
 from .ledger import LedgerEntry, select_ledger
 from .render import snap_window, unit_cost
@@ -171,15 +172,8 @@ def _place_standing(asm: Assembly, cands: Candidates, layers: Layers) -> list[It
                 for it in section.taken:
                     asm.shown.add(it.id, it.text)
             continue
-        body = f"{blk.title}\n{blk.text}"
-        cost = asm.tokenizer.count(body) + 2 + asm.opening()
-        if asm.left.take(cost):
-            asm.place(body, {blk.id})
-            asm.items.append(ContextItem(blk.id, blk.kind, cost, blk.reason, format=blk.format))
-            asm.shown.add(blk.id, blk.text)
+        if place_fixed(asm, blk):
             layers.add("instructions" if blk.kind == "instructions" else "state", len(asm.sections) - 1)
-        else:
-            asm.misses.append(NearMiss(blk.id, blk.kind, cost, "over_budget"))
     return rest
 
 
