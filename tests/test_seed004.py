@@ -64,6 +64,20 @@ def test_seed004_working_state_shrinks_instead_of_vanishing(tmp_path: Path, budg
         assert [i.reason for i in ctx.manifest.items if i.kind == "turn"] == ["recent_window", "recent_window"]
 
 
+def test_seed004_working_state_shrinks_in_the_cache_layout_too(tmp_path: Path) -> None:
+    """The cache layout places fixed blocks through the same step as the policies (context/fixed.py)."""
+    _big_state(tmp_path)
+    config = Config().replace(context={"cache_layout": True})
+    with Memory(tmp_path / "m.db", namespace="agent", embedder=None, project_dir=tmp_path, config=config) as mem:
+        mem.add([{"role": "user", "content": "Where are we with the cache task?"}], session="s")
+        ctx = mem.context("cache task", budget=500, session="s", format="text")
+    assert ctx.tokens <= 500
+    assert "state" not in {m.id for m in ctx.manifest.near_misses}
+    (state,) = [i for i in ctx.manifest.items if i.id == "state"]
+    assert state.tokens <= 250
+    assert any(n.startswith("state shrunk to fit") for n in ctx.manifest.notes)
+
+
 CHECKPOINT = """## Goal
 - Ship the order service.
 
