@@ -26,6 +26,7 @@ Codex ``sessions`` tree, ``~/.gemini/tmp``).
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -56,6 +57,8 @@ __all__ = [
     "parse_messages",
     "read_file",
 ]
+
+log = logging.getLogger("stratamem.ingest")
 
 INGEST_FORMATS = (
     "auto",
@@ -128,9 +131,16 @@ def _agent_meta(path: Path) -> dict[str, Any] | None:
     meta = path.with_name(path.name.removesuffix(path.suffix) + _META_SUFFIX)
     try:
         data = whole_json(decode(meta.read_bytes(), meta.name), meta.name)
-    except (OSError, ValueError):
+    except FileNotFoundError:
+        return None  # most logs have none
+    except (OSError, ValueError) as exc:
+        # The log itself is fine: store it, without what the sidecar would have added.
+        log.warning("%s not read (the sub-agent log is stored without it): %s", meta, exc)
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        log.warning("%s is not a JSON object (the sub-agent log is stored without it)", meta)
+        return None
+    return data
 
 
 def read_file(
