@@ -315,10 +315,8 @@ def test_a_store_of_the_previous_schema_upgrades_and_reads_the_same(where: str) 
         _downgrade(mem.store, rows, manifests)
     store = open_store(where)  # m016 and m017 run
     try:
-        assert [r[0] for r in _raw(store, "SELECT name FROM _stratamem_migrations ORDER BY name")][-2:] == [
-            "m021_term_ids",
-            "m022_compact_manifests",
-        ]
+        names = [r[0] for r in _raw(store, "SELECT name FROM _stratamem_migrations ORDER BY name")]
+        assert {"m021_term_ids", "m022_compact_manifests"} <= set(names)
         assert store.embeddings.turns.load("n") == rows
         assert [m.data for m in store.manifests.latest("n")] == [_rounded(c.manifest.to_dict()) for c in contexts][::-1]
         ids = [m.id for m in store.manifests.latest("n")]

@@ -9,6 +9,14 @@ read and replaced on the next write. Keyed like ``recall_index``
 (:mod:`stratamem.store.turn_index`), so a forget deletes a turn's passages
 with its row. The table's DDL is here too, one column list for both
 backends (:mod:`stratamem.store.ddl`).
+
+The same table keeps short turns' sentence vectors
+(:mod:`stratamem.retrieve.sentence_rows`, under their own model key). On
+SQLite it is an ordinary rowid table since ``m023_passage_pages``: its rows
+(one blob of 0.4–4.7 KB per turn) fit a rowid table's leaf pages whole,
+where the clustered (``WITHOUT ROWID``) table of ``m011_passages`` kept at
+most ~1 KB of a row on its page and moved the rest to overflow pages of
+their own — 2.7× the blobs' bytes on LoCoMo.
 Reach it as ``store.embeddings.passages``.
 """
 
@@ -18,27 +26,45 @@ from collections.abc import Sequence
 from typing import Any
 
 from .ddl import run_tables
-from .sql import Sql, chunks
+from .sql import SQLITE, Sql, chunks, dialect_of
 
-__all__ = ["Passages", "m011_passages"]
+__all__ = ["Passages", "m011_passages", "m023_passage_pages"]
+
+_COLUMNS = [
+    "{tenant_column}",
+    "turn_id {bigint} NOT NULL",
+    "model TEXT NOT NULL",
+    "vectors {blob} NOT NULL",
+    "PRIMARY KEY ({tenant}, turn_id)",
+]
 
 
 def m011_passages(conn: Any) -> None:
     """Per long turn: its passages' int8 vectors in one blob, with the model that made them."""
-    run_tables(
-        conn,
-        (
-            "recall_passages",
-            [
-                "{tenant_column}",
-                "turn_id {bigint} NOT NULL",
-                "model TEXT NOT NULL",
-                "vectors {blob} NOT NULL",
-                "PRIMARY KEY ({tenant}, turn_id)",
-            ],
-            True,
-        ),
+    run_tables(conn, ("recall_passages", _COLUMNS, True))
+
+
+def m023_passage_pages(conn: Any) -> None:
+    """SQLite: ``recall_passages`` rebuilt as a rowid table, rows moved unchanged (PostgreSQL: nothing to do).
+
+    A clustered (``WITHOUT ROWID``) table keeps at most about a quarter of a
+    page of each row on its b-tree page (1,002 bytes of 4,096) and spills the
+    rest to overflow pages, one page at least per row; a rowid table keeps a
+    row of up to 4,061 bytes on its leaf page. Sentence blobs of 1–2.7 KB per
+    short turn filled 2,036 KB of pages with 751 KB of vectors on one LoCoMo
+    conversation. The key (tenant, turn id) stays the primary key (an index
+    beside the table). PostgreSQL's heap already stores such rows whole (and
+    larger ones in TOAST), so its table is left as it is.
+    """
+    if dialect_of(conn) is not SQLITE:
+        return
+    run_tables(conn, ("recall_passages_new", _COLUMNS, False))
+    conn.execute(
+        "INSERT INTO recall_passages_new (namespace_id, turn_id, model, vectors) "
+        "SELECT namespace_id, turn_id, model, vectors FROM recall_passages ORDER BY namespace_id, turn_id"
     )
+    conn.execute("DROP TABLE recall_passages")
+    conn.execute("ALTER TABLE recall_passages_new RENAME TO recall_passages")
 
 
 class Passages:
