@@ -112,3 +112,26 @@ def test_a_store_of_the_previous_layout_upgrades_with_its_rows_unchanged(where: 
         if mem.store.backend == "sqlite":
             (sql,) = _raw(mem.store, "SELECT sql FROM sqlite_master WHERE name = 'recall_passages'")[0]
             assert "WITHOUT ROWID" not in sql
+
+
+SHORT = [
+    "Hey Mel! Good to see you! How have you been?",
+    "Wow, that's so cool! I went to a support group yesterday.",
+    "Thanks, Caroline! The kids loved the museum trip last week.",
+    "That's amazing! What made you want to start painting again?",
+    "Sounds fun! I'm off to go swimming with the kids now.",
+    "Take care! Let's catch up again soon, okay?",
+]
+
+
+def test_a_store_of_short_turns_does_not_grow_a_sentence_row_per_turn(tmp_path: Path) -> None:
+    # Chat turns of two short sentences (LoCoMo's kind): the turn's own vector reads all they say.
+    # Before the floors (issue 28) every one of them got a row of two sentence vectors.
+    with Memory(tmp_path / "short.db", namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(384)) as mem:
+        mem.add(
+            [{"role": "user" if i % 2 == 0 else "assistant", "content": SHORT[i % 6]} for i in range(60)], session="s"
+        )
+        assert _rows(mem.store) == {}
+        assert {r.sentences for r in mem.store.embeddings.turns.load("n").values()} == {0}
+        mem.add(_chat(3), session="s")  # turns that tell several things still get theirs
+        assert len(_rows(mem.store)) == 3

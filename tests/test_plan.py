@@ -243,7 +243,13 @@ def test_each_sub_query_of_an_interval_question_holds_a_place_at_the_top() -> No
 def test_a_planned_question_ranks_by_sentence_vectors_and_a_single_one_does_not() -> None:
     emb = HashEmbedder(64)
     turns = [
-        _turn(1, "a", "Can you help me fix the sink? Side note: I finished a thriller set on an oil rig.", T0),
+        _turn(
+            1,
+            "a",
+            "Can you help me fix the leaking kitchen sink before the weekend guests arrive? "
+            "Side note: I finished a thriller set on an oil rig.",
+            T0,
+        ),
         _turn(2, "b", "What paint should I buy for the fence?", T0 + timedelta(days=3)),
     ]
     index = HybridIndex(emb)

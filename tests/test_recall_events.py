@@ -75,10 +75,13 @@ def test_only_short_turns_of_several_sentences_get_sentence_vectors() -> None:
         "user: Side note: I got through a thriller on the plane.",
     ]
     assert sentence_texts(st(text), 200) == []  # a long turn has passages instead
+    assert sentence_texts(st(text), 11) == []  # a turn of few content words says one thing
+    # "That's so cool!" is too short to say something of its own: one sentence is left, no vectors.
+    assert sentence_texts(st("That's so cool! I went hiking with my dog near the lake yesterday."), 20) == []
     assert sentence_texts(st("One sentence only here, nothing else."), 5) == []
     # A LoCoMo photo caption is a sentence of its own, spoken by the named speaker.
     caption = "Look at what I made! [shares a photo of a painting of a sunset over a lake]"
-    assert sentence_texts(st(caption, "Melanie"), 10) == [
+    assert sentence_texts(st(caption, "Melanie"), 12) == [
         "Melanie: Look at what I made!",
         "Melanie: [shares a photo of a painting of a sunset over a lake]",
     ]
@@ -138,10 +141,12 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 
 
 SAID = [
-    "Can you help me fix the sink? Side note: yesterday I got through a thriller on the plane.",
+    "Can you help me fix the leaking kitchen sink before the weekend guests arrive? "
+    "Side note: yesterday I got through a thriller on the plane.",
     "Plumbers are pricey, so start with the trap under the basin.",
     "Perfect, thanks.",
-    "What paint should I buy for the fence? By the way, two weeks ago I started a ceramics course.",
+    "What paint should I buy for the old wooden garden fence this autumn? "
+    "By the way, two weeks ago I started a ceramics course.",
 ]
 
 
@@ -203,7 +208,7 @@ def test_rows_written_before_event_dates_and_sentences_are_filled_when_the_index
         )
         # The turn vectors were not made again: only the four sentences and the query.
         assert sorted(t for c in emb.calls for t in c) == sorted(
-            [t for i in (0, 3) for t in sentence_texts(mem._recall_index().turn(ids[i]), 10)] + ["thriller ceramics"]
+            [t for i in (0, 3) for t in sentence_texts(mem._recall_index().turn(ids[i]), 20)] + ["thriller ceramics"]
         )
 
 
