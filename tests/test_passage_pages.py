@@ -10,10 +10,14 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
+from stratamem.embed.quantize import decode_int4, decode_int8, encode_int4, encode_int8, int4_blob_size
+from stratamem.errors import BackendError
+from stratamem.retrieve.sentences import sentence_texts
 from stratamem.store.open import open_store
 from stratamem.testing.hash_embedder import HashEmbedder
 
@@ -60,10 +64,14 @@ def test_sentence_rows_fill_their_pages(tmp_path: Path) -> None:
     # Before m023 the clustered table spilled each 1.5 KB blob to an overflow page of its own (2.7x the bytes);
     # a rowid table keeps two such rows on a page.
     path = tmp_path / "s.db"
+    eight = [
+        {"role": "user", "content": " ".join(f"Fact {k} about Ana{i}: she keeps item{k} in box{k}." for k in range(8))}
+        for i in range(200)
+    ]
     with Memory(path, namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(384)) as mem:
-        mem.add(_chat(200), session="s")
+        mem.add(eight, session="s")
         rows = _rows(mem.store)
-    assert len(rows) == 200 and {len(v) for _, v in rows.values()} == {4 * 388}
+    assert len(rows) == 200 and {len(v) for _, v in rows.values()} == {8 * 192}
     conn = sqlite3.connect(path)
     pages = conn.execute(
         "SELECT SUM(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = ?)",
@@ -135,3 +143,42 @@ def test_a_store_of_short_turns_does_not_grow_a_sentence_row_per_turn(tmp_path: 
         assert {r.sentences for r in mem.store.embeddings.turns.load("n").values()} == {0}
         mem.add(_chat(3), session="s")  # turns that tell several things still get theirs
         assert len(_rows(mem.store)) == 3
+
+
+def test_vectors_round_trip_in_four_bits() -> None:
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(50, 385)).astype(np.float32)  # an odd length pads the last byte
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    blobs = encode_int4(vectors)
+    assert {len(b) for b in blobs} == {int4_blob_size(385)} == {193}
+    back = decode_int4(blobs, 385)
+    assert back.shape == (50, 385) and np.allclose(np.linalg.norm(back, axis=1), 1.0, atol=1e-5)
+    assert (np.einsum("ij,ij->i", back, vectors) > 0.95).all()
+    assert decode_int4(encode_int4(back), 385) == pytest.approx(back, abs=1e-6)  # codes are a fixed point
+    axis = np.eye(4, dtype=np.float32)[:1]
+    assert decode_int4(encode_int4(axis), 4).tolist() == axis.tolist()
+    with pytest.raises(BackendError, match="4-bit"):
+        decode_int4([blobs[0][:-1]], 385)
+
+
+def test_stored_int8_sentence_vectors_are_re_encoded_in_four_bits_on_upgrade(where: str) -> None:
+    emb = HashEmbedder(384)
+    key4 = f"{emb.name}/384/sentences4"
+    with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=emb) as mem:
+        mem.add(_chat(12), session="s")
+        index = mem._recall_index()
+        texts = {tid: sentence_texts(index.turn(tid), 40) for tid in mem.store.embeddings.turns.load("n")}
+        # As the version before m024 stored them: int8 vectors under ``.../sentences``.
+        old = {tid: b"".join(encode_int8(emb.embed_batch(t))) for tid, t in texts.items()}
+        mem.store.embeddings.passages.put("n", f"{emb.name}/384/sentences", old)
+        _raw(mem.store, "DELETE FROM _stratamem_migrations WHERE name = 'm024_sentence_nibbles'")
+    assert len(texts) == 12 and all(len(t) == 4 for t in texts.values())
+    fresh = HashEmbedder(384)
+    with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=fresh) as mem:  # m024 runs
+        rows = _rows(mem.store)
+        assert {m for m, _ in rows.values()} == {key4}
+        for tid, blob in old.items():
+            want = b"".join(encode_int4(decode_int8([blob[i : i + 388] for i in range(0, len(blob), 388)], 384)))
+            assert rows[tid][1] == want
+        mem._recall_index().search("where did Ana3 move", k=3)
+        assert [t for c in fresh.calls for t in c] == ["where did Ana3 move"]  # nothing made again

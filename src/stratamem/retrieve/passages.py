@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ..embed.quantize import decode_int8, encode_int8, int8_blob_size
+from ..embed.quantize import decode_int4, decode_int8, encode_int4, encode_int8, int4_blob_size, int8_blob_size
 from ..errors import BackendError, ModelError
 from ..records import StoredTurn
 
@@ -114,17 +114,17 @@ def passage_texts(st: StoredTurn) -> list[str]:
     return [f"{speaker}: {p}" for p in split_passages(st.text)[:MAX_PASSAGES]]
 
 
-def encode_blob(vectors: np.ndarray) -> bytes:
-    """One turn's passage vectors as one blob: their int8 encodings, concatenated."""
-    return b"".join(encode_int8(vectors))
+def encode_blob(vectors: np.ndarray, bits: int = 8) -> bytes:
+    """One turn's passage (or sentence) vectors as one blob: their int8 (``bits=4``: 4-bit) encodings, concatenated."""
+    return b"".join(encode_int4(vectors) if bits == 4 else encode_int8(vectors))
 
 
 def embed_blobs(
-    embedder: Any, turns: Sequence[StoredTurn], texts: Sequence[Sequence[str]], what: str
+    embedder: Any, turns: Sequence[StoredTurn], texts: Sequence[Sequence[str]], what: str, bits: int = 8
 ) -> dict[int, bytes]:
     """Each turn's ``texts`` embedded in one call, as one :func:`encode_blob` per turn that has some.
 
-    ``what`` names the texts in errors (``passage``, ``sentence``).
+    ``what`` names the texts in errors (``passage``, ``sentence``); ``bits`` is the encoding (8 or 4).
 
     Raises:
         ModelError: The embedder failed, or answered with the wrong shape or non-finite values.
@@ -141,21 +141,22 @@ def embed_blobs(
     out, at = {}, 0
     for st, group in zip(turns, texts, strict=True):
         if group:
-            out[st.id] = encode_blob(vec[at : at + len(group)])
+            out[st.id] = encode_blob(vec[at : at + len(group)], bits)
         at += len(group)
     return out
 
 
-def decode_blob(blob: bytes, dims: int) -> np.ndarray:
-    """The unit passage vectors of a blob made by :func:`encode_blob`.
+def decode_blob(blob: bytes, dims: int, bits: int = 8) -> np.ndarray:
+    """The unit passage (or sentence) vectors of a blob made by :func:`encode_blob` with ``bits``.
 
     Raises:
         BackendError: The blob's length is not a whole number of ``dims``-vectors (corrupt data).
     """
-    size = int8_blob_size(dims)
+    size = int4_blob_size(dims) if bits == 4 else int8_blob_size(dims)
     if not blob or len(blob) % size:
         raise BackendError(f"stored passage vectors are {len(blob)} bytes, not a multiple of {size}")
-    return decode_int8([blob[i : i + size] for i in range(0, len(blob), size)], dims)
+    decode = decode_int4 if bits == 4 else decode_int8
+    return decode([blob[i : i + size] for i in range(0, len(blob), size)], dims)
 
 
 class PassageVectors:

@@ -2,10 +2,12 @@
 
 The sentence vectors of a short turn (:mod:`stratamem.retrieve.sentences`)
 are made when the turn is written (:meth:`~stratamem.retrieve.persisted.TurnIndexer.index`)
-and stored like passage vectors — all of a turn's int8 vectors in one blob
-(:func:`~stratamem.retrieve.passages.encode_blob`, 388 bytes each for MiniLM)
-— in ``store.embeddings.passages`` under their own key
-(``<model>/<dims>/sentences``). A turn is either long (passages) or short
+and stored like passage vectors — all of a turn's vectors in one blob
+(:func:`~stratamem.retrieve.passages.encode_blob`), but in 4 bits a component
+(:func:`~stratamem.embed.quantize.encode_int4`, 192 bytes each for MiniLM;
+int8 until ``m024_sentence_nibbles``, which converted the stored ones) —
+in ``store.embeddings.passages`` under their own key
+(``<model>/<dims>/sentences4``; int8 ones were under ``.../sentences``). A turn is either long (passages) or short
 (sentences), never both, so the two kinds never share a row. How many
 sentence vectors a turn has is recorded in its index row
 (``recall_index.sentences``): 0 needs no row, and ``NULL`` says they were
@@ -26,9 +28,14 @@ from ..records import StoredTurn
 from .passages import decode_blob, embed_blobs
 from .sentences import sentence_texts
 
-__all__ = ["SentenceRows"]
+__all__ = ["SentenceRows", "sentence_key"]
 
 log = logging.getLogger("stratamem.retrieve")
+
+
+def sentence_key(model: str, dims: int) -> str:
+    """What sentence rows are recorded under: the model, the vector length and the kind (4-bit sentences)."""
+    return f"{model}/{dims}/sentences4"
 
 
 class SentenceRows:
@@ -46,7 +53,7 @@ class SentenceRows:
 
     def key(self, dims: int) -> str:
         """What rows are recorded under: the model, the vector length and the kind."""
-        return f"{self.model}/{dims}/sentences"
+        return sentence_key(self.model, dims)
 
     def make(self, turns: Sequence[StoredTurn], term_counts: Sequence[int]) -> tuple[list[int], dict[int, bytes]]:
         """Sentence vectors of full ``turns`` (with their content-word counts): per turn how many, and
@@ -56,7 +63,7 @@ class SentenceRows:
             ModelError: The embedder failed.
         """
         texts = [sentence_texts(st, n) for st, n in zip(turns, term_counts, strict=True)]
-        return [len(group) for group in texts], embed_blobs(self.embedder, turns, texts, "sentence")
+        return [len(group) for group in texts], embed_blobs(self.embedder, turns, texts, "sentence", bits=4)
 
     def put(self, blobs: dict[int, bytes], dims: int) -> None:
         """Store blobs (turn id -> blob) of ``dims``-vectors.
@@ -79,7 +86,7 @@ class SentenceRows:
         out, bad = {}, []
         for tid, blob in blobs.items():
             try:
-                out[tid] = decode_blob(blob, dims)
+                out[tid] = decode_blob(blob, dims, bits=4)
             except BackendError:  # a bad length: the turn ranks by its own vector
                 bad.append(tid)
         if bad:

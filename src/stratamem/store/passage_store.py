@@ -28,7 +28,7 @@ from typing import Any
 from .ddl import run_tables
 from .sql import SQLITE, Sql, chunks, dialect_of
 
-__all__ = ["Passages", "m011_passages", "m023_passage_pages"]
+__all__ = ["Passages", "m011_passages", "m023_passage_pages", "m024_sentence_nibbles"]
 
 _COLUMNS = [
     "{tenant_column}",
@@ -65,6 +65,52 @@ def m023_passage_pages(conn: Any) -> None:
     )
     conn.execute("DROP TABLE recall_passages")
     conn.execute("ALTER TABLE recall_passages_new RENAME TO recall_passages")
+
+
+_BATCH = 2000
+
+
+def m024_sentence_nibbles(conn: Any) -> None:
+    """Stored sentence vectors re-encoded from int8 to 4 bits (both backends), their key ``.../sentences4``.
+
+    A sentence row (model key ``<model>/<dims>/sentences``) holds int8
+    vectors of ``dims + 4`` bytes each; each is decoded and encoded again by
+    :func:`~stratamem.embed.quantize.encode_int4` (``(dims + 1) // 2`` bytes),
+    and the row recorded under ``<model>/<dims>/sentences4``, what
+    :mod:`stratamem.retrieve.sentence_rows` reads now. No model is needed. A
+    row whose length is not a whole number of vectors is left as it is (its
+    key is then stale: the turn's sentences are made again on open).
+    """
+    from ..embed.quantize import decode_int8, encode_int4, int8_blob_size
+
+    d = dialect_of(conn)
+    t = d.tenant
+    last: tuple[Any, ...] = ()
+    while True:
+        after = f"AND ({t}, turn_id) > (?, ?)" if last else ""
+        rows = conn.execute(
+            d.sql(
+                f"SELECT {t}, turn_id, model, vectors FROM recall_passages WHERE model LIKE '%/sentences' {after} "
+                f"ORDER BY {t}, turn_id LIMIT {_BATCH}"
+            ),
+            last,
+        ).fetchall()
+        if not rows:
+            return
+        last = tuple(rows[-1][:2])
+        out = []
+        for key, turn_id, model, blob in rows:
+            blob = bytes(blob)
+            dims = int(str(model).rsplit("/", 2)[-2]) if str(model).count("/") >= 2 else 0
+            size = int8_blob_size(dims)
+            if dims <= 0 or not blob or len(blob) % size:
+                continue
+            vectors = decode_int8([blob[i : i + size] for i in range(0, len(blob), size)], dims)
+            out.append((f"{model}4", b"".join(encode_int4(vectors)), key, turn_id))
+        if out:
+            conn.cursor().executemany(
+                d.sql(f"UPDATE recall_passages SET model = ?, vectors = ? WHERE {t} = ? AND turn_id = ?"), out
+            )
 
 
 class Passages:
