@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from ..items.search import embed_texts
 from ..records.ids import system_id
 from ..records.manifests import Manifest
 from ..records.nodes import Node
+from ..retrieve.corpus import _Rows
 from ..retrieve.lexical import BM25Index, analyze
 from ..state.instructions import load_instructions
 from ..state.prompt import project_state
@@ -164,6 +166,49 @@ VECTOR_FLOOR = 0.25
 """Cosine at or below which a summary's vector says nothing about a query (unrelated text scores about 0-0.2)."""
 
 
+class _Stack:
+    """Summary vectors stacked row by row in document order (amortised growth), with their norms."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self._before = 0  # rows stacked before the first vector came
+        self._dims: set[int] = set()
+        self._matrix: _Rows | None = None
+        self._norms = _Rows(np.float64)
+        self._present = _Rows(np.bool_)
+
+    def extend(self, vectors: Sequence[np.ndarray | None]) -> None:
+        """Append one row per document (``None``: no vector, a zero row)."""
+        self.rows += len(vectors)
+        self._dims.update(v.shape[0] for v in vectors if v is not None)
+        if len(self._dims) != 1:
+            # No vector yet (rows to add as zeros once one comes), or vectors of two models
+            # (``arrays`` says words only until the index is stacked again).
+            self._before += len(vectors)
+            return
+        (dim,) = self._dims
+        if self._matrix is None:
+            self._matrix = _Rows(np.float32, dim)
+            self._matrix.extend(np.zeros((self._before, dim), dtype=np.float32))
+            self._norms.extend(np.zeros(self._before))
+            self._present.extend(np.zeros(self._before, dtype=bool))
+        block = np.zeros((len(vectors), dim), dtype=np.float32)
+        present = np.zeros(len(vectors), dtype=bool)
+        for i, v in enumerate(vectors):
+            if v is not None:
+                block[i], present[i] = v, True
+        self._matrix.extend(block)
+        # Norms of the float32 vectors in float64 (as a summary's cosine always was).
+        self._norms.extend(np.linalg.norm(block.astype(np.float64), axis=1))
+        self._present.extend(present)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(matrix, norms, rows with a vector)``, or ``None`` unless every vector has one size."""
+        if len(self._dims) != 1 or self._matrix is None:
+            return None
+        return self._matrix.view, self._norms.view, self._present.view
+
+
 class SummaryIndex:
     """Lexical ranking of the pyramid's summaries, kept current without re-reading every node.
 
@@ -200,6 +245,8 @@ class SummaryIndex:
         self._levels: list[float] = []
         self._bm25 = BM25Index()
         self._vectors: dict[int, np.ndarray | None] = {}
+        # The documents' vectors stacked (see _matrix); None: stack them again
+        self._stacked: _Stack | None = None
         self._made: dict[int, str] = {}
 
     def _on_event(self, namespace: str, event: Any) -> None:
@@ -265,6 +312,7 @@ class SummaryIndex:
         if known is not None and known[0] == text:
             return False
         self._vectors.pop(node.id, None)  # a new summary has a new vector
+        self._stacked = None
         self._text[node.id] = (text, analyze(text))
         if node.id in self._doc_of:
             return True
@@ -281,6 +329,7 @@ class SummaryIndex:
             if i in self._text and self._nodes[i].tier != "hot" and self._nodes[i].summary is not None
         ]
         self._docs, self._doc_of = keep, {i: d for d, i in enumerate(keep)}
+        self._stacked = None
         self._levels = [0.1 * (self._nodes[i].level - 1) for i in keep]
         self._bm25 = BM25Index()
         self._bm25.extend(self._text[i][1] for i in keep)
@@ -354,26 +403,40 @@ class SummaryIndex:
         embedder = getattr(pyramid, "embedder", None)
         if embedder is None or not pyramid.config.pyramid.auto_embed:
             return None
-        for node_id in self._docs:
-            if node_id not in self._vectors:
-                self._vectors[node_id] = pyramid.embedding(node_id) if self._nodes[node_id].has_embedding else None
-        vecs = [self._vectors[d] for d in self._docs]
-        dims = {v.shape[0] for v in vecs if v is not None}
-        if len(dims) != 1:
+        matrix = self._matrix(pyramid)
+        if matrix is None:
             return None  # no vectors yet (or vectors of two models): words only
+        vecs, norms, present = matrix
         try:
             q = embed_texts(embedder, [query])[0]
         except ModelError:
             return None
-        if q.shape[0] not in dims:
+        if q.shape[0] != vecs.shape[1]:
             return None
-        out = np.zeros(len(vecs))
-        for i, v in enumerate(vecs):
-            if v is not None:
-                norm = float(np.linalg.norm(v))
-                cos = float(v @ q) / norm if norm > 0 else 0.0
-                out[i] = max(0.0, (cos - VECTOR_FLOOR) / (1.0 - VECTOR_FLOOR))
+        dots = (vecs @ np.asarray(q, dtype=np.float32)).astype(np.float64)
+        cos = np.divide(dots, norms, out=np.zeros(len(norms)), where=norms > 0)
+        out = np.maximum(0.0, (cos - VECTOR_FLOOR) / (1.0 - VECTOR_FLOOR))
+        out[~present] = 0.0
         return out
+
+    def _matrix(self, pyramid: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The indexed summaries' vectors as one matrix (a zero row where none), their norms and which
+        rows have one; ``None`` unless every vector has one size.
+
+        Grown as summaries are appended and stacked again only when the index is
+        rebuilt: a query costs one matrix-vector product, not a pass over every
+        summary in Python (issue 28).
+        """
+        if self._stacked is None:
+            self._stacked = _Stack()
+        stack = self._stacked
+        new = self._docs[stack.rows :]
+        for node_id in new:
+            if node_id not in self._vectors:
+                self._vectors[node_id] = pyramid.embedding(node_id) if self._nodes[node_id].has_embedding else None
+        if new:
+            stack.extend([self._vectors[d] for d in new])
+        return stack.arrays()
 
     def _unit(self, pyramid: Any, node: Node, score: dict[str, float]) -> SummaryUnit:
         if node.id not in self._turn_ids:
