@@ -22,6 +22,11 @@ Measured per size, hybrid (MiniLM) and lexical only (no embedder):
   end of the size; with ``--baseline`` each (tree, size) is its own process, so
   it is that size's peak (model, index, pyramid and all).
 
+``--pyramid off`` measures the same with the pyramid disabled (recall, items
+and the window only; its own stores, suffixed ``-flat``): what the 1M-turn
+ratio was measured on, since a pyramid-on 1M store takes hours to write on
+this box (docs/benchmarks.md).
+
 Stores (built once, reused): SQLite ``/tmp/stratamem-ctxlat.db`` for sizes up to
 100k (one namespace ``n<size>`` each) and ``/tmp/stratamem-ctxlat-<size>.db``
 for larger ones (``STRATAMEM_CTXLAT_STORE`` moves them). ``--backend postgres``
@@ -68,7 +73,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.locomo.protocol import LOCOMO_PATH
-from stratamem import Memory
+from stratamem import Config, Memory
 from stratamem.embed import CachedEmbedder, LocalMiniLM
 from stratamem.ingest import read_file
 from stratamem.records import Turn
@@ -77,6 +82,7 @@ from stratamem.store import open_store
 STORE = Path(os.environ.get("STRATAMEM_CTXLAT_STORE", "/tmp/stratamem-ctxlat.db"))
 PG_DATA = Path("/tmp/stratamem-ctxlat-pg")
 SHARED_UP_TO = 100_000  # sizes up to this share one SQLite file; larger ones get their own
+CONFIG = Config()  # --pyramid off: Config().replace(pyramid={"enabled": False}), stores named "-flat"
 START = datetime(2023, 1, 1, tzinfo=UTC)
 BUDGET = 4000
 STEPS = 30
@@ -132,7 +138,7 @@ def build(size: int, texts: list[tuple[str, str]], embedder: Any, path: Path | s
     if have >= size:
         store.close()
         return
-    mem = Memory(store, namespace=ns, embedder=embedder)
+    mem = Memory(store, namespace=ns, embedder=embedder, config=CONFIG)
     t0 = time.perf_counter()
     for lo in range(have, size, 1000):
         mem.add([_turn(texts, i) for i in range(lo, min(size, lo + 1000))], session="one")
@@ -145,9 +151,11 @@ def build(size: int, texts: list[tuple[str, str]], embedder: Any, path: Path | s
 
 def target(size: int, backend: str = "sqlite") -> str:
     """The store of ``size``: a SQLite file (shared up to :data:`SHARED_UP_TO` turns) or a PostgreSQL URL."""
+    flat = "" if CONFIG.pyramid.enabled else "-flat"
     if backend == "postgres":
-        return _pg_url(f"ctxlat_n{size}")
-    return str(STORE if size <= SHARED_UP_TO else STORE.with_name(f"{STORE.stem}-{size}.db"))
+        return _pg_url(f"ctxlat{flat.replace('-', '_')}_n{size}")
+    stem = STORE.stem + flat
+    return str(STORE.with_name(f"{stem}.db") if size <= SHARED_UP_TO else STORE.with_name(f"{stem}-{size}.db"))
 
 
 def _pg_server_url() -> str:
@@ -178,7 +186,8 @@ def _pg_copy(size: int) -> str:
 
     with psycopg.connect(_pg_server_url(), autocommit=True) as conn:
         conn.execute('DROP DATABASE IF EXISTS "ctxlat_loop"')
-        conn.execute(f'CREATE DATABASE "ctxlat_loop" TEMPLATE "ctxlat_n{size}"')
+        flat = "" if CONFIG.pyramid.enabled else "_flat"
+        conn.execute(f'CREATE DATABASE "ctxlat_loop" TEMPLATE "ctxlat{flat}_n{size}"')
     return _pg_url("ctxlat_loop")
 
 
@@ -202,7 +211,7 @@ def measure(
     if embedder is not None:
         embedder.forget()
     store = open_store(target(size, backend))
-    mem = Memory(store, namespace=f"n{size}", embedder=embedder)
+    mem = Memory(store, namespace=f"n{size}", embedder=embedder, config=CONFIG)
     t0 = time.perf_counter()
     mem.context(questions[0], budget=BUDGET)
     out["cold"] = 1000 * (time.perf_counter() - t0)
@@ -220,7 +229,7 @@ def measure(
         _copy(Path(target(size)), loop_path)
         loop_target = str(loop_path)
     store = open_store(loop_target)
-    mem = Memory(store, namespace=f"n{size}", embedder=embedder)
+    mem = Memory(store, namespace=f"n{size}", embedder=embedder, config=CONFIG)
     mem.context(questions[0], budget=BUDGET)
     adds, lat = [], []
     for step, q in enumerate(questions[STEPS + 1 : 2 * STEPS + 1]):
@@ -249,7 +258,7 @@ def profile(size: int, texts: list[tuple[str, str]], questions: list[str], embed
     loop_path = Path(f"/tmp/stratamem-ctxlat-loop-{size}.db")
     _copy(Path(target(size)), loop_path)
     store = open_store(loop_path)
-    mem = Memory(store, namespace=f"n{size}", embedder=embedder)
+    mem = Memory(store, namespace=f"n{size}", embedder=embedder, config=CONFIG)
     mem.context(questions[0], budget=BUDGET)
     prof = cProfile.Profile()
     prof.enable()
@@ -265,7 +274,7 @@ def profile(size: int, texts: list[tuple[str, str]], questions: list[str], embed
 COLUMNS = ["cold", "static p50", "static p95", "loop p50", "loop p95", "add p50", "add p95", "rss MB"]
 
 
-def compare(baseline: str, sizes: list[int], rounds: int, backend: str, modes: list[str]) -> None:
+def compare(baseline: str, sizes: list[int], rounds: int, backend: str, modes: list[str], pyramid: str) -> None:
     """This tree beside ``baseline`` (a git revision): one process per (round, tree, size), alternating."""
     root = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="ctxlat-") as tmp:
@@ -283,7 +292,7 @@ def compare(baseline: str, sizes: list[int], rounds: int, backend: str, modes: l
                     load = os.getloadavg()[0]
                     done = subprocess.run(
                         [sys.executable, __file__, "--sizes", str(size), "--json", "--backend", backend]
-                        + ["--modes", *modes],
+                        + ["--modes", *modes, "--pyramid", pyramid],
                         env=env,
                         check=True,
                         capture_output=True,
@@ -308,7 +317,7 @@ def compare(baseline: str, sizes: list[int], rounds: int, backend: str, modes: l
                 + "".join(f"{med['this'][c] / max(med['baseline'][c], 1e-9):>12.2f}" for c in COLUMNS)
             )
     print(
-        f"(medians of {rounds} rounds, each of {STEPS} calls a column; {backend}; baseline {baseline}; "
+        f"(medians of {rounds} rounds, each of {STEPS} calls a column; {backend}; pyramid {pyramid}; baseline {baseline}; "
         f"load {min(loads):.1f}-{max(loads):.1f}; machine: 2 shared cores)"
     )
 
@@ -323,9 +332,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", action="store_true", help="print the rows as one JSON line (used by --baseline)")
     ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite")
     ap.add_argument("--modes", nargs="*", choices=["lexical", "hybrid"], default=["lexical", "hybrid"])
+    ap.add_argument("--pyramid", choices=["on", "off"], default="on", help="off: no pyramid (stores named -flat)")
     args = ap.parse_args(argv)
+    global CONFIG
+    if args.pyramid == "off":
+        CONFIG = Config().replace(pyramid={"enabled": False})
     if args.baseline:
-        compare(args.baseline, args.sizes, args.rounds, args.backend, args.modes)
+        compare(args.baseline, args.sizes, args.rounds, args.backend, args.modes, args.pyramid)
         return
     texts, questions = _corpus()
     model = LocalMiniLM()
