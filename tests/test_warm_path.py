@@ -231,3 +231,27 @@ def test_sqlite_reads_a_sessions_system_turns_through_the_partial_index(tmp_path
         assert "USING INDEX turns_system" in plan and "sqlite_autoindex_turns" not in plan, plan
     finally:
         store.close()
+
+
+# --- the recall index's step check ----------------------------------------------------------
+
+
+def test_a_context_on_an_unchanged_store_does_not_count_the_namespace_turns(tmp_path: Path) -> None:
+    """The in-step check reads every turn of the namespace (``COUNT``); it runs only after a write."""
+    mem = Memory(tmp_path / "c.db", namespace="ns", config=Config().replace(pyramid={"enabled": False}), embedder=None)
+    other = Memory(tmp_path / "c.db", namespace="ns", config=Config().replace(pyramid={"enabled": False}), embedder=None)
+    try:
+        mem.add([{"role": "user", "content": f"the vault code is {1000 + i}"} for i in range(20)], session="s")
+        mem.context("vault code")
+        ran: list[str] = []
+        mem.store.connection.set_trace_callback(ran.append)  # type: ignore[attr-defined]
+        mem.context("vault code")
+        assert not [s for s in ran if "COUNT(*)" in s and "FROM turns" in s]
+        other.add({"role": "user", "content": "the vault code is now 5150"}, session="s")  # another writer
+        ran.clear()
+        ctx = mem.context("vault code now")
+        assert [s for s in ran if "COUNT(*)" in s and "FROM turns" in s]  # a write: checked, and caught up
+        assert "5150" in ctx.text
+    finally:
+        mem.close()
+        other.close()
