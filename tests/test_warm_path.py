@@ -238,8 +238,9 @@ def test_sqlite_reads_a_sessions_system_turns_through_the_partial_index(tmp_path
 
 def test_a_context_on_an_unchanged_store_does_not_count_the_namespace_turns(tmp_path: Path) -> None:
     """The in-step check reads every turn of the namespace (``COUNT``); it runs only after a write."""
-    mem = Memory(tmp_path / "c.db", namespace="ns", config=Config().replace(pyramid={"enabled": False}), embedder=None)
-    other = Memory(tmp_path / "c.db", namespace="ns", config=Config().replace(pyramid={"enabled": False}), embedder=None)
+    flat = Config().replace(pyramid={"enabled": False})
+    mem = Memory(tmp_path / "c.db", namespace="ns", config=flat, embedder=None)
+    other = Memory(tmp_path / "c.db", namespace="ns", config=flat, embedder=None)
     try:
         mem.add([{"role": "user", "content": f"the vault code is {1000 + i}"} for i in range(20)], session="s")
         mem.context("vault code")
