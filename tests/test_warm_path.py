@@ -236,8 +236,14 @@ def test_sqlite_reads_a_sessions_system_turns_through_the_partial_index(tmp_path
 # --- the recall index's step check ----------------------------------------------------------
 
 
-def test_a_context_on_an_unchanged_store_does_not_count_the_namespace_turns(tmp_path: Path) -> None:
-    """The in-step check reads every turn of the namespace (``COUNT``); it runs only after a write."""
+def _full_counts(ran: list[str]) -> list[str]:
+    """Statements that count every turn of the namespace (not only those above an id)."""
+    return [s for s in ran if "COUNT(*)" in s and "FROM turns" in s and "t.id >" not in s]
+
+
+def test_the_agent_loop_on_sqlite_never_counts_every_turn_of_the_namespace(tmp_path: Path) -> None:
+    """The in-step check of the recall index: after nothing, or after this process's own ``add``, no full
+    ``COUNT`` (it read every turn: issue 28); after another writer's turns, checked and caught up."""
     flat = Config().replace(pyramid={"enabled": False})
     mem = Memory(tmp_path / "c.db", namespace="ns", config=flat, embedder=None)
     other = Memory(tmp_path / "c.db", namespace="ns", config=flat, embedder=None)
@@ -247,12 +253,46 @@ def test_a_context_on_an_unchanged_store_does_not_count_the_namespace_turns(tmp_
         ran: list[str] = []
         mem.store.connection.set_trace_callback(ran.append)  # type: ignore[attr-defined]
         mem.context("vault code")
-        assert not [s for s in ran if "COUNT(*)" in s and "FROM turns" in s]
+        for i in range(3):
+            mem.add({"role": "user", "content": f"the locker code is {2000 + i}"}, session="s")
+            assert "2000" in mem.context("locker code").text
+        assert not _full_counts(ran)
         other.add({"role": "user", "content": "the vault code is now 5150"}, session="s")  # another writer
         ran.clear()
-        ctx = mem.context("vault code now")
-        assert [s for s in ran if "COUNT(*)" in s and "FROM turns" in s]  # a write: checked, and caught up
-        assert "5150" in ctx.text
+        assert "5150" in mem.context("vault code now").text
+        assert _full_counts(ran)  # checked in full, and caught up
+    finally:
+        mem.close()
+        other.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_the_recall_index_follows_this_and_other_writers_and_a_forget(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    if backend == "sqlite":
+        url = str(tmp_path / "f.db")
+    else:
+        dsn = request.getfixturevalue("pg_dsn")
+        url = schema_url(dsn, fresh_schema(dsn, "wf"))
+    flat = Config().replace(pyramid={"enabled": False})
+    mem = Memory(open_store(url), namespace="ns", config=flat, embedder=None)
+    other = Memory(open_store(url), namespace="ns", config=flat, embedder=None)
+    try:
+        mem.add(
+            [{"role": "user", "content": f"note {i}: the vault code is {1000 + i}"} for i in range(10)], session="s"
+        )
+        assert "1003" in mem.context("vault code 1003").text
+        mem.add({"role": "user", "content": "the kayak is blue"}, session="s")  # this writer
+        assert "kayak is blue" in mem.context("kayak").text
+        other.add({"role": "user", "content": "the canoe is green"}, session="s")  # another writer
+        assert "canoe is green" in mem.context("canoe").text
+        mem.add({"role": "user", "content": "the raft is red"}, session="s")  # this one again, after the other
+        assert "raft is red" in mem.context("raft").text
+        (kayak,) = [t.id for t in other.store.turns("ns", "s") if "kayak" in t.text]
+        other.forget(turns=[kayak])  # taken away elsewhere
+        assert "kayak" not in mem.context("kayak").text
+        assert len(mem._recall_index()) == 12
     finally:
         mem.close()
         other.close()

@@ -100,11 +100,15 @@ class LiveIndex:
             self.index = None
             self.report("recall.embed_failed", batch.error, stored)
         index = self.index
+        seen = self._version() if index is not None else None
         if (
             batch is not None
             and index is not None
             and (not len(index) or stored[0].id > index.turns[-1].id)
-            and self._in_step((len(index) + len(stored), stored[-1].id))
+            and (
+                (seen is not None and self._only_appended(seen, index, len(stored)))
+                or self._in_step((len(index) + len(stored), stored[-1].id))
+            )
         ):
             try:
                 index.add_turns(
@@ -156,6 +160,9 @@ class LiveIndex:
         seen = self._version()
         if index is not None and seen is not None and seen == self._verified:
             return index
+        if index is not None and seen is not None and self._only_appended(seen, index, 0):
+            self._verified = seen
+            return index
         if index is not None and self._extent() != (len(index), index.turns[-1].id if len(index) else 0):
             indexed = [st.id for st in index.turns]
             ids = self.store.turn_ids(self.namespace)
@@ -176,6 +183,24 @@ class LiveIndex:
         # Read before the check: a write committed since makes the next call check again.
         self._verified = seen if self.index is index else None
         return index
+
+    def _only_appended(self, seen: Any, index: HybridIndex, added: int) -> bool:
+        """Whether the store holds exactly the index's turns and ``added`` more after them, known
+        without counting every turn: nothing was taken away since the index was last in step (same
+        epoch) and the store commits ids in increasing order (SQLite), so new turns are the ones
+        above the newest indexed id (one read of the namespace's id index)."""
+        if (
+            self._verified is None
+            or seen.epoch != self._verified.epoch
+            or not getattr(self.store, "ids_commit_in_order", False)
+        ):
+            return False
+        last = index.turns[-1].id if len(index) else 0
+        try:
+            count, _ = self.store.turns_after(self.namespace, last)
+        except StratamemError:
+            return False
+        return bool(count == added)
 
     def _version(self) -> Any:
         """The store's data version of the namespace (``None``: a store without one, or it failed)."""

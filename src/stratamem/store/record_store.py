@@ -449,6 +449,16 @@ class RecordStore(SharedFeatures):
         )[0]
         return int(row[0]), int(row[1])
 
+    def turns_after(self, namespace: str, after_id: int) -> tuple[int, int]:
+        """``(number of turns, largest id)`` of the namespace's turns with an id above ``after_id``
+        (``(0, after_id)`` when none): the namespace's ``(tenant, id)`` index, not every turn."""
+        row = self.sql.rows(
+            f"SELECT COUNT(*), COALESCE(MAX(t.id), ?) FROM turns t WHERE {self.sql.dialect.in_namespace('t')} "
+            "AND t.id > ?",
+            (int(after_id), namespace, int(after_id)),
+        )[0]
+        return int(row[0]), int(row[1])
+
     def turn_count(self, namespace: str) -> int:
         """Number of turns in the namespace."""
         return int(
