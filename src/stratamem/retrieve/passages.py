@@ -163,32 +163,38 @@ class PassageVectors:
     """Passage vectors of the long turns of one index, and the per-turn best cosine for a query."""
 
     def __init__(self) -> None:
-        # Grown in place batch by batch (amortised): an ``add`` in the agent loop copies only
-        # its own rows, never the whole matrix again (issue 28: at 100k turns the matrix is
-        # ~250k sentences, and copying it cost more than the query).
+        # Stacked at the first query (after the index opened: its transients are gone by then), then
+        # grown in place batch by batch (amortised): an ``add`` in the agent loop copies only its own
+        # rows, never the whole matrix again (issue 28: at 100k turns the matrix is ~250k sentences,
+        # and copying it after every turn cost more than the query).
+        self._pending: list[tuple[int, np.ndarray]] = []
+        self._count = 0
         self._matrix: _Rows | None = None
         self._owner = _Rows(np.int64)
         self.turns: set[int] = set()
         """Positions of the turns that have passages."""
 
     def __len__(self) -> int:
-        return self._owner.n
+        return self._count
 
     def add(self, positions: Sequence[int], vectors: Sequence[np.ndarray]) -> None:
         """Passages of turns at ``positions`` (one ``(passages, dims)`` array each; empty ones skipped)."""
-        kept = [(int(pos), vec) for pos, vec in zip(positions, vectors, strict=True) if len(vec)]
-        if not kept:
-            return
-        rows = np.concatenate([np.asarray(vec, dtype=np.float32) for _, vec in kept])
-        if self._matrix is None:
-            self._matrix = _Rows(np.float32, rows.shape[1])
-        self._matrix.extend(rows)
-        self._owner.extend(np.concatenate([np.full(len(vec), pos, dtype=np.int64) for pos, vec in kept]))
-        self.turns.update(pos for pos, _ in kept)
+        for pos, vec in zip(positions, vectors, strict=True):
+            if len(vec):
+                self._pending.append((int(pos), np.asarray(vec, dtype=np.float32)))
+                self._count += len(vec)
+                self.turns.add(int(pos))
 
     def best(self, q: np.ndarray, turn_cosines: np.ndarray) -> np.ndarray:
         """Per turn: the larger of its own cosine and its best passage's (turns without passages keep theirs)."""
         out = np.asarray(turn_cosines, dtype=np.float64).copy()
+        if self._pending:
+            rows = np.concatenate([vec for _, vec in self._pending])
+            if self._matrix is None:
+                self._matrix = _Rows(np.float32, rows.shape[1])
+            self._matrix.extend(rows)
+            self._owner.extend(np.concatenate([np.full(len(vec), pos, dtype=np.int64) for pos, vec in self._pending]))
+            self._pending = []
         if self._matrix is None:
             return out
         np.maximum.at(out, self._owner.view, (self._matrix.view @ q).astype(np.float64))
