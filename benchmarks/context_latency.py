@@ -35,8 +35,8 @@ Stores (built once, reused): SQLite ``/tmp/stratamem-ctxlat.db`` for sizes up to
 for larger ones (``STRATAMEM_CTXLAT_STORE`` moves them). ``--backend postgres``
 builds the same namespaces the same way in one database per size of the server
 ``STRATAMEM_CTXLAT_DSN`` names (default: a pgserver kept in
-``/tmp/stratamem-ctxlat-pg``); its loop runs on a copy made with ``CREATE
-DATABASE ... TEMPLATE``.
+``/tmp/stratamem-ctxlat-pg``); its loop always runs in place (see
+``--loop-in-place``).
 
 ``--baseline REV`` runs the same measurement on the code of a git revision
 beside this tree's, in one run: the revision is extracted with ``git
@@ -185,17 +185,6 @@ def _pg_url(database: str) -> str:
     return urlunsplit(parts._replace(path=f"/{database}"))
 
 
-def _pg_copy(size: int) -> str:
-    """A copy of size's PostgreSQL database for the loop (``CREATE DATABASE ... TEMPLATE``)."""
-    import psycopg
-
-    with psycopg.connect(_pg_server_url(), autocommit=True) as conn:
-        conn.execute('DROP DATABASE IF EXISTS "ctxlat_loop"')
-        flat = "" if CONFIG.pyramid.enabled else "_flat"
-        conn.execute(f'CREATE DATABASE "ctxlat_loop" TEMPLATE "ctxlat{flat}_n{size}"')
-    return _pg_url("ctxlat_loop")
-
-
 def _copy(src: Path, dst: Path) -> None:
     """A consistent copy of a live SQLite file (the WAL included), via the backup API."""
     with sqlite3.connect(src) as a, sqlite3.connect(dst) as b:
@@ -226,17 +215,16 @@ def measure(
         mem.context(q, budget=BUDGET)
         lat.append(time.perf_counter() - t0)
     out["static p50"], out["static p95"] = _pct(lat, 50), _pct(lat, 95)
-    if IN_PLACE:
+    if IN_PLACE or backend == "postgres":
+        # PostgreSQL: in place too (a TEMPLATE copy needs no other session on the database, and the
+        # embedder's cache holds one open).
         loop_target: str = target(size, backend)
-    elif backend == "postgres":
-        store.close()
-        loop_target = _pg_copy(size)
     else:
         store.close()
         loop_path = Path(target(size)).with_name(f"{STORE.stem}-loop-{size}.db")
         _copy(Path(target(size)), loop_path)
         loop_target = str(loop_path)
-    if not IN_PLACE:
+    if not IN_PLACE and backend != "postgres":
         store = open_store(loop_target)
         mem = Memory(store, namespace=f"n{size}", embedder=embedder, config=CONFIG)
         mem.context(questions[0], budget=BUDGET)
