@@ -103,7 +103,7 @@ def _sizes(turns: Sequence, fmt: str) -> list[int]:
 
 
 def _cost(window: Sequence[StoredTurn], costs: dict[int, int], fmt: str, tokenizer: Tokenizer) -> int:
-    """What ``window`` costs in the request: its turns, and the stub an Anthropic window opening on a tool step needs."""
+    """What ``window`` costs in a request: its turns, and the stub an Anthropic window opening on a tool step needs."""
     stub = stub_tokens(tokenizer) if fmt == "anthropic" and window and window[0].role != "user" else 0
     return sum(costs[st.id] for st in window) + stub
 

@@ -127,7 +127,7 @@ def opens_window(turn: Turn) -> bool:
 
 
 def snap_step_window(window: list[StoredTurn]) -> list[StoredTurn]:
-    """The cache layout's snap: open at the first user turn *or tool step* (:func:`opens_window`), then :func:`snap_end`.
+    """The cache layout's snap: open at the first user turn or tool step (:func:`opens_window`), then :func:`snap_end`.
 
     Unlike :func:`snap_start` it does not look further for a user turn, in any
     format: a window of tool steps is valid as it is for OpenAI, and the
