@@ -45,24 +45,10 @@ class _CacheGate:
         @property
         def hard_limit(self) -> int: ...
 
-    def _force_held_back(
-        self, messages: list[dict[str, Any]], system: str | None, stats: PruneStats, *, compacting: bool = False
-    ) -> PruneStats:
-        """``stats`` plus a forced pruning pass when epochs held results back and the budget now needs them.
-
-        The budget needs them over the threshold when something must go now
-        (:meth:`_must_act`), or when the cache-aware gate has let a compaction
-        go ahead (``compacting``): pruning the held-back results rewrites the
-        cached prefix only from the oldest of them on, and needs no summarizer
-        call, where a compaction rewrites it from the start. Without that
-        second case a compaction below ``hard_limit`` ran on a list that
-        pruning could have brought under the threshold (in ``wrap()``, 12
-        compactions against 6 without the cache settings).
-        """
+    def _force_held_back(self, messages: list[dict[str, Any]], system: str | None, stats: PruneStats) -> PruneStats:
+        """``stats`` plus a forced pruning pass when epochs held results back and the budget now needs them."""
         if not (
-            self.pruning.epoch
-            and self.should_compact(messages, system=system)
-            and (compacting or self._must_act(messages, system))
+            self.pruning.epoch and self.should_compact(messages, system=system) and self._must_act(messages, system)
         ):
             return stats
         more = prune_tool_results(messages, self.pruning, tokenizer=self.tokenizer, system=system, force=True)

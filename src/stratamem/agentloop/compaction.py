@@ -265,10 +265,7 @@ class Compactor(_LiveList, _CutPlanning, _CacheGate):
             result = self._cap(messages, system, aligned)
         elif self.should_compact(messages, system=system):
             result = self._defer(messages, system)
-            if result is None and self.config.cache_aware:
-                # The gate lets a compaction go: results held back by epochs go first (cheaper for the cache).
-                stats = self._force_held_back(messages, system, stats, compacting=True)
-            if result is None and self.should_compact(messages, system=system):
+            if result is None:
                 result = self.compact(messages, system=system, aligned=aligned)
         if result is None:
             n = self.count(messages, system=system)
