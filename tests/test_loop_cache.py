@@ -261,29 +261,3 @@ def test_cache_aware_gate_puts_off_a_compaction_that_costs_more_than_it_saves() 
 
 def _fields(cfg: CompactionConfig) -> dict[str, Any]:
     return {f: getattr(cfg, f) for f in cfg.__dataclass_fields__}
-
-
-def test_a_compaction_the_cache_gate_lets_through_prunes_the_held_back_results_first() -> None:
-    """Below ``hard_limit`` the gate may let a compaction go; the results epochs held back are pruned
-    first, and when that brings the request under the threshold nothing is compacted (with
-    ``compaction.cache_aware`` and ``pruning.epoch``, wrap() at 20k compacted 12 times against 6 without)."""
-    from stratamem.agentloop import Compactor
-
-    cfg = CompactionConfig(
-        threshold=14_000,
-        keep_recent_tokens=3_000,
-        output_reserve=500,
-        checkpoint_max_tokens=1_000,
-        min_gain_ratio=0.0,
-        cooldown_calls=0,
-        hard_limit=40_000,
-        cache_aware=True,
-    )
-    comp = Compactor(None, provider="anthropic", config=cfg, pruning=PruningConfig(epoch=6))
-    msgs = _loop(6)  # four results wait past the two protected ones: no epoch yet
-    assert comp.count(msgs) + cfg.output_reserve > cfg.threshold  # over the threshold, below the hard limit
-    done = comp.prepare_messages(msgs)  # no growth learnt yet: the gate lets the compaction go
-    assert done.compaction.status == "not_needed" and comp.state.compaction_count == 0
-    assert done.pruning.soft_trimmed == 4 and len(msgs) == 13
-    assert comp.count(msgs) + cfg.output_reserve <= cfg.threshold
-    assert all(OUTPUT not in r for r in _results(msgs)[:4]) and _results(msgs)[4:] == [OUTPUT, OUTPUT]
