@@ -28,7 +28,15 @@ never give items):
    ``valid_from`` is the day its time expression names, read against the turn's
    time (``"last Friday"`` → that Friday); other items hold from when they were said;
 5. reads the attribute it sets, if any (:func:`stratamem.summarize.slots.slot`),
-   so a later value supersedes it.
+   so a later value supersedes it;
+6. joins the kept statements of one speaker that tell one thing across turns
+   (:mod:`stratamem.items.grouping`: near in the session, and about the same
+   thing by the turns' stored vectors, else by shared words) into one item that
+   cites every one of those turns and quotes each statement in turn order
+   (``"Nadia: I went to my first pottery class last Saturday. The bowl came out
+   lopsided after three tries. I'm going back next Saturday to glaze it."``);
+   type, valid time, salience and attribute are its most salient statement's.
+   A statement that sets an attribute or settles something stays an item of its own.
 
 An assistant turn without a speaker's name is an agent's, not a person's:
 only its decisions become items (its prose explains, it does not tell about anyone).
@@ -59,10 +67,10 @@ from .search import content_terms
 __all__ = ["DEFAULT_MIN_SALIENCE", "EXPLICIT_SALIENCE", "Extractor", "RuleExtractor", "rule_extractor"]
 
 DEFAULT_MIN_SALIENCE = 0.76
-"""The salience a turn needs by default. Between the fitted thresholds for 200 and 250 turns per 1,000
-(:data:`~stratamem.summarize.salience.THRESHOLDS`): on LoCoMo, the lowest whose kept turns are still at
-least 80 % turns an observation cites; joined into accounts (:mod:`.grouping`) they make fewer than 150
-items per 1,000 turns (``benchmarks/items_quality.py``, docs/benchmarks.md)."""
+"""The salience a turn needs by default. Between the fitted thresholds for 150 and 200 turns per 1,000
+(:data:`~stratamem.summarize.salience.THRESHOLDS`): on LoCoMo, about the lowest whose kept turns are still
+at least 80 % turns an observation cites (source precision); joined into accounts (:mod:`.grouping`)
+they make ~125 items per 1,000 turns (``benchmarks/items_quality.py``, docs/benchmarks.md)."""
 
 EXPLICIT_SALIENCE = 0.9
 """The salience at least of a statement that settles something in so many words (a decision, a stated
