@@ -22,7 +22,13 @@ Parts (``--parts``, default all but ``recall``):
     equals an earlier item's in the namespace.
 
   Two reference rows need no engine: *every turn* (one item per turn) and the
-  observations themselves.
+  observations themselves. Items may cite several turns, so *sources per
+  item* and *source precision* (share of (item, source turn) pairs an
+  observation cites) say whether covered was bought with uncited turns.
+  ``--embedder minilm`` embeds the turns, so an extractor that reads the
+  stored turn vectors sees them; ``--seal-sessions`` seals each session after
+  its last turn (by default the open tail of every session is never a
+  segment, so never extracted: nothing ends a LoCoMo session).
 * ``concurrency`` — 4 writer processes add the same LoCoMo turns, one
   ``Memory.add`` each (each writer into its own sessions), into one namespace
   of one store for ``--seconds``, on SQLite and on PostgreSQL (pgserver, as
