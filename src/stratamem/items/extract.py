@@ -145,7 +145,7 @@ class RuleExtractor:
                 continue
             found = self._kept(st, prior, names)
             if found is not None:
-                terms = _topic_words(turn_text(st), skip)
+                terms = _topic_words(found.said, skip)
                 kept[st.id] = found
                 pieces.append(Piece(st.id, st.seq, found.speaker, found.statement, terms, alone=found.alone))
         return [self._candidate([kept[p.turn_id] for p in g]) for g in group(pieces, vectors)]
@@ -171,7 +171,8 @@ class RuleExtractor:
         if agent and kind != "decision":
             return None  # an agent's prose explains; only what it settles is kept
         attr = slot(best.text, speaker, names)
-        return _Kept(st, speaker, best.text, kind, round(score, 4), attr, alone=bool(settled or attr or agent))
+        said = " ".join(s.text for s in found)  # all it states, without greetings or a photo's caption
+        return _Kept(st, speaker, best.text, kind, round(score, 4), attr, bool(settled or attr or agent), said)
 
     @staticmethod
     def _candidate(parts: Sequence[_Kept]) -> Candidate:
@@ -192,7 +193,7 @@ class RuleExtractor:
 
 @dataclass(frozen=True, slots=True)
 class _Kept:
-    """A turn the extractor keeps: its speaker, the statement it quotes, its type, salience and slot."""
+    """A turn the extractor keeps: its speaker, the statement it quotes, its type, salience, slot, all it states."""
 
     turn: StoredTurn
     speaker: str
@@ -201,6 +202,7 @@ class _Kept:
     salience: float
     attr: Slot | None
     alone: bool
+    said: str
 
 
 def _topic_words(text: str, skip: set[str]) -> frozenset[str]:

@@ -16,9 +16,10 @@ A kept statement (a :class:`Piece`) joins the open group of its speaker when
 * it is **about the same thing**: the stored vectors of its turn and of a
   turn of the group (the recall index's, made when the turns were written)
   have a cosine of at least :data:`JOIN_COSINE`; when a vector is missing
-  (no embedder, another model), the statement shares at least
-  :data:`JOIN_TERMS` content words with the group's statements (the speakers'
-  names and stop words do not count).
+  (no embedder, another model), what its turn states shares at least
+  :data:`JOIN_TERMS` content words with what the group's turns state (the
+  speakers' names, stop words, date words and numbers do not count; nor do
+  greetings or a shared photo's caption).
 
 Otherwise it opens a new group. Some statements always stand alone: one that
 sets an attribute (``Caroline:residence``), so that a later value supersedes
@@ -64,7 +65,7 @@ class Piece:
     text: str
     """The statement the item quotes."""
     terms: frozenset[str]
-    """Its content words, without the speakers' names."""
+    """The content words of what its turn states (the extractor leaves out names, dates and numbers)."""
     alone: bool = False
     """It stands on its own: sets an attribute, settles something, or is an agent's."""
 
