@@ -188,3 +188,23 @@ def test_the_default_threshold_is_the_documented_one() -> None:
 def test_group_gap_bound_is_inclusive(gap: int) -> None:
     pieces = [_piece(1, 1, terms="bowl"), _piece(2, 1 + gap, terms="bowl")]
     assert len(group(pieces)) == (1 if gap <= MAX_GAP else 2)
+
+
+def test_without_vectors_a_shared_photo_caption_does_not_make_two_things_one() -> None:
+    # The LoCoMo reader appends a shared photo's caption to the turn; its words say nothing the speaker states
+    # (this joined the bread and the brother's residency before the words were read from the statements).
+    caption = " [shares a photo of a golden medal on a wooden table]"
+    conversation = [
+        (
+            "Nadia",
+            "I spent Sunday baking sourdough bread with my neighbour Rita and the loaves came out crusty and tall.",
+        ),
+        ("Omar", "Wow, congrats! What's new with your family?"),
+        (
+            "Nadia",
+            "My brother Karim starts his residency at the children's hospital next month and he is nervous about "
+            "the night shifts.",
+        ),
+    ]
+    turns = _turns([(who, text + caption if who == "Nadia" else text) for who, text in conversation])
+    assert [c.turn_ids for c in RuleExtractor().extract(turns)] == [(1,), (3,)]
