@@ -83,8 +83,10 @@ class Extractor(Protocol):
     """Reads turns, proposes the statements worth an item.
 
     Implementations may also offer ``take_usage() -> (calls, input_tokens,
-    output_tokens)`` (model spend since the last take, recorded in ``item_spend``)
-    and ``extract_groups(groups)`` (several segments in one call; a list per group).
+    output_tokens)`` (model spend since the last take, recorded in ``item_spend``),
+    ``extract_groups(groups)`` (several segments in one call; a list per group) and
+    ``reads_vectors = True`` (the pyramid then passes ``vectors=``: turn id -> the
+    turn's stored recall-index vector, as :class:`RuleExtractor` takes them).
     """
 
     name: str
