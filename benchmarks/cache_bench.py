@@ -12,7 +12,9 @@ encoded with the project's ``o200k_base`` tokenizer). Per conversation it report
   cached input 0.25x; gpt-5, 0.1x) and Anthropic ``cache_control`` (Claude
   Sonnet 4.6: writes 1.25x, reads 0.1x, 1,024-token minimum; Haiku 4.5 has a
   4,096-token minimum), both as sent and with the breakpoints a caller would add
-  (end of system + last block) when the library sends none;
+  (end of system + last block) when the library sends none; in the ``wrap`` arm
+  the checkpoint calls of its compactions are billed too (their input, uncached,
+  at the agent model's price);
 * where the first changed token falls (which section of the prompt);
 * recall b@2048 (LoCoMo protocol, ``Memory.context(question, budget=2048,
   format="text", policy="hybrid")``, strict) of each system, on the replayed stores,
@@ -136,17 +138,18 @@ def _run(label: str, src: Path, sets: dict[str, Any], args: argparse.Namespace, 
 def _bills(row: dict[str, Any]) -> dict[str, float]:
     """USD of a row's calls for every model of its format (Anthropic: as sent and with caller breakpoints)."""
     out: dict[str, float] = {}
+    summ = row.get("summarizer", 0)  # the wrap arm's checkpoint calls, uncached
     if row["format"] == "openai":
         for name in OPENAI_MODELS:
             cached = row["openai_cached"]
-            out[name] = dollars(PRICES[name], row["tokens"] - cached, cached)
+            out[name] = dollars(PRICES[name], row["tokens"] - cached + summ, cached)
         return out
     for name, price in PRICES.items():
         if price.provider != "anthropic":
             continue
         for policy in ("sent", "rolling"):
             read, write, plain = row["anthropic"][f"{price.min_tokens}/{policy}"]
-            out[f"{name} {policy}"] = dollars(price, plain, read, write)
+            out[f"{name} {policy}"] = dollars(price, plain + summ, read, write)
         out[f"{name} best"] = min(out[f"{name} sent"], out[f"{name} rolling"])
     return out
 
@@ -155,6 +158,7 @@ def _merge(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Sum rows of one arm over conversations (the median per call is the median of medians)."""
     keys = ("calls", "tokens", "lcp", "openai_cached", "breakpoints", "compactions", "chain", "unit_tokens")
     out: dict[str, Any] = {k: sum(r[k] for r in rows) for k in keys}
+    out["summarizer"] = sum(r.get("summarizer", 0) for r in rows)
     out["format"] = rows[0]["format"]
     out["anthropic"] = {k: [sum(r["anthropic"][k][i] for r in rows) for i in range(3)] for k in rows[0]["anthropic"]}
     out["where"] = sum((Counter(r["where"]) for r in rows), Counter())
@@ -212,7 +216,9 @@ def _summary(results: list[dict], dataset: str, fmt: str) -> list[str]:
             cache = f"{read / m['tokens']:.1%} / {write / m['tokens']:.1%}"
         per = 1000 / m["calls"]
         if m["compactions"]:
-            label += f" ({m['compactions']} compactions)"
+            label += (
+                f" ({m['compactions']} compactions, checkpoint input {m['summarizer'] / m['calls']:,.0f} tokens/call)"
+            )
         lines.append(
             f"| {label} | {budget or '-'} | {m['calls']:,} | {m['tokens'] / m['calls']:,.0f} | "
             f"{m['lcp'] / m['tokens']:.1%} | {m['share_median']:.1%} | {m['lcp_median']:,.0f} | {cache} | "
@@ -379,7 +385,8 @@ def main(argv: list[str] | None = None) -> None:
         "tokens. 'x today': today's bill for the same arm and budget / this row's (whole history: today's "
         "assembly at each budget; OpenAI gpt-4.1; Anthropic: the cheaper of as sent and rolling "
         "breakpoints). Caches are emptied at each LoCoMo session (days apart) unless --one-cache; output "
-        "tokens are left out (the same for every arm)."
+        "tokens are left out (the same for every arm; a checkpoint's output too). wrap: the checkpoint calls' "
+        "input is billed as uncached input at the agent model's price."
     )
     out.append(f"total {time.perf_counter() - t0:.0f} s, load {os.getloadavg()[0]:.1f}")
     print("\n".join(out))

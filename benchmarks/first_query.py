@@ -29,12 +29,28 @@ Measured per store and code, each in its own subprocess:
 * ``bytes``: database file + WAL + archive directory after the first query,
   per 1,000 turns, and the per-table split (SQLite ``dbstat``).
 
+* ``rss MB``: the first-query process's peak resident memory (``ru_maxrss``).
+
+``--baseline REV`` puts the code of a git revision (e.g. ``main``) beside
+this tree instead of the legacy code: same stores, same wiring (REV's
+``Memory(path)``). ``--keep DIR`` writes the stores into DIR and reuses one
+found there (its build is not timed again: the ingest columns show the first
+build's figures, saved beside it) — how the 1M-turn synthetic store is
+measured more than once (it takes ~10-20 min to write on the 2-core box).
+``--backend postgres`` writes the synthetic stores into a PostgreSQL database
+instead (``STRATAMEM_FIRSTQ_DSN``, default a pgserver kept in
+``/tmp/stratamem-firstq-pg``; one database per store; bytes are
+``pg_database_size``); LoCoMo stays on SQLite.
+
 LoCoMo recall with the stored int8 vectors beside float32 is
 ``benchmarks/locomo_recall.py --ours`` ("stratamem hybrid" is float32,
 "Memory.context (recall)" opens the persisted int8 index).
 
     .venv/bin/python benchmarks/first_query.py [--synthetic 100000] [--skip-synthetic] [--skip-locomo]
         [--skip-legacy] [--json out.json]
+    .venv/bin/python benchmarks/first_query.py --synthetic 1000000 --skip-locomo --baseline main --keep /tmp/firstq
+    .venv/bin/python benchmarks/first_query.py --synthetic 1000000 --skip-locomo --baseline main --keep /tmp/firstq \
+        --backend postgres
 """
 
 from __future__ import annotations
@@ -170,7 +186,9 @@ for q in questions[1:]:
     warm.append(time.perf_counter() - t)
 notes = list(ctx.manifest.notes) if hasattr(ctx.manifest, "notes") else []
 mem.close()
-print(json.dumps({{"first": first, "warm": statistics.median(warm), "notes": notes}}))
+import resource
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps({{"first": first, "warm": statistics.median(warm), "notes": notes, "rss": rss}}))
 """
 )
 
@@ -189,19 +207,30 @@ def _run(code: str, src: Path) -> dict:
     return result
 
 
-def _legacy_src(tmp: Path) -> Path:
-    """The legacy tree's ``src`` (``git archive`` of the legacy commit; the repository is not touched)."""
+def _legacy_src(tmp: Path, rev: str = LEGACY_COMMIT) -> Path:
+    """A revision's ``src`` (``git archive`` of it; the repository is not touched)."""
     dest = tmp / "legacy"
     dest.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", LEGACY_COMMIT, "src"], capture_output=True, check=True
-    ).stdout
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src"], capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     return dest / "src"
 
 
-def _bytes(db: Path) -> tuple[int, dict[str, int]]:
+def _bytes(db: Path | str) -> tuple[int, dict[str, int]]:
     """Everything the store occupies (file, WAL, archive) after a checkpoint, and bytes per table."""
+    if str(db).startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(str(db)) as pg:
+            size = int(pg.execute("SELECT pg_database_size(current_database())").fetchone()[0])  # type: ignore[index]
+            tables = dict(
+                pg.execute(
+                    "SELECT relname, pg_total_relation_size(oid) FROM pg_class WHERE relkind = 'r' "
+                    "AND relnamespace = 'public'::regnamespace"
+                ).fetchall()
+            )
+        return size, tables
+    db = Path(db)
     with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         tables = dict(conn.execute("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name").fetchall())
@@ -214,9 +243,39 @@ def _bytes(db: Path) -> tuple[int, dict[str, int]]:
     return total, tables
 
 
-def _measure(name: str, build: str, src: Path, db: Path, ns: str, pyramid: bool, legacy: bool, **fmt: object) -> dict:
-    print(f"  {name}: building ...", flush=True)
-    built = _run(build.format(legacy=legacy, db=str(db), locomo=str(LOCOMO), **fmt), src)
+def _pg_database(name: str) -> str:
+    """A URL of database ``name`` (created when missing) on ``STRATAMEM_FIRSTQ_DSN`` or a kept pgserver."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg
+
+    server = os.environ.get("STRATAMEM_FIRSTQ_DSN")
+    if not server:
+        import pgserver
+
+        data = Path("/tmp/stratamem-firstq-pg")
+        data.mkdir(exist_ok=True)
+        server = str(pgserver.get_server(data, cleanup_mode=None).get_uri())
+    with psycopg.connect(server, autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
+
+
+def _measure(
+    name: str, build: str, src: Path, db: Path | str, ns: str, pyramid: bool, legacy: bool, **fmt: object
+) -> dict:
+    saved = Path(f"{db}.build.json") if not str(db).startswith("postgresql://") else None
+    if str(db).startswith("postgresql://"):
+        saved = Path(fmt.pop("pg_saved"))  # type: ignore[arg-type]
+    if saved is not None and saved.exists():
+        built = json.loads(saved.read_text())
+        print(f"  {name}: reusing the store built before ({built['turns']} turns in {built['seconds']:.1f} s)")
+    else:
+        print(f"  {name}: building ...", flush=True)
+        built = _run(build.format(legacy=legacy, db=str(db), locomo=str(LOCOMO), **fmt), src)
+        if saved is not None:
+            saved.write_text(json.dumps(built))
     print(f"  {name}: {built['turns']} turns in {built['seconds']:.1f} s; first query ...", flush=True)
     first = _run(_FIRST_QUERY.format(legacy=legacy, db=str(db), ns=ns, pyramid=pyramid, questions=QUESTIONS), src)
     total, tables = _bytes(db)
@@ -228,6 +287,7 @@ def _measure(name: str, build: str, src: Path, db: Path, ns: str, pyramid: bool,
         "first_s": first["first"],
         "first_wall_s": first["wall"],
         "warm_ms": 1000 * first["warm"],
+        "rss_mb": first.get("rss", 0.0),
         "bytes": total,
         "kb_per_1000": total / built["turns"] / 1.024,
         "tables": tables,
@@ -238,13 +298,14 @@ def _measure(name: str, build: str, src: Path, db: Path, ns: str, pyramid: bool,
 def _table(rows: list[dict]) -> str:
     head = (
         f"{'store / code':<28} {'turns':>7} {'ingest s':>9} {'turns/s':>8} {'first ctx s':>11} "
-        f"{'proc wall s':>11} {'warm ms':>8} {'KB/1k turns':>11}"
+        f"{'proc wall s':>11} {'warm ms':>8} {'KB/1k turns':>11} {'rss MB':>7}"
     )
     lines = [head, "-" * len(head)]
     for r in rows:
         lines.append(
             f"{r['name']:<28} {r['turns']:>7} {r['ingest_s']:>9.1f} {r['turns_per_s']:>8.0f} "
-            f"{r['first_s']:>11.2f} {r['first_wall_s']:>11.2f} {r['warm_ms']:>8.0f} {r['kb_per_1000']:>11.0f}"
+            f"{r['first_s']:>11.2f} {r['first_wall_s']:>11.2f} {r['warm_ms']:>8.0f} {r['kb_per_1000']:>11.0f} "
+            f"{r.get('rss_mb', 0):>7.0f}"
         )
     return "\n".join(lines)
 
@@ -296,12 +357,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--skip-legacy", action="store_true")
     ap.add_argument("--skip-locomo", action="store_true")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--baseline", help="a git revision (e.g. main) beside this tree instead of the legacy code")
+    ap.add_argument("--keep", type=Path, help="write the stores here and reuse those found (builds not redone)")
+    ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite", help="of the synthetic stores")
     args = ap.parse_args(argv)
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="stratamem-firstq-") as tmp_name:
         tmp = Path(tmp_name)
+        keep = args.keep or tmp
+        keep.mkdir(parents=True, exist_ok=True)
         codes = [("this tree", ROOT / "src", False)]
-        if not args.skip_legacy:
+        if args.baseline:
+            codes.append((args.baseline, _legacy_src(tmp, args.baseline), False))
+        elif not args.skip_legacy:
             codes.append((f"legacy {LEGACY_COMMIT}", _legacy_src(tmp), True))
         plan = []
         if not args.skip_synthetic:
@@ -312,7 +380,14 @@ def main(argv: list[str] | None = None) -> None:
         if not args.skip_locomo:
             plan += [(f"LoCoMo, {label}", _INGEST_LOCOMO, src, legacy, "locomo", True) for label, src, legacy in codes]
         for i, (name, build, src, legacy, ns, pyramid) in enumerate(plan):
-            rows.append(_measure(name, build, src, tmp / f"{i}.db", ns, pyramid, legacy, size=args.synthetic))
+            key = f"{'synthetic' if ns == 'synthetic' else 'locomo'}-{args.synthetic if ns == 'synthetic' else 0}-{i}"
+            extra: dict[str, object] = {}
+            if ns == "synthetic" and args.backend == "postgres":
+                db: Path | str = _pg_database(f"firstq_{key.replace('-', '_')}")
+                extra["pg_saved"] = str(keep / f"{key}.pg.build.json")
+            else:
+                db = keep / f"{key}.db"
+            rows.append(_measure(name, build, src, db, ns, pyramid, legacy, size=args.synthetic, **extra))
             print(_table(rows[-1:]).splitlines()[-1], flush=True)  # each row as soon as it is measured
             if args.json:
                 args.json.write_text(json.dumps(rows, indent=1))

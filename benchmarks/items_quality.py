@@ -22,7 +22,13 @@ Parts (``--parts``, default all but ``recall``):
     equals an earlier item's in the namespace.
 
   Two reference rows need no engine: *every turn* (one item per turn) and the
-  observations themselves.
+  observations themselves. Items may cite several turns, so *sources per
+  item* and *source precision* (share of (item, source turn) pairs an
+  observation cites) say whether covered was bought with uncited turns.
+  ``--embedder minilm`` embeds the turns, so an extractor that reads the
+  stored turn vectors sees them; ``--seal-sessions`` seals each session after
+  its last turn (by default the open tail of every session is never a
+  segment, so never extracted: nothing ends a LoCoMo session).
 * ``concurrency`` — 4 writer processes add the same LoCoMo turns, one
   ``Memory.add`` each (each writer into its own sessions), into one namespace
   of one store for ``--seconds``, on SQLite and on PostgreSQL (pgserver, as
@@ -226,6 +232,8 @@ def worker_quality(a: Mapping[str, Any]) -> dict[str, Any]:
             for t in turns:
                 mem.add(Turn(**t), session=session)
                 n += 1
+            if a.get("seal_sessions"):  # the session is over: its open tail becomes a segment too
+                mem.seal(session)
         status = mem.items.status()
         out.append(
             {
@@ -576,6 +584,7 @@ def run_quality(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> N
                 "embedder": args.embedder,
                 "cache": str(args.locomo_cache),
                 "prompt_budgets": args.prompt_budgets,
+                "seal_sessions": args.seal_sessions,
             },
         )
         rows[t.name] = score_quality(data, ans["conversations"])
@@ -587,6 +596,8 @@ def run_quality(trees: Sequence[Tree], args: argparse.Namespace, tmp: Path) -> N
     _copy_rows(trees, seconds)
     _copy_rows(trees, prompt_rows)
     print_quality(rows, [t.name for t in trees], seconds)
+    if args.seal_sessions:
+        print("(each LoCoMo session sealed when its last turn was added: --seal-sessions)")
     if args.prompt_budgets:
         print_prompts(prompt_rows, [t.name for t in trees], args)
 
@@ -893,6 +904,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--recall-no-dense", action="store_true", help="the recall part without embeddings (faster)")
     ap.add_argument(
         "--writers", type=int, nargs="*", help="writer processes per probe (default 1 and 4, quick 4; 1 is the control)"
+    )
+    ap.add_argument(
+        "--seal-sessions",
+        action="store_true",
+        help="quality part: seal each LoCoMo session when its last turn is added (Memory.seal), so the open "
+        "tail of every session is extracted too (by default it stays open, as nothing ends a session)",
     )
     ap.add_argument("--seconds", type=float, help="writer probe length (default 30, quick 8)")
     ap.add_argument("--backends", nargs="*", choices=("sqlite", "postgres"), default=["sqlite", "postgres"])

@@ -3,8 +3,10 @@ only grow at their end between two jumps (hypothesis over random stores)."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -162,4 +164,77 @@ def test_every_policy_and_format_keeps_the_budget_and_a_valid_request_with_the_l
                     for b in m["content"]
                 )
                 assert marks == len(cache["breakpoints"]) <= 4
+        mem.close()
+
+
+def _plain(value: Any) -> Any:
+    """A request part without ``cache_control``, a string content as one text block (as providers read it)."""
+    if isinstance(value, dict):
+        out = {k: _plain(v) for k, v in value.items() if k != "cache_control"}
+        if isinstance(out.get("content"), str) and out.get("role") in ("user", "assistant"):
+            out["content"] = [{"type": "text", "text": out["content"]}]
+        return out
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _stable(msgs: list[dict[str, Any]], fmt: str) -> list[Any]:
+    """The messages before the one that carries this call's recall (OpenAI: a system message; Anthropic:
+    the last user message, which also holds the newest results)."""
+    if fmt == "openai":
+        at = next(
+            (k for k, m in enumerate(msgs) if m["role"] == "system" and m["content"].startswith(RECALL_TITLE)), None
+        )
+        return _plain(msgs if at is None else msgs[:at])
+    return _plain(msgs[:-1])
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    results=st.lists(st.integers(1, 600), min_size=3, max_size=16),
+    budget=st.sampled_from([600, 1200, 2500]),
+    fmt=st.sampled_from(["openai", "anthropic"]),
+)
+def test_a_tool_loop_keeps_the_budget_its_pairs_and_its_prefix_with_the_layout(
+    results: list[int], budget: int, fmt: str
+) -> None:
+    """A tool loop (one request, then steps of random size): each call within the budget, every tool
+    call with all its results, the window running to the newest step, and, while the anchor and the
+    stable layers hold, the previous call's stable messages first."""
+    cfg = Config.from_dict({"pyramid": {"defer_summarization": False, "micro_chunk_size": 4}})
+    with tempfile.TemporaryDirectory() as tmp:
+        mem = Memory(Path(tmp) / "t.db", namespace="t", config=cfg, embedder=None)
+        mem.add({"role": "user", "content": "Fix the failing tests in the " + WORDS[0] + " module."}, session="s")
+        prev = None
+        for i, n in enumerate(results):
+            call = {"type": "tool_use", "id": f"toolu_{i}", "name": "bash", "input": {"cmd": f"pytest -k {i}"}}
+            output = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(n))
+            mem.add(
+                [
+                    {"role": "assistant", "content": [{"type": "text", "text": f"Step {i}."}, call]},
+                    {
+                        "role": "user",
+                        "content": [{"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": output}],
+                    },
+                ],
+                session="s",
+                format="anthropic",
+            )
+            ctx = mem.context("fix the failing tests", budget=budget, session="s", format=fmt, cache=True)
+            assert ctx.tokens <= budget
+            msgs = list(ctx.messages)
+            assert not msgs or structural_problems(msgs, fmt) == []  # none: no window and nothing recalled
+            window = [it.turn_ids[0] for it in ctx.manifest.items if it.reason == "recent_window"]
+            if window:  # it runs to the newest turn: the newest step's result
+                assert window[-1] == max(window) and ctx.manifest.cache["anchor"]["turn"] == window[0]
+                assert f"toolu_{i}" in json.dumps(msgs)
+            cache = ctx.manifest.cache
+            key = (json.dumps(cache["anchor"]), cache["layer_hashes"])
+            stable = _stable(msgs, fmt)
+            if prev is not None and prev[0] == key:
+                assert stable[: len(prev[1])] == prev[1]
+                if fmt == "anthropic":
+                    assert _plain(list(ctx.system_blocks or ())) == prev[2]
+            prev = (key, stable, _plain(list(ctx.system_blocks or ())))
         mem.close()

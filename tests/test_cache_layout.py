@@ -22,8 +22,9 @@ import pytest
 
 from stratamem import Memory
 from stratamem.config import Config
-from stratamem.context.cache_render import RECALL_TITLE
+from stratamem.context.cache_render import RECALL_TITLE, STEP_STUB
 from stratamem.context.layout import LEDGER_TITLE
+from stratamem.providers import structural_problems
 from stratamem.testing import FakeLLMServer, FakePromptCache
 
 STRATAMEM = str(Path(sys.executable).with_name("stratamem"))
@@ -239,3 +240,91 @@ def test_a_fresh_process_gives_a_warm_memory_the_same_cache_layout(mem: Memory, 
         d["manifest"].pop("timestamp")
     assert got == want
     assert got["manifest"]["cache"]["layers"]["ledger"] > 0 and got["system_blocks"]
+
+
+def _step(n: int, output: str) -> list[dict[str, Any]]:
+    """One tool step in the Anthropic shape: the model's call, then its result."""
+    call = {"type": "tool_use", "id": f"toolu_{n:03d}", "name": "bash", "input": {"command": f"pytest -q -k case{n}"}}
+    result = {"type": "tool_result", "tool_use_id": f"toolu_{n:03d}", "content": output}
+    return [
+        {"role": "assistant", "content": [{"type": "text", "text": f"Step {n}: run the tests."}, call]},
+        {"role": "user", "content": [result]},
+    ]
+
+
+BIG = "\n".join(f"tests/test_case{i}.py::test_walrus_{i} FAILED harbour mismatch {i * 7}" for i in range(160))
+SMALL = "1 passed in 0.12s"
+OUTPUTS = [BIG, SMALL, SMALL, BIG, SMALL, SMALL, SMALL]
+"""A tool loop whose large steps do not fit the window's room at B 1,500 (about 800 tokens) and
+whose small ones do: the window must show the small ones, newest included."""
+
+
+def _tool_ids(body: Mapping[str, Any], fmt: str) -> list[str]:
+    """Ids of the tool results a request carries, in order."""
+    if fmt == "openai":
+        return [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"]
+    return [
+        b["tool_use_id"]
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_a_tool_loop_window_opens_at_a_tool_step_and_keeps_its_prefix_through_the_official_client(
+    db_path: Path, fmt: str
+) -> None:
+    # Chunks of 24 turns: the loop's turns are not summarized during it, so the ledger holds still.
+    cfg = Config.from_dict({**CFG, "pyramid": {**CFG["pyramid"], "micro_chunk_size": 24}})
+    mem = Memory(db_path, namespace="cache", config=cfg, embedder=None)
+    for session in ("s1", "s2"):
+        for i in range(12):
+            mem.add(_turn(session, i), session=session)
+        mem.seal(session)
+    mem.add({"role": "user", "content": "Run the test suite and fix the failures in the harbour module."}, session="s3")
+    contexts = []
+    with FakeLLMServer(reply="Noted.", prompt_cache=FakePromptCache(min_tokens=64)) as server:
+        if fmt == "openai":
+            oa = openai.OpenAI(base_url=server.openai_base_url, api_key="sk-test", max_retries=0)
+        else:
+            an = anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="ak-test", max_retries=0)
+        for n, output in enumerate([None, *OUTPUTS]):
+            if output is not None:
+                for m in _step(n, output):
+                    mem.add(m, session="s3", format="anthropic")
+            ctx = mem.context("fix the failures", budget=1500, session="s3", format=fmt, cache=True)
+            contexts.append(ctx)
+            if fmt == "openai":
+                oa.chat.completions.create(model="gpt-4.1", messages=ctx.messages)
+            else:
+                an.messages.create(model="claude-sonnet-4-6", max_tokens=20, system=ctx.system, messages=ctx.messages)
+        bodies = [r.body for r in server.requests]
+    mem.close()
+    assert len(bodies) == len(OUTPUTS) + 1
+    for n, (ctx, body) in enumerate(zip(contexts, bodies, strict=True)):
+        assert ctx.tokens <= 1500
+        # Every call with its results, every result after its call (the official client sent it as is).
+        assert structural_problems(body["messages"], fmt) == []
+        shown = _tool_ids(body, fmt)
+        if n and OUTPUTS[n - 1] is SMALL:
+            # The newest step fits, so the model sees it (main's layout showed Anthropic nothing here).
+            assert shown and shown[-1] == f"toolu_{n:03d}"
+            window = [m for m in body["messages"] if m["role"] != "system"]
+            if fmt == "anthropic" and window[0]["role"] == "user" and isinstance(window[0]["content"], str):
+                assert window[0]["content"] == STEP_STUB and window[1]["role"] == "assistant"
+        if n and OUTPUTS[n - 1] is BIG:
+            assert shown == []  # a step larger than the window's room: no window, never a result without its call
+    # Steps 1 and 2, then 4 to 6, arrive one by one and fit: each request starts with the previous one's window.
+    for n in (3, 6, 7):
+        before, after = bodies[n - 1], bodies[n]
+        if fmt == "openai":
+            held = next(i for i, m in enumerate(before["messages"]) if str(m["content"]).startswith(RECALL_TITLE))
+            assert after["messages"][:held] == before["messages"][:held]
+        else:
+            held = len(before["messages"]) - 1  # the newest results carry this call's recall
+            assert after["system"] == before["system"]
+            assert _plain(after["messages"][:held]) == _plain(before["messages"][:held])
+            assert after["messages"][0]["content"] == STEP_STUB
+        assert contexts[n].manifest.cache["anchor"] == contexts[n - 1].manifest.cache["anchor"]

@@ -20,7 +20,9 @@ Arms, each a sequence of model calls with its prompts:
   compacted, with our breakpoints when ``compaction.cache_aware`` is on), thresholds
   as in ``agentloop_bench.py``; the
   checkpoint is written by ``checkpoint_reply`` on ``FakeLLMServer`` through the
-  real ``openai`` client (not a language model).
+  real ``openai`` client (not a language model). The checkpoint calls' input
+  tokens are counted (``summarizer``) and billed at the agent model's uncached
+  input price: a compaction is a model call too.
 
 Cache lifetime: LoCoMo sessions are days apart, beyond any TTL, so the
 provider caches are emptied at each new session (the prefix share is still
@@ -84,6 +86,7 @@ class Tracker:
         self.shares: list[float] = []
         self.lcps: list[int] = []
         self.compactions = 0
+        self.summarizer = 0
         self.parts: Counter[str] = Counter()
         self.carried: Counter[str] = Counter()
         self.chain = self.unit_tokens = 0
@@ -175,6 +178,7 @@ class Tracker:
             "share_median": statistics.median(self.shares) if self.shares else 0.0,
             "lcp_median": statistics.median(self.lcps[1:]) if len(self.lcps) > 1 else 0,
             "compactions": self.compactions,
+            "summarizer": self.summarizer,
             "where": dict(self.where),
             "openai_cached": self.openai_cached,
             "anthropic": self.anth,
@@ -363,13 +367,16 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
                     if args.whole:
                         tracker("whole history", None, fmt).call(ser.request(None, shapes[fmt][:i]), "agent")
                     _, loop, _ = loops[fmt]
-                    before = loop.compactor.state.compacted_messages
+                    before, asked = loop.compactor.state.compacted_messages, len(server.requests)
                     try:
                         sent = loop.before(shapes[fmt][:i], None, model=WRAP_MODELS[fmt])
                     except TypeError:  # a tree from before the model argument
                         sent = loop.before(shapes[fmt][:i], None)
                     t = tracker("wrap", None, fmt)
                     t.compactions += loop.compactor.state.compacted_messages > before
+                    # The checkpoint calls this compaction made: their input is billed too (uncached).
+                    for r in server.requests[asked:]:
+                        t.summarizer += len(ser.request(None, list(r.body.get("messages") or ())))
                     t.call(ser.request(None, sent), "agent")
             mem.add(m, session="agent", format="anthropic", timestamp=t0 + timedelta(seconds=20 * i))
         for side, _, _ in loops.values():

@@ -28,6 +28,11 @@ class CachedEmbedder:
             self.cache = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
         self.dirty = False
 
+    @property
+    def dimensions(self) -> int:
+        """The inner model's vector size: the recall index records it, and reads stored vectors only when known."""
+        return int(getattr(self.inner, "dimensions", 0) or 0)
+
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         """Cached vectors, computing the missing ones in one batch."""
         keys = [hashlib.sha256(t.encode()).hexdigest() for t in texts]

@@ -10,8 +10,8 @@ CLI, MCP, HTTP), so it is computed from the stored units alone:
 
 * the units' sizes, summed from the first one, give each unit a *position*;
 * the grid points are the first units whose position reaches ``k * step``
-  (``k = 0, 1, …``), moved on to the next unit that may open the run (a user
-  turn, for a window);
+  (``k = 0, 1, …``), moved on to the next unit that may open the run (for a
+  window: a user turn or the start of a tool step);
 * the start is the oldest grid point whose run, from there to the newest
   unit, fits ``room`` (and holds at most ``max_units`` units).
 

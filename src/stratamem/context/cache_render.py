@@ -39,16 +39,29 @@ from .assembly import Assembly
 from .cache_inputs import CacheInputs
 from .finish import _resolve_duplicates
 from .history import History
-from .render import render, snap_window
+from .render import render, snap_step_window
 from .window import Window
 
 if TYPE_CHECKING:
     from .layout import Anchored
 
-__all__ = ["GRID_MESSAGES", "LOOKBACK_BLOCKS", "RECALL_TITLE", "Layers", "finish_cached", "stable_hash"]
+__all__ = [
+    "GRID_MESSAGES",
+    "LOOKBACK_BLOCKS",
+    "RECALL_TITLE",
+    "STEP_STUB",
+    "Layers",
+    "finish_cached",
+    "stable_hash",
+    "stub_tokens",
+]
 
 RECALL_TITLE = "## Recalled for this message"
 """The title the per-call layer opens with (it follows the conversation)."""
+
+STEP_STUB = "(Earlier turns of this conversation are not shown here; it continues with a tool step.)"
+"""The user-role message an Anthropic window opening on a tool step starts with (the Messages API
+wants a user message first); the same bytes every call, so it is part of the stable prefix."""
 
 LOOKBACK_BLOCKS = 18
 """Blocks of window after which an intermediate breakpoint is added (Anthropic looks back 20 blocks
@@ -87,6 +100,11 @@ class _Out:
     stable_part: Any
     breakpoints: list[dict[str, Any]]
     notes: list[str]
+
+
+def stub_tokens(tokenizer: Tokenizer) -> int:
+    """What :data:`STEP_STUB` costs as a message."""
+    return MESSAGE_TOKENS + tokenizer.count(STEP_STUB)
 
 
 def _canon(value: Any) -> Any:
@@ -144,6 +162,8 @@ def _anthropic(
     blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for _, t in named]
     msgs_t, _, _ = render([st.turn for st in window], "anthropic")
     msgs = [dict(m) for m in msgs_t]
+    if msgs and msgs[0].get("role") != "user":
+        msgs.insert(0, {"role": "user", "content": STEP_STUB})  # a window that opens on a tool step
     holder, l4_last = _with_l4(msgs, l4) if l4 else (None, True)
     stable_msgs = msgs if holder is None else msgs[:holder]
     system = "\n\n".join(b["text"] for b in blocks)
@@ -271,7 +291,7 @@ def finish_cached(
             sections.pop()
             section_ids.pop()
         elif turns:
-            turns = snap_window(turns[1:], asm.fmt)
+            turns = snap_step_window(turns[1:])
         else:
             sections.pop()
             section_ids.pop()

@@ -37,16 +37,17 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..records import StoredTurn
 from ..records.manifests import Context, ContextItem
 from ..tokens import MESSAGE_TOKENS, Tokenizer
 from .anchor import grid_points, jumped_at, run_start
 from .assembly import Allocation, Assembly, Budget
 from .cache_inputs import CacheInputs
-from .cache_render import RECALL_TITLE, Layers, finish_cached
+from .cache_render import RECALL_TITLE, Layers, finish_cached, stub_tokens
 from .fixed import place_fixed
 from .history import History, _ItemSection, take_history
 from .ledger import LedgerEntry, select_ledger
-from .render import snap_window, unit_cost
+from .render import opens_window, snap_step_window, unit_cost
 from .summaries import take_summaries
 from .units import Candidates, ItemUnit
 from .window import Window, take_window
@@ -101,46 +102,76 @@ def _sizes(turns: Sequence, fmt: str) -> list[int]:
     return [st.tokens + extra for st in turns]
 
 
+def _cost(window: Sequence[StoredTurn], costs: dict[int, int], fmt: str, tokenizer: Tokenizer) -> int:
+    """What ``window`` costs in a request: its turns, and the stub an Anthropic window opening on a tool step needs."""
+    stub = stub_tokens(tokenizer) if fmt == "anthropic" and window and window[0].role != "user" else 0
+    return sum(costs[st.id] for st in window) + stub
+
+
 def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
     """The window of ``inputs.turns`` from the anchor on, within ``room`` (see :mod:`stratamem.context.anchor`).
 
-    The grid is laid on the turns' stored sizes; the window found is then
-    costed exactly, and if the estimate was low its start moves on to the next
-    grid point. When no grid point fits (one turn larger than the room), the
-    window falls back to the newest turns that fit, unanchored.
+    The window may open at a user turn or at the start of a tool step (an
+    assistant turn that calls tools, its results after it;
+    :func:`~stratamem.context.render.opens_window`), in every format. The grid
+    is laid on the turns' stored sizes; the window found is then costed
+    exactly, and if the estimate was low its start moves on to the next grid
+    point. When no grid point fits (a turn larger than half the room lies
+    between the last grid point and the newest turn), the window is the
+    newest turns that fit from the oldest opening turn that allows it: that
+    start, too, only moves forward as turns arrive. It is empty only when the
+    newest tool step alone does not fit.
     """
     turns = list(inputs.turns)
     if room <= 0 or not turns:
         return Anchored(Window(), None, None)
     sizes = _sizes(turns, asm.fmt)
     step = max(1, int(room * inputs.anchor_step))
+    known: dict[int, int] = {}
+
+    def cost_of(st: StoredTurn) -> int:
+        if st.id not in known:
+            known[st.id] = unit_cost(st.turn, asm.fmt, asm.tokenizer)
+        return known[st.id]
 
     def opens(i: int) -> bool:
-        return turns[i].role == "user"
+        return opens_window(turns[i].turn)
 
     start = run_start(sizes, room, step, opens=opens, max_units=inputs.max_turns)
     later = [p for p in grid_points(sizes, step, opens) if start is not None and p > start]
     while start is not None:
-        window = snap_window(turns[start:], asm.fmt)
-        costs = {st.id: unit_cost(st.turn, asm.fmt, asm.tokenizer) for st in window}
-        if window and sum(costs.values()) <= room:
+        window = snap_step_window(turns[start:])
+        costs = {st.id: cost_of(st) for st in window}
+        if window and _cost(window, costs, asm.fmt, asm.tokenizer) <= room:
             jump = jumped_at(sizes, start, room, step, opens=opens, max_units=inputs.max_turns)
             return Anchored(Window(window, costs), window[0].id, turns[jump].id)
         start = later.pop(0) if later else None
-    # Nothing anchored fits: the newest turns that do, contiguous (this window moves every call).
+    # No grid point fits: the newest turns that do, contiguous, from the oldest opening turn that fits.
+    # That start depends only on the turns, and moves forward only when the run from it no longer fits.
     cap, kept = Budget(room), []
-    for st in reversed(turns):
-        cost = unit_cost(st.turn, asm.fmt, asm.tokenizer)
-        if not cap.take(cost):
+    for st in reversed(turns[-inputs.max_turns :] if inputs.max_turns else turns):
+        if not cap.take(cost_of(st)):
             break
-        kept.append((st, cost))
-    window_turns = snap_window([st for st, _ in reversed(kept)], asm.fmt)
-    costs = {st.id: c for st, c in kept}
-    note = "cache layout: no window start on the grid fits the window's room; the newest turns that fit are shown"
+        kept.append(st)
+    newest = kept[::-1]
+    window_turns: list[StoredTurn] = []
+    for i, st in enumerate(newest):
+        if not opens_window(st.turn):
+            continue
+        candidate = snap_step_window(newest[i:])
+        if candidate and _cost(candidate, known, asm.fmt, asm.tokenizer) <= room:
+            window_turns = candidate
+            break
+    costs = {st.id: known[st.id] for st in window_turns}
+    note = (
+        "cache layout: no window start on the grid fits the window's room; the newest turns that fit are shown"
+        if window_turns
+        else "cache layout: the newest tool step is larger than the window's room; no window is shown"
+    )
     return Anchored(
-        Window(window_turns, {st.id: costs[st.id] for st in window_turns}),
+        Window(window_turns, costs),
         window_turns[0].id if window_turns else None,
-        window_turns[-1].id if window_turns else None,
+        window_turns[0].id if window_turns else None,
         note,
     )
 

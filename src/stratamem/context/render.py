@@ -22,7 +22,9 @@ __all__ = [
     "recent_window",
     "render",
     "snap_end",
+    "opens_window",
     "snap_start",
+    "snap_step_window",
     "snap_window",
     "unit_cost",
 ]
@@ -112,6 +114,28 @@ def snap_end(window: list[StoredTurn]) -> list[StoredTurn]:
 def snap_window(window: list[StoredTurn], fmt: str) -> list[StoredTurn]:
     """:func:`snap_start` then :func:`snap_end`: a window that is a valid request body for ``fmt``."""
     return snap_end(snap_start(window, fmt))
+
+
+def opens_window(turn: Turn) -> bool:
+    """Whether a window may open with ``turn``: a user turn, or the start of a tool step.
+
+    A tool step is an assistant turn that calls tools, followed by the turns
+    carrying their results; opening there keeps every call with its results
+    (a result never opens a window: its call would be missing).
+    """
+    return turn.role == "user" or (turn.role == "assistant" and bool(turn.tool_use_ids))
+
+
+def snap_step_window(window: list[StoredTurn]) -> list[StoredTurn]:
+    """The cache layout's snap: open at the first user turn or tool step (:func:`opens_window`), then :func:`snap_end`.
+
+    Unlike :func:`snap_start` it does not look further for a user turn, in any
+    format: a window of tool steps is valid as it is for OpenAI, and the
+    Anthropic rendering puts a user-role stub in front of it
+    (:data:`stratamem.context.cache_render.STEP_STUB`).
+    """
+    start = next((i for i, st in enumerate(window) if opens_window(st.turn)), len(window))
+    return snap_end(window[start:])
 
 
 def attach_sections(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from ..items.search import embed_texts
 from ..records.ids import system_id
 from ..records.manifests import Manifest
 from ..records.nodes import Node
+from ..retrieve.corpus import _Rows
 from ..retrieve.lexical import BM25Index, analyze
 from ..state.instructions import load_instructions
 from ..state.prompt import project_state
@@ -164,6 +166,85 @@ VECTOR_FLOOR = 0.25
 """Cosine at or below which a summary's vector says nothing about a query (unrelated text scores about 0-0.2)."""
 
 
+class _Stack:
+    """The summaries' vectors for the cosine ranking, kept across queries (issue 28).
+
+    Vectors sit in a pool of rows that only grows (amortised) and is compacted
+    when half of it is stale; :attr:`order` gives each indexed document's pool
+    row (-1: no vector). An appended summary adds a row; a rebuilt index
+    (:meth:`restart`) re-orders the rows it already has, reading and copying
+    no vector again; a changed summary's old row is dropped (:meth:`drop`).
+    """
+
+    def __init__(self) -> None:
+        self.rows = 0
+        """Documents stacked so far (in document order)."""
+        self._dims: set[int] = set()
+        self._pool: _Rows | None = None
+        self._norms = _Rows(np.float64)
+        self._row_of: dict[int, int] = {}
+        self._order = _Rows(np.int64)
+
+    def restart(self) -> None:
+        """Stack the documents again from the first (the pool is kept)."""
+        self.rows = 0
+        self._order = _Rows(np.int64)
+
+    def drop(self, node_id: int) -> None:
+        """Forget ``node_id``'s row (its summary, hence its vector, changed)."""
+        self._row_of.pop(node_id, None)
+
+    def extend(self, node_ids: Sequence[int], vectors: Sequence[np.ndarray | None]) -> None:
+        """Append one document per node (``None``: no vector)."""
+        self.rows += len(node_ids)
+        fresh = [(n, v) for n, v in zip(node_ids, vectors, strict=True) if v is not None and n not in self._row_of]
+        self._dims.update(v.shape[0] for _, v in fresh)
+        if fresh and len(self._dims) == 1:
+            if self._pool is None:
+                self._pool = _Rows(np.float32, next(iter(self._dims)))
+            block = np.stack([v for _, v in fresh]).astype(np.float32, copy=False)
+            start = self._pool.n
+            self._pool.extend(block)
+            # Norms in float32, as each summary's own was (then divided in float64).
+            self._norms.extend(np.linalg.norm(block, axis=1).astype(np.float64))
+            self._row_of.update((n, start + i) for i, (n, _) in enumerate(fresh))
+        order = [self._row_of.get(n, -1) if v is not None else -1 for n, v in zip(node_ids, vectors, strict=True)]
+        self._order.extend(np.asarray(order, dtype=np.int64))
+        if self._pool is not None and self._pool.n > 1024 and self._pool.n > 2 * len(self._row_of):
+            self._compact()
+
+    def _compact(self) -> None:
+        assert self._pool is not None
+        live = sorted(self._row_of.items(), key=lambda kv: kv[1])
+        old = np.asarray([r for _, r in live], dtype=np.int64)
+        pool, norms = _Rows(np.float32, self._pool.view.shape[1]), _Rows(np.float64)
+        pool.extend(self._pool.view[old])
+        norms.extend(self._norms.view[old])
+        renumber = np.full(self._pool.n, -1, dtype=np.int64)
+        renumber[old] = np.arange(len(old))
+        self._pool, self._norms = pool, norms
+        self._row_of = {n: i for i, (n, _) in enumerate(live)}
+        order = self._order.view
+        self._order = _Rows(np.int64)
+        self._order.extend(np.where(order >= 0, renumber[np.maximum(order, 0)], -1))
+
+    @property
+    def usable(self) -> bool:
+        """Whether there are vectors, all of one size."""
+        return len(self._dims) == 1 and self._pool is not None
+
+    def cosines(self, q: np.ndarray) -> np.ndarray | None:
+        """Each document's cosine with ``q`` (0 without a vector); ``None`` unless every vector has
+        ``q``'s size."""
+        if not self.usable or self._pool is None or self._pool.view.shape[1] != q.shape[0]:
+            return None
+        dots = (self._pool.view @ np.asarray(q, dtype=np.float32)).astype(np.float64)
+        norms = self._norms.view
+        cos = np.divide(dots, norms, out=np.zeros(len(norms)), where=norms > 0)
+        order = self._order.view
+        return np.where(order >= 0, cos[np.maximum(order, 0)], 0.0)
+
+
 class SummaryIndex:
     """Lexical ranking of the pyramid's summaries, kept current without re-reading every node.
 
@@ -200,6 +281,7 @@ class SummaryIndex:
         self._levels: list[float] = []
         self._bm25 = BM25Index()
         self._vectors: dict[int, np.ndarray | None] = {}
+        self._stack = _Stack()  # the documents' vectors for the cosines (see _stacked_vectors)
         self._made: dict[int, str] = {}
 
     def _on_event(self, namespace: str, event: Any) -> None:
@@ -265,6 +347,7 @@ class SummaryIndex:
         if known is not None and known[0] == text:
             return False
         self._vectors.pop(node.id, None)  # a new summary has a new vector
+        self._stack.drop(node.id)
         self._text[node.id] = (text, analyze(text))
         if node.id in self._doc_of:
             return True
@@ -281,6 +364,7 @@ class SummaryIndex:
             if i in self._text and self._nodes[i].tier != "hot" and self._nodes[i].summary is not None
         ]
         self._docs, self._doc_of = keep, {i: d for d, i in enumerate(keep)}
+        self._stack.restart()
         self._levels = [0.1 * (self._nodes[i].level - 1) for i in keep]
         self._bm25 = BM25Index()
         self._bm25.extend(self._text[i][1] for i in keep)
@@ -354,26 +438,28 @@ class SummaryIndex:
         embedder = getattr(pyramid, "embedder", None)
         if embedder is None or not pyramid.config.pyramid.auto_embed:
             return None
-        for node_id in self._docs:
-            if node_id not in self._vectors:
-                self._vectors[node_id] = pyramid.embedding(node_id) if self._nodes[node_id].has_embedding else None
-        vecs = [self._vectors[d] for d in self._docs]
-        dims = {v.shape[0] for v in vecs if v is not None}
-        if len(dims) != 1:
+        stack = self._stacked_vectors(pyramid)
+        if not stack.usable:
             return None  # no vectors yet (or vectors of two models): words only
         try:
             q = embed_texts(embedder, [query])[0]
         except ModelError:
             return None
-        if q.shape[0] not in dims:
+        cos = stack.cosines(q)
+        if cos is None:
             return None
-        out = np.zeros(len(vecs))
-        for i, v in enumerate(vecs):
-            if v is not None:
-                norm = float(np.linalg.norm(v))
-                cos = float(v @ q) / norm if norm > 0 else 0.0
-                out[i] = max(0.0, (cos - VECTOR_FLOOR) / (1.0 - VECTOR_FLOOR))
-        return out
+        return np.maximum(0.0, (cos - VECTOR_FLOOR) / (1.0 - VECTOR_FLOOR))
+
+    def _stacked_vectors(self, pyramid: Any) -> _Stack:
+        """The stack of the indexed summaries' vectors, brought up to the documents: a query costs one
+        matrix-vector product, not a pass over every summary in Python (issue 28)."""
+        new = self._docs[self._stack.rows :]
+        for node_id in new:
+            if node_id not in self._vectors:
+                self._vectors[node_id] = pyramid.embedding(node_id) if self._nodes[node_id].has_embedding else None
+        if new:
+            self._stack.extend(new, [self._vectors[d] for d in new])
+        return self._stack
 
     def _unit(self, pyramid: Any, node: Node, score: dict[str, float]) -> SummaryUnit:
         if node.id not in self._turn_ids:

@@ -28,7 +28,15 @@ never give items):
    ``valid_from`` is the day its time expression names, read against the turn's
    time (``"last Friday"`` → that Friday); other items hold from when they were said;
 5. reads the attribute it sets, if any (:func:`stratamem.summarize.slots.slot`),
-   so a later value supersedes it.
+   so a later value supersedes it;
+6. joins the kept statements of one speaker that tell one thing across turns
+   (:mod:`stratamem.items.grouping`: near in the session, and about the same
+   thing by the turns' stored vectors, else by shared words) into one item that
+   cites every one of those turns and quotes each statement in turn order
+   (``"Nadia: I went to my first pottery class last Saturday. The bowl came out
+   lopsided after three tries. I'm going back next Saturday to glaze it."``);
+   type, valid time, salience and attribute are its most salient statement's.
+   A statement that sets an attribute or settles something stays an item of its own.
 
 An assistant turn without a speaker's name is an agent's, not a person's:
 only its decisions become items (its prose explains, it does not tell about anyone).
@@ -36,24 +44,33 @@ only its decisions become items (its prose explains, it does not tell about anyo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
+
+import numpy as np
 
 from ..config import ItemsConfig
 from ..records import StoredTurn
 from ..records.candidates import Candidate
 from ..retrieve.timewords import read_windows
+from ..summarize._text import DATE_WORDS, STOPWORDS
 from ..summarize._units import turn_text
 from ..summarize.facts import explicit, fact_type
-from ..summarize.salience import THRESHOLDS, choice, salience
-from ..summarize.slots import slot
+from ..summarize.salience import choice, salience
+from ..summarize.slots import Slot, slot
 from ..summarize.statements import asks, statements
+from .grouping import Piece, group
+from .search import content_terms
 
 __all__ = ["DEFAULT_MIN_SALIENCE", "EXPLICIT_SALIENCE", "Extractor", "RuleExtractor", "rule_extractor"]
 
-DEFAULT_MIN_SALIENCE = THRESHOLDS[150]
-"""The salience a turn needs by default: the score that keeps ~150 items per 1,000 LoCoMo turns."""
+DEFAULT_MIN_SALIENCE = 0.76
+"""The salience a turn needs by default. Between the fitted thresholds for 150 and 200 turns per 1,000
+(:data:`~stratamem.summarize.salience.THRESHOLDS`): on LoCoMo, about the lowest whose kept turns are still
+at least 80 % turns an observation cites (source precision); joined into accounts (:mod:`.grouping`)
+they make ~125 items per 1,000 turns (``benchmarks/items_quality.py``, docs/benchmarks.md)."""
 
 EXPLICIT_SALIENCE = 0.9
 """The salience at least of a statement that settles something in so many words (a decision, a stated
@@ -66,8 +83,10 @@ class Extractor(Protocol):
     """Reads turns, proposes the statements worth an item.
 
     Implementations may also offer ``take_usage() -> (calls, input_tokens,
-    output_tokens)`` (model spend since the last take, recorded in ``item_spend``)
-    and ``extract_groups(groups)`` (several segments in one call; a list per group).
+    output_tokens)`` (model spend since the last take, recorded in ``item_spend``),
+    ``extract_groups(groups)`` (several segments in one call; a list per group) and
+    ``reads_vectors = True`` (the pyramid then passes ``vectors=``: turn id -> the
+    turn's stored recall-index vector, as :class:`RuleExtractor` takes them).
     """
 
     name: str
@@ -94,27 +113,47 @@ class RuleExtractor:
     """
 
     name = "rules"
+    reads_vectors = True
+    """The pyramid passes the segment's stored turn vectors to :meth:`extract` (``vectors=``)."""
 
     def __init__(self, *, min_salience: float = DEFAULT_MIN_SALIENCE) -> None:
         if not 0.0 <= min_salience <= 1.0:
             raise ValueError(f"min_salience must be from 0 to 1, got {min_salience!r}")
         self.min_salience = float(min_salience)
 
-    def extract(self, turns: Sequence[StoredTurn], *, before: Sequence[StoredTurn] = ()) -> list[Candidate]:
-        """The segment's salient statements, one per turn at most (see the module docstring)."""
+    def extract(
+        self,
+        turns: Sequence[StoredTurn],
+        *,
+        before: Sequence[StoredTurn] = (),
+        vectors: Mapping[int, np.ndarray] | None = None,
+    ) -> list[Candidate]:
+        """The segment's salient statements, grouped into one item per account (see the module docstring).
+
+        Args:
+            turns: The segment's turns, in order.
+            before: The turn just before the segment (context: did it ask what the segment answers?).
+            vectors: Turn id -> the turn's stored vector (the recall index's), for the turns that have
+                one; without, "about the same thing" is read from shared words.
+        """
         names = sorted({t.turn.name for t in [*before, *turns] if t.turn.name})
-        out: list[Candidate] = []
+        skip = {w.lower() for n in names for w in n.split()}
+        kept: dict[int, _Kept] = {}
+        pieces: list[Piece] = []
         previous = before[-1] if before else None
         for st in turns:
             prior, previous = previous, st
             if st.role not in ("user", "assistant"):
                 continue
-            found = self._candidate(st, prior, names)
+            found = self._kept(st, prior, names)
             if found is not None:
-                out.append(found)
-        return out
+                terms = _topic_words(found.said, skip)
+                kept[st.id] = found
+                pieces.append(Piece(st.id, st.seq, found.speaker, found.statement, terms, alone=found.alone))
+        return [self._candidate([kept[p.turn_id] for p in g]) for g in group(pieces, vectors)]
 
-    def _candidate(self, st: StoredTurn, prior: StoredTurn | None, names: Sequence[str]) -> Candidate | None:
+    def _kept(self, st: StoredTurn, prior: StoredTurn | None, names: Sequence[str]) -> _Kept | None:
+        """The statement a turn gives an item with, if its salience (or an explicit statement) keeps it."""
         speaker = st.turn.name or st.role
         answers = prior is not None and (prior.turn.name or prior.role) != speaker and asks(turn_text(prior))
         found = statements(turn_text(st), names, answers=answers, opening=st.seq <= 2)
@@ -130,19 +169,57 @@ class RuleExtractor:
         else:
             return None
         kind = fact_type(best.text)
-        if st.role == "assistant" and not st.turn.name and kind != "decision":
+        agent = st.role == "assistant" and not st.turn.name
+        if agent and kind != "decision":
             return None  # an agent's prose explains; only what it settles is kept
         attr = slot(best.text, speaker, names)
+        said = " ".join(s.text for s in found)  # all it states, without greetings or a photo's caption
+        return _Kept(st, speaker, best.text, kind, round(score, 4), attr, bool(settled or attr or agent), said)
+
+    @staticmethod
+    def _candidate(parts: Sequence[_Kept]) -> Candidate:
+        """One item of a group: the speaker's statements in turn order; type, slot and time of the most salient."""
+        lead = max(parts, key=lambda k: k.salience)
+        attr = lead.attr
         return Candidate(
-            f"{speaker}: {best.text}",
-            kind,
-            (st.id,),
-            round(score, 4),
+            f"{lead.speaker}: {_joined([k.statement for k in parts])}",
+            lead.kind,
+            tuple(k.turn.id for k in parts),
+            lead.salience,
             attr.subject if attr else None,
             attr.attribute if attr else None,
             attr.value if attr else None,
-            _valid_from(best.text, kind, st.timestamp),
+            _valid_from(lead.statement, lead.kind, lead.turn.timestamp),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A turn the extractor keeps: its speaker, the statement it quotes, its type, salience, slot, all it states."""
+
+    turn: StoredTurn
+    speaker: str
+    statement: str
+    kind: str
+    salience: float
+    attr: Slot | None
+    alone: bool
+    said: str
+
+
+def _topic_words(text: str, skip: set[str]) -> frozenset[str]:
+    """The words a turn is about: content words without the speakers' names, dates, numbers or short words."""
+    return frozenset(
+        w
+        for w in content_terms(text)
+        if len(w) > 2 and not w.isdigit() and w not in skip and w not in STOPWORDS and w not in DATE_WORDS
+    )
+
+
+def _joined(statements: Sequence[str]) -> str:
+    """Statements as one text: each but the last ends a sentence (a full stop added where it has none)."""
+    head = [s if s.rstrip()[-1:] in ".!?…" else f"{s.rstrip()}." for s in statements[:-1]]
+    return " ".join([*head, statements[-1]])
 
 
 def rule_extractor(config: ItemsConfig) -> RuleExtractor:

@@ -4,8 +4,9 @@
 that turns segments into auto-extracted memory items, when
 ``pyramid.auto_extract_facts`` is on and the store keeps items. The memory's
 extractor (:mod:`stratamem.items.extract`; offline rules by default) reads the
-segment's turns, with the turn before it as context; items do not depend on
-which summarizer ran. A group of segments summarized together is extracted
+segment's turns, with the turn before it as context (and, for the offline
+rules, the turns' stored vectors: which statements are about the same thing);
+items do not depend on which summarizer ran. A group of segments summarized together is extracted
 together: an extractor with ``extract_groups`` (the model-powered one) gets
 them in one call.
 
@@ -32,6 +33,7 @@ from ..events import Event, EventBus
 from ..records import StoredTurn
 from ..records.candidates import Candidate
 from ..records.nodes import Node
+from .turn_vectors import stored_turn_vectors
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -55,6 +57,7 @@ class _Extraction:
         _batched: PrefetchedEmbedder | None
         _item_api: Any
         _candidates: dict[int, list[Candidate]]
+        _model: str
 
         def _event(self, event_kind: str, **data: Any) -> Event: ...
 
@@ -79,14 +82,21 @@ class _Extraction:
             if batch is not None:
                 found = batch([(turns, before) for _, turns, before in work])
             else:
-                found = [self.extractor.extract(turns, before=before) for _, turns, before in work]
+                found = [self._extract_one(self.extractor, turns, before) for _, turns, before in work]
         except Exception as exc:  # noqa: BLE001 - a pluggable extractor (a model): fall back to the rules, visibly
             self._extract_failed(nodes, exc)
-            found = [self._rules().extract(turns, before=before) for _, turns, before in work]
+            found = [self._extract_one(self._rules(), turns, before) for _, turns, before in work]
         finally:
             self._record_extract_spend()
         for (node, _, _), cands in zip(work, found, strict=True):
             self._candidates[node.id] = list(cands)
+
+    def _extract_one(self, extractor: Extractor, turns: list[StoredTurn], before: list[StoredTurn]) -> list[Candidate]:
+        """One segment's candidates; an extractor that reads vectors gets the turns' stored ones (no model call)."""
+        if not getattr(extractor, "reads_vectors", False):
+            return extractor.extract(turns, before=before)
+        vectors = stored_turn_vectors(self.store, self.namespace, self._model, [t.id for t in turns])
+        return extractor.extract(turns, before=before, vectors=vectors)  # type: ignore[call-arg]
 
     def _extract_failed(self, nodes: Sequence[Node], exc: BaseException) -> None:
         name = getattr(self.extractor, "name", type(self.extractor).__name__)

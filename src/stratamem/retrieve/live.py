@@ -57,6 +57,8 @@ class LiveIndex:
         self.index: HybridIndex | None = None
         """The open index (``None`` until first use, or after a failure: reopened on next use)."""
         self._indexer: Any = None
+        # The store's data version when the open index was last found in step with its turns.
+        self._verified: Any = None
 
     @property
     def indexer(self) -> Any:
@@ -76,6 +78,7 @@ class LiveIndex:
     def reset(self) -> None:
         """Drop the open index (it may hold forgotten text); the next use reopens it from the store."""
         self.index = None
+        self._verified = None
 
     def feed(self, stored: list[StoredTurn], progress: Callable[[int], object] | None = None) -> None:
         """Index newly committed turns; never raises.
@@ -97,11 +100,15 @@ class LiveIndex:
             self.index = None
             self.report("recall.embed_failed", batch.error, stored)
         index = self.index
+        seen = self._version() if index is not None else None
         if (
             batch is not None
             and index is not None
             and (not len(index) or stored[0].id > index.turns[-1].id)
-            and self._in_step((len(index) + len(stored), stored[-1].id))
+            and (
+                (seen is not None and self._only_appended(seen, index, len(stored)))
+                or self._in_step((len(index) + len(stored), stored[-1].id))
+            )
         ):
             try:
                 index.add_turns(
@@ -138,7 +145,11 @@ class LiveIndex:
         :meth:`feed` adds this process's turns; turns written by another
         process or another ``Memory`` are picked up here (one ``COUNT`` and
         ``MAX(id)`` per call when nothing changed: the count alone would miss
-        one turn forgotten and one added elsewhere). New turns after
+        one turn forgotten and one added elsewhere), unless the store's data
+        version (:mod:`stratamem.store.data_version`, bumped by every write of
+        turns in its transaction) is the one seen when the index was last
+        found in step: then nothing was written and the ``COUNT``, which reads
+        every turn of the namespace (issue 28), is skipped. New turns after
         everything indexed are added; any other difference (turns deleted by
         retention or forget, out-of-order commits) rebuilds it. A forget
         elsewhere that keeps both (SQLite may give a new turn the id of a
@@ -146,6 +157,12 @@ class LiveIndex:
         (:meth:`stratamem.memory.derived.Derived.stale`), which resets the index.
         """
         index = self.index
+        seen = self._version()
+        if index is not None and seen is not None and seen == self._verified:
+            return index
+        if index is not None and seen is not None and self._only_appended(seen, index, 0):
+            self._verified = seen
+            return index
         if index is not None and self._extent() != (len(index), index.turns[-1].id if len(index) else 0):
             indexed = [st.id for st in index.turns]
             ids = self.store.turn_ids(self.namespace)
@@ -163,7 +180,37 @@ class LiveIndex:
             if self.rewriter is not None:
                 index.rewriter = self.rewriter
             self.index = index
+        # Read before the check: a write committed since makes the next call check again.
+        self._verified = seen if self.index is index else None
         return index
+
+    def _only_appended(self, seen: Any, index: HybridIndex, added: int) -> bool:
+        """Whether the store holds exactly the index's turns and ``added`` more after them, known
+        without counting every turn: nothing was taken away since the index was last in step (same
+        epoch) and the store commits ids in increasing order (SQLite), so new turns are the ones
+        above the newest indexed id (one read of the namespace's id index)."""
+        if (
+            self._verified is None
+            or seen.epoch != self._verified.epoch
+            or not getattr(self.store, "ids_commit_in_order", False)
+        ):
+            return False
+        last = index.turns[-1].id if len(index) else 0
+        try:
+            count, _ = self.store.turns_after(self.namespace, last)
+        except StratamemError:
+            return False
+        return bool(count == added)
+
+    def _version(self) -> Any:
+        """The store's data version of the namespace (``None``: a store without one, or it failed)."""
+        read = getattr(self.store, "data_version", None)
+        if read is None:
+            return None
+        try:
+            return read(self.namespace)
+        except StratamemError:
+            return None
 
     def _catch_up(self, index: HybridIndex, turns: list[StoredTurn]) -> HybridIndex | None:
         """Add turns another writer stored, from their persisted rows; ``None``: reopen the index instead."""

@@ -29,6 +29,7 @@ import numpy as np
 from ..embed.quantize import decode_int4, decode_int8, encode_int4, encode_int8, int4_blob_size, int8_blob_size
 from ..errors import BackendError, ModelError
 from ..records import StoredTurn
+from .corpus import _Rows
 
 __all__ = [
     "LONG_TERMS",
@@ -163,34 +164,39 @@ class PassageVectors:
     """Passage vectors of the long turns of one index, and the per-turn best cosine for a query."""
 
     def __init__(self) -> None:
-        self._vectors: list[np.ndarray] = []
-        self._owners: list[np.ndarray] = []
-        self._matrix: np.ndarray | None = None
-        self._owner: np.ndarray | None = None
+        # Stacked at the first query (after the index opened: its transients are gone by then), then
+        # grown in place batch by batch (amortised): an ``add`` in the agent loop copies only its own
+        # rows, never the whole matrix again (issue 28: at 100k turns the matrix is ~250k sentences,
+        # and copying it after every turn cost more than the query).
+        self._pending: list[tuple[int, np.ndarray]] = []
+        self._count = 0
+        self._matrix: _Rows | None = None
+        self._owner = _Rows(np.int64)
         self.turns: set[int] = set()
         """Positions of the turns that have passages."""
 
     def __len__(self) -> int:
-        return sum(len(v) for v in self._vectors)
+        return self._count
 
     def add(self, positions: Sequence[int], vectors: Sequence[np.ndarray]) -> None:
         """Passages of turns at ``positions`` (one ``(passages, dims)`` array each; empty ones skipped)."""
         for pos, vec in zip(positions, vectors, strict=True):
             if len(vec):
-                self._vectors.append(np.asarray(vec, dtype=np.float32))
-                self._owners.append(np.full(len(vec), int(pos), dtype=np.int64))
+                self._pending.append((int(pos), np.asarray(vec, dtype=np.float32)))
+                self._count += len(vec)
                 self.turns.add(int(pos))
-        self._matrix = None
 
     def best(self, q: np.ndarray, turn_cosines: np.ndarray) -> np.ndarray:
         """Per turn: the larger of its own cosine and its best passage's (turns without passages keep theirs)."""
         out = np.asarray(turn_cosines, dtype=np.float64).copy()
-        if not self._vectors:
-            return out
+        if self._pending:
+            rows = np.concatenate([vec for _, vec in self._pending])
+            if self._matrix is None:
+                self._matrix = _Rows(np.float32, rows.shape[1])
+            self._matrix.extend(rows)
+            self._owner.extend(np.concatenate([np.full(len(vec), pos, dtype=np.int64) for pos, vec in self._pending]))
+            self._pending = []
         if self._matrix is None:
-            self._matrix = np.concatenate(self._vectors)
-            self._owner = np.concatenate(self._owners)
-            self._vectors, self._owners = [self._matrix], [self._owner]
-        assert self._owner is not None
-        np.maximum.at(out, self._owner, (self._matrix @ q).astype(np.float64))
+            return out
+        np.maximum.at(out, self._owner.view, (self._matrix.view @ q).astype(np.float64))
         return out

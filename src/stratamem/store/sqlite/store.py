@@ -56,6 +56,10 @@ class SQLiteStore(RecordStore):
     item_store_class = SQLiteItemStore
     forget_class = SQLiteForget
 
+    ids_commit_in_order = True
+    """Writers are serialized (``BEGIN IMMEDIATE``) and ids assigned inside the write: a committed
+    turn's id is above every id committed before it (the recall index's in-step check relies on it)."""
+
     def __init__(
         self, path: str | os.PathLike[str], *, busy_timeout_ms: int = 30_000, tokenizer: str = "o200k_base"
     ) -> None:

@@ -1,0 +1,118 @@
+"""One speaker's account of one thing: a segment's kept statements grouped into items of several turns.
+
+A person rarely tells a thing in one turn. "I went to a pottery class
+yesterday" is followed, two turns later, by "I made a bowl, it took three
+tries" and "The teacher said I could join the Saturday group": one account,
+told across turns, each adding a fact (a detail, a date, a reason, an
+outcome). The offline extractor (:mod:`stratamem.items.extract`) keeps the
+turns whose statements are salient enough, and :func:`group` joins those of
+one speaker in one segment that are about the same thing into one item, which
+cites every one of them and quotes each one's statement.
+
+A kept statement (a :class:`Piece`) joins the open group of its speaker when
+
+* it is **near**: at most :data:`MAX_GAP` positions after the group's last
+  turn in the session (the speaker's next turn or the one after);
+* it is **about the same thing**: the stored vectors of its turn and of a
+  turn of the group (the recall index's, made when the turns were written)
+  have a cosine of at least :data:`JOIN_COSINE`; when a vector is missing
+  (no embedder, another model), what its turn states shares at least
+  :data:`JOIN_TERMS` content words with what the group's turns state (the
+  speakers' names, stop words, date words and numbers do not count; nor do
+  greetings or a shared photo's caption).
+
+Otherwise it opens a new group. Some statements always stand alone: one that
+sets an attribute (``Caroline:residence``), so that a later value supersedes
+exactly that item and nothing told beside it; one that settles something in
+so many words (a decision, a stated preference, a constraint), which must
+stay crisp; and an agent's (an assistant turn without a speaker's name).
+
+The figures that chose the constants are in ``docs/benchmarks.md`` ("memory
+items of several turns"): on LoCoMo, the cosine threshold hardly moves the
+share of cited turns among the joined ones (their salience does), it keeps the
+groups on one subject; the gap keeps an item to one stretch of talk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["JOIN_COSINE", "JOIN_TERMS", "MAX_GAP", "Piece", "group", "related"]
+
+JOIN_COSINE = 0.45
+"""Cosine of two turns' stored vectors from which they are about the same thing."""
+
+JOIN_TERMS = 1
+"""Without vectors: content words a statement must share with a group to be about the same thing."""
+
+MAX_GAP = 6
+"""Most positions in the session between a group's last turn and a turn that joins it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A turn's kept statement, as :func:`group` reads it."""
+
+    turn_id: int
+    """The turn's id (its vector's key)."""
+    seq: int
+    """The turn's position in its session."""
+    speaker: str
+    """Who said it (the turn's name, else its role)."""
+    text: str
+    """The statement the item quotes."""
+    terms: frozenset[str]
+    """The content words of what its turn states (the extractor leaves out names, dates and numbers)."""
+    alone: bool = False
+    """It stands on its own: sets an attribute, settles something, or is an agent's."""
+
+
+def related(piece: Piece, members: Sequence[Piece], vectors: Mapping[int, np.ndarray] | None = None) -> bool:
+    """Whether ``piece`` is about the same thing as a group's ``members`` (by the module's rule)."""
+    mine = vectors.get(piece.turn_id) if vectors else None
+    fallback = False
+    for m in members:
+        theirs = vectors.get(m.turn_id) if vectors else None
+        if mine is None or theirs is None:
+            fallback = True
+            continue
+        if _cosine(mine, theirs) >= JOIN_COSINE:
+            return True
+    if not fallback:
+        return False
+    shared = piece.terms & frozenset().union(*(m.terms for m in members))
+    return len(shared) >= JOIN_TERMS
+
+
+def group(pieces: Sequence[Piece], vectors: Mapping[int, np.ndarray] | None = None) -> list[list[Piece]]:
+    """A segment's kept statements (in turn order) as groups, one per item, in the order they open.
+
+    Args:
+        pieces: The kept statements of one segment, in the order of their turns.
+        vectors: Turn id -> the turn's stored unit vector, for the turns that have one.
+
+    Returns:
+        The groups; each lists its pieces in turn order, and every piece is in exactly one.
+    """
+    groups: list[list[Piece]] = []
+    open_by: dict[str, list[Piece]] = {}
+    for piece in pieces:
+        if piece.alone:
+            groups.append([piece])
+            continue
+        current = open_by.get(piece.speaker)
+        if current is not None and piece.seq - current[-1].seq <= MAX_GAP and related(piece, current, vectors):
+            current.append(piece)
+            continue
+        current = [piece]
+        groups.append(current)
+        open_by[piece.speaker] = current
+    return groups
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(np.dot(a, b)) / denom if denom > 0 else 0.0
