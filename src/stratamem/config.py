@@ -123,6 +123,9 @@ class PyramidConfig:
     """Phrases in a user turn that start a new topic (whole words, any case; ``’`` reads as ``'``)."""
     silence_minutes: float = 30.0
     """A gap this long between turns starts a new topic."""
+    seal_idle_minutes: float = 30.0
+    """A session quiet this long while the namespace's newest turn moved on has its open turns sealed
+    (reason ``idle``), so a finished conversation's last turns get a summary and items too; 0: never."""
     subject_change_similarity: float = 0.45
     """Topic segmenter: a user turn starts a new topic when the mean stored vector of it and the 3 turns
     after it has a cosine below this with the topic's last 8 turns before it (seed 002's subject change;
