@@ -674,7 +674,11 @@ def test_warm_holds_the_turns_20_to_100_back_and_older_segments_are_cold():
 def test_consolidations_merge_one_session_unless_the_scope_is_the_namespace():
     def build(scope: str) -> Memory:
         mem = Memory(
-            ":memory:", namespace="t", config=cfg(summarizer="heuristic", consolidation_scope=scope), embedder=None
+            ":memory:",
+            namespace="t",
+            # Session b's turns are dated 1,000 minutes after a's: a would be sealed as idle.
+            config=cfg(summarizer="heuristic", consolidation_scope=scope, seal_idle_minutes=0),
+            embedder=None,
         )
         # Two interleaved sessions: 30 turns each, added 15 at a time.
         for part in range(2):
@@ -692,3 +696,36 @@ def test_consolidations_merge_one_session_unless_the_scope_is_the_namespace():
     assert [(n.session, n.turn_count) for n in minis] == [(None, 30), (None, 30)]
     # Namespace-wide, a chunk mixes the sessions' segments in the order they were sealed.
     assert [{c.session for c in mem.pyramid.children(n.id)} for n in minis] == [{"a", "b"}, {"a", "b"}]
+
+
+def _segments(mem: Memory) -> list[tuple[str | None, int, str | None]]:
+    return [(n.session, n.turn_count, n.reason) for n in mem.pyramid.nodes(level=1)]
+
+
+def test_a_quiet_session_is_sealed_once_the_namespace_has_moved_on(tmp_path: Path):
+    path = tmp_path / "idle.db"
+    mem = Memory(path, namespace="t", config=cfg(summarizer="heuristic"), embedder=None)
+    mem.add(msgs(14), session="a")  # minutes 0-13: one segment of 10, four turns open
+    assert _segments(mem) == [("a", 10, "size")]
+    mem.add(msgs(3, start=20), session="b")  # minute 22: a has been quiet 9 minutes, under 30
+    assert _segments(mem) == [("a", 10, "size")]
+    mem.add(msgs(2, start=60), session="b")  # minute 61: a quiet 48 minutes, b still talking
+    assert _segments(mem) == [("a", 10, "size"), ("a", 4, "idle")]
+    tail = mem.pyramid.nodes(level=1)[-1]
+    assert [t.seq for t in mem.turns(session="a")][10:] == list(range(tail.seq_range[0], tail.seq_range[1] + 1))
+    assert tail.summary_status == "pending"  # summarized at the next context (defer_summarization)
+    # Another process learns the open sessions from the store: b's five turns.
+    other = Memory(path, namespace="t", config=cfg(summarizer="heuristic"), embedder=None)
+    other.add(msgs(1, start=200), session="c")
+    assert _segments(other) == [("a", 10, "size"), ("a", 4, "idle"), ("b", 5, "idle")]
+    # a goes on 100 minutes after c's turn: a new segment after its idle one, and c is now quiet.
+    other.add(msgs(10, start=300), session="a")
+    assert _segments(other)[3:] == [("a", 10, "size"), ("c", 1, "idle")]
+    check_tree(other)
+
+
+def test_seal_idle_minutes_zero_leaves_quiet_sessions_open():
+    mem = Memory(":memory:", namespace="t", config=cfg(summarizer="heuristic", seal_idle_minutes=0), embedder=None)
+    mem.add(msgs(4), session="a")
+    mem.add(msgs(2, start=600), session="b")
+    assert _segments(mem) == []

@@ -123,6 +123,9 @@ class PyramidConfig:
     """Phrases in a user turn that start a new topic (whole words, any case; ``’`` reads as ``'``)."""
     silence_minutes: float = 30.0
     """A gap this long between turns starts a new topic."""
+    seal_idle_minutes: float = 30.0
+    """A session quiet this long while the namespace's newest turn moved on has its open turns sealed
+    (reason ``idle``), so a finished conversation's last turns get a summary and items too; 0: never."""
     subject_change_similarity: float = 0.45
     """Topic segmenter: a user turn starts a new topic when the mean stored vector of it and the 3 turns
     after it has a cosine below this with the topic's last 8 turns before it (seed 002's subject change;
@@ -367,8 +370,8 @@ class ItemsConfig:
     pending items are ``dropped`` (kept, out of recall; their turns stay recallable)."""
     min_salience: float | None = None
     """Salience (0-1) a turn needs to give an auto-extracted item with the offline extractor;
-    ``None``: 0.76 (``stratamem.items.extract.DEFAULT_MIN_SALIENCE``: kept turns ~80 % cited on LoCoMo, joined
-    into accounts of several turns, ~125 items per 1,000 turns)."""
+    ``None``: 0.77 (``stratamem.items.extract.DEFAULT_MIN_SALIENCE``: kept turns ~82 % cited on LoCoMo, joined
+    into accounts of several turns, ~150 items per 1,000 turns)."""
     extractor: str = "rules"
     """``rules`` (offline, default) or ``llm`` (pass ``Memory(extractor=LLMExtractor(...))``)."""
     prompt_pending: bool = True

@@ -66,11 +66,12 @@ from .search import content_terms
 
 __all__ = ["DEFAULT_MIN_SALIENCE", "EXPLICIT_SALIENCE", "Extractor", "RuleExtractor", "rule_extractor"]
 
-DEFAULT_MIN_SALIENCE = 0.76
+DEFAULT_MIN_SALIENCE = 0.77
 """The salience a turn needs by default. Between the fitted thresholds for 150 and 200 turns per 1,000
-(:data:`~stratamem.summarize.salience.THRESHOLDS`): on LoCoMo, about the lowest whose kept turns are still
-at least 80 % turns an observation cites (source precision); joined into accounts (:mod:`.grouping`)
-they make ~125 items per 1,000 turns (``benchmarks/items_quality.py``, docs/benchmarks.md)."""
+(:data:`~stratamem.summarize.salience.THRESHOLDS`): on LoCoMo, kept turns are ~82 % turns an observation
+cites (source precision); joined into accounts (:mod:`.grouping`), with quiet sessions' last turns sealed too
+(``pyramid.seal_idle_minutes``), they make ~150 items per 1,000 turns (``benchmarks/items_quality.py``,
+docs/benchmarks.md)."""
 
 EXPLICIT_SALIENCE = 0.9
 """The salience at least of a statement that settles something in so many words (a decision, a stated

@@ -150,6 +150,8 @@ class Pyramid(_Summaries, _Reads):
         self._candidates: dict[int, list[Candidate]] = {}
         # (id, timestamp) of the newest turn seen and the newest timestamp so far: see _reference().
         self._newest: tuple[int, datetime | None, datetime | None] = (0, None, None)
+        # Session -> time of its newest unsealed turn, for _seal_idle (None: not read yet in this process).
+        self._tails: dict[str, datetime] | None = None
 
     def _estimate(self, node: Node) -> int:
         return node.summary_tokens if node.summary_tokens is not None else self.summary_budget(node)
@@ -194,6 +196,8 @@ class Pyramid(_Summaries, _Reads):
             self._nodes.lock(self.namespace)
             for s in sessions:
                 created += self._seal(s, manual, events)
+            if not manual:
+                created += self._seal_idle(sessions, events)
             if created:
                 created += self._consolidate(sessions, events)
                 self._move_tiers(events)
@@ -219,10 +223,43 @@ class Pyramid(_Summaries, _Reads):
                 return
             self._emit(self._event("hook.failed", event=event.kind, error=type(exc).__name__, message=str(exc)[:200]))
 
-    def _seal(self, session: str, manual: bool, events: list[Event]) -> list[int]:
+    def _seal_idle(self, updated: Sequence[str], events: list[Event]) -> list[int]:
+        """Seal the open turns of other sessions that have been quiet ``seal_idle_minutes`` (reason ``idle``).
+
+        A segmenter seals a session's last turns only when a later turn of the
+        same session arrives, so a finished conversation kept its tail unsealed
+        for ever: no summary, no items. The namespace's newest turn is the clock
+        (imported histories carry their own times), and which sessions have
+        open turns is read once per process, then kept up to date by ``_seal``;
+        the seal itself re-reads the open turns under the pyramid lock, so a
+        session another writer has just continued is left open.
+        """
+        minutes = self.config.pyramid.seal_idle_minutes
+        if minutes <= 0:
+            return []
+        newest = self._reference()
+        if newest is None:
+            return []
+        if self._tails is None:
+            self._tails = {}
+            for session in self.store.sessions(self.namespace):
+                sealed = self._nodes.sealed_seq(self.namespace, session.name)
+                tail = self.store.turns(self.namespace, session.name, min_seq=sealed + 1)
+                if tail:
+                    self._tails[session.name] = tail[-1].timestamp
+        cutoff = newest - timedelta(minutes=minutes)
+        quiet = sorted(s for s, last in self._tails.items() if last <= cutoff and s not in updated)
+        created: list[int] = []
+        for session in quiet:
+            created += self._seal(session, False, events, idle_before=cutoff)
+        return created
+
+    def _seal(self, session: str, manual: bool, events: list[Event], idle_before: datetime | None = None) -> list[int]:
         sealed = self._nodes.sealed_seq(self.namespace, session)
         open_turns = self.store.turns(self.namespace, session, min_seq=sealed + 1)
         if not open_turns:
+            if self._tails is not None:
+                self._tails.pop(session, None)
             return []
         vectors = None
         if getattr(self.plan.segmenter, "similarity", 0) > 0:
@@ -232,6 +269,12 @@ class Pyramid(_Summaries, _Reads):
         seals = list(split.seals)
         if manual and split.open:
             seals.append(Seal(split.open, "manual"))
+        elif idle_before is not None and split.open and split.open[-1].timestamp <= idle_before:
+            seals.append(Seal(split.open, "idle"))
+        elif split.open and self._tails is not None:
+            self._tails[session] = split.open[-1].timestamp
+        if self._tails is not None and seals and seals[-1].turns and seals[-1].turns[-1].seq == open_turns[-1].seq:
+            self._tails.pop(session, None)
         out = []
         for seal in seals:
             if not seal.turns:

@@ -40,7 +40,8 @@ class Seal:
     turns: tuple[StoredTurn, ...]
     """The turns, consecutive within one session."""
     reason: str
-    """``size``, ``phrase``, ``gap``, ``subject``, ``tokens``, ``user_turn`` (or ``manual``, from a manual seal)."""
+    """``size``, ``phrase``, ``gap``, ``subject``, ``tokens``, ``user_turn`` (or ``manual``, from a manual
+    seal, and ``idle``, from the pyramid sealing a quiet session)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -59,7 +59,7 @@ class Node:
     parent_id: int | None
     """Consolidation that covers this node, once there is one."""
     reason: str
-    """Why it was sealed (``size``, ``phrase``, ``gap``, ``subject``, ``tokens``, ``manual``, ``user_turn``,
+    """Why it was sealed (``size``, ``phrase``, ``gap``, ``subject``, ``tokens``, ``manual``, ``idle``, ``user_turn``,
     ``consolidation``)."""
     tier: Tier | None
     """How a segment is held (hot/warm/cold); ``None`` for consolidations, which hold summaries only."""

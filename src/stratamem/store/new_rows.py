@@ -38,7 +38,7 @@ class NewNode:
     end: datetime
     """Timestamp of the newest covered turn."""
     reason: str
-    """Why it was sealed (``size``, ``phrase``, ``gap``, ``subject``, ``tokens``, ``manual``, ``user_turn``,
+    """Why it was sealed (``size``, ``phrase``, ``gap``, ``subject``, ``tokens``, ``manual``, ``idle``, ``user_turn``,
     ``consolidation``)."""
     tier: str | None
     """Starting tier of a segment; ``None`` for consolidations."""
