@@ -29,7 +29,18 @@ from ..errors import BackendError
 if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`stratamem status`) needs none
     import numpy as np
 
-__all__ = ["decode_int4", "decode_int8", "encode_int4", "encode_int8", "int4_blob_size", "int8_blob_size"]
+__all__ = [
+    "decode_int4",
+    "decode_int8",
+    "encode_int4",
+    "encode_int8",
+    "int4_blob_size",
+    "int4_codes",
+    "int8_blob_size",
+    "int8_codes",
+    "inverse_norms",
+    "unit_rows",
+]
 
 
 def int8_blob_size(dims: int) -> int:
@@ -63,20 +74,60 @@ def decode_int8(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     Raises:
         BackendError: A blob's length does not match ``dims`` (corrupt data).
     """
+    return unit_rows(int8_codes(blobs, dims))
+
+
+def int8_codes(blobs: Sequence[bytes], dims: int) -> np.ndarray:
+    """The int8 codes of blobs made by :func:`encode_int8`, one ``(n, dims)`` int8 array (no scale).
+
+    The scale is positive and a decoded vector is re-normalised, so it cancels:
+    ``unit_rows(int8_codes(b, d))`` is ``decode_int8(b, d)``, bit for bit. An open
+    recall index keeps these codes (a quarter of the float32 rows) and decodes a
+    block of rows at a time when it scores a query.
+
+    Raises:
+        BackendError: A blob's length does not match ``dims`` (corrupt data).
+    """
     import numpy as np
 
     size = int8_blob_size(dims)
     if not blobs:
-        return np.zeros((0, dims), dtype=np.float32)
+        return np.zeros((0, dims), dtype=np.int8)
     if set(map(len, blobs)) != {size}:  # (a C-level pass: this runs over every stored vector at open)
         bad = next(len(b) for b in blobs if len(b) != size)
         raise BackendError(f"stored vector is {bad} bytes, expected {size} for {dims} dimensions")
     raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), size)
-    # The scale is positive and the result is re-normalised, so it cancels: unit(codes * scale)
-    # is unit(codes). It stays in the blob so the magnitude can be restored if ever needed.
-    out = raw[:, 4:].view(np.int8).astype(np.float32)
-    norms = np.sqrt(np.einsum("ij,ij->i", out, out))
-    out *= (1.0 / np.maximum(norms, np.float32(1e-12)))[:, None].astype(np.float32)
+    # The scale stays in the blob so the magnitude can be restored if ever needed.
+    return np.ascontiguousarray(raw[:, 4:]).view(np.int8)
+
+
+_NORM_BLOCK = 4096
+
+
+def inverse_norms(codes: np.ndarray) -> np.ndarray:
+    """``1 / |row|`` of each row of int8 codes, as float32 (a zero row: ``1e12``); computed in blocks
+    of rows so no float32 copy of the whole matrix is made."""
+    import numpy as np
+
+    out = np.empty(len(codes), dtype=np.float32)
+    for lo in range(0, len(codes), _NORM_BLOCK):
+        block = codes[lo : lo + _NORM_BLOCK].astype(np.float32)
+        norms = np.sqrt(np.einsum("ij,ij->i", block, block))
+        out[lo : lo + _NORM_BLOCK] = 1.0 / np.maximum(norms, np.float32(1e-12))
+    return out
+
+
+def unit_rows(codes: np.ndarray, inverse: np.ndarray | None = None) -> np.ndarray:
+    """Rows of int8 codes as unit-length float32 vectors (``inverse``: their :func:`inverse_norms`).
+
+    The one decoding every stored vector goes through, so a block decoded by
+    an open index equals the rows :func:`decode_int8` and :func:`decode_int4` give.
+    """
+    import numpy as np
+
+    inv = inverse_norms(codes) if inverse is None else inverse
+    out = codes.astype(np.float32)
+    out *= inv[:, None]
     return out
 
 
@@ -116,19 +167,26 @@ def decode_int4(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     Raises:
         BackendError: A blob's length does not match ``dims`` (corrupt data).
     """
+    return unit_rows(int4_codes(blobs, dims))
+
+
+def int4_codes(blobs: Sequence[bytes], dims: int) -> np.ndarray:
+    """The codes (-7..7) of blobs made by :func:`encode_int4`, unpacked into one ``(n, dims)`` int8 array.
+
+    Raises:
+        BackendError: A blob's length does not match ``dims`` (corrupt data).
+    """
     import numpy as np
 
     size = int4_blob_size(dims)
     if not blobs:
-        return np.zeros((0, dims), dtype=np.float32)
+        return np.zeros((0, dims), dtype=np.int8)
     if set(map(len, blobs)) != {size}:
         bad = next(len(b) for b in blobs if len(b) != size)
         raise BackendError(f"stored 4-bit vector is {bad} bytes, expected {size} for {dims} dimensions")
     raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), size)
-    codes = np.empty((len(blobs), 2 * size), dtype=np.float32)
+    codes = np.empty((len(blobs), 2 * size), dtype=np.int8)
     codes[:, 0::2] = raw >> 4
     codes[:, 1::2] = raw & 15
-    out = codes[:, :dims] - 8.0
-    norms = np.sqrt(np.einsum("ij,ij->i", out, out))
-    out *= (1.0 / np.maximum(norms, np.float32(1e-12)))[:, None].astype(np.float32)
-    return out
+    codes -= 8
+    return np.ascontiguousarray(codes[:, :dims])

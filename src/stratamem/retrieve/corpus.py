@@ -38,6 +38,7 @@ from ..records import StoredTurn
 from ..store.term_ids import StoredTerms
 from .lexical import analyze
 from .stored_terms import StoredTermsIndex, TermLists
+from .vector_rows import BLOCK, VectorRows, _Rows
 
 __all__ = ["ANALYZER", "TurnCorpus"]
 
@@ -57,40 +58,6 @@ def _fingerprint() -> str:
 
 ANALYZER = "a1:" + _fingerprint()
 """Identifies the word analysis; a persisted index made with another one is re-analysed."""
-
-_BLOCK = 1024
-
-
-class _Rows:
-    """A growable numpy array (amortised O(1) append), read through :attr:`view`."""
-
-    def __init__(self, dtype: Any, width: int | None = None) -> None:
-        self._buf = np.zeros((64,) if width is None else (64, width), dtype=dtype)
-        self.n = 0
-
-    def extend(self, rows: np.ndarray) -> None:
-        need = self.n + len(rows)
-        if (
-            self.n == 0
-            and len(rows) > len(self._buf)
-            and rows.dtype == self._buf.dtype
-            and rows.shape[1:] == self._buf.shape[1:]
-            and rows.flags.c_contiguous
-            and rows.flags.owndata
-        ):
-            # A first large batch (an index opened from the store) becomes the buffer: no copy.
-            self._buf, self.n = rows, need
-            return
-        if need > len(self._buf):
-            grown = np.zeros((max(need, 2 * len(self._buf)),) + self._buf.shape[1:], dtype=self._buf.dtype)
-            grown[: self.n] = self._buf[: self.n]
-            self._buf = grown
-        self._buf[self.n : need] = rows
-        self.n = need
-
-    @property
-    def view(self) -> np.ndarray:
-        return self._buf[: self.n]
 
 
 class TurnCorpus:
@@ -117,7 +84,7 @@ class TurnCorpus:
         self._place = _Rows(np.int64)
         self._speaker_of = _Rows(np.int64)
         self._lengths = _Rows(np.int64)
-        self.vectors: _Rows | None = None
+        self.vectors: VectorRows | None = None
         self.window_norms: _Rows | None = None
         self._session_sums: _Rows | None = None
         self._stale = True
@@ -178,16 +145,15 @@ class TurnCorpus:
         texts = [self.text(st) for st in fresh] if terms is None or (vectors is None and self.embed is not None) else []
         vec: np.ndarray | None
         if vectors is not None and self.embed is not None:
-            supplied = np.asarray(vectors, dtype=np.float32)
+            # int8 rows are stored codes (kept so: :mod:`.vector_rows`); others are unit float32 rows.
+            supplied = vectors if vectors.dtype == np.int8 else np.asarray(vectors, dtype=np.float32)
             if len(picked) != len(supplied) or picked[-1] != len(supplied) - 1:
                 supplied = supplied[picked]  # (picked is increasing: all of them means in order, no copy needed)
             vec = supplied
         else:
             vec = np.asarray(self.embed(texts), dtype=np.float32) if self.embed is not None else None
         if vec is not None and (
-            vec.ndim != 2
-            or len(vec) != len(fresh)
-            or (self.vectors is not None and vec.shape[1] != self.vectors.view.shape[1])
+            vec.ndim != 2 or len(vec) != len(fresh) or (self.vectors is not None and vec.shape[1] != self.vectors.dims)
         ):
             raise ModelError(f"embedder returned shape {vec.shape} for {len(fresh)} texts")
         # Bookkeeping with C-level passes (dict/map/numpy), not a Python loop per turn:
@@ -244,8 +210,7 @@ class TurnCorpus:
 
     def _add_vectors(self, new: np.ndarray, vec: np.ndarray) -> None:
         if self.vectors is None:
-            dim = vec.shape[1]
-            self.vectors, self.window_norms = _Rows(np.float32, dim), _Rows(np.float64)
+            self.vectors, self.window_norms = VectorRows.of(vec), _Rows(np.float64)
         assert self.window_norms is not None
         self.vectors.extend(vec)
         self.window_norms.extend(np.ones(len(vec)))
@@ -273,7 +238,7 @@ class TurnCorpus:
         grown turn by turn.
         """
         assert self.vectors is not None
-        vec, w = self.vectors.view, self.window
+        vec, w = self.vectors, self.window
         n = len(vec)
         # An index opened from the store holds its turns in session order already: no gather.
         in_order = bool(np.array_equal(self.order, np.arange(n)))
@@ -282,8 +247,8 @@ class TurnCorpus:
         for p0 in range(0, n, 4096):
             p1 = min(n, p0 + 4096)
             g0, g1 = max(0, p0 - w), min(n, p1 + w)
-            ordered = vec[g0:g1] if in_order else vec[self.order[g0:g1]]  # rows g0 .. g1-1 in session order
-            acc = np.zeros((p1 - p0, vec.shape[1]), dtype=vec.dtype)
+            ordered = vec.block(g0, g1) if in_order else vec.take(self.order[g0:g1])  # rows g0 .. g1-1 in session order
+            acc = np.zeros((p1 - p0, vec.dims), dtype=np.float32)
             for d in range(-w, w + 1):
                 a, b = max(p0, -d), min(p1, n - d)
                 if a < b:
@@ -301,13 +266,13 @@ class TurnCorpus:
     def _summed_norm(self, rows: np.ndarray) -> np.ndarray:
         """Length of each row's summed window vector (summed in a fixed offset order), floored at 1e-12."""
         assert self.vectors is not None
-        vec = self.vectors.view
+        vec = self.vectors
         at = self.rank[rows]
-        acc = np.zeros((len(rows), vec.shape[1]), dtype=np.float32)
+        acc = np.zeros((len(rows), vec.dims), dtype=np.float32)
         for d in range(-self.window, self.window + 1):
             j = at + d
             ok = (j >= self.lo[rows]) & (j < self.hi[rows])
-            acc[ok] += vec[self.order[j[ok]]]
+            acc[ok] += vec.take(self.order[j[ok]])
         return np.maximum(np.linalg.norm(acc, axis=1).astype(np.float64), 1e-12)
 
     # --- structure ---------------------------------------------------------------------
@@ -393,19 +358,9 @@ class TurnCorpus:
         return turn, window, session
 
     def dots(self, q: np.ndarray) -> np.ndarray:
-        """Dot product of every turn vector with ``q`` (float32).
-
-        Computed in blocks of 1,024 rows: OpenBLAS hands larger matrix–vector
-        products to its threads, whose hand-off cost more than the product on a
-        small shared machine (10k rows: 2–8 ms threaded vs 0.6 ms in blocks;
-        100k: 15 ms vs 10 ms). The result is the same product.
-        """
+        """Dot product of every turn vector with ``q`` (float32; :meth:`.VectorRows.dots`)."""
         assert self.vectors is not None
-        vec = self.vectors.view
-        out = np.empty(len(vec), dtype=np.float32)
-        for lo in range(0, len(vec), _BLOCK):
-            np.dot(vec[lo : lo + _BLOCK], q, out=out[lo : lo + _BLOCK])
-        return out
+        return self.vectors.dots(q)
 
     def window_cosines(self, dots: np.ndarray) -> np.ndarray:
         """Cosine of each turn's window vector with a query, from the turns' dot products with it."""
@@ -446,10 +401,12 @@ class TurnCorpus:
         """Unit mean vector of each session (float64)."""
         if self._session_sums is None:
             assert self.vectors is not None
-            sums = np.zeros((len(self._sizes), self.vectors.view.shape[1]))
+            sums = np.zeros((len(self._sizes), self.vectors.dims))
             # Unbuffered and in index order: each session's sum is accumulated turn by turn
-            # in stored order, so it does not depend on how the turns were batched.
-            np.add.at(sums, self.session_of, self.vectors.view.astype(np.float64))
+            # in stored order, so it does not depend on how the turns were batched (nor on the blocks).
+            for lo in range(0, len(self.vectors), 4 * BLOCK):
+                block = self.vectors.block(lo, lo + 4 * BLOCK).astype(np.float64)
+                np.add.at(sums, self.session_of[lo : lo + 4 * BLOCK], block)
             self._session_sums = _Rows(np.float64, sums.shape[1])
             self._session_sums.extend(sums)
         sums = self._session_sums.view

@@ -328,8 +328,8 @@ class HybridIndex:
         c = self._corpus
         i, j = c.pos[a], c.pos[b]
         if c.vectors is not None:
-            vec = c.vectors.view
-            return float(vec[i] @ vec[j])
+            a_, b_ = c.vectors.take(np.array([i, j]))
+            return float(a_ @ b_)
         x, y = set(c.terms[i]), set(c.terms[j])
         return len(x & y) / len(x | y) if x or y else 0.0
 

@@ -48,7 +48,7 @@ class PassageRows:
 
     @staticmethod
     def _decode(blobs: dict[int, bytes], dims: int) -> dict[int, np.ndarray]:
-        return {t: decode_blob(b, dims) for t, b in blobs.items()}
+        return {t: decode_blob(b, dims, codes=True) for t, b in blobs.items()}
 
     def key(self, dims: int) -> str:
         """What rows are recorded under: the model and the vector length (another either way is stale)."""

@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from ..embed.quantize import decode_int4, decode_int8, encode_int4, encode_int8, int4_blob_size, int8_blob_size
+from ..embed.quantize import encode_int4, encode_int8, int4_blob_size, int4_codes, int8_blob_size, int8_codes, unit_rows
 from ..errors import BackendError, ModelError
 from ..records import StoredTurn
-from .corpus import _Rows
+from .vector_rows import VectorRows, _Rows
 
 __all__ = [
     "LONG_TERMS",
@@ -147,8 +147,9 @@ def embed_blobs(
     return out
 
 
-def decode_blob(blob: bytes, dims: int, bits: int = 8) -> np.ndarray:
-    """The unit passage (or sentence) vectors of a blob made by :func:`encode_blob` with ``bits``.
+def decode_blob(blob: bytes, dims: int, bits: int = 8, codes: bool = False) -> np.ndarray:
+    """The unit passage (or sentence) vectors of a blob made by :func:`encode_blob` with ``bits``
+    (``codes``: their int8 codes instead, what an open index keeps: :mod:`.vector_rows`).
 
     Raises:
         BackendError: The blob's length is not a whole number of ``dims``-vectors (corrupt data).
@@ -156,8 +157,9 @@ def decode_blob(blob: bytes, dims: int, bits: int = 8) -> np.ndarray:
     size = int4_blob_size(dims) if bits == 4 else int8_blob_size(dims)
     if not blob or len(blob) % size:
         raise BackendError(f"stored passage vectors are {len(blob)} bytes, not a multiple of {size}")
-    decode = decode_int4 if bits == 4 else decode_int8
-    return decode([blob[i : i + size] for i in range(0, len(blob), size)], dims)
+    unpack = int4_codes if bits == 4 else int8_codes
+    out = unpack([blob[i : i + size] for i in range(0, len(blob), size)], dims)
+    return out if codes else unit_rows(out)
 
 
 class PassageVectors:
@@ -170,7 +172,7 @@ class PassageVectors:
         # and copying it after every turn cost more than the query).
         self._pending: list[tuple[int, np.ndarray]] = []
         self._count = 0
-        self._matrix: _Rows | None = None
+        self._matrix: VectorRows | None = None
         self._owner = _Rows(np.int64)
         self.turns: set[int] = set()
         """Positions of the turns that have passages."""
@@ -179,10 +181,11 @@ class PassageVectors:
         return self._count
 
     def add(self, positions: Sequence[int], vectors: Sequence[np.ndarray]) -> None:
-        """Passages of turns at ``positions`` (one ``(passages, dims)`` array each; empty ones skipped)."""
+        """Passages of turns at ``positions`` (one ``(passages, dims)`` array each, int8 codes or
+        float32 unit rows; empty ones skipped)."""
         for pos, vec in zip(positions, vectors, strict=True):
             if len(vec):
-                self._pending.append((int(pos), np.asarray(vec, dtype=np.float32)))
+                self._pending.append((int(pos), vec if vec.dtype == np.int8 else np.asarray(vec, dtype=np.float32)))
                 self._count += len(vec)
                 self.turns.add(int(pos))
 
@@ -190,13 +193,15 @@ class PassageVectors:
         """Per turn: the larger of its own cosine and its best passage's (turns without passages keep theirs)."""
         out = np.asarray(turn_cosines, dtype=np.float64).copy()
         if self._pending:
-            rows = np.concatenate([vec for _, vec in self._pending])
             if self._matrix is None:
-                self._matrix = _Rows(np.float32, rows.shape[1])
-            self._matrix.extend(rows)
-            self._owner.extend(np.concatenate([np.full(len(vec), pos, dtype=np.int64) for pos, vec in self._pending]))
+                self._matrix = VectorRows.of(self._pending[0][1])
+            for kind in (np.int8, np.float32):  # (a float row among codes: np.concatenate would upcast them all)
+                part = [(pos, vec) for pos, vec in self._pending if vec.dtype == kind]
+                if part:
+                    self._matrix.extend(np.concatenate([vec for _, vec in part]))
+                    self._owner.extend(np.concatenate([np.full(len(vec), pos, dtype=np.int64) for pos, vec in part]))
             self._pending = []
         if self._matrix is None:
             return out
-        np.maximum.at(out, self._owner.view, (self._matrix.view @ q).astype(np.float64))
+        np.maximum.at(out, self._owner.view, self._matrix.dots(q).astype(np.float64))
         return out

@@ -11,8 +11,9 @@ numpy; turns without a row (written before this existed, by a process whose
 embedder failed, or lost to a crash between the two commits) are analysed
 and embedded then, and their rows stored.
 
-The in-memory index of the writing process is fed the *decoded* vectors, so
-it scores exactly like an index opened from the store later.
+The in-memory index of the writing process is fed the *stored* vectors (their
+int8 codes, which it keeps as they are: :mod:`stratamem.retrieve.vector_rows`),
+so it scores exactly like an index opened from the store later.
 
 A namespace's rows record which model made the vectors and which word
 analysis made the terms (:data:`~stratamem.retrieve.corpus.ANALYZER`):
@@ -29,7 +30,7 @@ import numpy as np
 
 from .._gcpause import gc_paused
 from ..embed import model_name
-from ..embed.quantize import decode_int8, encode_int8
+from ..embed.quantize import encode_int8, int8_codes
 from ..errors import ModelError, StratamemError
 from ..records import StoredTurn
 from ..store.term_ids import StoredTerms
@@ -59,13 +60,15 @@ class IndexedBatch:
     terms: list[list[str]]
     """Index terms per turn."""
     vectors: np.ndarray | None
-    """Decoded unit vectors per turn; ``None`` without an embedder or when embedding failed."""
+    """The stored int8 codes of each turn's vector (:func:`~stratamem.embed.quantize.int8_codes`);
+    ``None`` without an embedder or when embedding failed."""
     error: Exception | None = None
     """Why the vectors are missing, if the embedder failed (the terms were still stored)."""
     passages: dict[int, np.ndarray] | None = None
-    """Decoded passage vectors of the long turns, by turn id (:mod:`stratamem.retrieve.passage_rows`)."""
+    """Passage vectors (int8 codes) of the long turns, by turn id (:mod:`stratamem.retrieve.passage_rows`)."""
     sentences: dict[int, np.ndarray] | None = None
-    """Decoded sentence vectors of the short turns that have them, by turn id (:mod:`stratamem.retrieve.sentences`)."""
+    """Sentence vectors (4-bit codes as int8) of the short turns that have them, by turn id
+    (:mod:`stratamem.retrieve.sentences`)."""
     events: list[str] | None = None
     """The stored events string of each turn (:mod:`stratamem.retrieve.eventdates`)."""
 
@@ -181,7 +184,7 @@ class TurnIndexer:
                 progress(len(chunk))
         vectors = None
         if self.embedder is not None and error is None and blobs:
-            vectors = decode_int8([b for b in blobs if b is not None], len(blobs[0]) - 4)  # type: ignore[arg-type]
+            vectors = int8_codes([b for b in blobs if b is not None], len(blobs[0]) - 4)  # type: ignore[arg-type]
         passages = sentences = None
         if vectors is not None and self.passages:
             try:
@@ -273,7 +276,7 @@ class TurnIndexer:
         index = HybridIndex(self.embedder, weights, loader=self._load_turns, sentences=self.sentences)
         vectors = None
         if self.embedder is not None and turns:
-            vectors = decode_int8(blobs, len(blobs[0]) - 4)
+            vectors = int8_codes(blobs, len(blobs[0]) - 4)
         passages = sentences = None
         if vectors is not None and index.weights.vector_passage > 0:
             passages = self._passage_rows().read(turns, _lists(terms), vectors.shape[1], on_store_error)

@@ -86,7 +86,7 @@ class SentenceRows:
         out, bad = {}, []
         for tid, blob in blobs.items():
             try:
-                out[tid] = decode_blob(blob, dims, bits=4)
+                out[tid] = decode_blob(blob, dims, bits=4, codes=True)
             except BackendError:  # a bad length: the turn ranks by its own vector
                 bad.append(tid)
         if bad:
