@@ -19,7 +19,7 @@ from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
 from stratamem.embed import CachedEmbedder
-from stratamem.embed.quantize import decode_int8, encode_int8
+from stratamem.embed.quantize import decode_int8, encode_int8, int8_codes
 from stratamem.errors import BackendError, ModelError
 from stratamem.retrieve.corpus import ANALYZER
 from stratamem.store.base_turn_index import IndexMeta, TurnIndexRow
@@ -466,12 +466,12 @@ def test_an_index_reopened_from_the_store_ranks_exactly_like_a_rebuilt_one(
     opened = writer.indexer.open()
     from stratamem.retrieve.corpus import TurnCorpus
 
-    # Rebuilt: every turn analysed and embedded again (int8 round trip, as stored), every posting built.
+    # Rebuilt: every turn analysed and embedded again (int8 round trip, as stored: the codes), every posting built.
     turns = list(store.iter_turns("n"))
     rebuilt = HybridIndex(emb)
     rebuilt.add_turns(
         turns,
-        vectors=decode_int8(
+        vectors=int8_codes(
             encode_int8(np.asarray(emb.embed_batch([TurnCorpus.text(t) for t in turns]), dtype=np.float32)), 24
         ),
     )
