@@ -57,3 +57,17 @@ def schema_url(dsn: str, schema: str) -> str:
     """``dsn`` as a URL that ``open_store`` opens on ``schema``."""
     sep = "&" if "?" in dsn else "?"
     return f"{dsn}{sep}schema={schema}"
+
+
+def raw_rows(store: Any, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Run ``statement`` (``%s`` placeholders) on a SQLite or PostgreSQL store's own connection.
+
+    For tests that look under the store's API (page layout, stored blobs); rows of a
+    statement that returns none are ``[]``.
+    """
+    if store.backend == "sqlite":
+        with store.lock:
+            return store.connection.execute(statement.replace("%s", "?"), params).fetchall()
+    with store.connection() as conn:
+        cur = conn.execute(statement, params)
+        return cur.fetchall() if cur.description else []

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-from pg import fresh_schema, schema_url
+from pg import fresh_schema, raw_rows, schema_url
 
 from stratamem import Config
 from stratamem.embed.quantize import int8_blob_size
@@ -100,21 +100,12 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
     return "postgres", schema_url(dsn, fresh_schema(dsn, "q"))
 
 
-def _raw(store: Any, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    if store.backend == "sqlite":
-        with store.lock:
-            return store.connection.execute(statement.replace("%s", "?"), params).fetchall()
-    with store.connection() as conn:
-        cur = conn.execute(statement, params)
-        return cur.fetchall() if cur.description else []
-
-
 def _float32(store: Any, table: str, key: int, vec: np.ndarray) -> None:
     """Write ``vec`` as the pre-m015 schema held it (float32 blob / exact pgvector value)."""
     if store.backend == "sqlite":
-        _raw(store, f"UPDATE {table} SET embedding = %s WHERE id = %s", (vec.astype(np.float32).tobytes(), key))
+        raw_rows(store, f"UPDATE {table} SET embedding = %s WHERE id = %s", (vec.astype(np.float32).tobytes(), key))
     else:
-        _raw(
+        raw_rows(
             store,
             f"UPDATE {table} SET embedding = CAST(%s AS real[])::vector WHERE id = %s",
             (vec.astype(np.float32).tolist(), key),
@@ -184,7 +175,7 @@ def test_a_store_written_before_m015_reads_the_same_vectors_and_ranks_the_same(
         _float32(store, "memory_items", key, vec)
     for key, vec in zip(node_ids, summary_vecs, strict=True):
         _float32(store, "nodes", key, vec)
-    _raw(store, "DELETE FROM _stratamem_migrations WHERE name = 'm015_int8_vectors'")
+    raw_rows(store, "DELETE FROM _stratamem_migrations WHERE name = 'm015_int8_vectors'")
     if backend == "postgres":  # (SQLite's new code cannot read float32 blobs: m015 always runs at open)
         assert [r[1] for r in store.items.vectors_after("ns", 0)] == [v.tobytes() for v in item_vecs]
         assert _search(store, minilm, queries)[0] == [[ids[i] for i in f] for f in FOUND]
@@ -196,7 +187,7 @@ def test_a_store_written_before_m015_reads_the_same_vectors_and_ranks_the_same(
 
     store = open_store(where)  # m015 runs
     try:
-        assert _raw(store, "SELECT name FROM _stratamem_migrations WHERE name = 'm015_int8_vectors'") == [
+        assert raw_rows(store, "SELECT name FROM _stratamem_migrations WHERE name = 'm015_int8_vectors'") == [
             ("m015_int8_vectors",)
         ]
         rows = store.items.vectors_after("ns", 0)
@@ -206,7 +197,7 @@ def test_a_store_written_before_m015_reads_the_same_vectors_and_ranks_the_same(
         for vec, (_, blob, _) in zip(item_vecs, rows, strict=True):
             assert np.abs(np.frombuffer(blob, dtype=np.float32) - vec).max() <= np.abs(vec).max() / 127 / 2 + 1e-7
         if backend == "sqlite":  # only SQLite's bytes shrink: 4 + dims per vector
-            sizes = _raw(
+            sizes = raw_rows(
                 store,
                 "SELECT DISTINCT LENGTH(embedding) FROM memory_items UNION "
                 "SELECT DISTINCT LENGTH(embedding) FROM nodes",
@@ -229,7 +220,7 @@ def test_new_vectors_are_stored_as_int8_on_sqlite(tmp_path: Path) -> None:
         vec = np.linspace(-1, 1, 384, dtype=np.float32)
         item = Items(store, "ns", tokenizer=TOKENIZER, config=Config().items, embedder=None).add("a fact")
         store.items.update("ns", [item.id], embedding=vec.tobytes(), embedding_model="m")
-        assert _raw(store, "SELECT LENGTH(embedding) FROM memory_items") == [(388,)]
+        assert raw_rows(store, "SELECT LENGTH(embedding) FROM memory_items") == [(388,)]
         assert store.items.vectors_after("ns", 0) == [(item.id, quantized(vec.tobytes()), "m")]
     finally:
         store.close()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from pg import fresh_schema, schema_url
+from pg import fresh_schema, raw_rows, schema_url
 
 from stratamem import Config, Memory
 from stratamem.records.manifests import ContextItem, Manifest, NearMiss
@@ -34,16 +34,6 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return str(tmp_path / "lean.db")
     dsn = request.getfixturevalue("pg_dsn")
     return schema_url(dsn, fresh_schema(dsn, "lean"))
-
-
-def _raw(store: Any, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    if store.backend == "sqlite":
-        with store.lock:
-            cur = store.connection.execute(statement.replace("%s", "?"), params)
-            return cur.fetchall()
-    with store.connection() as conn:
-        cur = conn.execute(statement, params)
-        return cur.fetchall() if cur.description else []
 
 
 def _chat(n: int, offset: int = 0) -> list[dict[str, str]]:
@@ -97,8 +87,8 @@ def test_terms_are_stored_as_ids_into_one_vocabulary_per_namespace(where: str) -
         mem.add(_chat(40), session="s")
         rows = mem.store.embeddings.turns.load("n")
         vocab = mem.store.embeddings.turns.vocabulary("n")
-        stored = _raw(mem.store, "SELECT term_ids FROM recall_index")
-        terms = [t for (t,) in _raw(mem.store, "SELECT term FROM recall_terms ORDER BY id")]
+        stored = raw_rows(mem.store, "SELECT term_ids FROM recall_index")
+        terms = [t for (t,) in raw_rows(mem.store, "SELECT term FROM recall_terms ORDER BY id")]
     # Each distinct term once, numbered in order of first use; every row's terms read back as analysed.
     assert terms == vocab == list(dict.fromkeys(w for r in sorted(rows) for w in rows[r].terms.split()))
     assert len(vocab) < 128 and sum(len(bytes(b)) for (b,) in stored) == sum(
@@ -129,7 +119,7 @@ def test_forgetting_a_turn_takes_its_own_terms_out_of_the_vocabulary(where: str)
         mem.forget(turns=[secret.id])
         vocab = mem.store.embeddings.turns.vocabulary("n")
         assert "zx81secret" not in vocab and "passport" not in vocab and "deploi" in vocab
-        assert _raw(mem.store, "SELECT COUNT(*) FROM recall_terms WHERE term = %s", ("zx81secret",)) == [(0,)]
+        assert raw_rows(mem.store, "SELECT COUNT(*) FROM recall_terms WHERE term = %s", ("zx81secret",)) == [(0,)]
 
 
 # --- manifests --------------------------------------------------------------------------------------------
@@ -196,7 +186,7 @@ def test_manifests_are_kept_within_a_byte_limit_and_the_newest_always_stays(wher
         count, used = store.manifests.size("ns")
         kept = [m.id for m in store.manifests.latest("ns", 100)]
         assert kept == ids[::-1][:count] and 1 < count < 12 and used <= 5000
-        sizes = [r[0] for r in _raw(store, "SELECT bytes FROM manifests ORDER BY id DESC")]
+        sizes = [r[0] for r in raw_rows(store, "SELECT bytes FROM manifests ORDER BY id DESC")]
         assert sum(sizes) == used and sum(sizes) + sizes[-1] > 5000  # one more would not fit
         big = store.manifests.add("ns", None, _manifest(300, 0), keep_bytes=100)
         assert [m.id for m in store.manifests.latest("ns", 100)] == [big]
@@ -213,7 +203,7 @@ def test_the_store_s_manifests_together_keep_within_a_store_cap_and_each_namespa
         for i in range(8):
             for ns in ids:
                 ids[ns].append(store.manifests.add(ns, None, _manifest(30, 30, f"{ns}{i}"), keep_store_bytes=6000))
-        rows = _raw(store, "SELECT id, namespace, bytes FROM manifests ORDER BY id DESC")
+        rows = raw_rows(store, "SELECT id, namespace, bytes FROM manifests ORDER BY id DESC")
         newest = sorted(max(v) for v in ids.values())
         kept = sorted(r[0] for r in rows)
         every = sorted(i for v in ids.values() for i in v)
@@ -241,7 +231,7 @@ def test_memory_holds_the_store_s_manifests_to_the_configured_store_cap(tmp_path
             other.add(_chat(40), session="s")
             for q in QUERIES:
                 other.context(q, budget=3000)
-        namespaces, kept, used = _raw(
+        namespaces, kept, used = raw_rows(
             mem.store, "SELECT COUNT(DISTINCT namespace), COUNT(*), SUM(bytes) FROM manifests"
         )[0]
         assert namespaces == 3 and 3 < kept < 3 * len(QUERIES) and used <= 8000
@@ -255,7 +245,7 @@ def test_memory_records_manifests_with_the_configured_byte_limits(tmp_path: Path
             mem.context(q, budget=3000)
         count, used = mem.store.manifests.size("n")
         assert used <= 3000 and count >= 2
-        assert all(len(bytes(b)) <= 1200 for (b,) in _raw(mem.store, "SELECT body FROM manifests"))
+        assert all(len(bytes(b)) <= 1200 for (b,) in raw_rows(mem.store, "SELECT body FROM manifests"))
 
 
 # --- an old store upgrades ----------------------------------------------------------------------------------
@@ -267,7 +257,7 @@ def _downgrade(store: Any, rows: dict[int, Any], manifests: list[tuple[str, str]
     pg = store.backend == "postgres"
     tenant = "namespace TEXT NOT NULL" if pg else "namespace_id INTEGER NOT NULL REFERENCES namespaces(id)"
     key = "namespace" if pg else "namespace_id"
-    ns_key = "n" if pg else _raw(store, "SELECT id FROM namespaces WHERE name = 'n'")[0][0]
+    ns_key = "n" if pg else raw_rows(store, "SELECT id FROM namespaces WHERE name = 'n'")[0][0]
     blob = "BYTEA" if pg else "BLOB"
     for statement in [
         "DROP TABLE recall_index",
@@ -286,15 +276,15 @@ def _downgrade(store: Any, rows: dict[int, Any], manifests: list[tuple[str, str]
         *([] if pg else ["CREATE INDEX manifests_namespace ON manifests (namespace, id)"]),
         "DELETE FROM _stratamem_migrations WHERE name IN ('m021_term_ids', 'm022_compact_manifests')",
     ]:
-        _raw(store, statement)
+        raw_rows(store, statement)
     for r in rows.values():
-        _raw(
+        raw_rows(
             store,
             "INSERT INTO recall_index VALUES (%s, %s, %s, %s, %s, %s)",
             (ns_key, r.turn_id, r.terms, r.vector, r.events, r.sentences),
         )
     for created, body in manifests:
-        _raw(
+        raw_rows(
             store,
             "INSERT INTO manifests (namespace, session, created_at, budget, total_tokens, items, manifest) "
             "VALUES ('n', 's', %s, 1, 1, 1, %s)",
@@ -315,7 +305,7 @@ def test_a_store_of_the_previous_schema_upgrades_and_reads_the_same(where: str) 
         _downgrade(mem.store, rows, manifests)
     store = open_store(where)  # m016 and m017 run
     try:
-        names = [r[0] for r in _raw(store, "SELECT name FROM _stratamem_migrations ORDER BY name")]
+        names = [r[0] for r in raw_rows(store, "SELECT name FROM _stratamem_migrations ORDER BY name")]
         assert {"m021_term_ids", "m022_compact_manifests"} <= set(names)
         assert store.embeddings.turns.load("n") == rows
         assert [m.data for m in store.manifests.latest("n")] == [_rounded(c.manifest.to_dict()) for c in contexts][::-1]
@@ -371,12 +361,12 @@ def test_an_upgrade_that_rebuilds_the_index_gives_its_old_pages_back(tmp_path: P
         _downgrade(mem.store, rows, manifests)
         words = " ".join(f"lisbon{j % 40}" for j in range(300))
         for turn_id in range(1000, 2500):
-            _raw(mem.store, "INSERT INTO recall_index VALUES (1, %s, %s, NULL, NULL, NULL)", (turn_id, words))
+            raw_rows(mem.store, "INSERT INTO recall_index VALUES (1, %s, %s, NULL, NULL, NULL)", (turn_id, words))
     old_size = Path(path).stat().st_size
     assert old_size > 4_000_000
     store = open_store(path)  # m021 and m022 rebuild their tables, then the file is vacuumed
     try:
-        assert _raw(store, "PRAGMA freelist_count") == [(0,)]
+        assert raw_rows(store, "PRAGMA freelist_count") == [(0,)]
         assert store.embeddings.turns.counts("n")[0] == 20 + 1500
     finally:
         store.close()

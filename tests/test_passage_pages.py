@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from pg import fresh_schema, schema_url
+from pg import fresh_schema, raw_rows, schema_url
 
 from stratamem import Config, Memory
 from stratamem.embed.quantize import decode_int4, decode_int8, encode_int4, encode_int8, int4_blob_size
@@ -33,15 +33,6 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return schema_url(dsn, fresh_schema(dsn, "pages"))
 
 
-def _raw(store: Any, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    if store.backend == "sqlite":
-        with store.lock:
-            return store.connection.execute(statement.replace("%s", "?"), params).fetchall()
-    with store.connection() as conn:
-        cur = conn.execute(statement, params)
-        return cur.fetchall() if cur.description else []
-
-
 def _chat(n: int) -> list[dict[str, str]]:
     """Short turns of several sentences each, every one about something of its own."""
     return [
@@ -57,7 +48,7 @@ def _chat(n: int) -> list[dict[str, str]]:
 
 
 def _rows(store: Any) -> dict[int, tuple[str, bytes]]:
-    return {int(t): (m, bytes(v)) for t, m, v in _raw(store, "SELECT turn_id, model, vectors FROM recall_passages")}
+    return {int(t): (m, bytes(v)) for t, m, v in raw_rows(store, "SELECT turn_id, model, vectors FROM recall_passages")}
 
 
 def test_sentence_rows_fill_their_pages(tmp_path: Path) -> None:
@@ -91,8 +82,8 @@ def _clustered(store: Any) -> None:
             "DROP TABLE recall_passages",
             "ALTER TABLE old RENAME TO recall_passages",
         ]:
-            _raw(store, statement)
-    _raw(store, "DELETE FROM _stratamem_migrations WHERE name = 'm023_passage_pages'")
+            raw_rows(store, statement)
+    raw_rows(store, "DELETE FROM _stratamem_migrations WHERE name = 'm023_passage_pages'")
 
 
 def test_a_store_of_the_previous_layout_upgrades_with_its_rows_unchanged(where: str) -> None:
@@ -111,14 +102,14 @@ def test_a_store_of_the_previous_layout_upgrades_with_its_rows_unchanged(where: 
         )
         conn.close()
     with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=emb) as mem:  # m023 runs
-        assert ("m023_passage_pages",) in _raw(mem.store, "SELECT name FROM _stratamem_migrations")
+        assert ("m023_passage_pages",) in raw_rows(mem.store, "SELECT name FROM _stratamem_migrations")
         assert len(rows) == 30 and _rows(mem.store) == rows
         assert [(h.turn_ids[0], h.score["fused"]) for h in mem._recall_index().search(question, k=5)] == hits
         mem.add(_chat(32)[30:], session="s")  # written and replaced under the same key afterwards
         mem.forget(turns=[min(rows)])
         assert len(_rows(mem.store)) == 31
         if mem.store.backend == "sqlite":
-            (sql,) = _raw(mem.store, "SELECT sql FROM sqlite_master WHERE name = 'recall_passages'")[0]
+            (sql,) = raw_rows(mem.store, "SELECT sql FROM sqlite_master WHERE name = 'recall_passages'")[0]
             assert "WITHOUT ROWID" not in sql
 
 
@@ -171,7 +162,7 @@ def test_stored_int8_sentence_vectors_are_re_encoded_in_four_bits_on_upgrade(whe
         # As the version before m024 stored them: int8 vectors under ``.../sentences``.
         old = {tid: b"".join(encode_int8(emb.embed_batch(t))) for tid, t in texts.items()}
         mem.store.embeddings.passages.put("n", f"{emb.name}/384/sentences", old)
-        _raw(mem.store, "DELETE FROM _stratamem_migrations WHERE name = 'm024_sentence_nibbles'")
+        raw_rows(mem.store, "DELETE FROM _stratamem_migrations WHERE name = 'm024_sentence_nibbles'")
     assert len(texts) == 12 and all(len(t) == 4 for t in texts.values())
     fresh = HashEmbedder(384)
     with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=fresh) as mem:  # m024 runs

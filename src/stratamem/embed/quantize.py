@@ -43,13 +43,8 @@ __all__ = [
 ]
 
 
-def int8_blob_size(dims: int) -> int:
-    """Bytes of one encoded vector of ``dims`` components."""
-    return 4 + dims
-
-
-def encode_int8(vectors: np.ndarray) -> list[bytes]:
-    """Encode the rows of a 2-d float array as int8 blobs (one per row).
+def _scaled_codes(vectors: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's largest magnitude, and its components over it times ``levels``, rounded (floats).
 
     Raises:
         ValueError: ``vectors`` is not 2-dimensional or holds a non-finite value.
@@ -63,9 +58,26 @@ def encode_int8(vectors: np.ndarray) -> list[bytes]:
         raise ValueError("vectors hold a NaN or infinite value")
     scale = np.abs(vec).max(axis=1) if vec.shape[1] else np.zeros(len(vec), np.float32)
     safe = np.where(scale > 0, scale, 1.0).astype(np.float32)
-    codes = np.clip(np.rint(vec / safe[:, None] * 127.0), -127, 127).astype(np.int8)
+    return scale, np.clip(np.rint(vec / safe[:, None] * float(levels)), -levels, levels)
+
+
+def int8_blob_size(dims: int) -> int:
+    """Bytes of one encoded vector of ``dims`` components."""
+    return 4 + dims
+
+
+def encode_int8(vectors: np.ndarray) -> list[bytes]:
+    """Encode the rows of a 2-d float array as int8 blobs (one per row).
+
+    Raises:
+        ValueError: ``vectors`` is not 2-dimensional or holds a non-finite value.
+    """
+    import numpy as np
+
+    scale, codes = _scaled_codes(vectors, 127)
+    codes = codes.astype(np.int8)
     head = (scale / 127.0).astype("<f4")
-    return [head[i].tobytes() + codes[i].tobytes() for i in range(len(vec))]
+    return [head[i].tobytes() + codes[i].tobytes() for i in range(len(codes))]
 
 
 def decode_int8(blobs: Sequence[bytes], dims: int) -> np.ndarray:
@@ -147,18 +159,12 @@ def encode_int4(vectors: np.ndarray) -> list[bytes]:
     """
     import numpy as np
 
-    vec = np.asarray(vectors, dtype=np.float32)
-    if vec.ndim != 2:
-        raise ValueError(f"expected a 2-d array of vectors, got shape {vec.shape}")
-    if not np.isfinite(vec).all():
-        raise ValueError("vectors hold a NaN or infinite value")
-    scale = np.abs(vec).max(axis=1) if vec.shape[1] else np.zeros(len(vec), np.float32)
-    safe = np.where(scale > 0, scale, 1.0).astype(np.float32)
-    codes = (np.clip(np.rint(vec / safe[:, None] * 7.0), -7, 7) + 8).astype(np.uint8)
+    _, signed = _scaled_codes(vectors, 7)
+    codes = (signed + 8).astype(np.uint8)
     if codes.shape[1] % 2:  # an odd length: a zero code pads the last byte
         codes = np.hstack([codes, np.full((len(codes), 1), 8, np.uint8)])
     packed = (codes[:, 0::2] << 4) | codes[:, 1::2]
-    return [packed[i].tobytes() for i in range(len(vec))]
+    return [packed[i].tobytes() for i in range(len(packed))]
 
 
 def decode_int4(blobs: Sequence[bytes], dims: int) -> np.ndarray:
