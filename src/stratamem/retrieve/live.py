@@ -198,7 +198,9 @@ class LiveIndex:
         last = index.turns[-1].id if len(index) else 0
         try:
             count, _ = self.store.turns_after(self.namespace, last)
-        except StratamemError:
+        except StratamemError as exc:
+            # Reported; the caller falls back to the full count, which raises if the store is broken.
+            self.report("recall.index_failed", exc, [])
             return False
         return bool(count == added)
 
@@ -209,7 +211,9 @@ class LiveIndex:
             return None
         try:
             return read(self.namespace)
-        except StratamemError:
+        except StratamemError as exc:
+            # Reported; with no version the index is checked against the store in full instead.
+            self.report("recall.index_failed", exc, [])
             return None
 
     def _catch_up(self, index: HybridIndex, turns: list[StoredTurn]) -> HybridIndex | None:
