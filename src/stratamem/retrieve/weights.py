@@ -115,10 +115,6 @@ class Weights:
             raise ValidationError(f"substance_terms must be positive, got {self.substance_terms!r}")
 
 
-_SPARSE = 4
-"""A signal is fused at its non-zero turns only when at most one turn in this many is non-zero."""
-
-
 def _normalised(x: np.ndarray, how: str, rank_k: float) -> np.ndarray:
     """One signal on the common per-query scale (see :attr:`Weights.normalise`)."""
     if not x.size:
@@ -146,33 +142,6 @@ settings): r@10 / b@1024 estimate LoCoMo 0.782 / 0.848 vs 0.781 / 0.843 at 0.5, 
 0.278 / 0.293 vs 0.272 / 0.273."""
 
 
-def _sparse_part(v: np.ndarray, w: float, boost: bool, how: str) -> tuple[np.ndarray, np.ndarray] | None:
-    """A mostly-zero signal's weighted part, computed at its non-zero turns only, and those turns;
-    ``None`` for a dense one (or a normalisation that needs every turn: ``z``, ``rank``).
-
-    Every value is the one the whole-array form gives (the same operations on the
-    same numbers); the zeros stay zeros. At 1M turns a whole-array pass costs
-    milliseconds, and most lexical and boost signals are zero almost everywhere (issue 28).
-    """
-    if not (boost or how == "max") or not v.size:
-        return None
-    at = np.flatnonzero(v)
-    if len(at) * _SPARSE > len(v):
-        return None
-    vals = v[at]
-    if boost:
-        vals = vals * w
-    else:
-        top = max(float(vals.max()), 0.0) if len(at) else 0.0  # (the zeros are part of the maximum)
-        if not top > 0:  # (as _normalised: no positive maximum, no signal)
-            return np.zeros(len(v)), at[:0]
-        vals = vals / top
-        vals *= w
-    part = np.zeros(len(v), dtype=vals.dtype)
-    part[at] = vals
-    return part, at
-
-
 def fuse_signals(
     sig: Mapping[str, np.ndarray], weights: Weights, substance: np.ndarray | None
 ) -> tuple[np.ndarray, dict[str, np.ndarray], np.ndarray]:
@@ -192,16 +161,11 @@ def fuse_signals(
         w = getattr(weights, name, 0.0)
         if w <= 0:
             continue
-        sparse = _sparse_part(v, w, name in _BOOSTS, weights.normalise)
-        if sparse is not None:
-            part, at = sparse
-            fused[at] += part[at]
-        else:
-            part = v * w if name in _BOOSTS else _normalised(v, weights.normalise, weights.rank_k)
-            if name not in _BOOSTS:
-                part *= w  # in place: _normalised returned a fresh array
-            fused += part
+        part = v * w if name in _BOOSTS else _normalised(v, weights.normalise, weights.rank_k)
+        if name not in _BOOSTS:
+            part *= w  # in place: _normalised returned a fresh array
         parts[name] = part
+        fused += part
     prior = np.zeros(0)
     if weights.substance > 0 and n and substance is not None:
         prior = weights.substance * substance
