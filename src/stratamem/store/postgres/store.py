@@ -87,6 +87,12 @@ class PostgresStore(RecordStore):
     item_store_class = PostgresItemStore
     forget_class = PostgresForget
 
+    ids_commit_in_order = True
+    """A namespace's appends take its data-version row lock (held to commit) before their turns take ids
+    (:meth:`~stratamem.store.record_store.RecordStore.append`): a committed turn's id is above every id of
+    the namespace committed before it, so the recall index's in-step check reads only the turns above its
+    newest id instead of counting every turn of the namespace (issue 28)."""
+
     def __init__(
         self,
         dsn: str,

@@ -1,0 +1,121 @@
+"""On PostgreSQL a namespace's turn ids commit in order, so the agent loop never counts every turn (issue 28).
+
+The recall index checks that it holds every turn of its namespace before each
+``context()``. Where a committed turn's id is above every id committed before
+it (``ids_commit_in_order``), reading the turns above its newest id is enough;
+otherwise it counts every turn of the namespace, twice per agent-loop step,
+which at 1M turns is most of a warm call. These tests run on a real
+PostgreSQL (pgserver): the appends' ordering under two concurrent writers, and
+the statements the agent loop sends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from pg import fresh_schema, schema_url
+
+from stratamem import Config, Memory
+from stratamem.records import Turn
+from stratamem.store.base import TurnBatch
+from stratamem.store.open import open_store
+
+
+@pytest.fixture
+def url(pg_dsn: str) -> str:
+    return schema_url(pg_dsn, fresh_schema(pg_dsn, "ao"))
+
+
+def _batch(session: str, n: int) -> list[TurnBatch]:
+    return [TurnBatch(session, [Turn("user", f"{session} says {i}") for i in range(n)], [3] * n)]
+
+
+def _waiting(dsn: str, pids: set[int]) -> bool:
+    """Whether some stratamem connection other than ``pids`` waits on a lock."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'stratamem' AND wait_event_type = 'Lock'"
+        ).fetchall()
+    return any(r[0] not in pids for r in rows)
+
+
+def test_a_second_append_to_the_namespace_takes_no_id_until_the_first_commits(pg_dsn: str, url: str) -> None:
+    """Writer B (another session of the namespace) waits for writer A's commit *before* its turns take ids:
+    otherwise A could commit its lower ids after B's, and a reader that saw B's turns would miss A's."""
+    first, second = open_store(url), open_store(url)
+    try:
+        first.append("ns", _batch("a", 2))  # the namespace and its rows exist
+        done: list[Any] = []
+        with first.transaction():
+            mine = first.append("ns", _batch("a", 3))
+            with first.connection() as conn:
+                pid = conn.info.backend_pid
+                seq_before = conn.execute("SELECT last_value FROM turns_id_seq").fetchone()[0]
+            writer = threading.Thread(target=lambda: done.append(second.append("ns", _batch("b", 4))))
+            writer.start()
+            deadline = time.monotonic() + 30
+            while not _waiting(pg_dsn, {pid}) and writer.is_alive() and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert writer.is_alive() and not done, "B finished while A's append was uncommitted"
+            with first.connection() as conn:
+                seq_while_waiting = conn.execute("SELECT last_value FROM turns_id_seq").fetchone()[0]
+        writer.join(30)
+        (theirs,) = done
+        assert seq_while_waiting == seq_before  # B drew no id while it waited
+        assert min(t.id for t in theirs) > max(t.id for t in mine)
+        assert first.ids_commit_in_order is True
+    finally:
+        first.close()
+        second.close()
+
+
+class _Statements:
+    """Every statement the process sends to PostgreSQL while it is open (psycopg's cursor, observed)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.sent: list[str] = []
+        original = psycopg.Cursor.execute
+
+        def execute(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+            self.sent.append(query if isinstance(query, str) else query.as_string(cursor.connection))
+            return original(cursor, query, *args, **kwargs)
+
+        monkeypatch.setattr(psycopg.Cursor, "execute", execute)
+
+    def full_counts(self) -> list[str]:
+        """Statements that count every turn of the namespace (not only those above an id)."""
+        return [s for s in self.sent if "COUNT(*)" in s and "FROM turns" in s and "t.id >" not in s]
+
+
+@pytest.fixture
+def flat_memories(url: str) -> Iterator[tuple[Memory, Memory]]:
+    flat = Config().replace(pyramid={"enabled": False})
+    mem = Memory(open_store(url), namespace="ns", config=flat, embedder=None)
+    other = Memory(open_store(url), namespace="ns", config=flat, embedder=None)
+    yield mem, other
+    mem.close()
+    other.close()
+
+
+def test_the_agent_loop_on_postgres_never_counts_every_turn_of_the_namespace(
+    flat_memories: tuple[Memory, Memory], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After this process's own ``add``, no full ``COUNT`` in ``add`` or ``context``; after another writer's
+    turns the index still catches up (from the turns above its newest id)."""
+    mem, other = flat_memories
+    mem.add([{"role": "user", "content": f"the vault code is {1000 + i}"} for i in range(20)], session="s")
+    mem.context("vault code")
+    ran = _Statements(monkeypatch)
+    mem.context("vault code")
+    for i in range(3):
+        mem.add({"role": "user", "content": f"the locker code is {2000 + i}"}, session="s")
+        assert "2000" in mem.context("locker code").text
+    assert ran.full_counts() == []
+    other.add({"role": "user", "content": "the vault code is now 5150"}, session="t")  # another writer, session
+    assert "5150" in mem.context("vault code now").text
+    assert len(mem._recall_index()) == 24
