@@ -1,12 +1,18 @@
-"""On PostgreSQL a namespace's turn ids commit in order, so the agent loop never counts every turn (issue 28).
+"""PostgreSQL's per-call costs on the warm path (issue 28): no full count of the turns, no round trip per checkout.
 
-The recall index checks that it holds every turn of its namespace before each
+A namespace's turn ids commit in order, so the agent loop never counts every
+turn. The recall index checks that it holds every turn of its namespace before each
 ``context()``. Where a committed turn's id is above every id committed before
 it (``ids_commit_in_order``), reading the turns above its newest id is enough;
 otherwise it counts every turn of the namespace, twice per agent-loop step,
-which at 1M turns is most of a warm call. These tests run on a real
-PostgreSQL (pgserver): the appends' ordering under two concurrent writers, and
-the statements the agent loop sends.
+which at 1M turns is most of a warm call.
+
+The pool hands out a quiet connection without a round trip (it checked each
+one with an empty statement, about a third of a warm call's statements), and
+still replaces one the server has ended.
+
+These tests run on a real PostgreSQL (pgserver): the appends' ordering under
+two concurrent writers, and the statements sent.
 """
 
 from __future__ import annotations
@@ -119,3 +125,36 @@ def test_the_agent_loop_on_postgres_never_counts_every_turn_of_the_namespace(
     other.add({"role": "user", "content": "the vault code is now 5150"}, session="t")  # another writer, session
     assert "5150" in mem.context("vault code now").text
     assert len(mem._recall_index()) == 24
+
+
+def test_a_quiet_pooled_connection_is_handed_out_without_a_round_trip(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = open_store(url)
+    try:
+        store.append("ns", _batch("a", 2))
+        ran = _Statements(monkeypatch)
+        for _ in range(5):
+            assert store.turn_count("ns") == 2
+        assert ran.sent == ["SELECT COUNT(*) FROM turns t WHERE t.namespace = %s"] * 5
+    finally:
+        store.close()
+
+
+def test_a_pooled_connection_the_server_ended_is_replaced_on_checkout(pg_dsn: str, url: str) -> None:
+    store = open_store(url)  # one connection kept in the pool (min_connections=1)
+    try:
+        store.append("ns", _batch("a", 2))
+        with store.connection() as conn:
+            pid = conn.info.backend_pid
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            assert admin.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone() == (True,)
+            deadline = time.monotonic() + 30
+            while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone():
+                assert time.monotonic() < deadline, "the backend did not end"
+                time.sleep(0.01)
+        assert store.turn_count("ns") == 2  # no error: the ended connection was dropped at checkout
+        with store.connection() as conn:
+            assert conn.info.backend_pid != pid
+    finally:
+        store.close()
