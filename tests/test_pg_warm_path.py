@@ -7,6 +7,12 @@ it (``ids_commit_in_order``), reading the turns above its newest id is enough;
 otherwise it counts every turn of the namespace, twice per agent-loop step,
 which at 1M turns is most of a warm call.
 
+Opening the recall index reads every turn's vector, term ids and sentence
+vectors: in psycopg's default text format a ``BYTEA`` crosses the wire as
+twice as many hex digits, which the client then decodes, so those bulk
+reads ask for binary rows (the same values, about half the time at 100k
+turns). The sentence blobs are unpacked in one pass, exactly as one by one.
+
 The pool hands out a quiet connection without a round trip (it checked each
 one with an empty statement, about a third of a warm call's statements), and
 still replaces one the server has ended.
@@ -22,12 +28,17 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
+from stratamem.embed.quantize import encode_int4, int4_codes
 from stratamem.records import Turn
+from stratamem.retrieve.sentence_rows import SentenceRows
 from stratamem.store.base import TurnBatch
 from stratamem.store.open import open_store
 
@@ -85,10 +96,12 @@ class _Statements:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.sent: list[str] = []
+        self.binary: list[bool] = []
         original = psycopg.Cursor.execute
 
         def execute(cursor: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
             self.sent.append(query if isinstance(query, str) else query.as_string(cursor.connection))
+            self.binary.append(cursor.format == psycopg.pq.Format.BINARY)
             return original(cursor, query, *args, **kwargs)
 
         monkeypatch.setattr(psycopg.Cursor, "execute", execute)
@@ -158,3 +171,53 @@ def test_a_pooled_connection_the_server_ended_is_replaced_on_checkout(pg_dsn: st
             assert conn.info.backend_pid != pid
     finally:
         store.close()
+
+
+def test_opening_the_recall_index_reads_its_blobs_as_binary_rows(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stratamem.testing.hash_embedder import HashEmbedder
+
+    flat = Config().replace(pyramid={"enabled": False})
+    chat = [
+        {
+            "role": "user",
+            "content": f"My sister Ana{i} moved to Porto{i} last spring after a long search. "
+            f"She found a flat near the river{i} with a small balcony full of plants. Her cat Pim{i} sleeps there.",
+        }
+        for i in range(30)
+    ]
+    with Memory(open_store(url), namespace="ns", config=flat, embedder=HashEmbedder(dimensions=32)) as mem:
+        mem.add(chat, session="s")
+        want = mem.context("where does Ana3 live").text
+    with Memory(open_store(url), namespace="ns", config=flat, embedder=HashEmbedder(dimensions=32)) as mem:
+        ran = _Statements(monkeypatch)
+        assert mem.context("where does Ana3 live").text == want  # the same index, read as binary rows
+    bulk = {
+        "index rows": "SELECT turn_id, term_ids, vector,",
+        "sentence blobs": "SELECT turn_id, vectors FROM recall_passages",
+        "turn keys": "SELECT t.id, CAST(",
+    }
+    for what, marker in bulk.items():
+        sent = [b for q, b in zip(ran.sent, ran.binary, strict=True) if marker in q]
+        assert sent == [True], (what, sent)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    counts=st.lists(st.integers(min_value=0, max_value=5), min_size=0, max_size=12),
+    dims=st.sampled_from([3, 8, 33]),
+    seed=st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_sentence_blobs_decoded_in_one_pass_equal_one_by_one(counts: list[int], dims: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    blobs = {
+        100 + i: b"".join(encode_int4(rng.standard_normal((n, dims)).astype(np.float32))) if n else b""
+        for i, n in enumerate(counts)
+    }
+    blobs[999] = b"\x01\x02\x03" * 7  # a damaged blob (not a whole number of vectors, for these sizes)
+    got = SentenceRows.decode(blobs, dims)
+    size = (dims + 1) // 2
+    whole = {t: b for t, b in blobs.items() if b and not len(b) % size}
+    assert sorted(got) == sorted(whole)
+    for tid, blob in whole.items():
+        one = int4_codes([blob[i : i + size] for i in range(0, len(blob), size)], dims)
+        assert got[tid].dtype == np.int8 and np.array_equal(got[tid], one)
