@@ -90,6 +90,9 @@ def test_a_question_about_one_episode_or_one_kind_is_not_an_aggregation() -> Non
         "How many car shows has Dave attended?",  # a count of a two-word plural
         "What musical artists/bands has Melanie seen?",
         "What does Calvin do to relax?",  # a habit
+        "What types of yoga has Maria practiced?",  # several kinds asked for
+        "What people has Maria met while volunteering?",  # an irregular plural
+        "Which cities did Dave travel to in 2023?",  # a year is no single episode
     ],
 )
 def test_list_questions_that_name_no_count_are_aggregations(question: str) -> None:

@@ -128,13 +128,14 @@ class PlanSettings:
 
 # --- shapes -----------------------------------------------------------------------------------
 
-_PLURAL = r"(?!\w*(?:ss|us|is)\b)[a-z][\w+/-]*s"  # a plural head noun ("books", "LGBTQ+ events"), not "class"
+# A plural head noun ("books", "LGBTQ+ events", "artists/bands", "people"), not "class".
+_PLURAL = r"(?:(?!\w*(?:ss|us|is)\b)[a-z][\w+/-]*s|people|children|men|women)"
 _OWNER = r"(?:[\w-]+'s?|my|our|his|her|their|your)"  # "Joanna's", "Audrey's dogs'", "my"
 # Questions about one episode ("during the party", "last week") are answered by one turn.
 _EPISODE = re.compile(
     r"\b(during|at the|after|before|when|while|on (?:the )?\w+day|last|recently|yesterday|ago|"
     r"in (?:january|february|march|april|may|june|july|august|september|october|november|december)"
-    r"|in \d{4}|for (?:the|her|his|their) \w+)\b",
+    r"|for (?:the|her|his|their) \w+)\b",
     re.IGNORECASE,
 )
 _AGG_ALWAYS = re.compile(
@@ -159,7 +160,9 @@ _AGG_PERFECT = re.compile(
     # Case matters for the name only: (?i:...) around the words.
     r"\b(?i:what (?:has|have)) [A-Z][\w'-]* (?!been\b)(?:\w+ )?\w+(?:ed|en|ne|wn|ht)\b"
     rf"|\b(?i:(?:kind|type|sort)s? of (?:\S+ )?{_PLURAL} (?:has|have)) [A-Z][\w'-]* (?!been\b)"
-    rf"|\b(?i:how many (?:\S+ ){{1,2}}{_PLURAL} (?:has|have))\b",
+    rf"|\b(?i:how many (?:\S+ ){{1,2}}{_PLURAL} (?:has|have))\b"
+    # "What types of yoga has Maria practiced?": several kinds asked for.
+    r"|\b(?i:(?:kinds|types|sorts) of)\b",
 )
 _KIND_OF = re.compile(r"\b(kind|type|sort)s? of\b", re.IGNORECASE)
 
