@@ -170,7 +170,10 @@ _KIND_OF = re.compile(r"\b(kind|type|sort)s? of\b", re.IGNORECASE)
 def is_aggregation(query: str) -> bool:
     """A question whose answer collects several mentions: counts ("how many times", "how many books
     have I"), sums ("in total", "what is the total"), lists ("what books has Melanie read?", "where
-    has she camped?"), and "what <plural> does/did X …" when no single episode is named."""
+    has she camped?", "what are Joanna's hobbies?", "what has Melanie painted?", "what types of yoga
+    has Maria practiced?"), and "what <plural> does/did X …" or "what does X do to …" when no single
+    episode is named. A singular "what kind of music does she like?" and the progressive "what has
+    she been doing …" are one answer."""
     if _AGG_PERFECT.search(query):
         return True
     if _KIND_OF.search(query):
