@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-__all__ = ["grid_points", "jumped_at", "run_start", "start_by_rooms"]
+__all__ = ["grid_points", "jumped_at", "run_start"]
 
 
 def grid_points(sizes: Sequence[int], step: int, opens: Callable[[int], bool] | None = None) -> list[int]:
@@ -102,64 +102,3 @@ def jumped_at(
         if not _fits(sizes, before, end, room, max_units):
             return end
     return len(sizes) - 1
-
-
-def start_by_rooms(
-    sizes: Sequence[int],
-    step: int,
-    room_at: Callable[[int, int], int],
-    *,
-    opens: Callable[[int], bool] | None = None,
-    max_units: int | None = None,
-) -> list[tuple[int, int, int]]:
-    """Where the run starts when each grid point has a room of its own; ``[(start, jumped_at, room), …]``.
-
-    ``room_at(point, at)`` is the room of a run starting at grid point
-    ``point`` that became the start on the arrival of unit ``at`` (the cache
-    layout's window gets what the ledger shown before that point leaves, and
-    that ledger is taken as of ``at``). A point becomes eligible when every
-    older point has stopped fitting; its room is then fixed, so as units
-    arrive each point fits until it does not, and the start still only moves
-    forward. Returned: every grid point, oldest first, whose run to the newest
-    unit fits its room now (the first is the start; the others are where the
-    start goes if an exact costing finds the first too large), each with the
-    unit at whose arrival it became eligible and its room. With ``room_at``
-    constant this is :func:`run_start` and :func:`jumped_at`.
-    """
-    if not sizes:
-        return []
-    ends: list[int] = []
-    total = 0
-    for size in sizes:
-        total += max(0, size)
-        ends.append(total)
-    last = len(sizes) - 1
-
-    def run(p: int, e: int) -> int:
-        return ends[e] - (ends[p - 1] if p else 0)
-
-    def fail(p: int, room: int) -> int | None:
-        """The first unit whose arrival makes the run from ``p`` too large (``None``: it still fits)."""
-        # The unit count's own limit, then a binary search for the first end whose run exceeds the room.
-        count = p + max_units if max_units is not None and p + max_units <= last else None
-        a, b, first = p, last, None
-        while a <= b:
-            mid = (a + b) // 2
-            if run(p, mid) > room:
-                first, b = mid, mid - 1
-            else:
-                a = mid + 1
-        found = [x for x in (first, count) if x is not None]
-        return min(found) if found else None
-
-    out: list[tuple[int, int, int]] = []
-    eligible = 0  # the arrival after which every point so far has stopped fitting
-    for point in grid_points(sizes, step, opens):
-        at = max(point, eligible)
-        room = room_at(point, at)
-        gone = fail(point, room)
-        if gone is None:
-            out.append((point, at, room))
-        else:
-            eligible = max(eligible, gone)
-    return out

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..records import StoredTurn
 from ..records.manifests import Context, ContextItem
 from ..tokens import MESSAGE_TOKENS, Tokenizer
-from .anchor import start_by_rooms
+from .anchor import grid_points, jumped_at, run_start
 from .assembly import Allocation, Assembly, Budget
 from .cache_inputs import CacheInputs
 from .cache_render import RECALL_TITLE, Layers, finish_cached, stub_tokens
@@ -108,20 +108,8 @@ def _cost(window: Sequence[StoredTurn], costs: dict[int, int], fmt: str, tokeniz
     return sum(costs[st.id] for st in window) + stub
 
 
-def anchor_window(
-    asm: Assembly,
-    inputs: CacheInputs,
-    room: int,
-    share: Callable[[int, int], int] | None = None,
-    most: int | None = None,
-) -> Anchored:
-    """The window of ``inputs.turns`` from the anchor on (see :mod:`stratamem.context.anchor`).
-
-    ``room`` sizes the grid's step and is the window's room unless ``share``
-    says otherwise: ``share(anchor, as_of)`` is the room of a window anchored
-    at turn id ``anchor`` whose anchor jumped there at turn id ``as_of`` (the
-    layout's: what the ledger shown for that anchor leaves; it is fixed while
-    the anchor stays, so the start still only moves forward), at most ``most``.
+def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
+    """The window of ``inputs.turns`` from the anchor on, within ``room`` (see :mod:`stratamem.context.anchor`).
 
     The window may open at a user turn or at the start of a tool step (an
     assistant turn that calls tools, its results after it;
@@ -149,30 +137,29 @@ def anchor_window(
     def opens(i: int) -> bool:
         return opens_window(turns[i].turn)
 
-    def room_of(p: int, at: int) -> int:
-        return room if share is None else share(turns[p].id, turns[at].id)
-
-    for start, jump, own in start_by_rooms(sizes, step, room_of, opens=opens, max_units=inputs.max_turns):
+    start = run_start(sizes, room, step, opens=opens, max_units=inputs.max_turns)
+    later = [p for p in grid_points(sizes, step, opens) if start is not None and p > start]
+    while start is not None:
         window = snap_step_window(turns[start:])
         costs = {st.id: cost_of(st) for st in window}
-        if window and _cost(window, costs, asm.fmt, asm.tokenizer) <= own:
+        if window and _cost(window, costs, asm.fmt, asm.tokenizer) <= room:
+            jump = jumped_at(sizes, start, room, step, opens=opens, max_units=inputs.max_turns)
             return Anchored(Window(window, costs), window[0].id, turns[jump].id)
-    # No grid point fits: the newest turns that do, contiguous, from the oldest opening turn that fits
-    # (its own room, with the ledger as of itself). That start depends only on the turns, and moves
-    # forward only when the run from it no longer fits.
-    cap, kept = Budget(room if share is None or most is None else max(room, most)), []
+        start = later.pop(0) if later else None
+    # No grid point fits: the newest turns that do, contiguous, from the oldest opening turn that fits.
+    # That start depends only on the turns, and moves forward only when the run from it no longer fits.
+    cap, kept = Budget(room), []
     for st in reversed(turns[-inputs.max_turns :] if inputs.max_turns else turns):
         if not cap.take(cost_of(st)):
             break
         kept.append(st)
     newest = kept[::-1]
-    offset = len(turns) - len(newest)
     window_turns: list[StoredTurn] = []
     for i, st in enumerate(newest):
         if not opens_window(st.turn):
             continue
         candidate = snap_step_window(newest[i:])
-        if candidate and _cost(candidate, known, asm.fmt, asm.tokenizer) <= room_of(offset + i, offset + i):
+        if candidate and _cost(candidate, known, asm.fmt, asm.tokenizer) <= room:
             window_turns = candidate
             break
     costs = {st.id: known[st.id] for st in window_turns}
@@ -219,14 +206,6 @@ def _place_standing(asm: Assembly, cands: Candidates, layers: Layers) -> list[It
         if place_fixed(asm, blk):
             layers.add("instructions" if blk.kind == "instructions" else "state", len(asm.sections) - 1)
     return rest
-
-
-def _ledger_cost(asm: Assembly, entries: Sequence[LedgerEntry]) -> int:
-    """What :func:`_place_ledger` takes for ``entries`` (its title and one line each)."""
-    if not entries:
-        return 0
-    header = asm.tokenizer.count(LEDGER_TITLE) + 2 + asm.opening()
-    return header + sum(asm.tokenizer.count(e.unit.text) + 1 for e in entries)
 
 
 def _place_ledger(asm: Assembly, entries: Sequence[LedgerEntry], layers: Layers) -> list[LedgerEntry]:
@@ -317,30 +296,20 @@ def assemble_cached(
         deviation = "a question: selected as without the layout, after the instructions and standing state"
         return finish_cached(asm, layers, window, history, policy.name, cands.notes, inputs, deviation, None)
     window_room = int(after_fixed * (1 - inputs.ledger_share - inputs.recall_share)) if policy.window else 0
-    ledger_room = int(after_fixed * inputs.ledger_share)
-    header = tokenizer.count(RECALL_TITLE) + 2 + (0 if fmt == "text" else MESSAGE_TOKENS)
-    # The window and the ledger share what the per-call layer leaves: the window takes what the ledger
-    # shown for its anchor does not use (that ledger is fixed while the anchor stays).
-    most = after_fixed - header - int(after_fixed * inputs.recall_share)
-    ledger_costs: dict[tuple[int, int], int] = {}
-
-    def share(anchor: int, as_of: int) -> int:
-        if (anchor, as_of) not in ledger_costs:
-            lines = select_ledger(inputs.ledger, anchor, as_of, ledger_room, tokenizer)
-            ledger_costs[anchor, as_of] = _ledger_cost(asm, lines)
-        return max(window_room, most - ledger_costs[anchor, as_of])
-
-    anchored = anchor_window(asm, inputs, window_room, share if policy.window else None, most)
+    anchored = anchor_window(asm, inputs, window_room)
     if anchored.note:
         asm.notes.append(anchored.note)
     window = anchored.window
     asm.left.left -= sum(window.costs.values())
     for st in window.turns:
         asm.shown.add(f"turn:{st.id}", st.text)
-    ledger = select_ledger(inputs.ledger, anchored.anchor, anchored.jumped_at, ledger_room, tokenizer)
+    ledger = select_ledger(
+        inputs.ledger, anchored.anchor, anchored.jumped_at, int(after_fixed * inputs.ledger_share), tokenizer
+    )
     ledger = _place_ledger(asm, ledger, layers)
     layers.per_call_from = len(asm.sections)
     layers.recall_title = True
+    header = tokenizer.count(RECALL_TITLE) + 2 + (0 if fmt == "text" else MESSAGE_TOKENS)
     left = max(0, asm.left.left - header)
     strict = policy.recall_first or not policy.window
     room = left if strict else min(left, int(after_fixed * inputs.recall_share))
