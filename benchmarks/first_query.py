@@ -37,6 +37,11 @@ this tree instead of the legacy code: same stores, same wiring (REV's
 found there (its build is not timed again: the ingest columns show the first
 build's figures, saved beside it) — how the 1M-turn synthetic store is
 measured more than once (it takes ~10-20 min to write on the 2-core box).
+``--store PATH --namespace NS`` measures the first query on a store built
+before (e.g. ``context_latency.py``'s 1M-turn SQLite store, pyramid off)
+instead of building one: each code opens its own copy of it (made once in
+``--keep``, so neither code opens what the other has written); the ingest
+columns are then empty.
 ``--backend postgres`` writes the synthetic stores into a PostgreSQL database
 instead (``STRATAMEM_FIRSTQ_DSN``, default a pgserver kept in
 ``/tmp/stratamem-firstq-pg``; one database per store; bytes are
@@ -51,6 +56,8 @@ LoCoMo recall with the stored int8 vectors beside float32 is
     .venv/bin/python benchmarks/first_query.py --synthetic 1000000 --skip-locomo --baseline main --keep /tmp/firstq
     .venv/bin/python benchmarks/first_query.py --synthetic 1000000 --skip-locomo --baseline main --keep /tmp/firstq \
         --backend postgres
+    .venv/bin/python benchmarks/first_query.py --skip-locomo --baseline main --keep /tmp/firstq \
+        --store /tmp/stratamem-ctxlat-flat-1000000.db --namespace n1000000
 """
 
 from __future__ import annotations
@@ -262,13 +269,31 @@ def _pg_database(name: str) -> str:
     return urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
 
 
+def _given(store: Path, ns: str, copy: Path) -> dict:
+    """A store built before, copied to ``copy`` (once; its WAL too): its turns, and no ingest figures."""
+    if not copy.exists():
+        print(f"  copying {store} to {copy} ...", flush=True)
+        for suffix in ("", "-wal"):
+            if Path(f"{store}{suffix}").exists():
+                shutil.copyfile(f"{store}{suffix}", f"{copy}{suffix}")
+    with sqlite3.connect(copy) as conn:
+        turns = conn.execute(
+            "SELECT COUNT(*) FROM turns t JOIN namespaces n ON n.id = t.namespace_id WHERE n.name = ?", (ns,)
+        ).fetchone()[0]
+    conn.close()
+    return {"turns": turns, "seconds": float("nan")}
+
+
 def _measure(
     name: str, build: str, src: Path, db: Path | str, ns: str, pyramid: bool, legacy: bool, **fmt: object
 ) -> dict:
+    given = fmt.pop("given", None)
     saved = Path(f"{db}.build.json") if not str(db).startswith("postgresql://") else None
     if str(db).startswith("postgresql://"):
         saved = Path(fmt.pop("pg_saved"))  # type: ignore[arg-type]
-    if saved is not None and saved.exists():
+    if given is not None:
+        built = _given(Path(str(given)), ns, Path(db))
+    elif saved is not None and saved.exists():
         built = json.loads(saved.read_text())
         print(f"  {name}: reusing the store built before ({built['turns']} turns in {built['seconds']:.1f} s)")
     else:
@@ -359,6 +384,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--baseline", help="a git revision (e.g. main) beside this tree instead of the legacy code")
     ap.add_argument("--keep", type=Path, help="write the stores here and reuse those found (builds not redone)")
+    ap.add_argument("--store", type=Path, help="measure a copy of this SQLite store (built before) instead of building")
+    ap.add_argument("--namespace", default="synthetic", help="of --store")
     ap.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite", help="of the synthetic stores")
     args = ap.parse_args(argv)
     rows: list[dict] = []
@@ -372,7 +399,12 @@ def main(argv: list[str] | None = None) -> None:
         elif not args.skip_legacy:
             codes.append((f"legacy {LEGACY_COMMIT}", _legacy_src(tmp), True))
         plan = []
-        if not args.skip_synthetic:
+        if args.store:
+            plan += [
+                (f"{args.store.stem}, {label}", _INGEST_SYNTHETIC, src, legacy, args.namespace, False)
+                for label, src, legacy in codes
+            ]
+        elif not args.skip_synthetic:
             plan += [
                 (f"{args.synthetic // 1000}k synthetic, {label}", _INGEST_SYNTHETIC, src, legacy, "synthetic", False)
                 for label, src, legacy in codes
@@ -382,8 +414,11 @@ def main(argv: list[str] | None = None) -> None:
         for i, (name, build, src, legacy, ns, pyramid) in enumerate(plan):
             key = f"{'synthetic' if ns == 'synthetic' else 'locomo'}-{args.synthetic if ns == 'synthetic' else 0}-{i}"
             extra: dict[str, object] = {}
-            if ns == "synthetic" and args.backend == "postgres":
-                db: Path | str = _pg_database(f"firstq_{key.replace('-', '_')}")
+            if args.store and ns == args.namespace:
+                db: Path | str = keep / f"{args.store.stem}-{i}.db"
+                extra["given"] = str(args.store)
+            elif ns == "synthetic" and args.backend == "postgres":
+                db = _pg_database(f"firstq_{key.replace('-', '_')}")
                 extra["pg_saved"] = str(keep / f"{key}.pg.build.json")
             else:
                 db = keep / f"{key}.db"

@@ -77,6 +77,43 @@ def test_a_question_about_one_episode_or_one_kind_is_not_an_aggregation() -> Non
     assert subqueries("What did Caroline research?") == ("single", [])
 
 
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What are Joanna's hobbies?",  # "what are X's <plural>"
+        "What are Maria's dogs' names?",
+        "What are the names of John's children?",
+        "What are my hobbies?",
+        "What has Melanie painted?",  # present perfect over a person's history
+        "What has John cooked?",
+        "What kind of classes has James joined?",  # "kind of" with the present perfect
+        "How many car shows has Dave attended?",  # a count of a two-word plural
+        "What musical artists/bands has Melanie seen?",
+        "What does Calvin do to relax?",  # a habit
+        "What types of yoga has Maria practiced?",  # several kinds asked for
+        "What people has Maria met while volunteering?",  # an irregular plural
+        "Which cities did Dave travel to in 2023?",  # a year is no single episode
+    ],
+)
+def test_list_questions_that_name_no_count_are_aggregations(question: str) -> None:
+    assert plan_query(question).shape == "aggregate"
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is Caroline's identity?",  # one thing asked for
+        "What has John been teaching his siblings?",  # progressive: one ongoing thing
+        "What kind of articles has Tim been writing about for the online magazine?",
+        "What does Dana do for a living?",
+        "What are the new shoes that Melanie got used for?",  # no owner of a plural
+        "What are Joanna's hobbies during the trip?",  # one episode named
+    ],
+)
+def test_questions_about_one_thing_stay_single(question: str) -> None:
+    assert plan_query(question).shape == "single"
+
+
 def test_plans_and_settings_refuse_what_they_cannot_mean() -> None:
     with pytest.raises(ValidationError, match="shape"):
         QueryPlan("sideways")

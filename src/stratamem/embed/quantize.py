@@ -36,6 +36,7 @@ __all__ = [
     "encode_int8",
     "int4_blob_size",
     "int4_codes",
+    "int4_rows",
     "int8_blob_size",
     "int8_codes",
     "inverse_norms",
@@ -190,8 +191,23 @@ def int4_codes(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     if set(map(len, blobs)) != {size}:
         bad = next(len(b) for b in blobs if len(b) != size)
         raise BackendError(f"stored 4-bit vector is {bad} bytes, expected {size} for {dims} dimensions")
-    raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), size)
-    codes = np.empty((len(blobs), 2 * size), dtype=np.int8)
+    return int4_rows(b"".join(blobs), dims)
+
+
+def int4_rows(data: bytes, dims: int) -> np.ndarray:
+    """The codes (-7..7) of back-to-back 4-bit vectors (``data``: a whole number of :func:`encode_int4` blobs,
+    e.g. a stored blob of several sentences), one ``(n, dims)`` int8 array.
+
+    Raises:
+        BackendError: ``data`` is not a whole number of ``dims``-vectors (corrupt data).
+    """
+    import numpy as np
+
+    size = int4_blob_size(dims)
+    if len(data) % size:
+        raise BackendError(f"stored 4-bit vectors are {len(data)} bytes, not a multiple of {size}")
+    raw = np.frombuffer(data, dtype=np.uint8).reshape(len(data) // size, size)
+    codes = np.empty((len(raw), 2 * size), dtype=np.int8)
     codes[:, 0::2] = raw >> 4
     codes[:, 1::2] = raw & 15
     codes -= 8

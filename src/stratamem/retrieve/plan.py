@@ -128,12 +128,14 @@ class PlanSettings:
 
 # --- shapes -----------------------------------------------------------------------------------
 
-_PLURAL = r"(?!\w*(?:ss|us|is)\b)[a-z][\w+-]*s"  # a plural head noun ("books", "LGBTQ+ events"), not "class"
+# A plural head noun ("books", "LGBTQ+ events", "artists/bands", "people"), not "class".
+_PLURAL = r"(?:(?!\w*(?:ss|us|is)\b)[a-z][\w+/-]*s|people|children|men|women)"
+_OWNER = r"(?:[\w-]+'s?|my|our|his|her|their|your)"  # "Joanna's", "Audrey's dogs'", "my"
 # Questions about one episode ("during the party", "last week") are answered by one turn.
 _EPISODE = re.compile(
     r"\b(during|at the|after|before|when|while|on (?:the )?\w+day|last|recently|yesterday|ago|"
     r"in (?:january|february|march|april|may|june|july|august|september|october|november|december)"
-    r"|in \d{4}|for (?:the|her|his|their) \w+)\b",
+    r"|for (?:the|her|his|their) \w+)\b",
     re.IGNORECASE,
 )
 _AGG_ALWAYS = re.compile(
@@ -144,14 +146,36 @@ _AGG_ALWAYS = re.compile(
     rf"|\b(what|which) (?:\S+ ){{0,2}}{_PLURAL} (has|have)\b|\bwhere (has|have)\b|\bwho (has|have)\b",
     re.IGNORECASE,
 )
-_AGG_HABIT = re.compile(rf"\b(what|which) (?:\S+ ){{0,2}}{_PLURAL} (does|do|did)\b|\bwhat do \S+ like\b", re.IGNORECASE)
+_AGG_HABIT = re.compile(
+    rf"\b(what|which) (?:\S+ ){{0,2}}{_PLURAL} (does|do|did)\b|\bwhat do \S+ like\b"
+    # "What are Joanna's hobbies?", "What are the names of John's children?": a plural the question asks for.
+    rf"|\bwhat (?:are|were) (?:{_OWNER} (?:\S+ )?{_PLURAL}|the {_PLURAL} of {_OWNER})(?: |\?|$)"
+    # "What does Calvin do to relax?": a habit, told in many sessions.
+    r"|\bwhat (?:does|do) \S+ do (?:to|when)\b",
+    re.IGNORECASE,
+)
+# Present perfect over a person's history: "What has Melanie painted?", "What kind of classes has
+# James joined?", "How many car shows has Dave attended?" — every occasion so far counts.
+_AGG_PERFECT = re.compile(
+    # Case matters for the name only: (?i:...) around the words.
+    r"\b(?i:what (?:has|have)) [A-Z][\w'-]* (?!been\b)(?:\w+ )?\w+(?:ed|en|ne|wn|ht)\b"
+    rf"|\b(?i:(?:kind|type|sort)s? of (?:\S+ )?{_PLURAL} (?:has|have)) [A-Z][\w'-]* (?!been\b)"
+    rf"|\b(?i:how many (?:\S+ ){{1,2}}{_PLURAL} (?:has|have))\b"
+    # "What types of yoga has Maria practiced?": several kinds asked for.
+    r"|\b(?i:(?:kinds|types|sorts) of)\b",
+)
 _KIND_OF = re.compile(r"\b(kind|type|sort)s? of\b", re.IGNORECASE)
 
 
 def is_aggregation(query: str) -> bool:
     """A question whose answer collects several mentions: counts ("how many times", "how many books
     have I"), sums ("in total", "what is the total"), lists ("what books has Melanie read?", "where
-    has she camped?"), and "what <plural> does/did X …" when no single episode is named."""
+    has she camped?", "what are Joanna's hobbies?", "what has Melanie painted?", "what types of yoga
+    has Maria practiced?"), and "what <plural> does/did X …" or "what does X do to …" when no single
+    episode is named. A singular "what kind of music does she like?" and the progressive "what has
+    she been doing …" are one answer."""
+    if _AGG_PERFECT.search(query):
+        return True
     if _KIND_OF.search(query):
         return False  # "what kind of music does she like?", "what kind of flowers does he have?": one answer
     return bool(_AGG_ALWAYS.search(query) or (_AGG_HABIT.search(query) and not _EPISODE.search(query)))

@@ -141,7 +141,7 @@ class Passages:
             return {}
         select = f"SELECT turn_id, vectors FROM recall_passages WHERE {self._ns} = ? AND model = ?"
         if turn_ids is None:
-            rows = self._sql.rows(select, (key, model))
+            rows = self._sql.rows(select, (key, model), binary=True)  # every blob: binary rows (PostgreSQL)
         else:
             rows = []
             for part in chunks([int(i) for i in turn_ids]):

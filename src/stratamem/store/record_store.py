@@ -311,6 +311,11 @@ class RecordStore(SharedFeatures):
         for name in sorted(counts):
             last = w.execute(reserve, (counts[name], key, sid[name])).fetchone()[0]
             next_seq[name] = int(last) - counts[name] + 1
+        # Bumped after the session rows (locked in name order) and before the turns take their ids: on
+        # PostgreSQL the version row's lock, held to commit, then orders the namespace's appends, so each
+        # commits ids above every id committed before it (``ids_commit_in_order``; the recall index's
+        # in-step check reads only the turns above its newest id instead of counting every turn).
+        data_version.bump(w, namespace)
         rows: list[tuple[Any, ...]] = []
         placed: list[tuple[str, int, int]] = []
         for b in batches:
@@ -341,7 +346,6 @@ class RecordStore(SharedFeatures):
                 _insert_turns(d.tenant, len(part)), [v for row in part for v in row]
             ).fetchall():
                 ids[(int(session_id), int(seq))] = int(tid)
-        data_version.bump(w, namespace)  # last: after the session rows, locked in name order
         turns = [t for b in batches for t in b.turns]
         return [
             StoredTurn(ids[(sid[name], seq)], namespace, name, seq, tokens, turn)

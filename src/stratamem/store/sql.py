@@ -265,14 +265,20 @@ class Sql:
         self._read = read
         self._write = write
 
-    def rows(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+    def rows(self, statement: str, params: Sequence[Any] = (), *, binary: bool = False) -> list[tuple[Any, ...]]:
         """All rows of one query.
+
+        ``binary``: on PostgreSQL, the rows come in the binary format (for bulk reads of blobs:
+        a ``BYTEA`` then crosses the wire as its bytes, not as twice as many hex digits to decode;
+        the values read back the same). SQLite has one format.
 
         Raises:
             ValidationError: An integer parameter is outside 64 bits (see :func:`check_params`).
         """
         check_params(params)
         with self._read() as conn:
+            if binary and self.dialect.name != "sqlite":
+                return conn.execute(self.dialect.sql(statement), params, binary=True).fetchall()
             return conn.execute(self.dialect.sql(statement), params).fetchall()
 
     def tenant_key(self, namespace: str) -> Any | None:

@@ -292,7 +292,8 @@ class TurnIndex:
         """Rows ``(turn_id, term_ids, vector, events, sentences)`` of the namespace, ``where`` narrowing them."""
         select = "SELECT turn_id, term_ids, vector, {} FROM recall_index WHERE " + f"{self._ns} = ?{where}"
         try:
-            return self._sql.rows(select.format("events, sentences"), params)
+            # Binary rows: every turn's vector and term ids, half the bytes of hex text (PostgreSQL).
+            return self._sql.rows(select.format("events, sentences"), params, binary=True)
         except BackendError as exc:
             if "no such column" not in str(exc):
                 raise
@@ -308,6 +309,7 @@ class TurnIndex:
             f"ON s.{self._ns} = t.{self._ns} AND s.id = t.session_id WHERE t.{self._ns} = ? "
             "ORDER BY t.session_id, t.seq",
             (namespace, key),
+            binary=True,
         )
 
     def keys(self, namespace: str) -> list[TurnKey]:
