@@ -162,6 +162,8 @@ def _merge(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out["format"] = rows[0]["format"]
     out["anthropic"] = {k: [sum(r["anthropic"][k][i] for r in rows) for i in range(3)] for k in rows[0]["anthropic"]}
     out["where"] = sum((Counter(r["where"]) for r in rows), Counter())
+    out["causes"] = sum((Counter(r.get("causes", {})) for r in rows), Counter())
+    out["lost"] = sum((Counter(r.get("lost", {})) for r in rows), Counter())
     out["parts"] = sum((Counter(r.get("parts", {})) for r in rows), Counter())
     out["carried"] = sum((Counter(r.get("carried", {})) for r in rows), Counter())
     for key in ("share_median", "lcp_median"):
@@ -266,6 +268,25 @@ def _where(results: list[dict]) -> list[str]:
                         n = sum(c.values())
                         top = ", ".join(f"{k} {v / n:.0%}" for k, v in c.most_common(4))
                         lines.append(f"- {res['label']} · {dataset} {arm} {fmt} B={budget or '-'}: {top}")
+    return lines
+
+
+def _causes(results: list[dict]) -> list[str]:
+    """Why prompts lost their prefix: per cause, the share of calls and of all prompt tokens lost."""
+    lines = ["\nwhy the prefix changed (assembly arm: share of calls · prompt tokens lost, share of all tokens)\n"]
+    for res in results:
+        for dataset in ("locomo", "agent"):
+            for fmt in ("openai", "anthropic"):
+                rows = [
+                    r for r in res["rows"] if r["dataset"] == dataset and r["format"] == fmt and r["arm"] == "assembly"
+                ]
+                for budget in sorted({r["budget"] for r in rows}):
+                    m = _merge([r for r in rows if r["budget"] == budget])
+                    n = sum(m["causes"].values()) or 1
+                    top = ", ".join(
+                        f"{k} {v / n:.0%} · {m['lost'][k] / m['tokens']:.1%}" for k, v in m["causes"].most_common()
+                    )
+                    lines.append(f"- {res['label']} · {dataset} {fmt} B={budget}: {top}")
     return lines
 
 
@@ -378,6 +399,7 @@ def main(argv: list[str] | None = None) -> None:
             out += _summary(results, dataset, fmt)
     out += _per_conversation(results)
     out += _where(results)
+    out += _causes(results)
     out += _parts(results)
     out += _recall(results)
     out.append(

@@ -115,22 +115,25 @@ def test_anthropic_stable_prefix_is_byte_identical_and_marked_through_the_offici
     for before, after in zip(bodies, bodies[1:], strict=False):
         # L0-L2: the system blocks, unchanged.
         assert _plain(after["system"]) == _plain(before["system"])
-        # L3: everything before the message that carries this call's recall is in the next request, as sent.
-        held = len(before["messages"]) - 1
-        assert _plain(after["messages"][:held]) == _plain(before["messages"][:held])
+        # L3: the whole request but this call's recall, the user's newest words included, is in the next
+        # request as sent.
+        newest = before["messages"][-1]
+        assert newest["content"][-1]["text"].startswith(RECALL_TITLE)
+        held = [*before["messages"][:-1], {**newest, "content": newest["content"][:-1]}]
+        assert _plain(after["messages"][: len(held)]) == _plain(held)
     last = bodies[-1]
     assert [b["text"].split("\n", 1)[0] for b in last["system"]][-1] == LEDGER_TITLE
-    # Breakpoints: the stable system blocks and the window's last block before the newest message; at most 4.
-    assert _marks(last) == ["system[0]", f"messages[{len(last['messages']) - 2}][0]"]  # the reply before
+    # Breakpoints: the stable system blocks and the newest message's words, before the recall; at most 4.
+    assert _marks(last) == ["system[0]", f"messages[{len(last['messages']) - 1}][0]"]
     newest = last["messages"][-1]["content"]
-    assert newest[0]["text"].startswith(RECALL_TITLE) and newest[-1]["text"] == MESSAGES[-1]
+    assert newest[0]["text"] == MESSAGES[-1] and newest[-1]["text"].startswith(RECALL_TITLE)
     # The provider read back what the previous call wrote: everything up to its window breakpoint.
     assert usages[0].cache_read_input_tokens == 0
     assert usages[2].cache_read_input_tokens > 0
     assert usages[2].cache_read_input_tokens >= usages[1].cache_read_input_tokens
     # The manifest names the same breakpoints and holds the reported hit rate.
     cache = contexts[-1].manifest.cache
-    at = len(last["messages"]) - 2
+    at = len(last["messages"]) - 1
     assert cache is not None and [b["after"] for b in cache["breakpoints"]] == ["ledger", f"message {at}"]
     assert cache["stable_tokens"] == cache["breakpoints"][-1]["tokens"]
     stored = mem.store.manifests.latest("cache", limit=1)[0].data
@@ -161,11 +164,12 @@ def test_openai_stable_prefix_is_first_and_byte_identical_through_the_official_c
         contexts = _converse(mem, send, "openai")
         bodies = [r.body for r in server.requests]
     for before, after in zip(bodies, bodies[1:], strict=False):
-        held = len(before["messages"]) - 2  # this call's recall, then the user's message
+        # Everything but this call's recall (last), the user's newest message included, is the next prefix.
+        held = len(before["messages"]) - 1
         assert after["messages"][:held] == before["messages"][:held]
         assert before["messages"][held]["role"] == "system"
         assert before["messages"][held]["content"].startswith(RECALL_TITLE)
-    assert bodies[-1]["messages"][-1] == {"role": "user", "content": MESSAGES[-1]}
+    assert bodies[-1]["messages"][-2] == {"role": "user", "content": MESSAGES[-1]}
     assert bodies[-1]["prompt_cache_key"] == contexts[-1].cache_key == contexts[0].cache_key
     assert "cache_control" not in json.dumps(bodies)
     assert cached[0] == 0 and cached[2] > 0 and cached[2] % 128 == 0

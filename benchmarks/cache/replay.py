@@ -93,6 +93,9 @@ class Tracker:
         self._order: list[str] = []
         self._units: dict[str, int] = {}
         self.where: Counter[str] = Counter()
+        self.causes: Counter[str] = Counter()
+        self.lost: Counter[str] = Counter()
+        self._cache: dict[str, Any] | None = None
         self.breakpoints = 0
         self._prev: Request | None = None
         self._scope: object = None
@@ -125,6 +128,11 @@ class Tracker:
             self.where["appended (the previous request is a prefix)"] += 1
         else:
             self.where[req.where(n)] += 1
+        if self._prev is not None:
+            cause = _cause(self._cache, getattr(manifest, "cache", None))
+            self.causes[cause] += 1
+            self.lost[cause] += len(req) - n
+        self._cache = getattr(manifest, "cache", None)
         self._prev = req
         if self.fmt == "openai":
             self.openai_cached += self._openai.cached(req)
@@ -180,6 +188,8 @@ class Tracker:
             "compactions": self.compactions,
             "summarizer": self.summarizer,
             "where": dict(self.where),
+            "causes": dict(self.causes),
+            "lost": dict(self.lost),
             "openai_cached": self.openai_cached,
             "anthropic": self.anth,
             "breakpoints": self.breakpoints,
@@ -188,6 +198,27 @@ class Tracker:
             "chain": self.chain,
             "unit_tokens": self.unit_tokens,
         }
+
+
+def _cause(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None) -> str:
+    """Why a call's prefix differs from the previous call's, from the two manifests' ``cache`` accounts.
+
+    The first of: no cache layout; a question (either call assembled without the layout); the
+    standing layers (instructions, state) changed; the ledger changed; the window's anchor moved;
+    else the per-call part (the previous call's L4 and the turns after it: what always changes).
+    """
+    if not prev or not cur:
+        return "no cache layout"
+    if prev.get("deviation") or cur.get("deviation"):
+        return "question (assembled without the layout)"
+    ph, ch = prev.get("layer_hashes") or {}, cur.get("layer_hashes") or {}
+    if any(ph.get(k) != ch.get(k) for k in ("instructions", "state")):
+        return "standing layers changed"
+    if ph.get("ledger") != ch.get("ledger"):
+        return "ledger changed"
+    if (prev.get("anchor") or {}).get("turn") != (cur.get("anchor") or {}).get("turn"):
+        return "window start moved"
+    return "per call (L4, newest turns)"
 
 
 def _config(sets: Mapping[str, Any]) -> Any:

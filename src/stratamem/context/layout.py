@@ -16,8 +16,8 @@ L4    per call               items, turns and summaries recalled for this messag
 
 L0-L2 change only when what they show really changes (an instruction file,
 a state edit, a promoted item, a compaction), or when the window's anchor
-jumps; L3 grows by appending; L4 is placed after the conversation, just
-before the newest message (:mod:`.cache_render`). Everything is a function
+jumps; L3 grows by appending; L4 is placed last, after the newest message
+(:mod:`.cache_render`). Everything is a function
 of the stored data and the request, so every shell gets the same prompt.
 
 A *conversational* message gets at most ``recall_share`` of the budget for L4,
