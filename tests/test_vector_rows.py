@@ -141,3 +141,33 @@ def test_an_opened_index_holds_its_vectors_as_codes_and_scores_like_the_decoded_
         np.asarray(index._corpus.dots(np.asarray(emb.embed_batch([query])[0]))), plain, atol=1e-6
     )
     assert sig["vector"].shape == (40,)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    n=st.integers(0, 2 * BLOCK + 300),
+    dims=st.sampled_from([1, 7, 384]),
+    queries=st.integers(1, 4),
+    codes=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_several_queries_scored_in_one_pass_equal_each_scored_alone(
+    n: int, dims: int, queries: int, codes: bool, seed: int
+) -> None:
+    """A planned question's query vectors share one pass over the rows (issue 28), bit for bit."""
+    rng = np.random.default_rng(seed)
+    vec = _unit(rng, n, dims)
+    rows = VectorRows(dims, codes=codes)
+    rows.extend(int8_codes(encode_int8(vec), dims) if codes else vec)
+    qs = list(_unit(rng, queries, dims))
+    many = rows.dots_many(qs)
+    assert many.shape == (queries, n) and many.dtype == np.float32
+    for got, q in zip(many, qs, strict=True):
+        assert np.array_equal(got, rows.dots(q))
+    owners = np.sort(rng.integers(0, max(n // 3, 1), size=n))
+    passages = PassageVectors()
+    for pos in np.unique(owners):
+        passages.add([int(pos)], [vec[owners == pos]])
+    turn = [rng.random(max(n // 3, 1)).astype(np.float32) for _ in qs]
+    for got, q, t in zip(passages.best_many(qs, turn), qs, turn, strict=True):
+        assert np.array_equal(got, passages.best(q, t))

@@ -24,13 +24,22 @@ from hypothesis import strategies as st
 from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
+from stratamem.context.dedup import Shown
+from stratamem.context.history import pack_checked
 from stratamem.context.sources import VECTOR_FLOOR, SummaryIndex, _Stack
-from stratamem.records import Turn
+from stratamem.records import StoredTurn, Turn
+from stratamem.retrieve import HybridIndex
+from stratamem.retrieve import updates as updates_module
+from stratamem.retrieve.engine import Hit
 from stratamem.retrieve.passages import PassageVectors
+from stratamem.retrieve.plan import QueryPlan
+from stratamem.retrieve.updates import find_updates
+from stratamem.retrieve.vector_rows import VectorRows
 from stratamem.store.base import TurnBatch
 from stratamem.store.open import open_store
 from stratamem.store.sqlite import SQLiteStore
 from stratamem.testing.hash_embedder import HashEmbedder
+from stratamem.tokens import BPETokenizer
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
 _TOPICS = ["paid rent in Paris", "baked bread with rye", "fixed the bike chain", "planned a trip to Rome"]
@@ -296,3 +305,113 @@ def test_the_recall_index_follows_this_and_other_writers_and_a_forget(
     finally:
         mem.close()
         other.close()
+
+
+# --- one pass over each matrix, one strip per registry, readings remembered ------------------------
+
+
+def _day(tid: int, session: str, text: str, days: int, name: str = "Ana") -> StoredTurn:
+    return StoredTurn(tid, "n", session, tid, 10, Turn("user", text, name=name, timestamp=T0 + timedelta(days=days)))
+
+
+def test_a_question_with_sub_queries_reads_each_vector_matrix_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Main scored each sub-query with its own pass over the turn and the sentence vectors (2 × 3 passes
+    here); the rows are now converted once a block and multiplied by every query vector (2 passes)."""
+    index = HybridIndex(embedder=HashEmbedder(32))
+    index.add_turns(
+        [
+            _day(
+                i,
+                f"s{i}",
+                f"We talked about the garden and the tomatoes again on day {i}. The rye bread was baked "
+                f"in the old oven by the window. Ana planned a long trip to Rome with her sister.",
+                i,
+            )
+            for i in range(1, 30)
+        ]
+    )
+    assert len(index._sentence_vectors) and index.planning.sentence_mix > 0
+    passes: list[int] = []
+    inner = False
+    for name in ("dots", "dots_many"):
+        real = getattr(VectorRows, name, None)
+        if real is None:
+            continue
+
+        def spy(self: VectorRows, *args: Any, _real: Any = real) -> Any:
+            nonlocal inner
+            if not inner:
+                passes.append(len(self))
+            inner, outer = True, inner
+            try:
+                return _real(self, *args)
+            finally:
+                inner = outer
+
+        monkeypatch.setattr(VectorRows, name, spy)
+    plan = QueryPlan("between", ("the bread in the oven", "the trip to Rome"))
+    hits = index.search("How long between the garden talks?", k=5, plan=plan)
+    assert hits
+    assert sorted(passes) == sorted([len(index._corpus.vectors), len(index._sentence_vectors)])  # type: ignore[arg-type]
+
+
+def test_packing_strips_a_text_against_the_same_registry_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A later round of :func:`pack_checked` that registers what the round before did asks no strip
+    again: a ranking whose second turn repeats the first packed in 2 rounds asked 4 + 3 strips on main."""
+    tok = BPETokenizer()
+    texts = [
+        "Ana baked rye bread in the old oven on Sunday morning.",
+        "Ana baked rye bread in the old oven on Sunday morning!",
+        "The bike chain was fixed at the shop near the station.",
+        "Rent for the flat in Paris was paid on the first of May.",
+    ]
+    fresh = [_day(i + 1, "s", t, i) for i, t in enumerate(texts)]
+    calls: list[str] = []
+    real = Shown.strip
+
+    def spy(self: Shown, text: str) -> Any:
+        calls.append(text)
+        return real(self, text)
+
+    monkeypatch.setattr(Shown, "strip", spy)
+    misses: list[Any] = []
+    packed, shown, left = pack_checked(fresh, 1000, tok, "bread", {}, Shown(), misses, {})
+    assert [st.id for st in packed.turns] == [1, 3, 4]
+    assert [m.id for m in misses] == ["turn:2"] and [st.id for st in left] == [1, 3, 4]
+    assert len(calls) == 4  # round 1 strips four texts; round 2 (the same registries) none
+
+
+def test_find_updates_reads_a_turns_statements_once_across_contexts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Consecutive contexts recall the same turns: their readings (a parse of every clause) are
+    remembered, so a second ``find_updates`` over the same hits parses nothing."""
+    turns = {
+        1: _day(1, "a", "I live in Denver with my two cats, and I work at the bakery downtown.", 0),
+        2: _day(2, "b", "We moved to Austin last month, so now I live in Austin near the lake.", 90),
+    }
+    hits = [Hit(f"turn:{i}", "turn", (i,), {"fused": 1.0}) for i in (2, 1)]
+    parsed: list[str] = []
+    real = updates_module.readings
+
+    def spy(text: str, speaker: str, names: Any = ()) -> Any:
+        parsed.append(text)
+        return real(text, speaker, names)
+
+    monkeypatch.setattr(updates_module, "readings", spy)
+    updates_module._cached_readings.cache_clear() if hasattr(updates_module, "_cached_readings") else None
+    first = find_updates(hits, turns.__getitem__, lambda a, b: 0.9)
+    assert sorted(parsed) == sorted(t.text for t in turns.values())
+    parsed.clear()
+    assert find_updates(hits, turns.__getitem__, lambda a, b: 0.9) == first
+    assert parsed == []
+
+
+def test_the_substance_prior_is_kept_between_queries_and_follows_new_turns() -> None:
+    index = HybridIndex(embedder=HashEmbedder(16))
+    index.add_turns([_day(i, "s", f"note {i} about the garden and tomatoes", i) for i in range(1, 6)])
+    scale = index.weights.substance_terms
+    first = index._corpus.substance(scale)
+    assert index._corpus.substance(scale) is first and not first.flags.writeable
+    index.add_turns([_day(9, "s", "a new note about the bread", 9)])
+    grown = index._corpus.substance(scale)
+    assert len(grown) == 6 and np.array_equal(grown[:5], first)
+    assert np.array_equal(grown, 1.0 - np.exp(-index._corpus._lengths.view / scale))

@@ -148,6 +148,22 @@ def _entries(text: str, min_tokens: int) -> _Entries:
 _cached_entries = lru_cache(maxsize=4096)(_entries)
 
 
+def _restate_facts(text: str, min_tokens: int) -> tuple[tuple[tuple[str, ...], frozenset[str]], ...]:
+    """(tokens, :func:`names`) of each fact sentence of ``text``, as :meth:`Shown.restates` asks about them.
+
+    Cached for short texts: every context screens its few hundred recalled turns,
+    and consecutive contexts recall mostly the same ones (issue 28).
+    """
+    return _cached_restate_facts(text, min_tokens) if len(text) <= _CACHED_CHARS else _read_facts(text, min_tokens)
+
+
+def _read_facts(text: str, min_tokens: int) -> tuple[tuple[tuple[str, ...], frozenset[str]], ...]:
+    return tuple((toks, names(s)) for s in sentences(text) if len(toks := fact_tokens(s)) >= min_tokens)
+
+
+_cached_restate_facts = lru_cache(maxsize=4096)(_read_facts)
+
+
 @dataclass(frozen=True, slots=True)
 class Stripped:
     """A unit's text with the sentences already shown taken out."""
@@ -235,10 +251,10 @@ class Shown:
 
     def restates(self, text: str) -> str | None:
         """The id of a kept copy when every fact sentence of ``text`` is shown (and it has one)."""
-        facts = [(toks, s) for s in sentences(text) if len(toks := fact_tokens(s)) >= self.min_tokens]
+        facts = _restate_facts(text, self.min_tokens)
         if not self.enabled or not facts:
             return None
-        owners = [self.find(toks, names(s)) for toks, s in facts]
+        owners = [self.find(toks, named) for toks, named in facts]
         return owners[0] if all(owners) else None
 
     def strip(self, text: str) -> Stripped:

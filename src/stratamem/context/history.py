@@ -24,7 +24,7 @@ from ..records.manifests import ContextItem, NearMiss
 from ..retrieve.render import CompactRenderer, Packed, pack_turns
 from ..tokens import Tokenizer
 from .assembly import Allocation, Assembly
-from .dedup import Shown, fact_tokens
+from .dedup import Shown, Stripped, fact_tokens
 from .units import Candidates, ItemUnit, Recalled
 from .window import Window
 
@@ -298,6 +298,12 @@ def pack_checked(
         ``(packed, shown with the packed turns registered, the candidates left)``.
     """
     checked: list[StoredTurn] | None = None
+    # A strip's result depends only on the registry and the text, and every round starts from
+    # ``shown`` and mostly registers what the round before did: a registry is named by the
+    # sequence of its additions (an interned id), and a text stripped against a registry seen
+    # in an earlier round is not stripped again (issue 28: 4 rounds re-stripped ~60 turns each).
+    states: dict[tuple[int, str, str], int] = {}
+    cuts: dict[tuple[int, str], Stripped] = {}
     for attempt in range(4):
         last = attempt == 3
         packed = pack_turns(
@@ -313,11 +319,15 @@ def pack_checked(
             return packed, trial, fresh
         replace: dict[int, StoredTurn | None] = {}
         ok: list[StoredTurn] = []
+        state = 0
         for st in packed.turns:
             text = packed.texts.get(st.id, st.text)
             excerpted = st.id in packed.excerpts
             editable = isinstance(st.turn.content, str) and st.role != "tool"
-            cut = trial.strip(st.text if editable else text)
+            asked = st.text if editable else text
+            cut = cuts.get((state, asked))
+            if cut is None:
+                cut = cuts[state, asked] = trial.strip(asked)
             if cut.removed and not cut.facts_left:
                 misses.append(
                     NearMiss(
@@ -339,6 +349,7 @@ def pack_checked(
                 if not excerpted:
                     text = f"{labels[st.id]} {cut.text}" if st.id in labels else cut.text
             trial.add(f"turn:{st.id}", text)
+            state = states.setdefault((state, f"turn:{st.id}", text), len(states) + 1)
             ok.append(st)
         if not replace:
             return packed, trial, fresh

@@ -84,6 +84,7 @@ class TurnCorpus:
         self._place = _Rows(np.int64)
         self._speaker_of = _Rows(np.int64)
         self._lengths = _Rows(np.int64)
+        self._substance: tuple[tuple[int, float], np.ndarray] | None = None  # see substance()
         self.vectors: VectorRows | None = None
         self.window_norms: _Rows | None = None
         self._session_sums: _Rows | None = None
@@ -369,8 +370,14 @@ class TurnCorpus:
         return (sums[self.hi] - sums[self.lo]) / self.window_norms.view
 
     def substance(self, scale: float) -> np.ndarray:
-        """``1 - exp(-terms / scale)`` per turn, from its count of content words."""
-        return 1.0 - np.exp(-self._lengths.view / scale)
+        """``1 - exp(-terms / scale)`` per turn, from its count of content words (read-only: shared
+        between queries, made again only when turns were added or ``scale`` changed)."""
+        key = (len(self._lengths.view), scale)
+        if self._substance is None or self._substance[0] != key:
+            prior = 1.0 - np.exp(-self._lengths.view / scale)
+            prior.flags.writeable = False
+            self._substance = (key, prior)
+        return self._substance[1]
 
     def _window_bm25(self, out: np.ndarray, docs: np.ndarray, tf: np.ndarray, weight: float) -> None:
         """Add one term's window BM25: window tf = sum of the term's tf over each window.

@@ -51,6 +51,10 @@ GATHER_DEPTH = 500
 """Candidates beyond ``k`` an ``aggregate`` question gathers from (turns of other sessions)."""
 
 
+_Scan = tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]
+"""A query vector and its scans: turn cosines, best sentence and best passage cosines (each ``None`` when unused)."""
+
+
 def _top(fused: np.ndarray, k: int) -> np.ndarray:
     """Positions of the ``k`` best scores, best first (ties: lower position first)."""
     if k < len(fused):
@@ -371,7 +375,7 @@ class HybridIndex:
             sentence_mix: Mix the best sentence cosine into ``vector`` (what a planned
                 question does, :attr:`~stratamem.retrieve.plan.PlanSettings.sentence_mix`).
         """
-        return self._signals(query, weighted_only, now, None, sentence_mix)
+        return self._signals(query, weighted_only, now, sentence_mix)
 
     def _query_vectors(self, queries: Sequence[str]) -> list[np.ndarray | None]:
         """One embedding call for a question and its sub-queries (``None`` each without vectors)."""
@@ -380,8 +384,20 @@ class HybridIndex:
         assert self.embedder is not None  # vectors are only ever stored with an embedder
         return list(np.asarray(self.embedder.embed_batch(list(queries)), dtype=np.float32))
 
+    def _scans(self, queries: Sequence[np.ndarray | None], mix: float) -> list[_Scan]:
+        """The vector scans of each query vector, every matrix read once for all of them
+        (:meth:`.VectorRows.dots_many`): the turn cosines, the best sentence cosines when
+        ``mix`` mixes them in, the best passage cosines when they are weighted."""
+        assert self._corpus.vectors is not None
+        vectors = [q for q in queries if q is not None]  # (all of them: the index has vectors)
+        dots = list(self._corpus.vectors.dots_many(vectors))
+        none: list[np.ndarray | None] = [None] * len(dots)
+        sentences = self._sentence_vectors.best_many(vectors, dots) if mix > 0 and len(self._sentence_vectors) else none
+        passages = self._passage_vectors.best_many(vectors, dots) if self.weights.vector_passage > 0 else none
+        return list(zip(vectors, dots, sentences, passages, strict=True))
+
     def _signals(
-        self, query: str, weighted_only: bool, now: datetime | None, q: np.ndarray | None, mix: float
+        self, query: str, weighted_only: bool, now: datetime | None, mix: float, scan: _Scan | None = None
     ) -> tuple[dict[str, np.ndarray], QueryFacts]:
         c = self._corpus
         facts = self.query_facts(query, now)
@@ -391,17 +407,15 @@ class HybridIndex:
         sig = self._lexical(terms, None)
         w = self.weights
         if c.vectors is not None:
-            if q is None:
-                q = self._query_vectors([query])[0]
-            assert q is not None
-            dots = c.dots(q)
+            if scan is None:
+                scan = self._scans(self._query_vectors([query]), mix)[0]
+            q, dots, sentences, passages = scan
             sig["vector"] = np.clip(dots, 0, None)
-            if mix > 0 and len(self._sentence_vectors):
+            if sentences is not None:
                 # Best over the turn and its sentences, mixed in: a fact said in one clause counts.
-                best = np.clip(self._sentence_vectors.best(q, dots), 0, None)
-                sig["vector"] = (1.0 - mix) * sig["vector"] + mix * best
-            if w.vector_passage > 0:
-                sig["vector_passage"] = np.clip(self._passage_vectors.best(q, dots), 0, None)
+                sig["vector"] = (1.0 - mix) * sig["vector"] + mix * np.clip(sentences, 0, None)
+            if passages is not None:
+                sig["vector_passage"] = np.clip(passages, 0, None)
             if not weighted_only or w.vector_window > 0:
                 sig["vector_window"] = np.clip(c.window_cosines(dots), 0, None)
             if not weighted_only or w.vector_session > 0:
@@ -527,9 +541,12 @@ class HybridIndex:
         """:meth:`search` of a question that needs several turns (:mod:`stratamem.retrieve.plan`)."""
         p = self.planning
         queries = [query, *plan.subqueries]
+        vectors = self._corpus.vectors is not None
+        # Every query vector is scored in one pass over each matrix (a sub-query's scans cost no new pass).
+        scans = self._scans(self._query_vectors(queries), p.sentence_mix) if vectors else [None] * len(queries)
         scored = [
-            fuse_signals(self._signals(text, True, now, q, p.sentence_mix)[0], self.weights, self._substance())
-            for text, q in zip(queries, self._query_vectors(queries), strict=True)
+            fuse_signals(self._signals(text, True, now, p.sentence_mix, scan)[0], self.weights, self._substance())
+            for text, scan in zip(queries, scans, strict=True)
         ]
         if plan.subqueries and p.share:
             depth = p.share * len(queries)

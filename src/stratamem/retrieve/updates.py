@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..records import StoredTurn
 from ..summarize.slots import Reading, readings, updated
@@ -75,6 +76,25 @@ NEWER = "(newer)"
 """Label of the newest turn of a group that updates an older one."""
 SUPERSEDED = "(superseded?)"
 """Label of the older turns it updates."""
+
+
+_CACHED_CHARS = 2000
+"""Turns up to this many characters have their readings remembered (see :func:`_readings`)."""
+
+
+@lru_cache(maxsize=4096)
+def _cached_readings(text: str, speaker: str, names: tuple[str, ...]) -> tuple[Reading, ...]:
+    return tuple(readings(text, speaker, names))
+
+
+def _readings(text: str, speaker: str, names: tuple[str, ...]) -> Sequence[Reading]:
+    """:func:`~stratamem.summarize.slots.readings` of a turn, remembered for short texts.
+
+    Consecutive contexts recall mostly the same turns (an agent loop asks about one
+    topic), and reading a turn's clauses cost ~10 % of a warm context (issue 28).
+    A pure function of its arguments, so remembering it changes nothing.
+    """
+    return _cached_readings(text, speaker, names) if len(text) <= _CACHED_CHARS else readings(text, speaker, names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,15 +151,15 @@ def find_updates(
             i = parent[i]
         return i
 
-    names = sorted({st.turn.name for st in turns.values() if st.turn.name})
-    read: dict[int, list[Reading]] = {}
+    names = tuple(sorted({st.turn.name for st in turns.values() if st.turn.name}))
+    read: dict[int, Sequence[Reading]] = {}
 
     def update(old: StoredTurn, new: StoredTurn) -> bool:
         if not _person(new) or old.timestamp >= new.timestamp:
             return False
         for st in (old, new):
             if st.id not in read:
-                read[st.id] = readings(st.text, _speaker(st), names)
+                read[st.id] = _readings(st.text, _speaker(st), names)
         return updated(read[old.id], read[new.id])
 
     near = set(ids)
