@@ -187,8 +187,9 @@ class LiveIndex:
     def _only_appended(self, seen: Any, index: HybridIndex, added: int) -> bool:
         """Whether the store holds exactly the index's turns and ``added`` more after them, known
         without counting every turn: nothing was taken away since the index was last in step (same
-        epoch) and the store commits ids in increasing order (SQLite), so new turns are the ones
-        above the newest indexed id (one read of the namespace's id index)."""
+        epoch) and the store commits ids in increasing order (``ids_commit_in_order``: SQLite and
+        PostgreSQL), so new turns are the ones above the newest indexed id (one read of the
+        namespace's id index)."""
         if (
             self._verified is None
             or seen.epoch != self._verified.epoch
