@@ -138,7 +138,7 @@ def test_an_opened_index_holds_its_vectors_as_codes_and_scores_like_the_decoded_
     stored = store.embeddings.turns.load("n")
     plain = decode_int8([stored[t.id].vector for t in index.turns], 32) @ np.asarray(emb.embed_batch([query])[0])
     np.testing.assert_allclose(
-        np.asarray(index._corpus.dots(np.asarray(emb.embed_batch([query])[0]))), plain, atol=1e-6
+        np.asarray(index._corpus.vectors.dots(np.asarray(emb.embed_batch([query])[0]))), plain, atol=1e-6
     )
     assert sig["vector"].shape == (40,)
 

@@ -397,7 +397,7 @@ def test_find_updates_reads_a_turns_statements_once_across_contexts(monkeypatch:
         return real(text, speaker, names)
 
     monkeypatch.setattr(updates_module, "readings", spy)
-    updates_module._cached_readings.cache_clear() if hasattr(updates_module, "_cached_readings") else None
+    updates_module._readings.cache_clear()
     first = find_updates(hits, turns.__getitem__, lambda a, b: 0.9)
     assert sorted(parsed) == sorted(t.text for t in turns.values())
     parsed.clear()

@@ -9,7 +9,10 @@ floor so none of them has to import :mod:`stratamem.context`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import lru_cache, wraps
+from typing import Concatenate, ParamSpec, TypeVar
 
 from .errors import BudgetError, ValidationError
 from .records import Turn
@@ -19,12 +22,14 @@ __all__ = [
     "FORMATS",
     "MAX_BUDGET",
     "MAX_QUERY_CHARS",
+    "SHORT_TEXT_CHARS",
     "SYSTEM_PROMPTS",
     "check_budget",
     "check_context_format",
     "check_format",
     "check_now",
     "check_system_prompts",
+    "remember_short",
     "turn_line",
 ]
 
@@ -37,6 +42,40 @@ MAX_QUERY_CHARS = 20_000
 """Longest query a shell accepts (HTTP and MCP alike): ranking a longer one only costs time."""
 SYSTEM_PROMPTS = ("session", "namespace")
 """Whose system prompts a context shows: the current session's only (the default), or every session's."""
+
+
+SHORT_TEXT_CHARS = 2000
+"""Longest text whose derived values :func:`remember_short` keeps."""
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def remember_short(
+    maxsize: int,
+) -> Callable[[Callable[Concatenate[str, _P], _R]], Callable[Concatenate[str, _P], _R]]:
+    """Decorator: remember a pure function of a text (its first argument) for texts up to
+    :data:`SHORT_TEXT_CHARS` characters, the ``maxsize`` most recent calls (an LRU).
+
+    Every context reads the same recalled turns' sentences again (registering,
+    stripping, re-packing, update checks) and consecutive contexts share most of
+    them; capping the text length keeps the caches a few MB whatever prompts
+    hold. A longer text is computed on every call. ``cache_clear`` empties it.
+    """
+
+    def wrap(fn: Callable[Concatenate[str, _P], _R]) -> Callable[Concatenate[str, _P], _R]:
+        cached = lru_cache(maxsize=maxsize)(fn)
+
+        @wraps(fn)
+        def call(text: str, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+            if len(text) <= SHORT_TEXT_CHARS:
+                return cached(text, *args, **kwargs)  # type: ignore[arg-type]
+            return fn(text, *args, **kwargs)
+
+        call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        return call
+
+    return wrap
 
 
 MAX_BUDGET = 100_000_000

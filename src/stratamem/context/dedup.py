@@ -47,6 +47,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain, pairwise
 
+from ..text import remember_short
+
 __all__ = [
     "CONTAINMENT",
     "FACT_TEXT_TOKENS",
@@ -72,8 +74,6 @@ FACT_TEXT_TOKENS = 5
 repeats (:func:`repeated_facts`); one more than the pass acts from, so what is checked is
 never finer than what the pass removes."""
 
-# Texts up to this many characters have their tokens and fact entries cached.
-_CACHED_CHARS = 2000
 _SPLIT = re.compile(r"(?<=[.!?])\s+|\n+")
 _TOKEN = re.compile(r"[^\W_]+")
 _NUMBER = re.compile(r"\d")
@@ -91,6 +91,9 @@ def sentences(text: str) -> list[str]:
     return [s for s in _SPLIT.split(text) if s.strip()]
 
 
+# Remembered: one context asks about the same turn, item and summary sentences many
+# times (registering, stripping, re-packing), and consecutive contexts share most.
+@remember_short(16_384)
 def fact_tokens(sentence: str) -> tuple[str, ...]:
     """The sentence's word tokens, lower-cased, without its leading frame.
 
@@ -98,17 +101,7 @@ def fact_tokens(sentence: str) -> tuple[str, ...]:
     bracketed span or time (``[8 May 2023, s1, 10 turns]``), a parenthesised type
     or excerpt mark, and a speaker label (``dana:``).
     """
-    # Cached: one context asks about the same turn, item and summary sentences many
-    # times (registering, stripping, re-packing), and consecutive contexts share most.
-    # Only short texts, so the caches stay a few MB whatever the prompts hold.
-    return _cached_tokens(sentence) if len(sentence) <= _CACHED_CHARS else _tokens(sentence)
-
-
-def _tokens(sentence: str) -> tuple[str, ...]:
     return tuple(_TOKEN.findall(_SPEAKER.sub("", _FRAME.sub("", sentence, count=1), count=1).lower()))
-
-
-_cached_tokens = lru_cache(maxsize=16_384)(_tokens)
 
 
 @lru_cache(maxsize=16_384)
@@ -132,36 +125,24 @@ def fact_sentences(text: str, min_tokens: int = MIN_FACT_TOKENS) -> list[tuple[s
 _Entries = tuple[tuple[frozenset[str], frozenset[tuple[str, str]]], ...]
 
 
+@remember_short(4096)
 def _fact_entries(text: str, min_tokens: int) -> _Entries:
     """(distinct tokens, adjacent token pairs) of each fact sentence of ``text``, as :class:`Shown` keeps them.
 
-    Cached for the reason :func:`fact_tokens` is: the window's turns are registered
+    Remembered for the reason :func:`fact_tokens` is: the window's turns are registered
     again by every context.
     """
-    return _cached_entries(text, min_tokens) if len(text) <= _CACHED_CHARS else _entries(text, min_tokens)
-
-
-def _entries(text: str, min_tokens: int) -> _Entries:
     return tuple((frozenset(toks), frozenset(pairwise(toks))) for toks in fact_sentences(text, min_tokens))
 
 
-_cached_entries = lru_cache(maxsize=4096)(_entries)
-
-
+@remember_short(4096)
 def _restate_facts(text: str, min_tokens: int) -> tuple[tuple[tuple[str, ...], frozenset[str]], ...]:
     """(tokens, :func:`names`) of each fact sentence of ``text``, as :meth:`Shown.restates` asks about them.
 
-    Cached for short texts: every context screens its few hundred recalled turns,
-    and consecutive contexts recall mostly the same ones (issue 28).
+    Remembered: every context screens its few hundred recalled turns, and
+    consecutive contexts recall mostly the same ones (issue 28).
     """
-    return _cached_restate_facts(text, min_tokens) if len(text) <= _CACHED_CHARS else _read_facts(text, min_tokens)
-
-
-def _read_facts(text: str, min_tokens: int) -> tuple[tuple[tuple[str, ...], frozenset[str]], ...]:
     return tuple((toks, names(s)) for s in sentences(text) if len(toks := fact_tokens(s)) >= min_tokens)
-
-
-_cached_restate_facts = lru_cache(maxsize=4096)(_read_facts)
 
 
 @dataclass(frozen=True, slots=True)

@@ -358,11 +358,6 @@ class TurnCorpus:
             self._bm25(session, ses_tf, self._session_bm25_norm, w)
         return turn, window, session
 
-    def dots(self, q: np.ndarray) -> np.ndarray:
-        """Dot product of every turn vector with ``q`` (float32; :meth:`.VectorRows.dots`)."""
-        assert self.vectors is not None
-        return self.vectors.dots(q)
-
     def window_cosines(self, dots: np.ndarray) -> np.ndarray:
         """Cosine of each turn's window vector with a query, from the turns' dot products with it."""
         assert self.window_norms is not None

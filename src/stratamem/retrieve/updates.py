@@ -39,10 +39,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 from ..records import StoredTurn
 from ..summarize.slots import Reading, readings, updated
+from ..text import remember_short
 from .engine import Hit
 
 __all__ = [
@@ -78,23 +78,15 @@ SUPERSEDED = "(superseded?)"
 """Label of the older turns it updates."""
 
 
-_CACHED_CHARS = 2000
-"""Turns up to this many characters have their readings remembered (see :func:`_readings`)."""
-
-
-@lru_cache(maxsize=4096)
-def _cached_readings(text: str, speaker: str, names: tuple[str, ...]) -> tuple[Reading, ...]:
-    return tuple(readings(text, speaker, names))
-
-
-def _readings(text: str, speaker: str, names: tuple[str, ...]) -> Sequence[Reading]:
+@remember_short(4096)
+def _readings(text: str, speaker: str, names: tuple[str, ...]) -> tuple[Reading, ...]:
     """:func:`~stratamem.summarize.slots.readings` of a turn, remembered for short texts.
 
     Consecutive contexts recall mostly the same turns (an agent loop asks about one
     topic), and reading a turn's clauses cost ~10 % of a warm context (issue 28).
     A pure function of its arguments, so remembering it changes nothing.
     """
-    return _cached_readings(text, speaker, names) if len(text) <= _CACHED_CHARS else readings(text, speaker, names)
+    return tuple(readings(text, speaker, names))
 
 
 @dataclass(frozen=True, slots=True)
