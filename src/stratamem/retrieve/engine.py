@@ -29,6 +29,7 @@ from ..records import StoredTurn
 from ..store.term_ids import StoredTerms
 from .corpus import TurnCorpus
 from .eventdates import ToldDays, decode_events, event_spans, first_day
+from .ivf import ScanSettings
 from .lexical import BM25Index, analyze
 from .passages import PassageVectors, is_long, passage_texts
 from .plan import PlanSettings, QueryPlan, gather, merge
@@ -126,6 +127,8 @@ class HybridIndex:
         """Whether short multi-sentence turns have sentence vectors (:mod:`stratamem.retrieve.sentences`)."""
         self.rewriter: QueryRewriter = rewriter or RuleRewriter()
         """Who plans a question (:mod:`stratamem.retrieve.rewrite`): the rules unless a model is given."""
+        self.scan = ScanSettings()
+        """When the vector scans go through lists (:mod:`stratamem.retrieve.ivf`): past ``scan.rows`` turns."""
         self._corpus = TurnCorpus(self.weights.window, embedder.embed_batch if embedder is not None else None)
         # Reads full turns by id: an index opened from the store holds only turn keys
         # (id, session, speaker, time) and reads a turn when it is recalled.
@@ -390,10 +393,13 @@ class HybridIndex:
         ``mix`` mixes them in, the best passage cosines when they are weighted."""
         assert self._corpus.vectors is not None
         vectors = [q for q in queries if q is not None]  # (all of them: the index has vectors)
-        dots = list(self._corpus.vectors.dots_many(vectors))
+        probe = self.scan.probe if self.scan.applies(len(self._corpus)) else None
+        rows = self._corpus.vectors
+        dots = list(rows.dots_many(vectors) if probe is None else rows.dots_probed(vectors, probe)[0])
         none: list[np.ndarray | None] = [None] * len(dots)
-        sentences = self._sentence_vectors.best_many(vectors, dots) if mix > 0 and len(self._sentence_vectors) else none
-        passages = self._passage_vectors.best_many(vectors, dots) if self.weights.vector_passage > 0 else none
+        use_s = mix > 0 and len(self._sentence_vectors)
+        sentences = self._sentence_vectors.best_many(vectors, dots, probe) if use_s else none
+        passages = self._passage_vectors.best_many(vectors, dots, probe) if self.weights.vector_passage > 0 else none
         return list(zip(vectors, dots, sentences, passages, strict=True))
 
     def _signals(

@@ -174,6 +174,7 @@ class PassageVectors:
         self._count = 0
         self._matrix: VectorRows | None = None
         self._owner = _Rows(np.int64)
+        self._run_cache: tuple[int, np.ndarray, np.ndarray] | None = None  # see _runs()
         self.turns: set[int] = set()
         """Positions of the turns that have passages."""
 
@@ -193,9 +194,12 @@ class PassageVectors:
         """Per turn: the larger of its own cosine and its best passage's (turns without passages keep theirs)."""
         return self.best_many([q], [turn_cosines])[0]
 
-    def best_many(self, queries: Sequence[np.ndarray], turn_cosines: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def best_many(
+        self, queries: Sequence[np.ndarray], turn_cosines: Sequence[np.ndarray], probe: int | None = None
+    ) -> list[np.ndarray]:
         """:meth:`best` of each query (with its turn cosines), the passages scored in one pass
-        (:meth:`.VectorRows.dots_many`)."""
+        (:meth:`.VectorRows.dots_many`); ``probe``: only the rows of each query's ``probe`` nearest
+        lists (:meth:`.VectorRows.dots_probed`, an index past :attr:`.ScanSettings.rows`)."""
         out = [np.asarray(t, dtype=np.float64).copy() for t in turn_cosines]
         if self._pending:
             if self._matrix is None:
@@ -210,6 +214,24 @@ class PassageVectors:
             self._pending = []
         if self._matrix is None:
             return out
+        if probe is not None:
+            dots, scanned = self._matrix.dots_probed(queries, probe)
+            owners = self._owner.view[scanned]
+            for best, row in zip(out, dots, strict=True):
+                np.maximum.at(best, owners, row[scanned].astype(np.float64))
+            return out
+        starts, owners = self._runs()
         for best, dots in zip(out, self._matrix.dots_many(queries), strict=True):
-            np.maximum.at(best, self._owner.view, dots.astype(np.float64))
+            # Each turn's rows are one run: its best is one reduceat, then one max with its own cosine
+            # (what np.maximum.at over every row gives, ~10x faster: 250 ms at 2.5M rows).
+            best[owners] = np.maximum(best[owners], np.maximum.reduceat(dots, starts).astype(np.float64))
         return out
+
+    def _runs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Where each turn's run of rows starts, and whose run it is (a turn's rows are added together,
+        once: the owners of the runs are distinct)."""
+        owner = self._owner.view
+        if self._run_cache is None or self._run_cache[0] != len(owner):
+            starts = np.flatnonzero(np.concatenate(([True], owner[1:] != owner[:-1])))
+            self._run_cache = (len(owner), starts, owner[starts])
+        return self._run_cache[1], self._run_cache[2]

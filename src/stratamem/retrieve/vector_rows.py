@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..embed.quantize import inverse_norms, unit_rows
+from .ivf import Clusters
 
 __all__ = ["BLOCK", "VectorRows"]
 
@@ -83,6 +84,8 @@ class VectorRows:
         self.dims, self.codes = dims, codes
         self._rows = _Rows(np.int8 if codes else np.float32, dims)
         self._inverse = _Rows(np.float32) if codes else None
+        self.clusters: Clusters | None = None
+        """The rows' lists for approximate scans (:mod:`.ivf`), made by the first :meth:`dots_probed`."""
 
     @classmethod
     def of(cls, rows: np.ndarray) -> VectorRows:
@@ -101,10 +104,12 @@ class VectorRows:
         """Append rows: int8 codes or float32 unit vectors (converted to this matrix's form)."""
         if self._inverse is None:
             self._rows.extend(unit_rows(rows) if rows.dtype == np.int8 else np.asarray(rows, dtype=np.float32))
-            return
-        codes = rows if rows.dtype == np.int8 else _quantize(np.asarray(rows, dtype=np.float32))
-        self._rows.extend(codes)
-        self._inverse.extend(inverse_norms(codes))
+        else:
+            codes = rows if rows.dtype == np.int8 else _quantize(np.asarray(rows, dtype=np.float32))
+            self._rows.extend(codes)
+            self._inverse.extend(inverse_norms(codes))
+        if self.clusters is not None:
+            self.clusters.add(self)  # new rows join their lists (cheap: a few dot products each)
 
     def block(self, lo: int, hi: int) -> np.ndarray:
         """Rows ``lo`` to ``hi`` as float32 unit vectors."""
@@ -158,3 +163,27 @@ class VectorRows:
                 np.dot(buf[: len(block)], q32, out=out[j, lo : lo + BLOCK])
         out *= self._inverse.view
         return out
+
+    def dots_probed(self, queries: Sequence[np.ndarray], probe: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`dots_many` over the rows of each query's ``probe`` nearest lists only (:mod:`.ivf`).
+
+        Returns ``(dots, scanned)``: ``dots`` is ``(len(queries), rows)`` with every
+        query's exact product at the ``scanned`` positions (the union of the lists
+        probed for all queries, increasing) and 0 elsewhere. The lists are made on
+        the first call and grown as rows are added.
+        """
+        if self.clusters is None:
+            self.clusters = Clusters.build(self)
+        qs = [np.asarray(q, dtype=np.float32) for q in queries]
+        lists = np.unique(np.concatenate([self.clusters.nearest(q, probe) for q in qs]))
+        scanned = self.clusters.rows(lists.tolist())
+        out = np.zeros((len(qs), len(self)), dtype=np.float32)
+        rows = self._rows.view
+        for lo in range(0, len(scanned), BLOCK):
+            at = scanned[lo : lo + BLOCK]
+            block = rows[at].astype(np.float32)
+            for j, q32 in enumerate(qs):
+                out[j, at] = block @ q32
+        if self._inverse is not None:
+            out[:, scanned] *= self._inverse.view[scanned]
+        return out, scanned
