@@ -244,6 +244,11 @@ class EmbeddingConfig:
     """Also embed each sentence of short turns made of several (a fact said in passing), for questions
     that need several turns ("how many books have I finished?"). Costs ~1–2.5 embeddings per turn at
     write time and ~0.5–1 MB per 1,000 turns (docs/retrieval.md)."""
+    approximate_from: int = 200_000
+    """Turns from which recall scans vectors through lists (IVF, ``stratamem.retrieve.ivf``) instead of
+    every row: sublinear warm contexts at 1M turns; exact (and unchanged) below. 0: always exact."""
+    probe: int = 64
+    """Lists of 1,024 each approximate scan reads per query vector (more: closer to exact, slower)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -539,6 +544,8 @@ def _validate(obj: Any, prefix: str) -> None:
             raise ConfigError(f"{prefix}cache_recall_share + cache_ledger_share must be below 1.0")
         if not 0 < obj.cache_anchor_step <= 1:
             raise ConfigError(f"{prefix}cache_anchor_step must be in (0, 1], got {obj.cache_anchor_step:g}")
+    if isinstance(obj, EmbeddingConfig) and obj.probe < 1:
+        raise ConfigError(f"{prefix}probe must be at least 1, got {obj.probe!r}")
     if isinstance(obj, EmbeddingConfig) and obj.provider == "local":
         # The local provider runs the one model it ships; a setting it would ignore is an error.
         if obj.model not in LOCAL_EMBEDDING_MODELS:

@@ -19,6 +19,7 @@ from ..config import Config
 from ..errors import ConfigError, StratamemError
 from ..events import Event, EventBus
 from ..records import StoredTurn
+from ..retrieve.ivf import ScanSettings
 from ..retrieve.live import LiveIndex
 from ..tokens import Tokenizer
 from .status import unindexed_turns
@@ -122,6 +123,7 @@ class Derived:
             embedder,
             passages=self.config.embedding.passages,
             sentences=self.config.embedding.sentences,
+            scan=ScanSettings(self.config.embedding.approximate_from, self.config.embedding.probe),
             report=self.failed,
             rewriter=self.rewriter,
         )

@@ -19,6 +19,7 @@ from typing import Any
 from ..errors import ModelError, StratamemError
 from ..records import StoredTurn
 from .engine import HybridIndex
+from .ivf import ScanSettings
 
 __all__ = ["LiveIndex", "Report"]
 
@@ -38,6 +39,7 @@ class LiveIndex:
         report: Told of every failure (never raised).
         sentences: Also embed the sentences of short turns (``embedding.sentences``).
         rewriter: Who plans each question (:mod:`stratamem.retrieve.rewrite`; ``None``: the rules).
+        scan: When the index scans vectors approximately (:mod:`stratamem.retrieve.ivf`; ``None``: the default).
     """
 
     def __init__(
@@ -50,9 +52,11 @@ class LiveIndex:
         report: Report,
         sentences: bool = False,
         rewriter: Any = None,
+        scan: ScanSettings | None = None,
     ) -> None:
         self.store, self.namespace, self.embedder = store, namespace, embedder
         self.passages, self.sentences, self.rewriter = passages, sentences, rewriter
+        self.scan = scan or ScanSettings()
         self.report = report
         self.index: HybridIndex | None = None
         """The open index (``None`` until first use, or after a failure: reopened on next use)."""
@@ -179,6 +183,7 @@ class LiveIndex:
             index = self.indexer.open(on_store_error=lambda exc: self.report("recall.index_failed", exc, []))
             if self.rewriter is not None:
                 index.rewriter = self.rewriter
+            index.scan = self.scan
             self.index = index
         # Read before the check: a write committed since makes the next call check again.
         self._verified = seen if self.index is index else None
