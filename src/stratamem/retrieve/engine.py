@@ -391,18 +391,15 @@ class HybridIndex:
         return list(np.asarray(self.embedder.embed_batch(texts), dtype=np.float32))
 
     def _scans(self, queries: Sequence[np.ndarray | None], mix: float) -> list[_Scan]:
-        """The vector scans of each query vector, every matrix read once for all of them
-        (:meth:`.VectorRows.dots_many`): the turn cosines, the best sentence cosines when
-        ``mix`` mixes them in, the best passage cosines when they are weighted."""
+        """The vector scans of each query vector, each matrix read once for all (:meth:`.VectorRows.scan`):
+        turn cosines, best sentence cosines when ``mix`` mixes them in, best passage cosines when weighted."""
         assert self._corpus.vectors is not None
         vectors = [q for q in queries if q is not None]  # (all of them: the index has vectors)
-        probe = self.scan.probe if self.scan.applies(len(self._corpus)) else None
-        rows = self._corpus.vectors
-        dots = list(rows.dots_many(vectors) if probe is None else rows.dots_probed(vectors, probe)[0])
-        none: list[np.ndarray | None] = [None] * len(dots)
-        use_s = mix > 0 and len(self._sentence_vectors)
-        sentences = self._sentence_vectors.best_many(vectors, dots, probe) if use_s else none
-        passages = self._passage_vectors.best_many(vectors, dots, probe) if self.weights.vector_passage > 0 else none
+        probe = self.scan.probe_for(len(self._corpus))  # (None: every row, exactly)
+        dots = list(self._corpus.vectors.scan(vectors, probe))
+        sv, pv, none = self._sentence_vectors, self._passage_vectors, [None] * len(dots)
+        sentences = sv.best_many(vectors, dots, probe) if mix > 0 and len(sv) else none
+        passages = pv.best_many(vectors, dots, probe) if self.weights.vector_passage > 0 else none
         return list(zip(vectors, dots, sentences, passages, strict=True))
 
     def _signals(

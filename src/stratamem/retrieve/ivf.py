@@ -70,6 +70,10 @@ class ScanSettings:
         """Whether an index of ``turns`` turns scans approximately."""
         return 0 < self.rows <= turns
 
+    def probe_for(self, turns: int) -> int | None:
+        """Lists to probe in an index of ``turns`` turns (``None``: it scans every row)."""
+        return self.probe if self.applies(turns) else None
+
 
 def _kmeans(rows: np.ndarray, k: int) -> np.ndarray:
     """``k`` unit centroids of unit ``rows`` (spherical k-means, :data:`ROUNDS` rounds, seeded with

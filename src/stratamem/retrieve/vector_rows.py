@@ -164,6 +164,10 @@ class VectorRows:
         out *= self._inverse.view
         return out
 
+    def scan(self, queries: Sequence[np.ndarray], probe: int | None) -> np.ndarray:
+        """:meth:`dots_many` (``probe`` ``None``), else :meth:`dots_probed`'s products."""
+        return self.dots_many(queries) if probe is None else self.dots_probed(queries, probe)[0]
+
     def dots_probed(self, queries: Sequence[np.ndarray], probe: int) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`dots_many` over the rows of each query's ``probe`` nearest lists only (:mod:`.ivf`).
 
