@@ -161,9 +161,7 @@ def scores(turns: Sequence[TurnRef], data: Sequence[dict], held_out: bool) -> np
     out = np.zeros(len(turns))
     if not held_out:
         for k, fs in enumerate(feats):
-            vals = [
-                EXPLICIT_SALIENCE if ex else salience(dict(zip(FEATURES, x, strict=True))) for x, ex in fs
-            ]
+            vals = [EXPLICIT_SALIENCE if ex else salience(dict(zip(FEATURES, x, strict=True))) for x, ex in fs]
             out[k] = max(vals, default=0.0)
         return out
     from benchmarks.items_fit import fit, predict

@@ -61,7 +61,7 @@ from ..summarize.facts import explicit, fact_type
 from ..summarize.salience import choice, salience
 from ..summarize.slots import Slot, slot
 from ..summarize.statements import asks, statements
-from .grouping import Piece, group
+from .grouping import Piece, group, refers_back
 from .search import content_terms
 
 __all__ = ["DEFAULT_MIN_SALIENCE", "EXPLICIT_SALIENCE", "Extractor", "RuleExtractor", "rule_extractor"]
@@ -141,6 +141,7 @@ class RuleExtractor:
         skip = {w.lower() for n in names for w in n.split()}
         kept: dict[int, _Kept] = {}
         pieces: list[Piece] = []
+        context: list[Piece] = []  # every turn, for the thread between an account and a later statement
         previous = before[-1] if before else None
         for st in turns:
             prior, previous = previous, st
@@ -150,8 +151,13 @@ class RuleExtractor:
             if found is not None:
                 terms = _topic_words(found.said, skip)
                 kept[st.id] = found
-                pieces.append(Piece(st.id, st.seq, found.speaker, found.statement, terms, alone=found.alone))
-        return [self._candidate([kept[p.turn_id] for p in g]) for g in group(pieces, vectors)]
+                refers = refers_back(found.statement)
+                pieces.append(Piece(st.id, st.seq, found.speaker, found.statement, terms, found.alone, refers))
+                context.append(pieces[-1])
+            else:
+                said = " ".join(s.text for s in statements(turn_text(st), names))
+                context.append(Piece(st.id, st.seq, st.turn.name or st.role, said, _topic_words(said, skip)))
+        return [self._candidate([kept[p.turn_id] for p in g]) for g in group(pieces, vectors, context)]
 
     def _kept(self, st: StoredTurn, prior: StoredTurn | None, names: Sequence[str]) -> _Kept | None:
         """The statement a turn gives an item with, if its salience (or an explicit statement) keeps it."""

@@ -35,12 +35,21 @@ groups on one subject; the gap keeps an item to one stretch of talk.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["JOIN_COSINE", "JOIN_TERMS", "MAX_GAP", "Piece", "group", "related"]
+__all__ = ["JOIN_COSINE", "JOIN_TERMS", "MAX_GAP", "Piece", "group", "refers_back", "related"]
+
+# A pronoun that points back to what was said, among a statement's first words ("His name's Ned",
+# "We got her last year", "It took three tries"): the statement continues an account.
+_BACK = re.compile(
+    r"\b(?:he|he's|his|him|she|she's|her|they|they're|them|their|it(?!'s| is| sounds| seems| looks))\b", re.I
+)
+BACK_WORDS = 4
+"""How many opening words of a statement are read for a pronoun that points back."""
 
 JOIN_COSINE = 0.45
 """Cosine of two turns' stored vectors from which they are about the same thing."""
@@ -68,10 +77,32 @@ class Piece:
     """The content words of what its turn states (the extractor leaves out names, dates and numbers)."""
     alone: bool = False
     """It stands on its own: sets an attribute, settles something, or is an agent's."""
+    refers: bool = False
+    """It opens by referring back to what was said (:func:`refers_back`): it cannot be read alone."""
 
 
-def related(piece: Piece, members: Sequence[Piece], vectors: Mapping[int, np.ndarray] | None = None) -> bool:
-    """Whether ``piece`` is about the same thing as a group's ``members`` (by the module's rule)."""
+def refers_back(statement: str) -> bool:
+    """Whether a statement opens by pointing back to something said before (a pronoun in its first words)."""
+    return bool(_BACK.search(" ".join(statement.split()[:BACK_WORDS])))
+
+
+def related(
+    piece: Piece,
+    members: Sequence[Piece],
+    vectors: Mapping[int, np.ndarray] | None = None,
+    between: Sequence[Piece] = (),
+) -> bool:
+    """Whether ``piece`` is about the same thing as a group's ``members`` (by the module's rule).
+
+    ``between``: the other people's turns between the group's last turn and ``piece``; one that is
+    about the group's thing and about ``piece``'s links them (the thread the conversation followed).
+    """
+    if _related(piece, members, vectors):
+        return True
+    return any(_related(b, members, vectors) and _related(piece, [b], vectors) for b in between)
+
+
+def _related(piece: Piece, members: Sequence[Piece], vectors: Mapping[int, np.ndarray] | None) -> bool:
     mine = vectors.get(piece.turn_id) if vectors else None
     fallback = False
     for m in members:
@@ -87,12 +118,18 @@ def related(piece: Piece, members: Sequence[Piece], vectors: Mapping[int, np.nda
     return len(shared) >= JOIN_TERMS
 
 
-def group(pieces: Sequence[Piece], vectors: Mapping[int, np.ndarray] | None = None) -> list[list[Piece]]:
+def group(
+    pieces: Sequence[Piece],
+    vectors: Mapping[int, np.ndarray] | None = None,
+    context: Sequence[Piece] = (),
+) -> list[list[Piece]]:
     """A segment's kept statements (in turn order) as groups, one per item, in the order they open.
 
     Args:
         pieces: The kept statements of one segment, in the order of their turns.
         vectors: Turn id -> the turn's stored unit vector, for the turns that have one.
+        context: Every turn of the segment as a piece (kept or not), read only to find the thread
+            between a group and a later statement (:func:`related`'s ``between``).
 
     Returns:
         The groups; each lists its pieces in turn order, and every piece is in exactly one.
@@ -104,9 +141,11 @@ def group(pieces: Sequence[Piece], vectors: Mapping[int, np.ndarray] | None = No
             groups.append([piece])
             continue
         current = open_by.get(piece.speaker)
-        if current is not None and piece.seq - current[-1].seq <= MAX_GAP and related(piece, current, vectors):
-            current.append(piece)
-            continue
+        if current is not None and piece.seq - current[-1].seq <= MAX_GAP:
+            between = [c for c in context if current[-1].seq < c.seq < piece.seq and c.speaker != piece.speaker]
+            if piece.refers or related(piece, current, vectors, between):
+                current.append(piece)
+                continue
         current = [piece]
         groups.append(current)
         open_by[piece.speaker] = current
