@@ -1,0 +1,107 @@
+"""An account goes on through the conversation: a statement that points back with a pronoun ("She's shy with
+guests") or that the other person's question ties to the account ("Did you make a bowl at the studio yet?")
+joins its speaker's item, though it shares no word with it; a question that changes the subject does not."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from stratamem import Turn
+from stratamem.items.extract import RuleExtractor
+from stratamem.items.grouping import MAX_GAP, Piece, group
+from stratamem.records.turns import StoredTurn
+
+T0 = datetime(2023, 7, 3, 18, 20, tzinfo=UTC)
+CAT = (
+    "We finally got a second cat last month, a tabby called Miso who loves sleeping on my keyboard while I work "
+    "from home."
+)
+SHY = (
+    "She's shy with guests, but she follows me around the flat all day, and at night she sleeps on my pillow next "
+    "to my head."
+)
+COURSE = (
+    "Last week I tried pottery at the studio near my flat, and now I throw clay there every Thursday evening with my "
+    "friend Ines."
+)
+BOWL = "I made a lopsided bowl on the wheel on Saturday and I'm glazing it green next week."
+KARIM = (
+    "My brother Karim starts his residency at the children's hospital next month and he is nervous about the "
+    "night shifts."
+)
+
+
+def _turns(conversation: list[tuple[str, str]]) -> list[StoredTurn]:
+    return [
+        StoredTurn(
+            i + 1,
+            "t",
+            "s1",
+            i + 1,
+            30,
+            Turn(
+                role="user" if name == "Nadia" else "assistant",
+                content=text,
+                name=name,
+                timestamp=T0 + timedelta(seconds=30 * i),
+            ),
+        )
+        for i, (name, text) in enumerate(conversation)
+    ]
+
+
+def _items(conversation: list[tuple[str, str]]) -> list[tuple[tuple[int, ...], str]]:
+    return [(c.turn_ids, c.text) for c in RuleExtractor().extract(_turns(conversation))]
+
+
+def test_a_statement_pointing_back_with_a_pronoun_continues_the_account() -> None:
+    # No content word in common (cat, tabby, Miso / shy, guests, flat, pillow): the pronoun ties them.
+    found = _items([("Nadia", CAT), ("Omar", "Aww! What is she like?"), ("Nadia", SHY)])
+    assert found == [((1, 3), f"Nadia: {CAT} {SHY}")]
+
+
+def test_the_other_persons_question_ties_a_statement_to_the_account() -> None:
+    # The studio and the bowl share no word; Omar's question is about both (pottery, studio / bowl).
+    found = _items([("Nadia", COURSE), ("Omar", "Pottery! Did you make a bowl at the studio yet?"), ("Nadia", BOWL)])
+    assert found == [((1, 3), f"Nadia: {COURSE} {BOWL}")]
+
+
+def test_a_question_that_changes_the_subject_opens_another_item() -> None:
+    found = _items([("Nadia", COURSE), ("Omar", "Fun! How is your family doing?"), ("Nadia", KARIM)])
+    assert found == [((1,), f"Nadia: {COURSE}"), ((3,), f"Nadia: {KARIM}")]
+
+
+def test_refers_back_reads_a_pronoun_among_the_first_words_only() -> None:
+    from stratamem.items.grouping import refers_back
+
+    assert refers_back("His name's Ned and he's been awesome since I adopted him.") is True
+    assert refers_back("It took me three tries to get the glaze right.") is True
+    # a pronoun further on, or "it" as an empty subject ("it's", "it sounds"), points back to nothing
+    assert refers_back("My brother Karim starts his residency next month.") is False
+    assert refers_back("It's amazing how art can show feelings.") is False
+    assert refers_back("It sounds like a great trip.") is False
+
+
+def _piece(turn_id: int, seq: int, speaker: str = "Nadia", terms: str = "", **kw: bool) -> Piece:
+    return Piece(turn_id, seq, speaker, f"statement {turn_id}", frozenset(terms.split()), **kw)
+
+
+def test_group_joins_a_pointing_back_piece_within_the_gap_and_never_an_alone_one() -> None:
+    cat, shy = _piece(1, 1, terms="cat tabby"), _piece(2, 3, terms="guests pillow", refers=True)
+    assert [[p.turn_id for p in g] for g in group([cat, shy])] == [[1, 2]]
+    far = _piece(2, 2 + MAX_GAP, terms="guests", refers=True)
+    assert [[p.turn_id for p in g] for g in group([cat, far])] == [[1], [2]]
+    alone = _piece(2, 3, terms="guests", refers=True, alone=True)
+    assert [[p.turn_id for p in g] for g in group([cat, alone])] == [[1], [2]]
+
+
+def test_group_links_through_another_speakers_turn_between_only() -> None:
+    course, bowl = _piece(1, 1, terms="pottery course"), _piece(3, 3, terms="bowl wheel")
+    question = _piece(2, 2, speaker="Omar", terms="pottery bowl")
+    assert [[p.turn_id for p in g] for g in group([course, bowl], context=[course, question, bowl])] == [[1, 3]]
+    assert [[p.turn_id for p in g] for g in group([course, bowl])] == [[1], [3]]
+    # the speaker's own turn between is not a thread, nor a turn after the statement
+    own = _piece(2, 2, terms="pottery bowl")
+    assert len(group([course, bowl], context=[course, own, bowl])) == 2
+    later = _piece(4, 4, speaker="Omar", terms="pottery bowl")
+    assert len(group([course, bowl], context=[course, bowl, later])) == 2
