@@ -40,7 +40,7 @@ import argparse
 import json
 import re
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -166,7 +166,6 @@ def scores(turns: Sequence[TurnRef], data: Sequence[dict], held_out: bool) -> np
         return out
     from benchmarks.items_fit import fit, predict
 
-    cited = {(t.sample, d) for t in turns for d in [t.dia]}  # placeholder, replaced below
     cited = _cited(data)
     rows_x, rows_y, rows_s, rows_t = [], [], [], []
     for k, (t, fs) in enumerate(zip(turns, feats, strict=True)):
@@ -231,6 +230,44 @@ def scorer_table(
         print(f"best covered with ≤ {cap}/1k and grounded ≥ 0.85, {name}: {cov:.3f} (min salience {tau:.2f})")
 
 
+def misses(turns: Sequence[TurnRef], data: Sequence[dict], sal: np.ndarray, dump: Path, tau: float) -> None:
+    """Why the observation-cited turns that are no item's source got none (an ``items_quality.py --dump``)."""
+    from stratamem.summarize.statements import statements
+
+    convs = json.loads(dump.read_text(encoding="utf-8"))["conversations"]
+    sources = {(c["sample"], d) for c in convs for i in c["items"] for d in i["sources"]}
+    cited = _cited(data)
+    measured = {c["sample"] for c in convs}
+    extractable = {(t.sample, t.dia): (t, s) for t, s in zip(turns, sal, strict=True)}
+    why: Counter[str] = Counter()
+    total = 0
+    for sample, dia in sorted(cited):
+        if sample not in measured or (sample, dia) in sources:
+            continue
+        total += 1
+        if (sample, dia) not in extractable:
+            why["in the open last segment of the conversation (never extracted)"] += 1
+            continue
+        t, s = extractable[(sample, dia)]
+        conv = data[sample]["conversation"]
+        found = statements(t.text, [conv["speaker_a"], conv["speaker_b"]])
+        if not found:
+            why["nothing left once greetings, vocatives and the photo caption are cleaned"] += 1
+        elif all(st.question for st in found):
+            why["only questions"] += 1
+        elif s < tau - 0.1:
+            why[f"salience < {tau - 0.1:.2f}"] += 1
+        elif s < tau:
+            why[f"salience {tau - 0.1:.2f}-{tau:.2f} (just under the cut)"] += 1
+        else:
+            why["kept by the scorer, yet no item cites it (segment boundaries, store merges)"] += 1
+    n_cited = sum(1 for k in cited if k[0] in measured)
+    print(f"\n{total:,} of {n_cited:,} cited turns are no item's source ({dump.name}, min salience {tau}):\n")
+    print("| why | turns | share of the missed |\n|---|---:|---:|")
+    for reason, n in why.most_common():
+        print(f"| {reason} | {n:,} | {n / total:.3f} |")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Print the oracle ceilings and the fitted scorer's reach."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -239,11 +276,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--held-out", action="store_true", help="score turns with weights fitted on the other nine")
     ap.add_argument("--open-tail", action="store_true", help="leave out each conversation's open last segment")
     ap.add_argument("--no-scorer", action="store_true")
+    ap.add_argument("--misses", type=Path, help="an items_quality.py --dump file: why cited turns got no item")
+    ap.add_argument("--min-salience", type=float, default=0.74, help="the threshold the --misses dump ran at")
     args = ap.parse_args(argv)
     turns, obs_per, data = load(args.open_tail)
     oracles(turns, obs_per, args.caps)
+    sal = scores(turns, data, args.held_out)
     if not args.no_scorer:
-        scorer_table(turns, obs_per, data, scores(turns, data, args.held_out), args.cap)
+        scorer_table(turns, obs_per, data, sal, args.cap)
+    if args.misses:
+        misses(turns, data, sal, args.misses, args.min_salience)
 
 
 if __name__ == "__main__":

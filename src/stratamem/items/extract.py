@@ -141,7 +141,10 @@ class RuleExtractor:
         skip = {w.lower() for n in names for w in n.split()}
         kept: dict[int, _Kept] = {}
         pieces: list[Piece] = []
-        context: list[Piece] = []  # every turn, for the thread between an account and a later statement
+        # Every turn of a person (a named speaker), for the thread between an account and a later statement.
+        # An agent's reply (no name) is not a thread: it answers everything the user said, so it would tie
+        # anything to anything.
+        context: list[Piece] = []
         previous = before[-1] if before else None
         for st in turns:
             prior, previous = previous, st
@@ -153,8 +156,9 @@ class RuleExtractor:
                 kept[st.id] = found
                 refers = refers_back(found.statement)
                 pieces.append(Piece(st.id, st.seq, found.speaker, found.statement, terms, found.alone, refers))
-                context.append(pieces[-1])
-            else:
+                if st.turn.name:
+                    context.append(pieces[-1])
+            elif st.turn.name:
                 said = " ".join(s.text for s in statements(turn_text(st), names))
                 context.append(Piece(st.id, st.seq, st.turn.name or st.role, said, _topic_words(said, skip)))
         return [self._candidate([kept[p.turn_id] for p in g]) for g in group(pieces, vectors, context)]
