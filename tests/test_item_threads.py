@@ -105,3 +105,21 @@ def test_group_links_through_another_speakers_turn_between_only() -> None:
     assert len(group([course, bowl], context=[course, own, bowl])) == 2
     later = _piece(4, 4, speaker="Omar", terms="pottery bowl")
     assert len(group([course, bowl], context=[course, bowl, later])) == 2
+
+
+def test_an_agents_reply_is_no_thread_between_two_things_a_user_said() -> None:
+    # An assistant turn without a name answers everything the user said: it would tie anything to anything.
+    conversation = [
+        ("Nadia", COURSE),
+        ("", "Pottery sounds relaxing! Whether you make a bowl or a vase, the studio time counts. Anything else?"),
+        ("Nadia", BOWL),
+    ]
+    turns = [
+        StoredTurn(
+            t.id, t.namespace, t.session, t.seq, t.tokens, Turn(role=t.turn.role, content=t.turn.content, name=None)
+        )
+        if not t.turn.name
+        else t
+        for t in _turns(conversation)
+    ]
+    assert [c.turn_ids for c in RuleExtractor().extract(turns)] == [(1,), (3,)]
