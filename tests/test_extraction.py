@@ -154,7 +154,7 @@ def test_greetings_reactions_and_questions_stay_turns_the_facts_become_items_quo
     items = chat(memory(tmp_path / "c.db"))
     # Caroline tells of the support group, then (two turns later) of the career it makes her want: one account,
     # one item citing both turns (joined accounts: tests/test_item_grouping.py). The career's statement scores
-    # between the default bars of 0.77 (before) and 0.74 (now, chosen leave one conversation out).
+    # between the default bars of 0.77 (before) and 0.75 (now, chosen leave one conversation out).
     assert [(i.content, i.type, i.provenance) for i in items] == [
         (
             "Caroline: I went to a LGBTQ support group yesterday and it was so powerful. Gonna continue my edu and "
