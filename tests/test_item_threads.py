@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from stratamem import Turn
 from stratamem.items.extract import RuleExtractor
 from stratamem.items.grouping import MAX_GAP, Piece, group
@@ -123,3 +126,38 @@ def test_an_agents_reply_is_no_thread_between_two_things_a_user_said() -> None:
         for t in _turns(conversation)
     ]
     assert [c.turn_ids for c in RuleExtractor().extract(turns)] == [(1,), (3,)]
+
+
+@st.composite
+def _segments(draw: st.DrawFn) -> tuple[list[Piece], list[Piece]]:
+    words = st.frozensets(st.sampled_from(["bowl", "studio", "cat", "flat", "race", "job"]), max_size=3)
+    n = draw(st.integers(min_value=0, max_value=10))
+    context = [
+        Piece(
+            i + 1,
+            i + 1,
+            draw(st.sampled_from(["Nadia", "Omar"])),
+            f"statement {i + 1}",
+            draw(words),
+            draw(st.booleans()),
+            draw(st.booleans()),
+        )
+        for i in range(n)
+    ]
+    kept = [p for p in context if draw(st.booleans())]
+    return kept, context
+
+
+@settings(max_examples=200, deadline=None)
+@given(_segments())
+def test_every_kept_statement_is_in_exactly_one_group_of_one_speaker_in_turn_order(
+    segment: tuple[list[Piece], list[Piece]],
+) -> None:
+    kept, context = segment
+    groups = group(kept, None, context)
+    assert sorted(p.turn_id for g in groups for p in g) == [p.turn_id for p in kept]
+    for g in groups:
+        assert len({p.speaker for p in g}) == 1
+        assert [p.seq for p in g] == sorted(p.seq for p in g)
+        assert all(b.seq - a.seq <= MAX_GAP for a, b in zip(g, g[1:], strict=False))
+        assert len(g) == 1 or not any(p.alone for p in g)
