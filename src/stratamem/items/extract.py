@@ -64,7 +64,7 @@ from ..summarize.statements import asks, statements
 from .grouping import Piece, group, refers_back
 from .search import content_terms
 
-__all__ = ["DEFAULT_MIN_SALIENCE", "EXPLICIT_SALIENCE", "Extractor", "RuleExtractor", "rule_extractor"]
+__all__ = ["DEFAULT_MIN_SALIENCE", "EXPLICIT_SALIENCE", "JOIN_SALIENCE", "Extractor", "RuleExtractor", "rule_extractor"]
 
 DEFAULT_MIN_SALIENCE = 0.75
 """The salience a turn needs by default: chosen leave one LoCoMo conversation out, as the threshold that covers
@@ -74,6 +74,13 @@ the stored turn vectors decide what joins, :mod:`.grouping`) the folds pick 0.74
 149 items per 1,000, grounded 0.877, covered 0.429, source precision 0.80. Without an embedder they pick 0.74
 (nine of ten); at 0.75 both stay within 150. Quiet sessions' last turns are sealed and extracted too
 (``pyramid.seal_idle_minutes``)."""
+
+JOIN_SALIENCE = 0.6
+"""The salience from which a turn under ``min_salience`` still adds to an account its speaker is telling (it
+joins a kept statement's item by the rules of :mod:`.grouping`; it never makes an item of its own). The
+salience is a calibrated probability that the turn states a fact about someone; 0.6 is the middle of the
+range measured in ``docs/benchmarks.md`` (0.5-0.7: lower covers more LoCoMo observations with the same
+number of items, at a lower share of cited source turns)."""
 
 EXPLICIT_SALIENCE = 0.9
 """The salience at least of a statement that settles something in so many words (a decision, a stated
@@ -157,7 +164,9 @@ class RuleExtractor:
                 terms = _topic_words(found.said, skip)
                 kept[st.id] = found
                 refers = refers_back(found.statement)
-                pieces.append(Piece(st.id, st.seq, found.speaker, found.statement, terms, found.alone, refers))
+                pieces.append(
+                    Piece(st.id, st.seq, found.speaker, found.statement, terms, found.alone, refers, found.weak)
+                )
                 if st.turn.name:
                     context.append(pieces[-1])
             elif st.turn.name:
@@ -177,7 +186,7 @@ class RuleExtractor:
         if settled:  # decisions, stated preferences, constraints: kept whatever the fitted score says
             best = max(settled, key=lambda s: choice(s.features))
             score = max(score, EXPLICIT_SALIENCE)
-        elif score >= self.min_salience:
+        elif score >= min(self.min_salience, JOIN_SALIENCE):
             best = max(found, key=lambda s: choice(s.features))
         else:
             return None
@@ -187,7 +196,11 @@ class RuleExtractor:
             return None  # an agent's prose explains; only what it settles is kept
         attr = slot(best.text, speaker, names)
         said = " ".join(s.text for s in found)  # all it states, without greetings or a photo's caption
-        return _Kept(st, speaker, best.text, kind, round(score, 4), attr, bool(settled or attr or agent), said)
+        alone = bool(settled or attr or agent)
+        weak = not settled and score < self.min_salience
+        if weak and alone:
+            return None  # under the bar and unable to join an account
+        return _Kept(st, speaker, best.text, kind, round(score, 4), attr, alone, said, weak)
 
     @staticmethod
     def _candidate(parts: Sequence[_Kept]) -> Candidate:
@@ -218,6 +231,8 @@ class _Kept:
     attr: Slot | None
     alone: bool
     said: str
+    weak: bool = False
+    """Under ``min_salience`` (at :data:`JOIN_SALIENCE` or above): it may only continue an account."""
 
 
 def _topic_words(text: str, skip: set[str]) -> frozenset[str]:

@@ -89,6 +89,8 @@ class Piece:
     """It stands on its own: sets an attribute, settles something, or is an agent's."""
     refers: bool = False
     """It opens by referring back to what was said (:func:`refers_back`): it cannot be read alone."""
+    weak: bool = False
+    """It may only continue an account (its turn is under the bar for an item of its own)."""
 
 
 def refers_back(statement: str) -> bool:
@@ -142,7 +144,8 @@ def group(
             between a group and a later statement (:func:`related`'s ``between``).
 
     Returns:
-        The groups; each lists its pieces in turn order, and every piece is in exactly one.
+        The groups; each lists its pieces in turn order. Every piece is in exactly one, except a weak
+        piece that continues no account, which is in none.
     """
     groups: list[list[Piece]] = []
     open_by: dict[str, list[Piece]] = {}
@@ -156,6 +159,8 @@ def group(
             if piece.refers or related(piece, current, vectors, between):
                 current.append(piece)
                 continue
+        if piece.weak:
+            continue  # nothing to continue: it stays a turn
         current = [piece]
         groups.append(current)
         open_by[piece.speaker] = current
