@@ -150,8 +150,9 @@ def group(
     groups: list[list[Piece]] = []
     open_by: dict[str, list[Piece]] = {}
     for piece in pieces:
-        if piece.alone:
-            groups.append([piece])
+        if piece.alone:  # an item of its own (a weak one cannot have one, nor join: it stays a turn)
+            if not piece.weak:
+                groups.append([piece])
             continue
         current = open_by.get(piece.speaker)
         if current is not None and piece.seq - current[-1].seq <= MAX_GAP:
