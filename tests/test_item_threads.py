@@ -165,3 +165,27 @@ def test_every_kept_statement_is_in_one_group_of_one_speaker_in_turn_order_weak_
         assert [p.seq for p in g] == sorted(p.seq for p in g)
         assert all(b.seq - a.seq <= MAX_GAP for a, b in zip(g, g[1:], strict=False))
         assert len(g) == 1 or not any(p.alone for p in g)
+
+
+CAMPING = (
+    "We went camping at the lake last weekend with my sister and her two kids, and we slept in tents by the water "
+    "for three nights."
+)
+FISH = (
+    "Mia and Leo caught their first fish at the lake, a small trout, and we grilled it over the campfire for "
+    "dinner that night."
+)
+CHAT = "Sounds amazing, I love that spot."
+
+
+def test_a_statement_under_the_bar_continues_an_account_but_makes_no_item_of_its_own() -> None:
+    from stratamem.items.extract import JOIN_SALIENCE
+
+    # The fish scores between JOIN_SALIENCE and the default bar: alone it stays a turn; after the camping trip
+    # (the same lake) it adds to that account.
+    fish = _turns([("Nadia", CAMPING), ("Omar", CHAT), ("Nadia", FISH)])[2]
+    kept = RuleExtractor()._kept(fish, None, ["Nadia", "Omar"])
+    assert kept is not None and kept.weak and JOIN_SALIENCE <= kept.salience < RuleExtractor().min_salience
+    found = _items([("Nadia", CAMPING), ("Omar", CHAT), ("Nadia", FISH)])
+    assert found == [((1, 3), f"Nadia: {CAMPING} {FISH}")]
+    assert _items([("Nadia", KARIM), ("Omar", CHAT), ("Nadia", FISH)]) == [((1,), f"Nadia: {KARIM}")]
