@@ -37,6 +37,8 @@ never give items):
    lopsided after three tries. I'm going back next Saturday to glaze it."``);
    type, valid time, salience and attribute are its most salient statement's.
    A statement that sets an attribute or settles something stays an item of its own.
+   A turn under ``min_salience`` but at :data:`JOIN_SALIENCE` or above may join an
+   account this way (it adds to what its speaker is telling); it never opens an item.
 
 An assistant turn without a speaker's name is an agent's, not a person's:
 only its decisions become items (its prose explains, it does not tell about anyone).
