@@ -181,7 +181,7 @@ def test_memory_stores_one_item_citing_every_turn_of_the_account(tmp_path: Path,
 
 
 def test_the_default_threshold_is_the_documented_one() -> None:
-    assert RuleExtractor().min_salience == DEFAULT_MIN_SALIENCE == 0.77
+    assert RuleExtractor().min_salience == DEFAULT_MIN_SALIENCE == 0.75
 
 
 @pytest.mark.parametrize("gap", [MAX_GAP, MAX_GAP + 1])

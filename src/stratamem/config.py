@@ -375,7 +375,7 @@ class ItemsConfig:
     pending items are ``dropped`` (kept, out of recall; their turns stay recallable)."""
     min_salience: float | None = None
     """Salience (0-1) a turn needs to give an auto-extracted item with the offline extractor;
-    ``None``: 0.77 (``stratamem.items.extract.DEFAULT_MIN_SALIENCE``: kept turns ~82 % cited on LoCoMo, joined
+    ``None``: 0.75 (``stratamem.items.extract.DEFAULT_MIN_SALIENCE``: kept turns ~80 % cited on LoCoMo, joined
     into accounts of several turns, ~150 items per 1,000 turns)."""
     extractor: str = "rules"
     """``rules`` (offline, default) or ``llm`` (pass ``Memory(extractor=LLMExtractor(...))``)."""
