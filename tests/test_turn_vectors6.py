@@ -1,0 +1,134 @@
+"""Turn vectors stored in 6 bits (issue 28): the codec, the stored size, and the upgrade of int8 stores.
+
+Real SQLite files and a real PostgreSQL (pgserver); the documented offline
+HashEmbedder at MiniLM's 384 dimensions, so the blobs have their real sizes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pg import fresh_schema, raw_rows, schema_url
+
+from stratamem import Config, Memory
+from stratamem.embed.quantize import (
+    decode_int6,
+    encode_int6,
+    encode_int8,
+    int6_blob_size,
+    int6_codes,
+    int8_codes,
+    is_turn_blob,
+    turn_codes,
+    unit_rows,
+)
+from stratamem.errors import BackendError
+from stratamem.store.open import open_store
+from stratamem.testing.hash_embedder import HashEmbedder
+
+NO_PYRAMID = Config().replace(pyramid={"enabled": False})
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh store's location on each backend."""
+    if request.param == "sqlite":
+        return str(tmp_path / "six.db")
+    dsn = request.getfixturevalue("pg_dsn")
+    return schema_url(dsn, fresh_schema(dsn, "six"))
+
+
+def _chat(n: int) -> list[dict[str, object]]:
+    return [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": f"Turn {i}: the harbour crane{i} lifted crate {i * 7} onto the night ferry to Porto{i}.",
+            "metadata": {"dia_id": f"D1:{i}", "note": "é ü 日本" * (i % 3)},
+        }
+        for i in range(n)
+    ]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.floats(min_value=-1e3, max_value=1e3, allow_nan=False, allow_infinity=False, width=32),
+        min_size=1,
+        max_size=41,
+    )
+)
+def test_six_bit_codes_are_the_rounded_components_over_the_largest(values: list[float]) -> None:
+    vec = np.asarray([values], dtype=np.float32)
+    [blob] = encode_int6(vec)
+    dims = len(values)
+    assert len(blob) == int6_blob_size(dims) == (dims + 3) // 4 * 3
+    top = float(np.abs(vec).max())
+    want = np.zeros(dims) if top == 0 else np.clip(np.rint(vec[0] / np.float32(top) * 31), -31, 31)
+    codes = int6_codes([blob], dims)
+    assert codes.dtype == np.int8 and codes[0].tolist() == want.astype(int).tolist()
+    assert turn_codes([blob], dims).tolist() == codes.tolist()
+    # The codes are a fixed point: encoding the decoded vector gives the same blob.
+    if float(np.linalg.norm(vec[0].astype(np.float64))) > 1e-30:  # (not a row of denormals)
+        assert encode_int6(decode_int6([blob], dims)) == [blob]
+        assert float(decode_int6([blob], dims)[0] @ (vec[0] / np.linalg.norm(vec[0].astype(np.float64)))) > 0.99
+
+
+def test_turn_codes_read_six_bit_and_int8_blobs_together_and_refuse_other_sizes() -> None:
+    rng = np.random.default_rng(3)
+    vec = rng.normal(size=(6, 384)).astype(np.float32)
+    six, eight = encode_int6(vec[:3]), encode_int8(vec[3:])
+    assert {len(b) for b in six} == {288} and {len(b) for b in eight} == {388}
+    assert all(is_turn_blob(b, 384) for b in six + eight) and not is_turn_blob(None, 384)
+    mixed = turn_codes([six[0], eight[0], six[1], eight[1], six[2], eight[2]], 384)
+    assert mixed[0::2].tolist() == int6_codes(six, 384).tolist()
+    assert mixed[1::2].tolist() == int8_codes(eight, 384).tolist()
+    # Rows are normalised one by one: both forms decode to nearly the same unit vector.
+    assert (
+        np.einsum("ij,ij->i", unit_rows(mixed[0::2]), unit_rows(int8_codes(encode_int8(vec[:3]), 384))) > 0.999
+    ).all()
+    with pytest.raises(BackendError, match=r"287 bytes, expected 288 \(6-bit\) or 388 \(int8\)"):
+        turn_codes([six[0], six[1][:-1]], 384)
+    with pytest.raises(BackendError, match="6-bit"):
+        int6_codes([six[0] + b"\0"], 384)
+
+
+def test_a_stored_turn_vector_takes_three_quarters_of_a_byte_per_component(where: str) -> None:
+    with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(384)) as mem:
+        mem.add(_chat(30), session="s")
+        [(n, total, smallest, largest)] = raw_rows(
+            mem.store,
+            "SELECT COUNT(vector), SUM(LENGTH(vector)), MIN(LENGTH(vector)), MAX(LENGTH(vector)) FROM recall_index",
+        )
+    assert (n, total, smallest, largest) == (30, 30 * 288, 288, 288)  # int8 blobs took 388 bytes each
+
+
+def test_stored_int8_turn_vectors_are_re_encoded_in_six_bits_on_upgrade(where: str) -> None:
+    emb = HashEmbedder(384)
+    with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=emb) as mem:
+        mem.add(_chat(12), session="s")
+        before = [dataclasses.astuple(t) for t in mem.store.iter_turns("n")]
+        index = mem.store.embeddings.turns
+        rows = index.load("n")
+        texts = [t.turn.text for t in mem.store.iter_turns("n")]
+        # As the version before m025 stored them: int8 codes with a float32 scale.
+        old = dict(zip(sorted(rows), encode_int8(np.asarray(emb.embed_batch(texts), dtype=np.float32)), strict=True))
+        index.put("n", [dataclasses.replace(r, vector=old[t]) for t, r in rows.items()])
+        raw_rows(mem.store, "DELETE FROM _stratamem_migrations WHERE name = 'm025_turn_vectors6'")
+        assert {len(r.vector or b"") for r in index.load("n").values()} == {388}
+        want = [mem.search("crate 35 ferry", k=3)[i].turn_ids for i in range(3)]
+    fresh = HashEmbedder(384)
+    with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=fresh) as mem:  # m025 runs
+        assert ("m025_turn_vectors6",) in raw_rows(mem.store, "SELECT name FROM _stratamem_migrations")
+        stored = mem.store.embeddings.turns.load("n")
+        for tid, blob in old.items():
+            assert stored[tid].vector == encode_int6(int8_codes([blob], 384).astype(np.float32))[0]
+            assert stored[tid].terms == rows[tid].terms and stored[tid].events == rows[tid].events
+        assert [dataclasses.astuple(t) for t in mem.store.iter_turns("n")] == before  # text and metadata exactly
+        got = [h.turn_ids for h in mem.search("crate 35 ferry", k=3)]
+        assert got == want
+        assert [t for c in fresh.calls for t in c] == ["crate 35 ferry"]  # no turn embedded again
