@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -43,11 +44,27 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return schema_url(dsn, fresh_schema(dsn, "six"))
 
 
-def _chat(n: int) -> list[dict[str, object]]:
+SMALL_PYRAMID = Config().replace(
+    pyramid={
+        "micro_chunk_size": 5,
+        "mini_chunk_size": 10,
+        "macro_chunk_size": 30,
+        "hot_chunks": 2,
+        "warm_max_turns": 20,
+    }
+)
+_COLUMNS_OF_NODES = {
+    "sqlite": "SELECT name FROM pragma_table_info('nodes')",
+    "postgres": "SELECT column_name FROM information_schema.columns WHERE table_name = 'nodes' "
+    "AND table_schema = current_schema()",
+}
+
+
+def _chat(n: int, day: int = 0) -> list[dict[str, object]]:
     return [
         {
             "role": "user" if i % 2 == 0 else "assistant",
-            "content": f"Turn {i}: the harbour crane{i} lifted crate {i * 7} onto the night ferry to Porto{i}.",
+            "content": f"Turn {i}: the harbour crane{i} lifted crate {i * 7 + day} onto the night ferry to Porto{i}.",
             "metadata": {"dia_id": f"D1:{i}", "note": "é ü 日本" * (i % 3)},
         }
         for i in range(n)
@@ -107,28 +124,69 @@ def test_a_stored_turn_vector_takes_three_quarters_of_a_byte_per_component(where
     assert (n, total, smallest, largest) == (30, 30 * 288, 288, 288)  # int8 blobs took 388 bytes each
 
 
-def test_stored_int8_turn_vectors_are_re_encoded_in_six_bits_on_upgrade(where: str) -> None:
+def _as_before_m025(store: Any, vectors: dict[int, bytes]) -> None:
+    """Put a store back in the layout before ``m025_lean_store``: int8 turn vectors, warm views in ``nodes``."""
+    index = store.embeddings.turns
+    index.put("n", [dataclasses.replace(r, vector=vectors[t]) for t, r in index.load("n").items()])
+    views = raw_rows(store, "SELECT node_id, format, content FROM node_views")
+    raw_rows(store, "ALTER TABLE nodes ADD COLUMN warm_content TEXT")
+    raw_rows(store, "ALTER TABLE nodes ADD COLUMN warm_format TEXT")
+    for node_id, fmt, content in views:
+        raw_rows(store, "UPDATE nodes SET warm_format = %s, warm_content = %s WHERE id = %s", (fmt, content, node_id))
+    raw_rows(store, "DROP TABLE node_views")
+    raw_rows(store, "DELETE FROM _stratamem_migrations WHERE name = 'm025_lean_store'")
+
+
+def test_a_store_of_the_previous_layout_upgrades_without_losing_a_byte(where: str) -> None:
+    """m025_lean_store: int8 turn vectors re-encoded in 6 bits, warm views moved out of ``nodes`` unchanged."""
     emb = HashEmbedder(384)
-    with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=emb) as mem:
-        mem.add(_chat(12), session="s")
+    with Memory(open_store(where), namespace="n", config=SMALL_PYRAMID, embedder=emb) as mem:
+        for day in range(4):
+            mem.add(_chat(12, day), session=f"s{day}")
         before = [dataclasses.astuple(t) for t in mem.store.iter_turns("n")]
-        index = mem.store.embeddings.turns
-        rows = index.load("n")
+        rows = mem.store.embeddings.turns.load("n")
         texts = [t.turn.text for t in mem.store.iter_turns("n")]
-        # As the version before m025 stored them: int8 codes with a float32 scale.
         old = dict(zip(sorted(rows), encode_int8(np.asarray(emb.embed_batch(texts), dtype=np.float32)), strict=True))
-        index.put("n", [dataclasses.replace(r, vector=old[t]) for t, r in rows.items()])
-        raw_rows(mem.store, "DELETE FROM _stratamem_migrations WHERE name = 'm025_turn_vectors6'")
-        assert {len(r.vector or b"") for r in index.load("n").values()} == {388}
-        want = [mem.search("crate 35 ferry", k=3)[i].turn_ids for i in range(3)]
+        views = {int(n): (f, c) for n, f, c in raw_rows(mem.store, "SELECT node_id, format, content FROM node_views")}
+        assert len(views) >= 2 and {f for f, _ in views.values()} == {"ctf"}
+        nodes = [dataclasses.astuple(n) for n in mem.pyramid.nodes()]
+        _as_before_m025(mem.store, old)
+        assert {len(r.vector or b"") for r in mem.store.embeddings.turns.load("n").values()} == {388}
     fresh = HashEmbedder(384)
-    with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=fresh) as mem:  # m025 runs
-        assert ("m025_turn_vectors6",) in raw_rows(mem.store, "SELECT name FROM _stratamem_migrations")
+    with Memory(open_store(where), namespace="n", config=SMALL_PYRAMID, embedder=fresh) as mem:  # m025 runs
+        assert ("m025_lean_store",) in raw_rows(mem.store, "SELECT name FROM _stratamem_migrations")
         stored = mem.store.embeddings.turns.load("n")
         for tid, blob in old.items():
             assert stored[tid].vector == encode_int6(int8_codes([blob], 384).astype(np.float32))[0]
             assert stored[tid].terms == rows[tid].terms and stored[tid].events == rows[tid].events
         assert [dataclasses.astuple(t) for t in mem.store.iter_turns("n")] == before  # text and metadata exactly
-        got = [h.turn_ids for h in mem.search("crate 35 ferry", k=3)]
-        assert got == want
-        assert [t for c in fresh.calls for t in c] == ["crate 35 ferry"]  # no turn embedded again
+        assert {n: mem.store.nodes.warm_content("n", n) for n in views} == views
+        assert [dataclasses.astuple(n) for n in mem.pyramid.nodes()] == nodes
+        columns = {str(r[0]) for r in raw_rows(mem.store, _COLUMNS_OF_NODES[mem.store.backend])}
+        assert "warm_content" not in columns and "warm_format" not in columns
+        for node_id in views:  # a warm segment expands from its own copy, as before
+            assert mem.pyramid.expansion(node_id).sources == {node_id: "warm"}
+        mem.search("crate 35 ferry", k=3)
+        assert {t for c in fresh.calls for t in c} == {"crate 35 ferry"}  # no turn embedded again
+
+
+def test_warm_views_live_in_their_own_table_and_go_with_their_node(where: str) -> None:
+    """A segment's view is a row of ``node_views`` while warm; cold, forgotten or deleted, it is gone."""
+    with Memory(open_store(where), namespace="n", config=SMALL_PYRAMID, embedder=None) as mem:
+        for day in range(4):
+            mem.add(_chat(12, day), session=f"s{day}")
+        warm = mem.pyramid.nodes(level=1, tier="warm")
+        views = raw_rows(mem.store, "SELECT node_id FROM node_views ORDER BY node_id")
+        assert warm and [int(r[0]) for r in views] == [n.id for n in warm]
+        assert all(mem.store.nodes.warm_content("n", n.id) is not None for n in warm)
+        for node in mem.pyramid.nodes(level=1, tier="cold"):
+            assert mem.store.nodes.warm_content("n", node.id) is None
+        # Forgetting a turn of a warm segment re-encodes the view without it.
+        victim = mem.pyramid.turn_ids(warm[0].id)[0]
+        text = next(t.turn.text for t in mem.store.iter_turns("n") if t.id == victim)
+        mem.forget(turns=[victim])
+        fmt, content = mem.store.nodes.warm_content("n", warm[0].id)
+        assert text not in content and fmt == "ctf"
+        mem.forget(all_namespace=True)
+    with Memory(open_store(where), namespace="m", config=SMALL_PYRAMID, embedder=None) as mem:
+        assert raw_rows(mem.store, "SELECT COUNT(*) FROM node_views") == [(0,)]

@@ -295,7 +295,7 @@ def int6_codes(blobs: Sequence[bytes], dims: int) -> np.ndarray:
 
 def is_turn_blob(blob: bytes | None, dims: int) -> bool:
     """Whether ``blob`` is a stored turn vector of ``dims`` components: 6-bit (:func:`encode_int6`, what is
-    written) or int8 (:func:`encode_int8`, what stores wrote before ``m025_turn_vectors6``)."""
+    written) or int8 (:func:`encode_int8`, what stores wrote before ``m025_lean_store``)."""
     return blob is not None and len(blob) in (int6_blob_size(dims), int8_blob_size(dims))
 
 
