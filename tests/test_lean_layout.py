@@ -1,4 +1,7 @@
-"""Turn vectors stored in 6 bits (issue 28): the codec, the stored size, and the upgrade of int8 stores.
+"""Issue 28's leaner layout (``m025_lean_store``): turn vectors in 6 bits, warm views out of ``nodes``.
+
+The codec, the stored sizes, the page fill of the pyramid's tables, and the
+upgrade of a store of the previous layout.
 
 Real SQLite files and a real PostgreSQL (pgserver); the documented offline
 HashEmbedder at MiniLM's 384 dimensions, so the blobs have their real sizes.
@@ -190,3 +193,35 @@ def test_warm_views_live_in_their_own_table_and_go_with_their_node(where: str) -
         mem.forget(all_namespace=True)
     with Memory(open_store(where), namespace="m", config=SMALL_PYRAMID, embedder=None) as mem:
         assert raw_rows(mem.store, "SELECT COUNT(*) FROM node_views") == [(0,)]
+
+
+def test_the_pyramid_tables_fill_their_pages_while_segments_change_tier(tmp_path: Path) -> None:
+    """Warm views in ``nodes`` rows made each row grow and shrink: the table's pages were 29 % full."""
+    import sqlite3
+    from datetime import UTC, datetime, timedelta
+
+    t0 = datetime(2026, 1, 15, 10, 0, tzinfo=UTC)
+    path = tmp_path / "fill.db"
+    with Memory(str(path), namespace="n", embedder=HashEmbedder(384)) as mem:
+        for s in range(30):
+            mem.add(
+                [
+                    {
+                        "role": "user" if i % 2 == 0 else "assistant",
+                        "content": f"Session {s} turn {i}: Ana talks about the pottery course {i * s}, the kiln "
+                        "schedule, and her cat Pim who sleeps on the balcony. " * (1 + i % 3),
+                        "timestamp": (t0 + timedelta(days=s, minutes=i)).isoformat(),
+                    }
+                    for i in range(20)
+                ],
+                session=f"s{s}",
+            )
+        tiers = dict(raw_rows(mem.store, "SELECT tier, COUNT(*) FROM nodes WHERE level = 1 GROUP BY tier"))
+    assert tiers["cold"] > 20 and tiers["warm"] > 2  # segments went warm, then cold
+    with sqlite3.connect(path) as conn:
+        pages, payload = conn.execute(
+            "SELECT SUM(pgsize), SUM(payload) FROM dbstat WHERE name IN ('nodes', 'node_views')"
+        ).fetchone()
+    conn.close()
+    # With the views in the rows: 241,664 bytes of pages for 70,949 of payload (3.4x); now about 1.4x.
+    assert pages <= 2 * payload
