@@ -310,14 +310,15 @@ def turn_codes(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     """
     import numpy as np
 
-    small = int6_blob_size(dims)
-    if bad := next((len(b) for b in blobs if len(b) not in (small, int8_blob_size(dims))), None):
-        raise BackendError(
-            f"stored turn vector is {bad} bytes, expected {small} (6-bit) or {int8_blob_size(dims)} (int8) "
-            f"for {dims} dimensions"
-        )
-    if all(len(b) == small for b in blobs):  # the common case: one pass, no copy per row
+    small, big = int6_blob_size(dims), int8_blob_size(dims)
+    sizes = set(map(len, blobs))  # (a C-level pass: this runs over every stored vector at open)
+    if sizes <= {small}:  # the common case: one pass, no copy per row
         return int6_codes(blobs, dims)
+    if not sizes <= {small, big}:
+        bad = min(sizes - {small, big})
+        raise BackendError(
+            f"stored turn vector is {bad} bytes, expected {small} (6-bit) or {big} (int8) for {dims} dimensions"
+        )
     out = np.empty((len(blobs), dims), dtype=np.int8)
     six = [i for i, b in enumerate(blobs) if len(b) == small]
     eight = [i for i, b in enumerate(blobs) if len(b) != small]
