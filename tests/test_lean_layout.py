@@ -225,3 +225,33 @@ def test_the_pyramid_tables_fill_their_pages_while_segments_change_tier(tmp_path
     conn.close()
     # With the views in the rows: 241,664 bytes of pages for 70,949 of payload (3.4x); now about 1.4x.
     assert pages <= 2 * payload
+
+
+def test_an_upgraded_sqlite_store_gives_back_the_bytes_its_rows_no_longer_use(tmp_path: Path) -> None:
+    """6-bit vectors rewritten in place free no page: the upgrade vacuums when the part-empty pages add up."""
+    import sqlite3
+
+    path = tmp_path / "up.db"
+    emb = HashEmbedder(384)
+    with Memory(str(path), namespace="n", config=NO_PYRAMID, embedder=emb) as mem:
+        for s in range(8):
+            mem.add(_chat(40, s), session=f"s{s}")
+        texts = [t.turn.text for t in mem.store.iter_turns("n")]
+        ids = sorted(mem.store.embeddings.turns.load("n"))
+        old = dict(zip(ids, encode_int8(np.asarray(emb.embed_batch(texts), dtype=np.float32)), strict=True))
+        _as_before_m025(mem.store, old)
+        raw_rows(mem.store, "VACUUM")  # the previous layout, packed as a store of it would be
+
+    def pages() -> tuple[int, int]:
+        with sqlite3.connect(path) as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            out = (conn.execute("PRAGMA page_count").fetchone()[0], conn.execute("PRAGMA freelist_count").fetchone()[0])
+        conn.close()
+        return out
+
+    before, _ = pages()
+    with Memory(str(path), namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(384)) as mem:  # m025 runs
+        assert {len(r.vector or b"") for r in mem.store.embeddings.turns.load("n").values()} == {288}
+    after, free = pages()
+    # 320 vectors 100 bytes smaller: ~31 KB of ~0.4 MB, given back (without the VACUUM: the same page count).
+    assert free == 0 and after <= before - 6
