@@ -32,7 +32,7 @@ from .eventdates import ToldDays, decode_events, event_spans, first_day
 from .lexical import BM25Index, analyze
 from .passages import PassageVectors, is_long, passage_texts
 from .plan import PlanSettings, QueryPlan, gather, merge
-from .query import QueryFacts, read_query
+from .query import QueryFacts, read_query, without_speakers
 from .rewrite import QueryRewriter, RuleRewriter
 from .roles import ROLE_CODES, role_cue
 from .sentences import sentence_texts
@@ -378,11 +378,14 @@ class HybridIndex:
         return self._signals(query, weighted_only, now, sentence_mix)
 
     def _query_vectors(self, queries: Sequence[str]) -> list[np.ndarray | None]:
-        """One embedding call for a question and its sub-queries (``None`` each without vectors)."""
+        """One embedding call for a question and its sub-queries (``None`` each without vectors), each
+        embedded without the speaker names it mentions (:func:`~stratamem.retrieve.query.without_speakers`:
+        the speaker boost carries the person, the vector what is asked about)."""
         if self._corpus.vectors is None:
             return [None] * len(queries)
         assert self.embedder is not None  # vectors are only ever stored with an embedder
-        return list(np.asarray(self.embedder.embed_batch(list(queries)), dtype=np.float32))
+        texts = [without_speakers(q, self._corpus.speakers) for q in queries]
+        return list(np.asarray(self.embedder.embed_batch(texts), dtype=np.float32))
 
     def _scans(self, queries: Sequence[np.ndarray | None], mix: float) -> list[_Scan]:
         """The vector scans of each query vector, every matrix read once for all of them

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from .timewords import DateWindow, EventAnchor, read_anchors, read_windows, utc
 
-__all__ = ["QueryFacts", "read_query"]
+__all__ = ["QueryFacts", "read_query", "without_speakers"]
 
 _MONTHS = {
     m: i
@@ -76,6 +76,28 @@ class QueryFacts:
         return 0.0
 
 
+def _named(query: str, speakers: Iterable[str]) -> frozenset[str]:
+    """The known speakers ``query`` names: a word of its own, or with a possessive ending."""
+    words = set(re.findall(r"[\w']+", query))
+    return frozenset(s for s in speakers if s in words or f"{s}'s" in words or f"{s}s'" in words)
+
+
+def without_speakers(query: str, speakers: Iterable[str]) -> str:
+    """``query`` without the known speaker names it mentions (as :func:`read_query` finds them:
+    "Melanie", "Melanie's", "Joannas'"); ``query`` itself if nothing else would be left.
+
+    What the query *vector* is embedded from (issue 30): every turn is embedded as
+    ``Speaker: text``, so a name in the question pulls its vector towards turns that merely name
+    or are spoken by that person, whatever they say; the person is already carried by the
+    speaker boost, and without the name the vector scores what the question asks about.
+    """
+    out = query
+    for name in _named(query, speakers):
+        out = re.sub(rf"(?<![\w']){re.escape(name)}(?:'s|s')?(?![\w'])", " ", out)
+    out = re.sub(r"\s+", " ", out).strip()
+    return out if re.search(r"\w", out) and out != query.strip() else query
+
+
 def read_query(query: str, speakers: Iterable[str] = (), now: datetime | None = None) -> QueryFacts:
     """Read the speakers (among ``speakers``) and dates a query names.
 
@@ -84,8 +106,7 @@ def read_query(query: str, speakers: Iterable[str] = (), now: datetime | None = 
     UTC), relative times become :attr:`QueryFacts.windows` and event-anchored
     ones :attr:`QueryFacts.anchors`.
     """
-    words = set(re.findall(r"[\w']+", query))
-    named = frozenset(s for s in speakers if s in words or f"{s}'s" in words or f"{s}s'" in words)
+    named = _named(query, speakers)
     dates: list[tuple[int | None, int | None]] = []
     spans: list[tuple[int, int]] = []
     for m in _MONTH_RE.finditer(query):
