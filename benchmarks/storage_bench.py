@@ -22,7 +22,7 @@ mean bytes, and the contexts' wall time (p50, for a sanity check only; the
 latency benchmarks are ``first_query.py`` and ``context_latency.py``).
 
     .venv/bin/python benchmarks/storage_bench.py [--baseline main] [--skip-baseline] [--conversations N]
-        [--questions N] [--src PATH] [--json out.json]
+        [--questions N] [--src PATH] [--json out.json] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -111,7 +111,17 @@ def _measure(db: Path) -> dict:
     return {"bytes": sum(parts.values()), "parts": parts, "manifests": n, "manifest_bytes": body_bytes}
 
 
-def _run(name: str, src: Path, db: Path, count: int | None, limit: int | None) -> dict:
+def _keep(db: Path, keep: Path | None, label: str) -> None:
+    """Copy the store (checkpointed) to ``keep`` for a closer look (``sqlite3_analyzer``, ``dbstat``)."""
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(db) as conn, sqlite3.connect(keep / f"{label}.db") as out:
+            conn.backup(out)
+        conn.close()
+        out.close()
+
+
+def _run(name: str, src: Path, db: Path, count: int | None, limit: int | None, keep: Path | None = None) -> dict:
     code = textwrap.dedent(
         _BUILD.format(peers=str(ROOT / "benchmarks" / "peers"), db=str(db), count=count, limit=limit)
     )
@@ -123,6 +133,7 @@ def _run(name: str, src: Path, db: Path, count: int | None, limit: int | None) -
     print(f"  {name}: ingest ...", flush=True)
     ingest = json.loads(proc.stdout.readline())
     rest = _measure(db)
+    _keep(db, keep, f"{name.replace(' ', '_')}-rest")
     print(f"  {name}: {ingest['turns']} turns in {ingest['seconds']:.0f} s; contexts ...", flush=True)
     proc.stdin.write("\n")
     proc.stdin.flush()
@@ -130,6 +141,7 @@ def _run(name: str, src: Path, db: Path, count: int | None, limit: int | None) -
     if proc.wait() != 0:
         raise SystemExit(f"{name}: subprocess failed")
     after = _measure(db)
+    _keep(db, keep, f"{name.replace(' ', '_')}-ctx")
     print(f"  {name}: {ctx['contexts']} contexts, p50 {ctx['p50_ms']:.0f} ms", flush=True)
     return {"name": name, "turns": ingest["turns"], "ingest_s": ingest["seconds"], "rest": rest, "after": after, **ctx}
 
@@ -174,6 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--conversations", type=int, default=None, help="first N conversations (default all ten)")
     ap.add_argument("--questions", type=int, default=None, help="at most N questions per conversation")
     ap.add_argument("--json", type=Path, help="also write the results here")
+    ap.add_argument("--keep", type=Path, help="copy each store (at rest, after contexts) into this directory")
     args = ap.parse_args(argv)
     print(f"load average at the start: {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
     rows = []
@@ -183,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
             trees.append((args.baseline, _tree(args.baseline, Path(tmp))))
         for i, (name, src) in enumerate(trees):
             t0 = time.perf_counter()
-            rows.append(_run(name, src, Path(tmp) / f"s{i}.db", args.conversations, args.questions))
+            rows.append(_run(name, src, Path(tmp) / f"s{i}.db", args.conversations, args.questions, args.keep))
             print(f"  {name}: {time.perf_counter() - t0:.0f} s", flush=True)
     print(_table(rows))
     if args.json:

@@ -76,7 +76,7 @@ def test_summary_vectors_come_from_the_turns_stored_vectors_without_asking_the_m
     from test_pyramid import msgs
 
     from stratamem import Config, Memory
-    from stratamem.embed.quantize import decode_int8
+    from stratamem.embed.quantize import decode_int6
     from stratamem.retrieve.corpus import TurnCorpus
     from stratamem.retrieve.lexical import analyze
     from stratamem.retrieve.sentences import sentence_texts
@@ -96,7 +96,7 @@ def test_summary_vectors_come_from_the_turns_stored_vectors_without_asking_the_m
     for node in nodes:
         ids = mem.pyramid.turn_ids(node.id)
         assert len(ids) == node.turn_count
-        total = decode_int8([rows[i].vector for i in ids], 16).sum(axis=0)
+        total = decode_int6([rows[i].vector for i in ids], 16).sum(axis=0)
         want = total / np.linalg.norm(total)
         stored = mem.pyramid.embedding(node.id)
         # Stored as int8 codes with a scale: within half a quantisation step of the vector.

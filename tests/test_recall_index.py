@@ -19,7 +19,7 @@ from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
 from stratamem.embed import CachedEmbedder
-from stratamem.embed.quantize import decode_int8, encode_int8, int8_codes
+from stratamem.embed.quantize import decode_int8, encode_int6, encode_int8, int6_blob_size, int6_codes
 from stratamem.errors import BackendError, ModelError
 from stratamem.retrieve.corpus import ANALYZER
 from stratamem.store.base_turn_index import IndexMeta, TurnIndexRow
@@ -161,7 +161,7 @@ def test_another_model_re_embeds_and_another_analysis_re_analyses(tmp_path: Path
         assert {tuple(c) for c in b.calls[1:]} == {("vault",)}
         assert mem.store.embeddings.turns.meta("n") == IndexMeta("model-b", 24, ANALYZER)
         rows = mem.store.embeddings.turns.load("n")
-        assert {len(r.vector or b"") for r in rows.values()} == {24 + 4}
+        assert {len(r.vector or b"") for r in rows.values()} == {int6_blob_size(24)}
         mem.store.embeddings.turns.set_meta("n", IndexMeta("model-b", 24, "a0:older-analysis"))
         assert mem.store.embeddings.turns.counts("n") == (0, 0)  # stale terms are dropped with their vectors
     again = HashEmbedder(24, name="model-b")
@@ -466,13 +466,13 @@ def test_an_index_reopened_from_the_store_ranks_exactly_like_a_rebuilt_one(
     opened = writer.indexer.open()
     from stratamem.retrieve.corpus import TurnCorpus
 
-    # Rebuilt: every turn analysed and embedded again (int8 round trip, as stored: the codes), every posting built.
+    # Rebuilt: every turn analysed and embedded again (6-bit round trip, as stored: the codes), every posting built.
     turns = list(store.iter_turns("n"))
     rebuilt = HybridIndex(emb)
     rebuilt.add_turns(
         turns,
-        vectors=int8_codes(
-            encode_int8(np.asarray(emb.embed_batch([TurnCorpus.text(t) for t in turns]), dtype=np.float32)), 24
+        vectors=int6_codes(
+            encode_int6(np.asarray(emb.embed_batch([TurnCorpus.text(t) for t in turns]), dtype=np.float32)), 24
         ),
     )
     assert [t.id for t in opened.turns] == [t.id for t in rebuilt.turns]

@@ -135,8 +135,10 @@ def test_an_opened_index_holds_its_vectors_as_codes_and_scores_like_the_decoded_
     for rows in (turns, sentences, passages):
         assert rows.codes and rows.nbytes <= max(len(rows), 64) * (32 + 4)
     # The plain computation: every stored turn vector decoded, one product with the query.
+    from stratamem.embed.quantize import decode_int6  # turn vectors are stored in 6 bits (m025_lean_store)
+
     stored = store.embeddings.turns.load("n")
-    plain = decode_int8([stored[t.id].vector for t in index.turns], 32) @ np.asarray(emb.embed_batch([query])[0])
+    plain = decode_int6([stored[t.id].vector for t in index.turns], 32) @ np.asarray(emb.embed_batch([query])[0])
     np.testing.assert_allclose(
         np.asarray(index._corpus.vectors.dots(np.asarray(emb.embed_batch([query])[0]))), plain, atol=1e-6
     )

@@ -80,7 +80,11 @@ def test_summary_cosines_follow_the_pyramid_and_equal_the_per_summary_formula(tm
         for q in queries:
             grown = mem._summary_index.rank(mem.pyramid, q, limit=1000)
             fresh = SummaryIndex().rank(mem.pyramid, q, limit=1000)
-            assert [(u.id, u.score) for u in grown] == [(u.id, u.score) for u in fresh]
+            assert [u.id for u in grown] == [u.id for u in fresh]
+            # The same vectors in another row order of the stacked matrix: its product may round the
+            # last float32 bit differently (seen with 6-bit turn vectors, whose means the summaries take).
+            for g, f in zip(grown, fresh, strict=True):
+                assert g.score == pytest.approx(f.score, abs=1e-6)
             with_vector = [u for u in grown if "vector" in u.score]
             expected = _naive_cosines(mem, with_vector, q)
             # The same formula in float32 (a matrix product sums in another order: last-bit differences).

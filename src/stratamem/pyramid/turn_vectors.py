@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..embed.quantize import decode_int8
+from ..embed.quantize import is_turn_blob, turn_codes, unit_rows
 
 __all__ = ["stored_turn_vectors", "turn_mean_vectors"]
 
@@ -63,9 +63,9 @@ def turn_mean_vectors(
     out: dict[int, np.ndarray] = {}
     for node_id, ids in turn_ids.items():
         blobs = [rows[t].vector if t in rows else None for t in ids]
-        if not blobs or any(b is None or len(b) != meta.dims + 4 for b in blobs):
+        if not blobs or not all(is_turn_blob(b, meta.dims) for b in blobs):
             continue
-        total = decode_int8(blobs, meta.dims).sum(axis=0, dtype=np.float64)  # type: ignore[arg-type]
+        total = unit_rows(turn_codes(blobs, meta.dims)).sum(axis=0, dtype=np.float64)  # type: ignore[arg-type]
         norm = float(np.linalg.norm(total))
         if norm > 0:
             out[node_id] = (total / norm).astype(np.float32)
@@ -84,8 +84,8 @@ def stored_turn_vectors(store: Any, namespace: str, model: str, turn_ids: Sequen
         return {}
     feature, meta = found
     rows = feature.load(namespace, [int(t) for t in turn_ids])
-    ids = [t for t in turn_ids if t in rows and rows[t].vector is not None and len(rows[t].vector) == meta.dims + 4]
+    ids = [t for t in turn_ids if t in rows and is_turn_blob(rows[t].vector, meta.dims)]
     if not ids:
         return {}
-    decoded = decode_int8([rows[t].vector for t in ids], meta.dims)
+    decoded = unit_rows(turn_codes([rows[t].vector for t in ids], meta.dims))
     return {t: decoded[i] for i, t in enumerate(ids)}

@@ -227,13 +227,16 @@ class LiveIndex:
         rows = self.store.embeddings.turns.load(self.namespace, [st.id for st in turns]) if turns else {}
         if len(rows) != len(turns) or (self.embedder is not None and any(r.vector is None for r in rows.values())):
             return None
-        from ..embed.quantize import int8_codes
+        from ..embed.quantize import is_turn_blob, turn_codes
 
         terms = [rows[st.id].terms.split() for st in turns]
         vectors = None
         if self.embedder is not None:
             blobs = [rows[st.id].vector for st in turns]
-            vectors = int8_codes(blobs, len(blobs[0]) - 4)
+            dims = int(getattr(self.embedder, "dimensions", 0) or 0)
+            if not all(is_turn_blob(b, dims) for b in blobs):
+                return None  # made by another model (or an embedder without a size): reopen
+            vectors = turn_codes(blobs, dims)
         # The turns are at hand: what their rows lack (event dates, sentence vectors) the index makes.
         try:
             index.add_turns(turns, terms=terms, vectors=vectors, events=[rows[st.id].events for st in turns])

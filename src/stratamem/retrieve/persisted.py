@@ -30,7 +30,7 @@ import numpy as np
 
 from .._gcpause import gc_paused
 from ..embed import model_name
-from ..embed.quantize import encode_int8, int8_codes
+from ..embed.quantize import encode_int6, is_turn_blob, turn_codes
 from ..errors import ModelError, StratamemError
 from ..records import StoredTurn
 from ..store.term_ids import StoredTerms
@@ -118,6 +118,13 @@ class TurnIndexer:
             return ""
         return model_name(self.embedder)
 
+    def _dims(self) -> int:
+        """Components of the namespace's turn vectors: the embedder's, else the recorded ones (0: unknown)."""
+        if self.embedder is not None and (dims := int(getattr(self.embedder, "dimensions", 0) or 0)):
+            return dims
+        meta = self._rows.meta(self.namespace)
+        return int(meta.dims) if meta is not None else 0
+
     def _check_meta(self) -> None:
         """Make the namespace's recorded model and analyser this indexer's (stale rows are dropped)."""
         if self._meta_checked:
@@ -147,6 +154,7 @@ class TurnIndexer:
         self._check_meta()
         all_terms: list[list[str]] = []
         all_events: list[str] = []
+        dims = 0
         blobs: list[bytes | None] = []
         made: dict[int, bytes] = {}
         error: Exception | None = None
@@ -161,12 +169,14 @@ class TurnIndexer:
             counts: list[int | None] = [None] * len(chunk)
             if self.embedder is not None and error is None:
                 try:
-                    coded = list(encode_int8(_embed(self.embedder, texts)))
+                    embedded = _embed(self.embedder, texts)
+                    dims = int(embedded.shape[1])
+                    coded = list(encode_int6(embedded))
                     if self.sentences:
                         # Stored before the rows that count them: a crash in between re-makes them on open.
                         rows = self._sentence_rows()
                         made_counts, blobs_s = rows.make(chunk, [len(t) for t in terms])
-                        rows.put(blobs_s, len(coded[0] or b"") - 4)
+                        rows.put(blobs_s, dims)
                         counts, made = list(made_counts), {**made, **blobs_s}
                 except ModelError as exc:
                     error = exc
@@ -184,7 +194,7 @@ class TurnIndexer:
                 progress(len(chunk))
         vectors = None
         if self.embedder is not None and error is None and blobs:
-            vectors = int8_codes([b for b in blobs if b is not None], len(blobs[0]) - 4)  # type: ignore[arg-type]
+            vectors = turn_codes([b for b in blobs if b is not None], dims)
         passages = sentences = None
         if vectors is not None and self.passages:
             try:
@@ -232,10 +242,8 @@ class TurnIndexer:
             # Made by another analysis (read-only store: the meta could not be updated).
             none: list[Any] = [None] * len(turns)
             present, blobs, events, counts = [False] * len(turns), list(none), list(none), list(none)
-        dims = getattr(self.embedder, "dimensions", None) if self.embedder is not None else None
-        stale = {i for i, b in enumerate(blobs) if b is not None and dims and len(b) != int(dims) + 4}
-        if not dims:
-            dims = next((len(b) - 4 for b in blobs if b is not None), None)
+        dims = self._dims()
+        stale = {i for i, b in enumerate(blobs) if b is not None and dims and not is_turn_blob(b, dims)}
         stored_s = self._sentence_rows().load(int(dims)) if self.sentences and self.embedder and dims else {}
         sizes = np.diff(stored.offsets)  # each turn's term count, read off the stored ids
         # Sentence vectors never made (NULL count) or made by another model (no row under this one).
@@ -276,7 +284,7 @@ class TurnIndexer:
         index = HybridIndex(self.embedder, weights, loader=self._load_turns, sentences=self.sentences)
         vectors = None
         if self.embedder is not None and turns:
-            vectors = int8_codes(blobs, len(blobs[0]) - 4)
+            vectors = turn_codes(blobs, dims)
         passages = sentences = None
         if vectors is not None and index.weights.vector_passage > 0:
             passages = self._passage_rows().read(turns, _lists(terms), vectors.shape[1], on_store_error)
@@ -315,7 +323,7 @@ class TurnIndexer:
                     events[i] = encode_events(event_spans(turns[i].text, turns[i].timestamp))
             embed = [i for i in part if blobs[i] is None or i in stale] if self.embedder is not None else []
             if embed:
-                coded = encode_int8(_embed(self.embedder, [TurnCorpus.text(turns[i]) for i in embed]))
+                coded = encode_int6(_embed(self.embedder, [TurnCorpus.text(turns[i]) for i in embed]))
                 for i, blob in zip(embed, coded, strict=True):
                     blobs[i] = blob
             sent = [i for i in part if i in need_s]
@@ -330,7 +338,7 @@ class TurnIndexer:
             if store_ok:
                 try:
                     if made:
-                        self._sentence_rows().put(made, len(blobs[part[0]] or b"") - 4)
+                        self._sentence_rows().put(made, self._dims())
                     self._rows.put(
                         self.namespace,
                         [

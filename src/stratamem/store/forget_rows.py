@@ -23,6 +23,7 @@ from typing import Any
 
 from . import data_version
 from .forgetting import ForgetPlan
+from .node_views import delete_views, put_view
 from .sql import SQLITE, SqlFeature, Writer, chunks, upsert
 from .turn_index import prune_terms
 
@@ -113,6 +114,7 @@ class ForgetRows(SqlFeature):
         w.execute(f"DELETE FROM node_turns WHERE {self._node_turns_of()}", (key,))
         w.execute(f"UPDATE nodes SET parent_id = NULL WHERE {t} = ?", (key,))
         w.execute(f"DELETE FROM nodes WHERE {t} = ?", (key,))
+        delete_views(w, self._d, key)
         for table in _BY_TENANT:
             w.execute(f"DELETE FROM {table} WHERE {t} = ?", (key,))
         w.execute("DELETE FROM ingest_keys WHERE namespace = ?", (ns,))
@@ -129,15 +131,16 @@ class ForgetRows(SqlFeature):
         for node_id in p.delete_nodes:  # children first: parent_id references them
             w.execute(f"DELETE FROM node_turns WHERE {self._node_turns_of()} AND node_id = ?", (key, int(node_id)))
             w.execute(f"DELETE FROM nodes WHERE {t} = ? AND id = ?", (key, int(node_id)))
+        delete_views(w, self._d, key, list(p.delete_nodes))
         for r in p.rewrite_nodes:
             lo, hi = r.seq_range if r.seq_range is not None else (None, None)
-            fmt, content = r.warm if r.warm is not None else (None, None)
+            if r.warm is not None:  # re-encoded from the turns that remain
+                put_view(w, self._d, key, r.node_id, r.warm)
             w.execute(
                 "UPDATE nodes SET turn_count = ?, tokens = ?, first_turn_id = ?, last_turn_id = ?, ts_start = ?, "
                 "ts_end = ?, seq_lo = COALESCE(?, seq_lo), seq_hi = COALESCE(?, seq_hi), summary = NULL, "
                 "summary_tokens = NULL, summary_status = 'pending', summary_error = NULL, embedding = NULL, "
-                "view_tokens = ?, warm_format = COALESCE(?, warm_format), warm_content = COALESCE(?, warm_content) "
-                f"WHERE {t} = ? AND id = ?",
+                f"view_tokens = ? WHERE {t} = ? AND id = ?",
                 (
                     r.turn_count,
                     r.tokens,
@@ -148,8 +151,6 @@ class ForgetRows(SqlFeature):
                     lo,
                     hi,
                     r.view_tokens,
-                    fmt,
-                    content,
                     key,
                     r.node_id,
                 ),

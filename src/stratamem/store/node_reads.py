@@ -279,7 +279,7 @@ class NodeReads:
     def warm_content(self, namespace: str, node_id: int) -> tuple[str, str] | None:
         """``(format, content)`` of a warm segment of the namespace, or ``None``."""
         rows = self._q(
-            f"SELECT warm_format, warm_content FROM nodes WHERE {self._ns} = ? AND id = ? AND warm_content IS NOT NULL",
+            f"SELECT format, content FROM node_views WHERE {self._ns} = ? AND node_id = ?",
             (self._key(namespace), int(node_id)),
         )
         return (rows[0][0], rows[0][1]) if rows else None
@@ -331,9 +331,10 @@ class NodeReads:
         return [
             tuple(int(v) if i else v for i, v in enumerate(r))
             for r in self._q(
-                "SELECT tier, COUNT(*), SUM(turn_count), SUM(tokens), SUM(COALESCE(view_tokens, 0)), "
-                f"SUM(COALESCE({octets('warm_content')}, 0)), SUM(COALESCE({octets('summary')}, 0)) "
-                f"FROM nodes WHERE {self._ns} = ? AND level = 1 GROUP BY tier",
+                "SELECT n.tier, COUNT(*), SUM(n.turn_count), SUM(n.tokens), SUM(COALESCE(n.view_tokens, 0)), "
+                f"SUM(COALESCE({octets('v.content')}, 0)), SUM(COALESCE({octets('n.summary')}, 0)) "
+                f"FROM nodes n LEFT JOIN node_views v ON v.{self._ns} = n.{self._ns} AND v.node_id = n.id "
+                f"WHERE n.{self._ns} = ? AND n.level = 1 GROUP BY n.tier",
                 (self._key(namespace),),
             )
         ]

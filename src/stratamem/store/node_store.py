@@ -37,6 +37,7 @@ from . import data_version
 from .ddl import TYPES, create_table
 from .new_rows import NewNode
 from .node_reads import NodeReads
+from .node_views import delete_views, put_view
 from .sql import SQLITE, Writer, chunks, dialect_of
 from .vectors import vector_placeholder, write_vector
 
@@ -70,7 +71,7 @@ _NODE_COLUMNS = (
     "summary_status TEXT NOT NULL DEFAULT 'pending' CHECK (summary_status IN ('pending', 'ok', 'failed'))",
     "summary_error TEXT",
     "view_tokens INTEGER",
-    "warm_content TEXT",
+    "warm_content TEXT",  # moved to node_views by m025_lean_store (migrations are never edited)
     "warm_format TEXT",
     "archive_ref TEXT",
     "archived_at {stamp}",
@@ -365,28 +366,25 @@ class NodeStore(NodeReads):
         Raises:
             NotFoundError: No such node in the namespace.
         """
-        fmt, content = warm if warm else (None, None)
         when = self._d.stamp(at)
-        self._update(
-            namespace,
-            "UPDATE nodes SET tier = ?, tier_at = ?, view_tokens = ?, warm_format = ?, warm_content = ?, "
-            "archive_ref = COALESCE(?, archive_ref), "
-            "archived_at = CASE WHEN CAST(? AS TEXT) IS NULL THEN archived_at ELSE ? END WHERE id = ?",
-            (tier, when, view_tokens, fmt, content, archive_ref, archive_ref, when, int(node_id)),
-        )
+        with self._sql.write() as w:  # the row and its view (node_views) together
+            self._update(
+                namespace,
+                "UPDATE nodes SET tier = ?, tier_at = ?, view_tokens = ?, archive_ref = COALESCE(?, archive_ref), "
+                "archived_at = CASE WHEN CAST(? AS TEXT) IS NULL THEN archived_at ELSE ? END WHERE id = ?",
+                (tier, when, view_tokens, archive_ref, archive_ref, when, int(node_id)),
+            )
+            put_view(w, self._d, self._key(namespace), node_id, warm or None)
 
     def clear_archive(self, namespace: str, node_ids: Iterable[int]) -> None:
         """Forget archive references of the namespace's nodes (retention expired the content), and the
         CTF copy a cold node keeps with ``cold_format: ctf``: it is the same content."""
         ids = [int(i) for i in node_ids]
-        self._update(
-            namespace,
-            "UPDATE nodes SET archive_ref = NULL, warm_format = NULL, warm_content = NULL WHERE",
-            (),
-            expect=0,
-            ids=ids,
-            destructive=True,
-        )
+        with self._sql.write() as w:
+            self._update(
+                namespace, "UPDATE nodes SET archive_ref = NULL WHERE", (), expect=0, ids=ids, destructive=True
+            )
+            delete_views(w, self._d, self._key(namespace), ids)
 
     def delete_turns(self, namespace: str, turn_ids: Sequence[int]) -> int:
         """Delete canonical turns of the namespace (retention only); returns how many were deleted."""

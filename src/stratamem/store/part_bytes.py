@@ -20,7 +20,7 @@ PARTS: Mapping[str, tuple[str, ...]] = {
     "turns": ("turns", "sessions", "namespaces", "ingest_keys", "idempotency_keys"),
     "recall_index": ("recall_index", "recall_index_meta", "recall_terms", "recall_passages"),
     "items": ("memory_items", "memory_item_metrics", "memory_item_vector_log"),
-    "pyramid": ("nodes", "node_turns", "summary_spend"),
+    "pyramid": ("nodes", "node_views", "node_turns", "summary_spend"),
     "manifests": ("manifests",),
     "embedding_cache": ("embeddings",),
     "conversations": ("conversations",),

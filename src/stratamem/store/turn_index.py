@@ -27,7 +27,7 @@ from .ddl import TYPES, run_tables
 from .sql import SQLITE, Dialect, Sql, Writer, chunks, dialect_of, upsert
 from .term_ids import StoredTerms, decode_ids, encode_ids, encode_many
 
-__all__ = ["TurnIndex", "m010_recall_index", "m019_recall_events", "m021_term_ids", "prune_terms"]
+__all__ = ["TurnIndex", "m010_recall_index", "m019_recall_events", "m021_term_ids", "m025_turn_vectors6", "prune_terms"]
 
 # First key of the two-key advisory lock serializing one namespace's vocabulary writers on PostgreSQL ("Rt").
 _LOCK_CLASS = 0x5274
@@ -131,6 +131,45 @@ def m021_term_ids(conn: Any) -> None:
     conn.execute("ALTER TABLE recall_index_new RENAME TO recall_index")
     if d is not SQLITE:
         conn.execute("ALTER TABLE recall_index RENAME CONSTRAINT recall_index_new_pkey TO recall_index_pkey")
+
+
+def m025_turn_vectors6(conn: Any) -> None:
+    """Stored turn vectors re-encoded from int8 to 6 bits (both backends), in place.
+
+    Each ``recall_index.vector`` of ``dims + 4`` bytes (``dims``: its
+    namespace's ``recall_index_meta.dims``) holds int8 codes of magnitude at
+    most 127 and a scale; its codes are encoded again by
+    :func:`~stratamem.embed.quantize.encode_int6` (``3 * dims / 4`` bytes,
+    what is written now) — no model is needed. Any other blob is left as it
+    is: a row of another size is stale already and made again on open.
+    Rows are converted in batches inside the migration's transaction.
+    """
+    from ..embed.quantize import encode_int6, int8_blob_size, int8_codes
+
+    d = dialect_of(conn)
+    t = d.tenant
+    last: tuple[Any, ...] = ()
+    while True:
+        after = f"AND (r.{t}, r.turn_id) > (?, ?)" if last else ""
+        rows = conn.execute(
+            d.sql(
+                f"SELECT r.{t}, r.turn_id, r.vector, m.dims FROM recall_index r "
+                f"JOIN recall_index_meta m ON m.{t} = r.{t} WHERE r.vector IS NOT NULL {after} "
+                f"ORDER BY r.{t}, r.turn_id LIMIT {_BATCH}"
+            ),
+            last,
+        ).fetchall()
+        if not rows:
+            return
+        last = tuple(rows[-1][:2])
+        out = []
+        for key, turn_id, blob, dims in rows:
+            blob = bytes(blob)
+            if dims and len(blob) == int8_blob_size(int(dims)):
+                codes = int8_codes([blob], int(dims)).astype("float32")
+                out.append((encode_int6(codes)[0], key, turn_id))
+        if out:
+            conn.cursor().executemany(d.sql(f"UPDATE recall_index SET vector = ? WHERE {t} = ? AND turn_id = ?"), out)
 
 
 def _blob(value: object) -> bytes | None:

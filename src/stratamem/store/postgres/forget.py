@@ -40,6 +40,7 @@ FORGET_TABLES: tuple[str, ...] = (
     "turns",
     "sessions",
     "nodes",
+    "node_views",
     "node_turns",
     "memory_items",
     "memory_item_metrics",

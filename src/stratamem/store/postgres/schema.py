@@ -32,6 +32,7 @@ from ..idempotency import m017_idempotency_keys
 from ..ingest_keys import m008_ingest_keys
 from ..item_facts import m018_item_facts
 from ..manifests import m006_manifests, m022_compact_manifests
+from ..node_views import m025_lean_store
 from ..passage_store import m011_passages, m023_passage_pages, m024_sentence_nibbles
 from ..turn_index import m010_recall_index, m019_recall_events, m021_term_ids
 from ..vectors import m015_int8_vectors
@@ -132,6 +133,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m022_compact_manifests", m022_compact_manifests),
     PgMigration("m023_passage_pages", m023_passage_pages),
     PgMigration("m024_sentence_nibbles", m024_sentence_nibbles),
+    PgMigration("m025_lean_store", m025_lean_store),
 ]
 
 

@@ -18,6 +18,7 @@ from ..item_facts import m018_item_facts
 from ..manifests import m006_manifests, m022_compact_manifests
 from ..migrations import Migration
 from ..node_store import m003_pyramid, m014_summary_spend, m020_node_settled
+from ..node_views import m025_lean_store
 from ..passage_store import m011_passages, m023_passage_pages, m024_sentence_nibbles
 from ..turn_index import m010_recall_index, m019_recall_events, m021_term_ids
 from ..vectors import m015_int8_vectors
@@ -99,4 +100,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m022_compact_manifests", m022_compact_manifests, vacuum=True),
     Migration("m023_passage_pages", m023_passage_pages, vacuum=True),
     Migration("m024_sentence_nibbles", m024_sentence_nibbles),
+    Migration("m025_lean_store", m025_lean_store, vacuum=True),
 ]
