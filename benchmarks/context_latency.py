@@ -6,9 +6,10 @@ timestamp 30 s apart), written through the real :class:`stratamem.Memory`
 with the default config (pyramid on: segments, summaries, tiers, items), in
 batches of 1,000 turns. The embedder is the store's persistent cache around
 the local MiniLM, ``CachedEmbedder(LocalMiniLM(), store.embeddings)``, so the
-repeated LoCoMo texts are embedded once; every *query*, though, is embedded
-by MiniLM at call time (the cache is bypassed for query strings), as in
-production. No row is written below the public API: 1M turns are 1M
+repeated LoCoMo texts are embedded once; every text a ``context()`` embeds
+(the question, the question without the speaker names it mentions, its
+sub-queries) is embedded by MiniLM the first time the run asks for it (the
+cache is bypassed), as a fresh question is in production. No row is written below the public API: 1M turns are 1M
 ``Memory.add`` turns (~40 min on the 2-core box once the 5,882 LoCoMo texts are
 cached; the first 6k turns embed them).
 
@@ -68,7 +69,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -96,25 +98,40 @@ STEPS = 30
 
 
 class FreshQueries:
-    """The store's cached embedder, except that a query string is embedded by the model the
-    first time it is asked in this run (the persistent cache may hold it from an earlier run).
+    """The store's cached embedder for the turns ``add`` stores; the model for everything a
+    ``context()`` embeds, the first time this run asks for it (the persistent cache may hold it
+    from an earlier run).
 
-    Later asks for the same query in the run (item recall embeds the query again
-    within one ``context()``) are answered from memory, as the real cache would.
+    A context embeds more than the question as asked: the question without the speaker names
+    it mentions and its sub-queries (one batch), then the question again for item and summary
+    ranking. Each distinct text costs one model call per run, as a fresh question would; a
+    repeat within the run is answered from memory, as the real cache would.
     """
 
-    def __init__(self, cached: CachedEmbedder, model: LocalMiniLM, queries: set[str]) -> None:
-        self.cached, self.model, self.queries = cached, model, queries
+    def __init__(self, cached: CachedEmbedder, model: LocalMiniLM) -> None:
+        self.cached, self.model = cached, model
         self.name, self.dimensions = cached.name, cached.dimensions
         self._seen: dict[str, np.ndarray] = {}
+        self._adding = False
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
-        """Queries from MiniLM (once per run); everything else through the persistent cache."""
-        if len(texts) == 1 and texts[0] in self.queries:
-            if texts[0] not in self._seen:
-                self._seen[texts[0]] = np.asarray(self.model.embed_batch(texts), dtype=np.float32)
-            return self._seen[texts[0]]
-        return self.cached.embed_batch(texts)
+        """Turns being added through the persistent cache; anything else from MiniLM once per run."""
+        if self._adding:
+            return self.cached.embed_batch(texts)
+        fresh = [t for t in dict.fromkeys(texts) if t not in self._seen]
+        if fresh:
+            for text, vec in zip(fresh, np.asarray(self.model.embed_batch(fresh), dtype=np.float32), strict=True):
+                self._seen[text] = vec
+        return np.stack([self._seen[t] for t in texts])
+
+    @contextmanager
+    def adding(self) -> Iterator[None]:
+        """Within: texts are turns being stored (their vectors come from the cache)."""
+        self._adding = True
+        try:
+            yield
+        finally:
+            self._adding = False
 
     def forget(self) -> None:
         """Embed every query afresh again (between measurements)."""
@@ -236,7 +253,8 @@ def measure(
     adds, lat = [], []
     for step, q in enumerate(questions[STEPS + 1 : 2 * STEPS + 1]):
         t0 = time.perf_counter()
-        mem.add(_turn(texts, size + step), session="one")
+        with embedder.adding() if embedder is not None else nullcontext():
+            mem.add(_turn(texts, size + step), session="one")
         t1 = time.perf_counter()
         mem.context(q, budget=BUDGET)
         t2 = time.perf_counter()
@@ -265,7 +283,8 @@ def profile(size: int, texts: list[tuple[str, str]], questions: list[str], embed
     prof = cProfile.Profile()
     prof.enable()
     for step, q in enumerate(questions[1:11]):
-        mem.add(_turn(texts, size + step), session="one")
+        with embedder.adding():
+            mem.add(_turn(texts, size + step), session="one")
         mem.context(q, budget=BUDGET)
     prof.disable()
     pstats.Stats(prof).sort_stats("cumulative").print_stats(35)
@@ -366,7 +385,7 @@ def main(argv: list[str] | None = None) -> None:
         cached = CachedEmbedder(model, store.embeddings)
         build(size, texts, cached, target(size, args.backend))
     assert cached is not None
-    embedder = FreshQueries(cached, model, set(questions))
+    embedder = FreshQueries(cached, model)
     if args.profile is not None:
         profile(args.profile, texts, questions, embedder)
         return
@@ -376,7 +395,7 @@ def main(argv: list[str] | None = None) -> None:
     for size in args.sizes:
         for mode in args.modes:
             # A query is embedded by the model; a turn's vector comes from the cache of the store measured.
-            emb = FreshQueries(CachedEmbedder(model, stores[args.sizes.index(size)].embeddings), model, set(questions))
+            emb = FreshQueries(CachedEmbedder(model, stores[args.sizes.index(size)].embeddings), model)
             row = rows.setdefault(size, {})[mode] = measure(
                 size, texts, questions, emb if mode == "hybrid" else None, args.backend
             )
