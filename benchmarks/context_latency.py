@@ -112,6 +112,9 @@ class FreshQueries:
         self.cached, self.model = cached, model
         self.name, self.dimensions = cached.name, cached.dimensions
         self._seen: dict[str, np.ndarray] = {}
+        # Production puts a cache in front of the model, and recall then sends the question as asked
+        # along with its stripped form (item ranking re-embeds it); ``_seen`` is that cache here.
+        self.cache = self._seen
         self._adding = False
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:

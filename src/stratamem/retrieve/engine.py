@@ -290,13 +290,9 @@ class HybridIndex:
         out = []
         seen: set[int] = set()
         for st, n in zip(turns, term_counts, strict=True):
-            if (
-                st.id in self._corpus.pos
-                or st.id in seen
-                or (skip and st.id in skip)
-                or not isinstance(st, StoredTurn)
-                or not is_long(int(n))
-            ):
+            if st.id in self._corpus.pos or st.id in seen or (skip and st.id in skip):
+                continue
+            if not isinstance(st, StoredTurn) or not is_long(int(n)):
                 continue
             seen.add(st.id)
             out.append((st.id, passage_texts(st)))
@@ -383,12 +379,14 @@ class HybridIndex:
     def _query_vectors(self, queries: Sequence[str]) -> list[np.ndarray | None]:
         """One embedding call for a question and its sub-queries (``None`` each without vectors), each
         embedded without the speaker names it mentions (:func:`~stratamem.retrieve.query.without_speakers`:
-        the speaker boost carries the person, the vector what is asked about)."""
+        the speaker boost carries the person, the vector what is asked about). A caching embedder also
+        gets the question as asked in that call: summary and item ranking embed it next, from its cache."""
         if self._corpus.vectors is None:
             return [None] * len(queries)
         assert self.embedder is not None  # vectors are only ever stored with an embedder
         texts = [without_speakers(q, self._corpus.speakers) for q in queries]
-        return list(np.asarray(self.embedder.embed_batch(texts), dtype=np.float32))
+        asked = [queries[0]] if texts[0] != queries[0] and getattr(self.embedder, "cache", None) is not None else []
+        return list(np.asarray(self.embedder.embed_batch(texts + asked), dtype=np.float32))[: len(texts)]
 
     def _scans(self, queries: Sequence[np.ndarray | None], mix: float) -> list[_Scan]:
         """The vector scans of each query vector, each matrix read once for all (:meth:`.VectorRows.scan`):
