@@ -197,13 +197,17 @@ def int4_codes(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     """
     import numpy as np
 
-    size = int4_blob_size(dims)
     if not blobs:
         return np.zeros((0, dims), dtype=np.int8)
+    _check_sizes(blobs, int4_blob_size(dims), "4-bit", dims)
+    return int4_rows(b"".join(blobs), dims)
+
+
+def _check_sizes(blobs: Sequence[bytes], size: int, kind: str, dims: int) -> None:
+    """Raise :class:`BackendError` unless every blob is ``size`` bytes (one C-level pass when they are)."""
     if set(map(len, blobs)) != {size}:
         bad = next(len(b) for b in blobs if len(b) != size)
-        raise BackendError(f"stored 4-bit vector is {bad} bytes, expected {size} for {dims} dimensions")
-    return int4_rows(b"".join(blobs), dims)
+        raise BackendError(f"stored {kind} vector is {bad} bytes, expected {size} for {dims} dimensions")
 
 
 def int4_rows(data: bytes, dims: int) -> np.ndarray:
@@ -278,9 +282,7 @@ def int6_codes(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     size = int6_blob_size(dims)
     if not blobs:
         return np.zeros((0, dims), dtype=np.int8)
-    if set(map(len, blobs)) != {size}:
-        bad = next(len(b) for b in blobs if len(b) != size)
-        raise BackendError(f"stored 6-bit vector is {bad} bytes, expected {size} for {dims} dimensions")
+    _check_sizes(blobs, size, "6-bit", dims)
     raw = np.frombuffer(b"".join(blobs), dtype=np.uint8).reshape(len(blobs), size // 3, 3)
     codes = np.empty((len(blobs), size // 3 * 4), dtype=np.uint8)
     x, y, z = raw[:, :, 0], raw[:, :, 1], raw[:, :, 2]
