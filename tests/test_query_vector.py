@@ -9,12 +9,14 @@ HashEmbedder for what is embedded.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stratamem.embed import CachedEmbedder, LocalMiniLM, MemoryEmbeddingCache
+from stratamem import Memory
+from stratamem.embed import LocalMiniLM
 from stratamem.records import StoredTurn, Turn
 from stratamem.retrieve import HybridIndex, read_query
 from stratamem.retrieve.query import without_speakers
@@ -91,25 +93,20 @@ def test_the_query_and_its_sub_queries_are_embedded_without_the_names() -> None:
     ]
 
 
-def test_a_caching_embedder_gets_the_question_as_asked_in_the_same_call() -> None:
-    """Summary and item ranking embed the question as asked right after recall: with a cache in front
-    of the model, that is a hit, not a second model call (one call per question, as before the
-    names were dropped). The ranking is the same as with the bare embedder."""
-    model = HashEmbedder()
-    cached = CachedEmbedder(model, MemoryEmbeddingCache(max_entries=64))
-    ix, bare = HybridIndex(cached), HybridIndex(HashEmbedder())
-    ix.add_turns(_turns())
-    bare.add_turns(_turns())
-    model.calls.clear()
-    question = "What activities does Melanie partake in?"
-    hits = ix.search(question, k=6)
-    assert model.calls == [["What activities does partake in?", question]]
-    cached.embed_batch([question])  # what item search does next
-    assert len(model.calls) == 1
-    assert [(h.turn_ids, h.score) for h in hits] == [(h.turn_ids, h.score) for h in bare.search(question, k=6)]
-    model.calls.clear()
-    ix.search("What did they paint?", k=3)  # nothing stripped: the one text, once
-    assert model.calls == [["What did they paint?"]]
+def test_a_context_embeds_the_question_once_for_turns_and_items(tmp_path: Path) -> None:
+    """Turn recall and item search (and summary ranking, given the same text) rank with the vector of the
+    question without the speaker names: one embedded text, not the stripped one and then the one asked."""
+    emb = HashEmbedder()
+    mem = Memory(str(tmp_path / "q.db"), embedder=emb)
+    mem.add([Turn(role="user", content=text, name=name) for name, text in CHAT], session="s1")
+    mem.items.add("Melanie paints sunsets over the lake.", type="fact")
+    emb.calls.clear()
+    mem.context("What activities does Melanie partake in?", budget=400)
+    embedded = [t for call in emb.calls for t in call]
+    assert embedded and set(embedded) == {"What activities does partake in?"}
+    emb.calls.clear()
+    mem.context("What did they paint?", budget=400)  # no speaker named: embedded as asked
+    assert {t for call in emb.calls for t in call} == {"What did they paint?"}
 
 
 def test_a_question_about_a_person_ranks_what_they_did_above_turns_that_only_name_them(minilm: LocalMiniLM) -> None:

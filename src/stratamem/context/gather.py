@@ -172,7 +172,9 @@ def fixed_blocks(
     return system_blocks(parts.store, parts.namespace, session, system_prompts) + fixed
 
 
-def item_units(parts: Parts, query: str | None, session: str | None = None) -> list[ItemUnit]:
+def item_units(
+    parts: Parts, query: str | None, session: str | None = None, vector_text: str | None = None
+) -> list[ItemUnit]:
     """Hot memory items (kept in the prompt), then warm/cold items found for ``query``.
 
     Only items ``session`` sees: namespace-wide ones and its own (session-scoped
@@ -194,7 +196,7 @@ def item_units(parts: Parts, query: str | None, session: str | None = None) -> l
         if it.superseded_by is None and it.review != "rejected"
     ]
     if query and query.strip():
-        found = items.search(query, limit=10, session=session)
+        found = items.search(query, limit=10, session=session, vector_text=vector_text)
         seen = {u.id for u in units}
         units += [
             ItemUnit(

@@ -109,9 +109,11 @@ class PyramidPolicy(Policy):
     description = "hot window, the three most relevant warm chunks expanded, macro summaries; recall takes the rest"
     recall_first = True
 
-    def summary_sources(self, parts: Parts, query: str | None) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
+    def summary_sources(
+        self, parts: Parts, query: str | None, vector_text: str | None = None
+    ) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
         """The top-3 relevant warm chunks (expandable) and the macro summaries."""
-        return parts.summary_index.pyramid_parts(parts.pyramid(), query)
+        return parts.summary_index.pyramid_parts(parts.pyramid(), query, vector_text=vector_text)
 
     def present(self, cands: Candidates) -> tuple[bool, bool]:
         return bool(cands.summaries) or bool(cands.recalled) or bool(cands.items), bool(cands.bulks)

@@ -74,18 +74,24 @@ class Policy:
         if follow_up:
             notes.append("follow-up query: nothing recalled, the recent window holds the thread")
         recalled: list[Recalled] = []
+        vector_text = None  # what turn recall embedded: summaries and items rank with the same vector
         if query and query.strip() and not follow_up:
             recalled = recall_turns(parts, query, request.budget, request.now, notes)
+            vector_text = parts.recall_index().vector_text(query)
         fixed = fixed_blocks(parts, request.session, request.project, request.system_prompts)
-        summaries, bulks = self.summary_sources(parts, query) if parts.config.pyramid.enabled else ([], [])
-        items = item_units(parts, query, request.session)
+        pyramid_on = parts.config.pyramid.enabled
+        summaries, bulks = self.summary_sources(parts, query, vector_text) if pyramid_on else ([], [])
+        items = item_units(parts, query, request.session, vector_text)
         return Candidates(
             fixed=fixed, recent=recent, recalled=recalled, summaries=summaries, bulks=bulks, items=items, notes=notes
         )
 
-    def summary_sources(self, parts: Parts, query: str | None) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
-        """``(summaries, bulks)`` from the pyramid: by default its summaries ranked for ``query``, no bulks."""
-        return parts.summary_index.rank(parts.pyramid(), query), []
+    def summary_sources(
+        self, parts: Parts, query: str | None, vector_text: str | None = None
+    ) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
+        """``(summaries, bulks)`` from the pyramid: by default its summaries ranked for ``query``, no bulks
+        (``vector_text``: what to embed instead of ``query``, see :meth:`.SummaryIndex.rank`)."""
+        return parts.summary_index.rank(parts.pyramid(), query, vector_text=vector_text), []
 
     def annotate(self, ctx: Context, cands: Candidates, parts: Parts) -> Context:
         """The assembled context with anything the policy adds to its manifest (default: nothing)."""

@@ -369,7 +369,9 @@ class SummaryIndex:
         self._bm25 = BM25Index()
         self._bm25.extend(self._text[i][1] for i in keep)
 
-    def rank(self, pyramid: Any, query: str | None, *, limit: int = 40) -> list[SummaryUnit]:
+    def rank(
+        self, pyramid: Any, query: str | None, *, limit: int = 40, vector_text: str | None = None
+    ) -> list[SummaryUnit]:
         """Summaries best first: relevance to ``query``, then level.
 
         Relevance is lexical (BM25 over summary and key facts, scaled to the
@@ -378,7 +380,9 @@ class SummaryIndex:
         summary's vector (seed 000's relevant-chunk search), rescaled so a
         cosine at or below :data:`VECTOR_FLOOR` (what unrelated text scores
         with MiniLM) counts nothing. Each signal weighs half; a summary without
-        a vector scores on words alone.
+        a vector scores on words alone. ``vector_text`` is what to embed when it
+        is not ``query`` (a context passes turn recall's, so the question costs
+        one model call).
         """
         self._refresh(pyramid)
         if not self._docs:
@@ -389,7 +393,7 @@ class SummaryIndex:
             scores = self._bm25.scores(analyze(query))
             top = float(scores.max()) if scores.size else 0.0
             lexical = scores / top if top > 0 else np.zeros(n)
-            vector = self._cosines(pyramid, query)
+            vector = self._cosines(pyramid, vector_text if vector_text and vector_text.strip() else query)
         rel = lexical if vector is None else 0.5 * lexical + 0.5 * vector
         level = np.asarray(self._levels)
         fused = rel + level
@@ -415,14 +419,14 @@ class SummaryIndex:
         return self._unit(pyramid, node, score)
 
     def pyramid_parts(
-        self, pyramid: Any, query: str | None, *, chunks: int = 3
+        self, pyramid: Any, query: str | None, *, chunks: int = 3, vector_text: str | None = None
     ) -> tuple[list[SummaryUnit], list[SummaryUnit]]:
         """Seed 000's view beyond the hot window: the ``chunks`` segments most relevant to ``query``
         (expandable to their turns) and the top-level consolidations (macro summaries), best first.
 
         Without a query no segment is relevant: only the macro summaries are given.
         """
-        ranked = self.rank(pyramid, query, limit=max(40, len(self._docs)))
+        ranked = self.rank(pyramid, query, limit=max(40, len(self._docs)), vector_text=vector_text)
         segments = [u for u in ranked if u.kind == "segment"][:chunks] if query and query.strip() else []
         roots = [
             u for u in ranked if u.kind == "consolidation" and self._nodes[int(u.id.split(":", 1)[1])].parent_id is None

@@ -192,6 +192,7 @@ class RecallOps(TierOps):
         include_superseded: bool = False,
         as_of: datetime | str | None = None,
         session: str | None = None,
+        vector_text: str | None = None,
     ) -> RecallResult:
         """Rank warm and cold items for ``query`` exactly as :meth:`recall` does, and change nothing.
 
@@ -207,6 +208,9 @@ class RecallOps(TierOps):
             as_of: Only items valid at this time.
             session: The reading session: namespace-wide items plus its own; without
                 one, namespace-wide items only.
+            vector_text: What to embed for the semantic half, when it is not ``query``
+                (a context passes the question without the speaker names it mentions,
+                which turn recall has embedded already: one model call per question).
 
         Returns:
             Items best first (as stored) with their scores; ``promoted``,
@@ -218,7 +222,7 @@ class RecallOps(TierOps):
         """
         started = time.perf_counter()
         query, kinds, when = self._checked(query, limit, types, as_of, session)
-        qvec, embed_ms = self._prepare(query)
+        qvec, embed_ms = self._prepare(vector_text if vector_text and vector_text.strip() else query)
         r = self._rank(query, limit, qvec, embed_ms, kinds, include_superseded, when, session)
         return self._result(r, r.ranked, (), (), (), (time.perf_counter() - started) * 1000)
 

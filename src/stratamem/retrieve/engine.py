@@ -376,17 +376,19 @@ class HybridIndex:
         """
         return self._signals(query, weighted_only, now, sentence_mix)
 
+    def vector_text(self, query: str) -> str:
+        """What ``query``'s vector is embedded from, here and in item and summary ranking: the query without
+        the speaker names it mentions (:func:`.without_speakers`: the speaker boost carries the person)."""
+        return without_speakers(query, self._corpus.speakers)
+
     def _query_vectors(self, queries: Sequence[str]) -> list[np.ndarray | None]:
         """One embedding call for a question and its sub-queries (``None`` each without vectors), each
-        embedded without the speaker names it mentions (:func:`~stratamem.retrieve.query.without_speakers`:
-        the speaker boost carries the person, the vector what is asked about). A caching embedder also
-        gets the question as asked in that call: summary and item ranking embed it next, from its cache."""
+        embedded from its :meth:`vector_text`."""
         if self._corpus.vectors is None:
             return [None] * len(queries)
         assert self.embedder is not None  # vectors are only ever stored with an embedder
-        texts = [without_speakers(q, self._corpus.speakers) for q in queries]
-        asked = [queries[0]] if texts[0] != queries[0] and getattr(self.embedder, "cache", None) is not None else []
-        return list(np.asarray(self.embedder.embed_batch(texts + asked), dtype=np.float32))[: len(texts)]
+        texts = [self.vector_text(q) for q in queries]
+        return list(np.asarray(self.embedder.embed_batch(texts), dtype=np.float32))
 
     def _scans(self, queries: Sequence[np.ndarray | None], mix: float) -> list[_Scan]:
         """The vector scans of each query vector, each matrix read once for all (:meth:`.VectorRows.scan`):
