@@ -24,12 +24,15 @@ so two processes over one store build the same lists.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+
+log = logging.getLogger("stratamem.retrieve")
 
 if TYPE_CHECKING:
     from .vector_rows import VectorRows
@@ -97,6 +100,7 @@ def _one_thread() -> Iterator[None]:
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
+        log.info("threadpoolctl is not installed (the embed extra): the list build runs BLAS on its own threads")
         yield
         return
     with threadpool_limits(limits=1, user_api="blas"):

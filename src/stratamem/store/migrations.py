@@ -159,7 +159,8 @@ def _slack_pages(conn: sqlite3.Connection) -> int:
         row = conn.execute(
             "SELECT COALESCE(SUM(unused), 0) FROM dbstat WHERE aggregate = TRUE AND pageno >= 8"
         ).fetchone()
-    except sqlite3.Error:  # a SQLite built without the dbstat table: free pages alone decide
+    except sqlite3.Error as exc:  # a SQLite built without the dbstat table: free pages alone decide
+        log.info("b-tree slack not measured (%s): the vacuum rule counts free pages only", exc)
         return 0
     size = conn.execute("PRAGMA page_size").fetchone()[0]
     return int(row[0]) // int(size)
