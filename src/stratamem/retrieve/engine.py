@@ -36,6 +36,7 @@ from .plan import PlanSettings, QueryPlan, gather, merge
 from .query import QueryFacts, read_query, without_speakers
 from .rewrite import QueryRewriter, RuleRewriter
 from .roles import ROLE_CODES, role_cue
+from .scans import Scan, scan_queries
 from .sentences import sentence_texts
 from .timewords import resolve_anchor
 from .weights import LEXICAL_WEIGHTS, NORMALISERS, Weights, fuse_signals
@@ -50,10 +51,6 @@ SENTENCES = True
 
 GATHER_DEPTH = 500
 """Candidates beyond ``k`` an ``aggregate`` question gathers from (turns of other sessions)."""
-
-
-_Scan = tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]
-"""A query vector and its scans: turn cosines, best sentence and best passage cosines (each ``None`` when unused)."""
 
 
 def _top(fused: np.ndarray, k: int) -> np.ndarray:
@@ -390,20 +387,21 @@ class HybridIndex:
         texts = [self.vector_text(q) for q in queries]
         return list(np.asarray(self.embedder.embed_batch(texts), dtype=np.float32))
 
-    def _scans(self, queries: Sequence[np.ndarray | None], mix: float) -> list[_Scan]:
-        """The vector scans of each query vector, each matrix read once for all (:meth:`.VectorRows.scan`):
-        turn cosines, best sentence cosines when ``mix`` mixes them in, best passage cosines when weighted."""
+    def _scans(self, queries: Sequence[np.ndarray | None], mix: float) -> list[Scan]:
+        """The vector scans of each query vector (:func:`.scans.scan_queries`: turn cosines, best sentence
+        cosines when ``mix`` mixes them in, best passage cosines when weighted)."""
         assert self._corpus.vectors is not None
-        vectors = [q for q in queries if q is not None]  # (all of them: the index has vectors)
-        probe = self.scan.probe_for(len(self._corpus))  # (None: every row, exactly)
-        dots = list(self._corpus.vectors.scan(vectors, probe))
-        sv, pv, none = self._sentence_vectors, self._passage_vectors, [None] * len(dots)
-        sentences = sv.best_many(vectors, dots, probe) if mix > 0 and len(sv) else none
-        passages = pv.best_many(vectors, dots, probe) if self.weights.vector_passage > 0 else none
-        return list(zip(vectors, dots, sentences, passages, strict=True))
+        sv, pv = self._sentence_vectors, self._passage_vectors
+        return scan_queries(
+            [q for q in queries if q is not None],  # (all of them: the index has vectors)
+            self._corpus.vectors,
+            sv if mix > 0 and len(sv) else None,
+            pv if self.weights.vector_passage > 0 else None,
+            self.scan.probe_for(len(self._corpus)),  # (None: every row, exactly)
+        )
 
     def _signals(
-        self, query: str, weighted_only: bool, now: datetime | None, mix: float, scan: _Scan | None = None
+        self, query: str, weighted_only: bool, now: datetime | None, mix: float, scan: Scan | None = None
     ) -> tuple[dict[str, np.ndarray], QueryFacts]:
         c = self._corpus
         facts = self.query_facts(query, now)

@@ -207,7 +207,7 @@ class PassageVectors:
             for kind in (np.int8, np.float32):  # (a float row among codes: np.concatenate would upcast them all)
                 part = [(pos, vec) for pos, vec in self._pending if vec.dtype == kind]
                 if part:
-                    self._matrix.extend(np.concatenate([vec for _, vec in part]))
+                    self._matrix.extend_parts([vec for _, vec in part])
                     # (np.repeat: one call, where a np.full per turn cost ~4 µs each, seconds at 1M turns)
                     owners = np.fromiter((pos for pos, _ in part), dtype=np.int64, count=len(part))
                     self._owner.extend(np.repeat(owners, [len(vec) for _, vec in part]))

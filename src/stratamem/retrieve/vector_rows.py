@@ -35,31 +35,33 @@ BLOCK = 1024
 
 
 class _Rows:
-    """A growable numpy array (amortised O(1) append), read through :attr:`view`."""
+    """A growable numpy array (amortised O(1) append), read through :attr:`view`.
+
+    A buffer that grows gets room for as many rows again as it then holds, the first batch
+    included (an index opened from the store, the sentence rows stacked at the first planned
+    question). That room costs no memory until rows are written into it (``np.zeros`` of a large
+    buffer is pages the system maps on first write), and it keeps the agent loop's first ``add``
+    from copying the whole matrix into a larger one (issue 28: a first batch used to become the
+    buffer as it was, full, and at 100k turns that ``add`` then copied ~100 MB of sentence codes,
+    +20 ms on one call).
+    """
 
     def __init__(self, dtype: Any, width: int | None = None) -> None:
         self._buf = np.zeros((64,) if width is None else (64, width), dtype=dtype)
         self.n = 0
 
     def extend(self, rows: np.ndarray) -> None:
-        need = self.n + len(rows)
-        if (
-            self.n == 0
-            and len(rows) > len(self._buf)
-            and rows.dtype == self._buf.dtype
-            and rows.shape[1:] == self._buf.shape[1:]
-            and rows.flags.c_contiguous
-            and rows.flags.owndata
-        ):
-            # A first large batch (an index opened from the store) becomes the buffer: no copy.
-            self._buf, self.n = rows, need
-            return
+        self.claim(len(rows))[:] = rows
+
+    def claim(self, count: int) -> np.ndarray:
+        """The next ``count`` rows (grown into as needed), counted in; the caller writes them."""
+        need = self.n + count
         if need > len(self._buf):
-            grown = np.zeros((max(need, 2 * len(self._buf)),) + self._buf.shape[1:], dtype=self._buf.dtype)
+            grown = np.zeros((max(2 * need, 2 * len(self._buf)),) + self._buf.shape[1:], dtype=self._buf.dtype)
             grown[: self.n] = self._buf[: self.n]
             self._buf = grown
-        self._buf[self.n : need] = rows
-        self.n = need
+        lo, self.n = self.n, need
+        return self._buf[lo:need]
 
     @property
     def view(self) -> np.ndarray:
@@ -97,8 +99,9 @@ class VectorRows:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the rows take (the allocated buffers)."""
-        return self._rows._buf.nbytes + (self._inverse._buf.nbytes if self._inverse is not None else 0)
+        """Bytes the rows take (the buffers' room for more rows is not counted: until rows are written
+        into it, the system gives it no memory)."""
+        return self._rows.view.nbytes + (self._inverse.view.nbytes if self._inverse is not None else 0)
 
     def extend(self, rows: np.ndarray) -> None:
         """Append rows: int8 codes or float32 unit vectors (converted to this matrix's form)."""
@@ -110,6 +113,18 @@ class VectorRows:
             self._inverse.extend(inverse_norms(codes))
         if self.clusters is not None:
             self.clusters.add(self)  # new rows join their lists (cheap: a few dot products each)
+
+    def extend_parts(self, parts: Sequence[np.ndarray]) -> None:
+        """:meth:`extend` with the rows of ``parts`` in order, int8 codes written straight into this
+        matrix's buffer (no concatenated copy of them all: the sentence rows of 1M turns are ~1 GB)."""
+        if self._inverse is None or any(p.dtype != np.int8 for p in parts):
+            self.extend(np.concatenate(parts))
+            return
+        slot = self._rows.claim(sum(len(p) for p in parts))
+        np.concatenate(parts, out=slot)
+        self._inverse.extend(inverse_norms(slot))
+        if self.clusters is not None:
+            self.clusters.add(self)
 
     def block(self, lo: int, hi: int) -> np.ndarray:
         """Rows ``lo`` to ``hi`` as float32 unit vectors."""

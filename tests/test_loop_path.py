@@ -1,0 +1,165 @@
+"""The agent loop's slow calls at 100k turns, cut without changing an answer (issue 28).
+
+Two causes of the loop's p95 (``benchmarks/context_latency.py --loop-in-place``):
+a ``pair`` question ("When did Ana and Ben …") scanned every vector matrix once
+for each of its three query vectors although its two sub-queries have one
+vector (the speaker names are not embedded), and the first ``add`` after the
+index opened, or after the sentence rows were stacked, copied the whole matrix
+into a larger buffer. Each fix is checked here against the computation it
+replaced; the embedder is the documented offline
+:class:`~stratamem.testing.HashEmbedder`.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stratamem import Config, Memory
+from stratamem.records import StoredTurn, Turn
+from stratamem.retrieve import HybridIndex
+from stratamem.retrieve import scans as scans_module
+from stratamem.retrieve.passages import PassageVectors
+from stratamem.retrieve.plan import QueryPlan
+from stratamem.retrieve.vector_rows import VectorRows, _Rows
+from stratamem.testing.hash_embedder import HashEmbedder
+
+T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
+CONFIG = Config().replace(pyramid={"enabled": False})
+_SAYS = [
+    "We baked rye bread in the old oven. It rose well this time. The crust was dark.",
+    "The trip to Rome is booked for May. We fly on a Tuesday. The hotel is near the station.",
+    "I painted the fence green last weekend. It took two days. The neighbours liked it.",
+    "We went to the pride festival together. The parade was long. We danced all evening.",
+]
+
+
+def _turn(i: int) -> StoredTurn:
+    name = "Ana" if i % 2 == 0 else "Ben"
+    text = f"{_SAYS[i % len(_SAYS)]} Day {i}."
+    return StoredTurn(i, "n", f"s{i // 20}", i, 20, Turn("user", text, name=name, timestamp=T0 + timedelta(hours=i)))
+
+
+def _index(turns: int) -> HybridIndex:
+    index = HybridIndex(embedder=HashEmbedder(32))
+    index.add_turns([_turn(i) for i in range(1, turns + 1)])
+    return index
+
+
+PAIR = (
+    "When did Ana and Ben go to the festival together?",
+    QueryPlan("pair", ("When did Ana go to the festival together?", "When did Ben go to the festival together?")),
+)
+
+
+def _breakdowns(hits: list[Any]) -> list[tuple[str, dict[str, float]]]:
+    return [(h.id, h.score) for h in hits]
+
+
+def test_a_pair_question_scans_its_one_sub_query_vector_once_and_ranks_as_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``main`` multiplied each matrix by three query vectors here (the question and two sub-queries whose
+    vector texts are both "When did go to the festival together?"); now by the two distinct ones."""
+    index = _index(120)
+    query, plan = PAIR
+    texts = [index.vector_text(q) for q in (query, *plan.subqueries)]
+    assert texts[1] == texts[2] != texts[0]  # the names are not embedded: one vector for both sub-queries
+    assert len(index._sentence_vectors) and index.planning.sentence_mix > 0
+
+    # The same question with every query vector scanned, as before (no two vectors are ever merged).
+    def every_vector(vectors: Any) -> tuple[list[Any], list[int]]:
+        return list(vectors), list(range(len(vectors)))
+
+    with monkeypatch.context() as m:
+        m.setattr(scans_module, "distinct", every_vector)
+        before = _breakdowns(index.search(query, k=20, plan=plan))
+
+    widths: list[tuple[int, int]] = []
+    real = VectorRows.dots_many
+
+    def spy(self: VectorRows, queries: Any) -> Any:
+        widths.append((len(self), len(queries)))
+        return real(self, queries)
+
+    monkeypatch.setattr(VectorRows, "dots_many", spy)
+    after = _breakdowns(index.search(query, k=20, plan=plan))
+    assert widths == [(len(index._corpus), 2), (len(index._sentence_vectors), 2)]  # type: ignore[arg-type]
+    assert after == before  # the same hits, in the same order, with bit-for-bit the same breakdowns
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    picks=st.lists(st.integers(0, 3), min_size=1, max_size=6),
+    seed=st.integers(0, 2**16),
+)
+def test_scanning_distinct_vectors_gives_every_query_its_own_scans(picks: list[int], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    pool = [v / np.linalg.norm(v) for v in rng.standard_normal((4, 16)).astype(np.float32)]
+    vectors = [pool[p].copy() for p in picks]  # repeats are equal vectors, not the same object
+    turns = VectorRows(16, codes=True)
+    turns.extend(rng.integers(-127, 128, size=(300, 16), dtype=np.int8))
+    sentences = PassageVectors()
+    sentences.add(range(0, 300, 3), [rng.integers(-7, 8, size=(1 + i % 3, 16), dtype=np.int8) for i in range(100)])
+    got = scans_module.scan_queries(vectors, turns, sentences, None, None)
+    for v, (q, dots, best, passage) in zip(vectors, got, strict=True):
+        alone = turns.dots_many([v])[0]
+        assert q is v and passage is None
+        assert np.array_equal(dots, alone)  # bit for bit
+        assert best is not None and np.array_equal(best, sentences.best_many([v], [alone])[0])
+    arrays = [a for _, d, b, _ in got for a in (d, b)]
+    assert len({id(a) for a in arrays}) == len(arrays)  # no two queries share an array
+
+
+def test_the_loops_first_adds_copy_no_vector_matrix(tmp_path: Path) -> None:
+    """``main`` adopted a first batch as the buffer, full: the first ``add`` after the index opened (turn
+    vectors) and after the first planned question (sentence vectors) copied the whole matrix."""
+    path = str(tmp_path / "loop.db")
+    writer = Memory(path, namespace="n", embedder=HashEmbedder(32), config=CONFIG)
+    writer.add([_turn(i).turn for i in range(1, 401)], session="one")
+    writer.close()
+    mem = Memory(path, namespace="n", embedder=HashEmbedder(32), config=CONFIG)
+    query, plan = PAIR
+    mem.context(query, budget=2000)  # opens the index from the store and stacks the sentence rows
+    index = mem._recall_index()
+    assert index.plan(query).shape == "pair"
+    turn_rows, sentence_rows = index._corpus.vectors, index._sentence_vectors._matrix
+    assert turn_rows is not None and sentence_rows is not None
+    assert turn_rows.codes and sentence_rows.codes  # opened from the store: int8 codes and their norms
+    held_sentences = len(sentence_rows)
+
+    def buffers() -> list[np.ndarray]:
+        return [m._buf for v in (turn_rows, sentence_rows) for m in (v._rows, v._inverse) if m is not None]
+
+    held = buffers()
+    for i in range(401, 431):  # the benchmark's 30 loop steps
+        mem.add(_turn(i).turn, session="one")
+        mem.context(query, budget=2000)
+    assert len(index._corpus) == 430 and len(sentence_rows) > held_sentences
+    assert all(a is b for a, b in zip(buffers(), held, strict=True))  # grown into, never copied
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(0, 200), min_size=1, max_size=8), seed=st.integers(0, 2**16))
+def test_rows_grown_by_claims_hold_every_row_in_order(sizes: list[int], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rows = _Rows(np.int8, 5)
+    parts = [rng.integers(-127, 128, size=(n, 5), dtype=np.int8) for n in sizes]
+    for p in parts:
+        before = rows._buf
+        rows.extend(p)
+        assert rows._buf is before or len(rows._buf) >= 2 * rows.n  # a grown buffer: room for as many again
+    assert np.array_equal(rows.view, np.concatenate(parts))
+    codes = VectorRows(5, codes=True)
+    codes.extend_parts(parts)
+    whole = VectorRows(5, codes=True)
+    whole.extend(np.concatenate(parts))
+    assert np.array_equal(codes._rows.view, whole._rows.view)
+    assert codes._inverse is not None and whole._inverse is not None
+    assert np.array_equal(codes._inverse.view, whole._inverse.view)
