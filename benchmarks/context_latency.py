@@ -20,10 +20,11 @@ Measured per size, hybrid (MiniLM) and lexical only (no embedder):
   (``cpu``: the process's CPU time in those calls, ``time.process_time``: the work done,
   which a busy shared box does not stretch as it stretches wall time);
 * ``loop``: the agent loop — ``add`` one new turn, then ``context()`` (30 steps;
-  ``add`` and ``context`` timed apart). The loop runs on a copy of the store
-  (``--loop-in-place``: on the store itself, right after ``static`` in the same
-  process: no copy and no second index build, which at 1M turns take minutes;
-  each run then leaves 30 more turns, 0.003 % of 1M);
+  ``add`` and ``context`` timed apart; ``loop cpu``: the CPU time of those
+  ``context()`` calls). The loop runs on a copy of the store (``--loop-in-place``:
+  on the store itself, right after ``static`` in the same process: no copy and
+  no second index build, which at 1M turns take minutes; each run then leaves
+  30 more turns, 0.003 % of 1M);
 * ``rss MB``: the measuring process's peak resident memory (``ru_maxrss``) at the
   end of the size; with ``--baseline`` each (tree, size) is its own process, so
   it is that size's peak (model, index, pyramid and all).
@@ -253,17 +254,19 @@ def measure(
         store = open_store(loop_target)
         mem = Memory(store, namespace=f"n{size}", embedder=embedder, config=CONFIG)
         mem.context(questions[0], budget=BUDGET)
-    adds, lat = [], []
+    adds, lat, cpu = [], [], []
     for step, q in enumerate(questions[STEPS + 1 : 2 * STEPS + 1]):
         t0 = time.perf_counter()
         with embedder.adding() if embedder is not None else nullcontext():
             mem.add(_turn(texts, size + step), session="one")
-        t1 = time.perf_counter()
+        t1, c1 = time.perf_counter(), time.process_time()
         mem.context(q, budget=BUDGET)
-        t2 = time.perf_counter()
+        t2, c2 = time.perf_counter(), time.process_time()
         adds.append(t1 - t0)
         lat.append(t2 - t1)
+        cpu.append(c2 - c1)
     out["loop p50"], out["loop p95"] = _pct(lat, 50), _pct(lat, 95)
+    out["loop cpu p50"], out["loop cpu p95"] = _pct(cpu, 50), _pct(cpu, 95)
     out["add p50"], out["add p95"] = _pct(adds, 50), _pct(adds, 95)
     store.close()
     if backend != "postgres" and not IN_PLACE:
@@ -303,6 +306,8 @@ COLUMNS = [
     "cpu p95",
     "loop p50",
     "loop p95",
+    "loop cpu p50",
+    "loop cpu p95",
     "add p50",
     "add p95",
     "rss MB",
