@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
 from stratamem.records import StoredTurn, Turn
@@ -28,6 +29,7 @@ from stratamem.retrieve import scans as scans_module
 from stratamem.retrieve.passages import PassageVectors
 from stratamem.retrieve.plan import QueryPlan
 from stratamem.retrieve.vector_rows import VectorRows, _Rows
+from stratamem.store.open import open_store
 from stratamem.testing.hash_embedder import HashEmbedder
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
@@ -163,3 +165,36 @@ def test_rows_grown_by_claims_hold_every_row_in_order(sizes: list[int], seed: in
     assert np.array_equal(codes._rows.view, whole._rows.view)
     assert codes._inverse is not None and whole._inverse is not None
     assert np.array_equal(codes._inverse.view, whole._inverse.view)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "v.db")
+    dsn = request.getfixturevalue("pg_dsn")
+    return schema_url(dsn, fresh_schema(dsn, "lp"))
+
+
+def test_a_context_checks_the_recall_index_against_the_store_once(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``main`` asked for the recall index twice per context (recall, then the vector text items and summaries
+    rank with), each time reading the namespace's data version: on PostgreSQL a round trip each."""
+    mem = Memory(open_store(store_url), namespace="n", embedder=HashEmbedder(32), config=CONFIG)
+    mem.add([_turn(i).turn for i in range(1, 41)], session="one")
+    mem.context("When did Ana go to the festival?", budget=2000)
+    reads: list[str] = []
+    real = type(mem.store).data_version
+
+    def spy(self: Any, namespace: str) -> Any:
+        reads.append(namespace)
+        return real(self, namespace)
+
+    monkeypatch.setattr(type(mem.store), "data_version", spy)
+    for step in range(3):
+        mem.add(_turn(41 + step).turn, session="one")
+        reads.clear()
+        ctx = mem.context("When did Ben paint the fence?", budget=2000)
+        assert reads == ["n", "n"]  # the facade's staleness check, then the recall index's, once
+        assert any(f"Day {41 + step}." in m["content"] for m in ctx.messages)  # the new turn is in it
+    mem.close()

@@ -10,6 +10,7 @@ the recall index and the pyramid kept in step (:mod:`stratamem.memory.derived`).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
@@ -463,7 +464,8 @@ class Memory:
             self._summary_index,
             pyramid=lambda: self.pyramid,
             items=lambda: self.items,
-            recall_index=self._recall_index,
+            # Once per context: its index is checked against the store once (a round trip on PostgreSQL).
+            recall_index=functools.cache(self._recall_index),
             state=self.state,
             lexical_note=lexical_note(self._configured and self.config.embedding.provider == "local"),
         )
