@@ -22,7 +22,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pg import fresh_schema, schema_url
 
-from stratamem import Config, Memory
+from stratamem import Config, Memory, NotFoundError
+from stratamem.memory.requests import current_session
 from stratamem.records import StoredTurn, Turn
 from stratamem.retrieve import HybridIndex
 from stratamem.retrieve import scans as scans_module
@@ -197,4 +198,29 @@ def test_a_context_checks_the_recall_index_against_the_store_once(
         ctx = mem.context("When did Ben paint the fence?", budget=2000)
         assert reads == ["n", "n"]  # the facade's staleness check, then the recall index's, once
         assert any(f"Day {41 + step}." in m["content"] for m in ctx.messages)  # the new turn is in it
+    mem.close()
+
+
+def test_a_context_without_a_session_finds_it_in_one_read(store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main`` asked whether the namespace exists, then for its newest session: two round trips on
+    PostgreSQL where the newest session alone says both."""
+    mem = Memory(open_store(store_url), namespace="n", embedder=HashEmbedder(32), config=CONFIG)
+    mem.add([_turn(i).turn for i in range(1, 11)], session="one")
+    mem.add(_turn(11).turn, session="two")
+    asked: list[str] = []
+    real = type(mem.store).has_namespace
+
+    def spy(self: Any, namespace: str) -> Any:
+        asked.append(namespace)
+        return real(self, namespace)
+
+    monkeypatch.setattr(type(mem.store), "has_namespace", spy)
+    assert current_session(mem.store, "n", None) == "two"  # the newest turn's session
+    mem.context("When did Ana bake bread?", budget=2000)
+    assert asked == []  # found without asking whether the namespace exists
+    assert current_session(mem.store, "n", "one") == "one" and asked == ["n"]  # a named session: checked
+    with pytest.raises(NotFoundError):
+        current_session(mem.store, "nowhere", None)  # an unknown namespace is still refused
+    with pytest.raises(NotFoundError):
+        Memory(mem.store, namespace="nowhere", embedder=HashEmbedder(32), config=CONFIG).context("anything")
     mem.close()

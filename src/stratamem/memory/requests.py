@@ -78,10 +78,14 @@ def current_session(store: Any, namespace: str, session: str | None) -> str | No
     Raises:
         NotFoundError: Unknown namespace, or unknown ``session``.
     """
+    if session is None:
+        latest = store.latest_session(namespace)
+        if latest is not None:
+            return latest  # a turn of it was found: the namespace exists (one query, a round trip on PostgreSQL)
     if not store.has_namespace(namespace):
         raise NotFoundError(f"unknown namespace {namespace!r}")
     if session is None:
-        return store.latest_session(namespace)
+        return None
     store.session(namespace, session)
     return session
 
