@@ -67,9 +67,6 @@ def fused(sig: Any, weights: Any, substance: Any) -> Any:
     return f, parts, prior
 
 
-engine_mod.fuse_signals = fused  # type: ignore[assignment]
-
-
 class Expander:
     """One conversation's term vectors and the expansion of a query."""
 
@@ -235,11 +232,16 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for dataset in ("locomo", "synth"):
-            store = SQLiteStore(Path(tmp) / f"{dataset}.db")
-            results[dataset] = score_set(dataset, args.settings, store)
-            store.close()
+    # the engine fuses through this module's `fused` for the run only (importing the module changes nothing)
+    engine_mod.fuse_signals = fused  # type: ignore[assignment]
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for dataset in ("locomo", "synth"):
+                store = SQLiteStore(Path(tmp) / f"{dataset}.db")
+                results[dataset] = score_set(dataset, args.settings, store)
+                store.close()
+    finally:
+        engine_mod.fuse_signals = _fuse  # type: ignore[assignment]
     candidates = ["main", *args.settings]
     cv: dict[str, dict[str, dict[str, list]]] = {d: defaultdict(lambda: defaultdict(list)) for d in results}
     convs = {d: sorted(results[d]["main"]) for d in results}
