@@ -10,7 +10,12 @@ question's content words to terms of the conversation's own vocabulary through
 MiniLM vectors of the terms (each distinct stem embedded once, as its most frequent
 surface word); the oracle counts the misses whose turn holds at least one
 expansion term (the expansion *reaches* it), and the noise: the share of the
-conversation's turns that hold one. Scoring side only: nothing here changes a ranking.
+conversation's turns that hold one. Variants: the ``top`` terms nearest each question
+word (``word``), the phrases "a kind of <word>" (``kind``) and "<word> such as"
+(``such``), or the question's own vector (``question``); ``cat`` tags every term
+with its nearest of a fixed list of :data:`CATEGORIES` (when that cosine is at least
+``top`` / 100) and expands a question word within 0.6 of a category to the terms so
+tagged. Scoring side only: nothing here changes a ranking.
 """
 
 from __future__ import annotations
