@@ -5,6 +5,7 @@ from __future__ import annotations
 import stratamem.retrieve.engine as engine
 from benchmarks.locomo.category_expand import _asking, capped
 from benchmarks.locomo.category_oracle import surface_forms
+from stratamem.retrieve.plan import gather
 from stratamem.retrieve.weights import fuse_signals
 
 
@@ -30,5 +31,6 @@ def test_asking_share_ignores_the_photo_caption() -> None:
     assert _asking("") == 0.0
 
 
-def test_importing_the_prototype_leaves_the_engine_fusion_alone() -> None:
+def test_importing_the_prototype_leaves_the_engine_alone() -> None:
     assert engine.fuse_signals is fuse_signals
+    assert engine.gather is gather

@@ -142,8 +142,37 @@ def capped(ranked: list[int], place: dict, most: int, reach: int) -> list[int]:
     return out + later
 
 
+_gather = engine_mod.gather
+
+
+def gather_named(order: np.ndarray, fused: Any, session: np.ndarray, settings: Any) -> Any:
+    """``plan.gather`` drawing its gathered turns from the named speakers' turns only (``gspk``)."""
+    mask = SETTING.get("named_mask")
+    if not SETTING.get("gspk") or mask is None or not mask.any():
+        return _gather(order, fused, session, settings)
+    keep, head = min(settings.keep, settings.head), settings.head
+    top = float(fused[order[0]])
+    first = [int(i) for i in order[:keep]]
+    taken: dict[int, int] = {}
+    for i in first:
+        taken[int(session[i])] = taken.get(int(session[i]), 0) + 1
+    picked: list[int] = []
+    for i in order[keep:]:
+        if len(picked) >= head - keep or fused[i] < SETTING["gspk"] * settings.floor * top:
+            break
+        s = int(session[i])
+        if mask[i] and taken.get(s, 0) < settings.per_session:
+            taken[s] = taken.get(s, 0) + 1
+            picked.append(int(i))
+    chosen = set(picked)
+    rest = [int(i) for i in order[keep:] if int(i) not in chosen]
+    return np.asarray(first + picked + rest, dtype=np.int64), frozenset(picked)
+
+
 def _parse(spec: str) -> dict[str, Any]:
     kind, *rest = spec.split(":")
+    if kind == "gspk":
+        return {"gspk": float(rest[0])}
     if kind in ("word", "word-nc", "question"):
         return {
             "variant": kind.removesuffix("-nc"),
@@ -199,6 +228,9 @@ def score_set(dataset: str, specs: list[str], store: Any) -> dict[str, dict[str,
                     top = [st.id for st in rrf.rank(q.text, 10)]
                 else:
                     SETTING.update(_parse(name) if name != "main" else {})
+                    if "gspk" in SETTING:
+                        codes = [index._corpus.speakers[n] for n in index.query_facts(q.text).speakers]
+                        SETTING["named_mask"] = np.isin(index._corpus.speaker_of, codes) if codes else None
                     if "cap" in SETTING:
                         ranked = [h.turn_ids[0] for h in index.search(q.text, k=60, **extra)]
                         top = capped(ranked, place, *SETTING["cap"])[:10]
@@ -234,6 +266,7 @@ def main(argv: list[str] | None = None) -> None:
     results = {}
     # the engine fuses through this module's `fused` for the run only (importing the module changes nothing)
     engine_mod.fuse_signals = fused  # type: ignore[assignment]
+    engine_mod.gather = gather_named  # type: ignore[assignment]
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for dataset in ("locomo", "synth"):
@@ -242,6 +275,7 @@ def main(argv: list[str] | None = None) -> None:
                 store.close()
     finally:
         engine_mod.fuse_signals = _fuse  # type: ignore[assignment]
+        engine_mod.gather = _gather  # type: ignore[assignment]
     candidates = ["main", *args.settings]
     cv: dict[str, dict[str, dict[str, list]]] = {d: defaultdict(lambda: defaultdict(list)) for d in results}
     convs = {d: sorted(results[d]["main"]) for d in results}
