@@ -16,7 +16,9 @@ Every setting ranks every question of LoCoMo and of the chat set (v1) through
 * ``cap:M:R`` — a neighbourhood cap: a turn with ``M`` turns already placed
   within ``R`` of it in its session waits behind the top 10;
 * ``asks:W`` — a turn's fused score shrinks by ``W`` × the share of its
-  sentences that are questions.
+  sentences that are questions;
+* ``gspk:F`` — an ``aggregate`` question gathers from the named speakers' turns
+  only, down to ``F`` × the plan's floor.
 
 ``main`` (no change), BM25 turns and BM25+MiniLM RRF are scored in the same run.
 Prints r@10 / all@10 per category/type and a joint leave-one-conversation-out
