@@ -13,6 +13,10 @@ Every setting ranks every question of LoCoMo and of the chat set (v1) through
   is fused at weight ``W`` into turns that already score. ``question:N:W`` takes
   the terms nearest the question's vector instead; ``word-nc`` skips questions
   about the present;
+* ``cat:P:W`` — write-time tags instead: every vocabulary term is tagged with its
+  nearest word of a fixed list of categories (kept when that cosine is at least
+  ``P`` / 100); a question word within 0.6 of a category expands to the terms
+  tagged with it;
 * ``cap:M:R`` — a neighbourhood cap: a turn with ``M`` turns already placed
   within ``R`` of it in its session waits behind the top 10;
 * ``asks:W`` — a turn's fused score shrinks by ``W`` × the share of its
@@ -45,7 +49,7 @@ from stratamem.retrieve.weights import fuse_signals as _fuse
 from stratamem.store import SQLiteStore
 
 from .baselines import BM25Turns, DenseTurns, RRFTurns
-from .category_oracle import _WORD, TERM_CACHE, surface_forms
+from .category_oracle import _WORD, CATEGORIES, TERM_CACHE, surface_forms
 from .embedcache import CACHE, SYNTH_CACHE, CachedEmbedder, cached_embedder
 from .metrics import category_label
 
@@ -81,6 +85,11 @@ class Expander:
         self.names = {t for name in index._corpus.speakers for t in analyze(name)}
         self.terms_emb, self.embedder = terms_emb, embedder
         self.memo: dict[tuple, dict[str, float]] = {}
+        C = terms_emb.embed_batch(list(CATEGORIES))
+        self.C = C / np.linalg.norm(C, axis=1, keepdims=True)
+        csims = self.V @ self.C.T
+        # write-time tags: each term's nearest category of the fixed list, and how near
+        self.tag, self.tag_cos = csims.argmax(axis=1), csims.max(axis=1)
 
     def expand(self, query: str) -> dict[str, float]:
         """Expansion terms of ``query`` -> cosine, at the current setting."""
@@ -100,6 +109,15 @@ class Expander:
                 ]
                 Q = self.terms_emb.embed_batch(words or [self.forms.get(t, t) for t in qterms])
             Q = Q / np.linalg.norm(Q, axis=1, keepdims=True)
+            if SETTING["variant"] == "cat":
+                # a question word within 0.6 of a category expands to the terms tagged with it
+                cats = {int(c) for r in Q @ self.C.T for c in np.flatnonzero(r >= 0.6)}
+                floor = SETTING["top"] / 100
+                for j in np.flatnonzero(np.isin(self.tag, list(cats)) & (self.tag_cos >= floor)):
+                    if self.vocab[j] not in qterms and self.vocab[j] not in self.names:
+                        out[self.vocab[j]] = float(self.tag_cos[j])
+                self.memo[key] = out
+                return out
             for row in Q @ self.V.T:
                 for j in np.argsort(-row)[: SETTING["top"]]:
                     t = self.vocab[j]
@@ -175,7 +193,7 @@ def _parse(spec: str) -> dict[str, Any]:
     kind, *rest = spec.split(":")
     if kind == "gspk":
         return {"gspk": float(rest[0])}
-    if kind in ("word", "word-nc", "question"):
+    if kind in ("word", "word-nc", "question", "cat"):
         return {
             "variant": kind.removesuffix("-nc"),
             "not_current": kind.endswith("-nc"),
