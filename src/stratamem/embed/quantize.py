@@ -36,12 +36,20 @@ if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`strat
     import numpy as np
 
 __all__ = [
+    "decode_int1",
+    "decode_int2",
     "decode_int4",
     "decode_int6",
     "decode_int8",
+    "encode_int1",
+    "encode_int2",
     "encode_int4",
     "encode_int6",
     "encode_int8",
+    "int1_blob_size",
+    "int1_rows",
+    "int2_blob_size",
+    "int2_rows",
     "int4_blob_size",
     "int4_codes",
     "int4_rows",
@@ -327,3 +335,127 @@ def turn_codes(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     out[six] = int6_codes([blobs[i] for i in six], dims)
     out[eight] = int8_codes([blobs[i] for i in eight], dims)
     return out
+
+
+def int1_blob_size(dims: int) -> int:
+    """Bytes of one :func:`encode_int1` vector of ``dims`` components (eight signs a byte)."""
+    return (dims + 7) // 8
+
+
+def encode_int1(vectors: np.ndarray) -> list[bytes]:
+    """Encode the rows of a 2-d float array as their components' signs, one bit each (one blob per row).
+
+    A bit is 1 for a component of at least zero, 0 for a negative one; the
+    first component is the high bit of the first byte.
+
+    Raises:
+        ValueError: ``vectors`` is not 2-dimensional or holds a non-finite value.
+    """
+    import numpy as np
+
+    vec = np.asarray(vectors, dtype=np.float32)
+    if vec.ndim != 2:
+        raise ValueError(f"expected a 2-d array of vectors, got shape {vec.shape}")
+    if not np.isfinite(vec).all():
+        raise ValueError("vectors hold a NaN or infinite value")
+    packed = np.packbits(vec >= 0, axis=1)
+    return [packed[i].tobytes() for i in range(len(packed))]
+
+
+def decode_int1(blobs: Sequence[bytes], dims: int) -> np.ndarray:
+    """Decode blobs made by :func:`encode_int1` into unit-length float32 rows (each component ±1/sqrt(dims)).
+
+    Raises:
+        BackendError: A blob's length does not match ``dims`` (corrupt data).
+    """
+    if blobs:
+        _check_sizes(blobs, int1_blob_size(dims), "1-bit", dims)
+    return unit_rows(int1_rows(b"".join(blobs), dims))
+
+
+def int1_rows(data: bytes, dims: int) -> np.ndarray:
+    """The codes (-1 or 1) of back-to-back 1-bit vectors (``data``: a whole number of :func:`encode_int1`
+    blobs), one ``(n, dims)`` int8 array.
+
+    Raises:
+        BackendError: ``data`` is not a whole number of ``dims``-vectors (corrupt data).
+    """
+    import numpy as np
+
+    size = int1_blob_size(dims)
+    if len(data) % size:
+        raise BackendError(f"stored 1-bit vectors are {len(data)} bytes, not a multiple of {size}")
+    raw = np.frombuffer(data, dtype=np.uint8).reshape(len(data) // size, size)
+    bits = np.unpackbits(raw, axis=1)[:, :dims].astype(np.int8)
+    bits *= 2
+    bits -= 1
+    return np.ascontiguousarray(bits)
+
+
+_INT2_EDGE = 0.9816  # Lloyd-Max for a Gaussian in four levels: edges 0 and +-0.98 sigma, levels +-0.45 and +-1.51
+_INT2_LEVELS = (-3, -1, 1, 3)  # the levels' ratio, 1.51 / 0.45 = 3.4, rounded to small integers
+
+
+def int2_blob_size(dims: int) -> int:
+    """Bytes of one :func:`encode_int2` vector of ``dims`` components (four codes a byte)."""
+    return (dims + 3) // 4
+
+
+def encode_int2(vectors: np.ndarray) -> list[bytes]:
+    """Encode the rows of a 2-d float array in 2 bits a component (one blob per row).
+
+    A component's code is its sign and whether its magnitude passes 0.98
+    times the row's root mean square (the edge that minimises the error of
+    four levels for Gaussian components); it decodes to -3, -1, 1 or 3 (no
+    scale: it cancels when decoded vectors are normalised). Stored as 0..3,
+    four to a byte, the first component in the high bits.
+
+    Raises:
+        ValueError: ``vectors`` is not 2-dimensional or holds a non-finite value.
+    """
+    import numpy as np
+
+    vec = np.asarray(vectors, dtype=np.float32)
+    if vec.ndim != 2:
+        raise ValueError(f"expected a 2-d array of vectors, got shape {vec.shape}")
+    if not np.isfinite(vec).all():
+        raise ValueError("vectors hold a NaN or infinite value")
+    rms = np.sqrt(np.mean(np.square(vec.astype(np.float64)), axis=1, keepdims=True)) if vec.shape[1] else 0.0
+    big = np.abs(vec) > _INT2_EDGE * rms
+    codes = ((vec >= 0).astype(np.uint8) << 1) | (big == (vec >= 0)).astype(np.uint8)
+    # 0: -3 (negative, big), 1: -1, 2: 1, 3: 3 (positive, big): the code is the level's rank.
+    if codes.shape[1] % 4:
+        codes = np.hstack([codes, np.zeros((len(codes), 4 - codes.shape[1] % 4), np.uint8)])
+    packed = (codes[:, 0::4] << 6) | (codes[:, 1::4] << 4) | (codes[:, 2::4] << 2) | codes[:, 3::4]
+    return [packed[i].tobytes() for i in range(len(packed))]
+
+
+def decode_int2(blobs: Sequence[bytes], dims: int) -> np.ndarray:
+    """Decode blobs made by :func:`encode_int2` into unit-length float32 rows.
+
+    Raises:
+        BackendError: A blob's length does not match ``dims`` (corrupt data).
+    """
+    if blobs:
+        _check_sizes(blobs, int2_blob_size(dims), "2-bit", dims)
+    return unit_rows(int2_rows(b"".join(blobs), dims))
+
+
+def int2_rows(data: bytes, dims: int) -> np.ndarray:
+    """The codes (-3, -1, 1 or 3) of back-to-back 2-bit vectors (``data``: a whole number of
+    :func:`encode_int2` blobs), one ``(n, dims)`` int8 array.
+
+    Raises:
+        BackendError: ``data`` is not a whole number of ``dims``-vectors (corrupt data).
+    """
+    import numpy as np
+
+    size = int2_blob_size(dims)
+    if len(data) % size:
+        raise BackendError(f"stored 2-bit vectors are {len(data)} bytes, not a multiple of {size}")
+    raw = np.frombuffer(data, dtype=np.uint8).reshape(len(data) // size, size)
+    codes = np.empty((len(raw), 4 * size), dtype=np.uint8)
+    for i in range(4):
+        codes[:, i::4] = (raw >> (6 - 2 * i)) & 3
+    levels = np.asarray(_INT2_LEVELS, dtype=np.int8)
+    return np.ascontiguousarray(levels[codes[:, :dims]])

@@ -26,7 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from ..embed.quantize import encode_int4, encode_int8, int4_blob_size, int4_codes, int8_blob_size, int8_codes, unit_rows
+from ..embed.quantize import (
+    encode_int1,
+    encode_int2,
+    encode_int4,
+    encode_int8,
+    int4_blob_size,
+    int4_codes,
+    int8_blob_size,
+    int8_codes,
+    unit_rows,
+)
 from ..errors import BackendError, ModelError
 from ..records import StoredTurn
 from .vector_rows import VectorRows, _Rows
@@ -116,8 +126,10 @@ def passage_texts(st: StoredTurn) -> list[str]:
 
 
 def encode_blob(vectors: np.ndarray, bits: int = 8) -> bytes:
-    """One turn's passage (or sentence) vectors as one blob: their int8 (``bits=4``: 4-bit) encodings, concatenated."""
-    return b"".join(encode_int4(vectors) if bits == 4 else encode_int8(vectors))
+    """One turn's passage (or sentence) vectors as one blob: their int8 (``bits=4``: 4-bit; ``bits=1``: sign)
+    encodings, concatenated."""
+    encode = {1: encode_int1, 2: encode_int2, 4: encode_int4}.get(bits, encode_int8)
+    return b"".join(encode(vectors))
 
 
 def embed_blobs(

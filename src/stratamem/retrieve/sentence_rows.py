@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..embed.quantize import int4_blob_size, int4_rows
+from ..embed.quantize import int2_blob_size, int2_rows
 from ..records import StoredTurn
 from .passages import embed_blobs
 from .sentences import sentence_texts
@@ -35,7 +35,7 @@ log = logging.getLogger("stratamem.retrieve")
 
 def sentence_key(model: str, dims: int) -> str:
     """What sentence rows are recorded under: the model, the vector length and the kind (4-bit sentences)."""
-    return f"{model}/{dims}/sentences4"
+    return f"{model}/{dims}/sentences2"
 
 
 class SentenceRows:
@@ -63,7 +63,7 @@ class SentenceRows:
             ModelError: The embedder failed.
         """
         texts = [sentence_texts(st, n) for st, n in zip(turns, term_counts, strict=True)]
-        return [len(group) for group in texts], embed_blobs(self.embedder, turns, texts, "sentence", bits=4)
+        return [len(group) for group in texts], embed_blobs(self.embedder, turns, texts, "sentence", bits=2)
 
     def put(self, blobs: dict[int, bytes], dims: int) -> None:
         """Store blobs (turn id -> blob) of ``dims``-vectors.
@@ -83,12 +83,12 @@ class SentenceRows:
 
         A blob is derived data: a corrupt one costs that turn its sentence vectors, not the index.
         """
-        size = int4_blob_size(dims)
+        size = int2_blob_size(dims)
         good = {tid: blob for tid, blob in blobs.items() if blob and not len(blob) % size}
         bad = [tid for tid in blobs if tid not in good]  # a bad length: the turn ranks by its own vector
         # All blobs unpacked in one pass (one per turn was most of opening the index: ~55k turns at
         # 100k), each turn's rows then a view of its slice.
-        codes = int4_rows(b"".join(good.values()), dims)
+        codes = int2_rows(b"".join(good.values()), dims)
         out, at = {}, 0
         for tid, blob in good.items():
             n = len(blob) // size

@@ -90,7 +90,9 @@ class _Names:
         self.names: dict[str, int] = {}
 
     def scores(self, score: Mapping[str, Any], keep: bool) -> list[Any]:
-        items = score.items() if keep else [(k, v) for k, v in score.items() if k == "fused"]
+        # Without the breakdown an entry keeps its ``fused`` score; one ranked by a single other score
+        # (a memory item's ``match``) keeps that: it is what placed it.
+        items = score.items() if keep or "fused" not in score else [("fused", score["fused"])]
         return [x for k, v in items for x in (self.names.setdefault(k, len(self.names)), _num(v))]
 
 
@@ -127,7 +129,7 @@ def encode_manifest(data: Mapping[str, Any], max_bytes: int = 16384, *, brief: b
     Over ``max_bytes`` the near-misses are dropped from the worst up, then the
     entries' score breakdowns; the items themselves always stay. ``brief``:
     the breakdowns are dropped from the start (each entry and near-miss keeps
-    its ``fused`` score; every near-miss stays while it fits), the form an
+    its ``fused`` score, or its scores when it has no ``fused``; every near-miss stays while it fits), the form an
     older manifest is kept in (:func:`brief_manifest`).
     """
     import zstandard

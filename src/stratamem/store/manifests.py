@@ -22,7 +22,7 @@ from ..records.manifests import Manifest
 from .manifest_rows import StoredManifest, brief_manifest, check_keep, decode_manifest, encode_manifest
 from .sql import Sql, dialect_of, run_ddl
 
-__all__ = ["Manifests", "m006_manifests", "m022_compact_manifests"]
+__all__ = ["Manifests", "m006_manifests", "m022_compact_manifests", "m026_brief_manifests"]
 
 _DDL = {
     "sqlite": [
@@ -142,6 +142,32 @@ def m022_compact_manifests(conn: Any) -> None:
     conn.execute("ALTER SEQUENCE manifests_new_id_seq RENAME TO manifests_id_seq")
     if counter:
         conn.execute(d.sql("SELECT setval('manifests_id_seq', ?)"), (counter,))
+
+
+def m026_brief_manifests(conn: Any, keep_full: int = 3) -> None:
+    """Every stored manifest but each namespace's newest ``keep_full`` (the default
+    ``context.keep_full_manifests``) re-stored in its brief form (both backends).
+
+    What a store of the previous retention would otherwise do on its next
+    recorded manifest is drop its oldest whole, to fit the smaller byte caps;
+    brief, they stay (each entry's reason and fused score; the breakdowns go).
+    """
+    d = dialect_of(conn)
+    last = 0
+    while True:
+        rows = conn.execute(
+            d.sql(
+                "SELECT id, body FROM manifests m WHERE id > ? AND (SELECT COUNT(*) FROM manifests n "
+                f"WHERE n.namespace = m.namespace AND n.id > m.id) >= ? ORDER BY id LIMIT {_BATCH}"
+            ),
+            (last, keep_full),
+        ).fetchall()
+        if not rows:
+            return
+        last = int(rows[-1][0])
+        out = [(body, len(body), int(mid)) for mid, blob in rows if (body := brief_manifest(bytes(blob))) is not None]
+        if out:
+            conn.cursor().executemany(d.sql("UPDATE manifests SET body = ?, bytes = ? WHERE id = ?"), out)
 
 
 def _demote(w: Any, namespace: str, keep_full: int, max_bytes: int) -> None:
