@@ -10,13 +10,16 @@ cosines.
 A blob is ``<f4 scale`` followed by ``dims`` int8 codes; its length alone
 gives ``dims``, so a corrupt blob is detected on read.
 
-Sentence vectors (:mod:`stratamem.retrieve.sentences`) are stored in 4 bits
-(:func:`encode_int4`): codes -7..7 of the vector over its largest magnitude,
-two to a byte, no scale (it cancels when decoded vectors are normalised) —
-192 bytes for 384 dimensions. Measured (issue 28, ranking over the cached
-MiniLM embeddings, turn vectors int8): LoCoMo r@10 0.8090 → 0.8088, the
-assistant chats 0.6060 → 0.6047; turn vectors in 4 bits too cost the chats
-0.009. Turn vectors are stored in 6 bits (:func:`encode_int6`, issue 28):
+Sentence vectors (:mod:`stratamem.retrieve.sentences`) are stored in 2 bits
+(:func:`encode_int2`, since ``m026_compact_store``): a component's sign and
+whether it passes 0.98 times the vector's root mean square, decoded to -3, -1,
+1 or 3, four to a byte, no scale — 96 bytes for 384 dimensions. They were 4
+bits (:func:`encode_int4`: codes -7..7 over the largest magnitude, 192 bytes)
+since ``m024_sentence_nibbles``. Measured with ``Memory.context`` (issue 28,
+``locomo_recall.py --cv`` beside main): 2 bits keep LoCoMo and the assistant
+chats within 0.002 r@10 / b@1024; signs alone (:func:`encode_int1`, 48 bytes)
+cost the chats' multi-session questions 0.039 r@10. Turn vectors in 4 bits
+cost the chats 0.009. Turn vectors are stored in 6 bits (:func:`encode_int6`, issue 28):
 codes -31..31 over the largest magnitude, four to three bytes, no scale —
 288 bytes for 384 dimensions instead of 388. On the cached LoCoMo MiniLM
 vectors a 6-bit code moves a cosine by 0.0012 on average (int8: 0.0003,

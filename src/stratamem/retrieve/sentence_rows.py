@@ -3,11 +3,12 @@
 The sentence vectors of a short turn (:mod:`stratamem.retrieve.sentences`)
 are made when the turn is written (:meth:`~stratamem.retrieve.persisted.TurnIndexer.index`)
 and stored like passage vectors — all of a turn's vectors in one blob
-(:func:`~stratamem.retrieve.passages.encode_blob`), but in 4 bits a component
-(:func:`~stratamem.embed.quantize.encode_int4`, 192 bytes each for MiniLM;
-int8 until ``m024_sentence_nibbles``, which converted the stored ones) —
-in ``store.embeddings.passages`` under their own key
-(``<model>/<dims>/sentences4``; int8 ones were under ``.../sentences``). A turn is either long (passages) or short
+(:func:`~stratamem.retrieve.passages.encode_blob`), but in 2 bits a component
+(:func:`~stratamem.embed.quantize.encode_int2`, 96 bytes each for MiniLM;
+int8 until ``m024_sentence_nibbles`` and 4 bits until ``m026_compact_store``,
+which converted the stored ones) — in ``store.embeddings.passages`` under their
+own key (``<model>/<dims>/sentences2``; 4-bit ones were under ``.../sentences4``,
+int8 ones under ``.../sentences``). A turn is either long (passages) or short
 (sentences), never both, so the two kinds never share a row. How many
 sentence vectors a turn has is recorded in its index row
 (``recall_index.sentences``): 0 needs no row, and ``NULL`` says they were
@@ -34,7 +35,7 @@ log = logging.getLogger("stratamem.retrieve")
 
 
 def sentence_key(model: str, dims: int) -> str:
-    """What sentence rows are recorded under: the model, the vector length and the kind (4-bit sentences)."""
+    """What sentence rows are recorded under: the model, the vector length and the kind (2-bit sentences)."""
     return f"{model}/{dims}/sentences2"
 
 
