@@ -17,7 +17,7 @@ whether it passes 0.98 times the vector's root mean square, decoded to -3, -1,
 bits (:func:`encode_int4`: codes -7..7 over the largest magnitude, 192 bytes)
 since ``m024_sentence_nibbles``. Measured with ``Memory.context`` (issue 28,
 ``locomo_recall.py --cv`` beside main): 2 bits keep LoCoMo and the assistant
-chats within 0.002 r@10 / b@1024; signs alone (:func:`encode_int1`, 48 bytes)
+chats within 0.002 r@10 / b@1024; signs alone (1 bit, 48 bytes)
 cost the chats' multi-session questions 0.039 r@10. Turn vectors in 4 bits
 cost the chats 0.009. Turn vectors are stored in 6 bits (:func:`encode_int6`, issue 28):
 codes -31..31 over the largest magnitude, four to three bytes, no scale —
@@ -39,18 +39,14 @@ if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`strat
     import numpy as np
 
 __all__ = [
-    "decode_int1",
     "decode_int2",
     "decode_int4",
     "decode_int6",
     "decode_int8",
-    "encode_int1",
     "encode_int2",
     "encode_int4",
     "encode_int6",
     "encode_int8",
-    "int1_blob_size",
-    "int1_rows",
     "int2_blob_size",
     "int2_rows",
     "int4_blob_size",
@@ -338,61 +334,6 @@ def turn_codes(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     out[six] = int6_codes([blobs[i] for i in six], dims)
     out[eight] = int8_codes([blobs[i] for i in eight], dims)
     return out
-
-
-def int1_blob_size(dims: int) -> int:
-    """Bytes of one :func:`encode_int1` vector of ``dims`` components (eight signs a byte)."""
-    return (dims + 7) // 8
-
-
-def encode_int1(vectors: np.ndarray) -> list[bytes]:
-    """Encode the rows of a 2-d float array as their components' signs, one bit each (one blob per row).
-
-    A bit is 1 for a component of at least zero, 0 for a negative one; the
-    first component is the high bit of the first byte.
-
-    Raises:
-        ValueError: ``vectors`` is not 2-dimensional or holds a non-finite value.
-    """
-    import numpy as np
-
-    vec = np.asarray(vectors, dtype=np.float32)
-    if vec.ndim != 2:
-        raise ValueError(f"expected a 2-d array of vectors, got shape {vec.shape}")
-    if not np.isfinite(vec).all():
-        raise ValueError("vectors hold a NaN or infinite value")
-    packed = np.packbits(vec >= 0, axis=1)
-    return [packed[i].tobytes() for i in range(len(packed))]
-
-
-def decode_int1(blobs: Sequence[bytes], dims: int) -> np.ndarray:
-    """Decode blobs made by :func:`encode_int1` into unit-length float32 rows (each component ±1/sqrt(dims)).
-
-    Raises:
-        BackendError: A blob's length does not match ``dims`` (corrupt data).
-    """
-    if blobs:
-        _check_sizes(blobs, int1_blob_size(dims), "1-bit", dims)
-    return unit_rows(int1_rows(b"".join(blobs), dims))
-
-
-def int1_rows(data: bytes, dims: int) -> np.ndarray:
-    """The codes (-1 or 1) of back-to-back 1-bit vectors (``data``: a whole number of :func:`encode_int1`
-    blobs), one ``(n, dims)`` int8 array.
-
-    Raises:
-        BackendError: ``data`` is not a whole number of ``dims``-vectors (corrupt data).
-    """
-    import numpy as np
-
-    size = int1_blob_size(dims)
-    if len(data) % size:
-        raise BackendError(f"stored 1-bit vectors are {len(data)} bytes, not a multiple of {size}")
-    raw = np.frombuffer(data, dtype=np.uint8).reshape(len(data) // size, size)
-    bits = np.unpackbits(raw, axis=1)[:, :dims].astype(np.int8)
-    bits *= 2
-    bits -= 1
-    return np.ascontiguousarray(bits)
 
 
 _INT2_EDGE = 0.9816  # Lloyd-Max for a Gaussian in four levels: edges 0 and +-0.98 sigma, levels +-0.45 and +-1.51

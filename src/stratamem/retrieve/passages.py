@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 
 from ..embed.quantize import (
-    encode_int1,
     encode_int2,
     encode_int4,
     encode_int8,
@@ -126,9 +125,9 @@ def passage_texts(st: StoredTurn) -> list[str]:
 
 
 def encode_blob(vectors: np.ndarray, bits: int = 8) -> bytes:
-    """One turn's passage (or sentence) vectors as one blob: their int8 encodings (``bits`` 4, 2 or 1:
-    :func:`encode_int4`, :func:`encode_int2`, :func:`encode_int1`), concatenated."""
-    encode = {1: encode_int1, 2: encode_int2, 4: encode_int4}.get(bits, encode_int8)
+    """One turn's passage (or sentence) vectors as one blob: their int8 encodings (``bits`` 4 or 2:
+    :func:`encode_int4`, :func:`encode_int2`), concatenated."""
+    encode = {2: encode_int2, 4: encode_int4}.get(bits, encode_int8)
     return b"".join(encode(vectors))
 
 
@@ -137,7 +136,7 @@ def embed_blobs(
 ) -> dict[int, bytes]:
     """Each turn's ``texts`` embedded in one call, as one :func:`encode_blob` per turn that has some.
 
-    ``what`` names the texts in errors (``passage``, ``sentence``); ``bits`` is the encoding (8, 4, 2 or 1).
+    ``what`` names the texts in errors (``passage``, ``sentence``); ``bits`` is the encoding (8, 4 or 2).
 
     Raises:
         ModelError: The embedder failed, or answered with the wrong shape or non-finite values.
