@@ -66,7 +66,7 @@ def test_two_bit_codes_are_sign_and_size_against_the_rms_and_decode_to_unit_rows
     dims = len(values)
     assert len(blob) == int2_blob_size(dims) == (dims + 3) // 4
     rms = float(np.sqrt(np.mean(np.square(vec[0].astype(np.float64)))))
-    want = [(1 if v >= 0 else -1) * (3 if abs(v) > 0.9816 * rms else 1) for v in vec[0]]
+    want = [(1 if v >= 0 else -1) * (3 if abs(float(v)) > 0.9816 * rms else 1) for v in vec[0]]
     codes = int2_rows(blob, dims)
     assert codes.dtype == np.int8 and codes[0].tolist() == want
     back = decode_int2([blob], dims)
