@@ -15,7 +15,15 @@ import pytest
 from pg import fresh_schema, raw_rows, schema_url
 
 from stratamem import Config, Memory
-from stratamem.embed.quantize import decode_int4, decode_int8, encode_int4, encode_int8, int4_blob_size
+from stratamem.embed.quantize import (
+    decode_int4,
+    decode_int8,
+    encode_int2,
+    encode_int4,
+    encode_int8,
+    int4_blob_size,
+    int4_rows,
+)
 from stratamem.errors import BackendError
 from stratamem.retrieve.sentences import sentence_texts
 from stratamem.store.open import open_store
@@ -62,7 +70,7 @@ def test_sentence_rows_fill_their_pages(tmp_path: Path) -> None:
     with Memory(path, namespace="n", config=NO_PYRAMID, embedder=HashEmbedder(384)) as mem:
         mem.add(eight, session="s")
         rows = _rows(mem.store)
-    assert len(rows) == 200 and {len(v) for _, v in rows.values()} == {8 * 192}
+    assert len(rows) == 200 and {len(v) for _, v in rows.values()} == {8 * 96}
     conn = sqlite3.connect(path)
     pages = conn.execute(
         "SELECT SUM(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = ?)",
@@ -152,9 +160,9 @@ def test_vectors_round_trip_in_four_bits() -> None:
         decode_int4([blobs[0][:-1]], 385)
 
 
-def test_stored_int8_sentence_vectors_are_re_encoded_in_four_bits_on_upgrade(where: str) -> None:
+def test_stored_int8_sentence_vectors_are_re_encoded_in_four_bits_then_signs_on_upgrade(where: str) -> None:
     emb = HashEmbedder(384)
-    key4 = f"{emb.name}/384/sentences4"
+    key2 = f"{emb.name}/384/sentences2"
     with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=emb) as mem:
         mem.add(_chat(12), session="s")
         index = mem._recall_index()
@@ -162,14 +170,17 @@ def test_stored_int8_sentence_vectors_are_re_encoded_in_four_bits_on_upgrade(whe
         # As the version before m024 stored them: int8 vectors under ``.../sentences``.
         old = {tid: b"".join(encode_int8(emb.embed_batch(t))) for tid, t in texts.items()}
         mem.store.embeddings.passages.put("n", f"{emb.name}/384/sentences", old)
-        raw_rows(mem.store, "DELETE FROM _stratamem_migrations WHERE name = 'm024_sentence_nibbles'")
+        raw_rows(
+            mem.store,
+            "DELETE FROM _stratamem_migrations WHERE name IN ('m024_sentence_nibbles', 'm026_compact_store')",
+        )
     assert len(texts) == 12 and all(len(t) == 4 for t in texts.values())
     fresh = HashEmbedder(384)
-    with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=fresh) as mem:  # m024 runs
+    with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=fresh) as mem:  # m024, m026 run
         rows = _rows(mem.store)
-        assert {m for m, _ in rows.values()} == {key4}
+        assert {m for m, _ in rows.values()} == {key2}
         for tid, blob in old.items():
-            want = b"".join(encode_int4(decode_int8([blob[i : i + 388] for i in range(0, len(blob), 388)], 384)))
-            assert rows[tid][1] == want
+            four = b"".join(encode_int4(decode_int8([blob[i : i + 388] for i in range(0, len(blob), 388)], 384)))
+            assert rows[tid][1] == b"".join(encode_int2(int4_rows(four, 384)))
         mem._recall_index().search("where did Ana3 move", k=3)
         assert [t for c in fresh.calls for t in c] == ["where did Ana3 move"]  # nothing made again

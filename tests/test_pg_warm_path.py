@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from pg import fresh_schema, schema_url
 
 from stratamem import Config, Memory
-from stratamem.embed.quantize import encode_int4, int4_codes
+from stratamem.embed.quantize import encode_int2, int2_rows
 from stratamem.records import Turn
 from stratamem.retrieve.sentence_rows import SentenceRows
 from stratamem.store.base import TurnBatch
@@ -210,14 +210,14 @@ def test_opening_the_recall_index_reads_its_blobs_as_binary_rows(url: str, monke
 def test_sentence_blobs_decoded_in_one_pass_equal_one_by_one(counts: list[int], dims: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
     blobs = {
-        100 + i: b"".join(encode_int4(rng.standard_normal((n, dims)).astype(np.float32))) if n else b""
+        100 + i: b"".join(encode_int2(rng.standard_normal((n, dims)).astype(np.float32))) if n else b""
         for i, n in enumerate(counts)
     }
     blobs[999] = b"\x01\x02\x03" * 7  # a damaged blob (not a whole number of vectors, for these sizes)
     got = SentenceRows.decode(blobs, dims)
-    size = (dims + 1) // 2
+    size = (dims + 3) // 4
     whole = {t: b for t, b in blobs.items() if b and not len(b) % size}
     assert sorted(got) == sorted(whole)
     for tid, blob in whole.items():
-        one = int4_codes([blob[i : i + size] for i in range(0, len(blob), size)], dims)
+        one = np.vstack([int2_rows(blob[i : i + size], dims) for i in range(0, len(blob), size)])
         assert got[tid].dtype == np.int8 and np.array_equal(got[tid], one)

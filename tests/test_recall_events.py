@@ -175,7 +175,7 @@ def test_event_dates_and_sentence_vectors_are_stored_at_write_time_and_reopened_
         encode_events(event_spans(SAID[3], THU + timedelta(days=9))),
     ]
     assert rows[ids[3]].events != "" and [rows[i].sentences for i in ids] == [2, 0, 0, 2]
-    key = f"{emb.name}/32/sentences4"
+    key = f"{emb.name}/32/sentences2"
     assert sorted(store.embeddings.passages.load("n", key)) == [ids[0], ids[3]]
     # Turn texts, then the sentences of the two turns that have several: nothing else was embedded.
     embedded = [t for c in emb.calls for t in c]
@@ -246,7 +246,7 @@ def test_sentences_off_stores_none_and_turning_them_on_makes_them_on_open(tmp_pa
         index = mem._recall_index()
         assert index.sentences and len(index._sentence_vectors) == 4
         assert sum(len(c) for c in on.calls) == 4  # the sentences only
-        assert sorted(mem.store.embeddings.passages.load("n", f"{on.name}/32/sentences4")) == [ids[0], ids[3]]
+        assert sorted(mem.store.embeddings.passages.load("n", f"{on.name}/32/sentences2")) == [ids[0], ids[3]]
 
 
 def test_a_read_only_file_written_before_event_dates_is_read_without_them(tmp_path: Path) -> None:

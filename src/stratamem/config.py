@@ -175,10 +175,13 @@ class ContextConfig:
     """Store every assembled context's manifest (``stratamem manifests``); off for read-only stores."""
     keep_manifests: int = 1000
     """Newest manifests kept per namespace (and only as many as fit ``keep_manifest_bytes``)."""
-    keep_manifest_bytes: int = 262144
+    keep_full_manifests: int = 3
+    """Newest manifests per namespace kept with every entry's score breakdown; older ones keep each
+    entry's reason and ``fused`` score only (their brief form, ~40% of the bytes)."""
+    keep_manifest_bytes: int = 131072
     """Stored bytes the kept manifests of a namespace may take together (the newest one is always kept);
-    a 4,000-token LoCoMo prompt's manifest takes ~4-5 KB, so the default keeps the last ~60."""
-    keep_store_manifest_bytes: int = 1048576
+    a 4,000-token LoCoMo prompt's manifest takes ~5 KB in full and ~2 KB brief: the default keeps ~65."""
+    keep_store_manifest_bytes: int = 491520
     """Stored bytes the manifests of all namespaces may take together: each namespace keeps its newest,
     of the rest the store's oldest go first (else ten namespaces hold ten ``keep_manifest_bytes``)."""
     max_manifest_bytes: int = 16384

@@ -10,13 +10,16 @@ cosines.
 A blob is ``<f4 scale`` followed by ``dims`` int8 codes; its length alone
 gives ``dims``, so a corrupt blob is detected on read.
 
-Sentence vectors (:mod:`stratamem.retrieve.sentences`) are stored in 4 bits
-(:func:`encode_int4`): codes -7..7 of the vector over its largest magnitude,
-two to a byte, no scale (it cancels when decoded vectors are normalised) —
-192 bytes for 384 dimensions. Measured (issue 28, ranking over the cached
-MiniLM embeddings, turn vectors int8): LoCoMo r@10 0.8090 → 0.8088, the
-assistant chats 0.6060 → 0.6047; turn vectors in 4 bits too cost the chats
-0.009. Turn vectors are stored in 6 bits (:func:`encode_int6`, issue 28):
+Sentence vectors (:mod:`stratamem.retrieve.sentences`) are stored in 2 bits
+(:func:`encode_int2`, since ``m026_compact_store``): a component's sign and
+whether it passes 0.98 times the vector's root mean square, decoded to -3, -1,
+1 or 3, four to a byte, no scale — 96 bytes for 384 dimensions. They were 4
+bits (:func:`encode_int4`: codes -7..7 over the largest magnitude, 192 bytes)
+since ``m024_sentence_nibbles``. Measured with ``Memory.context`` (issue 28,
+``locomo_recall.py --cv`` beside main): 2 bits keep LoCoMo and the assistant
+chats within 0.002 r@10 / b@1024; signs alone (1 bit, 48 bytes)
+cost the chats' multi-session questions 0.039 r@10. Turn vectors in 4 bits
+cost the chats 0.009. Turn vectors are stored in 6 bits (:func:`encode_int6`, issue 28):
 codes -31..31 over the largest magnitude, four to three bytes, no scale —
 288 bytes for 384 dimensions instead of 388. On the cached LoCoMo MiniLM
 vectors a 6-bit code moves a cosine by 0.0012 on average (int8: 0.0003,
@@ -36,12 +39,16 @@ if TYPE_CHECKING:  # numpy is imported where it is used: opening a store (`strat
     import numpy as np
 
 __all__ = [
+    "decode_int2",
     "decode_int4",
     "decode_int6",
     "decode_int8",
+    "encode_int2",
     "encode_int4",
     "encode_int6",
     "encode_int8",
+    "int2_blob_size",
+    "int2_rows",
     "int4_blob_size",
     "int4_codes",
     "int4_rows",
@@ -327,3 +334,72 @@ def turn_codes(blobs: Sequence[bytes], dims: int) -> np.ndarray:
     out[six] = int6_codes([blobs[i] for i in six], dims)
     out[eight] = int8_codes([blobs[i] for i in eight], dims)
     return out
+
+
+_INT2_EDGE = 0.9816  # Lloyd-Max for a Gaussian in four levels: edges 0 and +-0.98 sigma, levels +-0.45 and +-1.51
+_INT2_LEVELS = (-3, -1, 1, 3)  # the levels' ratio, 1.51 / 0.45 = 3.4, rounded to small integers
+
+
+def int2_blob_size(dims: int) -> int:
+    """Bytes of one :func:`encode_int2` vector of ``dims`` components (four codes a byte)."""
+    return (dims + 3) // 4
+
+
+def encode_int2(vectors: np.ndarray) -> list[bytes]:
+    """Encode the rows of a 2-d float array in 2 bits a component (one blob per row).
+
+    A component's code is its sign and whether its magnitude passes 0.98
+    times the row's root mean square (the edge that minimises the error of
+    four levels for Gaussian components); it decodes to -3, -1, 1 or 3 (no
+    scale: it cancels when decoded vectors are normalised). Stored as 0..3,
+    four to a byte, the first component in the high bits.
+
+    Raises:
+        ValueError: ``vectors`` is not 2-dimensional or holds a non-finite value.
+    """
+    import numpy as np
+
+    vec = np.asarray(vectors, dtype=np.float32)
+    if vec.ndim != 2:
+        raise ValueError(f"expected a 2-d array of vectors, got shape {vec.shape}")
+    if not np.isfinite(vec).all():
+        raise ValueError("vectors hold a NaN or infinite value")
+    rms = np.sqrt(np.mean(np.square(vec.astype(np.float64)), axis=1, keepdims=True)) if vec.shape[1] else 0.0
+    big = np.abs(vec) > _INT2_EDGE * rms
+    codes = ((vec >= 0).astype(np.uint8) << 1) | (big == (vec >= 0)).astype(np.uint8)
+    # 0: -3 (negative, big), 1: -1, 2: 1, 3: 3 (positive, big): the code is the level's rank.
+    if codes.shape[1] % 4:
+        codes = np.hstack([codes, np.zeros((len(codes), 4 - codes.shape[1] % 4), np.uint8)])
+    packed = (codes[:, 0::4] << 6) | (codes[:, 1::4] << 4) | (codes[:, 2::4] << 2) | codes[:, 3::4]
+    return [packed[i].tobytes() for i in range(len(packed))]
+
+
+def decode_int2(blobs: Sequence[bytes], dims: int) -> np.ndarray:
+    """Decode blobs made by :func:`encode_int2` into unit-length float32 rows.
+
+    Raises:
+        BackendError: A blob's length does not match ``dims`` (corrupt data).
+    """
+    if blobs:
+        _check_sizes(blobs, int2_blob_size(dims), "2-bit", dims)
+    return unit_rows(int2_rows(b"".join(blobs), dims))
+
+
+def int2_rows(data: bytes, dims: int) -> np.ndarray:
+    """The codes (-3, -1, 1 or 3) of back-to-back 2-bit vectors (``data``: a whole number of
+    :func:`encode_int2` blobs), one ``(n, dims)`` int8 array.
+
+    Raises:
+        BackendError: ``data`` is not a whole number of ``dims``-vectors (corrupt data).
+    """
+    import numpy as np
+
+    size = int2_blob_size(dims)
+    if len(data) % size:
+        raise BackendError(f"stored 2-bit vectors are {len(data)} bytes, not a multiple of {size}")
+    raw = np.frombuffer(data, dtype=np.uint8).reshape(len(data) // size, size)
+    codes = np.empty((len(raw), 4 * size), dtype=np.uint8)
+    for i in range(4):
+        codes[:, i::4] = (raw >> (6 - 2 * i)) & 3
+    levels = np.asarray(_INT2_LEVELS, dtype=np.int8)
+    return np.ascontiguousarray(levels[codes[:, :dims]])

@@ -126,6 +126,7 @@ def record_manifest(
             keep=config.keep_manifests,
             keep_bytes=config.keep_manifest_bytes,
             keep_store_bytes=config.keep_store_manifest_bytes,
+            keep_full=config.keep_full_manifests,
             max_bytes=config.max_manifest_bytes,
         )
     except StratamemError as exc:

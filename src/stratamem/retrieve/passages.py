@@ -26,7 +26,16 @@ from typing import Any
 
 import numpy as np
 
-from ..embed.quantize import encode_int4, encode_int8, int4_blob_size, int4_codes, int8_blob_size, int8_codes, unit_rows
+from ..embed.quantize import (
+    encode_int2,
+    encode_int4,
+    encode_int8,
+    int4_blob_size,
+    int4_codes,
+    int8_blob_size,
+    int8_codes,
+    unit_rows,
+)
 from ..errors import BackendError, ModelError
 from ..records import StoredTurn
 from .vector_rows import VectorRows, _Rows
@@ -116,8 +125,10 @@ def passage_texts(st: StoredTurn) -> list[str]:
 
 
 def encode_blob(vectors: np.ndarray, bits: int = 8) -> bytes:
-    """One turn's passage (or sentence) vectors as one blob: their int8 (``bits=4``: 4-bit) encodings, concatenated."""
-    return b"".join(encode_int4(vectors) if bits == 4 else encode_int8(vectors))
+    """One turn's passage (or sentence) vectors as one blob: their int8 encodings (``bits`` 4 or 2:
+    :func:`encode_int4`, :func:`encode_int2`), concatenated."""
+    encode = {2: encode_int2, 4: encode_int4}.get(bits, encode_int8)
+    return b"".join(encode(vectors))
 
 
 def embed_blobs(
@@ -125,7 +136,7 @@ def embed_blobs(
 ) -> dict[int, bytes]:
     """Each turn's ``texts`` embedded in one call, as one :func:`encode_blob` per turn that has some.
 
-    ``what`` names the texts in errors (``passage``, ``sentence``); ``bits`` is the encoding (8 or 4).
+    ``what`` names the texts in errors (``passage``, ``sentence``); ``bits`` is the encoding (8, 4 or 2).
 
     Raises:
         ModelError: The embedder failed, or answered with the wrong shape or non-finite values.

@@ -3,11 +3,12 @@
 The sentence vectors of a short turn (:mod:`stratamem.retrieve.sentences`)
 are made when the turn is written (:meth:`~stratamem.retrieve.persisted.TurnIndexer.index`)
 and stored like passage vectors — all of a turn's vectors in one blob
-(:func:`~stratamem.retrieve.passages.encode_blob`), but in 4 bits a component
-(:func:`~stratamem.embed.quantize.encode_int4`, 192 bytes each for MiniLM;
-int8 until ``m024_sentence_nibbles``, which converted the stored ones) —
-in ``store.embeddings.passages`` under their own key
-(``<model>/<dims>/sentences4``; int8 ones were under ``.../sentences``). A turn is either long (passages) or short
+(:func:`~stratamem.retrieve.passages.encode_blob`), but in 2 bits a component
+(:func:`~stratamem.embed.quantize.encode_int2`, 96 bytes each for MiniLM;
+int8 until ``m024_sentence_nibbles`` and 4 bits until ``m026_compact_store``,
+which converted the stored ones) — in ``store.embeddings.passages`` under their
+own key (``<model>/<dims>/sentences2``; 4-bit ones were under ``.../sentences4``,
+int8 ones under ``.../sentences``). A turn is either long (passages) or short
 (sentences), never both, so the two kinds never share a row. How many
 sentence vectors a turn has is recorded in its index row
 (``recall_index.sentences``): 0 needs no row, and ``NULL`` says they were
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..embed.quantize import int4_blob_size, int4_rows
+from ..embed.quantize import int2_blob_size, int2_rows
 from ..records import StoredTurn
 from .passages import embed_blobs
 from .sentences import sentence_texts
@@ -34,8 +35,8 @@ log = logging.getLogger("stratamem.retrieve")
 
 
 def sentence_key(model: str, dims: int) -> str:
-    """What sentence rows are recorded under: the model, the vector length and the kind (4-bit sentences)."""
-    return f"{model}/{dims}/sentences4"
+    """What sentence rows are recorded under: the model, the vector length and the kind (2-bit sentences)."""
+    return f"{model}/{dims}/sentences2"
 
 
 class SentenceRows:
@@ -63,7 +64,7 @@ class SentenceRows:
             ModelError: The embedder failed.
         """
         texts = [sentence_texts(st, n) for st, n in zip(turns, term_counts, strict=True)]
-        return [len(group) for group in texts], embed_blobs(self.embedder, turns, texts, "sentence", bits=4)
+        return [len(group) for group in texts], embed_blobs(self.embedder, turns, texts, "sentence", bits=2)
 
     def put(self, blobs: dict[int, bytes], dims: int) -> None:
         """Store blobs (turn id -> blob) of ``dims``-vectors.
@@ -83,12 +84,12 @@ class SentenceRows:
 
         A blob is derived data: a corrupt one costs that turn its sentence vectors, not the index.
         """
-        size = int4_blob_size(dims)
+        size = int2_blob_size(dims)
         good = {tid: blob for tid, blob in blobs.items() if blob and not len(blob) % size}
         bad = [tid for tid in blobs if tid not in good]  # a bad length: the turn ranks by its own vector
         # All blobs unpacked in one pass (one per turn was most of opening the index: ~55k turns at
         # 100k), each turn's rows then a view of its slice.
-        codes = int4_rows(b"".join(good.values()), dims)
+        codes = int2_rows(b"".join(good.values()), dims)
         out, at = {}, 0
         for tid, blob in good.items():
             n = len(blob) // size

@@ -19,10 +19,10 @@ import json
 from typing import Any
 
 from ..records.manifests import Manifest
-from .manifest_rows import StoredManifest, check_keep, decode_manifest, encode_manifest
+from .manifest_rows import StoredManifest, brief_manifest, check_keep, decode_manifest, encode_manifest
 from .sql import Sql, dialect_of, run_ddl
 
-__all__ = ["Manifests", "m006_manifests", "m022_compact_manifests"]
+__all__ = ["Manifests", "m006_manifests", "m022_compact_manifests", "m026_brief_manifests"]
 
 _DDL = {
     "sqlite": [
@@ -144,6 +144,46 @@ def m022_compact_manifests(conn: Any) -> None:
         conn.execute(d.sql("SELECT setval('manifests_id_seq', ?)"), (counter,))
 
 
+def m026_brief_manifests(conn: Any, keep_full: int = 3) -> None:
+    """Every stored manifest but each namespace's newest ``keep_full`` (the default
+    ``context.keep_full_manifests``) re-stored in its brief form (both backends).
+
+    What a store of the previous retention would otherwise do on its next
+    recorded manifest is drop its oldest whole, to fit the smaller byte caps;
+    brief, they stay (each entry's reason and fused score; the breakdowns go).
+    """
+    d = dialect_of(conn)
+    last = 0
+    while True:
+        rows = conn.execute(
+            d.sql(
+                "SELECT id, body FROM manifests m WHERE id > ? AND (SELECT COUNT(*) FROM manifests n "
+                f"WHERE n.namespace = m.namespace AND n.id > m.id) >= ? ORDER BY id LIMIT {_BATCH}"
+            ),
+            (last, keep_full),
+        ).fetchall()
+        if not rows:
+            return
+        last = int(rows[-1][0])
+        out = [(body, len(body), int(mid)) for mid, blob in rows if (body := brief_manifest(bytes(blob))) is not None]
+        if out:
+            conn.cursor().executemany(d.sql("UPDATE manifests SET body = ?, bytes = ? WHERE id = ?"), out)
+
+
+def _demote(w: Any, namespace: str, keep_full: int, max_bytes: int) -> None:
+    """Store the namespace's manifest just past its newest ``keep_full`` in the brief form (once: a brief one
+    stays as it is). One row per recorded manifest, so every older one was made brief when it passed."""
+    row = w.execute(
+        "SELECT id, body FROM manifests WHERE namespace = ? ORDER BY id DESC LIMIT 1 OFFSET ?", (namespace, keep_full)
+    ).fetchone()
+    body = None if row is None else brief_manifest(bytes(row[1]), max_bytes)
+    if body is not None:
+        w.execute(
+            "UPDATE manifests SET body = ?, bytes = ? WHERE namespace = ? AND id = ?",
+            (body, len(body), namespace, row[0]),
+        )
+
+
 class Manifests:
     """Rows of ``manifests`` for one store.
 
@@ -164,8 +204,15 @@ class Manifests:
         keep_bytes: int = 262144,
         max_bytes: int = 16384,
         keep_store_bytes: int | None = None,
+        keep_full: int | None = None,
     ) -> int:
         """Record a manifest, then drop the namespace's oldest beyond ``keep`` rows or ``keep_bytes`` bytes.
+
+        With ``keep_full``, only the namespace's newest ``keep_full`` manifests
+        keep their score breakdowns: the one this add pushes past them is
+        stored again in its brief form (:func:`~stratamem.store.manifest_rows.brief_manifest`,
+        ~40% of the bytes) before the byte limits are applied, so they count
+        what is kept.
 
         The manifest is stored compactly, trimmed to ``max_bytes``
         (:func:`~stratamem.store.manifest_rows.encode_manifest`); the newest
@@ -176,10 +223,13 @@ class Manifests:
         store's oldest go first. Returns its id.
 
         Raises:
-            ValueError: ``keep``, ``keep_bytes``, ``max_bytes`` or ``keep_store_bytes`` is below 1.
+            ValueError: ``keep``, ``keep_bytes``, ``max_bytes`` or ``keep_store_bytes`` is below 1, or
+                ``keep_full`` below 0.
             BackendError: The database failed; nothing was recorded.
         """
         check_keep(keep)
+        if keep_full is not None and (isinstance(keep_full, bool) or not isinstance(keep_full, int) or keep_full < 0):
+            raise ValueError(f"keep_full must be an integer of at least 0, got {keep_full!r}")
         check_keep(keep_bytes, "keep_bytes")
         check_keep(max_bytes, "max_bytes")
         if keep_store_bytes is not None:
@@ -200,6 +250,8 @@ class Manifests:
                     body,
                 ),
             ).fetchone()[0]
+            if keep_full is not None:
+                _demote(w, namespace, keep_full, max_bytes)
             # The oldest kept: the last of the newest rows whose running byte total stays in the limit.
             w.execute(
                 "DELETE FROM manifests WHERE namespace = ? AND id < (SELECT MIN(id) FROM (SELECT id, "

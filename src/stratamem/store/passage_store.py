@@ -28,7 +28,14 @@ from typing import Any
 from .ddl import run_tables
 from .sql import SQLITE, Sql, chunks, dialect_of
 
-__all__ = ["Passages", "m011_passages", "m023_passage_pages", "m024_sentence_nibbles"]
+__all__ = [
+    "Passages",
+    "m011_passages",
+    "m023_passage_pages",
+    "m024_sentence_nibbles",
+    "m026_compact_store",
+    "m026_sentence_bits",
+]
 
 _COLUMNS = [
     "{tenant_column}",
@@ -111,6 +118,58 @@ def m024_sentence_nibbles(conn: Any) -> None:
             conn.cursor().executemany(
                 d.sql(f"UPDATE recall_passages SET model = ?, vectors = ? WHERE {t} = ? AND turn_id = ?"), out
             )
+
+
+def m026_sentence_bits(conn: Any) -> None:
+    """Stored sentence vectors re-encoded from 4 bits to 2 (both backends), their key ``.../sentences2``.
+
+    Each 4-bit row (``<model>/<dims>/sentences4``) is unpacked and encoded
+    again by :func:`~stratamem.embed.quantize.encode_int2` (from its 4-bit
+    codes: the edge between a small and a large level is 0.98 times their
+    root mean square), and recorded under ``<model>/<dims>/sentences2``, what
+    :mod:`stratamem.retrieve.sentence_rows` reads now. No model is needed. A
+    row whose length is not a whole number of vectors is left as it is (its
+    key is then stale: the turn's sentences are made again on open).
+    """
+    from ..embed.quantize import encode_int2, int4_blob_size, int4_rows
+
+    d = dialect_of(conn)
+    t = d.tenant
+    last: tuple[Any, ...] = ()
+    while True:
+        after = f"AND ({t}, turn_id) > (?, ?)" if last else ""
+        rows = conn.execute(
+            d.sql(
+                f"SELECT {t}, turn_id, model, vectors FROM recall_passages WHERE model LIKE '%/sentences4' {after} "
+                f"ORDER BY {t}, turn_id LIMIT {_BATCH}"
+            ),
+            last,
+        ).fetchall()
+        if not rows:
+            return
+        last = tuple(rows[-1][:2])
+        out = []
+        for key, turn_id, model, blob in rows:
+            blob = bytes(blob)
+            dims = int(str(model).rsplit("/", 2)[-2]) if str(model).count("/") >= 2 else 0
+            if dims <= 0 or not blob or len(blob) % int4_blob_size(dims):
+                continue
+            out.append((f"{str(model)[:-1]}2", b"".join(encode_int2(int4_rows(blob, dims))), key, turn_id))
+        if out:
+            conn.cursor().executemany(
+                d.sql(f"UPDATE recall_passages SET model = ?, vectors = ? WHERE {t} = ? AND turn_id = ?"), out
+            )
+
+
+def m026_compact_store(conn: Any) -> None:
+    """Issue 28's third pass (both backends, no model needed): sentence vectors in 2 bits
+    (:func:`m026_sentence_bits`), older manifests brief
+    (:func:`~stratamem.store.manifests.m026_brief_manifests`). On SQLite the file is then vacuumed
+    when enough of it is free (:func:`stratamem.store.migrations.apply`)."""
+    from .manifests import m026_brief_manifests
+
+    m026_sentence_bits(conn)
+    m026_brief_manifests(conn)
 
 
 class Passages:
