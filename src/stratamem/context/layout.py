@@ -48,7 +48,7 @@ from .fixed import place_fixed
 from .history import History, _ItemSection, take_history
 from .ledger import LedgerEntry, select_ledger
 from .render import opens_window, snap_step_window, unit_cost
-from .step_cut import fit_turn
+from .step_cut import MIN_KEEP, cut_turn, fit_turn
 from .summaries import take_summaries
 from .units import Candidates, ItemUnit
 from .window import Window, take_window
@@ -132,8 +132,10 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
     if room <= 0 or not turns:
         return Anchored(Window(), None, None)
     cap = max(1, int(room * inputs.cut_share))
+    # The agent's own work (its calls and the tools' results) is shown cut to the cap; a person's words whole.
     sizes = [
-        min(size, cap) if st.role == "tool" else size for st, size in zip(turns, _sizes(turns, asm.fmt), strict=True)
+        min(size, cap) if st.role in ("tool", "assistant") else size
+        for st, size in zip(turns, _sizes(turns, asm.fmt), strict=True)
     ]
     step = max(1, int(room * inputs.anchor_step))
     known: dict[int, int] = {}
@@ -145,7 +147,7 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
     def form(st: StoredTurn) -> StoredTurn:
         # The turn as the window shows it: a tool turn over the cap cut to it (itself if it cannot be).
         if st.id not in forms:
-            forms[st.id] = (fit_turn(st, cap, full_cost) or st) if st.role == "tool" else st
+            forms[st.id] = (fit_turn(st, cap, full_cost) or st) if st.role in ("tool", "assistant") else st
         return forms[st.id]
 
     def cost_of(st: StoredTurn) -> int:
@@ -217,8 +219,11 @@ def _newest_step(
     form: Callable[[StoredTurn], StoredTurn],
     full_cost: Callable[[StoredTurn], int],
 ) -> Window:
-    """The newest complete step with its results cut to share what ``room`` leaves after the call, then the
-    turns before it that fit, back to an opening turn; empty when the call or a message alone does not fit.
+    """The newest complete step cut to fit ``room``, then the turns before it that fit, back to an opening turn.
+
+    Every turn of the step gets one limit, the largest with which the step fits (turns under it
+    stay whole), and is cut to it (:func:`~stratamem.context.step_cut.fit_turn`); empty only
+    when what cannot be cut (ids, keys, short texts) is alone larger than the room.
 
     The newest opening turn whose step is complete is taken (a call still waiting for its result
     belongs to the next request, :func:`~stratamem.context.render.snap_end`).
@@ -234,21 +239,28 @@ def _newest_step(
     if not step:
         return Window()
     stub = stub_tokens(asm.tokenizer) if asm.fmt == "anthropic" and step[0].role != "user" else 0
-    fixed = sum(full_cost(st) for st in step if st.role != "tool") + stub
-    results = [st for st in step if st.role == "tool"]
-    if not results or fixed >= room:
+    whole = [form(st) for st in step]
+    full = [full_cost(st) for st in whole]
+    # The least each turn can cost: cut as far as it goes (a cut of short texts can cost more: then whole).
+    least = [min(c, full_cost(cut_turn(st, MIN_KEEP))) for st, c in zip(whole, full, strict=True)]
+    left = room - stub
+    if sum(least) > left:
         return Window()
-    share = (room - fixed) // len(results)
-    shown: list[StoredTurn] = []
-    for st in step:
-        if st.role != "tool":
-            shown.append(st)
-            continue
-        cut = fit_turn(form(st), share, full_cost)
-        if cut is None:
-            return Window()
-        shown.append(cut)
+    # One limit for every turn of the step: the largest with which the step fits (turns under it stay whole).
+    lo, hi = 0, max(full)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(max(m, min(c, mid)) for m, c in zip(least, full, strict=True)) <= left:
+            lo = mid
+        else:
+            hi = mid - 1
+    shown = [
+        st if c <= lo else (fit_turn(st, max(lo, m), full_cost) or cut_turn(st, MIN_KEEP))
+        for st, c, m in zip(whole, full, least, strict=True)
+    ]
     costs = {st.id: full_cost(st) for st in shown}
+    if _cost(shown, costs, asm.fmt, asm.tokenizer) > room:
+        return Window()
     left = room - sum(costs.values()) - stub
     # The turns before the step, as the room allows, back to a turn a window may open with.
     before: list[StoredTurn] = []
