@@ -344,7 +344,9 @@ def test_a_tool_loop_window_opens_at_a_tool_step_and_keeps_its_prefix_through_th
             assert shown and shown[-1] == f"toolu_{n:03d}"
             text = _result_text(body, fmt, f"toolu_{n:03d}")
             assert len(text) < len(BIG) and text.startswith(BIG[:40]) and text.endswith(BIG[-40:])
-            ref = re.search(r"kept (\d+) head \+ (\d+) tail of (\d+) characters; the whole result is (turn:\d+)", text)
+            ref = re.search(
+                r"kept (\d+) head \+ (\d+) tail of (\d+) characters; all of it is stored as (turn:\d+)", text
+            )
             assert ref and int(ref[3]) == len(BIG)
             assert [st.text for st in mem.expand(ref[4])] == [BIG]
     # Every step, cut or whole, stays in the window as it was sent: each request starts with the previous
