@@ -134,8 +134,7 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
     cap = max(1, int(room * inputs.cut_share))
     # The agent's own work (its calls and the tools' results) is shown cut to the cap; a person's words whole.
     sizes = [
-        min(size, cap) if st.role in ("tool", "assistant") else size
-        for st, size in zip(turns, _sizes(turns, asm.fmt), strict=True)
+        min(size, cap) if _agent_work(st) else size for st, size in zip(turns, _sizes(turns, asm.fmt), strict=True)
     ]
     step = max(1, int(room * inputs.anchor_step))
     known: dict[int, int] = {}
@@ -147,7 +146,7 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
     def form(st: StoredTurn) -> StoredTurn:
         # The turn as the window shows it: a tool turn over the cap cut to it (itself if it cannot be).
         if st.id not in forms:
-            forms[st.id] = (fit_turn(st, cap, full_cost) or st) if st.role in ("tool", "assistant") else st
+            forms[st.id] = (fit_turn(st, cap, full_cost) or st) if _agent_work(st) else st
         return forms[st.id]
 
     def cost_of(st: StoredTurn) -> int:
@@ -200,6 +199,11 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
         )
     first = win.turns[0].id if win.turns else None
     return Anchored(win, first, first, note)
+
+
+def _agent_work(st: StoredTurn) -> bool:
+    """A tool call or a tool's result: the window may show it cut (a person's words and a plain reply whole)."""
+    return st.role == "tool" or (st.role == "assistant" and bool(st.turn.tool_use_ids))
 
 
 def _cut_note(forms: dict[int, StoredTurn], window: Sequence[StoredTurn]) -> str | None:
