@@ -297,7 +297,14 @@ def test_a_tool_loop_window_opens_at_a_tool_step_and_keeps_its_prefix_through_th
     db_path: Path, fmt: str
 ) -> None:
     # Chunks of 24 turns: the loop's turns are not summarized during it, so the ledger holds still.
-    cfg = Config.from_dict({**CFG, "pyramid": {**CFG["pyramid"], "micro_chunk_size": 24}})
+    # A cut share of a quarter of the room: the seven steps, the large ones cut, fit one anchored window.
+    cfg = Config.from_dict(
+        {
+            **CFG,
+            "pyramid": {**CFG["pyramid"], "micro_chunk_size": 24},
+            "context": {**CFG["context"], "cache_cut_share": 0.25},
+        }
+    )
     mem = Memory(db_path, namespace="cache", config=cfg, embedder=None)
     for session in ("s1", "s2"):
         for i in range(12):

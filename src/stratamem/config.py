@@ -199,7 +199,7 @@ class ContextConfig:
     cache_anchor_step: float = 0.5
     """Cache layout: the window's start moves in steps of this share of its room (it jumps once
     per step of growth and stays put in between)."""
-    cache_cut_share: float = 0.25
+    cache_cut_share: float = 0.1
     """Cache layout: a tool result larger than this share of the window's room is shown cut to it
     (head and tail kept, a marker naming the stored turn), the same bytes on every call."""
     cache_ttl: str = "5m"

@@ -45,7 +45,7 @@ class CacheInputs:
     """The window's start moves in steps of this share of its room."""
     max_turns: int = 40
     """Most turns the window holds."""
-    cut_share: float = 0.25
+    cut_share: float = 0.1
     """A tool result larger than this share of the window's room is shown cut to it (head and tail)."""
     min_tokens: int = 1024
     """The provider's shortest cacheable prefix, in its counting."""
