@@ -109,7 +109,19 @@ class DecodeError(StratamemError, ValueError):
 
 
 class BackendError(StratamemError):
-    """The storage backend failed: I/O error, lock timeout, disk full, lost connection."""
+    """The storage backend failed: I/O error, lock timeout, disk full, lost connection.
+
+    Attributes:
+        transient: The database rolled the whole transaction back because it
+            collided with another writer's (PostgreSQL's deadlock or
+            serialization failure): nothing was stored, and running the same
+            call again is safe. The library retries its own writes a few times
+            before it gives up with such an error.
+    """
+
+    def __init__(self, *args: object, transient: bool = False) -> None:
+        super().__init__(*args)
+        self.transient = transient
 
 
 class MigrationError(BackendError):

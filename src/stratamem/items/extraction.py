@@ -147,28 +147,33 @@ class ExtractOps(ReviewOps, TierOps):
         fresh = [(k, c) for k, c in zip(keys, batch, strict=True) if k not in seen]
         vectors = dict(zip((k for k, _ in fresh), self._embed_for_storage([c.text for _, c in fresh]), strict=True))
         now = self._now()
-        created: list[int] = []
-        merged: list[int] = []
-        with self._db.transaction():
-            self._db.lock(self.namespace)
-            seen = self._db.by_fact_keys(self.namespace, keys)
-            for key, cand in zip(keys, batch, strict=True):
-                same = seen.get(key) or self._restated(cand)
-                if same is None:
-                    vector, model = vectors.get(key, (None, None))
-                    tokens = self.tokenizer.count(cand.text)
-                    if tier == "hot":
-                        self._make_room(tokens)
-                    new_id = self._db.insert_fact(self.namespace, self._new_item(cand, key, tier, session, now))
-                    if new_id is not None:
-                        created.append(new_id)
-                        self._supersede_old_values(cand, new_id)
-                        continue
-                    # Only a writer that skipped the guard gets here: the unique index kept the fact single.
-                    same = self._db.by_fact_keys(self.namespace, [key])[key]
-                self._merge_into(same, cand)
-                merged.append(same.id)
-            dropped = self._cap_review_queue()
+
+        def write() -> tuple[list[int], list[int], list[int]]:
+            created: list[int] = []
+            merged: list[int] = []
+            with self._db.transaction():
+                self._db.lock(self.namespace)
+                seen = self._db.by_fact_keys(self.namespace, keys)
+                for key, cand in zip(keys, batch, strict=True):
+                    same = seen.get(key) or self._restated(cand)
+                    if same is None:
+                        tokens = self.tokenizer.count(cand.text)
+                        if tier == "hot":
+                            self._make_room(tokens)
+                        item = self._new_item(cand, key, tier, session, now, vectors.get(key, (None, None)))
+                        new_id = self._db.insert_fact(self.namespace, item)
+                        if new_id is not None:
+                            created.append(new_id)
+                            self._supersede_old_values(cand, new_id)
+                            continue
+                        # Only a writer that skipped the guard gets here: the unique index kept the fact single.
+                        same = self._db.by_fact_keys(self.namespace, [key])[key]
+                    self._merge_into(same, cand)
+                    merged.append(same.id)
+                return created, merged, self._cap_review_queue()
+
+        # Two writers' transactions can deadlock on PostgreSQL; the one rolled back runs again.
+        created, merged, dropped = self._store.retrying(write)
         self._emit("items.extracted", ids=created, merged=merged, turns=len(turn_ids))
         if dropped:
             self._emit("items.dropped", ids=dropped, cap=self.config.max_pending_review)
@@ -176,7 +181,15 @@ class ExtractOps(ReviewOps, TierOps):
 
     # --- inside the transaction ------------------------------------------------------------
 
-    def _new_item(self, cand: Candidate, key: str, tier: str, session: str | None, now: datetime) -> NewItem:
+    def _new_item(
+        self,
+        cand: Candidate,
+        key: str,
+        tier: str,
+        session: str | None,
+        now: datetime,
+        vector: tuple[bytes | None, str | None],
+    ) -> NewItem:
         stamp = format_timestamp(now)
         meta = {k: v for k, v in (("subject", cand.subject), ("attribute", cand.attribute), ("value", cand.value)) if v}
         return NewItem(
@@ -195,6 +208,8 @@ class ExtractOps(ReviewOps, TierOps):
             metadata=meta or None,
             fact_key=key,
             salience=cand.salience,
+            embedding=vector[0],
+            embedding_model=vector[1],
         )
 
     def _restated(self, cand: Candidate) -> MemoryItem | None:

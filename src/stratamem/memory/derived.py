@@ -181,7 +181,8 @@ class Derived:
         if not names or not self.config.pyramid.enabled:
             return True
         try:
-            self.pyramid.update(names)
+            # A run the database rolled back under contention is run again: it resumes from the last seal.
+            self.store.retrying(lambda: self.pyramid.update(names))
         except Exception as exc:  # noqa: BLE001 - reported below; the next update resumes from the last seal
             self.failed("pyramid.failed", exc, stored)
             return False

@@ -190,17 +190,21 @@ class Pyramid(_Summaries, _Reads):
     def _run(self, sessions: Sequence[str], *, manual: bool) -> list[int]:
         events: list[Event] = []
         created: list[int] = []
-        with self.store.transaction():
-            # Two writers of one namespace would both seal the same open turns
-            # (a duplicate key) or deadlock on each other's node rows: queue them.
-            self._nodes.lock(self.namespace)
-            for s in sessions:
-                created += self._seal(s, manual, events)
-            if not manual:
-                created += self._seal_idle(sessions, events)
-            if created:
-                created += self._consolidate(sessions, events)
-                self._move_tiers(events)
+        try:
+            with self.store.transaction():
+                # Two writers of one namespace would both seal the same open turns
+                # (a duplicate key) or deadlock on each other's node rows: queue them.
+                self._nodes.lock(self.namespace)
+                for s in sessions:
+                    created += self._seal(s, manual, events)
+                if not manual:
+                    created += self._seal_idle(sessions, events)
+                if created:
+                    created += self._consolidate(sessions, events)
+                    self._move_tiers(events)
+        except BaseException:
+            self._tails = None  # it followed seals that were rolled back: read the open tails again
+            raise
         for e in events:
             self._emit(e)
         self.summarize_pending()

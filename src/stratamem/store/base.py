@@ -12,13 +12,15 @@ Backends: :mod:`stratamem.store.sqlite` (embedded default) and
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ..records import ConversationState, Session, StoredTurn, Turn
+
+T = TypeVar("T")
 
 __all__ = ["ConversationStore", "NamespaceStats", "Store", "TurnBatch"]
 
@@ -216,6 +218,14 @@ class Store(Protocol):
 
     def transaction(self) -> AbstractContextManager[None]:
         """A write transaction: store calls inside it commit or roll back together."""
+        ...
+
+    def in_transaction(self) -> bool:
+        """Whether the calling thread is inside :meth:`transaction`."""
+        ...
+
+    def retrying(self, work: Callable[[], T]) -> T:
+        """``work()``, run again while the database rolls its transaction back under contention (a transient error)."""
         ...
 
     def close(self) -> None:

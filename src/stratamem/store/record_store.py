@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator, Sequence
+import logging
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from ..errors import BackendError, ConfigError, NotFoundError, StratamemError
 from ..records import Session, StoredTurn, check_name
@@ -32,6 +35,10 @@ from .base import NamespaceStats, TurnBatch
 from .features import SharedFeatures
 from .rows import turn_columns, turn_from_columns
 from .sql import CHUNK, Writer, chunks
+
+log = logging.getLogger("stratamem.store")
+
+T = TypeVar("T")
 
 __all__ = ["RecordStore"]
 
@@ -66,17 +73,40 @@ class RecordStore(SharedFeatures):
 
     A backend provides ``sql`` (its :class:`~stratamem.store.sql.Sql`) and
     ``close``; names its driver's errors (:attr:`_BACKEND_ERRORS`,
-    :meth:`_backend_error`); and may set :attr:`_RETRYABLE` and override
-    :meth:`_attempts` when its database can roll a whole transaction back
-    under contention.
+    :meth:`_backend_error`, which marks an error ``transient`` when the
+    database rolled a whole transaction back under contention); and
+    overrides :meth:`in_transaction` when it pins transactions to threads.
     """
 
-    _RETRYABLE: tuple[type[BaseException], ...] = ()
-    """Backend errors after which the database has rolled the transaction back and a retry is safe."""
+    RETRY_ATTEMPTS = 3
+    """Runs of a write the database rolled back under contention (see :meth:`retrying`)."""
 
-    def _attempts(self) -> int:
-        """How many times :meth:`append` may run its transaction (1: never retried)."""
-        return 1
+    def in_transaction(self) -> bool:
+        """Whether the calling thread is inside :meth:`transaction` (always false where nothing pins it)."""
+        return False
+
+    def retrying(self, work: Callable[[], T]) -> T:
+        """``work()``, run again (up to :attr:`RETRY_ATTEMPTS` runs) while it fails with a transient error.
+
+        A transient :class:`~stratamem.errors.BackendError` means the database
+        rolled the transaction back because it collided with another writer's
+        (a PostgreSQL deadlock): nothing was stored, so a second run is safe.
+        ``work`` must open its own transaction(s) and keep nothing from a
+        failed run. Inside a caller's transaction it runs once: the rollback,
+        and the retry, are the caller's.
+        """
+        attempts = 1 if self.in_transaction() else self.RETRY_ATTEMPTS
+        for attempt in range(attempts):
+            try:
+                return work()
+            except BackendError as exc:
+                if not exc.transient or attempt + 1 == attempts:
+                    raise
+                log.info("retrying a write the database rolled back (attempt %d): %s", attempt + 2, exc)
+                # A random pause lets the writer that won finish first: run again at once, the two
+                # can collide again (PostgreSQL's speculative inserts of a new key do exactly that).
+                time.sleep(random.uniform(0.01, 0.05) * (attempt + 1))
+        raise AssertionError("unreachable")  # pragma: no cover
 
     _BACKEND_ERRORS: tuple[type[Exception], ...] = ()
     """The driver's exceptions, each mapped to :class:`~stratamem.errors.BackendError` by :meth:`_errors`."""
@@ -282,16 +312,11 @@ class RecordStore(SharedFeatures):
             check_name(b.session, "session")
             if len(b.turns) != len(b.tokens):
                 raise ValueError("each batch needs one token count per turn")
-        attempts = self._attempts()
-        for attempt in range(attempts):
-            try:
-                with self.sql.write() as w:
-                    return self._append(w, namespace, batches)
-            except BackendError as exc:
-                if attempt + 1 < attempts and isinstance(exc.__cause__, self._RETRYABLE):
-                    continue
-                raise
-        raise AssertionError("unreachable")  # pragma: no cover
+        return self.retrying(lambda: self._append_batches(namespace, batches))
+
+    def _append_batches(self, namespace: str, batches: Sequence[TurnBatch]) -> list[StoredTurn]:
+        with self.sql.write() as w:
+            return self._append(w, namespace, batches)
 
     def _append(self, w: Writer, namespace: str, batches: Sequence[TurnBatch]) -> list[StoredTurn]:
         d = self.sql.dialect

@@ -177,7 +177,7 @@ class PostgresStore(RecordStore):
     _BACKEND_ERRORS = (psycopg.Error,)  # pool errors included
 
     def _backend_error(self, exc: Exception) -> BackendError:
-        return BackendError(f"PostgreSQL error ({redact_dsn(self.dsn)}): {exc}")
+        return BackendError(f"PostgreSQL error ({redact_dsn(self.dsn)}): {exc}", transient=isinstance(exc, _RETRYABLE))
 
     @contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
@@ -194,12 +194,6 @@ class PostgresStore(RecordStore):
             raise BackendError("the PostgreSQL store is closed")
         with self._errors(), self._pool.connection() as conn:
             yield conn
-
-    _RETRYABLE = _RETRYABLE
-
-    def _attempts(self) -> int:
-        """Three tries when this call owns the transaction; inside a caller's, its rollback is the caller's."""
-        return 1 if self.in_transaction() else 3
 
     def in_transaction(self) -> bool:
         """Whether the calling thread is inside :meth:`transaction`."""

@@ -66,6 +66,7 @@ class SQLiteStore(RecordStore):
         self.path = str(path)
         self._lock = threading.RLock()
         self._depth = 0
+        self._owner: int | None = None  # the thread inside transaction(), if any
         self._busy_timeout_ms = int(busy_timeout_ms)
         self._reopen = False
         self.read_only = False
@@ -224,6 +225,10 @@ class SQLiteStore(RecordStore):
             self._reopen = True
         return BackendError(f"SQLite error on {self.path}: {exc}")
 
+    def in_transaction(self) -> bool:
+        """Whether the calling thread is inside :meth:`transaction`."""
+        return self._owner == threading.get_ident()
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """A write transaction; nested calls join the outer one (via savepoints)."""
@@ -232,6 +237,7 @@ class SQLiteStore(RecordStore):
                 if self._reopen:
                     self._reconnect()
                 self._conn.execute("BEGIN IMMEDIATE")
+                self._owner = threading.get_ident()
             else:
                 self._conn.execute(f"SAVEPOINT sp{self._depth}")
             self._depth += 1
@@ -239,10 +245,13 @@ class SQLiteStore(RecordStore):
                 yield
             except BaseException:
                 self._depth -= 1
+                if self._depth == 0:
+                    self._owner = None
                 self._undo(self._depth)
                 raise
             self._depth -= 1
             if self._depth == 0:
+                self._owner = None
                 try:
                     self._conn.execute("COMMIT")
                 except sqlite3.Error:
