@@ -158,6 +158,8 @@ def _merge(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Sum rows of one arm over conversations (the median per call is the median of medians)."""
     keys = ("calls", "tokens", "lcp", "openai_cached", "breakpoints", "compactions", "chain", "unit_tokens")
     out: dict[str, Any] = {k: sum(r[k] for r in rows) for k in keys}
+    out["no_window"] = sum(r.get("no_window", 0) for r in rows)
+    out["unseen"] = sum(r.get("unseen", 0) for r in rows)
     out["summarizer"] = sum(r.get("summarizer", 0) for r in rows)
     out["format"] = rows[0]["format"]
     out["anthropic"] = {k: [sum(r["anthropic"][k][i] for r in rows) for i in range(3)] for k in rows[0]["anthropic"]}
@@ -322,6 +324,27 @@ def _parts(results: list[dict]) -> list[str]:
     return lines
 
 
+def _unseen(results: list[dict]) -> list[str]:
+    """Calls whose prompt has no window, and calls whose prompt lacks a turn stored since the call before."""
+    lines = [
+        "\nwhat the model sees (assembly arm): calls with no window · calls whose prompt lacks a turn stored "
+        "since the previous call (the newest message or tool results)\n"
+    ]
+    for res in results:
+        for dataset in ("locomo", "agent"):
+            for fmt in ("openai", "anthropic"):
+                rows = [
+                    r for r in res["rows"] if r["dataset"] == dataset and r["format"] == fmt and r["arm"] == "assembly"
+                ]
+                for budget in sorted({r["budget"] for r in rows}):
+                    m = _merge([r for r in rows if r["budget"] == budget])
+                    lines.append(
+                        f"- {res['label']} · {dataset} {fmt} B={budget}: no window {m['no_window']} · "
+                        f"newest unseen {m['unseen']} of {m['calls']} calls"
+                    )
+    return lines
+
+
 def _recall(results: list[dict]) -> list[str]:
     lines = ["\nrecall b@2048 (strict; Memory.context(question, budget=2048, format='text', policy='hybrid'))\n"]
     for res in results:
@@ -401,6 +424,7 @@ def main(argv: list[str] | None = None) -> None:
     out += _where(results)
     out += _causes(results)
     out += _parts(results)
+    out += _unseen(results)
     out += _recall(results)
     out.append(
         "\n'prefix share': tokens equal to the previous call's longest common token prefix / all prompt "

@@ -87,6 +87,8 @@ class Tracker:
         self.lcps: list[int] = []
         self.compactions = 0
         self.summarizer = 0
+        self.no_window = 0
+        self.unseen = 0
         self.parts: Counter[str] = Counter()
         self.carried: Counter[str] = Counter()
         self.chain = self.unit_tokens = 0
@@ -104,13 +106,19 @@ class Tracker:
         self._anth = {(m, p): AnthropicCache(m) for m in MIN_LENGTHS for p in ("sent", "rolling")}
         self.anth = {f"{m}/{p}": [0, 0, 0] for m in MIN_LENGTHS for p in ("sent", "rolling")}
 
-    def call(self, req: Request, scope: object, manifest: Any = None) -> None:
+    def call(self, req: Request, scope: object, manifest: Any = None, newest: set[int] | None = None) -> None:
         """Account one request; ``scope`` changes when the provider caches have expired.
 
         ``manifest``: the context's, whose item tokens are summed by reason (what the prompt is made of).
+        ``newest``: ids of the turns stored since the previous call (the user's message or the tool
+        results the model has not seen yet): a call whose prompt lacks one of them counts as ``unseen``.
         """
         if manifest is not None:
             self._reorder_bound(manifest)
+            self.no_window += not any(item.reason == "recent_window" for item in manifest.items)
+            if newest:
+                shown = {t for item in manifest.items for t in item.turn_ids}
+                self.unseen += not newest <= shown
         if scope != self._scope:
             self._scope = scope
             self._openai.reset()
@@ -187,6 +195,8 @@ class Tracker:
             "lcp_median": statistics.median(self.lcps[1:]) if len(self.lcps) > 1 else 0,
             "compactions": self.compactions,
             "summarizer": self.summarizer,
+            "no_window": self.no_window,
+            "unseen": self.unseen,
             "where": dict(self.where),
             "causes": dict(self.causes),
             "lost": dict(self.lost),
@@ -278,6 +288,7 @@ def replay_locomo(
         return "all" if args.one_cache else session.session
 
     dia_of: dict[int, str] = {}
+    newest: set[int] = set()  # turns stored since the previous call
     history = []
     with tempfile.TemporaryDirectory() as tmp:
         mem = Memory(Path(tmp) / "replay.db", namespace=ns, config=_config(args.set), embedder=embedder)
@@ -285,13 +296,17 @@ def replay_locomo(
             for turn in s.turns:
                 for st in mem.add(turn, session=s.session):
                     dia_of[st.id] = str(st.turn.metadata.get("dia_id"))
+                    newest.add(st.id)
                 history.append(turn)
                 if turn.role != "user":
                     continue
                 for budget in args.budgets:
                     for fmt in args.formats:
                         ctx = mem.context(turn.text, budget=budget, session=s.session, format=fmt)
-                        tracker("assembly", budget, fmt).call(ser.request(*_request(ctx)), scope(s), ctx.manifest)
+                        tracker("assembly", budget, fmt).call(
+                            ser.request(*_request(ctx)), scope(s), ctx.manifest, newest
+                        )
+                newest = set()
                 if args.whole:
                     for fmt in args.formats:
                         system, msgs = (None, to_openai(history)) if fmt == "openai" else to_anthropic(history)
@@ -386,6 +401,7 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
             # live list pruned and compacted, with the caller's and, when cache-aware, our breakpoints).
             loops[fmt] = (side, LoopSession(make, fmt), [])
         query = ""
+        newest: set[int] = set()  # turns stored since the previous model call
         for i, m in enumerate(msgs):
             if m["role"] == "user" and isinstance(m["content"], str):
                 query = m["content"]
@@ -393,7 +409,10 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
                 for budget in args.budgets:
                     for fmt in args.formats:
                         ctx = mem.context(query, budget=budget, session="agent", format=fmt)
-                        tracker("assembly", budget, fmt).call(ser.request(*_request(ctx)), "agent", ctx.manifest)
+                        tracker("assembly", budget, fmt).call(
+                            ser.request(*_request(ctx)), "agent", ctx.manifest, newest
+                        )
+                newest = set()
                 for fmt in args.formats:
                     if args.whole:
                         tracker("whole history", None, fmt).call(ser.request(None, shapes[fmt][:i]), "agent")
@@ -409,7 +428,10 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
                     for r in server.requests[asked:]:
                         t.summarizer += len(ser.request(None, list(r.body.get("messages") or ())))
                     t.call(ser.request(None, sent), "agent")
-            mem.add(m, session="agent", format="anthropic", timestamp=t0 + timedelta(seconds=20 * i))
+            newest |= {
+                st.id
+                for st in mem.add(m, session="agent", format="anthropic", timestamp=t0 + timedelta(seconds=20 * i))
+            }
         for side, _, _ in loops.values():
             side.close()
         mem.close()

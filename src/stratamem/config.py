@@ -202,6 +202,9 @@ class ContextConfig:
     cache_anchor_step: float = 0.5
     """Cache layout: the window's start moves in steps of this share of its room (it jumps once
     per step of growth and stays put in between)."""
+    cache_cut_share: float = 0.1
+    """Cache layout: a tool result larger than this share of the window's room is shown cut to it
+    (head and tail kept, a marker naming the stored turn), the same bytes on every call."""
     cache_ttl: str = "5m"
     """Cache layout, Anthropic: lifetime of the breakpoints on the stable system blocks (``5m`` or
     ``1h``, which costs 2x to write); the rolling breakpoint on the conversation stays at 5 minutes."""
@@ -547,6 +550,8 @@ def _validate(obj: Any, prefix: str) -> None:
             raise ConfigError(f"{prefix}cache_recall_share + cache_ledger_share must be below 1.0")
         if not 0 < obj.cache_anchor_step <= 1:
             raise ConfigError(f"{prefix}cache_anchor_step must be in (0, 1], got {obj.cache_anchor_step:g}")
+        if not 0 < obj.cache_cut_share <= 1:
+            raise ConfigError(f"{prefix}cache_cut_share must be in (0, 1], got {obj.cache_cut_share:g}")
     if isinstance(obj, EmbeddingConfig) and obj.probe < 1:
         raise ConfigError(f"{prefix}probe must be at least 1, got {obj.probe!r}")
     if isinstance(obj, EmbeddingConfig) and obj.provider == "local":

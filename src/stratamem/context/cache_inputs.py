@@ -45,6 +45,8 @@ class CacheInputs:
     """The window's start moves in steps of this share of its room."""
     max_turns: int = 40
     """Most turns the window holds."""
+    cut_share: float = 0.1
+    """A tool result larger than this share of the window's room is shown cut to it (head and tail)."""
     min_tokens: int = 1024
     """The provider's shortest cacheable prefix, in its counting."""
     factor: float = 1.0
@@ -86,6 +88,7 @@ def gather_cache(
         recall_share=cfg.cache_recall_share,
         ledger_share=cfg.cache_ledger_share,
         anchor_step=cfg.cache_anchor_step,
+        cut_share=cfg.cache_cut_share,
         max_turns=2 * cfg.short_buffer_turns,
         min_tokens=min_tokens,
         factor=factor,

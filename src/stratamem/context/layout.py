@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ..records import StoredTurn
@@ -48,6 +48,7 @@ from .fixed import place_fixed
 from .history import History, _ItemSection, take_history
 from .ledger import LedgerEntry, select_ledger
 from .render import opens_window, snap_step_window, unit_cost
+from .step_cut import MIN_KEEP, cut_turn, fit_turn
 from .summaries import take_summaries
 from .units import Candidates, ItemUnit
 from .window import Window, take_window
@@ -113,26 +114,48 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
 
     The window may open at a user turn or at the start of a tool step (an
     assistant turn that calls tools, its results after it;
-    :func:`~stratamem.context.render.opens_window`), in every format. The grid
-    is laid on the turns' stored sizes; the window found is then costed
-    exactly, and if the estimate was low its start moves on to the next grid
-    point. When no grid point fits (a turn larger than half the room lies
-    between the last grid point and the newest turn), the window is the
+    :func:`~stratamem.context.render.opens_window`), in every format. A tool
+    result larger than ``inputs.cut_share`` of the room is shown cut to that
+    share (head and tail, :mod:`stratamem.context.step_cut`), the same bytes on
+    every call, so a tool loop's window holds several steps and grows by
+    appending. The grid is laid on the turns' sizes as shown; the window found is
+    then costed exactly, and if the estimate was low its start moves on to the
+    next grid point. When no grid point fits (a turn larger than half the room
+    lies between the last grid point and the newest turn), the window is the
     newest turns that fit from the oldest opening turn that allows it: that
-    start, too, only moves forward as turns arrive. It is empty only when the
-    newest tool step alone does not fit.
+    start, too, only moves forward as turns arrive. When even the newest step
+    does not fit, its results are cut further, to what the room leaves after the
+    call (:func:`_newest_step`): the model always sees its newest step, unless
+    the call itself or a user's message is larger than the room.
     """
     turns = list(inputs.turns)
     if room <= 0 or not turns:
         return Anchored(Window(), None, None)
-    sizes = _sizes(turns, asm.fmt)
+    cap = max(1, int(room * inputs.cut_share))
+    # The agent's own work (its calls and the tools' results) is shown cut to the cap; a person's words whole.
+    sizes = [
+        min(size, cap) if _agent_work(st) else size for st, size in zip(turns, _sizes(turns, asm.fmt), strict=True)
+    ]
     step = max(1, int(room * inputs.anchor_step))
     known: dict[int, int] = {}
+    forms: dict[int, StoredTurn] = {}
+
+    def full_cost(st: StoredTurn) -> int:
+        return unit_cost(st.turn, asm.fmt, asm.tokenizer)
+
+    def form(st: StoredTurn) -> StoredTurn:
+        # The turn as the window shows it: a tool turn over the cap cut to it (itself if it cannot be).
+        if st.id not in forms:
+            forms[st.id] = (fit_turn(st, cap, full_cost) or st) if _agent_work(st) else st
+        return forms[st.id]
 
     def cost_of(st: StoredTurn) -> int:
         if st.id not in known:
-            known[st.id] = unit_cost(st.turn, asm.fmt, asm.tokenizer)
+            known[st.id] = full_cost(form(st))
         return known[st.id]
+
+    def shown(window: Sequence[StoredTurn]) -> Window:
+        return Window([form(st) for st in window], {st.id: cost_of(st) for st in window})
 
     def opens(i: int) -> bool:
         return opens_window(turns[i].turn)
@@ -144,13 +167,13 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
         costs = {st.id: cost_of(st) for st in window}
         if window and _cost(window, costs, asm.fmt, asm.tokenizer) <= room:
             jump = jumped_at(sizes, start, room, step, opens=opens, max_units=inputs.max_turns)
-            return Anchored(Window(window, costs), window[0].id, turns[jump].id)
+            return Anchored(shown(window), window[0].id, turns[jump].id, _cut_note(forms, window))
         start = later.pop(0) if later else None
     # No grid point fits: the newest turns that do, contiguous, from the oldest opening turn that fits.
     # That start depends only on the turns, and moves forward only when the run from it no longer fits.
-    cap, kept = Budget(room), []
+    cap_left, kept = Budget(room), []
     for st in reversed(turns[-inputs.max_turns :] if inputs.max_turns else turns):
-        if not cap.take(cost_of(st)):
+        if not cap_left.take(cost_of(st)):
             break
         kept.append(st)
     newest = kept[::-1]
@@ -162,18 +185,102 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
         if candidate and _cost(candidate, known, asm.fmt, asm.tokenizer) <= room:
             window_turns = candidate
             break
-    costs = {st.id: known[st.id] for st in window_turns}
-    note = (
-        "cache layout: no window start on the grid fits the window's room; the newest turns that fit are shown"
-        if window_turns
-        else "cache layout: the newest tool step is larger than the window's room; no window is shown"
+    if window_turns:
+        win = shown(window_turns)
+        note = "cache layout: no window start on the grid fits the window's room; the newest turns that fit are shown"
+    else:
+        win = _newest_step(asm, turns, room, form, full_cost)
+        note = (
+            "cache layout: the newest tool step is larger than the window's room; it is shown with its "
+            "results cut to fit (head and tail; the whole results are stored)"
+            if win.turns
+            else "cache layout: the newest step's call or the newest message is larger than the window's room; "
+            "no window is shown"
+        )
+    first = win.turns[0].id if win.turns else None
+    return Anchored(win, first, first, note)
+
+
+def _agent_work(st: StoredTurn) -> bool:
+    """A tool call or a tool's result: the window may show it cut (a person's words and a plain reply whole)."""
+    return st.role == "tool" or (st.role == "assistant" and bool(st.turn.tool_use_ids))
+
+
+def _cut_note(forms: dict[int, StoredTurn], window: Sequence[StoredTurn]) -> str | None:
+    """The manifest note naming the window's turns whose tool results are shown cut."""
+    cut = [st.id for st in window if forms.get(st.id, st) is not st]
+    if not cut:
+        return None
+    return "cache layout: tool results cut to fit the window (head and tail kept) in turn " + ", ".join(
+        f"turn:{i}" for i in cut
     )
-    return Anchored(
-        Window(window_turns, costs),
-        window_turns[0].id if window_turns else None,
-        window_turns[0].id if window_turns else None,
-        note,
-    )
+
+
+def _newest_step(
+    asm: Assembly,
+    turns: Sequence[StoredTurn],
+    room: int,
+    form: Callable[[StoredTurn], StoredTurn],
+    full_cost: Callable[[StoredTurn], int],
+) -> Window:
+    """The newest complete step cut to fit ``room``, then the turns before it that fit, back to an opening turn.
+
+    Every turn of the step gets one limit, the largest with which the step fits (turns under it
+    stay whole), and is cut to it (:func:`~stratamem.context.step_cut.fit_turn`); empty only
+    when what cannot be cut (ids, keys, short texts) is alone larger than the room.
+
+    The newest opening turn whose step is complete is taken (a call still waiting for its result
+    belongs to the next request, :func:`~stratamem.context.render.snap_end`).
+    """
+    opening = [i for i, st in enumerate(turns) if opens_window(st.turn)]
+    step: list[StoredTurn] = []
+    at = len(turns)
+    for i in reversed(opening):
+        step = snap_step_window(list(turns[i:]))
+        if step:
+            at = i
+            break
+    if not step:
+        return Window()
+    stub = stub_tokens(asm.tokenizer) if asm.fmt == "anthropic" and step[0].role != "user" else 0
+    whole = [form(st) for st in step]
+    full = [full_cost(st) for st in whole]
+    # The least each turn can cost: cut as far as it goes (a cut of short texts can cost more: then whole).
+    least = [min(c, full_cost(cut_turn(st, MIN_KEEP))) for st, c in zip(whole, full, strict=True)]
+    left = room - stub
+    if sum(least) > left:
+        return Window()
+    # One limit for every turn of the step: the largest with which the step fits (turns under it stay whole).
+    lo, hi = 0, max(full)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(max(m, min(c, mid)) for m, c in zip(least, full, strict=True)) <= left:
+            lo = mid
+        else:
+            hi = mid - 1
+    shown = [
+        st if c <= lo else (fit_turn(st, max(lo, m), full_cost) or cut_turn(st, MIN_KEEP))
+        for st, c, m in zip(whole, full, least, strict=True)
+    ]
+    costs = {st.id: full_cost(st) for st in shown}
+    if _cost(shown, costs, asm.fmt, asm.tokenizer) > room:
+        return Window()
+    left = room - sum(costs.values()) - stub
+    # The turns before the step, as the room allows, back to a turn a window may open with.
+    before: list[StoredTurn] = []
+    for st in reversed(turns[:at]):
+        c = full_cost(form(st))
+        if c > left:
+            break
+        left -= c
+        before.append(form(st))
+        costs[st.id] = c
+    before.reverse()
+    lead = next((j for j, st in enumerate(before) if opens_window(st.turn)), len(before))
+    window = before[lead:] + shown
+    if _cost(window, costs, asm.fmt, asm.tokenizer) > room:
+        window = shown
+    return Window(window, {st.id: costs[st.id] for st in window})
 
 
 def _item_num(it: ItemUnit) -> int:
