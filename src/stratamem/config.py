@@ -199,9 +199,12 @@ class ContextConfig:
     conversational message may take (a question is assembled as without the layout)."""
     cache_ledger_share: float = 0.4
     """Cache layout: share of the budget (after the fixed blocks) for the summary ledger."""
-    cache_anchor_step: float = 0.5
+    cache_anchor_step: float = 0.75
     """Cache layout: the window's start moves in steps of this share of its room (it jumps once
     per step of growth and stays put in between)."""
+    cache_ledger_batch: int = 1
+    """Cache layout: the summary ledger takes newly settled summaries at every this many jumps of
+    the window's start (between them it holds still, and the history in between is not shown)."""
     cache_cut_share: float = 0.1
     """Cache layout: a tool result larger than this share of the window's room is shown cut to it
     (head and tail kept, a marker naming the stored turn), the same bytes on every call."""
@@ -550,6 +553,8 @@ def _validate(obj: Any, prefix: str) -> None:
             raise ConfigError(f"{prefix}cache_recall_share + cache_ledger_share must be below 1.0")
         if not 0 < obj.cache_anchor_step <= 1:
             raise ConfigError(f"{prefix}cache_anchor_step must be in (0, 1], got {obj.cache_anchor_step:g}")
+        if obj.cache_ledger_batch < 1:
+            raise ConfigError(f"{prefix}cache_ledger_batch must be at least 1, got {obj.cache_ledger_batch!r}")
         if not 0 < obj.cache_cut_share <= 1:
             raise ConfigError(f"{prefix}cache_cut_share must be in (0, 1], got {obj.cache_cut_share:g}")
     if isinstance(obj, EmbeddingConfig) and obj.probe < 1:

@@ -41,8 +41,10 @@ class CacheInputs:
     """Share of what the fixed layers leave that a conversational message's recall may take."""
     ledger_share: float = 0.4
     """Share of what the fixed layers leave for the ledger."""
-    anchor_step: float = 0.5
+    anchor_step: float = 0.75
     """The window's start moves in steps of this share of its room."""
+    ledger_batch: int = 1
+    """The ledger takes new summaries at every this many jumps of the window's anchor."""
     max_turns: int = 40
     """Most turns the window holds."""
     cut_share: float = 0.1
@@ -88,6 +90,7 @@ def gather_cache(
         recall_share=cfg.cache_recall_share,
         ledger_share=cfg.cache_ledger_share,
         anchor_step=cfg.cache_anchor_step,
+        ledger_batch=cfg.cache_ledger_batch,
         cut_share=cfg.cache_cut_share,
         max_turns=2 * cfg.short_buffer_turns,
         min_tokens=min_tokens,

@@ -381,7 +381,12 @@ def _account(
         "cacheable": stable >= inputs.min_tokens,
         "cache_key": inputs.cache_key,
         "anchor": (
-            {"turn": anchored.anchor, "jumped_at": anchored.jumped_at}
+            {
+                "turn": anchored.anchor,
+                "jumped_at": anchored.jumped_at,
+                "ledger_turn": anchored.anchor if anchored.ledger_before is None else anchored.ledger_before,
+                "ledger_as_of": anchored.jumped_at if anchored.ledger_as_of is None else anchored.ledger_as_of,
+            }
             if anchored is not None and anchored.anchor is not None
             else None
         ),

@@ -95,6 +95,10 @@ class Anchored:
     """Id of the turn whose arrival moved the anchor there (``None``: no window)."""
     note: str | None = None
     """Why the window could not be anchored, if it could not."""
+    ledger_before: int | None = None
+    """Id of the turn before which the ledger's summaries lie (``None``: the anchor)."""
+    ledger_as_of: int | None = None
+    """Id of the turn as of which the ledger takes summaries (``None``: ``jumped_at``)."""
 
 
 def _sizes(turns: Sequence, fmt: str) -> list[int]:
@@ -167,7 +171,13 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
         costs = {st.id: cost_of(st) for st in window}
         if window and _cost(window, costs, asm.fmt, asm.tokenizer) <= room:
             jump = jumped_at(sizes, start, room, step, opens=opens, max_units=inputs.max_turns)
-            return Anchored(shown(window), window[0].id, turns[jump].id, _cut_note(forms, window))
+            # The ledger moves at every ledger_batch-th grid point only: at the grid point of the
+            # last multiple, as of the jump that brought the window's start there.
+            points = grid_points(sizes, step, opens)
+            batch = points[points.index(start) // inputs.ledger_batch * inputs.ledger_batch]
+            batch_jump = jumped_at(sizes, batch, room, step, opens=opens, max_units=inputs.max_turns)
+            note = _cut_note(forms, window)
+            return Anchored(shown(window), window[0].id, turns[jump].id, note, turns[batch].id, turns[batch_jump].id)
         start = later.pop(0) if later else None
     # No grid point fits: the newest turns that do, contiguous, from the oldest opening turn that fits.
     # That start depends only on the turns, and moves forward only when the run from it no longer fits.
@@ -411,7 +421,11 @@ def assemble_cached(
     for st in window.turns:
         asm.shown.add(f"turn:{st.id}", st.text)
     ledger = select_ledger(
-        inputs.ledger, anchored.anchor, anchored.jumped_at, int(after_fixed * inputs.ledger_share), tokenizer
+        inputs.ledger,
+        anchored.ledger_before if anchored.ledger_before is not None else anchored.anchor,
+        anchored.ledger_as_of if anchored.ledger_as_of is not None else anchored.jumped_at,
+        int(after_fixed * inputs.ledger_share),
+        tokenizer,
     )
     ledger = _place_ledger(asm, ledger, layers)
     layers.per_call_from = len(asm.sections)
