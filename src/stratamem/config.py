@@ -205,6 +205,9 @@ class ContextConfig:
     cache_ledger_batch: int = 1
     """Cache layout: the summary ledger takes newly settled summaries at every this many jumps of
     the window's start (between them it holds still, and the history in between is not shown)."""
+    cache_step_recall: bool = True
+    """Cache layout: recall for a call that continues a tool loop (its newest turn a tool result);
+    ``false``: only the request's first call gets it, the loop's steps keep their prefix whole."""
     cache_cut_share: float = 0.1
     """Cache layout: a tool result larger than this share of the window's room is shown cut to it
     (head and tail kept, a marker naming the stored turn), the same bytes on every call."""

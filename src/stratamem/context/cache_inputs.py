@@ -47,6 +47,8 @@ class CacheInputs:
     """The ledger takes new summaries at every this many jumps of the window's anchor."""
     max_turns: int = 40
     """Most turns the window holds."""
+    step_recall: bool = True
+    """Whether a call whose newest turn is a tool result gets per-call recall (L4)."""
     cut_share: float = 0.1
     """A tool result larger than this share of the window's room is shown cut to it (head and tail)."""
     min_tokens: int = 1024
@@ -92,6 +94,7 @@ def gather_cache(
         anchor_step=cfg.cache_anchor_step,
         ledger_batch=cfg.cache_ledger_batch,
         cut_share=cfg.cache_cut_share,
+        step_recall=cfg.cache_step_recall,
         max_turns=2 * cfg.short_buffer_turns,
         min_tokens=min_tokens,
         factor=factor,

@@ -434,6 +434,11 @@ def assemble_cached(
     left = max(0, asm.left.left - header)
     strict = policy.recall_first or not policy.window
     room = left if strict else min(left, int(after_fixed * inputs.recall_share))
+    if not inputs.step_recall and inputs.turns and inputs.turns[-1].role == "tool":
+        # A step of a tool loop: the request's first call had its recall. Without L4 after the
+        # newest step, the next call re-sends only its own newest step.
+        room = 0
+        asm.notes.append("cache layout: a tool loop's step; recall was given with the request (cache_step_recall off)")
     history = History()
     if room > 0:
         asm.left.left -= header

@@ -1,0 +1,90 @@
+"""``context.cache_step_recall: false``: a tool loop's steps get no per-call recall, so each request
+of the loop is, byte for byte, the start of the next one (only the newest step is new)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stratamem import Memory
+from stratamem.config import Config
+from stratamem.context.cache_render import RECALL_TITLE
+from stratamem.providers import structural_problems
+
+ANIMALS = ["walrus", "heron", "otter", "lynx", "badger", "falcon"]
+PLACES = ["harbour", "orchard", "quarry", "lighthouse", "market", "chapel"]
+REQUEST = "Run the tests for the walrus at the harbour and fix what fails."
+
+
+def _plain(value: Any) -> Any:
+    """A request part without cache_control, a string content as one text block (as providers read it)."""
+    if isinstance(value, Mapping):
+        out = {k: _plain(v) for k, v in value.items() if k != "cache_control"}
+        if isinstance(out.get("content"), str) and out.get("role") in ("user", "assistant"):
+            out["content"] = [{"type": "text", "text": out["content"]}]
+        return out
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _recalled(ctx: Any) -> bool:
+    """Whether the request carries a per-call (L4) block."""
+    return RECALL_TITLE in ctx.text
+
+
+def _loop(db: Path, fmt: str, step_recall: bool) -> list[Any]:
+    cfg = Config.from_dict(
+        {
+            "pyramid": {"defer_summarization": False, "micro_chunk_size": 24},
+            "context": {"cache_min_tokens": 64, "cache_step_recall": step_recall},
+        }
+    )
+    mem = Memory(db, namespace="steps", config=cfg, embedder=None)
+    for session in ("s1", "s2"):
+        for i in range(12):
+            animal, place = ANIMALS[i % 6], PLACES[(i * 5) % 6]
+            text = f"In {session} the {animal} near the {place} ate {i + 3} apples before noon."
+            mem.add({"role": "user" if i % 2 == 0 else "assistant", "content": text}, session=session)
+        mem.seal(session)
+    mem.add({"role": "user", "content": REQUEST}, session="s3")
+    contexts = []
+    for n in range(6):
+        contexts.append(mem.context(REQUEST, budget=3000, session="s3", format=fmt, cache=True))
+        call = {"type": "tool_use", "id": f"toolu_{n:03d}", "name": "bash", "input": {"command": f"pytest -k c{n}"}}
+        mem.add({"role": "assistant", "content": [{"type": "text", "text": f"Step {n}."}, call]}, session="s3")
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{n:03d}", "content": f"{n + 1} passed in 0.1s"}
+        mem.add({"role": "user", "content": [result]}, session="s3", format="anthropic")
+    mem.close()
+    return contexts
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_without_step_recall_each_request_of_a_tool_loop_starts_with_the_whole_previous_one(
+    tmp_path: Path, fmt: str
+) -> None:
+    contexts = _loop(tmp_path / "off.db", fmt, step_recall=False)
+    # The request's own call recalls (the walrus at the harbour); its steps do not.
+    assert [_recalled(c) for c in contexts] == [True, False, False, False, False, False]
+    assert all(c.manifest.cache["anchor"] == contexts[0].manifest.cache["anchor"] for c in contexts)
+    for before, after in zip(contexts[1:], contexts[2:], strict=False):
+        assert structural_problems(list(after.messages), fmt) == []
+        assert _plain(after.system_blocks) == _plain(before.system_blocks)
+        # The whole previous request, the newest results included, then this call's step.
+        assert _plain(after.messages[: len(before.messages)]) == _plain(before.messages)
+        assert len(after.messages) == len(before.messages) + 2
+    # The first step re-sends only what follows the request's words: its recall is gone.
+    first, second = contexts[0].messages, contexts[1].messages
+    assert _plain(second[: len(first) - 1]) == _plain(first[:-1])
+
+
+def test_with_step_recall_every_step_recalls_after_its_newest_results(tmp_path: Path) -> None:
+    contexts = _loop(tmp_path / "on.db", "openai", step_recall=True)
+    assert all(_recalled(c) for c in contexts)
+    for before, after in zip(contexts, contexts[1:], strict=False):
+        assert before.messages[-1]["content"].startswith(RECALL_TITLE)
+        assert after.messages[: len(before.messages) - 1] == before.messages[:-1]
+        assert after.messages[len(before.messages) - 1] != before.messages[-1]
