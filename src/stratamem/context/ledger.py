@@ -76,7 +76,8 @@ def select_ledger(
 
     Eligible are the entries whose turns all come before the anchor and
     whose summary was stored by turn ``as_of`` (the turn at which the
-    anchor last jumped; ``None``: any), so that a summary written later waits
+    anchor last jumped, or with ``cache_ledger_batch`` the turn at which it
+    reached the batch's grid point; ``None``: any), so that a summary written later waits
     for the next jump instead of changing the ledger between two; of
     those, an entry whose turns an eligible consolidation covers is left to it. The
     lines then start at the oldest step point from which they fit ``room``
