@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..records import StoredTurn
+from ..records.blocks import ToolResultBlock
 from ..records.manifests import NearMiss
 from ..retrieve.lexical import analyze
 from .assembly import Allocation, Assembly, Budget
-from .render import snap_window, unit_cost
+from .render import opens_window, snap_window, unit_cost
+from .step_cut import is_cut
 from .units import Recalled
 
 if TYPE_CHECKING:
@@ -143,14 +145,22 @@ def take_window(
     window = Window()
     if alloc.current > 0:
         cap = Budget(alloc.tokens(alloc.current))
-        for st in recent:
+        room = cap.left
+        it = iter(recent)
+        for st in it:
             cost = unit_cost(st.turn, asm.fmt, asm.tokenizer)
             if not cap.take(cost):
                 asm.misses.append(NearMiss(f"turn:{st.id}", "turn", cost, "over_budget"))
+                if not any(opens_window(t.turn) for t in window.turns):
+                    # The newest step does not fit whole: show it cut rather than drop it.
+                    cut = _cut_step(asm, [*window.turns, st], it, room)
+                    if cut.turns:
+                        asm.misses.pop()
+                        window.turns, window.costs = cut.turns[::-1], cut.costs
                 break
             window.turns.append(st)
             window.costs[st.id] = cost
-        if window.turns:
+        if window.turns and not any(is_cut(st) for st in window.turns):
             policy.size_window(asm, window, alloc, recalled)
         window.turns.reverse()
         window.turns = snap_window(window.turns, asm.fmt)
@@ -158,6 +168,29 @@ def take_window(
     for st in window.turns:
         asm.shown.add(f"turn:{st.id}", st.text)
     return window
+
+
+def _cut_step(asm: Assembly, read: list[StoredTurn], rest: Iterable[StoredTurn], room: int) -> Window:
+    """The newest step, its long tool texts cut (:mod:`~stratamem.context.step_cut`), and the turns before it that fit.
+
+    ``read`` is newest first; ``rest`` is read on back to the step's opening turn. Empty when
+    the step cannot fit even cut, or when a cut would touch a person's words (a user turn that
+    is not a tool result).
+    """
+    from .layout import _newest_step  # layout builds on this module
+
+    for st in rest:
+        read.append(st)
+        if opens_window(st.turn):
+            break
+    turns = read[::-1]
+    cut = _newest_step(asm, turns, room, lambda st: st, lambda st: unit_cost(st.turn, asm.fmt, asm.tokenizer))
+    spoken = [st for st in cut.turns if st.role == "user" and is_cut(st) and not _has_result(st)]
+    return Window() if spoken else cut
+
+
+def _has_result(st: StoredTurn) -> bool:
+    return not isinstance(st.turn.content, str) and any(isinstance(b, ToolResultBlock) for b in st.turn.content)
 
 
 def shrink_window(asm: Assembly, window: Window, alloc: Allocation, keep: float, match: float) -> None:
