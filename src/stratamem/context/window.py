@@ -12,7 +12,7 @@ the whole window.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -117,6 +117,10 @@ def window_fraction(query: str | None, recalled: Sequence[Recalled], window_ids:
     return WINDOW_FLOOR + (1 - WINDOW_FLOOR) * (match - WINDOW_DROP) / (WINDOW_KEEP - WINDOW_DROP), match
 
 
+StepCutter = Callable[..., "Window"]
+"""Cuts the newest step to a room (``layout._newest_step``; passed in: layout builds on this module)."""
+
+
 @dataclass
 class Window:
     """The recent window as placed: its turns, oldest first, and what each costs."""
@@ -135,7 +139,12 @@ class Window:
 
 
 def take_window(
-    asm: Assembly, recent: Iterable[StoredTurn], alloc: Allocation, policy: Policy, recalled: Sequence[Recalled]
+    asm: Assembly,
+    recent: Iterable[StoredTurn],
+    alloc: Allocation,
+    policy: Policy,
+    recalled: Sequence[Recalled],
+    cut_step: StepCutter | None = None,
 ) -> Window:
     """Fill the window's share from the newest turn back, contiguous; the policy may then shrink it.
 
@@ -151,9 +160,9 @@ def take_window(
             cost = unit_cost(st.turn, asm.fmt, asm.tokenizer)
             if not cap.take(cost):
                 asm.misses.append(NearMiss(f"turn:{st.id}", "turn", cost, "over_budget"))
-                if not any(opens_window(t.turn) for t in window.turns):
+                if cut_step is not None and not any(opens_window(t.turn) for t in window.turns):
                     # The newest step does not fit whole: show it cut rather than drop it.
-                    cut = _cut_step(asm, [*window.turns, st], it, room)
+                    cut = _cut_step(asm, [*window.turns, st], it, room, cut_step)
                     if cut.turns:
                         asm.misses.pop()
                         window.turns, window.costs = cut.turns[::-1], cut.costs
@@ -170,21 +179,21 @@ def take_window(
     return window
 
 
-def _cut_step(asm: Assembly, read: list[StoredTurn], rest: Iterable[StoredTurn], room: int) -> Window:
+def _cut_step(
+    asm: Assembly, read: list[StoredTurn], rest: Iterable[StoredTurn], room: int, newest_step: StepCutter
+) -> Window:
     """The newest step, its long tool texts cut (:mod:`~stratamem.context.step_cut`), and the turns before it that fit.
 
     ``read`` is newest first; ``rest`` is read on back to the step's opening turn. Empty when
     the step cannot fit even cut, or when a cut would touch a person's words (a user turn that
     is not a tool result).
     """
-    from .layout import _newest_step  # layout builds on this module
-
     for st in rest:
         read.append(st)
         if opens_window(st.turn):
             break
     turns = read[::-1]
-    cut = _newest_step(asm, turns, room, lambda st: st, lambda st: unit_cost(st.turn, asm.fmt, asm.tokenizer))
+    cut = newest_step(asm, turns, room, lambda st: st, lambda st: unit_cost(st.turn, asm.fmt, asm.tokenizer))
     spoken = [st for st in cut.turns if st.role == "user" and is_cut(st) and not _has_result(st)]
     return Window() if spoken else cut
 
