@@ -63,6 +63,18 @@ __all__ = [
 ]
 
 
+def _checked_rows(vectors: np.ndarray) -> np.ndarray:
+    """``vectors`` as a float32 array, else ValueError: not 2-dimensional, or a non-finite value."""
+    import numpy as np
+
+    vec = np.asarray(vectors, dtype=np.float32)
+    if vec.ndim != 2:
+        raise ValueError(f"expected a 2-d array of vectors, got shape {vec.shape}")
+    if not np.isfinite(vec).all():
+        raise ValueError("vectors hold a NaN or infinite value")
+    return vec
+
+
 def _scaled_codes(vectors: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndarray]:
     """Each row's largest magnitude, and its components over it times ``levels``, rounded (floats).
 
@@ -71,11 +83,7 @@ def _scaled_codes(vectors: np.ndarray, levels: int) -> tuple[np.ndarray, np.ndar
     """
     import numpy as np
 
-    vec = np.asarray(vectors, dtype=np.float32)
-    if vec.ndim != 2:
-        raise ValueError(f"expected a 2-d array of vectors, got shape {vec.shape}")
-    if not np.isfinite(vec).all():
-        raise ValueError("vectors hold a NaN or infinite value")
+    vec = _checked_rows(vectors)
     scale = np.abs(vec).max(axis=1) if vec.shape[1] else np.zeros(len(vec), np.float32)
     safe = np.where(scale > 0, scale, 1.0).astype(np.float32)
     return scale, np.clip(np.rint(vec / safe[:, None] * float(levels)), -levels, levels)
@@ -359,11 +367,7 @@ def encode_int2(vectors: np.ndarray) -> list[bytes]:
     """
     import numpy as np
 
-    vec = np.asarray(vectors, dtype=np.float32)
-    if vec.ndim != 2:
-        raise ValueError(f"expected a 2-d array of vectors, got shape {vec.shape}")
-    if not np.isfinite(vec).all():
-        raise ValueError("vectors hold a NaN or infinite value")
+    vec = _checked_rows(vectors)
     rms = np.sqrt(np.mean(np.square(vec.astype(np.float64)), axis=1, keepdims=True)) if vec.shape[1] else 0.0
     big = np.abs(vec) > _INT2_EDGE * rms
     codes = ((vec >= 0).astype(np.uint8) << 1) | (big == (vec >= 0)).astype(np.uint8)

@@ -22,7 +22,7 @@ Reach it as ``store.embeddings.passages``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .ddl import run_tables
@@ -84,40 +84,19 @@ def m024_sentence_nibbles(conn: Any) -> None:
     vectors of ``dims + 4`` bytes each; each is decoded and encoded again by
     :func:`~stratamem.embed.quantize.encode_int4` (``(dims + 1) // 2`` bytes),
     and the row recorded under ``<model>/<dims>/sentences4``, what
-    :mod:`stratamem.retrieve.sentence_rows` reads now. No model is needed. A
+    :mod:`stratamem.retrieve.sentence_rows` reads then. No model is needed. A
     row whose length is not a whole number of vectors is left as it is (its
     key is then stale: the turn's sentences are made again on open).
     """
     from ..embed.quantize import decode_int8, encode_int4, int8_blob_size
 
-    d = dialect_of(conn)
-    t = d.tenant
-    last: tuple[Any, ...] = ()
-    while True:
-        after = f"AND ({t}, turn_id) > (?, ?)" if last else ""
-        rows = conn.execute(
-            d.sql(
-                f"SELECT {t}, turn_id, model, vectors FROM recall_passages WHERE model LIKE '%/sentences' {after} "
-                f"ORDER BY {t}, turn_id LIMIT {_BATCH}"
-            ),
-            last,
-        ).fetchall()
-        if not rows:
-            return
-        last = tuple(rows[-1][:2])
-        out = []
-        for key, turn_id, model, blob in rows:
-            blob = bytes(blob)
-            dims = int(str(model).rsplit("/", 2)[-2]) if str(model).count("/") >= 2 else 0
-            size = int8_blob_size(dims)
-            if dims <= 0 or not blob or len(blob) % size:
-                continue
-            vectors = decode_int8([blob[i : i + size] for i in range(0, len(blob), size)], dims)
-            out.append((f"{model}4", b"".join(encode_int4(vectors)), key, turn_id))
-        if out:
-            conn.cursor().executemany(
-                d.sql(f"UPDATE recall_passages SET model = ?, vectors = ? WHERE {t} = ? AND turn_id = ?"), out
-            )
+    def recode(blob: bytes, dims: int) -> bytes | None:
+        size = int8_blob_size(dims)
+        if len(blob) % size:
+            return None
+        return b"".join(encode_int4(decode_int8([blob[i : i + size] for i in range(0, len(blob), size)], dims)))
+
+    _recode_sentences(conn, "/sentences", "/sentences4", recode)
 
 
 def m026_sentence_bits(conn: Any) -> None:
@@ -133,6 +112,21 @@ def m026_sentence_bits(conn: Any) -> None:
     """
     from ..embed.quantize import encode_int2, int4_blob_size, int4_rows
 
+    def recode(blob: bytes, dims: int) -> bytes | None:
+        if len(blob) % int4_blob_size(dims):
+            return None
+        return b"".join(encode_int2(int4_rows(blob, dims)))
+
+    _recode_sentences(conn, "/sentences4", "/sentences2", recode)
+
+
+def _recode_sentences(conn: Any, old: str, new: str, recode: Callable[[bytes, int], bytes | None]) -> None:
+    """Rewrite every sentence row keyed ``<model>/<dims><old>`` by ``recode(blob, dims)``, keyed ``...<new>``.
+
+    Rows go in batches of :data:`_BATCH` in key order. A row ``recode``
+    refuses (``None``), an empty one or one whose key names no dimensions is
+    left as it is.
+    """
     d = dialect_of(conn)
     t = d.tenant
     last: tuple[Any, ...] = ()
@@ -140,7 +134,7 @@ def m026_sentence_bits(conn: Any) -> None:
         after = f"AND ({t}, turn_id) > (?, ?)" if last else ""
         rows = conn.execute(
             d.sql(
-                f"SELECT {t}, turn_id, model, vectors FROM recall_passages WHERE model LIKE '%/sentences4' {after} "
+                f"SELECT {t}, turn_id, model, vectors FROM recall_passages WHERE model LIKE '%{old}' {after} "
                 f"ORDER BY {t}, turn_id LIMIT {_BATCH}"
             ),
             last,
@@ -150,11 +144,11 @@ def m026_sentence_bits(conn: Any) -> None:
         last = tuple(rows[-1][:2])
         out = []
         for key, turn_id, model, blob in rows:
-            blob = bytes(blob)
-            dims = int(str(model).rsplit("/", 2)[-2]) if str(model).count("/") >= 2 else 0
-            if dims <= 0 or not blob or len(blob) % int4_blob_size(dims):
-                continue
-            out.append((f"{str(model)[:-1]}2", b"".join(encode_int2(int4_rows(blob, dims))), key, turn_id))
+            blob, model = bytes(blob), str(model)
+            dims = int(model.rsplit("/", 2)[-2]) if model.count("/") >= 2 else 0
+            coded = recode(blob, dims) if dims > 0 and blob else None
+            if coded is not None:
+                out.append((model[: -len(old)] + new, coded, key, turn_id))
         if out:
             conn.cursor().executemany(
                 d.sql(f"UPDATE recall_passages SET model = ?, vectors = ? WHERE {t} = ? AND turn_id = ?"), out
