@@ -21,7 +21,7 @@ from ..records.blocks import ToolResultBlock
 from ..records.manifests import NearMiss
 from ..retrieve.lexical import analyze
 from .assembly import Allocation, Assembly, Budget
-from .render import opens_window, snap_window, unit_cost
+from .render import opens_window, snap_window, stub_tokens, unit_cost
 from .step_cut import is_cut
 from .units import Recalled
 
@@ -118,7 +118,7 @@ def window_fraction(query: str | None, recalled: Sequence[Recalled], window_ids:
 
 
 StepCutter = Callable[..., "Window"]
-"""Cuts the newest step to a room (``layout._newest_step``; passed in: layout builds on this module)."""
+"""Cuts the newest step to a room (:func:`~stratamem.context.layout.newest_step`; passed in: layout imports us)."""
 
 
 @dataclass
@@ -173,7 +173,12 @@ def take_window(
             policy.size_window(asm, window, alloc, recalled)
         window.turns.reverse()
         window.turns = snap_window(window.turns, asm.fmt)
-        asm.left.left -= sum(window.costs[st.id] for st in window.turns)
+        used = sum(window.costs[st.id] for st in window.turns) + _stub(asm, window.turns)
+        while window.turns and used > room:
+            # The stub an Anthropic window opening on a tool step needs did not fit: give up turns for it.
+            window.turns = snap_window(window.turns[1:], asm.fmt)
+            used = sum(window.costs[st.id] for st in window.turns) + _stub(asm, window.turns)
+        asm.left.left -= used
     for st in window.turns:
         asm.shown.add(f"turn:{st.id}", st.text)
     return window
@@ -198,6 +203,33 @@ def _cut_step(
     return Window() if spoken else cut
 
 
+def _stub(asm: Assembly, turns: Sequence[StoredTurn]) -> int:
+    """Tokens of the :data:`~stratamem.context.render.STEP_STUB` the window opens with (Anthropic, no user turn first).
+
+    Counted although sections, when there are any, take the stub's place: an upper bound, like every cost.
+    """
+    return stub_tokens(asm.tokenizer) if asm.fmt == "anthropic" and turns and turns[0].role != "user" else 0
+
+
+def newest_step_size(turns: Sequence[StoredTurn]) -> int:
+    """How many of ``turns`` (newest first) form a tool step still in progress: 0 when the newest is not a result.
+
+    When the newest turn is a tool result, the model's next output answers it,
+    so the turns back to the call that asked for it (the step's opening turn)
+    must stay in the window, whatever the query.
+    """
+    if not turns or not _is_result(turns[0]):
+        return 0
+    for n, st in enumerate(turns, 1):
+        if st.role == "assistant" and st.turn.tool_use_ids:
+            return n
+    return 0
+
+
+def _is_result(st: StoredTurn) -> bool:
+    return st.role == "tool" or _has_result(st)
+
+
 def _has_result(st: StoredTurn) -> bool:
     return not isinstance(st.turn.content, str) and any(isinstance(b, ToolResultBlock) for b in st.turn.content)
 
@@ -209,7 +241,9 @@ def shrink_window(asm: Assembly, window: Window, alloc: Allocation, keep: float,
     says why; recalled history then draws before summaries.
     """
     window.past_query = True
-    room, n = int(alloc.after_fixed * alloc.current * keep), 0
+    # The newest tool step stays (it is what the model answers next); only older turns give way.
+    n = newest_step_size(window.turns)
+    room = int(alloc.after_fixed * alloc.current * keep) - sum(window.costs[st.id] for st in window.turns[:n])
     while n < len(window.turns) and window.costs[window.turns[n].id] <= room:
         room -= window.costs[window.turns[n].id]
         n += 1
