@@ -174,8 +174,14 @@ def take_window(
         window.turns.reverse()
         window.turns = snap_window(window.turns, asm.fmt)
         used = sum(window.costs[st.id] for st in window.turns) + _stub(asm, window.turns)
+        if used > room and cut_step is not None:
+            # The stub an Anthropic window opening on a tool step needs did not fit: cut the step for it.
+            cut = _cut_step(asm, window.turns[::-1], iter(()), room, cut_step)
+            if cut.turns:
+                window.turns, window.costs = cut.turns, cut.costs
+                used = sum(window.costs[st.id] for st in window.turns) + _stub(asm, window.turns)
         while window.turns and used > room:
-            # The stub an Anthropic window opening on a tool step needs did not fit: give up turns for it.
+            # Still too large (no cutter, or nothing left to cut): give up turns, oldest first.
             window.turns = snap_window(window.turns[1:], asm.fmt)
             used = sum(window.costs[st.id] for st in window.turns) + _stub(asm, window.turns)
         asm.left.left -= used
