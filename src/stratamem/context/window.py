@@ -203,6 +203,9 @@ def _cut_step(
         read.append(st)
         if opens_window(st.turn):
             break
+    if not any(_is_result(st) or st.turn.tool_use_ids for st in read):
+        # Only a tool step is cut: a long reply in a chat gives way to recall, as before (chats b@2048).
+        return Window()
     turns = read[::-1]
     cut = newest_step(asm, turns, room, lambda st: st, lambda st: unit_cost(st.turn, asm.fmt, asm.tokenizer))
     spoken = [st for st in cut.turns if st.role == "user" and is_cut(st) and not _has_result(st)]
