@@ -33,7 +33,7 @@ from .finish import finish
 from .fixed import place_fixed
 from .gather import Parts, Request
 from .history import take_history
-from .layout import assemble_cached
+from .layout import assemble_cached, newest_step
 from .policies import get_policy
 from .policy import Policy
 from .summaries import take_summaries
@@ -118,7 +118,7 @@ def assemble(
     asm = Assembly.start(budget, tokenizer, fmt, query, dedup)
     take_fixed(asm, cands)
     alloc = pol.allocate(asm, shares, cands)
-    window = take_window(asm, cands.recent, alloc, pol, cands.recalled)
+    window = take_window(asm, cands.recent, alloc, pol, cands.recalled, cut_step=newest_step)
     history = take_history(asm, cands, alloc, window, pol)
     take_summaries(asm, cands, alloc, window.ids | history.kept_ids, pol)
     return finish(asm, window, history, pol.name, cands.notes)

@@ -41,7 +41,7 @@ from .assembly import Assembly
 from .cache_inputs import CacheInputs
 from .finish import _resolve_duplicates
 from .history import History
-from .render import render, snap_step_window
+from .render import STEP_STUB, render, snap_step_window, stub_tokens
 from .window import Window
 
 if TYPE_CHECKING:
@@ -61,9 +61,6 @@ __all__ = [
 RECALL_TITLE = "## Recalled for this message"
 """The title the per-call layer opens with (it follows the conversation)."""
 
-STEP_STUB = "(Earlier turns of this conversation are not shown here; it continues with a tool step.)"
-"""The user-role message an Anthropic window opening on a tool step starts with (the Messages API
-wants a user message first); the same bytes every call, so it is part of the stable prefix."""
 
 LOOKBACK_BLOCKS = 18
 """Blocks of window after which an intermediate breakpoint is added (Anthropic looks back 20 blocks
@@ -102,11 +99,6 @@ class _Out:
     stable_part: Any
     breakpoints: list[dict[str, Any]]
     notes: list[str]
-
-
-def stub_tokens(tokenizer: Tokenizer) -> int:
-    """What :data:`STEP_STUB` costs as a message."""
-    return MESSAGE_TOKENS + tokenizer.count(STEP_STUB)
 
 
 def _canon(value: Any) -> Any:

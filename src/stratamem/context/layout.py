@@ -56,7 +56,7 @@ from .window import Window, take_window
 if TYPE_CHECKING:
     from .policy import Policy
 
-__all__ = ["LEDGER_TITLE", "RECALL_TITLE", "Anchored", "assemble_cached", "is_question"]
+__all__ = ["LEDGER_TITLE", "RECALL_TITLE", "Anchored", "assemble_cached", "is_question", "newest_step"]
 
 LEDGER_TITLE = "## Summaries of older conversation (oldest first)"
 
@@ -129,7 +129,7 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
     newest turns that fit from the oldest opening turn that allows it: that
     start, too, only moves forward as turns arrive. When even the newest step
     does not fit, its results are cut further, to what the room leaves after the
-    call (:func:`_newest_step`): the model always sees its newest step, unless
+    call (:func:`newest_step`): the model always sees its newest step, unless
     the call itself or a user's message is larger than the room.
     """
     turns = list(inputs.turns)
@@ -199,7 +199,7 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
         win = shown(window_turns)
         note = "cache layout: no window start on the grid fits the window's room; the newest turns that fit are shown"
     else:
-        win = _newest_step(asm, turns, room, form, full_cost)
+        win = newest_step(asm, turns, room, form, full_cost)
         note = (
             "cache layout: the newest tool step is larger than the window's room; it is shown with its "
             "results cut to fit (head and tail; the whole results are stored)"
@@ -226,7 +226,7 @@ def _cut_note(forms: dict[int, StoredTurn], window: Sequence[StoredTurn]) -> str
     )
 
 
-def _newest_step(
+def newest_step(
     asm: Assembly,
     turns: Sequence[StoredTurn],
     room: int,

@@ -18,7 +18,9 @@ from ..text import check_budget, check_format, turn_line
 from ..tokens import MESSAGE_TOKENS, REPLY_TOKENS, Tokenizer, count_message, count_messages
 
 __all__ = [
+    "STEP_STUB",
     "attach_sections",
+    "open_with_user",
     "recent_window",
     "render",
     "snap_end",
@@ -26,8 +28,25 @@ __all__ = [
     "snap_start",
     "snap_step_window",
     "snap_window",
+    "stub_tokens",
     "unit_cost",
 ]
+
+STEP_STUB = "(Earlier turns of this conversation are not shown here; it continues with a tool step.)"
+"""The user-role message an Anthropic window opening on a tool step starts with (the Messages API
+wants a user message first); the same bytes every call, so it is part of the stable prefix."""
+
+
+def stub_tokens(tokenizer: Tokenizer) -> int:
+    """What :data:`STEP_STUB` costs as a message."""
+    return MESSAGE_TOKENS + tokenizer.count(STEP_STUB)
+
+
+def open_with_user(messages: tuple[dict[str, Any], ...], fmt: str) -> tuple[dict[str, Any], ...]:
+    """Anthropic messages that open on a tool step get :data:`STEP_STUB` in front; others are returned as they are."""
+    if fmt == "anthropic" and messages and messages[0].get("role") != "user":
+        return ({"role": "user", "content": STEP_STUB},) + messages
+    return messages
 
 
 def render(turns: Sequence[Turn], fmt: str) -> tuple[tuple[dict[str, Any], ...], str | None, str]:
@@ -43,11 +62,11 @@ def render(turns: Sequence[Turn], fmt: str) -> tuple[tuple[dict[str, Any], ...],
 
 
 def rendered_tokens(turns: Sequence[Turn], fmt: str, tokenizer: Tokenizer) -> int:
-    """Exact tokens of ``turns`` rendered for ``fmt``."""
+    """Exact tokens of ``turns`` rendered for ``fmt`` and sent alone (with the stub :func:`open_with_user` adds)."""
     messages, system, text = render(turns, fmt)
     if fmt == "text":
         return tokenizer.count(text)
-    return count_messages(messages, tokenizer, system=system)
+    return count_messages(open_with_user(messages, fmt), tokenizer, system=system)
 
 
 def unit_cost(turn: Turn, fmt: str, tokenizer: Tokenizer) -> int:
@@ -71,14 +90,17 @@ def snap_start(window: list[StoredTurn], fmt: str) -> list[StoredTurn]:
 
     A window must not open with a tool result (its call is outside the window).
     Snap forward to the first user turn when there is one, so the request opens
-    with the user's words; Anthropic requires that, and without a user turn the
-    window is empty for it. Otherwise only leading tool results are dropped.
+    with the user's words. Otherwise Anthropic opens at the first tool step
+    (:func:`opens_window`; its rendering then starts with :data:`STEP_STUB`,
+    :func:`open_with_user`), and OpenAI only drops leading tool results. In a
+    long tool loop the user's request lies far back; a window that waited for it
+    would hide the newest tool results from the model.
     """
     for i, st in enumerate(window):
         if st.role == "user":
             return window[i:]
     if fmt == "anthropic":
-        return []
+        return window[next((i for i, st in enumerate(window) if opens_window(st.turn)), len(window)) :]
     start = 0
     while start < len(window) and window[start].role == "tool":
         start += 1
@@ -131,8 +153,7 @@ def snap_step_window(window: list[StoredTurn]) -> list[StoredTurn]:
 
     Unlike :func:`snap_start` it does not look further for a user turn, in any
     format: a window of tool steps is valid as it is for OpenAI, and the
-    Anthropic rendering puts a user-role stub in front of it
-    (:data:`stratamem.context.cache_render.STEP_STUB`).
+    Anthropic rendering puts a user-role stub in front of it (:data:`STEP_STUB`).
     """
     start = next((i for i, st in enumerate(window) if opens_window(st.turn)), len(window))
     return snap_end(window[start:])
@@ -146,16 +167,19 @@ def attach_sections(
     OpenAI: one leading ``system`` message. Anthropic: the system prompt, placed
     before any system turns of the window, as long as the messages open with a
     user message. When they do not (no window, e.g. a ``recall`` context, or a
-    window without a user turn) the sections travel as the first *user* message
-    instead, because the Messages API refuses a request without one. Both cost
-    the same framing (:data:`~stratamem.tokens.MESSAGE_TOKENS` + the text).
+    window that opens on a tool step) the sections travel as the first *user*
+    message instead, because the Messages API refuses a request without one.
+    Both cost the same framing (:data:`~stratamem.tokens.MESSAGE_TOKENS` + the
+    text). Without sections such a window opens with :data:`STEP_STUB`.
 
     Returns:
         ``(messages, system)``.
     """
     messages = tuple(messages)
-    if not sections or fmt == "text":
+    if fmt == "text":
         return messages, system
+    if not sections:
+        return open_with_user(messages, fmt), system
     if fmt == "openai":
         return ({"role": "system", "content": sections},) + messages, system
     if messages and messages[0].get("role") == "user":
@@ -176,8 +200,8 @@ def recent_window(
     Walks back from the newest turn and stops at the first turn that does not
     fit, so the window is contiguous; then snaps its start to a user turn and
     drops a trailing tool call that has no result yet (:func:`snap_window`), so
-    the request is structurally valid. A window with no user turn is empty for
-    Anthropic (a context without messages: nothing to send yet).
+    the request is structurally valid. An Anthropic window with no user turn
+    opens on a tool step, after :data:`STEP_STUB`.
 
     Raises:
         BudgetError: ``budget`` is not a positive integer.
@@ -204,12 +228,13 @@ def recent_window(
     window = snap_window(window, fmt)
     turns = [st.turn for st in window]
     total = rendered_tokens(turns, fmt, tokenizer) if turns else fixed
-    # Per-turn costs are upper bounds, so this loop is a guard, not the rule.
+    # Per-turn costs are upper bounds (the stub is not one of them), so this loop is a guard, not the rule.
     while turns and total > budget:
         window = snap_window(window[1:], fmt)
         turns = [st.turn for st in window]
         total = rendered_tokens(turns, fmt, tokenizer) if turns else fixed
     messages, system, text = render(turns, fmt)
+    messages = open_with_user(messages, fmt)
     items = tuple(
         ContextItem(
             id=f"turn:{st.id}", kind="turn", tokens=costs[st.id], reason="recent_window", tier="hot", turn_ids=(st.id,)

@@ -12,15 +12,17 @@ the whole window.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..records import StoredTurn
+from ..records.blocks import ToolResultBlock
 from ..records.manifests import NearMiss
 from ..retrieve.lexical import analyze
 from .assembly import Allocation, Assembly, Budget
-from .render import snap_window, unit_cost
+from .render import opens_window, snap_window, stub_tokens, unit_cost
+from .step_cut import is_cut
 from .units import Recalled
 
 if TYPE_CHECKING:
@@ -115,6 +117,10 @@ def window_fraction(query: str | None, recalled: Sequence[Recalled], window_ids:
     return WINDOW_FLOOR + (1 - WINDOW_FLOOR) * (match - WINDOW_DROP) / (WINDOW_KEEP - WINDOW_DROP), match
 
 
+StepCutter = Callable[..., "Window"]
+"""Cuts the newest step to a room (:func:`~stratamem.context.layout.newest_step`; passed in: layout imports us)."""
+
+
 @dataclass
 class Window:
     """The recent window as placed: its turns, oldest first, and what each costs."""
@@ -133,7 +139,12 @@ class Window:
 
 
 def take_window(
-    asm: Assembly, recent: Iterable[StoredTurn], alloc: Allocation, policy: Policy, recalled: Sequence[Recalled]
+    asm: Assembly,
+    recent: Iterable[StoredTurn],
+    alloc: Allocation,
+    policy: Policy,
+    recalled: Sequence[Recalled],
+    cut_step: StepCutter | None = None,
 ) -> Window:
     """Fill the window's share from the newest turn back, contiguous; the policy may then shrink it.
 
@@ -143,21 +154,93 @@ def take_window(
     window = Window()
     if alloc.current > 0:
         cap = Budget(alloc.tokens(alloc.current))
-        for st in recent:
+        room = cap.left
+        it = iter(recent)
+        for st in it:
             cost = unit_cost(st.turn, asm.fmt, asm.tokenizer)
             if not cap.take(cost):
                 asm.misses.append(NearMiss(f"turn:{st.id}", "turn", cost, "over_budget"))
+                if cut_step is not None and not any(opens_window(t.turn) for t in window.turns):
+                    # The newest step does not fit whole: show it cut rather than drop it.
+                    cut = _cut_step(asm, [*window.turns, st], it, room, cut_step)
+                    if cut.turns:
+                        asm.misses.pop()
+                        window.turns, window.costs = cut.turns[::-1], cut.costs
                 break
             window.turns.append(st)
             window.costs[st.id] = cost
-        if window.turns:
+        if window.turns and not any(is_cut(st) for st in window.turns):
             policy.size_window(asm, window, alloc, recalled)
         window.turns.reverse()
         window.turns = snap_window(window.turns, asm.fmt)
-        asm.left.left -= sum(window.costs[st.id] for st in window.turns)
+        used = sum(window.costs[st.id] for st in window.turns) + _stub(asm, window.turns)
+        if used > room and cut_step is not None:
+            # The stub an Anthropic window opening on a tool step needs did not fit: cut the step for it.
+            cut = _cut_step(asm, window.turns[::-1], iter(()), room, cut_step)
+            if cut.turns:
+                window.turns, window.costs = cut.turns, cut.costs
+                used = sum(window.costs[st.id] for st in window.turns) + _stub(asm, window.turns)
+        while window.turns and used > room:
+            # Still too large (no cutter, or nothing left to cut): give up turns, oldest first.
+            window.turns = snap_window(window.turns[1:], asm.fmt)
+            used = sum(window.costs[st.id] for st in window.turns) + _stub(asm, window.turns)
+        asm.left.left -= used
     for st in window.turns:
         asm.shown.add(f"turn:{st.id}", st.text)
     return window
+
+
+def _cut_step(
+    asm: Assembly, read: list[StoredTurn], rest: Iterable[StoredTurn], room: int, newest_step: StepCutter
+) -> Window:
+    """The newest step, its long tool texts cut (:mod:`~stratamem.context.step_cut`), and the turns before it that fit.
+
+    ``read`` is newest first; ``rest`` is read on back to the step's opening turn. Empty when
+    the step cannot fit even cut, or when a cut would touch a person's words (a user turn that
+    is not a tool result).
+    """
+    for st in rest:
+        read.append(st)
+        if opens_window(st.turn):
+            break
+    if not any(_is_result(st) or st.turn.tool_use_ids for st in read):
+        # Only a tool step is cut: a long reply in a chat gives way to recall, as before (chats b@2048).
+        return Window()
+    turns = read[::-1]
+    cut = newest_step(asm, turns, room, lambda st: st, lambda st: unit_cost(st.turn, asm.fmt, asm.tokenizer))
+    spoken = [st for st in cut.turns if st.role == "user" and is_cut(st) and not _has_result(st)]
+    return Window() if spoken else cut
+
+
+def _stub(asm: Assembly, turns: Sequence[StoredTurn]) -> int:
+    """Tokens of the :data:`~stratamem.context.render.STEP_STUB` the window opens with (Anthropic, no user turn first).
+
+    Counted although sections, when there are any, take the stub's place: an upper bound, like every cost.
+    """
+    return stub_tokens(asm.tokenizer) if asm.fmt == "anthropic" and turns and turns[0].role != "user" else 0
+
+
+def newest_step_size(turns: Sequence[StoredTurn]) -> int:
+    """How many of ``turns`` (newest first) form a tool step still in progress: 0 when the newest is not a result.
+
+    When the newest turn is a tool result, the model's next output answers it,
+    so the turns back to the call that asked for it (the step's opening turn)
+    must stay in the window, whatever the query.
+    """
+    if not turns or not _is_result(turns[0]):
+        return 0
+    for n, st in enumerate(turns, 1):
+        if st.role == "assistant" and st.turn.tool_use_ids:
+            return n
+    return 0
+
+
+def _is_result(st: StoredTurn) -> bool:
+    return st.role == "tool" or _has_result(st)
+
+
+def _has_result(st: StoredTurn) -> bool:
+    return not isinstance(st.turn.content, str) and any(isinstance(b, ToolResultBlock) for b in st.turn.content)
 
 
 def shrink_window(asm: Assembly, window: Window, alloc: Allocation, keep: float, match: float) -> None:
@@ -167,7 +250,9 @@ def shrink_window(asm: Assembly, window: Window, alloc: Allocation, keep: float,
     says why; recalled history then draws before summaries.
     """
     window.past_query = True
-    room, n = int(alloc.after_fixed * alloc.current * keep), 0
+    # The newest tool step stays (it is what the model answers next); only older turns give way.
+    n = newest_step_size(window.turns)
+    room = int(alloc.after_fixed * alloc.current * keep) - sum(window.costs[st.id] for st in window.turns[:n])
     while n < len(window.turns) and window.costs[window.turns[n].id] <= room:
         room -= window.costs[window.turns[n].id]
         n += 1
