@@ -39,6 +39,7 @@ from .roles import ROLE_CODES, role_cue
 from .scans import Scan, scan_queries
 from .sentences import sentence_texts
 from .timewords import resolve_anchor
+from .turn_slots import TurnSlots
 from .weights import LEXICAL_WEIGHTS, NORMALISERS, Weights, fuse_signals
 
 __all__ = ["LEXICAL_WEIGHTS", "NORMALISERS", "Embedder", "Hit", "HybridIndex", "Weights", "fuse_signals", "passages"]
@@ -143,7 +144,7 @@ class HybridIndex:
         return len(self._corpus)
 
     @property
-    def turns(self) -> list[StoredTurn]:
+    def turns(self) -> TurnSlots:
         """The indexed turns, in the order they were added (read-only by convention).
 
         In an index opened from the store (:mod:`stratamem.retrieve.persisted`),
@@ -222,7 +223,7 @@ class HybridIndex:
                 made[tid] = vec[at : at + len(texts)]
                 at += len(texts)
         new = self._add(given, terms, vectors)
-        ids = [self._corpus.turns[i].id for i in new]
+        ids = self._corpus.turns.ids(new)
         empty = np.zeros((0, 0))
         if want_passages:
             self._passage_vectors.add(new, [made_p.get(t, empty) for t in ids])
@@ -267,8 +268,8 @@ class HybridIndex:
         return out
 
     def _add_events(self, new: list[int], spans: dict[int, list[tuple[int, int]]]) -> None:
-        for i in new:
-            self._told.add(i, spans.get(self._corpus.turns[i].id, ()))
+        for i, tid in zip(new, self._corpus.turns.ids(new), strict=True):
+            self._told.add(i, spans.get(tid, ()))
 
     def told_days(self, turn_id: int) -> list[tuple[int, int]]:
         """Day spans (days since 1970-01-01, end exclusive) the indexed turn tells of
