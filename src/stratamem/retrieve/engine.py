@@ -40,6 +40,7 @@ from .scans import Scan, scan_queries
 from .sentences import sentence_texts
 from .timewords import resolve_anchor
 from .turn_slots import TurnSlots
+from .vector_rows import _Rows
 from .weights import LEXICAL_WEIGHTS, NORMALISERS, Weights, fuse_signals
 
 __all__ = ["LEXICAL_WEIGHTS", "NORMALISERS", "Embedder", "Hit", "HybridIndex", "Weights", "fuse_signals", "passages"]
@@ -135,8 +136,7 @@ class HybridIndex:
         self._passage_turn: list[int] = []
         self._passage_array = np.zeros(0, dtype=np.int64)
         self._passage_vectors = PassageVectors()
-        self._roles: list[int] = []
-        self._role_array = np.zeros(0, dtype=np.int64)
+        self._roles = _Rows(np.int64)  # (an array, not a list: the garbage collector walks no element of it)
         self._sentence_vectors = PassageVectors()
         self._told = ToldDays()
 
@@ -301,7 +301,7 @@ class HybridIndex:
     ) -> list[int]:
         new = self._corpus.add(turns, terms=terms, vectors=vectors)
         # An opened turn's first stored term id gives its role: its terms are never decoded.
-        self._roles.extend(self._corpus.terms.first_codes(new, ROLE_CODES))
+        self._roles.extend(np.asarray(self._corpus.terms.first_codes(new, ROLE_CODES), dtype=np.int64))
         size = self.weights.passage_terms
         if size:
             for i in new:
@@ -430,9 +430,7 @@ class HybridIndex:
                 sig["vector_prev"], sig["vector_next"] = padded[c.prev], padded[c.next]
         cue = role_cue(query) if not weighted_only or w.role > 0 else None
         if cue is not None:
-            if len(self._role_array) != len(self._roles):
-                self._role_array = np.asarray(self._roles, dtype=np.int64)
-            routed = self._role_array == ROLE_CODES[cue]
+            routed = self._roles.view == ROLE_CODES[cue]
             if routed.any():
                 sig["role"] = routed.astype(np.float64)
         if facts.speakers:
