@@ -38,6 +38,7 @@ from ..records import StoredTurn
 from ..store.term_ids import StoredTerms
 from .lexical import analyze
 from .stored_terms import StoredTermsIndex, TermLists
+from .turn_slots import TurnSlots
 from .vector_rows import BLOCK, VectorRows, _Rows
 
 __all__ = ["ANALYZER", "TurnCorpus"]
@@ -72,7 +73,7 @@ class TurnCorpus:
 
     def __init__(self, window: int, embed: Any = None, k1: float = 1.2, b: float = 0.75) -> None:
         self.window, self.embed, self.k1, self.b = window, embed, k1, b
-        self.turns: list[StoredTurn] = []
+        self.turns = TurnSlots()  # (keys as plain tuples: the cyclic collector does not walk them)
         self.pos: dict[int, int] = {}
         self.terms = TermLists()
         self.bm25 = StoredTermsIndex(k1, b)

@@ -39,6 +39,8 @@ from .roles import ROLE_CODES, role_cue
 from .scans import Scan, scan_queries
 from .sentences import sentence_texts
 from .timewords import resolve_anchor
+from .turn_slots import TurnSlots
+from .vector_rows import _Rows
 from .weights import LEXICAL_WEIGHTS, NORMALISERS, Weights, fuse_signals
 
 __all__ = ["LEXICAL_WEIGHTS", "NORMALISERS", "Embedder", "Hit", "HybridIndex", "Weights", "fuse_signals", "passages"]
@@ -134,8 +136,7 @@ class HybridIndex:
         self._passage_turn: list[int] = []
         self._passage_array = np.zeros(0, dtype=np.int64)
         self._passage_vectors = PassageVectors()
-        self._roles: list[int] = []
-        self._role_array = np.zeros(0, dtype=np.int64)
+        self._roles = _Rows(np.int64)  # (an array, not a list: the garbage collector walks no element of it)
         self._sentence_vectors = PassageVectors()
         self._told = ToldDays()
 
@@ -143,7 +144,7 @@ class HybridIndex:
         return len(self._corpus)
 
     @property
-    def turns(self) -> list[StoredTurn]:
+    def turns(self) -> TurnSlots:
         """The indexed turns, in the order they were added (read-only by convention).
 
         In an index opened from the store (:mod:`stratamem.retrieve.persisted`),
@@ -222,7 +223,7 @@ class HybridIndex:
                 made[tid] = vec[at : at + len(texts)]
                 at += len(texts)
         new = self._add(given, terms, vectors)
-        ids = [self._corpus.turns[i].id for i in new]
+        ids = self._corpus.turns.ids(new)
         empty = np.zeros((0, 0))
         if want_passages:
             self._passage_vectors.add(new, [made_p.get(t, empty) for t in ids])
@@ -267,8 +268,8 @@ class HybridIndex:
         return out
 
     def _add_events(self, new: list[int], spans: dict[int, list[tuple[int, int]]]) -> None:
-        for i in new:
-            self._told.add(i, spans.get(self._corpus.turns[i].id, ()))
+        for i, tid in zip(new, self._corpus.turns.ids(new), strict=True):
+            self._told.add(i, spans.get(tid, ()))
 
     def told_days(self, turn_id: int) -> list[tuple[int, int]]:
         """Day spans (days since 1970-01-01, end exclusive) the indexed turn tells of
@@ -300,7 +301,7 @@ class HybridIndex:
     ) -> list[int]:
         new = self._corpus.add(turns, terms=terms, vectors=vectors)
         # An opened turn's first stored term id gives its role: its terms are never decoded.
-        self._roles.extend(self._corpus.terms.first_codes(new, ROLE_CODES))
+        self._roles.extend(np.asarray(self._corpus.terms.first_codes(new, ROLE_CODES), dtype=np.int64))
         size = self.weights.passage_terms
         if size:
             for i in new:
@@ -429,9 +430,7 @@ class HybridIndex:
                 sig["vector_prev"], sig["vector_next"] = padded[c.prev], padded[c.next]
         cue = role_cue(query) if not weighted_only or w.role > 0 else None
         if cue is not None:
-            if len(self._role_array) != len(self._roles):
-                self._role_array = np.asarray(self._roles, dtype=np.int64)
-            routed = self._role_array == ROLE_CODES[cue]
+            routed = self._roles.view == ROLE_CODES[cue]
             if routed.any():
                 sig["role"] = routed.astype(np.float64)
         if facts.speakers:

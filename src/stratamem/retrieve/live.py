@@ -168,7 +168,7 @@ class LiveIndex:
             self._verified = seen
             return index
         if index is not None and self._extent() != (len(index), index.turns[-1].id if len(index) else 0):
-            indexed = [st.id for st in index.turns]
+            indexed = index.turns.ids(range(len(index)))
             ids = self.store.turn_ids(self.namespace)
             new = ids[len(indexed) :] if ids[: len(indexed)] == indexed else None
             if new is None:
