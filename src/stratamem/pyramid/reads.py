@@ -210,9 +210,6 @@ class _Reads:
             warm = self._nodes.warm_content(self.namespace, node.id)
             if warm is not None:
                 known = self.store.turns(self.namespace, ids=ids) if warm[0] == "ctf" else None
-                if warm[0] == "ctf" and not warm[1] and known is not None and len(known) != len(ids):
-                    gone = len(ids) - len(known)
-                    raise DecodeError(f"the CTF view of node {node.id} is its turns, and {gone} are gone")
                 return "warm", decode_turns(warm[0], warm[1], self.namespace, known)
         if node.tier == "cold" and node.archive_ref is not None and self.archive is not None:
             return "archive", self.archived_turns(self.archive.read_node(node.archive_ref, node.id))

@@ -80,8 +80,6 @@ def decode_turns(fmt: str, content: str, namespace: str, ids: Sequence[StoredTur
     if fmt == "ctf":
         if ids is None:
             raise DecodeError("CTF warm content needs the node's turn identities")
-        if content == "":  # stored by reference (m027_summary_refs): the view is the stored turns themselves
-            return list(ids)  # (the caller checks that every turn of the node is still there)
         turns = ctf.decode_turns(content)
         if len(turns) != len(ids):
             raise DecodeError(f"CTF content holds {len(turns)} turns, expected {len(ids)}")

@@ -23,7 +23,7 @@ from typing import Any
 from .ddl import run_tables
 from .sql import Dialect, Writer, chunks, dialect_of
 
-__all__ = ["CTF_BY_REFERENCE", "delete_views", "m025_lean_store", "m025_node_views", "m027_ctf_views", "put_view"]
+__all__ = ["delete_views", "m025_lean_store", "m025_node_views", "put_view"]
 
 _COLUMNS = [
     "{tenant_column}",
@@ -49,33 +49,14 @@ def m025_node_views(conn: Any) -> None:
     conn.execute("ALTER TABLE nodes DROP COLUMN warm_format")
 
 
-CTF_BY_REFERENCE = ""
-"""The stored content of a CTF view since ``m027_summary_refs``: the view is the node's turns, read from them."""
-
-
 def put_view(w: Writer, d: Dialect, key: Any, node_id: int, view: tuple[str, str] | None) -> None:
-    """Make ``view`` (``(format, content)``) the node's warm view; ``None`` removes it.
-
-    A CTF view is stored as :data:`CTF_BY_REFERENCE`: CTF carries the turns
-    only, so reading it back already needs the node's stored turns, and the
-    lossless codec gives exactly those turns back; the copy held no byte the
-    turns table does not (``json`` views are self-contained and stay whole).
-    """
+    """Make ``view`` (``(format, content)``) the node's warm view; ``None`` removes it."""
     w.execute(f"DELETE FROM node_views WHERE {d.tenant} = ? AND node_id = ?", (key, int(node_id)))
     if view is not None:
-        content = CTF_BY_REFERENCE if view[0] == "ctf" else view[1]
         w.execute(
             f"INSERT INTO node_views ({d.tenant}, node_id, format, content) VALUES (?, ?, ?, ?)",
-            (key, int(node_id), view[0], content),
+            (key, int(node_id), view[0], view[1]),
         )
-
-
-def m027_ctf_views(conn: Any) -> None:
-    """Every stored CTF view emptied to :data:`CTF_BY_REFERENCE` (both backends; idempotent)."""
-    conn.execute(
-        dialect_of(conn).sql("UPDATE node_views SET content = ? WHERE format = 'ctf' AND content <> ?"),
-        (CTF_BY_REFERENCE, CTF_BY_REFERENCE),
-    )
 
 
 def delete_views(w: Writer, d: Dialect, key: Any, node_ids: Sequence[int] | None = None) -> None:

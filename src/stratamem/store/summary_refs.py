@@ -9,8 +9,9 @@ quoted sentence is stored as ``[turn_id, start, length]``: the text is
 turn's name or else its role; ``[turn_id, start, length, suffix]`` when the
 summarizer ended the quote with one more character (a full stop, an
 ellipsis), ``[turn_id, start, length, suffix, prefix]`` when the prefix is
-another one. Everything else (generated sentences, action lines) stays text. The stored form is checked when written: a sentence is a
-reference only when reading it back gives exactly the same text.
+another one. Everything else (generated sentences, action lines) stays
+text. The stored form is checked when written: a sentence is a reference
+only when reading it back gives exactly the same text.
 
 The references' invariant: a node's summary refers only to turns the node
 covers (``node_turns``). A forget clears the summary of every node covering a
@@ -221,13 +222,11 @@ _BATCH = 500
 
 
 def m027_summary_refs(conn: Any) -> None:
-    """Issue 28's content pass (both backends, no model needed, idempotent): stored summaries quote
-    their turns by reference (:func:`pack`), CTF warm views are their turns
-    (:func:`~stratamem.store.node_views.m027_ctf_views`). Nothing is lost: a
-    sentence becomes a reference only when it reads back to the same text. On
-    SQLite the file is then vacuumed when enough of it is free.
+    """Issue 28's content pass (both backends, no model needed, idempotent): every stored summary
+    quotes its turns by reference (:func:`pack`). Nothing is lost: a sentence
+    becomes a reference only when it reads back to the same text. On SQLite
+    the file is then vacuumed when enough of it is free.
     """
-    from .node_views import m027_ctf_views
     from .sql import SQLITE, dialect_of
 
     d = dialect_of(conn)
@@ -252,4 +251,3 @@ def m027_summary_refs(conn: Any) -> None:
             body = stored_summary(run, d, key, int(node_id), tenant, json.loads(text))
             if body != text:
                 w.execute(f"UPDATE nodes SET summary = ? WHERE {t} = ? AND id = ?", (body, key, int(node_id)))
-    m027_ctf_views(conn)
