@@ -1,4 +1,4 @@
-"""Issue 28: summary sentences stored as references to the turns they quote (``m027_summary_refs``).
+"""Issue 28: summary sentences stored as references to the turns they quote (``m027_compact_content``).
 
 The codec (a property test: what is packed reads back the same), real
 LoCoMo conversations and a real Claude Code transcript stored on both
@@ -187,7 +187,7 @@ def test_real_conversations_store_their_quotes_by_reference_and_read_back_the_sa
 
 
 def test_a_store_whose_summaries_hold_the_quoted_text_upgrades_without_losing_a_byte(where: str) -> None:
-    """m027_summary_refs: quotes become references; every summary reads the same before and after."""
+    """m027_compact_content: quotes become references; every summary reads the same before and after."""
     with Memory(open_store(where), namespace="t", config=PYRAMID, embedder=None) as mem:
         _fill(mem)
         written = _summaries(mem)
@@ -201,7 +201,7 @@ def test_a_store_whose_summaries_hold_the_quoted_text_upgrades_without_losing_a_
                 raw_rows(
                     mem.store, f"UPDATE nodes SET summary = %s WHERE {column} = %s AND id = %s", (body, *key, node_id)
                 )
-        raw_rows(mem.store, "DELETE FROM _stratamem_migrations WHERE name = 'm027_summary_refs'")
+        raw_rows(mem.store, "DELETE FROM _stratamem_migrations WHERE name = 'm027_compact_content'")
         assert _summaries(mem) == written  # the old form reads as it always did
         assert not any(
             isinstance(e[0], int)
@@ -209,7 +209,7 @@ def test_a_store_whose_summaries_hold_the_quoted_text_upgrades_without_losing_a_
             for e in _entries(json.loads(t))
         )
     with Memory(open_store(where), namespace="t", config=PYRAMID, embedder=None) as mem:  # m027 runs
-        assert ("m027_summary_refs",) in raw_rows(mem.store, "SELECT name FROM _stratamem_migrations")
+        assert ("m027_compact_content",) in raw_rows(mem.store, "SELECT name FROM _stratamem_migrations")
         assert _summaries(mem) == written
         assert {ns: _raw(mem, ns) for ns in ("t", "cc")} == stored  # what a new store writes, byte for byte
     with Memory(open_store(where), namespace="t", config=PYRAMID, embedder=None) as mem:  # nothing left to do

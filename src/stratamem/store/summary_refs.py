@@ -1,4 +1,4 @@
-"""Summary sentences stored as references to the turns they quote (issue 28, ``m027_summary_refs``).
+"""Summary sentences stored as references to the turns they quote (issue 28, ``m027_compact_content``).
 
 An extractive summary is made of sentences copied from the turns its node
 covers, each prefixed with its speaker (``"Caroline: I went to a support
@@ -32,8 +32,9 @@ from typing import Any
 
 from ..errors import DecodeError
 from .sql import Dialect, Writer, chunks
+from .text_codec import unpack_text
 
-__all__ = ["inline_turns", "m027_summary_refs", "pack", "quoted", "resolve", "stored_summary", "unpack"]
+__all__ = ["inline_turns", "m027_compact_content", "pack", "quoted", "resolve", "stored_summary", "unpack"]
 
 Quote = tuple[str, str]
 """A turn as summaries quote it: ``(speaker, text)``."""
@@ -144,7 +145,7 @@ def _quotes(
             where += f" AND t.id IN (SELECT nt.turn_id FROM node_turns nt WHERE nt.node_id = ?{same})"
             params.append(int(node_id))
         for tid, name, role, text in run(f"SELECT t.id, t.name, t.role, t.text FROM turns t WHERE {where}", params):
-            out[int(tid)] = (name or role, text)
+            out[int(tid)] = (name or role, unpack_text(text))
     return out
 
 
@@ -161,7 +162,7 @@ def stored_summary(run: Any, d: Dialect, key: Any, node_id: int, tenant: bool, s
     """
     ids = quoted(summary)
     turns = _quotes(run, d, key, ids, (tenant, node_id)) if ids else {}
-    return json.dumps(pack(summary, turns) if turns else summary, ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(pack(summary, turns), ensure_ascii=False, separators=(",", ":"))
 
 
 def resolve(run: Any, d: Dialect, key: Any, stored: Sequence[str | None]) -> list[dict[str, Any] | None]:
@@ -221,12 +222,21 @@ def inline_turns(w: Writer, d: Dialect, key: Any, tenant: bool, turn_ids: Sequen
 _BATCH = 500
 
 
-def m027_summary_refs(conn: Any) -> None:
-    """Issue 28's content pass (both backends, no model needed, idempotent): every stored summary
-    quotes its turns by reference (:func:`pack`). Nothing is lost: a sentence
-    becomes a reference only when it reads back to the same text. On SQLite
-    the file is then vacuumed when enough of it is free.
+def m027_compact_content(conn: Any) -> None:
+    """Issue 28's content pass (both backends, no model needed, idempotent): SQLite turn texts
+    packed (:func:`~stratamem.store.text_codec.m027_turn_texts`), every stored summary quoting
+    its turns by reference (:func:`pack`). Nothing is lost: a text is packed and a sentence
+    becomes a reference only when it reads back the same. On SQLite the file is then vacuumed
+    when enough of it is free.
     """
+    from .text_codec import m027_turn_texts
+
+    m027_turn_texts(conn)
+    _summary_refs(conn)
+
+
+def _summary_refs(conn: Any) -> None:
+    """Every stored summary re-stored through :func:`stored_summary`, in batches in key order."""
     from .sql import SQLITE, dialect_of
 
     d = dialect_of(conn)
