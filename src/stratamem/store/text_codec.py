@@ -10,7 +10,10 @@ corpus was copied), so a short message finds most of its words in it
 
 The stored form is a BLOB in the ``turns.text`` column (SQLite keeps each
 value's own type): one version byte (``1``: :data:`DICTIONARY_V1`, raw
-deflate) and the deflate stream. A text is stored compressed only when it is
+deflate), the text's UTF-8 length as a LEB128 varint (so the store's byte
+statistics, :func:`octets` registered as the SQL function
+``stratamem_octets``, read the raw size without inflating), and the deflate
+stream. A text is stored compressed only when it is
 at least :data:`MIN_BYTES` long and the blob is smaller; anything else stays
 TEXT, as every row written before ``m027_compact_content`` did, so both forms are
 read. A dictionary is never edited once released: a new one gets a new
@@ -25,7 +28,7 @@ from typing import Any
 
 from ..errors import DecodeError
 
-__all__ = ["DICTIONARY_V1", "MIN_BYTES", "pack_text", "unpack_text"]
+__all__ = ["DICTIONARY_V1", "MIN_BYTES", "m027_turn_texts", "octets", "pack_text", "unpack_text"]
 
 MIN_BYTES = 48
 """Texts shorter than this stay TEXT (a few bytes to save, and they read as they are in SQL)."""
@@ -73,6 +76,7 @@ DICTIONARY_V1 = (
 """Version 1 of the preset dictionary (ASCII; never edited)."""
 
 _DICTS = {1: DICTIONARY_V1.encode()}
+_VERSIONS = {bytes([v]) for v in _DICTS}
 
 
 def pack_text(text: str) -> str | bytes:
@@ -81,8 +85,40 @@ def pack_text(text: str) -> str | bytes:
     if len(raw) < MIN_BYTES:
         return text
     co = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, _DICTS[1])
-    blob = b"\x01" + co.compress(raw) + co.flush()
+    blob = b"\x01" + _varint(len(raw)) + co.compress(raw) + co.flush()
     return blob if len(blob) < len(raw) else text
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        low, n = n & 0x7F, n >> 7
+        out.append(low | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _header(blob: bytes) -> tuple[int, int]:
+    """``(raw length, offset of the deflate stream)`` of a packed text."""
+    n, shift, at = 0, 0, 1
+    while at < len(blob):
+        byte = blob[at]
+        n |= (byte & 0x7F) << shift
+        at += 1
+        if not byte & 0x80:
+            return n, at
+        shift += 7
+    raise DecodeError("stored turn text is truncated (no length)")
+
+
+def octets(value: Any) -> int | None:
+    """The UTF-8 length of a stored text, packed or not (SQLite's ``stratamem_octets``)."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return len(value.encode("utf-8"))
+    blob = bytes(value)
+    return _header(blob)[0] if blob[:1] in _VERSIONS else len(blob)
 
 
 def unpack_text(value: Any) -> str:
@@ -97,10 +133,11 @@ def unpack_text(value: Any) -> str:
     zdict = _DICTS.get(blob[0]) if blob else None
     if zdict is None:
         raise DecodeError(f"stored turn text of unknown form (version byte {blob[:1]!r})")
+    size, at = _header(blob)
     try:
         do = zlib.decompressobj(-15, zdict)
-        out = do.decompress(blob[1:]) + do.flush()
-        if not do.eof:
+        out = do.decompress(blob[at:]) + do.flush()
+        if not do.eof or len(out) != size:
             raise DecodeError("stored turn text is truncated")
         return out.decode("utf-8")
     except (zlib.error, UnicodeDecodeError) as exc:
