@@ -334,9 +334,12 @@ def test_the_pyramid_lock_is_taken_inside_a_transaction_on_both_backends(store: 
 
 
 def summary_json(summary: Summary) -> bytes:
+    """A summary as stored: quotes of the node's turns by reference, a null executive left out (m027)."""
     import json
 
-    return json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
+    from stratamem.store.summary_refs import pack
+
+    return json.dumps(pack(summary.to_dict(), {}), ensure_ascii=False, separators=(",", ":")).encode()
 
 
 def _node_view(mem: Memory) -> list[dict[str, Any]]:

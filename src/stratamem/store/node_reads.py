@@ -8,7 +8,6 @@ Every query names the namespace, including those by node id (see
 from __future__ import annotations
 
 import builtins
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +17,7 @@ from ..errors import NotFoundError
 from ..records import Summary
 from ..records.nodes import Node
 from .sql import SQLITE, Sql, chunks
+from .summary_refs import resolve
 from .vectors import read_vector, vector_select
 
 __all__ = ["NodeReads"]
@@ -88,7 +88,12 @@ class NodeReads:
             return "n.session_id = (SELECT id FROM sessions WHERE namespace_id = ? AND name = ?)", [key, session]
         return "n.session = ?", [session]
 
-    def _row(self, namespace: str, r: Sequence[Any]) -> Node:
+    def _rows(self, namespace: str, key: Any, rows: Sequence[Sequence[Any]]) -> list[Node]:
+        """Nodes of fetched rows, the turns their summaries quote read in one pass (:mod:`.summary_refs`)."""
+        summaries = resolve(self._q, self._d, key, [r[15] for r in rows])
+        return [self._row(namespace, r, d) for r, d in zip(rows, summaries, strict=True)]
+
+    def _row(self, namespace: str, r: Sequence[Any], summary: dict[str, Any] | None) -> Node:
         stamp = self._d.read_stamp
         return Node(
             id=int(r[0]),
@@ -106,7 +111,7 @@ class NodeReads:
             parent_id=_int(r[12]),
             reason=r[13],
             tier=r[14],
-            summary=Summary.from_dict(json.loads(r[15])) if r[15] else None,
+            summary=Summary.from_dict(summary) if summary is not None else None,
             summary_status=r[16],
             summary_error=r[17],
             summary_tokens=r[18],
@@ -151,7 +156,7 @@ class NodeReads:
         )
         if not rows:
             raise NotFoundError(f"no node {node_id} in namespace {namespace!r}")
-        return self._row(namespace, rows[0])
+        return self._rows(namespace, key, rows)[0]
 
     def list(
         self,
@@ -201,7 +206,7 @@ class NodeReads:
         )
         if limit is not None:
             statement += f" LIMIT {int(limit)}"
-        return [self._row(namespace, r) for r in self._q(statement, params)]
+        return self._rows(namespace, key, self._q(statement, params))
 
     def last_child_id(self, namespace: str, level: int) -> int:
         """Highest id among the children of the namespace's newest node at ``level`` (0 if none).

@@ -25,7 +25,6 @@ raises :class:`~stratamem.errors.NotFoundError`. Reach it as ``store.nodes``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -39,6 +38,7 @@ from .new_rows import NewNode
 from .node_reads import NodeReads
 from .node_views import delete_views, put_view
 from .sql import SQLITE, Writer, chunks, dialect_of
+from .summary_refs import inline_turns, stored_summary
 from .vectors import vector_placeholder, write_vector
 
 __all__ = ["NodeStore", "m003_pyramid", "m014_summary_spend", "m020_node_settled"]
@@ -318,23 +318,33 @@ class NodeStore(NodeReads):
         Raises:
             NotFoundError: No such node in the namespace.
         """
-        self._update(
-            namespace,
-            "UPDATE nodes SET summary = ?, summary_tokens = ?, summary_status = ?, summary_error = ?, "
-            f"view_tokens = COALESCE(?, view_tokens), embedding = COALESCE({vector_placeholder(self._d)}, "
-            f"embedding), settled_turn = COALESCE(settled_turn, (SELECT MAX(id) FROM turns WHERE {self._ns} = ?)) "
-            "WHERE id = ?",
-            (
-                json.dumps(summary.to_dict(), ensure_ascii=False, separators=(",", ":")),
-                tokens,
-                status,
-                error,
-                view_tokens,
-                write_vector(self._d, embedding),
-                self._key(namespace),
+        with self._sql.write() as w:  # the quoted turns are read in the transaction that stores the references
+            key = self._key(namespace)
+            body = stored_summary(
+                lambda q, p: w.execute(q, p).fetchall(),
+                self._d,
+                key,
                 int(node_id),
-            ),
-        )
+                self._shape.node_turns_tenant,
+                summary.to_dict(),
+            )
+            self._update(
+                namespace,
+                "UPDATE nodes SET summary = ?, summary_tokens = ?, summary_status = ?, summary_error = ?, "
+                f"view_tokens = COALESCE(?, view_tokens), embedding = COALESCE({vector_placeholder(self._d)}, "
+                f"embedding), settled_turn = COALESCE(settled_turn, (SELECT MAX(id) FROM turns WHERE {self._ns} = ?)) "
+                "WHERE id = ?",
+                (
+                    body,
+                    tokens,
+                    status,
+                    error,
+                    view_tokens,
+                    write_vector(self._d, embedding),
+                    key,
+                    int(node_id),
+                ),
+            )
 
     def set_status(self, namespace: str, node_id: int, status: str, error: str | None) -> None:
         """Set a node's summary status and error, leaving its summary as it is.
@@ -390,6 +400,8 @@ class NodeStore(NodeReads):
         """Delete canonical turns of the namespace (retention only); returns how many were deleted."""
         with self._sql.write() as w:
             key = self._key(namespace)
+            # Summaries quoting these turns keep the quoted text (docs: store/summary_refs.py).
+            inline_turns(w, self._d, key, self._shape.node_turns_tenant, turn_ids)
             deleted = sum(
                 int(
                     w.execute(

@@ -34,7 +34,8 @@ from . import data_version
 from .base import NamespaceStats, TurnBatch
 from .features import SharedFeatures
 from .rows import turn_columns, turn_from_columns
-from .sql import CHUNK, Writer, chunks
+from .sql import CHUNK, SQLITE, Writer, chunks
+from .text_codec import pack_text
 
 log = logging.getLogger("stratamem.store")
 
@@ -348,13 +349,14 @@ class RecordStore(SharedFeatures):
                 seq = next_seq[b.session]
                 next_seq[b.session] = seq + 1
                 text, content, meta = turn_columns(turn)
+                stored_text = pack_text(text) if d is SQLITE else text  # docs: store/text_codec.py
                 rows.append(
                     (
                         key,
                         sid[b.session],
                         seq,
                         turn.role,
-                        text,
+                        stored_text,
                         content,
                         turn.name,
                         turn.model,

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..records import Role, Turn, block_from_dict, parse_timestamp
 from ..records.checks import clip_json
+from .text_codec import unpack_text
 
 __all__ = ["turn_columns", "turn_from_columns"]
 
@@ -41,7 +42,7 @@ def turn_columns(turn: Turn) -> tuple[str, str | None, str | None]:
 
 def turn_from_columns(
     role: Role,
-    text: str,
+    text: str | bytes,
     content: str | None,
     name: str | None,
     model: str | None,
@@ -58,7 +59,7 @@ def turn_from_columns(
         ValueError: The row is corrupt (its JSON does not parse, or its fields are not a turn's).
     """
     body: str | tuple[Any, ...] = (
-        text if content is None else tuple(block_from_dict(_clip_input(b)) for b in json.loads(content))
+        unpack_text(text) if content is None else tuple(block_from_dict(_clip_input(b)) for b in json.loads(content))
     )
     return Turn(
         role=role,

@@ -119,7 +119,8 @@ class Dialect:
 
     def octets(self, expr: str) -> str:
         """The UTF-8 byte length of a text expression."""
-        return f"LENGTH(CAST({expr} AS BLOB))" if self.name == "sqlite" else f"octet_length({expr})"
+        # SQLite: a turn text may be stored packed (store/text_codec.py); the function reads its raw length.
+        return f"stratamem_octets({expr})" if self.name == "sqlite" else f"octet_length({expr})"
 
     def in_list(self, column: str, count: int) -> str:
         """``column IN (?, ...)`` with ``count`` placeholders (every value its own parameter)."""

@@ -34,6 +34,7 @@ from ..item_facts import m018_item_facts
 from ..manifests import m006_manifests, m022_compact_manifests
 from ..node_views import m025_lean_store
 from ..passage_store import m011_passages, m023_passage_pages, m024_sentence_nibbles, m026_compact_store
+from ..summary_refs import m027_compact_content
 from ..turn_index import m010_recall_index, m019_recall_events, m021_term_ids
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
@@ -135,6 +136,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m024_sentence_nibbles", m024_sentence_nibbles),
     PgMigration("m025_lean_store", m025_lean_store),
     PgMigration("m026_compact_store", m026_compact_store),
+    PgMigration("m027_compact_content", m027_compact_content),
 ]
 
 

@@ -20,6 +20,7 @@ from ..migrations import Migration
 from ..node_store import m003_pyramid, m014_summary_spend, m020_node_settled
 from ..node_views import m025_lean_store
 from ..passage_store import m011_passages, m023_passage_pages, m024_sentence_nibbles, m026_compact_store
+from ..summary_refs import m027_compact_content
 from ..turn_index import m010_recall_index, m019_recall_events, m021_term_ids
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
@@ -102,4 +103,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m024_sentence_nibbles", m024_sentence_nibbles),
     Migration("m025_lean_store", m025_lean_store, vacuum=True),
     Migration("m026_compact_store", m026_compact_store, vacuum=True),
+    Migration("m027_compact_content", m027_compact_content, vacuum=True),
 ]

@@ -24,6 +24,7 @@ from .. import data_version, migrations
 from ..data_version import DataVersion
 from ..record_store import RecordStore
 from ..sql import SQLITE, Sql
+from ..text_codec import octets
 from .forget import SQLiteForget
 from .items import SQLiteItemStore
 from .schema import MIGRATIONS
@@ -111,6 +112,7 @@ class SQLiteStore(RecordStore):
             )
         except sqlite3.Error as exc:
             raise BackendError(f"cannot open SQLite database {self.path}: {exc}") from exc
+        conn.create_function("stratamem_octets", 1, octets, deterministic=True)
         self._conn = conn
         self._generation += 1
         try:
@@ -167,6 +169,7 @@ class SQLiteStore(RecordStore):
                 check_same_thread=False,
                 timeout=self._busy_timeout_ms / 1000,
             )
+            conn.create_function("stratamem_octets", 1, octets, deterministic=True)
             try:
                 conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
                 conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
