@@ -10,6 +10,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from wire import plain
 
 from stratamem import Memory
 from stratamem.config import Config
@@ -167,18 +168,6 @@ def test_every_policy_and_format_keeps_the_budget_and_a_valid_request_with_the_l
         mem.close()
 
 
-def _plain(value: Any) -> Any:
-    """A request part without ``cache_control``, a string content as one text block (as providers read it)."""
-    if isinstance(value, dict):
-        out = {k: _plain(v) for k, v in value.items() if k != "cache_control"}
-        if isinstance(out.get("content"), str) and out.get("role") in ("user", "assistant"):
-            out["content"] = [{"type": "text", "text": out["content"]}]
-        return out
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _stable(msgs: list[dict[str, Any]], fmt: str) -> list[Any]:
     """The messages before the one that carries this call's recall (OpenAI: a system message; Anthropic:
     the last user message, which also holds the newest results)."""
@@ -186,8 +175,8 @@ def _stable(msgs: list[dict[str, Any]], fmt: str) -> list[Any]:
         at = next(
             (k for k, m in enumerate(msgs) if m["role"] == "system" and m["content"].startswith(RECALL_TITLE)), None
         )
-        return _plain(msgs if at is None else msgs[:at])
-    return _plain(msgs[:-1])
+        return plain(msgs if at is None else msgs[:at])
+    return plain(msgs[:-1])
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -235,6 +224,6 @@ def test_a_tool_loop_keeps_the_budget_its_pairs_and_its_prefix_with_the_layout(
             if prev is not None and prev[0] == key:
                 assert stable[: len(prev[1])] == prev[1]
                 if fmt == "anthropic":
-                    assert _plain(list(ctx.system_blocks or ())) == prev[2]
-            prev = (key, stable, _plain(list(ctx.system_blocks or ())))
+                    assert plain(list(ctx.system_blocks or ())) == prev[2]
+            prev = (key, stable, plain(list(ctx.system_blocks or ())))
         mem.close()

@@ -20,6 +20,7 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from wire import plain
 
 from stratamem import Memory
 from stratamem.config import Config
@@ -55,18 +56,6 @@ def mem(db_path: Path) -> Iterator[Memory]:
         m.seal(session)
     yield m
     m.close()
-
-
-def _plain(value: Any) -> Any:
-    """A request part without cache_control, a string content as one text block (as providers read it)."""
-    if isinstance(value, Mapping):
-        out = {k: _plain(v) for k, v in value.items() if k != "cache_control"}
-        if isinstance(out.get("content"), str) and out.get("role") in ("user", "assistant"):
-            out["content"] = [{"type": "text", "text": out["content"]}]
-        return out
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _marks(body: Mapping[str, Any]) -> list[str]:
@@ -115,13 +104,13 @@ def test_anthropic_stable_prefix_is_byte_identical_and_marked_through_the_offici
     assert len(bodies) == 3
     for before, after in zip(bodies, bodies[1:], strict=False):
         # L0-L2: the system blocks, unchanged.
-        assert _plain(after["system"]) == _plain(before["system"])
+        assert plain(after["system"]) == plain(before["system"])
         # L3: the whole request but this call's recall, the user's newest words included, is in the next
         # request as sent.
         newest = before["messages"][-1]
         assert newest["content"][-1]["text"].startswith(RECALL_TITLE)
         held = [*before["messages"][:-1], {**newest, "content": newest["content"][:-1]}]
-        assert _plain(after["messages"][: len(held)]) == _plain(held)
+        assert plain(after["messages"][: len(held)]) == plain(held)
     last = bodies[-1]
     assert [b["text"].split("\n", 1)[0] for b in last["system"]][-1] == LEDGER_TITLE
     # Breakpoints: the stable system blocks and the newest message's words, before the recall; at most 4.
@@ -367,7 +356,7 @@ def test_a_tool_loop_window_opens_at_a_tool_step_and_keeps_its_prefix_through_th
         else:
             held = len(before["messages"]) - 1  # the newest results may carry this call's recall
             assert after["system"] == before["system"]
-            assert _plain(after["messages"][:held]) == _plain(before["messages"][:held])
+            assert plain(after["messages"][:held]) == plain(before["messages"][:held])
             assert after["messages"][0]["content"] == STEP_STUB or after["messages"][0]["role"] == "user"
         assert contexts[n].manifest.cache["anchor"] == contexts[n - 1].manifest.cache["anchor"]
     mem.close()

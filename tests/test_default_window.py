@@ -11,12 +11,12 @@ shown (cut to fit when it must be), after a stub user message in Anthropic.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import SHARED
+from wire import result_ids
 
 from stratamem import Config, Memory
 from stratamem.context.render import STEP_STUB
@@ -29,16 +29,6 @@ PAST = "what did we decide about the database schema?"
 
 def _memory(path: Path | str = ":memory:") -> Memory:
     return Memory(path, config=Config().replace(pyramid={"enabled": False}), embedder=None)
-
-
-def _result_ids(messages: Sequence[Mapping[str, Any]]) -> set[str]:
-    ids: set[str] = set()
-    for m in messages:
-        if m.get("role") == "tool":
-            ids.add(m["tool_call_id"])
-        if isinstance(m.get("content"), list):
-            ids |= {b["tool_use_id"] for b in m["content"] if b.get("type") == "tool_result"}
-    return ids
 
 
 def _loop(mem: Memory, result: str) -> None:
@@ -65,7 +55,7 @@ def test_a_newest_result_larger_than_the_window_is_shown_cut_in_both_formats() -
             assert ctx.tokens <= 1000
             messages = list(ctx.messages)
             assert structural_problems(messages, fmt) == []
-            assert "c2" in _result_ids(messages)
+            assert "c2" in result_ids(messages)
             text = ctx.text
             # Head and tail of the result, and where the whole text is.
             assert "FAILED tests/test_b.py::test_limit" in text and "1 failed in 0.4s" in text
@@ -123,7 +113,7 @@ def test_every_call_of_a_real_claude_code_log_sees_its_newest_results(
                     assert ctx.tokens <= 2000
                     messages = list(ctx.messages)
                     assert structural_problems(messages, fmt) == []
-                    missed[fmt] += not set(newest) <= _result_ids(messages)
+                    missed[fmt] += not set(newest) <= result_ids(messages)
             mem.add(turn, session=session.session)
             if turn.role == "assistant" and turn.tool_use_ids:
                 newest = turn.tool_use_ids

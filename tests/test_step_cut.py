@@ -10,15 +10,14 @@ and tail around a marker naming the stored turn), every call with its results.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import SHARED
 from hypothesis import given, settings
 from hypothesis import strategies as hs
+from wire import result_ids
 
 from stratamem import Config, Memory
 from stratamem.context.step_cut import MIN_KEEP, cut_turn, fit_turn, is_cut
@@ -94,16 +93,6 @@ def test_a_cut_turn_fits_keeps_its_ids_and_each_text_s_head_and_tail(
                 assert a.startswith(b[:head]) and a.endswith(b[len(b) - tail :])
 
 
-def _result_ids(messages: Sequence[Mapping[str, Any]]) -> set[str]:
-    ids: set[str] = set()
-    for m in messages:
-        if m.get("role") == "tool":
-            ids.add(m["tool_call_id"])
-        if isinstance(m.get("content"), list):
-            ids |= {b["tool_use_id"] for b in m["content"] if b.get("type") == "tool_result"}
-    return ids
-
-
 @pytest.mark.parametrize(
     ("log", "unseen"),
     [
@@ -133,7 +122,7 @@ def test_every_call_of_a_real_claude_code_log_sees_its_newest_step(
                 ctx = mem.context("continue", budget=2000, session=session.session, format=fmt)
                 assert ctx.tokens <= 2000
                 messages = list(ctx.messages)
-                if set(newest) <= _result_ids(messages):
+                if set(newest) <= result_ids(messages):
                     # Every call with its results, every result after its call.
                     assert structural_problems(messages, fmt) == []
                     cut += fmt == "openai" and any("cut to fit" in n for n in ctx.manifest.notes)

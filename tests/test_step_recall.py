@@ -3,11 +3,11 @@ of the loop is, byte for byte, the start of the next one (only the newest step i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+from wire import plain
 
 from stratamem import Memory
 from stratamem.config import Config
@@ -17,18 +17,6 @@ from stratamem.providers import structural_problems
 ANIMALS = ["walrus", "heron", "otter", "lynx", "badger", "falcon"]
 PLACES = ["harbour", "orchard", "quarry", "lighthouse", "market", "chapel"]
 REQUEST = "Run the tests for the walrus at the harbour and fix what fails."
-
-
-def _plain(value: Any) -> Any:
-    """A request part without cache_control, a string content as one text block (as providers read it)."""
-    if isinstance(value, Mapping):
-        out = {k: _plain(v) for k, v in value.items() if k != "cache_control"}
-        if isinstance(out.get("content"), str) and out.get("role") in ("user", "assistant"):
-            out["content"] = [{"type": "text", "text": out["content"]}]
-        return out
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _recalled(ctx: Any) -> bool:
@@ -72,13 +60,13 @@ def test_without_step_recall_each_request_of_a_tool_loop_starts_with_the_whole_p
     assert all(c.manifest.cache["anchor"] == contexts[0].manifest.cache["anchor"] for c in contexts)
     for before, after in zip(contexts[1:], contexts[2:], strict=False):
         assert structural_problems(list(after.messages), fmt) == []
-        assert _plain(after.system_blocks) == _plain(before.system_blocks)
+        assert plain(after.system_blocks) == plain(before.system_blocks)
         # The whole previous request, the newest results included, then this call's step.
-        assert _plain(after.messages[: len(before.messages)]) == _plain(before.messages)
+        assert plain(after.messages[: len(before.messages)]) == plain(before.messages)
         assert len(after.messages) == len(before.messages) + 2
     # The first step re-sends only what follows the request's words: its recall is gone.
     first, second = contexts[0].messages, contexts[1].messages
-    assert _plain(second[: len(first) - 1]) == _plain(first[:-1])
+    assert plain(second[: len(first) - 1]) == plain(first[:-1])
 
 
 def test_with_step_recall_every_step_recalls_after_its_newest_results(tmp_path: Path) -> None:
