@@ -73,7 +73,7 @@ def test_tenant_column_in_lists_octets_and_chunks() -> None:
     assert (SQLITE.tenant, POSTGRES.tenant) == ("namespace_id", "namespace")
     assert SQLITE.in_list("id", 3) == "id IN (?,?,?)"
     assert POSTGRES.sql(POSTGRES.in_list("id", 2)) == "id IN (%s,%s)"
-    assert SQLITE.octets("t.text") == "LENGTH(CAST(t.text AS BLOB))"
+    assert SQLITE.octets("t.text") == "stratamem_octets(t.text)"  # packed texts: store/text_codec.py
     assert POSTGRES.octets("t.text") == "octet_length(t.text)"
     assert [list(p) for p in chunks(list(range(5)), 2)] == [[0, 1], [2, 3], [4]]
     assert list(chunks([])) == []
