@@ -249,10 +249,16 @@ def test_a_year_before_1000_is_stored_zero_padded_and_reads_back(tmp_path: Path)
         mem.add({"role": "user", "content": "old", "timestamp": "0999-05-01T00:00:00Z"})
         mem.add({"role": "user", "content": "new", "timestamp": "2026-01-01T00:00:00Z"})
     conn = sqlite3.connect(path)
-    assert conn.execute("SELECT ts FROM turns ORDER BY id").fetchall() == [
-        ("0999-05-01T00:00:00.000000Z",),
-        ("2026-01-01T00:00:00.000000Z",),
+    # SQLite keeps a turn's time as 8 bytes of microseconds since year 1 (store/turn_stamps.py),
+    # which sort as the times do: MAX(ts) is the newest turn.
+    assert conn.execute("SELECT hex(ts) FROM turns ORDER BY id").fetchall() == [
+        (f"{(datetime(999, 5, 1) - datetime(1, 1, 1)) // timedelta(microseconds=1):016X}",),
+        (f"{(datetime(2026, 1, 1) - datetime(1, 1, 1)) // timedelta(microseconds=1):016X}",),
     ]
+    assert (
+        conn.execute("SELECT hex(MAX(ts)) FROM turns").fetchone()
+        == conn.execute("SELECT hex(ts) FROM turns WHERE id = 2").fetchone()
+    )
     conn.close()
     with Memory(path, config=config, embedder=None) as mem:
         assert [st.timestamp for st in mem.turns()] == [

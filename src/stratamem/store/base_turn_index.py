@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-from ..records import parse_timestamp
+from .turn_stamps import unpack_stamp
 
 __all__ = ["IndexMeta", "TurnIndexRow", "TurnKey"]
 
@@ -62,10 +62,11 @@ class TurnKey(NamedTuple):
     """Its session's name."""
     name: str | None
     """Its speaker's name, if any."""
-    ts: datetime | str
-    """Its timestamp as stored (parsed on access: only a session's first turn is ever asked)."""
+    ts: datetime | str | bytes
+    """Its timestamp as stored (parsed on access: only a session's first turn is ever asked;
+    SQLite's 8-byte form: :mod:`stratamem.store.turn_stamps`)."""
 
     @property
     def timestamp(self) -> datetime:
         """The turn's timestamp."""
-        return parse_timestamp(self.ts) if isinstance(self.ts, str) else self.ts
+        return self.ts if isinstance(self.ts, datetime) else unpack_stamp(self.ts)

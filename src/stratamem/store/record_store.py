@@ -36,6 +36,7 @@ from .features import SharedFeatures
 from .rows import turn_columns, turn_from_columns
 from .sql import CHUNK, SQLITE, Writer, chunks
 from .text_codec import pack_text
+from .turn_stamps import pack_stamp
 
 log = logging.getLogger("stratamem.store")
 
@@ -360,7 +361,7 @@ class RecordStore(SharedFeatures):
                         content,
                         turn.name,
                         turn.model,
-                        d.stamp(turn.timestamp),
+                        pack_stamp(turn.timestamp) if d is SQLITE else turn.timestamp,  # store/turn_stamps.py
                         int(tokens),
                         meta,
                     )

@@ -12,9 +12,10 @@ import json
 from datetime import datetime
 from typing import Any
 
-from ..records import Role, Turn, block_from_dict, parse_timestamp
+from ..records import Role, Turn, block_from_dict
 from ..records.checks import clip_json
 from .text_codec import unpack_text
+from .turn_stamps import unpack_stamp
 
 __all__ = ["turn_columns", "turn_from_columns"]
 
@@ -46,7 +47,7 @@ def turn_from_columns(
     content: str | None,
     name: str | None,
     model: str | None,
-    ts: str | datetime,
+    ts: str | bytes | datetime,
     metadata: str | None,
 ) -> Turn:
     """Inverse of :func:`turn_columns`.
@@ -64,7 +65,7 @@ def turn_from_columns(
     return Turn(
         role=role,
         content=body,
-        timestamp=parse_timestamp(ts),
+        timestamp=unpack_stamp(ts),
         name=name,
         model=model,
         metadata=clip_json(json.loads(metadata)) if metadata else {},

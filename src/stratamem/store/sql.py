@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import ValidationError
-from ..records import format_timestamp, parse_timestamp
+from ..records import format_timestamp
 
 __all__ = [
     "CHUNK",
@@ -65,9 +65,11 @@ class Dialect:
         return format_timestamp(at) if self.name == "sqlite" else at
 
     def read_stamp(self, value: Any) -> datetime:
-        """A stored timestamp back as an aware UTC datetime."""
+        """A stored timestamp back as an aware UTC datetime (on SQLite: ISO text, or a turn's 8-byte form)."""
         if self.name == "sqlite":
-            return parse_timestamp(value)
+            from .turn_stamps import unpack_stamp
+
+            return unpack_stamp(value)
         return value.astimezone(UTC)
 
     def bytewise(self, column: str) -> str:

@@ -36,6 +36,7 @@ from ..node_views import m025_lean_store
 from ..passage_store import m011_passages, m023_passage_pages, m024_sentence_nibbles, m026_compact_store
 from ..summary_refs import m027_compact_content
 from ..turn_index import m010_recall_index, m019_recall_events, m021_term_ids
+from ..turn_stamps import m028_compact_rows
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
 from .nodes import m003_pyramid, m014_summary_spend, m020_node_settled
@@ -137,6 +138,7 @@ MIGRATIONS: list[PgMigration] = [
     PgMigration("m025_lean_store", m025_lean_store),
     PgMigration("m026_compact_store", m026_compact_store),
     PgMigration("m027_compact_content", m027_compact_content),
+    PgMigration("m028_compact_rows", m028_compact_rows),
 ]
 
 

@@ -22,6 +22,7 @@ from ..node_views import m025_lean_store
 from ..passage_store import m011_passages, m023_passage_pages, m024_sentence_nibbles, m026_compact_store
 from ..summary_refs import m027_compact_content
 from ..turn_index import m010_recall_index, m019_recall_events, m021_term_ids
+from ..turn_stamps import m028_compact_rows
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
 
@@ -104,4 +105,5 @@ MIGRATIONS: list[Migration] = [
     Migration("m025_lean_store", m025_lean_store, vacuum=True),
     Migration("m026_compact_store", m026_compact_store, vacuum=True),
     Migration("m027_compact_content", m027_compact_content, vacuum=True),
+    Migration("m028_compact_rows", m028_compact_rows, vacuum=True),
 ]
