@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from layouts import PASSAGE_ROWS, before_m028
 from pg import fresh_schema, raw_rows, schema_url
 
 from stratamem import Config, Memory
@@ -89,9 +90,9 @@ def test_a_stored_sentence_vector_takes_one_bit_a_component(where: str) -> None:
     emb = HashEmbedder(384)
     with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=emb) as mem:
         mem.add(_chat(10), session="s")
-        rows = raw_rows(mem.store, "SELECT model, LENGTH(vectors) FROM recall_passages")
-    assert len(rows) == 10 and {m for m, _ in rows} == {f"{emb.name}/384/sentences2"}
-    assert {n for _, n in rows} == {3 * 96}  # three sentences; 4 bits took 3 * 192
+        rows = raw_rows(mem.store, PASSAGE_ROWS)
+    assert len(rows) == 10 and {m for _, m, _ in rows} == {f"{emb.name}/384/sentences2"}
+    assert {len(v) for _, _, v in rows} == {3 * 96}  # three sentences; 4 bits took 3 * 192
 
 
 def _as_before_m026(store: Any, emb: HashEmbedder, texts: dict[int, list[str]]) -> dict[int, bytes]:
@@ -99,6 +100,7 @@ def _as_before_m026(store: Any, emb: HashEmbedder, texts: dict[int, list[str]]) 
     old = {tid: b"".join(encode_int4(np.asarray(emb.embed_batch(t), dtype=np.float32))) for tid, t in texts.items()}
     raw_rows(store, "DELETE FROM recall_passages")
     store.embeddings.passages.put("n", f"{emb.name}/384/sentences4", old)
+    before_m028(store)
     raw_rows(store, "DELETE FROM _stratamem_migrations WHERE name = 'm026_compact_store'")
     return old
 
@@ -120,10 +122,7 @@ def test_a_store_of_the_previous_layout_upgrades_without_the_model(where: str) -
     fresh = HashEmbedder(384)
     with Memory(open_store(where), namespace="n", config=NO_PYRAMID, embedder=fresh) as mem:  # m026 runs
         assert ("m026_compact_store",) in raw_rows(mem.store, "SELECT name FROM _stratamem_migrations")
-        rows = {
-            int(t): (m, bytes(v))
-            for t, m, v in raw_rows(mem.store, "SELECT turn_id, model, vectors FROM recall_passages")
-        }
+        rows = {int(t): (m, bytes(v)) for t, m, v in raw_rows(mem.store, PASSAGE_ROWS)}
         assert {m for m, _ in rows.values()} == {f"{emb.name}/384/sentences2"}
         assert {t: v for t, (_, v) in rows.items()} == {
             t: b"".join(encode_int2(int4_rows(blob, 384))) for t, blob in old.items()

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from layouts import PASSAGE_ROWS, before_m028
 from pg import fresh_schema, raw_rows, schema_url
 
 from stratamem import Config, Memory
@@ -56,7 +57,7 @@ def _chat(n: int) -> list[dict[str, str]]:
 
 
 def _rows(store: Any) -> dict[int, tuple[str, bytes]]:
-    return {int(t): (m, bytes(v)) for t, m, v in raw_rows(store, "SELECT turn_id, model, vectors FROM recall_passages")}
+    return {int(t): (m, bytes(v)) for t, m, v in raw_rows(store, PASSAGE_ROWS)}
 
 
 def test_sentence_rows_fill_their_pages(tmp_path: Path) -> None:
@@ -82,6 +83,7 @@ def test_sentence_rows_fill_their_pages(tmp_path: Path) -> None:
 
 def _clustered(store: Any) -> None:
     """Put ``recall_passages`` back as ``m011_passages`` made it (SQLite: ``WITHOUT ROWID``), rows kept."""
+    before_m028(store)
     if store.backend == "sqlite":
         for statement in [
             "CREATE TABLE old (namespace_id INTEGER NOT NULL REFERENCES namespaces(id), turn_id INTEGER NOT NULL, "
@@ -170,6 +172,7 @@ def test_stored_int8_sentence_vectors_are_re_encoded_in_four_bits_then_signs_on_
         # As the version before m024 stored them: int8 vectors under ``.../sentences``.
         old = {tid: b"".join(encode_int8(emb.embed_batch(t))) for tid, t in texts.items()}
         mem.store.embeddings.passages.put("n", f"{emb.name}/384/sentences", old)
+        before_m028(mem.store)
         raw_rows(
             mem.store,
             "DELETE FROM _stratamem_migrations WHERE name IN ('m024_sentence_nibbles', 'm026_compact_store')",

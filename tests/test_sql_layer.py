@@ -148,9 +148,9 @@ def _writer_tenant_and_turn_rows(store: SQLiteStore | PostgresStore) -> None:
         assert w.tenant("ns") == key
     assert store.namespaces() == ["ns"]
     assert store.sql.tenant_key("ns") == key
-    store.sql.put_turn_rows("recall_passages", "ns", ("model", "vectors"), [(7, "m", b"a"), (8, "m", b"b")])
-    store.sql.put_turn_rows("recall_passages", "ns", ("model", "vectors"), [(7, "m", b"c")])
-    store.sql.put_turn_rows("recall_passages", "absent", ("model", "vectors"), [(9, "m", b"x")])
+    store.sql.put_turn_rows("recall_passages", "ns", ("model_id", "vectors"), [(7, 1, b"a"), (8, 1, b"b")])
+    store.sql.put_turn_rows("recall_passages", "ns", ("model_id", "vectors"), [(7, 1, b"c")])
+    store.sql.put_turn_rows("recall_passages", "absent", ("model_id", "vectors"), [(9, 1, b"x")])
     rows = store.sql.rows("SELECT turn_id, vectors FROM recall_passages ORDER BY turn_id")
     # SQLite has no id for a namespace never created, so nothing is written; PostgreSQL keys rows by the name.
     absent = [] if store.sql.dialect is SQLITE else [(9, b"x")]

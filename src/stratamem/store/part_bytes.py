@@ -18,7 +18,7 @@ __all__ = ["PARTS", "part_of", "postgres_part_bytes", "sqlite_part_bytes"]
 
 PARTS: Mapping[str, tuple[str, ...]] = {
     "turns": ("turns", "sessions", "namespaces", "ingest_keys", "idempotency_keys"),
-    "recall_index": ("recall_index", "recall_index_meta", "recall_terms", "recall_passages"),
+    "recall_index": ("recall_index", "recall_index_meta", "recall_terms", "recall_passages", "recall_models"),
     "items": ("memory_items", "memory_item_metrics", "memory_item_vector_log"),
     "pyramid": ("nodes", "node_views", "node_turns", "summary_spend"),
     "manifests": ("manifests",),

@@ -78,6 +78,10 @@ def m028_turn_stamps(conn: Any) -> None:
 
 def m028_compact_rows(conn: Any) -> None:
     """Issue 28's row pass (both backends, no model needed, idempotent): SQLite turn timestamps in
-    8 bytes (:func:`m028_turn_stamps`). On SQLite the file is then vacuumed when enough of it is free
-    (rows shrunk in place: :func:`stratamem.store.migrations.apply`)."""
+    8 bytes (:func:`m028_turn_stamps`), passage rows naming their model key by id
+    (:func:`~stratamem.store.passage_store.m028_model_ids`). On SQLite the file is then vacuumed
+    when enough of it is free (:func:`stratamem.store.migrations.apply`)."""
+    from .passage_store import m028_model_ids
+
     m028_turn_stamps(conn)
+    m028_model_ids(conn)

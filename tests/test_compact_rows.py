@@ -1,10 +1,13 @@
-"""Issue 28: SQLite turn timestamps in 8 bytes (:mod:`stratamem.store.turn_stamps`, ``m028_compact_rows``).
+"""Issue 28's row pass, ``m028_compact_rows``: SQLite turn timestamps in 8 bytes
+(:mod:`stratamem.store.turn_stamps`), passage rows naming their model key by id
+(:func:`stratamem.store.passage_store.m028_model_ids`).
 
 The stamp round-trips every aware datetime in range and sorts as the times do
 (property tests); a real LoCoMo conversation's turns take 8 bytes a timestamp
-instead of 27 and read back the same; a store written before (ISO text)
-upgrades without a changed read; PostgreSQL keeps ``TIMESTAMPTZ``; a damaged
-stamp is a clear error naming the turn.
+instead of 27 and read back the same, and its sentence rows one byte for their
+model key instead of 31; a store written before upgrades without a changed
+read (both backends); PostgreSQL keeps ``TIMESTAMPTZ``; a damaged stamp is a
+clear error naming the turn.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from layouts import PASSAGE_ROWS, before_m028
 from pg import fresh_schema, raw_rows, schema_url
 
 from stratamem import Config, Memory
@@ -24,6 +28,7 @@ from stratamem.errors import BackendError, DecodeError, InvalidTurnError
 from stratamem.records import StoredTurn, format_timestamp
 from stratamem.store.open import open_store
 from stratamem.store.turn_stamps import pack_stamp, unpack_stamp
+from stratamem.testing.hash_embedder import HashEmbedder
 
 LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo" / "locomo10.json"
 PLAIN = Config().replace(pyramid={"enabled": False})
@@ -82,8 +87,8 @@ def _locomo(conv: int) -> list[tuple[str, list[dict]]]:
     return out
 
 
-def _write(db: Path, conv: int) -> list[StoredTurn]:
-    with Memory(db, namespace="l", config=PLAIN, embedder=None) as mem:
+def _write(db: Path | str, conv: int, embedder: HashEmbedder | None = None) -> list[StoredTurn]:
+    with Memory(open_store(db), namespace="l", config=PLAIN, embedder=embedder) as mem:
         for name, msgs in _locomo(conv):
             mem.add(msgs, session=name)
         return list(mem.store.iter_turns("l"))
@@ -162,3 +167,71 @@ def test_postgres_keeps_timestamptz_and_records_the_step(pg_where: str) -> None:
         ]
         assert raw_rows(mem.store, "SELECT DISTINCT pg_typeof(ts)::text FROM turns") == [("timestamp with time zone",)]
         assert ("m028_compact_rows",) in raw_rows(mem.store, "SELECT name FROM _stratamem_migrations")
+
+
+def _pages(db: Path, table: str) -> int:
+    conn = sqlite3.connect(db)
+    try:
+        return int(
+            conn.execute(
+                "SELECT SUM(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = ?)",
+                (table,),
+            ).fetchone()[0]
+        )
+    finally:
+        conn.close()
+
+
+def test_sentence_rows_of_a_real_locomo_conversation_name_their_model_once(tmp_path: Path) -> None:
+    db = tmp_path / "l.db"
+    emb = HashEmbedder(384)  # MiniLM's width: the blobs have their real sizes
+    _write(db, 0, emb)
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT id, model FROM recall_models").fetchall() == [(1, f"{emb.name}/384/sentences2")]
+    rows, ids, blobs = conn.execute(
+        "SELECT COUNT(*), SUM(LENGTH(model_id)), SUM(LENGTH(vectors)) FROM recall_passages"
+    ).fetchone()
+    (payload, pages) = conn.execute(
+        "SELECT SUM(payload), SUM(pgsize) FROM dbstat WHERE name = 'recall_passages'"
+    ).fetchone()
+    conn.close()
+    assert (rows, ids, blobs) == (235, 235, 64_992)
+    # Each row's bytes beyond its blob: 35.7 with the 31-byte key on every row (73,376 of payload in
+    # 81,920 bytes of pages), 7.7 now (66,796 in 77,824).
+    assert payload <= blobs + 8 * rows and pages <= 77_824
+
+
+def _pg_where(request: pytest.FixtureRequest) -> str:
+    dsn = request.getfixturevalue("pg_dsn")
+    return schema_url(dsn, fresh_schema(dsn, "rows"))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_passage_rows_of_the_previous_layout_upgrade_unchanged(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    where = str(tmp_path / "p.db") if backend == "sqlite" else _pg_where(request)
+    emb = HashEmbedder(384)
+    key = f"{emb.name}/384/sentences2"
+    with Memory(open_store(where), namespace="l", config=PLAIN, embedder=emb) as mem:
+        for name, msgs in _locomo(2)[:4]:
+            mem.add(msgs, session=name)
+        question = "what did Jon do with his dance studio"
+        hits = [(h.turn_ids, h.score) for h in mem._recall_index().search(question, k=8)]
+        blobs = mem.store.embeddings.passages.load("l", key)
+        before_m028(mem.store)
+        assert {
+            (int(t), m, bytes(v))
+            for t, m, v in raw_rows(mem.store, "SELECT turn_id, model, vectors FROM recall_passages")
+        } == {(t, key, b) for t, b in blobs.items()}
+    assert len(blobs) > 20
+    fresh = HashEmbedder(384)
+    with Memory(open_store(where), namespace="l", config=PLAIN, embedder=fresh) as mem:  # m028 runs
+        assert ("m028_compact_rows",) in raw_rows(mem.store, "SELECT name FROM _stratamem_migrations")
+        assert {(int(t), m, bytes(v)) for t, m, v in raw_rows(mem.store, PASSAGE_ROWS)} == {
+            (t, key, b) for t, b in blobs.items()
+        }
+        assert mem.store.embeddings.passages.load("l", key) == blobs
+        assert mem.store.embeddings.passages.load("l", f"{emb.name}/384/sentences4") == {}
+        assert [(h.turn_ids, h.score) for h in mem._recall_index().search(question, k=8)] == hits
+        assert [t for c in fresh.calls for t in c] == [question]  # nothing made again
