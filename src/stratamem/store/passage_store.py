@@ -35,6 +35,7 @@ __all__ = [
     "m024_sentence_nibbles",
     "m026_compact_store",
     "m026_sentence_bits",
+    "m028_compact_rows",
     "m028_model_ids",
 ]
 
@@ -238,6 +239,17 @@ _COLUMNS_V28 = [
     "PRIMARY KEY ({tenant}, turn_id)",
 ]
 """``recall_passages`` since ``m028_model_ids`` (SQLite's rebuild; PostgreSQL reaches the same columns by ALTER)."""
+
+
+def m028_compact_rows(conn: Any) -> None:
+    """Issue 28's row pass (both backends, no model needed, idempotent): SQLite turn timestamps in
+    8 bytes (:func:`~stratamem.store.turn_stamps.m028_turn_stamps`), passage rows naming their model key
+    by id (:func:`m028_model_ids`). On SQLite the file is then vacuumed
+    when enough of it is free (:func:`stratamem.store.migrations.apply`)."""
+    from .turn_stamps import m028_turn_stamps
+
+    m028_turn_stamps(conn)
+    m028_model_ids(conn)
 
 
 class Passages:

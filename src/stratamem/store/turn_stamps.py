@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import DecodeError
 from ..records import format_timestamp, parse_timestamp
 
-__all__ = ["m028_compact_rows", "m028_turn_stamps", "pack_stamp", "unpack_stamp"]
+__all__ = ["m028_turn_stamps", "pack_stamp", "unpack_stamp"]
 
 _EPOCH = datetime(1, 1, 1, tzinfo=UTC)
 _SIZE = 8
@@ -60,9 +60,9 @@ def m028_turn_stamps(conn: Any) -> None:
 
     In batches of 2,000 turns in id order; idempotent (a packed stamp is a BLOB and is not read again).
     """
-    from .sql import SQLITE, dialect_of
+    import sqlite3
 
-    if dialect_of(conn) is not SQLITE:
+    if not isinstance(conn, sqlite3.Connection):  # (not sql.dialect_of: sql reads stamps through this module)
         return
     last = 0
     while True:
@@ -74,14 +74,3 @@ def m028_turn_stamps(conn: Any) -> None:
         last = int(rows[-1][0])
         packed = [(pack_stamp(parse_timestamp(ts)), tid) for tid, ts in rows]
         conn.executemany("UPDATE turns SET ts = ? WHERE id = ?", packed)
-
-
-def m028_compact_rows(conn: Any) -> None:
-    """Issue 28's row pass (both backends, no model needed, idempotent): SQLite turn timestamps in
-    8 bytes (:func:`m028_turn_stamps`), passage rows naming their model key by id
-    (:func:`~stratamem.store.passage_store.m028_model_ids`). On SQLite the file is then vacuumed
-    when enough of it is free (:func:`stratamem.store.migrations.apply`)."""
-    from .passage_store import m028_model_ids
-
-    m028_turn_stamps(conn)
-    m028_model_ids(conn)

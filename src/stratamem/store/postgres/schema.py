@@ -33,10 +33,15 @@ from ..ingest_keys import m008_ingest_keys
 from ..item_facts import m018_item_facts
 from ..manifests import m006_manifests, m022_compact_manifests
 from ..node_views import m025_lean_store
-from ..passage_store import m011_passages, m023_passage_pages, m024_sentence_nibbles, m026_compact_store
+from ..passage_store import (
+    m011_passages,
+    m023_passage_pages,
+    m024_sentence_nibbles,
+    m026_compact_store,
+    m028_compact_rows,
+)
 from ..summary_refs import m027_compact_content
 from ..turn_index import m010_recall_index, m019_recall_events, m021_term_ids
-from ..turn_stamps import m028_compact_rows
 from ..vectors import m015_int8_vectors
 from .items import m005_items, m007_item_ids, m013_item_scope
 from .nodes import m003_pyramid, m014_summary_spend, m020_node_settled
