@@ -24,7 +24,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..errors import ValidationError
-from ..records import format_timestamp
+from ..records import format_timestamp, parse_timestamp
+from .turn_stamps import unpack_stamp
 
 __all__ = [
     "CHUNK",
@@ -67,9 +68,7 @@ class Dialect:
     def read_stamp(self, value: Any) -> datetime:
         """A stored timestamp back as an aware UTC datetime (on SQLite: ISO text, or a turn's 8-byte form)."""
         if self.name == "sqlite":
-            from .turn_stamps import unpack_stamp
-
-            return unpack_stamp(value)
+            return parse_timestamp(value) if isinstance(value, str) else unpack_stamp(value)
         return value.astimezone(UTC)
 
     def bytewise(self, column: str) -> str:

@@ -47,7 +47,7 @@ def unpack_stamp(value: Any) -> datetime:
         DecodeError: A BLOB of another length (a damaged row).
         InvalidTurnError: A text that is not an ISO 8601 timestamp.
     """
-    if isinstance(value, bytes | bytearray | memoryview):
+    if type(value) is bytes or isinstance(value, bytearray | memoryview):  # (the exact type first: hot)
         raw = bytes(value)
         if len(raw) != _SIZE:
             raise DecodeError(f"stored turn timestamp is {len(raw)} bytes, not {_SIZE}")
