@@ -35,8 +35,11 @@ def pack_stamp(at: datetime) -> bytes:
     Raises:
         InvalidTurnError: ``at`` falls outside years 1–9999 once converted to UTC.
     """
-    format_timestamp(at)  # the same range check (and error) as the text form
-    delta = at.astimezone(UTC) - _EPOCH
+    try:
+        delta = at.astimezone(UTC) - _EPOCH
+    except OverflowError:
+        format_timestamp(at)  # raises the text form's error for the same instant
+        raise
     return ((delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds).to_bytes(_SIZE, "big")
 
 
@@ -48,10 +51,10 @@ def unpack_stamp(value: Any) -> datetime:
         InvalidTurnError: A text that is not an ISO 8601 timestamp.
     """
     if type(value) is bytes or isinstance(value, bytearray | memoryview):  # (the exact type first: hot)
-        raw = bytes(value)
-        if len(raw) != _SIZE:
-            raise DecodeError(f"stored turn timestamp is {len(raw)} bytes, not {_SIZE}")
-        return _EPOCH + timedelta(microseconds=int.from_bytes(raw, "big"))
+        if len(value) != _SIZE:
+            raise DecodeError(f"stored turn timestamp is {len(value)} bytes, not {_SIZE}")
+        seconds, micros = divmod(int.from_bytes(value, "big"), 1_000_000)
+        return _EPOCH + timedelta(0, seconds, micros)
     return parse_timestamp(value)
 
 
