@@ -27,6 +27,7 @@ from stratamem import Config, Memory
 from stratamem.errors import BackendError, DecodeError, InvalidTurnError
 from stratamem.records import StoredTurn, format_timestamp
 from stratamem.store.open import open_store
+from stratamem.store.part_bytes import part_of
 from stratamem.store.turn_stamps import pack_stamp, unpack_stamp
 from stratamem.testing.hash_embedder import HashEmbedder
 
@@ -199,6 +200,7 @@ def test_sentence_rows_of_a_real_locomo_conversation_name_their_model_once(tmp_p
     # Each row's bytes beyond its blob: 35.7 with the 31-byte key on every row (73,376 of payload in
     # 81,920 bytes of pages), 7.7 now (66,796 in 77,824).
     assert payload <= blobs + 8 * rows and pages <= 77_824
+    assert part_of("recall_models") == "recall_index"  # `stratamem status` counts the key table with the vectors
 
 
 def _pg_where(request: pytest.FixtureRequest) -> str:
