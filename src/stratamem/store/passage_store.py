@@ -1,7 +1,8 @@
 """Passage vectors of long turns (``m011_passages``), one implementation for every backend.
 
 One row per long turn (:mod:`stratamem.retrieve.passages`): the model that
-made the vectors and all its passages' int8 vectors
+made the vectors (since ``m028_model_ids`` the id of its key in
+``recall_models``, where each key is stored once) and all its passages' int8 vectors
 (:mod:`stratamem.embed.quantize`) concatenated in one blob — a blob's length
 gives the passage count. Short turns (all of LoCoMo) have no row, so a store
 of short turns does not grow. Rows made by another model are ignored on
