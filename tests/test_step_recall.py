@@ -24,11 +24,16 @@ def _recalled(ctx: Any) -> bool:
     return RECALL_TITLE in ctx.text
 
 
-def _loop(db: Path, fmt: str, step_recall: bool) -> list[Any]:
+def _loop(db: Path, fmt: str, step_recall: bool, stays: bool = False, record: bool = True) -> list[Any]:
     cfg = Config.from_dict(
         {
             "pyramid": {"defer_summarization": False, "micro_chunk_size": 24},
-            "context": {"cache_min_tokens": 64, "cache_step_recall": step_recall},
+            "context": {
+                "cache_min_tokens": 64,
+                "cache_step_recall": step_recall,
+                "cache_recall_stays": stays,
+                "record_manifests": record,
+            },
         }
     )
     mem = Memory(db, namespace="steps", config=cfg, embedder=None)
@@ -54,7 +59,7 @@ def _loop(db: Path, fmt: str, step_recall: bool) -> list[Any]:
 def test_without_step_recall_each_request_of_a_tool_loop_starts_with_the_whole_previous_one(
     tmp_path: Path, fmt: str
 ) -> None:
-    contexts = _loop(tmp_path / "off.db", fmt, step_recall=False)
+    contexts = _loop(tmp_path / "off.db", fmt, step_recall=False, stays=False)
     # The request's own call recalls (the walrus at the harbour); its steps do not.
     assert [_recalled(c) for c in contexts] == [True, False, False, False, False, False]
     assert all(c.manifest.cache["anchor"] == contexts[0].manifest.cache["anchor"] for c in contexts)
@@ -69,10 +74,64 @@ def test_without_step_recall_each_request_of_a_tool_loop_starts_with_the_whole_p
     assert plain(second[: len(first) - 1]) == plain(first[:-1])
 
 
-def test_with_step_recall_every_step_recalls_after_its_newest_results(tmp_path: Path) -> None:
-    contexts = _loop(tmp_path / "on.db", "openai", step_recall=True)
+@pytest.mark.parametrize("record", [True, False])
+def test_with_step_recall_every_step_recalls_after_its_newest_results(tmp_path: Path, record: bool) -> None:
+    # Without cache_recall_stays, or with it but no recorded manifests to read the kept block from.
+    contexts = _loop(tmp_path / "on.db", "openai", step_recall=True, stays=not record, record=record)
     assert all(_recalled(c) for c in contexts)
     for before, after in zip(contexts, contexts[1:], strict=False):
         assert before.messages[-1]["content"].startswith(RECALL_TITLE)
         assert after.messages[: len(before.messages) - 1] == before.messages[:-1]
         assert after.messages[len(before.messages) - 1] != before.messages[-1]
+
+
+def _blocks(ctx: Any) -> list[str]:
+    """The per-call (L4) blocks of a request, wherever they sit."""
+    texts = []
+    for m in ctx.messages:
+        content = m.get("content")
+        for b in [{"text": content}] if isinstance(content, str) else content or ():
+            if isinstance(b, dict) and str(b.get("text", "")).startswith(RECALL_TITLE):
+                texts.append(b["text"])
+    return texts
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_a_requests_recall_stays_after_its_words_and_each_step_only_appends(tmp_path: Path, fmt: str) -> None:
+    contexts = _loop(tmp_path / "stays.db", fmt, step_recall=True, stays=True)
+    first = _blocks(contexts[0])
+    # The request's own call recalls; every step shows that same block, once, where it was.
+    assert len(first) == 1 and "apples before noon" in first[0]
+    assert all(_blocks(c) == first for c in contexts)
+    assert all(c.manifest.cache["anchor"] == contexts[0].manifest.cache["anchor"] for c in contexts)
+    for before, after in zip(contexts, contexts[1:], strict=False):
+        assert structural_problems(list(after.messages), fmt) == []
+        # The whole previous request, its recall and newest results included, then this call's step.
+        assert plain(after.messages[: len(before.messages)]) == plain(before.messages)
+        assert len(after.messages) == len(before.messages) + 2
+        assert after.manifest.cache["kept_recall"]["texts"] == {str(_request_id(after)): first[0]}
+
+
+def _request_id(ctx: Any) -> int:
+    return next(int(i.id.split(":")[1]) for i in ctx.manifest.items if i.reason == "recent_window")
+
+
+def test_after_a_plain_reply_the_previous_messages_recall_goes(tmp_path: Path) -> None:
+    """A chat (no tool steps): the per-call block is last and goes at the next message, as before."""
+    cfg = Config.from_dict({"context": {"cache_min_tokens": 64}})
+    mem = Memory(tmp_path / "chat.db", namespace="chat", config=cfg, embedder=None)
+    for i in range(12):
+        text = f"The {ANIMALS[i % 6]} near the {PLACES[(i * 5) % 6]} ate {i + 3} apples before noon."
+        mem.add({"role": "user" if i % 2 == 0 else "assistant", "content": text}, session="s1")
+    mem.seal("s1")
+    mem.add({"role": "user", "content": "Tell me about the walrus at the harbour."}, session="s2")
+    one = mem.context(
+        "Tell me about the walrus at the harbour.", budget=3000, session="s2", format="openai", cache=True
+    )
+    mem.add({"role": "assistant", "content": "It ate apples."}, session="s2")
+    mem.add({"role": "user", "content": "And the otter in the orchard."}, session="s2")
+    two = mem.context("And the otter in the orchard.", budget=3000, session="s2", format="openai", cache=True)
+    mem.close()
+    assert one.messages[-1]["content"].startswith(RECALL_TITLE)
+    assert _blocks(one)[0] not in _blocks(two)  # the first message's block did not stay
+    assert plain(two.messages[: len(one.messages) - 1]) == plain(one.messages[:-1])

@@ -208,6 +208,9 @@ class ContextConfig:
     cache_step_recall: bool = True
     """Cache layout: recall for a call that continues a tool loop (its newest turn a tool result);
     ``false``: only the request's first call gets it, the loop's steps keep their prefix whole."""
+    cache_recall_stays: bool = True
+    """Cache layout: a request's recall stays where it was first sent, after the request's words, on
+    every later call that shows them (read back from the recorded manifests), instead of moving."""
     cache_cut_share: float = 0.1
     """Cache layout: a tool result larger than this share of the window's room is shown cut to it
     (head and tail kept, a marker naming the stored turn), the same bytes on every call."""
