@@ -120,10 +120,13 @@ def gather_cache(
     else:
         turns = []
     stays = cfg.cache_recall_stays and bool(turns) and request.fmt in ("openai", "anthropic")
+    # Only a session with tool steps can show a kept block (after a plain reply it goes): a chat
+    # records its blocks but never reads the manifests back.
+    read = stays and any(st.role == "assistant" and st.turn.tool_use_ids for st in turns)
     key = kept_key(request.fmt, request.budget)
     return CacheInputs(
         turns=turns,
-        kept_recall=_kept_recall(parts, request, key) if stays else {},
+        kept_recall=_kept_recall(parts, request, key) if read else {},
         recall_stays=stays,
         recall_key=key,
         ledger=ledger_entries(parts),
