@@ -135,3 +135,38 @@ def test_after_a_plain_reply_the_previous_messages_recall_goes(tmp_path: Path) -
     assert one.messages[-1]["content"].startswith(RECALL_TITLE)
     assert _blocks(one)[0] not in _blocks(two)  # the first message's block did not stay
     assert plain(two.messages[: len(one.messages) - 1]) == plain(one.messages[:-1])
+
+
+@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+def test_once_the_window_passes_the_requests_words_its_recall_opens_the_window(tmp_path: Path, fmt: str) -> None:
+    cfg = Config.from_dict({"pyramid": {"defer_summarization": False}, "context": {"cache_min_tokens": 64}})
+    mem = Memory(tmp_path / "lead.db", namespace="lead", config=cfg, embedder=None)
+    for i in range(12):
+        text = f"The {ANIMALS[i % 6]} near the {PLACES[(i * 5) % 6]} ate {i + 3} apples before noon."
+        mem.add({"role": "user" if i % 2 == 0 else "assistant", "content": text}, session="s1")
+    mem.seal("s1")
+    mem.add({"role": "user", "content": REQUEST}, session="s2")
+    contexts = []
+    for n in range(14):
+        contexts.append(mem.context(REQUEST, budget=1500, session="s2", format=fmt, cache=True))
+        call = {"type": "tool_use", "id": f"toolu_{n:03d}", "name": "bash", "input": {"command": f"pytest -k c{n}"}}
+        mem.add({"role": "assistant", "content": [{"type": "text", "text": f"Step {n}."}, call]}, session="s2")
+        log = " ".join(f"test_{n}_{k} passed" for k in range(40))
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{n:03d}", "content": log}
+        mem.add({"role": "user", "content": [result]}, session="s2", format="anthropic")
+    mem.close()
+    first = _blocks(contexts[0])
+    assert len(first) == 1
+    # Every call shows the request's recall once, the same bytes, also after the window left its words.
+    assert all(_blocks(c) == first for c in contexts)
+    request_id = _request_id(contexts[0])
+    shown = [any(request_id in i.turn_ids for i in c.manifest.items if i.reason == "recent_window") for c in contexts]
+    assert shown[0] and not shown[-1]
+    for before, after in zip(contexts, contexts[1:], strict=False):
+        assert structural_problems(list(after.messages), fmt) == []
+        if after.manifest.cache["anchor"] == before.manifest.cache["anchor"]:
+            assert plain(after.messages[: len(before.messages)]) == plain(before.messages)
+    # Where the request's words are gone, the block opens the window: before its first step.
+    for c in (c for c, s in zip(contexts, shown, strict=True) if not s):
+        opening = next(i for i, m in enumerate(c.messages) if m["role"] == "assistant")
+        assert any(RECALL_TITLE in str(m["content"]) for m in c.messages[:opening])
