@@ -164,12 +164,6 @@ def _window_messages(window: Sequence[StoredTurn], fmt: str, stays: Mapping[int,
     the request's words are out of it).
     """
     out: list[dict[str, Any]] = []
-    lead = stays.get(LEAD)
-    if lead:
-        # Anthropic: a user message, in place of the stub a window opening on a tool step needs.
-        out.append({"role": "user" if fmt == "anthropic" else "system", "content": [{"type": "text", "text": lead}]})
-        if fmt != "anthropic":
-            out[-1]["content"] = lead
     run: list[Any] = []
     for st in window:
         run.append(st.turn)
@@ -183,6 +177,19 @@ def _window_messages(window: Sequence[StoredTurn], fmt: str, stays: Mapping[int,
         else:
             out.append({"role": "system", "content": text})
     out.extend(dict(m) for m in render(run, fmt)[0])
+    lead = stays.get(LEAD)
+    if lead and fmt == "anthropic":
+        # The first text block of the user message the window opens with: the request's words of
+        # a window that starts at a request, else the user message a window opening on a tool step
+        # needs, in place of the stub.
+        if out and out[0].get("role") == "user":
+            content = out[0]["content"]
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+            out[0] = {**out[0], "content": [{"type": "text", "text": lead}, *blocks]}
+        else:
+            out.insert(0, {"role": "user", "content": [{"type": "text", "text": lead}]})
+    elif lead:
+        out.insert(0, {"role": "system", "content": lead})
     return out
 
 
