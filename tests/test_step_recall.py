@@ -170,3 +170,30 @@ def test_once_the_window_passes_the_requests_words_its_recall_opens_the_window(t
     for c in (c for c, s in zip(contexts, shown, strict=True) if not s):
         opening = next(i for i, m in enumerate(c.messages) if m["role"] == "assistant")
         assert any(RECALL_TITLE in str(m["content"]) for m in c.messages[:opening])
+
+
+def test_the_kept_block_is_read_from_the_store_not_from_the_process(tmp_path: Path) -> None:
+    """A memory opened afresh for each call (a CLI, another worker) sends the same bytes."""
+    warm = _loop(tmp_path / "warm.db", "anthropic", step_recall=True, stays=True)
+    cfg = Config.from_dict(
+        {"pyramid": {"defer_summarization": False, "micro_chunk_size": 24}, "context": {"cache_min_tokens": 64}}
+    )
+    db = tmp_path / "cold.db"
+    with Memory(db, namespace="steps", config=cfg, embedder=None) as mem:
+        for session in ("s1", "s2"):
+            for i in range(12):
+                animal, place = ANIMALS[i % 6], PLACES[(i * 5) % 6]
+                text = f"In {session} the {animal} near the {place} ate {i + 3} apples before noon."
+                mem.add({"role": "user" if i % 2 == 0 else "assistant", "content": text}, session=session)
+            mem.seal(session)
+        mem.add({"role": "user", "content": REQUEST}, session="s3")
+    cold = []
+    for n in range(6):
+        with Memory(db, namespace="steps", config=cfg, embedder=None) as mem:
+            cold.append(mem.context(REQUEST, budget=3000, session="s3", format="anthropic", cache=True))
+            call = {"type": "tool_use", "id": f"toolu_{n:03d}", "name": "bash", "input": {"command": f"pytest -k c{n}"}}
+            mem.add({"role": "assistant", "content": [{"type": "text", "text": f"Step {n}."}, call]}, session="s3")
+            result = {"type": "tool_result", "tool_use_id": f"toolu_{n:03d}", "content": f"{n + 1} passed in 0.1s"}
+            mem.add({"role": "user", "content": [result]}, session="s3", format="anthropic")
+    assert [plain(c.messages) for c in cold] == [plain(c.messages) for c in warm]
+    assert all(_blocks(c) == _blocks(cold[0]) for c in cold)
