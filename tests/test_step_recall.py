@@ -197,3 +197,38 @@ def test_the_kept_block_is_read_from_the_store_not_from_the_process(tmp_path: Pa
             mem.add({"role": "user", "content": [result]}, session="s3", format="anthropic")
     assert [plain(c.messages) for c in cold] == [plain(c.messages) for c in warm]
     assert all(_blocks(c) == _blocks(cold[0]) for c in cold)
+
+
+def test_a_window_opening_at_a_request_carries_the_leading_block_in_its_first_message(tmp_path: Path) -> None:
+    """Anthropic: the previous loop's request block leads a window that opens at the next request;
+    it goes into that request's user message (two user messages in a row are not a valid request)."""
+    cfg = Config.from_dict({"pyramid": {"defer_summarization": False}, "context": {"cache_min_tokens": 64}})
+    mem = Memory(tmp_path / "requests.db", namespace="x", config=cfg, embedder=None)
+    for i in range(12):
+        text = f"The {ANIMALS[i % 6]} near the {PLACES[(i * 5) % 6]} ate {i + 3} apples before noon."
+        mem.add({"role": "user" if i % 2 == 0 else "assistant", "content": text}, session="s1")
+    mem.seal("s1")
+    contexts, n = [], 0
+    for r in range(5):
+        request = f"Run the tests for the {ANIMALS[r]} at the {PLACES[r]} and fix what fails."
+        mem.add({"role": "user", "content": request}, session="s2")
+        for _ in range(3):
+            contexts.append(mem.context(request, budget=1500, session="s2", format="anthropic", cache=True))
+            call = {"type": "tool_use", "id": f"t{n}", "name": "bash", "input": {"command": f"pytest -k c{n}"}}
+            mem.add({"role": "assistant", "content": [{"type": "text", "text": f"Step {n}."}, call]}, session="s2")
+            log = " ".join(f"test_{n}_{j} passed" for j in range(40))
+            result = {"type": "tool_result", "tool_use_id": f"t{n}", "content": log}
+            mem.add({"role": "user", "content": [result]}, session="s2", format="anthropic")
+            n += 1
+        mem.add({"role": "assistant", "content": "Done."}, session="s2")
+    mem.close()
+    assert [structural_problems(list(c.messages), "anthropic") for c in contexts] == [[]] * len(contexts)
+    led = [
+        c
+        for c in contexts
+        if isinstance(first := c.messages[0]["content"], list)
+        and len(first) > 1
+        and str(first[0].get("text", "")).startswith(RECALL_TITLE)
+        and str(first[1].get("text", "")).startswith("Run the tests")
+    ]
+    assert len(led) == 6
