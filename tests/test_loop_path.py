@@ -30,6 +30,7 @@ from stratamem.memory.requests import current_session
 from stratamem.records import StoredTurn, Turn
 from stratamem.retrieve import HybridIndex
 from stratamem.retrieve import scans as scans_module
+from stratamem.retrieve.ivf import ScanSettings
 from stratamem.retrieve.passages import PassageVectors
 from stratamem.retrieve.plan import QueryPlan
 from stratamem.retrieve.vector_rows import VectorRows, _Rows
@@ -113,7 +114,7 @@ def test_scanning_distinct_vectors_gives_every_query_its_own_scans(picks: list[i
     turns.extend(rng.integers(-127, 128, size=(300, 16), dtype=np.int8))
     sentences = PassageVectors()
     sentences.add(range(0, 300, 3), [rng.integers(-7, 8, size=(1 + i % 3, 16), dtype=np.int8) for i in range(100)])
-    got = scans_module.scan_queries(vectors, turns, sentences, None, None)
+    got = scans_module.scan_queries(vectors, turns, sentences, None, ScanSettings(rows=0))
     for v, (q, dots, best, passage) in zip(vectors, got, strict=True):
         alone = turns.dots_many([v])[0]
         assert q is v and passage is None
