@@ -273,6 +273,28 @@ def test_an_opened_index_leaves_the_collector_no_object_per_turn(tmp_path: Path)
     assert held == []
 
 
+def test_sentence_vectors_keep_no_container_with_an_element_per_turn() -> None:
+    """``main`` kept the positions of the turns with sentence vectors in a set (~85k at 100k turns), the
+    largest container a full collection walked (~1-3 ms of each at 100k)."""
+    rng = np.random.default_rng(3)
+    pv = PassageVectors()
+    pv.add(range(3000), [rng.integers(-7, 8, size=(2, 16), dtype=np.int8) for _ in range(3000)])
+    pv.best_many([np.ones(16, dtype=np.float32)], [np.zeros(3000)])  # stacks the rows
+    pv.add([3000], [rng.integers(-7, 8, size=(3, 16), dtype=np.int8)])  # pending until the next query
+    gc.collect()
+    held, todo, seen = [], [pv], set()
+    while todo:
+        o = todo.pop()
+        if id(o) in seen or isinstance(o, type):
+            continue
+        seen.add(id(o))
+        if isinstance(o, list | dict | set | tuple) and len(o) >= 3000:
+            held.append(f"{type(o).__name__} of {len(o)}")
+        todo.extend(r for r in gc.get_referents(o) if gc.is_tracked(r))
+    assert held == []
+    assert pv.turns == set(range(3001))  # (still given, made on demand)
+
+
 def test_turn_slots_give_back_the_keys_and_turns_they_hold() -> None:
     """The slots hand out equal keys (and the full turns as stored) while keeping no key object."""
     from stratamem.retrieve.turn_slots import TurnSlots
