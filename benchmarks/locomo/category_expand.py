@@ -248,6 +248,7 @@ def score_set(dataset: str, specs: list[str], store: Any) -> dict[str, dict[str,
                     top = [st.id for st in rrf.rank(q.text, 10)]
                 else:
                     SETTING.update(_parse(name) if name != "main" else {})
+                    SETTING["gold"] = gold  # read only by the oracle settings of wordnet_expand
                     if "gspk" in SETTING:
                         codes = [index._corpus.speakers[n] for n in index.query_facts(q.text).speakers]
                         SETTING["named_mask"] = np.isin(index._corpus.speaker_of, codes) if codes else None
