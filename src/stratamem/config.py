@@ -260,8 +260,10 @@ class EmbeddingConfig:
     that need several turns ("how many books have I finished?"). Costs ~1–2.5 embeddings per turn at
     write time and ~0.5–1 MB per 1,000 turns (docs/retrieval.md)."""
     approximate_from: int = 200_000
-    """Turns from which recall scans vectors through lists (IVF, ``stratamem.retrieve.ivf``) instead of
-    every row: sublinear warm contexts at 1M turns; exact (and unchanged) below. 0: always exact."""
+    """Rows from which recall scans a vector matrix through lists (IVF, ``stratamem.retrieve.ivf``)
+    instead of every row, each matrix by its own rows: the turn vectors from this many turns, the
+    sentence vectors (~2.5 a turn) from ~80k turns. Sublinear warm contexts at 1M turns; exact (and
+    unchanged) below. 0: always exact."""
     probe: int = 64
     """Lists of 1,024 each approximate scan reads per query vector (more: closer to exact, slower)."""
 
