@@ -3,6 +3,7 @@ of the loop is, byte for byte, the start of the next one (only the newest step i
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,13 @@ from stratamem.providers import structural_problems
 ANIMALS = ["walrus", "heron", "otter", "lynx", "badger", "falcon"]
 PLACES = ["harbour", "orchard", "quarry", "lighthouse", "market", "chapel"]
 REQUEST = "Run the tests for the walrus at the harbour and fix what fails."
+# Fixed clock: recall blocks carry date headings, so wall-clock times would let two runs
+# straddling midnight differ.
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+def _at(minute: int) -> datetime:
+    return T0 + timedelta(minutes=minute)
 
 
 def _recalled(ctx: Any) -> bool:
@@ -41,16 +49,24 @@ def _loop(db: Path, fmt: str, step_recall: bool, stays: bool = False, record: bo
         for i in range(12):
             animal, place = ANIMALS[i % 6], PLACES[(i * 5) % 6]
             text = f"In {session} the {animal} near the {place} ate {i + 3} apples before noon."
-            mem.add({"role": "user" if i % 2 == 0 else "assistant", "content": text}, session=session)
+            mem.add(
+                {"role": "user" if i % 2 == 0 else "assistant", "content": text},
+                session=session,
+                timestamp=_at(i + (0 if session == "s1" else 60)),
+            )
         mem.seal(session)
-    mem.add({"role": "user", "content": REQUEST}, session="s3")
+    mem.add({"role": "user", "content": REQUEST}, session="s3", timestamp=_at(120))
     contexts = []
     for n in range(6):
-        contexts.append(mem.context(REQUEST, budget=3000, session="s3", format=fmt, cache=True))
+        contexts.append(mem.context(REQUEST, budget=3000, session="s3", format=fmt, cache=True, now=_at(200 + n)))
         call = {"type": "tool_use", "id": f"toolu_{n:03d}", "name": "bash", "input": {"command": f"pytest -k c{n}"}}
-        mem.add({"role": "assistant", "content": [{"type": "text", "text": f"Step {n}."}, call]}, session="s3")
+        mem.add(
+            {"role": "assistant", "content": [{"type": "text", "text": f"Step {n}."}, call]},
+            session="s3",
+            timestamp=_at(121 + 2 * n),
+        )
         result = {"type": "tool_result", "tool_use_id": f"toolu_{n:03d}", "content": f"{n + 1} passed in 0.1s"}
-        mem.add({"role": "user", "content": [result]}, session="s3", format="anthropic")
+        mem.add({"role": "user", "content": [result]}, session="s3", format="anthropic", timestamp=_at(122 + 2 * n))
     mem.close()
     return contexts
 
@@ -184,17 +200,27 @@ def test_the_kept_block_is_read_from_the_store_not_from_the_process(tmp_path: Pa
             for i in range(12):
                 animal, place = ANIMALS[i % 6], PLACES[(i * 5) % 6]
                 text = f"In {session} the {animal} near the {place} ate {i + 3} apples before noon."
-                mem.add({"role": "user" if i % 2 == 0 else "assistant", "content": text}, session=session)
+                mem.add(
+                    {"role": "user" if i % 2 == 0 else "assistant", "content": text},
+                    session=session,
+                    timestamp=_at(i + (0 if session == "s1" else 60)),
+                )
             mem.seal(session)
-        mem.add({"role": "user", "content": REQUEST}, session="s3")
+        mem.add({"role": "user", "content": REQUEST}, session="s3", timestamp=_at(120))
     cold = []
     for n in range(6):
         with Memory(db, namespace="steps", config=cfg, embedder=None) as mem:
-            cold.append(mem.context(REQUEST, budget=3000, session="s3", format="anthropic", cache=True))
+            cold.append(
+                mem.context(REQUEST, budget=3000, session="s3", format="anthropic", cache=True, now=_at(200 + n))
+            )
             call = {"type": "tool_use", "id": f"toolu_{n:03d}", "name": "bash", "input": {"command": f"pytest -k c{n}"}}
-            mem.add({"role": "assistant", "content": [{"type": "text", "text": f"Step {n}."}, call]}, session="s3")
+            mem.add(
+                {"role": "assistant", "content": [{"type": "text", "text": f"Step {n}."}, call]},
+                session="s3",
+                timestamp=_at(121 + 2 * n),
+            )
             result = {"type": "tool_result", "tool_use_id": f"toolu_{n:03d}", "content": f"{n + 1} passed in 0.1s"}
-            mem.add({"role": "user", "content": [result]}, session="s3", format="anthropic")
+            mem.add({"role": "user", "content": [result]}, session="s3", format="anthropic", timestamp=_at(122 + 2 * n))
     assert [plain(c.messages) for c in cold] == [plain(c.messages) for c in warm]
     assert all(_blocks(c) == _blocks(cold[0]) for c in cold)
 
