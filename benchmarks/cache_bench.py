@@ -166,6 +166,7 @@ def _merge(rows: list[dict[str, Any]]) -> dict[str, Any]:
     out["where"] = sum((Counter(r["where"]) for r in rows), Counter())
     out["causes"] = sum((Counter(r.get("causes", {})) for r in rows), Counter())
     out["lost"] = sum((Counter(r.get("lost", {})) for r in rows), Counter())
+    out["uncached"] = sum((Counter(r.get("uncached", {})) for r in rows), Counter())
     out["parts"] = sum((Counter(r.get("parts", {})) for r in rows), Counter())
     out["carried"] = sum((Counter(r.get("carried", {})) for r in rows), Counter())
     for key in ("share_median", "lcp_median"):
@@ -289,6 +290,44 @@ def _causes(results: list[dict]) -> list[str]:
                         f"{k} {v / n:.0%} · {m['lost'][k] / m['tokens']:.1%}" for k, v in m["causes"].most_common()
                     )
                     lines.append(f"- {res['label']} · {dataset} {fmt} B={budget}: {top}")
+    return lines
+
+
+def _uncached(results: list[dict]) -> list[str]:
+    """The tokens each call sends past its common prefix with the previous call, by what they are.
+
+    Per call kind (``request``: a person's words arrived; ``step``: tool results only) and the cause
+    of the break (the first of ledger changed, window start moved, per call), the uncached tokens
+    by content: ``new`` (pieces the previous prompt did not hold: the newest turns), ``re-sent`` (pieces
+    it held, after the break), ``recall block`` (L4), ``system / ledger``. Shares of all prompt tokens.
+    """
+    lines = [
+        "\nuncached tokens (assembly arm, agent transcript): share of all prompt tokens by call kind · "
+        "cause of the break · content (the prefix share is 100 % minus their sum)\n"
+    ]
+    for res in results:
+        for fmt in ("openai", "anthropic"):
+            rows = [r for r in res["rows"] if r["dataset"] == "agent" and r["format"] == fmt and r["arm"] == "assembly"]
+            for budget in sorted({r["budget"] for r in rows}):
+                m = _merge([r for r in rows if r["budget"] == budget])
+                u, total = m["uncached"], m["tokens"] or 1
+                if not u:
+                    continue
+                by_content: Counter[str] = Counter()
+                by_kind: Counter[str] = Counter()
+                for key, v in u.items():
+                    kind, _, content = key.split("|")
+                    by_content[content] += v
+                    by_kind[kind] += v
+                lines.append(
+                    f"- {res['label']} · {fmt} B={budget}: uncached {sum(u.values()) / total:.1%} = "
+                    + ", ".join(f"{k} {v / total:.1%}" for k, v in by_content.most_common())
+                    + " ; by call kind "
+                    + ", ".join(f"{k} {v / total:.1%}" for k, v in by_kind.most_common())
+                )
+                for key, v in sorted(u.items(), key=lambda kv: -kv[1]):
+                    if v / total >= 0.002:
+                        lines.append(f"    - {key.replace('|', ' · ')}: {v / total:.1%}")
     return lines
 
 
@@ -423,6 +462,7 @@ def main(argv: list[str] | None = None) -> None:
     out += _per_conversation(results)
     out += _where(results)
     out += _causes(results)
+    out += _uncached(results)
     out += _parts(results)
     out += _unseen(results)
     out += _recall(results)

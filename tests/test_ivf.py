@@ -88,6 +88,7 @@ def test_probing_every_list_is_the_exact_scan_bit_for_bit(n: int, codes: bool, s
 
 def test_the_settings_apply_from_their_row_count_and_zero_means_never() -> None:
     assert not ScanSettings(rows=10).applies(9) and ScanSettings(rows=10).applies(10)
+    assert ScanSettings(rows=10).probe_for(9) is None and ScanSettings(rows=10, probe=3).probe_for(10) == 3
     assert not ScanSettings(rows=0).applies(10**9)
     assert ScanSettings().rows == 200_000 and Config().embedding.approximate_from == 200_000
     with pytest.raises(ConfigError, match="probe"):
@@ -145,6 +146,30 @@ def test_a_store_past_the_lowered_threshold_scans_through_lists_and_all_lists_eq
     assert approx.search("red kayak lake", k=1)[0].text.endswith("red kayak for the lake trips.")
     index = approx._recall_index()
     assert index._corpus.vectors.clusters.size == len(index)
+
+
+def test_each_matrix_is_scanned_by_its_own_rows_the_sentences_before_the_turns(tmp_path: Path) -> None:
+    """Issue 28: at 100k turns the ~255k sentence rows were scanned in full (most of a planned question's
+    scans) because the threshold counted turns. Each matrix now goes by its own rows: here the sentence
+    rows pass it, the turn rows do not."""
+    exact = _memory(tmp_path / "m.db", 0, 1)
+    _fill(exact, 400)
+    mem = _memory(tmp_path / "m.db", 600, 4)
+    single, planned = QUESTIONS[0], QUESTIONS[1]
+    index = mem._recall_index()
+    assert not index.plan(single).multi and index.plan(planned).multi
+    # The turn rows are below the threshold: a question without a plan is ranked exactly, bit for bit.
+    assert [(h.id, h.score) for h in mem.search(single, k=10)] == [(h.id, h.score) for h in exact.search(single, k=10)]
+    mem.search(planned, k=10)
+    sentences = index._sentence_vectors
+    assert len(index) == 400 < 600 <= len(sentences)
+    assert index._corpus.vectors is not None and index._corpus.vectors.clusters is None
+    assert sentences._matrix is not None and sentences._matrix.clusters is not None
+    # Probing every list of the sentence rows gives the exact planned ranking.
+    every = _memory(tmp_path / "m.db", 600, LISTS)
+    assert [(h.id, h.score) for h in every.search(planned, k=10)] == [
+        (h.id, h.score) for h in exact.search(planned, k=10)
+    ]
 
 
 def test_a_forgotten_turn_never_comes_back_through_the_lists(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,7 @@ class Tracker:
         self.where: Counter[str] = Counter()
         self.causes: Counter[str] = Counter()
         self.lost: Counter[str] = Counter()
+        self.uncached: Counter[str] = Counter()
         self._cache: dict[str, Any] | None = None
         self.breakpoints = 0
         self._prev: Request | None = None
@@ -106,12 +107,20 @@ class Tracker:
         self._anth = {(m, p): AnthropicCache(m) for m in MIN_LENGTHS for p in ("sent", "rolling")}
         self.anth = {f"{m}/{p}": [0, 0, 0] for m in MIN_LENGTHS for p in ("sent", "rolling")}
 
-    def call(self, req: Request, scope: object, manifest: Any = None, newest: set[int] | None = None) -> None:
+    def call(
+        self,
+        req: Request,
+        scope: object,
+        manifest: Any = None,
+        newest: set[int] | None = None,
+        newest_turns: Sequence[Any] = (),
+    ) -> None:
         """Account one request; ``scope`` changes when the provider caches have expired.
 
         ``manifest``: the context's, whose item tokens are summed by reason (what the prompt is made of).
         ``newest``: ids of the turns stored since the previous call (the user's message or the tool
         results the model has not seen yet): a call whose prompt lacks one of them counts as ``unseen``.
+        ``newest_turns``: those turns' records (a person's words among them: a request boundary).
         """
         if manifest is not None:
             self._reorder_bound(manifest)
@@ -140,6 +149,8 @@ class Tracker:
             cause = _cause(self._cache, getattr(manifest, "cache", None))
             self.causes[cause] += 1
             self.lost[cause] += len(req) - n
+            for kind, tokens in _uncached(self._prev, req, n).items():
+                self.uncached[f"{_boundary(newest_turns)}|{cause}|{kind}"] += tokens
         self._cache = getattr(manifest, "cache", None)
         self._prev = req
         if self.fmt == "openai":
@@ -200,6 +211,7 @@ class Tracker:
             "where": dict(self.where),
             "causes": dict(self.causes),
             "lost": dict(self.lost),
+            "uncached": dict(self.uncached),
             "openai_cached": self.openai_cached,
             "anthropic": self.anth,
             "breakpoints": self.breakpoints,
@@ -208,6 +220,49 @@ class Tracker:
             "chain": self.chain,
             "unit_tokens": self.unit_tokens,
         }
+
+
+RECALL_PREFIX = "## Recalled for this message"
+"""The per-call block's title (``context/cache_render.RECALL_TITLE``; the text is matched, the code not imported)."""
+
+
+def _boundary(turns: Sequence[Any]) -> str:
+    """``request`` when a person's words arrived since the previous call, ``step`` when only tool results
+    did (a tool loop's next call), ``call`` when the replay does not say (LoCoMo: every call a message)."""
+    if not turns:
+        return "call"
+    return "request" if any(st.role == "user" for st in turns) else "step"
+
+
+def _uncached(prev: Request, req: Request, n: int) -> Counter[str]:
+    """The tokens of ``req`` past its common prefix ``n`` with ``prev``, by what they are.
+
+    Per message (a header goes with its message; OpenAI's leading system message and Anthropic's
+    system blocks are one piece each): ``recall block`` (a piece that opens with the per-call title),
+    ``system / ledger`` (system text: instructions, state, the ledger), ``re-sent`` (a piece the
+    previous prompt also held, sent again because something before it changed) and ``new`` (a
+    piece the previous prompt did not hold: the newest turns, or an old turn shown anew).
+    """
+    seen = set(prev.texts)
+    out: Counter[str] = Counter()
+    starts = [0, *map(int, req.ends[:-1])]
+    kinds: list[str] = []
+    for label, text in zip(req.labels, req.texts, strict=True):
+        if text.startswith(RECALL_PREFIX):
+            kinds.append("recall block")
+        elif label == "system" or (label.startswith("msg[0].system") and not label.endswith("header")):
+            kinds.append("system / ledger")
+        elif label.endswith("header"):
+            kinds.append("")  # decided by its message's first content piece
+        else:
+            kinds.append("re-sent" if text in seen else "new")
+    for i in range(len(kinds) - 1, -1, -1):
+        if not kinds[i]:
+            kinds[i] = kinds[i + 1] if i + 1 < len(kinds) and kinds[i + 1] else "new"
+    for start, end, kind in zip(starts, map(int, req.ends), kinds, strict=True):
+        if end > n:
+            out[kind] += end - max(start, n)
+    return out
 
 
 def _cause(prev: Mapping[str, Any] | None, cur: Mapping[str, Any] | None) -> str:
@@ -402,6 +457,7 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
             loops[fmt] = (side, LoopSession(make, fmt), [])
         query = ""
         newest: set[int] = set()  # turns stored since the previous model call
+        stored: list[Any] = []  # and their records
         for i, m in enumerate(msgs):
             if m["role"] == "user" and isinstance(m["content"], str):
                 query = m["content"]
@@ -410,9 +466,9 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
                     for fmt in args.formats:
                         ctx = mem.context(query, budget=budget, session="agent", format=fmt)
                         tracker("assembly", budget, fmt).call(
-                            ser.request(*_request(ctx)), "agent", ctx.manifest, newest
+                            ser.request(*_request(ctx)), "agent", ctx.manifest, newest, stored
                         )
-                newest = set()
+                newest, stored = set(), []
                 for fmt in args.formats:
                     if args.whole:
                         tracker("whole history", None, fmt).call(ser.request(None, shapes[fmt][:i]), "agent")
@@ -428,10 +484,9 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
                     for r in server.requests[asked:]:
                         t.summarizer += len(ser.request(None, list(r.body.get("messages") or ())))
                     t.call(ser.request(None, sent), "agent")
-            newest |= {
-                st.id
-                for st in mem.add(m, session="agent", format="anthropic", timestamp=t0 + timedelta(seconds=20 * i))
-            }
+            added = mem.add(m, session="agent", format="anthropic", timestamp=t0 + timedelta(seconds=20 * i))
+            newest |= {st.id for st in added}
+            stored += added
         for side, _, _ in loops.values():
             side.close()
         mem.close()

@@ -208,6 +208,9 @@ class ContextConfig:
     cache_step_recall: bool = True
     """Cache layout: recall for a call that continues a tool loop (its newest turn a tool result);
     ``false``: only the request's first call gets it, the loop's steps keep their prefix whole."""
+    cache_recall_stays: bool = True
+    """Cache layout: a request's recall stays where it was first sent, after the request's words, on
+    every later call that shows them (read back from the recorded manifests), instead of moving."""
     cache_cut_share: float = 0.1
     """Cache layout: a tool result larger than this share of the window's room is shown cut to it
     (head and tail kept, a marker naming the stored turn), the same bytes on every call."""
@@ -257,8 +260,10 @@ class EmbeddingConfig:
     that need several turns ("how many books have I finished?"). Costs ~1–2.5 embeddings per turn at
     write time and ~0.5–1 MB per 1,000 turns (docs/retrieval.md)."""
     approximate_from: int = 200_000
-    """Turns from which recall scans vectors through lists (IVF, ``stratamem.retrieve.ivf``) instead of
-    every row: sublinear warm contexts at 1M turns; exact (and unchanged) below. 0: always exact."""
+    """Rows from which recall scans a vector matrix through lists (IVF, ``stratamem.retrieve.ivf``)
+    instead of every row, each matrix by its own rows: the turn vectors from this many turns, the
+    sentence vectors (~2.5 a turn) from ~80k turns. Sublinear warm contexts at 1M turns; exact (and
+    unchanged) below. 0: always exact."""
     probe: int = 64
     """Lists of 1,024 each approximate scan reads per query vector (more: closer to exact, slower)."""
 

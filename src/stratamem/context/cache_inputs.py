@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..records import StoredTurn
@@ -23,7 +23,10 @@ if TYPE_CHECKING:
     from .policy import Policy
     from .units import Candidates
 
-__all__ = ["CacheInputs", "cache_key", "gather_cache"]
+__all__ = ["KEPT_LOOKBACK", "CacheInputs", "cache_key", "gather_cache", "kept_key"]
+
+KEPT_LOOKBACK = 24
+"""Newest manifests of the namespace searched for the recall blocks a session's calls kept."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,12 @@ class CacheInputs:
     """Whether a call whose newest turn is a tool result gets per-call recall (L4)."""
     cut_share: float = 0.1
     """A tool result larger than this share of the window's room is shown cut to it (head and tail)."""
+    kept_recall: Mapping[int, str] = field(default_factory=dict)
+    """Recall blocks earlier calls sent, by the id of the request turn they follow (``cache_recall_stays``)."""
+    recall_stays: bool = False
+    """Whether a request's recall stays where it was first sent (and is recorded for later calls)."""
+    recall_key: str = ""
+    """Which calls' kept blocks are this call's: the format and budget (:func:`kept_key`)."""
     min_tokens: int = 1024
     """The provider's shortest cacheable prefix, in its counting."""
     factor: float = 1.0
@@ -71,6 +80,31 @@ def cache_key(namespace: str, session: str | None) -> str:
     return f"stratamem-{digest[:16]}"
 
 
+def kept_key(fmt: str, budget: int) -> str:
+    """The key under which a call records its kept recall blocks: calls of another format or budget
+    render other blocks."""
+    return f"{fmt}/{budget}"
+
+
+def _kept_recall(parts: Parts, request: Request, key: str) -> dict[int, str]:
+    """The recall blocks the session's earlier calls with ``key`` kept, by request turn id.
+
+    Read from the newest recorded manifests (``cache.kept_recall``); a block never changes once
+    sent, so the newest record of each request turn is its block. Nothing when manifests are not
+    recorded: the request's recall is then assembled on every call, as without the setting.
+    """
+    if not parts.config.context.record_manifests:
+        return {}
+    out: dict[int, str] = {}
+    for stored in parts.store.manifests.latest(parts.namespace, KEPT_LOOKBACK):
+        kept = (stored.data.get("cache") or {}).get("kept_recall") or {}
+        if stored.session != request.session or kept.get("key") != key:
+            continue
+        for turn_id, text in (kept.get("texts") or {}).items():
+            out.setdefault(int(turn_id), str(text))
+    return out
+
+
 def gather_cache(
     parts: Parts, request: Request, policy: Policy, cands: Candidates, *, min_tokens: int, factor: float
 ) -> CacheInputs:
@@ -85,8 +119,16 @@ def gather_cache(
         turns = [st for st in parts.store.turns(parts.namespace, request.session) if st.role != "system"]
     else:
         turns = []
+    stays = cfg.cache_recall_stays and bool(turns) and request.fmt in ("openai", "anthropic")
+    # Only a session with tool steps can show a kept block (after a plain reply it goes): a chat
+    # records its blocks but never reads the manifests back.
+    read = stays and any(st.role == "assistant" and st.turn.tool_use_ids for st in turns)
+    key = kept_key(request.fmt, request.budget)
     return CacheInputs(
         turns=turns,
+        kept_recall=_kept_recall(parts, request, key) if read else {},
+        recall_stays=stays,
+        recall_key=key,
         ledger=ledger_entries(parts),
         shares=(cfg.current_share, cfg.history_share, cfg.bulk_share),
         recall_share=cfg.cache_recall_share,

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GRID_MESSAGES",
+    "LEAD",
     "LOOKBACK_BLOCKS",
     "RECALL_TITLE",
     "STEP_STUB",
@@ -57,6 +58,10 @@ __all__ = [
     "stable_hash",
     "stub_tokens",
 ]
+
+LEAD = -1
+"""Key of ``stays`` whose block opens the window: the current request's kept recall once the
+request's words have left the window (it then rides at the window's start until the next jump)."""
 
 RECALL_TITLE = "## Recalled for this message"
 """The title the per-call layer opens with (it follows the conversation)."""
@@ -148,8 +153,53 @@ def _with_l4(messages: list[dict[str, Any]], l4: str) -> int:
     return len(messages) - 1
 
 
+def _window_messages(window: Sequence[StoredTurn], fmt: str, stays: Mapping[int, str]) -> list[dict[str, Any]]:
+    """The window's messages, each kept recall block right after its request's words.
+
+    The window is rendered in runs that end at a request turn with a block, so each block sits
+    where the request's first call sent it as L4: the last text block of the request's user
+    message (Anthropic), a ``system`` message after it (OpenAI). A run after a block opens with
+    the assistant's tool call (:func:`~stratamem.context.layout.kept_blocks`), so no message is
+    merged across a run's end. ``stays[LEAD]`` opens the window (the current request's block once
+    the request's words are out of it).
+    """
+    out: list[dict[str, Any]] = []
+    run: list[Any] = []
+    for st in window:
+        run.append(st.turn)
+        text = stays.get(st.id)
+        if not text:
+            continue
+        out.extend(dict(m) for m in render(run, fmt)[0])
+        run = []
+        if fmt == "anthropic":
+            _with_l4(out, text)
+        else:
+            out.append({"role": "system", "content": text})
+    out.extend(dict(m) for m in render(run, fmt)[0])
+    lead = stays.get(LEAD)
+    if lead and fmt == "anthropic":
+        # The first text block of the user message the window opens with: the request's words of
+        # a window that starts at a request, else the user message a window opening on a tool step
+        # needs, in place of the stub.
+        if out and out[0].get("role") == "user":
+            content = out[0]["content"]
+            blocks = [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
+            out[0] = {**out[0], "content": [{"type": "text", "text": lead}, *blocks]}
+        else:
+            out.insert(0, {"role": "user", "content": [{"type": "text", "text": lead}]})
+    elif lead:
+        out.insert(0, {"role": "system", "content": lead})
+    return out
+
+
 def _anthropic(
-    groups: Sequence[tuple[str, str]], window: list[StoredTurn], l4: str, tokenizer: Tokenizer, inputs: CacheInputs
+    groups: Sequence[tuple[str, str]],
+    window: list[StoredTurn],
+    l4: str,
+    tokenizer: Tokenizer,
+    inputs: CacheInputs,
+    stays: Mapping[int, str],
 ) -> _Out:
     head = "\n\n".join(t for layer, t in groups if layer != "ledger")
     ledger = "\n\n".join(t for layer, t in groups if layer == "ledger")
@@ -158,8 +208,7 @@ def _anthropic(
     head_name = "state" if any(layer == "state" for layer, _ in groups) else "instructions"
     named = [(n, t) for n, t in ((head_name, head), ("ledger", ledger)) if t]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": t} for _, t in named]
-    msgs_t, _, _ = render([st.turn for st in window], "anthropic")
-    msgs = [dict(m) for m in msgs_t]
+    msgs = _window_messages(window, "anthropic", stays)
     if msgs and msgs[0].get("role") != "user":
         msgs.insert(0, {"role": "user", "content": STEP_STUB})  # a window that opens on a tool step
     holder = _with_l4(msgs, l4) if l4 else None
@@ -227,10 +276,15 @@ def _anthropic(
     return _Out(tuple(msgs), system, tuple(blocks), "", total, stable, part, bps, notes)
 
 
-def _openai(groups: Sequence[tuple[str, str]], window: list[StoredTurn], l4: str, tokenizer: Tokenizer) -> _Out:
+def _openai(
+    groups: Sequence[tuple[str, str]],
+    window: list[StoredTurn],
+    l4: str,
+    tokenizer: Tokenizer,
+    stays: Mapping[int, str],
+) -> _Out:
     head = "\n\n".join(t for _, t in groups)
-    msgs_t, _, _ = render([st.turn for st in window], "openai")
-    msgs = [dict(m) for m in msgs_t]
+    msgs = _window_messages(window, "openai", stays)
     out = ([{"role": "system", "content": head}] if head else []) + msgs
     cut = len(out)
     if l4:
@@ -251,7 +305,12 @@ def _text(groups: Sequence[tuple[str, str]], window: list[StoredTurn], l4: str, 
 
 
 def _render(
-    asm: Assembly, layers: Layers, sections: list[str], window: list[StoredTurn], inputs: CacheInputs
+    asm: Assembly,
+    layers: Layers,
+    sections: list[str],
+    window: list[StoredTurn],
+    inputs: CacheInputs,
+    stays: Mapping[int, str],
 ) -> tuple[_Out, str]:
     stable = [(layers.of.get(i, "state"), s) for i, s in enumerate(sections[: layers.per_call_from])]
     per_call = sections[layers.per_call_from :]
@@ -259,9 +318,9 @@ def _render(
     if l4 and layers.recall_title:
         l4 = f"{RECALL_TITLE}\n\n{l4}"
     if asm.fmt == "anthropic":
-        out = _anthropic(stable, window, l4, asm.tokenizer, inputs)
+        out = _anthropic(stable, window, l4, asm.tokenizer, inputs, stays)
     elif asm.fmt == "openai":
-        out = _openai(stable, window, l4, asm.tokenizer)
+        out = _openai(stable, window, l4, asm.tokenizer, stays)
     else:
         out = _text(stable, window, l4, asm.tokenizer)
     return out, l4
@@ -277,12 +336,20 @@ def finish_cached(
     inputs: CacheInputs,
     deviation: str | None,
     anchored: Anchored | None,
+    *,
+    stays: Mapping[int, str] | None = None,
+    keeps: int | None = None,
 ) -> Context:
-    """Render the layers for ``asm.fmt``, guard the budget, and write the manifest with its ``cache`` account."""
+    """Render the layers for ``asm.fmt``, guard the budget, and write the manifest with its ``cache`` account.
+
+    ``stays``: kept recall blocks shown after their request turns in the window; ``keeps``: the
+    request turn whose first call this is (its L4 is recorded as that request's kept block).
+    """
+    stays = stays or {}
     turns = list(window.turns)
     sections = list(asm.sections)
     section_ids = list(asm.section_ids)
-    out, l4 = _render(asm, layers, sections, turns, inputs)
+    out, l4 = _render(asm, layers, sections, turns, inputs, stays)
     while out.total > asm.budget and (sections or turns):
         if len(sections) > layers.per_call_from:
             sections.pop()
@@ -293,7 +360,7 @@ def finish_cached(
             sections.pop()
             section_ids.pop()
             layers.per_call_from = min(layers.per_call_from, len(sections))
-        out, l4 = _render(asm, layers, sections, turns, inputs)
+        out, l4 = _render(asm, layers, sections, turns, inputs, stays)
     shown = set().union(*section_ids) if section_ids else set()
     stable_ids = set().union(*section_ids[: layers.per_call_from]) if section_ids else set()
     shown |= {f"turn:{st.id}" for st in turns}
@@ -311,6 +378,17 @@ def finish_cached(
     )
     step_notes = asm.notes + out.notes + [n for tid, n in history.excerpt_notes.items() if tid in shown]
     cache = _account(asm, layers, sections, turns, window, l4, out, inputs, deviation, anchored)
+    if inputs.recall_stays:
+        # What later calls show again: the window's blocks and the one leading it (trimmed turns' go).
+        kept_ids = {st.id for st in turns} | ({t for t in stays if t != LEAD} if LEAD in stays else set())
+        texts = {str(t): text for t, text in stays.items() if t in kept_ids}
+        if keeps is not None:
+            texts[str(keeps)] = l4
+        cache["kept_recall"] = {"key": inputs.recall_key, "texts": texts}
+        cache["layers"]["kept_recall"] = inputs.provider_tokens(
+            sum(asm.tokenizer.count(stays[st.id]) for st in turns if st.id in stays)
+            + (asm.tokenizer.count(stays[LEAD]) if LEAD in stays else 0)
+        )
     manifest = Manifest(
         budget=asm.budget,
         total_tokens=out.total,

@@ -32,6 +32,7 @@ before the question.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import re
 from collections.abc import Callable, Sequence
@@ -43,7 +44,7 @@ from ..tokens import MESSAGE_TOKENS, Tokenizer
 from .anchor import grid_points, jumped_at, run_start
 from .assembly import Allocation, Assembly, Budget
 from .cache_inputs import CacheInputs
-from .cache_render import RECALL_TITLE, Layers, finish_cached, stub_tokens
+from .cache_render import LEAD, RECALL_TITLE, Layers, finish_cached, stub_tokens
 from .fixed import place_fixed
 from .history import History, _ItemSection, take_history
 from .ledger import LedgerEntry, select_ledger
@@ -56,7 +57,7 @@ from .window import Window, take_window
 if TYPE_CHECKING:
     from .policy import Policy
 
-__all__ = ["LEDGER_TITLE", "RECALL_TITLE", "Anchored", "assemble_cached", "is_question", "newest_step"]
+__all__ = ["LEAD", "LEDGER_TITLE", "RECALL_TITLE", "Anchored", "assemble_cached", "is_question", "newest_step"]
 
 LEDGER_TITLE = "## Summaries of older conversation (oldest first)"
 
@@ -113,7 +114,9 @@ def _cost(window: Sequence[StoredTurn], costs: dict[int, int], fmt: str, tokeniz
     return sum(costs[st.id] for st in window) + stub
 
 
-def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
+def anchor_window(
+    asm: Assembly, inputs: CacheInputs, room: int, extra: Callable[[Sequence[StoredTurn]], int] | None = None
+) -> Anchored:
     """The window of ``inputs.turns`` from the anchor on, within ``room`` (see :mod:`stratamem.context.anchor`).
 
     The window may open at a user turn or at the start of a tool step (an
@@ -131,6 +134,9 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
     does not fit, its results are cut further, to what the room leaves after the
     call (:func:`newest_step`): the model always sees its newest step, unless
     the call itself or a user's message is larger than the room.
+
+    ``extra(window)``: what else the window carries (the recall blocks that stay after its
+    requests' words), counted when a grid point's window is checked against the room.
     """
     turns = list(inputs.turns)
     if room <= 0 or not turns:
@@ -169,7 +175,8 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
     while start is not None:
         window = snap_step_window(turns[start:])
         costs = {st.id: cost_of(st) for st in window}
-        if window and _cost(window, costs, asm.fmt, asm.tokenizer) <= room:
+        more = extra(window) if extra is not None else 0
+        if window and _cost(window, costs, asm.fmt, asm.tokenizer) + more <= room:
             jump = jumped_at(sizes, start, room, step, opens=opens, max_units=inputs.max_turns)
             # The ledger moves at every ledger_batch-th grid point only: at the grid point of the
             # last multiple, as of the jump that brought the window's start there.
@@ -209,6 +216,33 @@ def anchor_window(asm: Assembly, inputs: CacheInputs, room: int) -> Anchored:
         )
     first = win.turns[0].id if win.turns else None
     return Anchored(win, first, first, note)
+
+
+def kept_blocks(inputs: CacheInputs) -> dict[int, str]:
+    """The kept recall blocks this call may show, by request turn id (``cache_recall_stays``).
+
+    A request's block stays after its words while they are in the window: always the current
+    request's (the newest person's words) once something follows them, an earlier request's only
+    when a tool step followed it (the block then sits before that loop's steps, and dropping it
+    would re-send them). After a plain reply the block goes, as the per-call part always did (a
+    chat's next message). A call whose newest turn is the request recalls anew, as without the
+    setting, so the request's first call does not depend on earlier calls.
+    """
+    turns = inputs.turns
+    if not inputs.kept_recall or not turns:
+        return {}
+    current = next((st.id for st in reversed(turns) if st.role == "user"), None)
+    out: dict[int, str] = {}
+    for i, st in enumerate(turns):
+        text = inputs.kept_recall.get(st.id)
+        if text is None or st.role != "user":
+            continue
+        after = turns[i + 1] if i + 1 < len(turns) else None
+        if after is None:
+            continue  # the request's own call: it recalls anew (and its block is recorded again)
+        if st.id == current or (after.role == "assistant" and bool(after.turn.tool_use_ids)):
+            out[st.id] = text
+    return out
 
 
 def _agent_work(st: StoredTurn) -> bool:
@@ -413,11 +447,33 @@ def assemble_cached(
         deviation = "a question: selected as without the layout, after the instructions and standing state"
         return finish_cached(asm, layers, window, history, policy.name, cands.notes, inputs, deviation, None)
     window_room = int(after_fixed * (1 - inputs.ledger_share - inputs.recall_share)) if policy.window else 0
-    anchored = anchor_window(asm, inputs, window_room)
+    kept = kept_blocks(inputs)
+    kept_cost = {t: tokenizer.count(text) + MESSAGE_TOKENS for t, text in kept.items() if text}
+
+    current = next((st.id for st in reversed(inputs.turns) if st.role == "user"), None)
+    asks = [st.id for st in inputs.turns if st.role == "user" and st.id in kept]
+
+    def lead(turns: Sequence[StoredTurn]) -> int | None:
+        # The block of the newest request before the window's start leads it: a loop that went on
+        # past its request's words keeps that request's recall in view, fixed until the next jump.
+        if not turns:
+            return None
+        i = bisect.bisect_left(asks, turns[0].id)
+        return asks[i - 1] if i else None
+
+    def extra(turns: Sequence[StoredTurn]) -> int:
+        first = lead(turns)
+        return sum(kept_cost.get(st.id, 0) for st in turns) + (kept_cost.get(first, 0) if first is not None else 0)
+
+    anchored = anchor_window(asm, inputs, window_room, extra)
     if anchored.note:
         asm.notes.append(anchored.note)
     window = anchored.window
-    asm.left.left -= sum(window.costs.values())
+    stays = {st.id: kept[st.id] for st in window.turns if st.id in kept}
+    first = lead(window.turns)
+    if first is not None:
+        stays[LEAD] = stays[first] = kept[first]
+    asm.left.left -= sum(window.costs.values()) + extra(window.turns)
     for st in window.turns:
         asm.shown.add(f"turn:{st.id}", st.text)
     ledger = select_ledger(
@@ -434,7 +490,13 @@ def assemble_cached(
     left = max(0, asm.left.left - header)
     strict = policy.recall_first or not policy.window
     room = left if strict else min(left, int(after_fixed * inputs.recall_share))
-    if not inputs.step_recall and inputs.turns and inputs.turns[-1].role == "tool":
+    if current in stays:
+        # The request's recall was sent with its first call and stays there: nothing recalled anew.
+        room = 0
+        asm.notes.append(
+            f"cache layout: the recall sent with request turn:{current} stays after its words (cache_recall_stays)"
+        )
+    elif not inputs.step_recall and inputs.turns and inputs.turns[-1].role == "tool":
         # A step of a tool loop: the request's first call had its recall. Without L4 after the
         # newest step, the next call re-sends only its own newest step.
         room = 0
@@ -445,4 +507,8 @@ def assemble_cached(
         history = _per_call(asm, cands, items, window, policy, room, ledger)
         if len(asm.sections) == layers.per_call_from:
             asm.left.left += header  # nothing recalled: no title either
-    return finish_cached(asm, layers, window, history, policy.name, cands.notes, inputs, None, anchored)
+    # A request's first call keeps what it recalls (an empty block too: its steps then recall nothing).
+    keeps = current if inputs.recall_stays and current is not None and inputs.turns[-1].id == current else None
+    return finish_cached(
+        asm, layers, window, history, policy.name, cands.notes, inputs, None, anchored, stays=stays, keeps=keeps
+    )

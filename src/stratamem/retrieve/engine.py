@@ -127,7 +127,7 @@ class HybridIndex:
         self.rewriter: QueryRewriter = rewriter or RuleRewriter()
         """Who plans a question (:mod:`stratamem.retrieve.rewrite`): the rules unless a model is given."""
         self.scan = ScanSettings()
-        """When the vector scans go through lists (:mod:`stratamem.retrieve.ivf`): past ``scan.rows`` turns."""
+        """When the vector scans go through lists (:mod:`stratamem.retrieve.ivf`): a matrix past ``scan.rows`` rows."""
         self._corpus = TurnCorpus(self.weights.window, embedder.embed_batch if embedder is not None else None)
         # Reads full turns by id: an index opened from the store holds only turn keys
         # (id, session, speaker, time) and reads a turn when it is recalled.
@@ -398,7 +398,7 @@ class HybridIndex:
             self._corpus.vectors,
             sv if mix > 0 and len(sv) else None,
             pv if self.weights.vector_passage > 0 else None,
-            self.scan.probe_for(len(self._corpus)),  # (None: every row, exactly)
+            self.scan,  # (each matrix exactly, or through its lists past scan.rows rows)
         )
 
     def _signals(

@@ -1,7 +1,7 @@
 """Approximate vector scans for large indexes: rows grouped into lists around centroids (IVF).
 
-Below :attr:`ScanSettings.rows` turns an index scores a query against every
-row of its vector matrices (exact, :meth:`.VectorRows.dots_many`). Past it a
+A vector matrix of fewer than :attr:`ScanSettings.rows` rows is scored against
+every row (exact, :meth:`.VectorRows.dots_many`). Past it a
 full scan is most of a warm context (issue 28: at 1M turns the int8 products
 over the 1M turn rows took ~70 ms and those over ~2.5M sentence rows ~175 ms
 per query vector), so each matrix is cut into :data:`LISTS` lists and a query
@@ -63,19 +63,21 @@ class ScanSettings:
     and ``embedding.probe`` in :mod:`stratamem.config`)."""
 
     rows: int = 200_000
-    """Turns from which an index scans its vectors through lists (below: every row, exactly; LoCoMo
-    and the chat set are far below, so their recall is that of the exact scan). 0: never."""
+    """Rows from which a vector matrix (turns, sentences, passages) is scanned through lists (below:
+    every row, exactly). Each matrix goes by its own rows: the sentence rows (~2.5 a turn on the
+    benchmark's store) cross it at ~80k turns, the turn rows at 200k. LoCoMo and the chat set are
+    far below (~15k sentence rows), so their recall is that of the exact scan. 0: never."""
     probe: int = 64
     """Lists scanned per query vector, of :data:`LISTS`: at 1M turns ~6% of the rows
     (docs/benchmarks.md gives the overlap with the exact top 50)."""
 
-    def applies(self, turns: int) -> bool:
-        """Whether an index of ``turns`` turns scans approximately."""
-        return 0 < self.rows <= turns
+    def applies(self, rows: int) -> bool:
+        """Whether a matrix of ``rows`` rows is scanned approximately."""
+        return 0 < self.rows <= rows
 
-    def probe_for(self, turns: int) -> int | None:
-        """Lists to probe in an index of ``turns`` turns (``None``: it scans every row)."""
-        return self.probe if self.applies(turns) else None
+    def probe_for(self, rows: int) -> int | None:
+        """Lists to probe in a matrix of ``rows`` rows (``None``: it scans every row)."""
+        return self.probe if self.applies(rows) else None
 
 
 def _kmeans(rows: np.ndarray, k: int) -> np.ndarray:

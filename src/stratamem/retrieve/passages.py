@@ -186,11 +186,16 @@ class PassageVectors:
         self._matrix: VectorRows | None = None
         self._owner = _Rows(np.int64)
         self._run_cache: tuple[int, np.ndarray, np.ndarray] | None = None  # see _runs()
-        self.turns: set[int] = set()
-        """Positions of the turns that have passages."""
 
     def __len__(self) -> int:
         return self._count
+
+    @property
+    def turns(self) -> set[int]:
+        """Positions of the turns that have passages (made on demand from the rows' owners: a set kept
+        for every such turn was the largest container the garbage collector walked, issue 28: ~85k
+        elements at 100k turns, ~1-3 ms of each full collection)."""
+        return {pos for pos, _ in self._pending} | set(np.unique(self._owner.view).tolist())
 
     def add(self, positions: Sequence[int], vectors: Sequence[np.ndarray]) -> None:
         """Passages of turns at ``positions`` (one ``(passages, dims)`` array each, int8 codes or
@@ -199,7 +204,6 @@ class PassageVectors:
             if len(vec):
                 self._pending.append((int(pos), vec if vec.dtype == np.int8 else np.asarray(vec, dtype=np.float32)))
                 self._count += len(vec)
-                self.turns.add(int(pos))
 
     def best(self, q: np.ndarray, turn_cosines: np.ndarray) -> np.ndarray:
         """Per turn: the larger of its own cosine and its best passage's (turns without passages keep theirs)."""

@@ -15,9 +15,12 @@ gives every query exactly the scans it had.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from .ivf import ScanSettings
 
 __all__ = ["Scan", "distinct", "scan_queries"]
 
@@ -26,6 +29,8 @@ Scan = tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]
 
 
 class _Matrix(Protocol):
+    def __len__(self) -> int: ...
+
     def scan(self, queries: Sequence[np.ndarray], probe: int | None) -> np.ndarray: ...
 
 
@@ -51,18 +56,26 @@ def scan_queries(
     turns: _Matrix,
     sentences: _Best | None,
     passages: _Best | None,
-    probe: int | None,
+    settings: ScanSettings,
 ) -> list[Scan]:
     """Each of ``vectors`` with its turn cosines and, where given, its best sentence and best passage
     cosines (``sentences`` / ``passages``: ``None`` when unused), each distinct vector scanned once.
 
+    Each matrix is scanned exactly or through its lists by its own row count (``settings``,
+    :meth:`.ScanSettings.probe_for`): the sentence rows (~2.5 a turn) reach the threshold long
+    before the turn rows do, and they are most of a planned question's scans.
+
     A repeated vector gets copies of its arrays, so no two queries share one that a caller may change.
     """
     kept, slots = distinct(vectors)
-    dots = list(turns.scan(kept, probe))
+    dots = list(turns.scan(kept, settings.probe_for(len(turns))))
     none: list[np.ndarray | None] = [None] * len(kept)
-    best_s: Sequence[np.ndarray | None] = sentences.best_many(kept, dots, probe) if sentences is not None else none
-    best_p: Sequence[np.ndarray | None] = passages.best_many(kept, dots, probe) if passages is not None else none
+    best_s: Sequence[np.ndarray | None] = none
+    if sentences is not None:
+        best_s = sentences.best_many(kept, dots, settings.probe_for(len(sentences)))
+    best_p: Sequence[np.ndarray | None] = none
+    if passages is not None:
+        best_p = passages.best_many(kept, dots, settings.probe_for(len(passages)))
     out: list[Scan] = []
     given: set[int] = set()
     for v, j in zip(vectors, slots, strict=True):
