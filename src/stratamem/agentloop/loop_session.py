@@ -20,6 +20,9 @@ from ..events import bind_loop
 from ..records.usage import PromptUsage, cache_rules
 from .breakpoints import Mark, caller_marks, expected_cache, place_breakpoints
 from .compaction import Compactor
+from .layout_send import layout_on, layout_request, report_layout_usage
+from .sdk import _system_marks as _marks
+from .sdk import _system_text as _plain_system
 from .sdk import plain_message
 
 __all__ = ["LoopSession"]
@@ -36,10 +39,19 @@ class LoopSession:
     compactions, failures, last usage).
     """
 
-    def __init__(self, make_compactor: Callable[[], Compactor], provider: str) -> None:
+    def __init__(
+        self, make_compactor: Callable[[], Compactor], provider: str, *, memory: Any = None, session: str = "default"
+    ) -> None:
         self._make = make_compactor
         self.provider = provider
         self.compactor = make_compactor()
+        self.layout = layout_on(memory)
+        """Whether calls send ``memory.context(..., cache=True)``, not the live list (``context.cache_layout``)."""
+        self._memory = memory if self.layout else None
+        self._session = session
+        self.sent_system: list[dict[str, Any]] | None = None
+        """With the layout, Anthropic: the ``system`` blocks the last call sent (the caller's first)."""
+        self._system_text: str | None = None
         self.messages: list[dict[str, Any]] = []
         """The live (pruned, compacted) list sent to the provider."""
         self._caller_len = 0
@@ -108,6 +120,46 @@ class LoopSession:
         self.compactor.prepare_messages(self.messages, system=system)
         return self._outgoing(system, system_marks, model)
 
+    def before_layout(self, messages: Any, system: Any, *, model: str | None = None) -> list[dict[str, Any]]:
+        """:meth:`before`, then, with the cache layout, the context's messages to send instead of the live list.
+
+        ``system`` is the caller's own (Anthropic: a string or blocks); the blocks
+        to send in its place are left in :attr:`sent_system`.
+        """
+        text = _plain_system(system)
+        sent = self.before(messages, text, system_marks=_marks(system), model=model)
+        if not self.layout:
+            return sent
+        return self._layout_outgoing(system)
+
+    async def abefore_layout(self, messages: Any, system: Any, *, model: str | None = None) -> list[dict[str, Any]]:
+        """:meth:`before_layout` for async clients."""
+        text = _plain_system(system)
+        sent = await self.abefore(messages, text, system_marks=_marks(system), model=model)
+        if not self.layout:
+            return sent
+        with bind_loop(asyncio.get_running_loop()):
+            return await asyncio.to_thread(self._layout_outgoing, system)
+
+    def _layout_outgoing(self, system: Any) -> list[dict[str, Any]]:
+        config = self.compactor.config
+        # The room the live list is kept within: the compaction threshold less the output reserve.
+        budget = max(1, config.threshold - config.output_reserve)
+        req = layout_request(
+            self._memory,
+            provider=self.provider,
+            session=self._session,
+            budget=budget,
+            live=self.messages,
+            system=system,
+        )
+        self.sent_system, self._system_text = req.system, req.system_text
+        return req.messages
+
+    def system_for(self, system: str | None) -> str | None:
+        """The system text the last request was counted with (the layout's, when on)."""
+        return self._system_text if self.layout and self.provider == "anthropic" else system
+
     async def abefore(
         self, messages: Any, system: str | None, *, system_marks: int = 0, model: str | None = None
     ) -> list[dict[str, Any]]:
@@ -162,7 +214,10 @@ class LoopSession:
             self.compactor.sync(self.messages)
             self._response_pending = True
         if isinstance(input_tokens, int) and input_tokens > 0:
+            system = self.system_for(system)
             self.compactor.observe_usage(sent, input_tokens, system=system, output_tokens=output_tokens, cache=usage)
+        if self.layout:
+            report_layout_usage(self._memory, self._session, usage)
 
     async def aafter(
         self,

@@ -41,7 +41,7 @@ from ..errors import ValidationError
 from .client_chat import ClientChat
 from .compaction import Compactor
 from .loop_session import LoopSession
-from .sdk import _anthropic_reply, _AnthropicEvents, _openai_reply, _OpenAIChunks, _system_marks, _system_text
+from .sdk import _anthropic_reply, _AnthropicEvents, _openai_reply, _OpenAIChunks, _system_text
 
 __all__ = ["WrappedClient", "wrap"]
 
@@ -108,7 +108,7 @@ class _Completions:
         """``chat.completions.create`` with the agent-loop bookkeeping (see :mod:`stratamem.agentloop.wrap`)."""
         if self._async:
             return self._acreate(messages, kwargs)
-        sent = self._loop.before(messages, None, model=kwargs.get("model"))
+        sent = self._loop.before_layout(messages, None, model=kwargs.get("model"))
         stream, hide = self._stream_args(kwargs)
         resp = self._raw.create(messages=sent, **kwargs)
         if stream:
@@ -122,7 +122,7 @@ class _Completions:
         return resp
 
     async def _acreate(self, messages: Any, kwargs: dict[str, Any]) -> Any:
-        sent = await self._loop.abefore(messages, None, model=kwargs.get("model"))
+        sent = await self._loop.abefore_layout(messages, None, model=kwargs.get("model"))
         stream, hide = self._stream_args(kwargs)
         resp = await self._raw.create(messages=sent, **kwargs)
         if stream:
@@ -208,7 +208,8 @@ class _Messages:
         if self._async:
             return self._acreate(messages, kwargs)
         system = _system_text(kwargs.get("system"))
-        sent = self._loop.before(messages, system, **self._cache_args(kwargs))
+        sent = self._loop.before_layout(messages, kwargs.get("system"), model=kwargs.get("model"))
+        kwargs = self._with_system(kwargs)
         resp = self._raw.create(messages=sent, **kwargs)
         if kwargs.get("stream"):
             return _StreamProxy(
@@ -222,7 +223,8 @@ class _Messages:
 
     async def _acreate(self, messages: Any, kwargs: dict[str, Any]) -> Any:
         system = _system_text(kwargs.get("system"))
-        sent = await self._loop.abefore(messages, system, **self._cache_args(kwargs))
+        sent = await self._loop.abefore_layout(messages, kwargs.get("system"), model=kwargs.get("model"))
+        kwargs = self._with_system(kwargs)
         resp = await self._raw.create(messages=sent, **kwargs)
         if kwargs.get("stream"):
             return _StreamProxy(
@@ -234,10 +236,11 @@ class _Messages:
         await self._loop.aafter(sent, system, *_anthropic_reply(resp))
         return resp
 
-    @staticmethod
-    def _cache_args(kwargs: dict[str, Any]) -> dict[str, Any]:
-        """What the breakpoints need from the call: the caller's system marks and the model."""
-        return {"system_marks": _system_marks(kwargs.get("system")), "model": kwargs.get("model")}
+    def _with_system(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call's arguments with the cache layout's ``system`` blocks (the caller's first), when on."""
+        if self._loop.layout and self._loop.sent_system is not None:
+            return {**kwargs, "system": self._loop.sent_system}
+        return kwargs
 
     def stream(self, *, messages: Any, **kwargs: Any) -> Any:
         """``messages.stream(...)``: the provider's stream manager; the final message is recorded on exit.
@@ -247,8 +250,8 @@ class _Messages:
         system = _system_text(kwargs.get("system"))
         if self._async:
             return _AsyncStreamEntry(self, messages, kwargs, system)
-        sent = self._loop.before(messages, system, **self._cache_args(kwargs))
-        return _StreamManager(self._raw.stream(messages=sent, **kwargs), self._loop, sent, system)
+        sent = self._loop.before_layout(messages, kwargs.get("system"), model=kwargs.get("model"))
+        return _StreamManager(self._raw.stream(messages=sent, **self._with_system(kwargs)), self._loop, sent, system)
 
 
 class _AsyncStreamEntry:
@@ -259,10 +262,10 @@ class _AsyncStreamEntry:
         self._inner: _StreamManager | None = None
 
     async def __aenter__(self) -> Any:
-        sent = await self._owner._loop.abefore(self._messages, self._system, **_Messages._cache_args(self._kwargs))
-        self._inner = _StreamManager(
-            self._owner._raw.stream(messages=sent, **self._kwargs), self._owner._loop, sent, self._system
-        )
+        loop = self._owner._loop
+        sent = await loop.abefore_layout(self._messages, self._kwargs.get("system"), model=self._kwargs.get("model"))
+        kwargs = self._owner._with_system(self._kwargs)
+        self._inner = _StreamManager(self._owner._raw.stream(messages=sent, **kwargs), loop, sent, self._system)
         return await self._inner.__aenter__()
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> Any:
@@ -364,4 +367,4 @@ def wrap(
             model, provider=provider, memory=memory, session=session, agent_model=agent_model, **compactor_options
         )
 
-    return WrappedClient(client, provider, is_async, LoopSession(make, provider))
+    return WrappedClient(client, provider, is_async, LoopSession(make, provider, memory=memory, session=session))

@@ -130,6 +130,8 @@ class PromptUsage:
         Raises:
             ValidationError: Not a usage of a known shape, or a count that is not a non-negative integer.
         """
+        if isinstance(usage, PromptUsage):  # already read (a wrapped client reports it back as is)
+            return usage
         if hasattr(usage, "model_dump") and not isinstance(usage, Mapping):
             usage = usage.model_dump()
         if _get(usage, "prompt_tokens") is not None:

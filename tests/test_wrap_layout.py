@@ -1,0 +1,150 @@
+"""wrap(client) with a memory whose config has ``context.cache_layout`` on (issue 26): each wrapped call
+sends the caller's system prompt and ``memory.context(..., cache=True)`` instead of the live list.
+Real openai/anthropic clients against FakeLLMServer; a real SQLite store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+
+import stratamem
+from stratamem import Memory
+from stratamem.config import Config
+from stratamem.providers import structural_problems
+from stratamem.testing import FakeLLMServer, FakePromptCache
+
+OUTPUT = "".join(f"line {i:04d} of the test run output\n" for i in range(300))  # ~3,000 tokens
+SYSTEM = "You are a careful coding agent."
+ASK = "Run the tests and tell me what fails."
+STEPS = 8
+
+
+def _memory(path: Path, layout: bool) -> Memory:
+    config = Config.from_dict({"pyramid": {"enabled": False}, "context": {"cache_layout": layout}})
+    return Memory(path, namespace="agent", config=config, embedder=None)
+
+
+def _openai_loop(server: FakeLLMServer, memory: Memory | None) -> list[dict[str, Any]]:
+    client = stratamem.wrap(
+        openai.OpenAI(base_url=server.openai_base_url, api_key="sk-test", max_retries=0), memory=memory, session="s"
+    )
+    history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": ASK}]
+    for k in range(STEPS):
+        server.script_tool_call("bash", {"cmd": f"pytest -k case{k}"})
+        msg = client.chat.completions.create(model="gpt-4.1", messages=history).choices[0].message
+        assert msg.tool_calls is not None
+        calls = [tc.model_dump() for tc in msg.tool_calls]
+        history.append({"role": "assistant", "content": msg.content, "tool_calls": calls})
+        history.append({"role": "tool", "tool_call_id": calls[0]["id"], "content": OUTPUT})
+    return [dict(r.body) for r in server.requests]
+
+
+def _anthropic_loop(server: FakeLLMServer, memory: Memory | None) -> list[dict[str, Any]]:
+    client = stratamem.wrap(
+        anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="ak-test", max_retries=0),
+        memory=memory,
+        session="s",
+    )
+    history: list[dict[str, Any]] = [{"role": "user", "content": ASK}]
+    for k in range(STEPS):
+        server.script_tool_call("bash", {"cmd": f"pytest -k case{k}"})
+        resp = client.messages.create(model="claude-sonnet-4-6", max_tokens=20, system=SYSTEM, messages=history)
+        history.append({"role": "assistant", "content": resp.content})
+        result = {"type": "tool_result", "tool_use_id": resp.content[0].id, "content": OUTPUT}
+        history.append({"role": "user", "content": [result]})
+    return [dict(r.body) for r in server.requests]
+
+
+def _unmarked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages without cache_control (a rolling breakpoint moves; the bytes around it do not)."""
+    out = []
+    for m in messages:
+        content = m["content"]
+        if isinstance(content, list):
+            content = [{k: v for k, v in b.items() if k != "cache_control"} for b in content]
+        out.append({**m, "content": content})
+    return out
+
+
+def _open_prefix(messages: list[dict[str, Any]]) -> str:
+    """The messages' JSON without its closing bracket: what a request that only appends starts with."""
+    return json.dumps(messages)[:-1]
+
+
+def _marked(body: dict[str, Any]) -> list[tuple[int, int]]:
+    return [
+        (i, j)
+        for i, m in enumerate(body["messages"])
+        if isinstance(m["content"], list)
+        for j, b in enumerate(m["content"])
+        if "cache_control" in b
+    ]
+
+
+def test_openai_tool_loop_sends_the_cache_layout_and_each_step_extends_the_last(db_path: Path) -> None:
+    mem = _memory(db_path, layout=True)
+    with FakeLLMServer(reply="Done.", prompt_cache=FakePromptCache(min_tokens=1024)) as server:
+        bodies = _openai_loop(server, mem)
+        usages = [server.cached(r) for r in server.requests]
+    messages = [b["messages"] for b in bodies]
+    assert [len(m) for m in messages] == [3 + 2 * k for k in range(STEPS)]
+    for m in messages:
+        assert structural_problems(m, "openai") == []
+        # The caller's system prompt first, unchanged; then the context's stable system message (L0).
+        assert m[0] == {"role": "system", "content": SYSTEM}
+        assert m[1]["role"] == "system" and m[1]["content"].startswith("## System prompt\n" + SYSTEM)
+        assert m[2] == {"role": "user", "content": ASK}
+    # Step k+1's request starts with the bytes of step k's whole request: only the new step is appended.
+    for before, after in zip(messages, messages[1:], strict=False):
+        assert json.dumps(after).startswith(_open_prefix(before))
+        assert after[len(before) :][0]["role"] == "assistant" and after[len(before) :][1]["role"] == "tool"
+    # The provider read the previous request back; the usage is recorded on the context's manifest.
+    assert [u[0] > 0 for u in usages] == [False, False] + [True] * (STEPS - 2)
+    assert usages[-1][0] > usages[-2][0]
+    reported = mem.store.manifests.latest("agent", limit=1)[0].data["cache"]["reported"]
+    assert reported["cached_read"] == usages[-1][0]
+    assert reported["source"] == "openai-chat"
+    mem.close()
+
+
+def test_anthropic_tool_loop_marks_the_window_and_each_step_extends_the_last(db_path: Path) -> None:
+    mem = _memory(db_path, layout=True)
+    with FakeLLMServer(reply="Done.", prompt_cache=FakePromptCache(min_tokens=1024)) as server:
+        bodies = _anthropic_loop(server, mem)
+        usages = [server.cached(r) for r in server.requests]
+    for b in bodies:
+        assert structural_problems(b["messages"], "anthropic") == []
+        assert b["system"] == [{"type": "text", "text": SYSTEM}]
+        assert b["messages"][0] == {"role": "user", "content": ASK}
+    # The first request is below the model's minimum cacheable prefix (1,024 tokens): no breakpoint.
+    # From then on the rolling breakpoint sits on the window's last block (the newest tool result).
+    assert _marked(bodies[0]) == []
+    assert [_marked(b) for b in bodies[1:]] == [[(2 * k, 0)] for k in range(1, STEPS)]
+    # Without its breakpoint, step k's request is a byte prefix of step k+1's.
+    for before, after in zip(bodies, bodies[1:], strict=False):
+        assert json.dumps(_unmarked(after["messages"])).startswith(_open_prefix(_unmarked(before["messages"])))
+    # Each step reads what the previous one wrote; the usage lands on the manifest.
+    assert usages[0] == (0, 0) and usages[1][0] == 0
+    assert all(usages[k][0] == usages[k - 1][0] + usages[k - 1][1] for k in range(2, STEPS))
+    reported = mem.store.manifests.latest("agent", limit=1)[0].data["cache"]["reported"]
+    assert (reported["cached_read"], reported["cache_written"]) == usages[-1]
+    assert reported["source"] == "anthropic"
+    mem.close()
+
+
+def test_with_the_layout_off_the_requests_are_the_live_list_as_before(tmp_path: Path) -> None:
+    for loop in (_openai_loop, _anthropic_loop):
+        sent = []
+        for name, memory in (("off", _memory(tmp_path / f"{loop.__name__}.db", layout=False)), ("none", None)):
+            with FakeLLMServer(reply="Done.") as server:
+                sent.append(loop(server, memory))
+            if memory is not None:
+                assert memory.store.manifests.latest("agent", limit=1) == []
+                memory.close()
+        assert sent[0] == sent[1]
+        assert [len(b["messages"]) for b in sent[0]][-1] == (2 if loop is _openai_loop else 1) + 2 * (STEPS - 1)
+        assert "cache_control" not in json.dumps(sent[0])
