@@ -118,7 +118,7 @@ def test_anthropic_tool_loop_marks_the_window_and_each_step_extends_the_last(db_
         usages = [server.cached(r) for r in server.requests]
     for b in bodies:
         assert structural_problems(b["messages"], "anthropic") == []
-        assert b["system"] == [{"type": "text", "text": SYSTEM}]
+        assert b["system"] == SYSTEM  # nothing stable in the context's system: the caller's as it came
         assert b["messages"][0] == {"role": "user", "content": ASK}
     # The first request is below the model's minimum cacheable prefix (1,024 tokens): no breakpoint.
     # From then on the rolling breakpoint sits on the window's last block (the newest tool result).
@@ -148,3 +148,35 @@ def test_with_the_layout_off_the_requests_are_the_live_list_as_before(tmp_path: 
         assert sent[0] == sent[1]
         assert [len(b["messages"]) for b in sent[0]][-1] == (2 if loop is _openai_loop else 1) + 2 * (STEPS - 1)
         assert "cache_control" not in json.dumps(sent[0])
+
+
+def test_anthropic_system_is_the_callers_then_the_contexts_stable_blocks_marked(db_path: Path) -> None:
+    mem = _memory(db_path, layout=True)
+    rules = "Project rules: " + " ".join(f"rule {i} keep the build green." for i in range(400))  # > 1,024 tokens
+    mem.add([{"role": "system", "content": rules}], session="s", format="openai")
+    caller = [{"type": "text", "text": SYSTEM}]
+    with FakeLLMServer(reply="Done.", prompt_cache=FakePromptCache(min_tokens=1024)) as server:
+        client = stratamem.wrap(
+            anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="ak-test", max_retries=0),
+            memory=mem,
+            session="s",
+        )
+        history: list[dict[str, Any]] = [{"role": "user", "content": ASK}]
+        for k in range(4):
+            server.script_tool_call("bash", {"cmd": f"pytest -k case{k}"})
+            resp = client.messages.create(model="claude-sonnet-4-6", max_tokens=20, system=caller, messages=history)
+            history.append({"role": "assistant", "content": resp.content})
+            result = {"type": "tool_result", "tool_use_id": resp.content[0].id, "content": OUTPUT}
+            history.append({"role": "user", "content": [result]})
+        bodies = [dict(r.body) for r in server.requests]
+        usages = [server.cached(r) for r in server.requests]
+    stable = {"type": "text", "text": "## System prompt\n" + rules, "cache_control": {"type": "ephemeral"}}
+    for k, b in enumerate(bodies):
+        # The caller's block first and unchanged, then the context's L0 with its breakpoint: byte-identical.
+        assert b["system"] == caller + [stable]
+        assert _marked(b) == [(2 * k, 0)]
+        assert structural_problems(b["messages"], "anthropic") == []
+    # The first call writes the system prefix; every later one reads all the previous call wrote.
+    assert usages[0][0] == 0 and usages[0][1] > 0
+    assert all(usages[k][0] == usages[k - 1][0] + usages[k - 1][1] for k in range(1, 4))
+    mem.close()

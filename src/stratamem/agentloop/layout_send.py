@@ -90,6 +90,8 @@ def layout_request(
     blocks = list(ctx.system_blocks or ())
     if not blocks and ctx.system:
         blocks = [{"type": "text", "text": ctx.system}]
+    if not blocks:  # nothing stable to add: the caller's system goes as it came
+        return LayoutRequest(body, None, None)
     if system is None or system == "":
         caller: list[dict[str, Any]] = []
     elif isinstance(system, str):

@@ -158,7 +158,8 @@ class LoopSession:
 
     def system_for(self, system: str | None) -> str | None:
         """The system text the last request was counted with (the layout's, when on)."""
-        return self._system_text if self.layout and self.provider == "anthropic" else system
+        layout_system = self.layout and self.provider == "anthropic" and self.sent_system is not None
+        return self._system_text if layout_system else system
 
     async def abefore(
         self, messages: Any, system: str | None, *, system_marks: int = 0, model: str | None = None
