@@ -4,6 +4,7 @@ Real openai/anthropic clients against FakeLLMServer; a real SQLite store."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -179,4 +180,33 @@ def test_anthropic_system_is_the_callers_then_the_contexts_stable_blocks_marked(
     # The first call writes the system prefix; every later one reads all the previous call wrote.
     assert usages[0][0] == 0 and usages[0][1] > 0
     assert all(usages[k][0] == usages[k - 1][0] + usages[k - 1][1] for k in range(1, 4))
+    mem.close()
+
+
+def test_async_openai_client_sends_the_layout_too(db_path: Path) -> None:
+    mem = _memory(db_path, layout=True)
+
+    async def run(server: FakeLLMServer) -> None:
+        client = stratamem.wrap(
+            openai.AsyncOpenAI(base_url=server.openai_base_url, api_key="sk-test", max_retries=0),
+            memory=mem,
+            session="s",
+        )
+        history: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": ASK}]
+        for k in range(3):
+            server.script_tool_call("bash", {"cmd": f"pytest -k case{k}"})
+            resp = await client.chat.completions.create(model="gpt-4.1", messages=history)
+            msg = resp.choices[0].message
+            assert msg.tool_calls is not None
+            calls = [tc.model_dump() for tc in msg.tool_calls]
+            history.append({"role": "assistant", "content": msg.content, "tool_calls": calls})
+            history.append({"role": "tool", "tool_call_id": calls[0]["id"], "content": OUTPUT})
+
+    with FakeLLMServer(reply="Done.", prompt_cache=FakePromptCache(min_tokens=1024)) as server:
+        asyncio.run(run(server))
+        messages = [r.body["messages"] for r in server.requests]
+        last_read = server.cached(server.requests[-1])[0]
+    assert [m[1]["content"].startswith("## System prompt\n") for m in messages] == [True] * 3
+    assert all(json.dumps(b).startswith(_open_prefix(a)) for a, b in zip(messages, messages[1:], strict=False))
+    assert mem.store.manifests.latest("agent", limit=1)[0].data["cache"]["reported"]["cached_read"] == last_read > 0
     mem.close()

@@ -11,7 +11,9 @@ Without it, every call of an agent loop needs ``prepare_messages`` before and
 2. store them (with a :class:`~stratamem.Memory`), prune old tool output and
    compact when needed — the :class:`~stratamem.agentloop.Compactor` rules,
    minimum-gain rule included — on the wrapper's own live list;
-3. send the live list instead, with every other argument unchanged;
+3. send the live list instead, with every other argument unchanged (when the
+   memory's ``context.cache_layout`` is on: the caller's system prompt and
+   ``memory.context(..., cache=True)`` instead, :mod:`stratamem.agentloop.layout_send`);
 4. store the response as a turn and calibrate token counts from the usage the
    provider reported.
 
