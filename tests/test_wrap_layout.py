@@ -140,7 +140,7 @@ def test_anthropic_tool_loop_marks_the_window_and_each_step_extends_the_last(db_
 def test_with_the_layout_off_the_requests_are_the_live_list_as_before(tmp_path: Path) -> None:
     for loop in (_openai_loop, _anthropic_loop):
         sent = []
-        for name, memory in (("off", _memory(tmp_path / f"{loop.__name__}.db", layout=False)), ("none", None)):
+        for memory in (_memory(tmp_path / f"{loop.__name__}.db", layout=False), None):
             with FakeLLMServer(reply="Done.") as server:
                 sent.append(loop(server, memory))
             if memory is not None:
