@@ -33,6 +33,7 @@ are seconds apart: one cache for the whole transcript.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -443,6 +444,7 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
     with tempfile.TemporaryDirectory() as tmp, FakeLLMServer(reply=checkpoint_reply) as server:
         mem = Memory(Path(tmp) / "agent.db", namespace="agent", config=cfg, embedder=embedder)
         loops = {}
+        layouts: dict[str, tuple[Any, Any]] = {}
         for fmt in args.formats:
             side = Memory(Path(tmp) / f"wrap-{fmt}.db", namespace="agent", config=cfg, embedder=None)
             model = OpenAIChat("fake-summarizer", base_url=server.openai_base_url, max_retries=0)
@@ -455,6 +457,18 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
             # What stratamem.wrap(client) sends: LoopSession.before on the caller's whole list (the
             # live list pruned and compacted, with the caller's and, when cache-aware, our breakpoints).
             loops[fmt] = (side, LoopSession(make, fmt), [])
+            if hasattr(LoopSession, "before_layout"):
+                # The same wrapper over a memory with the cache layout on: it sends the caller's system
+                # prompt and memory.context(..., cache=True) instead of the live list.
+                lcfg = cfg.replace(context=dataclasses.replace(cfg.context, cache_layout=True))
+                lside = Memory(Path(tmp) / f"wrap-layout-{fmt}.db", namespace="agent", config=lcfg, embedder=embedder)
+
+                def lmake(fmt: str = fmt, side: Any = lside, model: Any = model) -> Any:
+                    return Compactor(
+                        model, provider=fmt, memory=side, session="replay", config=cfg.compaction, pruning=cfg.pruning
+                    )
+
+                layouts[fmt] = (lside, LoopSession(lmake, fmt, memory=lside, session="replay"))
         query = ""
         newest: set[int] = set()  # turns stored since the previous model call
         stored: list[Any] = []  # and their records
@@ -484,11 +498,17 @@ def replay_agent(args: argparse.Namespace, ser: Serializer, rows: list[dict[str,
                     for r in server.requests[asked:]:
                         t.summarizer += len(ser.request(None, list(r.body.get("messages") or ())))
                     t.call(ser.request(None, sent), "agent")
+                    if fmt in layouts:
+                        lloop = layouts[fmt][1]
+                        lsent = lloop.before_layout(shapes[fmt][:i], None, model=WRAP_MODELS[fmt])
+                        tracker("wrap layout", None, fmt).call(ser.request(lloop.sent_system, lsent), "agent")
             added = mem.add(m, session="agent", format="anthropic", timestamp=t0 + timedelta(seconds=20 * i))
             newest |= {st.id for st in added}
             stored += added
         for side, _, _ in loops.values():
             side.close()
+        for lside, _ in layouts.values():
+            lside.close()
         mem.close()
     if embedder is not None:
         embedder.save()
