@@ -23,7 +23,8 @@ for three arms: ``assembly`` (``Memory.context`` at 2,000 and 8,000 tokens,
 query = the user turn just added, or the latest user request in the agent loop),
 ``whole history`` (every turn so far: prefix-stable, unbounded) and, on the
 agent transcript, ``wrap`` (the live list ``Compactor.prepare_messages`` leaves:
-what ``stratamem.wrap(client)`` sends). See ``benchmarks/cache/replay.py``.
+what ``stratamem.wrap(client)`` sends) and ``wrap layout`` (the same wrapper over a memory with
+``context.cache_layout`` on: what it sends then). See ``benchmarks/cache/replay.py``.
 
 Systems compared in one run (each in its own process, the same benchmark code):
 
