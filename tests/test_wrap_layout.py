@@ -210,3 +210,38 @@ def test_async_openai_client_sends_the_layout_too(db_path: Path) -> None:
     assert all(json.dumps(b).startswith(_open_prefix(a)) for a, b in zip(messages, messages[1:], strict=False))
     assert mem.store.manifests.latest("agent", limit=1)[0].data["cache"]["reported"]["cached_read"] == last_read > 0
     mem.close()
+
+
+def test_callers_system_marks_give_way_when_they_would_pass_four(db_path: Path) -> None:
+    mem = _memory(db_path, layout=True)
+    rules = "Project rules: " + " ".join(f"rule {i} keep the build green." for i in range(400))
+    mem.add([{"role": "system", "content": rules}], session="s", format="openai")
+    mark = {"cache_control": {"type": "ephemeral"}}
+    few = [{"type": "text", "text": SYSTEM, **mark}]
+    many = [{"type": "text", "text": f"{SYSTEM} Part {i}.", **mark} for i in range(3)]
+    with FakeLLMServer(reply="Done.", prompt_cache=FakePromptCache(min_tokens=1024)) as server:
+        client = stratamem.wrap(
+            anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="ak-test", max_retries=0),
+            memory=mem,
+            session="s",
+        )
+        history: list[dict[str, Any]] = [{"role": "user", "content": ASK}]
+        server.script_tool_call("bash", {"cmd": "pytest"})
+        resp = client.messages.create(model="claude-sonnet-4-6", max_tokens=20, system=few, messages=history)
+        history += [
+            {"role": "assistant", "content": resp.content},
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": resp.content[0].id, "content": OUTPUT}],
+            },
+        ]
+        client.messages.create(model="claude-sonnet-4-6", max_tokens=20, system=many, messages=history)
+        first, second = (dict(r.body) for r in server.requests)
+    # 1 caller mark + the context's 2 (L0, the window's last block): all kept.
+    assert [("cache_control" in b) for b in first["system"]] == [True, True]
+    assert _marked(first) == [(0, 0)]
+    # 3 caller marks + the context's 2 would be 5: the caller's go, its text stays first and unchanged.
+    assert [b["text"] for b in second["system"][:3]] == [b["text"] for b in many]
+    assert [("cache_control" in b) for b in second["system"]] == [False, False, False, True]
+    assert _marked(second) == [(2, 0)]
+    mem.close()

@@ -26,6 +26,9 @@ __all__ = ["LayoutRequest", "layout_on", "layout_request", "newest_user_text", "
 
 log = logging.getLogger("stratamem.agentloop.wrap")
 
+MAX_BREAKPOINTS = 4
+"""Anthropic's limit on ``cache_control`` marks per request."""
+
 
 @dataclass(frozen=True)
 class LayoutRequest:
@@ -98,6 +101,13 @@ def layout_request(
         caller = [{"type": "text", "text": system}]
     else:
         caller = [dict(b.model_dump() if hasattr(b, "model_dump") else b) for b in system]
+    ours = sum(1 for b in blocks if "cache_control" in b) + sum(
+        1 for m in body if isinstance(m.get("content"), list) for b in m["content"] if "cache_control" in b
+    )
+    if ours + sum(1 for b in caller if "cache_control" in b) > MAX_BREAKPOINTS:
+        # Over the provider's limit: the caller's marks go (the context's later ones cover their prefix).
+        log.info("wrapped conversation %s: the caller's system cache_control marks dropped (over 4)", session)
+        caller = [{k: v for k, v in b.items() if k != "cache_control"} for b in caller]
     sent = caller + [copy.deepcopy(dict(b)) for b in blocks]
     text = "\n".join(str(b.get("text", "")) for b in sent) or None
     return LayoutRequest(body, sent or None, text)
