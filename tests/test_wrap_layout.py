@@ -92,13 +92,14 @@ def test_openai_tool_loop_sends_the_cache_layout_and_each_step_extends_the_last(
         bodies = _openai_loop(server, mem)
         usages = [server.cached(r) for r in server.requests]
     messages = [b["messages"] for b in bodies]
-    assert [len(m) for m in messages] == [3 + 2 * k for k in range(STEPS)]
+    assert [len(m) for m in messages] == [2 + 2 * k for k in range(STEPS)]
     for m in messages:
         assert structural_problems(m, "openai") == []
-        # The caller's system prompt first, unchanged; then the context's stable system message (L0).
-        assert m[0] == {"role": "system", "content": SYSTEM}
-        assert m[1]["role"] == "system" and m[1]["content"].startswith("## System prompt\n" + SYSTEM)
-        assert m[2] == {"role": "user", "content": ASK}
+        # The context's stable system message (L0) quotes the caller's stored system prompt, so the
+        # caller's own copy is not sent a second time: the words go once.
+        assert m[0]["role"] == "system" and m[0]["content"].startswith("## System prompt\n" + SYSTEM)
+        assert json.dumps(m).count(json.dumps(SYSTEM)[1:-1]) == 1
+        assert m[1] == {"role": "user", "content": ASK}
     # Step k+1's request starts with the bytes of step k's whole request: only the new step is appended.
     for before, after in zip(messages, messages[1:], strict=False):
         assert json.dumps(after).startswith(_open_prefix(before))
@@ -206,7 +207,7 @@ def test_async_openai_client_sends_the_layout_too(db_path: Path) -> None:
         asyncio.run(run(server))
         messages = [r.body["messages"] for r in server.requests]
         last_read = server.cached(server.requests[-1])[0]
-    assert [m[1]["content"].startswith("## System prompt\n") for m in messages] == [True] * 3
+    assert [m[0]["content"].startswith("## System prompt\n") for m in messages] == [True] * 3
     assert all(json.dumps(b).startswith(_open_prefix(a)) for a, b in zip(messages, messages[1:], strict=False))
     assert mem.store.manifests.latest("agent", limit=1)[0].data["cache"]["reported"]["cached_read"] == last_read > 0
     mem.close()

@@ -60,6 +60,11 @@ def _text_of(content: Any) -> str:
     return ""
 
 
+def _quoted(text: str, shown: str) -> bool:
+    """Whether ``text`` (a caller's system message) appears whole in ``shown``."""
+    return bool(text.strip()) and text in shown
+
+
 def newest_user_text(messages: Sequence[Mapping[str, Any]]) -> str | None:
     """The newest user message's words (tool results carry none: a tool loop keeps its request's)."""
     for m in reversed(messages):
@@ -87,8 +92,15 @@ def layout_request(
     ctx = memory.context(newest_user_text(live), budget=budget, session=session, format=provider, cache=True)
     body = [copy.deepcopy(dict(m)) for m in ctx.messages]
     if provider == "openai":
-        # The caller's system messages stay first and unchanged; the context's own follow.
-        head = [copy.deepcopy(dict(m)) for m in live if m.get("role") in {"system", "developer"}]
+        # The caller's system messages stay first and unchanged, except one the context's own
+        # leading system message already quotes whole (the wrapper stores it as a turn, so the
+        # instructions layer shows it): sending both would pay for the same words twice.
+        shown = "\n".join(_text_of(m.get("content")) for m in body[:1] if m.get("role") in {"system", "developer"})
+        head = [
+            copy.deepcopy(dict(m))
+            for m in live
+            if m.get("role") in {"system", "developer"} and not _quoted(_text_of(m.get("content")), shown)
+        ]
         return LayoutRequest(head + body, None, None)
     blocks = list(ctx.system_blocks or ())
     if not blocks and ctx.system:
