@@ -11,6 +11,7 @@ from typing import Any
 import anthropic
 import openai
 import pytest
+from wire import marked
 
 import stratamem
 from stratamem import Memory
@@ -35,16 +36,6 @@ def mem(db_path: Path) -> Iterator[Memory]:
 
 def ant(server: FakeLLMServer) -> anthropic.Anthropic:
     return anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="ak-test", max_retries=0)
-
-
-def _marked(body: dict[str, Any]) -> list[tuple[int, int]]:
-    return [
-        (i, j)
-        for i, m in enumerate(body["messages"])
-        if isinstance(m["content"], list)
-        for j, b in enumerate(m["content"])
-        if "cache_control" in b
-    ]
 
 
 def _rolling(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -75,7 +66,7 @@ def test_wrap_keeps_the_callers_cache_control_and_calibrates_on_the_whole_input(
         bodies = [r.body for r in server.requests]
         usages = [server.cached(r) for r in server.requests]
     # The caller's breakpoint reaches the provider, on the block the caller marked (the last one).
-    assert all(_marked(b) == [(len(b["messages"]) - 1, len(b["messages"][-1]["content"]) - 1)] for b in bodies)
+    assert all(marked(b) == [(len(b["messages"]) - 1, len(b["messages"][-1]["content"]) - 1)] for b in bodies)
     # ... and is not stored: the live list holds none.
     assert "cache_control" not in repr(client.stratamem.messages)
     read, written = usages[-1]
@@ -108,7 +99,7 @@ def test_cache_aware_wrap_marks_the_stable_prefix_on_the_copy_it_sends(mem: Memo
     frontier = prune_frontier(last["messages"])
     assert frontier is not None
     # Ours: the last block (rolling) and the prune frontier; at most four, none in the stored list.
-    assert _marked(last) == sorted([(frontier, 0), (len(last["messages"]) - 1, 0)])
+    assert marked(last) == sorted([(frontier, 0), (len(last["messages"]) - 1, 0)])
     assert "cache_control" not in repr(client.stratamem.messages)
     placed = client.stratamem.last_cache["breakpoints"]
     assert placed == [f"last block (message {len(last['messages']) - 1})", f"prune frontier (message {frontier})"]

@@ -32,6 +32,35 @@ def _recalled(ctx: Any) -> bool:
     return RECALL_TITLE in ctx.text
 
 
+def _fill(mem: Memory) -> None:
+    """Two sealed sessions of animal facts, then the request opening session ``s3``."""
+    for session in ("s1", "s2"):
+        for i in range(12):
+            animal, place = ANIMALS[i % 6], PLACES[(i * 5) % 6]
+            text = f"In {session} the {animal} near the {place} ate {i + 3} apples before noon."
+            mem.add(
+                {"role": "user" if i % 2 == 0 else "assistant", "content": text},
+                session=session,
+                timestamp=_at(i + (0 if session == "s1" else 60)),
+            )
+        mem.seal(session)
+    mem.add({"role": "user", "content": REQUEST}, session="s3", timestamp=_at(120))
+
+
+def _step(mem: Memory, fmt: str, n: int) -> Any:
+    """Tool step ``n`` of the request in ``s3``: its context, then the model's call and the result stored."""
+    ctx = mem.context(REQUEST, budget=3000, session="s3", format=fmt, cache=True, now=_at(200 + n))
+    call = {"type": "tool_use", "id": f"toolu_{n:03d}", "name": "bash", "input": {"command": f"pytest -k c{n}"}}
+    mem.add(
+        {"role": "assistant", "content": [{"type": "text", "text": f"Step {n}."}, call]},
+        session="s3",
+        timestamp=_at(121 + 2 * n),
+    )
+    result = {"type": "tool_result", "tool_use_id": f"toolu_{n:03d}", "content": f"{n + 1} passed in 0.1s"}
+    mem.add({"role": "user", "content": [result]}, session="s3", format="anthropic", timestamp=_at(122 + 2 * n))
+    return ctx
+
+
 def _loop(db: Path, fmt: str, step_recall: bool, stays: bool = False, record: bool = True) -> list[Any]:
     cfg = Config.from_dict(
         {
@@ -45,28 +74,8 @@ def _loop(db: Path, fmt: str, step_recall: bool, stays: bool = False, record: bo
         }
     )
     mem = Memory(db, namespace="steps", config=cfg, embedder=None)
-    for session in ("s1", "s2"):
-        for i in range(12):
-            animal, place = ANIMALS[i % 6], PLACES[(i * 5) % 6]
-            text = f"In {session} the {animal} near the {place} ate {i + 3} apples before noon."
-            mem.add(
-                {"role": "user" if i % 2 == 0 else "assistant", "content": text},
-                session=session,
-                timestamp=_at(i + (0 if session == "s1" else 60)),
-            )
-        mem.seal(session)
-    mem.add({"role": "user", "content": REQUEST}, session="s3", timestamp=_at(120))
-    contexts = []
-    for n in range(6):
-        contexts.append(mem.context(REQUEST, budget=3000, session="s3", format=fmt, cache=True, now=_at(200 + n)))
-        call = {"type": "tool_use", "id": f"toolu_{n:03d}", "name": "bash", "input": {"command": f"pytest -k c{n}"}}
-        mem.add(
-            {"role": "assistant", "content": [{"type": "text", "text": f"Step {n}."}, call]},
-            session="s3",
-            timestamp=_at(121 + 2 * n),
-        )
-        result = {"type": "tool_result", "tool_use_id": f"toolu_{n:03d}", "content": f"{n + 1} passed in 0.1s"}
-        mem.add({"role": "user", "content": [result]}, session="s3", format="anthropic", timestamp=_at(122 + 2 * n))
+    _fill(mem)
+    contexts = [_step(mem, fmt, n) for n in range(6)]
     mem.close()
     return contexts
 
@@ -196,31 +205,11 @@ def test_the_kept_block_is_read_from_the_store_not_from_the_process(tmp_path: Pa
     )
     db = tmp_path / "cold.db"
     with Memory(db, namespace="steps", config=cfg, embedder=None) as mem:
-        for session in ("s1", "s2"):
-            for i in range(12):
-                animal, place = ANIMALS[i % 6], PLACES[(i * 5) % 6]
-                text = f"In {session} the {animal} near the {place} ate {i + 3} apples before noon."
-                mem.add(
-                    {"role": "user" if i % 2 == 0 else "assistant", "content": text},
-                    session=session,
-                    timestamp=_at(i + (0 if session == "s1" else 60)),
-                )
-            mem.seal(session)
-        mem.add({"role": "user", "content": REQUEST}, session="s3", timestamp=_at(120))
+        _fill(mem)
     cold = []
     for n in range(6):
         with Memory(db, namespace="steps", config=cfg, embedder=None) as mem:
-            cold.append(
-                mem.context(REQUEST, budget=3000, session="s3", format="anthropic", cache=True, now=_at(200 + n))
-            )
-            call = {"type": "tool_use", "id": f"toolu_{n:03d}", "name": "bash", "input": {"command": f"pytest -k c{n}"}}
-            mem.add(
-                {"role": "assistant", "content": [{"type": "text", "text": f"Step {n}."}, call]},
-                session="s3",
-                timestamp=_at(121 + 2 * n),
-            )
-            result = {"type": "tool_result", "tool_use_id": f"toolu_{n:03d}", "content": f"{n + 1} passed in 0.1s"}
-            mem.add({"role": "user", "content": [result]}, session="s3", format="anthropic", timestamp=_at(122 + 2 * n))
+            cold.append(_step(mem, "anthropic", n))
     assert [plain(c.messages) for c in cold] == [plain(c.messages) for c in warm]
     assert all(_blocks(c) == _blocks(cold[0]) for c in cold)
 

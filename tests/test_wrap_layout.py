@@ -11,6 +11,7 @@ from typing import Any
 
 import anthropic
 import openai
+from wire import marked
 
 import stratamem
 from stratamem import Memory
@@ -24,9 +25,27 @@ ASK = "Run the tests and tell me what fails."
 STEPS = 8
 
 
+RULES = "Project rules: " + " ".join(f"rule {i} keep the build green." for i in range(400))  # > 1,024 tokens
+
+
 def _memory(path: Path, layout: bool) -> Memory:
     config = Config.from_dict({"pyramid": {"enabled": False}, "context": {"cache_layout": layout}})
     return Memory(path, namespace="agent", config=config, embedder=None)
+
+
+def _with_rules(path: Path) -> Memory:
+    """A layout memory whose session ``s`` holds a stored system prompt over 1,024 tokens (a cacheable L0)."""
+    mem = _memory(path, layout=True)
+    mem.add([{"role": "system", "content": RULES}], session="s", format="openai")
+    return mem
+
+
+def _wrapped_anthropic(server: FakeLLMServer, memory: Memory | None) -> Any:
+    return stratamem.wrap(
+        anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="ak-test", max_retries=0),
+        memory=memory,
+        session="s",
+    )
 
 
 def _openai_loop(server: FakeLLMServer, memory: Memory | None) -> list[dict[str, Any]]:
@@ -45,11 +64,7 @@ def _openai_loop(server: FakeLLMServer, memory: Memory | None) -> list[dict[str,
 
 
 def _anthropic_loop(server: FakeLLMServer, memory: Memory | None) -> list[dict[str, Any]]:
-    client = stratamem.wrap(
-        anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="ak-test", max_retries=0),
-        memory=memory,
-        session="s",
-    )
+    client = _wrapped_anthropic(server, memory)
     history: list[dict[str, Any]] = [{"role": "user", "content": ASK}]
     for k in range(STEPS):
         server.script_tool_call("bash", {"cmd": f"pytest -k case{k}"})
@@ -74,16 +89,6 @@ def _unmarked(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _open_prefix(messages: list[dict[str, Any]]) -> str:
     """The messages' JSON without its closing bracket: what a request that only appends starts with."""
     return json.dumps(messages)[:-1]
-
-
-def _marked(body: dict[str, Any]) -> list[tuple[int, int]]:
-    return [
-        (i, j)
-        for i, m in enumerate(body["messages"])
-        if isinstance(m["content"], list)
-        for j, b in enumerate(m["content"])
-        if "cache_control" in b
-    ]
 
 
 def test_openai_tool_loop_sends_the_cache_layout_and_each_step_extends_the_last(db_path: Path) -> None:
@@ -124,8 +129,8 @@ def test_anthropic_tool_loop_marks_the_window_and_each_step_extends_the_last(db_
         assert b["messages"][0] == {"role": "user", "content": ASK}
     # The first request is below the model's minimum cacheable prefix (1,024 tokens): no breakpoint.
     # From then on the rolling breakpoint sits on the window's last block (the newest tool result).
-    assert _marked(bodies[0]) == []
-    assert [_marked(b) for b in bodies[1:]] == [[(2 * k, 0)] for k in range(1, STEPS)]
+    assert marked(bodies[0]) == []
+    assert [marked(b) for b in bodies[1:]] == [[(2 * k, 0)] for k in range(1, STEPS)]
     # Without its breakpoint, step k's request is a byte prefix of step k+1's.
     for before, after in zip(bodies, bodies[1:], strict=False):
         assert json.dumps(_unmarked(after["messages"])).startswith(_open_prefix(_unmarked(before["messages"])))
@@ -152,17 +157,11 @@ def test_with_the_layout_off_the_requests_are_the_live_list_as_before(tmp_path: 
         assert "cache_control" not in json.dumps(sent[0])
 
 
-def test_anthropic_system_is_the_callers_then_the_contexts_stable_blocks_marked(db_path: Path) -> None:
-    mem = _memory(db_path, layout=True)
-    rules = "Project rules: " + " ".join(f"rule {i} keep the build green." for i in range(400))  # > 1,024 tokens
-    mem.add([{"role": "system", "content": rules}], session="s", format="openai")
+def test_anthropic_system_is_the_callers_then_the_contexts_stable_blocksmarked(db_path: Path) -> None:
+    mem = _with_rules(db_path)
     caller = [{"type": "text", "text": SYSTEM}]
     with FakeLLMServer(reply="Done.", prompt_cache=FakePromptCache(min_tokens=1024)) as server:
-        client = stratamem.wrap(
-            anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="ak-test", max_retries=0),
-            memory=mem,
-            session="s",
-        )
+        client = _wrapped_anthropic(server, mem)
         history: list[dict[str, Any]] = [{"role": "user", "content": ASK}]
         for k in range(4):
             server.script_tool_call("bash", {"cmd": f"pytest -k case{k}"})
@@ -172,11 +171,11 @@ def test_anthropic_system_is_the_callers_then_the_contexts_stable_blocks_marked(
             history.append({"role": "user", "content": [result]})
         bodies = [dict(r.body) for r in server.requests]
         usages = [server.cached(r) for r in server.requests]
-    stable = {"type": "text", "text": "## System prompt\n" + rules, "cache_control": {"type": "ephemeral"}}
+    stable = {"type": "text", "text": "## System prompt\n" + RULES, "cache_control": {"type": "ephemeral"}}
     for k, b in enumerate(bodies):
         # The caller's block first and unchanged, then the context's L0 with its breakpoint: byte-identical.
         assert b["system"] == caller + [stable]
-        assert _marked(b) == [(2 * k, 0)]
+        assert marked(b) == [(2 * k, 0)]
         assert structural_problems(b["messages"], "anthropic") == []
     # The first call writes the system prefix; every later one reads all the previous call wrote.
     assert usages[0][0] == 0 and usages[0][1] > 0
@@ -214,18 +213,12 @@ def test_async_openai_client_sends_the_layout_too(db_path: Path) -> None:
 
 
 def test_callers_system_marks_give_way_when_they_would_pass_four(db_path: Path) -> None:
-    mem = _memory(db_path, layout=True)
-    rules = "Project rules: " + " ".join(f"rule {i} keep the build green." for i in range(400))
-    mem.add([{"role": "system", "content": rules}], session="s", format="openai")
+    mem = _with_rules(db_path)
     mark = {"cache_control": {"type": "ephemeral"}}
     few = [{"type": "text", "text": SYSTEM, **mark}]
     many = [{"type": "text", "text": f"{SYSTEM} Part {i}.", **mark} for i in range(3)]
     with FakeLLMServer(reply="Done.", prompt_cache=FakePromptCache(min_tokens=1024)) as server:
-        client = stratamem.wrap(
-            anthropic.Anthropic(base_url=server.anthropic_base_url, api_key="ak-test", max_retries=0),
-            memory=mem,
-            session="s",
-        )
+        client = _wrapped_anthropic(server, mem)
         history: list[dict[str, Any]] = [{"role": "user", "content": ASK}]
         server.script_tool_call("bash", {"cmd": "pytest"})
         resp = client.messages.create(model="claude-sonnet-4-6", max_tokens=20, system=few, messages=history)
@@ -240,9 +233,9 @@ def test_callers_system_marks_give_way_when_they_would_pass_four(db_path: Path) 
         first, second = (dict(r.body) for r in server.requests)
     # 1 caller mark + the context's 2 (L0, the window's last block): all kept.
     assert [("cache_control" in b) for b in first["system"]] == [True, True]
-    assert _marked(first) == [(0, 0)]
+    assert marked(first) == [(0, 0)]
     # 3 caller marks + the context's 2 would be 5: the caller's go, its text stays first and unchanged.
     assert [b["text"] for b in second["system"][:3]] == [b["text"] for b in many]
     assert [("cache_control" in b) for b in second["system"]] == [False, False, False, True]
-    assert _marked(second) == [(2, 0)]
+    assert marked(second) == [(2, 0)]
     mem.close()

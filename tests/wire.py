@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["plain", "result_ids"]
+__all__ = ["marked", "plain", "result_ids"]
 
 
 def plain(value: Any) -> Any:
@@ -29,3 +29,14 @@ def result_ids(messages: Sequence[Mapping[str, Any]]) -> set[str]:
         if isinstance(m.get("content"), list):
             ids |= {b["tool_use_id"] for b in m["content"] if b.get("type") == "tool_result"}
     return ids
+
+
+def marked(body: Mapping[str, Any]) -> list[tuple[int, int]]:
+    """``(message, block)`` positions of a request's ``cache_control`` marks on its messages."""
+    return [
+        (i, j)
+        for i, m in enumerate(body["messages"])
+        if isinstance(m["content"], list)
+        for j, b in enumerate(m["content"])
+        if "cache_control" in b
+    ]
